@@ -1,0 +1,205 @@
+//! Containment of paths beneath the jail root.
+//!
+//! Owns the answer to "does this cwd or argument stay inside the root?". A path escapes when,
+//! lexically or after following symlinks, it lands outside. This is a check at decision time;
+//! a path can still be swapped between check and use, which is why the kernel (Landlock)
+//! confines the child as well. This module must never return a path it has not checked.
+
+use std::path::{Component, Path, PathBuf};
+
+use crate::config::lexical_normalize;
+
+/// Why a path was refused or could not be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum JailError {
+    /// It resolves outside the root (PATH_ESCAPE).
+    Escape { given: String, why: &'static str },
+    /// The cwd does not exist or is not a directory (INVALID_REQUEST).
+    NoSuchDirectory { given: String },
+}
+
+impl std::fmt::Display for JailError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            JailError::Escape { given, why } => write!(f, "{given:?} {why}"),
+            JailError::NoSuchDirectory { given } => {
+                write!(f, "cwd {given:?} is not an existing directory inside the jail")
+            }
+        }
+    }
+}
+
+impl std::error::Error for JailError {}
+
+/// A canonical directory that every cwd and path argument must stay beneath.
+#[derive(Debug, Clone)]
+pub struct JailRoot {
+    root: PathBuf,
+}
+
+impl JailRoot {
+    /// `root` must already be canonical (the policy loader makes it so).
+    pub fn new(root: PathBuf) -> Self {
+        JailRoot { root }
+    }
+
+    /// The canonical root.
+    pub fn path(&self) -> &Path {
+        &self.root
+    }
+
+    /// Resolves a requested cwd (relative to the root, or absolute inside it) to a canonical
+    /// directory inside the root.
+    pub fn resolve_cwd(&self, cwd: Option<&str>) -> Result<PathBuf, JailError> {
+        let Some(given) = cwd.filter(|c| !c.is_empty()) else {
+            return Ok(self.root.clone());
+        };
+        let candidate = self.lexical(given, self.root.as_path())?;
+        let real = std::fs::canonicalize(&candidate)
+            .map_err(|_| JailError::NoSuchDirectory { given: given.to_owned() })?;
+        if !real.starts_with(&self.root) {
+            return Err(escape(given, "resolves through a symlink to outside the jail"));
+        }
+        if !real.is_dir() {
+            return Err(JailError::NoSuchDirectory { given: given.to_owned() });
+        }
+        Ok(real)
+    }
+
+    /// Checks one argument (or the value of `--opt=value`) run from `cwd`.
+    ///
+    /// An argument that is absolute, has a `..` segment or starts with `~` must resolve inside
+    /// the jail. Any other argument that names an existing path is followed too, so a symlink
+    /// inside the jail cannot point a command outside it.
+    pub fn check_argument(&self, arg: &str, cwd: &Path) -> Result<(), JailError> {
+        let value = match arg.strip_prefix("--").and_then(|a| a.split_once('=')) {
+            Some((_, v)) => v,
+            None => arg,
+        };
+        if value.is_empty() || value == "-" {
+            return Ok(());
+        }
+        let path = Path::new(value);
+        let pathlike = path.is_absolute()
+            || value.starts_with('~')
+            || path.components().any(|c| c == Component::ParentDir);
+        let candidate = if pathlike {
+            self.lexical(value, cwd)?
+        } else {
+            cwd.join(path)
+        };
+        // Follow whatever exists of the path; the existing prefix decides.
+        let mut probe = candidate.as_path();
+        loop {
+            if std::fs::symlink_metadata(probe).is_ok() {
+                match std::fs::canonicalize(probe) {
+                    Ok(real) if !real.starts_with(&self.root) => {
+                        return Err(escape(value, "resolves through a symlink to outside the jail"));
+                    }
+                    Ok(_) => return Ok(()),
+                    // A dangling symlink: judge by where it points, lexically.
+                    Err(_) => return self.check_dangling(value, probe),
+                }
+            }
+            match probe.parent() {
+                Some(parent) if parent.starts_with(&self.root) && parent != probe => probe = parent,
+                _ => return Ok(()),
+            }
+        }
+    }
+
+    fn check_dangling(&self, given: &str, link: &Path) -> Result<(), JailError> {
+        let Ok(target) = std::fs::read_link(link) else {
+            return Ok(());
+        };
+        let base = link.parent().unwrap_or(&self.root);
+        let resolved = lexical_normalize(&base.join(target));
+        if resolved.starts_with(&self.root) {
+            Ok(())
+        } else {
+            Err(escape(given, "is a symlink pointing outside the jail"))
+        }
+    }
+
+    /// Joins `given` to `base` (or the root for `~`), normalises `..` lexically, and refuses
+    /// anything that leaves the root on paper.
+    fn lexical(&self, given: &str, base: &Path) -> Result<PathBuf, JailError> {
+        let joined = if let Some(rest) = given.strip_prefix('~') {
+            // HOME is the jail root for every command. `~user` names someone else's home.
+            match rest.strip_prefix('/') {
+                Some(rest) => self.root.join(rest),
+                None if rest.is_empty() => self.root.clone(),
+                None => return Err(escape(given, "names another user's home directory")),
+            }
+        } else {
+            base.join(given)
+        };
+        let normal = lexical_normalize(&joined);
+        if normal.starts_with(&self.root) {
+            Ok(normal)
+        } else if Path::new(given).is_absolute() {
+            Err(escape(given, "is an absolute path outside the jail"))
+        } else {
+            Err(escape(given, "climbs out of the jail with `..`"))
+        }
+    }
+}
+
+fn escape(given: &str, why: &'static str) -> JailError {
+    JailError::Escape { given: given.to_owned(), why }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn jail() -> (tempfile::TempDir, JailRoot) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap().join("jail");
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        std::fs::write(root.join("sub/f.txt"), "x").unwrap();
+        symlink("/etc", root.join("out")).unwrap();
+        symlink("sub", root.join("in")).unwrap();
+        symlink("/nonexistent/x", root.join("dangling")).unwrap();
+        (dir, JailRoot::new(root))
+    }
+
+    fn is_escape(r: Result<impl std::fmt::Debug, JailError>) -> bool {
+        matches!(r, Err(JailError::Escape { .. }))
+    }
+
+    #[test]
+    fn cwd_resolution() {
+        let (_d, j) = jail();
+        assert_eq!(j.resolve_cwd(None).unwrap(), j.path());
+        assert_eq!(j.resolve_cwd(Some("sub")).unwrap(), j.path().join("sub"));
+        assert_eq!(j.resolve_cwd(Some("in")).unwrap(), j.path().join("sub"));
+        let abs = j.path().join("sub");
+        assert_eq!(j.resolve_cwd(abs.to_str()).unwrap(), abs);
+        assert!(is_escape(j.resolve_cwd(Some(".."))));
+        assert!(is_escape(j.resolve_cwd(Some("sub/../.."))));
+        assert!(is_escape(j.resolve_cwd(Some("/tmp"))));
+        assert!(is_escape(j.resolve_cwd(Some("out"))));
+        assert!(matches!(j.resolve_cwd(Some("missing")), Err(JailError::NoSuchDirectory { .. })));
+        assert!(matches!(j.resolve_cwd(Some("sub/f.txt")), Err(JailError::NoSuchDirectory { .. })));
+    }
+
+    #[test]
+    fn argument_containment() {
+        let (_d, j) = jail();
+        let cwd = j.path().to_path_buf();
+        for ok in ["sub/f.txt", "new-file", "-l", "a;b", "sub/../sub/f.txt", "~", "~/sub", "in/f.txt", "-"] {
+            assert!(j.check_argument(ok, &cwd).is_ok(), "{ok}");
+        }
+        let inside = j.path().join("sub/f.txt");
+        assert!(j.check_argument(inside.to_str().unwrap(), &cwd).is_ok());
+        for bad in ["/etc/passwd", "../x", "sub/../../x", "~root", "~root/x", "out", "out/passwd", "dangling", "--file=/etc/passwd", "--x=../y"] {
+            assert!(is_escape(j.check_argument(bad, &cwd)), "{bad}");
+        }
+        let from_sub = j.path().join("sub");
+        assert!(j.check_argument("../sub/f.txt", &from_sub).is_ok());
+        assert!(is_escape(j.check_argument("../../x", &from_sub)));
+    }
+}

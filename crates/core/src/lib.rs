@@ -1,0 +1,27 @@
+//! The safety core of safe-mcp.
+//!
+//! Every decision that can hurt someone lives here: the policy file ([`config`]), command
+//! syntax without a shell ([`syntax`]), argument normalisation ([`args`]), evaluation
+//! ([`policy`]), jail containment ([`jail`]), redaction ([`redact`]), the audit trail
+//! ([`audit`]), the envelope ([`envelope`]) and the order of the request flow ([`terminal`]).
+//! The servers and the CLI only translate between MCP or argv and these calls.
+//!
+//! ```
+//! use safe_mcp_core::syntax::parse;
+//! let list = parse(r#"echo "a;b" | wc -c"#).unwrap();
+//! assert_eq!(list.pipelines[0][0], ["echo", "a;b"]);
+//! assert!(parse("echo $HOME").is_err());
+//! ```
+#![forbid(unsafe_code)]
+
+pub mod args;
+pub mod audit;
+pub mod config;
+pub mod envelope;
+pub mod jail;
+pub mod policy;
+pub mod redact;
+pub mod syntax;
+pub mod terminal;
+
+pub use envelope::{OperationResult, ResultCode};

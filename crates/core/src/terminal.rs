@@ -1,0 +1,490 @@
+//! The terminal request flow (DESIGN §1): parse → evaluate → contain → audit attempt →
+//! execute → redact → cap → audit outcome → envelope.
+//!
+//! Owns the order of those steps, which is itself a safety property: nothing reaches the
+//! [`Executor`] before its attempt record is durable (or fail-open says otherwise), and no
+//! output leaves before redaction. `explain` and `describe` are given no executor at all, so
+//! they cannot run anything. The executor (the `safe-mcp-exec` crate) only runs an
+//! [`ExecPlan`] this module approved.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value, json};
+
+use crate::audit::{AuditError, AuditLog};
+use crate::config::{AuditFailMode, Policy, TerminalPolicy};
+use crate::envelope::{OperationResult, ResultCode};
+use crate::jail::JailRoot;
+use crate::policy::{Decision, evaluate};
+use crate::redact::{PatternError, Redactor};
+use crate::syntax::{self, CommandList, Sequence, SyntaxError};
+
+/// Extra raw bytes read past the cap, so a secret straddling the cap is redacted whole.
+pub const REDACTION_SLACK_BYTES: usize = 16 * 1024;
+
+/// `command`: a string split without a shell, or an argv array (one simple command).
+#[derive(Debug, Clone)]
+pub enum CommandInput {
+    /// POSIX-quoted text.
+    Line(String),
+    /// One simple command, taken literally.
+    Argv(Vec<String>),
+}
+
+impl CommandInput {
+    fn parse(&self) -> Result<CommandList, SyntaxError> {
+        match self {
+            CommandInput::Line(s) => syntax::parse(s),
+            CommandInput::Argv(v) => CommandList::from_argv(v.clone()),
+        }
+    }
+
+    fn display(&self) -> String {
+        match self {
+            CommandInput::Line(s) => s.clone(),
+            CommandInput::Argv(v) => v.join(" "),
+        }
+    }
+}
+
+/// A `run_command` call.
+#[derive(Debug, Clone)]
+pub struct RunRequest {
+    /// What to run.
+    pub command: CommandInput,
+    /// Relative to the jail root, or absolute inside it.
+    pub cwd: Option<String>,
+    /// Text fed to the first stage.
+    pub stdin: Option<String>,
+    /// May lower, never raise, the policy's limit.
+    pub timeout_seconds: Option<u64>,
+}
+
+/// One approved program.
+#[derive(Debug, Clone)]
+pub struct ExecStage {
+    /// Absolute path, resolved through the scrubbed PATH.
+    pub program: PathBuf,
+    /// argv, `argv[0]` as the user typed it.
+    pub argv: Vec<String>,
+}
+
+/// Everything the executor needs, and nothing it may decide for itself.
+#[derive(Debug, Clone)]
+pub struct ExecPlan {
+    /// Pipelines of stages.
+    pub pipelines: Vec<Vec<ExecStage>>,
+    /// `joins[i]` joins pipeline i to i + 1.
+    pub joins: Vec<Sequence>,
+    /// Canonical cwd inside the jail.
+    pub cwd: PathBuf,
+    /// The complete environment.
+    pub env: Vec<(String, String)>,
+    /// Bytes for the first stage's stdin (else /dev/null).
+    pub stdin: Option<Vec<u8>>,
+    /// Wall-clock limit for the whole list.
+    pub timeout: Duration,
+    /// Raw bytes to read per stream before the tree is killed as a flood.
+    pub capture_limit: usize,
+}
+
+/// How one stage ended.
+#[derive(Debug, Clone, Default)]
+pub struct StageOutcome {
+    /// Whether it was started (a `&&` may skip it).
+    pub ran: bool,
+    /// Its exit status, when it exited.
+    pub exit_code: Option<i32>,
+    /// The signal that ended it, when one did.
+    pub signal: Option<i32>,
+}
+
+/// What the executor observed.
+#[derive(Debug, Clone, Default)]
+pub struct ExecOutcome {
+    /// Per stage, pipelines flattened in order.
+    pub stages: Vec<StageOutcome>,
+    /// The list's status: the last pipeline run's last stage.
+    pub exit_code: Option<i32>,
+    /// Captured stdout (at most `capture_limit` bytes).
+    pub stdout: Vec<u8>,
+    /// Captured stderr (at most `capture_limit` bytes).
+    pub stderr: Vec<u8>,
+    /// stdout bytes read in all.
+    pub stdout_bytes: u64,
+    /// stderr bytes read in all.
+    pub stderr_bytes: u64,
+    /// Output passed `capture_limit` and the tree was killed.
+    pub flooded: bool,
+    /// The wall-clock limit was hit and the tree was killed.
+    pub timed_out: bool,
+    /// The client cancelled and the tree was killed.
+    pub cancelled: bool,
+}
+
+/// Why the executor could not run the plan.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum ExecFailure {
+    /// A program could not be started (OPERATION_FAILED).
+    Spawn { program: String, message: String },
+    /// Confinement required by policy could not be applied (SANDBOX_UNAVAILABLE).
+    Sandbox(String),
+    /// Anything else (INTERNAL_ERROR).
+    Internal(String),
+}
+
+/// A future that completes when the client cancels.
+pub type Cancel = Pin<Box<dyn Future<Output = ()> + Send>>;
+/// The executor's boxed future.
+pub type ExecFuture<'a> = Pin<Box<dyn Future<Output = Result<ExecOutcome, ExecFailure>> + Send + 'a>>;
+
+/// Runs approved plans. Implemented by `safe-mcp-exec`.
+pub trait Executor: Send + Sync {
+    /// What confinement applies to every command, for explain, describe and the audit.
+    fn confinement(&self) -> Value;
+    /// Runs `plan`, killing the whole tree on timeout, flood or `cancel`.
+    fn execute(&self, plan: ExecPlan, cancel: Cancel) -> ExecFuture<'_>;
+}
+
+/// Why the service could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServiceError {
+    /// The policy has no terminal section.
+    #[error("the policy has no [terminal] section")]
+    NoTerminal,
+    /// The policy has no audit log.
+    #[error("the policy sets no audit_log")]
+    NoAudit,
+    /// A redaction pattern failed to compile.
+    #[error(transparent)]
+    Pattern(#[from] PatternError),
+}
+
+/// The terminal server's core: every rule, no transport.
+#[derive(Debug)]
+pub struct TerminalService {
+    policy: TerminalPolicy,
+    jail: JailRoot,
+    redactor: Redactor,
+    audit: AuditLog,
+    env: Vec<(String, String)>,
+    calls: AtomicU64,
+}
+
+const RUN: &str = "run_command";
+const EXPLAIN: &str = "explain_command";
+const DESCRIBE: &str = "describe_policy";
+
+impl TerminalService {
+    /// Builds the service from a validated policy.
+    pub fn new(policy: &Policy) -> Result<Self, ServiceError> {
+        let terminal = policy.terminal.clone().ok_or(ServiceError::NoTerminal)?;
+        let log = policy.audit.log.as_deref().ok_or(ServiceError::NoAudit)?;
+        let redactor = Redactor::new(&policy.redaction)?;
+        let jail = JailRoot::new(terminal.jail_root.clone());
+        let path = terminal.path.iter().map(|p| p.to_string_lossy().into_owned()).collect::<Vec<_>>().join(":");
+        let env = vec![
+            ("PATH".to_owned(), path),
+            ("HOME".to_owned(), terminal.jail_root.to_string_lossy().into_owned()),
+            ("LANG".to_owned(), "C.UTF-8".to_owned()),
+            // Pins: no system git config, no credential prompts waiting on a terminal.
+            ("GIT_CONFIG_NOSYSTEM".to_owned(), "1".to_owned()),
+            ("GIT_TERMINAL_PROMPT".to_owned(), "0".to_owned()),
+        ];
+        Ok(TerminalService {
+            audit: AuditLog::open(log, policy.audit.fail_mode),
+            policy: terminal,
+            jail,
+            redactor,
+            env,
+            calls: AtomicU64::new(0),
+        })
+    }
+
+    /// The terminal policy in force.
+    pub fn policy(&self) -> &TerminalPolicy {
+        &self.policy
+    }
+
+    /// The redactor (shared with the CLI's `redact`).
+    pub fn redactor(&self) -> &Redactor {
+        &self.redactor
+    }
+
+    /// The verdict for `command` run from `cwd`, without running anything.
+    pub fn explain(&self, command: &CommandInput, cwd: Option<&str>, confinement: Value) -> OperationResult {
+        let started = Instant::now();
+        let result = match command.parse() {
+            Err(e) => syntax_refusal(EXPLAIN, &e),
+            Ok(list) => {
+                let decision = evaluate(&self.policy, &self.jail, &list, cwd);
+                let mut detail = decision_detail(&decision);
+                detail.insert("would_run".into(), json!(decision.code == ResultCode::Ok));
+                detail.insert("confinement".into(), confinement);
+                detail.insert("timeout_seconds".into(), json!(self.policy.limits.timeout_seconds));
+                OperationResult::new(EXPLAIN, decision.code, decision.reason.clone()).with_detail(Value::Object(detail))
+            }
+        };
+        result.with_duration(started.elapsed())
+    }
+
+    /// The policy as a model should read it.
+    pub fn describe(&self, confinement: Value) -> OperationResult {
+        let p = &self.policy;
+        let rules: Vec<Value> = p
+            .rules
+            .iter()
+            .map(|r| json!({"command": r.command, "deny_args": r.deny_args, "reason": r.reason}))
+            .collect();
+        let detail = json!({
+            "jail_root": p.jail_root,
+            "allowlist": p.allow,
+            "denylist": p.deny,
+            "rules": rules,
+            "limits": {
+                "timeout_seconds": p.limits.timeout_seconds,
+                "max_output_bytes": p.limits.max_output_bytes,
+                "cpu_seconds": p.limits.cpu_seconds,
+                "memory_bytes": p.limits.memory_bytes,
+                "file_size_bytes": p.limits.file_size_bytes,
+                "open_files": p.limits.open_files,
+                "processes": p.limits.processes,
+            },
+            "syntax": {
+                "accepted": ["'single' and \"double\" quotes (tokenization only)", "\\ escapes", "|", "&&", "||", ";"],
+                "refused": ["$VAR and ${VAR}", "$(...) and backticks", "< > >> 2>&1 redirections", "<< here-docs", "& background", "( ) { } groups", "NAME=value before a command", "unquoted # comments"],
+                "expansion": "none: no globs, braces, tilde or variables; words are passed literally",
+                "programs": "bare names resolved through the server's PATH; a name containing / is refused",
+            },
+            "environment": self.env.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(),
+            "confinement": confinement,
+        });
+        OperationResult::new(
+            DESCRIBE,
+            ResultCode::Ok,
+            format!("{} commands allowlisted; everything else is denied", p.allow.len()),
+        )
+        .with_detail(detail)
+    }
+
+    /// Runs a request end to end. Every path out of here is an envelope.
+    pub async fn run(&self, req: RunRequest, executor: &dyn Executor, cancel: Cancel) -> OperationResult {
+        let started = Instant::now();
+        let call = format!("{}-{}", std::process::id(), self.calls.fetch_add(1, Ordering::Relaxed) + 1);
+        let result = self.run_inner(&call, req, executor, cancel).await;
+        let result = result.with_duration(started.elapsed());
+        let mut outcome = Map::new();
+        outcome.insert("call".into(), json!(call));
+        outcome.insert("tool".into(), json!(RUN));
+        outcome.insert("code".into(), json!(result.code));
+        outcome.insert("duration_ms".into(), json!(result.duration_ms));
+        for key in ["exit_code", "stdout_bytes", "stderr_bytes", "stdout_truncated", "stderr_truncated"] {
+            if let Some(v) = result.detail.get(key) {
+                outcome.insert(key.into(), v.clone());
+            }
+        }
+        if let Err(e) = self.audit.append_outcome(outcome) {
+            eprintln!("safe-mcp: warning: the outcome record of call {call} was not written: {e}");
+        }
+        result
+    }
+
+    async fn run_inner(&self, call: &str, req: RunRequest, executor: &dyn Executor, cancel: Cancel) -> OperationResult {
+        let command_text = self.redactor.redact(&req.command.display());
+        let mut attempt = Map::new();
+        attempt.insert("call".into(), json!(call));
+        attempt.insert("tool".into(), json!(RUN));
+        attempt.insert("command".into(), json!(command_text));
+        attempt.insert("cwd".into(), json!(req.cwd));
+
+        let list = match req.command.parse() {
+            Ok(list) => list,
+            Err(e) => {
+                let result = syntax_refusal(RUN, &e);
+                self.audit_refusal(attempt, &result);
+                return result;
+            }
+        };
+        if req.timeout_seconds == Some(0) {
+            let result = OperationResult::new(RUN, ResultCode::InvalidRequest, "timeout_seconds must be at least 1");
+            self.audit_refusal(attempt, &result);
+            return result;
+        }
+        let decision = evaluate(&self.policy, &self.jail, &list, req.cwd.as_deref());
+        let argv: Vec<Vec<String>> = decision
+            .stages
+            .iter()
+            .map(|s| s.argv.iter().map(|a| self.redactor.redact(a)).collect())
+            .collect();
+        attempt.insert("argv".into(), json!(argv));
+        attempt.insert("rule".into(), json!(decision.rule));
+        if decision.code != ResultCode::Ok {
+            let mut detail = decision_detail(&decision);
+            detail.insert("would_run".into(), json!(false));
+            let result = OperationResult::new(RUN, decision.code, decision.reason.clone()).with_detail(Value::Object(detail));
+            self.audit_refusal(attempt, &result);
+            return result;
+        }
+        let Some(cwd) = decision.cwd.clone() else {
+            return OperationResult::internal(RUN);
+        };
+
+        let confinement = executor.confinement();
+        attempt.insert("verdict".into(), json!(ResultCode::Ok));
+        attempt.insert("confinement".into(), confinement.clone());
+        if let Err(e) = self.audit.append_attempt(attempt) {
+            match self.audit.fail_mode() {
+                AuditFailMode::Closed => return audit_unavailable(&e),
+                AuditFailMode::Open => {
+                    eprintln!("safe-mcp: warning: audit_fail_mode = \"open\": running call {call} without its attempt record: {e}");
+                }
+            }
+        }
+
+        let limit = self.policy.limits.timeout_seconds;
+        let timeout = req.timeout_seconds.map_or(limit, |t| t.min(limit));
+        let plan = ExecPlan {
+            pipelines: build_pipelines(&decision),
+            joins: decision.sequences().to_vec(),
+            cwd: cwd.clone(),
+            env: self.env.clone(),
+            stdin: req.stdin.map(String::into_bytes),
+            timeout: Duration::from_secs(timeout),
+            capture_limit: self.policy.limits.max_output_bytes + REDACTION_SLACK_BYTES,
+        };
+        match executor.execute(plan, cancel).await {
+            Ok(outcome) => self.finish(&decision, outcome, timeout, cwd, confinement),
+            Err(ExecFailure::Spawn { program, message }) => OperationResult::new(
+                RUN,
+                ResultCode::OperationFailed,
+                format!("`{program}` could not be started: {message}"),
+            ),
+            Err(ExecFailure::Sandbox(message)) => OperationResult::new(
+                RUN,
+                ResultCode::SandboxUnavailable,
+                format!("kernel confinement could not be applied, so nothing ran: {message}"),
+            ),
+            Err(ExecFailure::Internal(message)) => {
+                eprintln!("safe-mcp: internal error in call {call}: {message}");
+                OperationResult::internal(RUN)
+            }
+        }
+    }
+
+    fn finish(&self, decision: &Decision, out: ExecOutcome, timeout: u64, cwd: PathBuf, confinement: Value) -> OperationResult {
+        let cap = self.policy.limits.max_output_bytes;
+        let (stdout, stdout_cut) = self.redact_and_cap(&out.stdout, out.stdout_bytes, cap, out.flooded);
+        let (stderr, stderr_cut) = self.redact_and_cap(&out.stderr, out.stderr_bytes, cap, out.flooded);
+        let stages: Vec<Value> = decision
+            .stages
+            .iter()
+            .zip(out.stages.iter().chain(std::iter::repeat(&StageOutcome::default())))
+            .map(|(v, o)| {
+                json!({
+                    "argv": v.argv.iter().map(|a| self.redactor.redact(a)).collect::<Vec<_>>(),
+                    "program": v.program,
+                    "ran": o.ran,
+                    "exit_code": o.exit_code,
+                    "signal": o.signal,
+                })
+            })
+            .collect();
+        let detail = json!({
+            "stdout": stdout,
+            "stderr": stderr,
+            "exit_code": out.exit_code,
+            "stdout_bytes": out.stdout_bytes,
+            "stderr_bytes": out.stderr_bytes,
+            "stdout_truncated": stdout_cut,
+            "stderr_truncated": stderr_cut,
+            "stages": stages,
+            "cwd": cwd,
+            "timeout_seconds": timeout,
+            "confinement": confinement,
+        });
+        let (code, reason) = if out.timed_out {
+            (ResultCode::Timeout, format!("the command exceeded {timeout}s; its whole process tree was killed"))
+        } else if out.cancelled {
+            (ResultCode::OperationFailed, "the client cancelled the call; the whole process tree was killed".to_owned())
+        } else if out.flooded {
+            (ResultCode::OutputTruncated, format!("output passed the {cap}-byte cap; reading stopped and the process tree was killed"))
+        } else if stdout_cut || stderr_cut {
+            (ResultCode::OutputTruncated, format!("the command ran; output was cut at {cap} bytes"))
+        } else {
+            let status = match out.exit_code {
+                Some(c) => format!("exit code {c}"),
+                None => "no exit code (killed by a signal)".to_owned(),
+            };
+            (ResultCode::Ok, format!("the command ran ({status})"))
+        };
+        OperationResult::new(RUN, code, reason).with_detail(detail)
+    }
+
+    /// Redacts first, then caps at a char boundary with a marker.
+    fn redact_and_cap(&self, raw: &[u8], total: u64, cap: usize, flooded: bool) -> (String, bool) {
+        let text = self.redactor.redact(&String::from_utf8_lossy(raw));
+        if text.len() <= cap && !flooded {
+            return (text, false);
+        }
+        let mut end = cap.min(text.len());
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let more = if flooded { "at least " } else { "" };
+        (format!("{}\n[output truncated at {cap} bytes; {more}{total} bytes were produced]", &text[..end]), true)
+    }
+
+    fn audit_refusal(&self, mut attempt: Map<String, Value>, result: &OperationResult) {
+        attempt.insert("verdict".into(), json!(result.code));
+        attempt.insert("reason".into(), json!(self.redactor.redact(&result.reason)));
+        if let Err(e) = self.audit.append_attempt(attempt) {
+            // Nothing runs on a refusal, so there is nothing to hold back; say so loudly.
+            eprintln!("safe-mcp: warning: a refused call was not audited: {e}");
+        }
+    }
+}
+
+fn audit_unavailable(e: &AuditError) -> OperationResult {
+    eprintln!("safe-mcp: audit unavailable, refusing to run: {e}");
+    OperationResult::new(
+        RUN,
+        ResultCode::AuditUnavailable,
+        "the audit record could not be written and audit_fail_mode is \"closed\", so nothing ran",
+    )
+}
+
+fn syntax_refusal(action: &str, e: &SyntaxError) -> OperationResult {
+    let code = if e.is_invalid_request() { ResultCode::InvalidRequest } else { ResultCode::PolicyDenied };
+    let rule = match e {
+        SyntaxError::Forbidden(f) => f.name(),
+        _ => "syntax",
+    };
+    OperationResult::new(action, code, e.to_string()).with_detail(json!({"rule": rule, "would_run": false}))
+}
+
+fn decision_detail(d: &Decision) -> Map<String, Value> {
+    match serde_json::to_value(d) {
+        Ok(Value::Object(map)) => map,
+        _ => Map::new(),
+    }
+}
+
+fn build_pipelines(d: &Decision) -> Vec<Vec<ExecStage>> {
+    let mut stages = d.stages.iter();
+    d.pipeline_lengths
+        .iter()
+        .map(|&n| {
+            stages
+                .by_ref()
+                .take(n)
+                .filter_map(|s| s.program.clone().map(|program| ExecStage { program, argv: s.argv.clone() }))
+                .collect()
+        })
+        .collect()
+}
