@@ -53,18 +53,21 @@ impl std::fmt::Debug for AuditLog {
 }
 
 impl AuditLog {
-    /// Opens (or creates, mode 0600, never through a symlink) the trail and finds the chain's last link.
-    /// Failing to open is not fatal here: each append retries and reports.
+    /// Names the trail. Nothing is opened yet: the first append (or [`AuditLog::check`])
+    /// opens or creates it (mode 0600, never through a symlink) and finds the chain's last link.
+    /// Each append re-checks, so a trail that breaks later is noticed at that call.
     pub fn open(path: &Path, fail_mode: AuditFailMode) -> Self {
-        let log = AuditLog {
+        AuditLog {
             path: path.to_path_buf(),
             fail_mode,
             writer: Mutex::new(Writer { file: None, prev: GENESIS.to_owned(), seq: 0 }),
-        };
-        if let Ok(mut w) = log.writer.lock() {
-            let _ = log.ensure_open(&mut w);
         }
-        log
+    }
+
+    /// Opens the trail now, to report a problem at startup rather than at the first call.
+    pub fn check(&self) -> Result<(), AuditError> {
+        let mut w = self.writer.lock().map_err(|_| self.err("writer lock poisoned"))?;
+        self.ensure_open(&mut w)
     }
 
     /// Closed or open.

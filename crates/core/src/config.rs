@@ -182,6 +182,9 @@ pub struct SandboxSettings {
     pub network: bool,
     /// Read+execute paths outside the jail.
     pub read_paths: Vec<PathBuf>,
+    /// Whether files inside the jail may be executed (default false: a program the model
+    /// writes into the jail cannot be run, even by an allowlisted tool).
+    pub exec_in_jail: bool,
 }
 
 /// The read+execute paths a default command needs: the loader, libraries, locale, /dev/null.
@@ -354,6 +357,7 @@ struct RawSandbox {
     mode: Option<SandboxMode>,
     network: Option<bool>,
     read_paths: Option<Vec<PathBuf>>,
+    exec_in_jail: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -647,6 +651,7 @@ impl Builder<'_> {
                 mode: sb.mode.unwrap_or(SandboxMode::Enforce),
                 network: sb.network.unwrap_or(false),
                 read_paths,
+                exec_in_jail: sb.exec_in_jail.unwrap_or(false),
             },
             path,
         })

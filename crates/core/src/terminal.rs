@@ -212,6 +212,11 @@ impl TerminalService {
         &self.policy
     }
 
+    /// The audit trail.
+    pub fn audit(&self) -> &AuditLog {
+        &self.audit
+    }
+
     /// The redactor (shared with the CLI's `redact`).
     pub fn redactor(&self) -> &Redactor {
         &self.redactor
@@ -469,10 +474,14 @@ fn syntax_refusal(action: &str, e: &SyntaxError) -> OperationResult {
 }
 
 fn decision_detail(d: &Decision) -> Map<String, Value> {
-    match serde_json::to_value(d) {
+    let mut map = match serde_json::to_value(d) {
         Ok(Value::Object(map)) => map,
         _ => Map::new(),
-    }
+    };
+    // The envelope already carries the deciding code and reason.
+    map.remove("code");
+    map.remove("reason");
+    map
 }
 
 fn build_pipelines(d: &Decision) -> Vec<Vec<ExecStage>> {

@@ -1,0 +1,276 @@
+//! What the kernel enforces on every command (DESIGN §5), built once in the parent.
+//!
+//! Owns the Landlock ruleset, the seccomp program and the rlimits. Everything that allocates,
+//! opens paths or can fail with a message happens here, at server start, in the parent. The
+//! child only makes syscalls (see [`Confinement::apply_in_child`]). We chose that over
+//! re-executing a helper binary because the server is a multithreaded tokio process (after
+//! `fork` only async-signal-safe calls are allowed, so the child must not allocate) and a
+//! second `exec` per command would double the spawn cost that the benchmark measures.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreated,
+    RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
+};
+use rustix::process::{Resource, Rlimit, getrlimit};
+use safe_mcp_core::config::{Limits, SandboxMode, TerminalPolicy};
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
+    TargetArch,
+};
+use serde_json::{Value, json};
+
+/// The Landlock ABI whose rights we request: filesystem (incl. truncate, ioctl on devices),
+/// TCP bind/connect (v4) and signal / abstract-socket scoping (v6).
+const TARGET_ABI: ABI = ABI::V6;
+
+/// Why confinement could not be prepared. Fatal at startup under `enforce`.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfineError {
+    /// The Landlock ruleset could not be built as required.
+    #[error("Landlock cannot be enforced on this kernel: {0}")]
+    Landlock(String),
+    /// The seccomp program could not be compiled.
+    #[error("the seccomp filter could not be built: {0}")]
+    Seccomp(String),
+}
+
+/// The confinement applied to every command of one server.
+pub struct Confinement {
+    mode: SandboxMode,
+    landlock: Option<RulesetCreated>,
+    seccomp: Option<BpfProgram>,
+    rlimits: Vec<(Resource, Rlimit)>,
+    report: Value,
+}
+
+impl std::fmt::Debug for Confinement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Confinement").field("report", &self.report).finish()
+    }
+}
+
+/// The kernel's Landlock ABI version, or 0 when Landlock is unavailable.
+pub fn landlock_abi() -> i64 {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: landlock_create_ruleset with a NULL attr, size 0 and the VERSION flag only
+    // returns the ABI number (or an error); it reads no memory and creates no descriptor.
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    if v < 0 { 0 } else { v }
+}
+
+impl Confinement {
+    /// Builds the confinement for `policy`. Under `enforce`, anything the kernel cannot fully
+    /// enforce is an error; under `best-effort`, it is reported; under `off`, only rlimits apply.
+    pub fn new(policy: &TerminalPolicy) -> Result<Self, ConfineError> {
+        let sandbox = &policy.sandbox;
+        let rlimits = rlimits(&policy.limits);
+        let abi = landlock_abi();
+        let (landlock, seccomp) = match sandbox.mode {
+            SandboxMode::Off => (None, None),
+            mode => {
+                let ruleset = build_ruleset(policy, mode == SandboxMode::Enforce)?;
+                (Some(ruleset), Some(build_seccomp(sandbox.network)?))
+            }
+        };
+        let landlock_state = match (sandbox.mode, abi) {
+            (SandboxMode::Off, _) => "off",
+            (_, a) if a >= TARGET_ABI as i64 => "full",
+            (_, 0) => "none",
+            _ => "partial",
+        };
+        if sandbox.mode == SandboxMode::BestEffort && landlock_state != "full" {
+            eprintln!(
+                "safe-mcp: warning: sandbox mode best-effort: Landlock is {landlock_state} on this kernel (ABI {abi}); commands run less confined"
+            );
+        }
+        let report = json!({
+            "mode": sandbox.mode.as_str(),
+            "landlock": {
+                "kernel_abi": abi,
+                "requested_abi": TARGET_ABI as i64,
+                "enforced": landlock_state,
+                "read_paths": sandbox.read_paths,
+                "read_write": [policy.jail_root.clone(), PathBuf::from("/dev/null")],
+                "exec_in_jail": sandbox.exec_in_jail,
+                "tcp": if sandbox.network || landlock_state == "off" { "allowed" } else { "denied" },
+                "scoped": if landlock_state == "off" { json!([]) } else { json!(["signal", "abstract-unix-socket"]) },
+            },
+            "seccomp": {
+                "enabled": seccomp.is_some(),
+                "denied": if seccomp.is_some() { json!(DENIED_SYSCALLS.iter().map(|(n, _)| *n).collect::<Vec<_>>()) } else { json!([]) },
+                "sockets": if seccomp.is_none() || sandbox.network { "any" } else { "AF_UNIX only" },
+            },
+            "no_new_privs": sandbox.mode != SandboxMode::Off,
+            "rlimits": {
+                "cpu_seconds": policy.limits.cpu_seconds,
+                "memory_bytes": policy.limits.memory_bytes,
+                "file_size_bytes": policy.limits.file_size_bytes,
+                "open_files": policy.limits.open_files,
+                "processes": policy.limits.processes,
+                "core_bytes": 0,
+            },
+            "process_group": "own; the whole tree is killed on timeout, cancel or flood",
+        });
+        Ok(Confinement { mode: sandbox.mode, landlock, seccomp, rlimits, report })
+    }
+
+    /// What applies, as reported by explain, describe, doctor and the audit trail.
+    pub fn report(&self) -> &Value {
+        &self.report
+    }
+
+    /// Prepares the per-child state: a duplicate of the ruleset descriptor.
+    pub(crate) fn for_child(self: &Arc<Self>) -> std::io::Result<ChildConfinement> {
+        let landlock = match &self.landlock {
+            Some(r) => Some(r.try_clone()?),
+            None => None,
+        };
+        Ok(ChildConfinement { parent: Arc::clone(self), landlock })
+    }
+}
+
+/// One child's share of the confinement; consumed in the child.
+pub(crate) struct ChildConfinement {
+    parent: Arc<Confinement>,
+    landlock: Option<RulesetCreated>,
+}
+
+/// errno the child reports when Landlock was not fully enforced under `enforce`.
+pub(crate) const ERRNO_NOT_ENFORCED: i32 = libc::ENOTRECOVERABLE;
+
+impl ChildConfinement {
+    /// Runs in the forked child, before exec. Only syscalls: no allocation, no locks.
+    /// Order (written down as Firecracker's jailer does): mark inherited descriptors
+    /// close-on-exec, rlimits, no_new_privs + Landlock, then seccomp last.
+    pub(crate) fn apply_in_child(&mut self) -> std::io::Result<()> {
+        // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only sets a flag on descriptors >= 3;
+        // it closes nothing now, so std's own exec-error pipe keeps working until exec.
+        let rc = unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        for (resource, limit) in &self.parent.rlimits {
+            rustix::process::setrlimit(*resource, limit.clone())?;
+        }
+        if self.parent.mode == SandboxMode::Off {
+            return Ok(());
+        }
+        rustix::thread::set_no_new_privs(true)?;
+        if let Some(ruleset) = self.landlock.take() {
+            let status = ruleset
+                .restrict_self()
+                .map_err(|_| std::io::Error::from_raw_os_error(ERRNO_NOT_ENFORCED))?;
+            if self.parent.mode == SandboxMode::Enforce && status.ruleset != RulesetStatus::FullyEnforced {
+                return Err(std::io::Error::from_raw_os_error(ERRNO_NOT_ENFORCED));
+            }
+        }
+        if let Some(program) = &self.parent.seccomp {
+            seccompiler::apply_filter(program).map_err(|_| std::io::Error::from_raw_os_error(ERRNO_NOT_ENFORCED))?;
+        }
+        Ok(())
+    }
+}
+
+fn rlimits(limits: &Limits) -> Vec<(Resource, Rlimit)> {
+    let wanted = [
+        (Resource::Cpu, limits.cpu_seconds),
+        (Resource::As, limits.memory_bytes),
+        (Resource::Fsize, limits.file_size_bytes),
+        (Resource::Nofile, limits.open_files),
+        (Resource::Nproc, limits.processes),
+        (Resource::Core, 0),
+    ];
+    wanted
+        .into_iter()
+        .map(|(resource, value)| {
+            // Never ask for more than our own hard limit: raising it needs CAP_SYS_RESOURCE,
+            // and a failed setrlimit in the child would refuse every command.
+            let hard = getrlimit(resource).maximum;
+            let value = hard.map_or(value, |h| value.min(h));
+            (resource, Rlimit { current: Some(value), maximum: Some(value) })
+        })
+        .collect()
+}
+
+fn build_ruleset(policy: &TerminalPolicy, hard: bool) -> Result<RulesetCreated, ConfineError> {
+    let err = |e: landlock::RulesetError| ConfineError::Landlock(e.to_string());
+    let level = if hard { CompatLevel::HardRequirement } else { CompatLevel::BestEffort };
+    let sandbox = &policy.sandbox;
+    let all = AccessFs::from_all(TARGET_ABI);
+    let read_exec = AccessFs::from_read(TARGET_ABI);
+    let mut jail_access = all;
+    if !sandbox.exec_in_jail {
+        jail_access &= !AccessFs::Execute;
+    }
+    let mut ruleset = Ruleset::default().set_compatibility(level).handle_access(all).map_err(err)?;
+    if !sandbox.network {
+        ruleset = ruleset.handle_access(AccessNet::from_all(TARGET_ABI)).map_err(err)?;
+    }
+    let ruleset = ruleset.scope(Scope::from_all(TARGET_ABI)).map_err(err)?;
+    let read_paths: Vec<&Path> = sandbox.read_paths.iter().map(PathBuf::as_path).filter(|p| p.exists()).collect();
+    let rw_files = [Path::new("/dev/null")];
+    ruleset
+        .create()
+        .map_err(err)?
+        .add_rules(path_beneath_rules(read_paths, read_exec))
+        .map_err(err)?
+        .add_rules(path_beneath_rules(rw_files, AccessFs::from_read(TARGET_ABI) | AccessFs::WriteFile))
+        .map_err(err)?
+        .add_rules(path_beneath_rules([policy.jail_root.as_path()], jail_access))
+        .map_err(err)
+}
+
+/// Syscalls no command needs and every escape wants (DESIGN §5).
+const DENIED_SYSCALLS: &[(&str, i64)] = &[
+    ("ptrace", libc::SYS_ptrace),
+    ("process_vm_readv", libc::SYS_process_vm_readv),
+    ("process_vm_writev", libc::SYS_process_vm_writev),
+    ("io_uring_setup", libc::SYS_io_uring_setup),
+    ("io_uring_enter", libc::SYS_io_uring_enter),
+    ("io_uring_register", libc::SYS_io_uring_register),
+    ("bpf", libc::SYS_bpf),
+    ("mount", libc::SYS_mount),
+    ("umount2", libc::SYS_umount2),
+    ("fsopen", libc::SYS_fsopen),
+    ("fsmount", libc::SYS_fsmount),
+    ("move_mount", libc::SYS_move_mount),
+    ("open_tree", libc::SYS_open_tree),
+    ("pivot_root", libc::SYS_pivot_root),
+    ("unshare", libc::SYS_unshare),
+    ("setns", libc::SYS_setns),
+    ("keyctl", libc::SYS_keyctl),
+    ("add_key", libc::SYS_add_key),
+    ("request_key", libc::SYS_request_key),
+    ("perf_event_open", libc::SYS_perf_event_open),
+    ("userfaultfd", libc::SYS_userfaultfd),
+    ("kexec_load", libc::SYS_kexec_load),
+    ("init_module", libc::SYS_init_module),
+    ("finit_module", libc::SYS_finit_module),
+];
+
+fn build_seccomp(network: bool) -> Result<BpfProgram, ConfineError> {
+    let err = |e: seccompiler::BackendError| ConfineError::Seccomp(e.to_string());
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = DENIED_SYSCALLS.iter().map(|&(_, nr)| (nr, vec![])).collect();
+    if !network {
+        // socket(domain, ...) with domain != AF_UNIX fails with EPERM.
+        let not_unix = SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, libc::AF_UNIX as u64)
+            .map_err(err)?;
+        rules.insert(libc::SYS_socket, vec![SeccompRule::new(vec![not_unix]).map_err(err)?]);
+    }
+    let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(err)?;
+    let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), arch)
+        .map_err(err)?;
+    filter.try_into().map_err(err)
+}

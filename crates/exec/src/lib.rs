@@ -1,0 +1,93 @@
+//! The executor of safe-mcp: the only crate with `unsafe`.
+//!
+//! It runs an [`ExecPlan`] that the core already approved, and nothing else: it spawns each
+//! stage in its own process group with a scrubbed environment, closes inherited descriptors,
+//! applies rlimits, `no_new_privs`, Landlock and seccomp in the child ([`confine`]), wires the
+//! pipes itself, enforces the deadline, caps output, and kills and reaps the whole tree,
+//! `setsid` escapees included ([`reap`]). It never decides *whether* something may run.
+//!
+//! ```no_run
+//! # async fn demo(policy: &safe_mcp_core::config::TerminalPolicy) -> Result<(), Box<dyn std::error::Error>> {
+//! use safe_mcp_core::terminal::Executor;
+//! let executor = safe_mcp_exec::LocalExecutor::new(policy)?;
+//! println!("{}", executor.confinement());
+//! # Ok(()) }
+//! ```
+
+pub mod confine;
+pub mod reap;
+mod run;
+
+use std::sync::Arc;
+
+use rustix::pipe::{PipeFlags, pipe_with};
+use safe_mcp_core::config::TerminalPolicy;
+use safe_mcp_core::terminal::{Cancel, ExecFailure, ExecFuture, ExecPlan, Executor};
+use serde_json::{Value, json};
+
+pub use confine::{ConfineError, Confinement, landlock_abi};
+
+/// Runs approved plans on this machine, confined.
+#[derive(Debug, Clone)]
+pub struct LocalExecutor {
+    confinement: Arc<Confinement>,
+}
+
+impl LocalExecutor {
+    /// Builds the confinement for `policy` and makes this process a child subreaper.
+    pub fn new(policy: &TerminalPolicy) -> Result<Self, ConfineError> {
+        reap::become_subreaper().map_err(|e| ConfineError::Landlock(format!("cannot become a child subreaper: {e}")))?;
+        Ok(LocalExecutor { confinement: Arc::new(Confinement::new(policy)?) })
+    }
+}
+
+impl Executor for LocalExecutor {
+    fn confinement(&self) -> Value {
+        self.confinement.report().clone()
+    }
+
+    fn execute(&self, plan: ExecPlan, cancel: Cancel) -> ExecFuture<'_> {
+        let confinement = Arc::clone(&self.confinement);
+        Box::pin(async move {
+            // The blocking loop polls the read end. Closing the write end (on cancel, or when
+            // this future is dropped mid-call) wakes it with POLLHUP, and the tree is killed.
+            let (cancel_r, cancel_w) =
+                pipe_with(PipeFlags::CLOEXEC).map_err(|e| ExecFailure::Internal(e.to_string()))?;
+            let mut task = tokio::task::spawn_blocking(move || run::run_plan(&plan, &confinement, &cancel_r));
+            let joined = tokio::select! {
+                joined = &mut task => joined,
+                () = cancel => {
+                    drop(cancel_w);
+                    task.await
+                }
+            };
+            joined.map_err(|e| ExecFailure::Internal(format!("executor task failed: {e}")))?
+        })
+    }
+}
+
+/// What this kernel can enforce, for `safe-mcp doctor`.
+pub fn kernel_report() -> Value {
+    let subreaper = rustix::process::set_child_subreaper(Some(rustix::process::getpid())).is_ok();
+    let openat2 = std::fs::File::open("/").is_ok_and(|root| {
+        rustix::fs::openat2(
+            &root,
+            "proc",
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+            rustix::fs::ResolveFlags::BENEATH | rustix::fs::ResolveFlags::NO_SYMLINKS,
+        )
+        .is_ok()
+    });
+    let seccomp = std::fs::read_to_string("/proc/self/status")
+        .is_ok_and(|s| s.lines().any(|l| l.starts_with("Seccomp:")));
+    json!({
+        "landlock_abi": landlock_abi(),
+        "landlock": if landlock_abi() >= 6 { "full (ABI >= 6: filesystem, TCP, scoping)" } else if landlock_abi() > 0 { "partial" } else { "unavailable" },
+        "seccomp_filter": seccomp,
+        "openat2_resolve_beneath": openat2,
+        "child_subreaper": subreaper,
+        "proc_children": std::path::Path::new("/proc/self/task").exists(),
+        "euid": rustix::process::geteuid().as_raw(),
+    })
+}

@@ -1,0 +1,101 @@
+//! Process-tree control: the server is a child subreaper, and escapees die.
+//!
+//! Owns the rule that no process a command started outlives its call. A `setsid` or
+//! double-forked grandchild leaves its process group, so `killpg` misses it; but because the
+//! server is a child subreaper (`PR_SET_CHILD_SUBREAPER`), every orphan in a command's tree is
+//! re-parented to the server instead of to init. Any child of the server that is not a stage
+//! we spawned is therefore an escapee: it and its whole subtree are killed and reaped. Stage
+//! pids are registered under a lock that the sweep also takes, so a sweep can never mistake a
+//! just-forked stage for an escapee.
+
+use std::collections::HashSet;
+use std::process::{Child, Command};
+use std::sync::{Mutex, RwLock};
+
+use rustix::process::{Pid, Signal, WaitOptions, kill_process, waitpid};
+
+/// Stage pids currently owned by a call (spawned, not yet reaped).
+static STAGES: Mutex<Option<HashSet<u32>>> = Mutex::new(None);
+/// Spawners hold it shared from fork to registration; the sweep holds it exclusively.
+static SPAWNING: RwLock<()> = RwLock::new(());
+
+/// Makes this process the subreaper of everything it starts. Call once, at server start.
+pub fn become_subreaper() -> std::io::Result<()> {
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))?;
+    Ok(())
+}
+
+/// Spawns `cmd` and registers its pid before any sweep can look.
+pub(crate) fn spawn_registered(cmd: &mut Command) -> std::io::Result<Child> {
+    let _guard = SPAWNING.read().unwrap_or_else(|e| e.into_inner());
+    let child = cmd.spawn()?;
+    let mut stages = STAGES.lock().unwrap_or_else(|e| e.into_inner());
+    stages.get_or_insert_with(HashSet::new).insert(child.id());
+    Ok(child)
+}
+
+/// Forgets a stage once it has been reaped.
+pub(crate) fn forget(pid: u32) {
+    let mut stages = STAGES.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(set) = stages.as_mut() {
+        set.remove(&pid);
+    }
+}
+
+/// Kills and reaps every child of ours that is not a registered stage, with its subtree.
+/// Repeats until none is left, since a dying escapee's own children are re-parented to us.
+pub fn sweep_orphans() {
+    let _guard = SPAWNING.write().unwrap_or_else(|e| e.into_inner());
+    for _ in 0..64 {
+        let known: HashSet<u32> = STAGES.lock().unwrap_or_else(|e| e.into_inner()).clone().unwrap_or_default();
+        let orphans: Vec<u32> = children_of("self").into_iter().filter(|p| !known.contains(p)).collect();
+        if orphans.is_empty() {
+            return;
+        }
+        for &orphan in &orphans {
+            kill_tree(orphan);
+        }
+        for orphan in orphans {
+            if let Some(pid) = Pid::from_raw(orphan as i32) {
+                // Our child, killed above: this returns promptly, and reaping frees the pid.
+                let _ = waitpid(Some(pid), WaitOptions::empty());
+            }
+        }
+    }
+}
+
+/// SIGKILLs `root` and every descendant found through `/proc/<pid>/task/*/children`.
+/// Stopped first, so that none can fork while the tree is being walked.
+fn kill_tree(root: u32) {
+    let mut seen: Vec<u32> = Vec::new();
+    let mut queue = vec![root];
+    while let Some(pid) = queue.pop() {
+        if seen.contains(&pid) {
+            continue;
+        }
+        if let Some(p) = Pid::from_raw(pid as i32) {
+            let _ = kill_process(p, Signal::STOP);
+        }
+        seen.push(pid);
+        queue.extend(children_of(&pid.to_string()));
+    }
+    for pid in seen {
+        if let Some(p) = Pid::from_raw(pid as i32) {
+            let _ = kill_process(p, Signal::KILL);
+        }
+    }
+}
+
+/// Children of `proc_id` (`self` or a pid), from every one of its threads.
+fn children_of(proc_id: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{proc_id}/task")) else {
+        return out;
+    };
+    for task in tasks.flatten() {
+        if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
+            out.extend(text.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
+        }
+    }
+    out
+}

@@ -1,0 +1,382 @@
+//! Running an approved plan: spawn, wire pipes, wait, kill the tree, capture capped output.
+//!
+//! Owns one call's processes from fork to reap. A blocking loop polls pidfds, the output
+//! pipes, the stdin pipe and a cancel pipe with the deadline as its timeout, so one thread
+//! sees every event in order. Exits are observed with `waitid(WNOWAIT)` and the group is
+//! killed *before* the last member is reaped: while an unreaped zombie holds the group id it
+//! cannot be reused, so `killpg` can never hit a stranger's group.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rustix::event::{PollFd, PollFlags, Timespec, poll};
+use rustix::io::Errno;
+use rustix::pipe::{PipeFlags, pipe_with};
+use rustix::process::{Pid, PidfdFlags, Signal, WaitIdOptions, WaitId, kill_process_group, pidfd_open, waitid};
+use safe_mcp_core::syntax::Sequence;
+use safe_mcp_core::terminal::{ExecFailure, ExecOutcome, ExecPlan, StageOutcome};
+
+use crate::confine::{Confinement, ERRNO_NOT_ENFORCED};
+use crate::reap;
+
+const READ_CHUNK: usize = 64 * 1024;
+/// After the last stage exits, how long to wait for output still in flight.
+const DRAIN_GRACE: Duration = Duration::from_millis(200);
+
+struct Capture {
+    fd: Option<OwnedFd>,
+    buf: Vec<u8>,
+    total: u64,
+}
+
+impl Capture {
+    fn new(fd: OwnedFd) -> Self {
+        Capture { fd: Some(fd), buf: Vec::new(), total: 0 }
+    }
+
+    /// Reads what is available. Returns true when the capture limit was passed.
+    fn read_some(&mut self, limit: usize) -> bool {
+        let Some(fd) = &self.fd else { return false };
+        let mut chunk = [0u8; READ_CHUNK];
+        loop {
+            match rustix::io::read(fd, &mut chunk) {
+                Ok(0) => {
+                    self.fd = None;
+                    return false;
+                }
+                Ok(n) => {
+                    self.total += n as u64;
+                    let room = limit.saturating_sub(self.buf.len());
+                    self.buf.extend_from_slice(&chunk[..n.min(room)]);
+                    if self.total > limit as u64 {
+                        // Stop reading: the writers get EPIPE/SIGPIPE and the tree is killed.
+                        self.fd = None;
+                        return true;
+                    }
+                }
+                Err(Errno::AGAIN) => return false,
+                Err(Errno::INTR) => continue,
+                Err(_) => {
+                    self.fd = None;
+                    return false;
+                }
+            }
+        }
+    }
+}
+
+struct Stage {
+    child: Child,
+    pidfd: OwnedFd,
+    exited: bool,
+    index: usize,
+}
+
+struct StdinFeed {
+    fd: Option<OwnedFd>,
+    data: Vec<u8>,
+    written: usize,
+}
+
+impl StdinFeed {
+    fn write_some(&mut self) {
+        let Some(fd) = &self.fd else { return };
+        while self.written < self.data.len() {
+            match rustix::io::write(fd, &self.data[self.written..]) {
+                Ok(n) => self.written += n,
+                Err(Errno::AGAIN) => return,
+                Err(Errno::INTR) => continue,
+                Err(_) => break, // EPIPE: the reader is gone
+            }
+        }
+        self.fd = None; // all written (or the reader left): send EOF
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Stop {
+    None,
+    Timeout,
+    Cancel,
+    Flood,
+}
+
+/// Runs `plan` to completion on the calling (blocking) thread.
+pub(crate) fn run_plan(plan: &ExecPlan, confinement: &Arc<Confinement>, cancel: &OwnedFd) -> Result<ExecOutcome, ExecFailure> {
+    let deadline = Instant::now() + plan.timeout;
+    let io = |e: std::io::Error| ExecFailure::Internal(e.to_string());
+    let (out_r, out_w) = pipe_with(PipeFlags::CLOEXEC).map_err(|e| io(e.into()))?;
+    let (err_r, err_w) = pipe_with(PipeFlags::CLOEXEC).map_err(|e| io(e.into()))?;
+    for fd in [&out_r, &err_r] {
+        set_nonblocking(fd).map_err(io)?;
+    }
+    let mut stdout = Capture::new(out_r);
+    let mut stderr = Capture::new(err_r);
+    let mut writers = Some((out_w, err_w));
+    let mut feed = StdinFeed { fd: None, data: Vec::new(), written: 0 };
+
+    let total_stages: usize = plan.pipelines.iter().map(Vec::len).sum();
+    let mut outcome = ExecOutcome { stages: vec![StageOutcome::default(); total_stages], ..ExecOutcome::default() };
+    let mut stop = Stop::None;
+    let mut status: Option<i32> = None;
+    let mut first_index = 0;
+
+    for (p, pipeline) in plan.pipelines.iter().enumerate() {
+        let run_it = p == 0
+            || match plan.joins[p - 1] {
+                Sequence::Then => true,
+                Sequence::And => status == Some(0),
+                Sequence::Or => status != Some(0),
+            };
+        let base = first_index;
+        first_index += pipeline.len();
+        if !run_it {
+            continue;
+        }
+        let Some((out_w, err_w)) = &writers else { break };
+        let stdin = if p == 0 { plan.stdin.as_deref() } else { None };
+        let mut stages = spawn_pipeline(plan, pipeline, base, stdin, &mut feed, out_w, err_w, confinement)?;
+        for s in &stages {
+            outcome.stages[s.index].ran = true;
+        }
+        let pgid = stages.first().map(|s| s.child.id());
+        if p + 1 == plan.pipelines.len() {
+            writers = None; // our copies must close, or the readers never see EOF
+        }
+
+        stop = wait_pipeline(&mut stages, &mut stdout, &mut stderr, &mut feed, cancel, deadline, plan.capture_limit);
+        // Every stage has exited (or we are stopping): kill the rest of the group while an
+        // unreaped member still pins its id, then reap.
+        if let Some(pgid) = pgid.and_then(|id| Pid::from_raw(id as i32)) {
+            let _ = kill_process_group(pgid, Signal::KILL);
+        }
+        for s in &mut stages {
+            let exit = s.child.wait().map_err(io)?;
+            reap::forget(s.child.id());
+            let o = &mut outcome.stages[s.index];
+            o.exit_code = exit.code();
+            o.signal = exit.signal();
+        }
+        status = stages.last().map(|s| {
+            let o = &outcome.stages[s.index];
+            o.exit_code.unwrap_or_else(|| 128 + o.signal.unwrap_or(0))
+        });
+        reap::sweep_orphans();
+        if stop != Stop::None {
+            break;
+        }
+    }
+    drop(writers);
+    feed.fd = None;
+
+    // Drain what is still in the pipes; an escaped writer cannot hold us past the grace.
+    let drain_until = (Instant::now() + DRAIN_GRACE).min(deadline.max(Instant::now()));
+    while stdout.fd.is_some() || stderr.fd.is_some() {
+        let now = Instant::now();
+        if now >= drain_until || stop != Stop::None {
+            break;
+        }
+        let mut fds: Vec<PollFd<'_>> = Vec::new();
+        for c in [&stdout, &stderr] {
+            if let Some(fd) = &c.fd {
+                fds.push(PollFd::new(fd, PollFlags::IN));
+            }
+        }
+        let _ = poll(&mut fds, Some(&timespec(drain_until - now)));
+        drop(fds);
+        if stdout.read_some(plan.capture_limit) || stderr.read_some(plan.capture_limit) {
+            stop = Stop::Flood;
+        }
+    }
+
+    outcome.exit_code = status;
+    outcome.timed_out = stop == Stop::Timeout;
+    outcome.cancelled = stop == Stop::Cancel;
+    outcome.flooded = stop == Stop::Flood;
+    outcome.stdout = stdout.buf;
+    outcome.stderr = stderr.buf;
+    outcome.stdout_bytes = stdout.total;
+    outcome.stderr_bytes = stderr.total;
+    Ok(outcome)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn spawn_pipeline(
+    plan: &ExecPlan,
+    pipeline: &[safe_mcp_core::terminal::ExecStage],
+    base: usize,
+    stdin: Option<&[u8]>,
+    feed: &mut StdinFeed,
+    out_w: &OwnedFd,
+    err_w: &OwnedFd,
+    confinement: &Arc<Confinement>,
+) -> Result<Vec<Stage>, ExecFailure> {
+    let io = |e: std::io::Error| ExecFailure::Internal(e.to_string());
+    let mut stages: Vec<Stage> = Vec::with_capacity(pipeline.len());
+    let mut next_stdin: Option<OwnedFd> = match stdin {
+        Some(data) => {
+            let (r, w) = pipe_with(PipeFlags::CLOEXEC).map_err(|e| io(e.into()))?;
+            set_nonblocking(&w).map_err(io)?;
+            *feed = StdinFeed { fd: Some(w), data: data.to_vec(), written: 0 };
+            Some(r)
+        }
+        None => None,
+    };
+    let mut pgid: i32 = 0;
+    for (k, stage) in pipeline.iter().enumerate() {
+        let last = k + 1 == pipeline.len();
+        let stdin = match next_stdin.take() {
+            Some(fd) => Stdio::from(fd),
+            None => Stdio::null(),
+        };
+        let stdout = if last {
+            Stdio::from(out_w.try_clone().map_err(io)?)
+        } else {
+            let (r, w) = pipe_with(PipeFlags::CLOEXEC).map_err(|e| io(e.into()))?;
+            next_stdin = Some(r);
+            Stdio::from(w)
+        };
+        let mut cmd = Command::new(&stage.program);
+        cmd.arg0(&stage.argv[0])
+            .args(&stage.argv[1..])
+            .env_clear()
+            .envs(plan.env.iter().map(|(k, v)| (k, v)))
+            .current_dir(&plan.cwd)
+            .stdin(stdin)
+            .stdout(stdout)
+            .stderr(Stdio::from(err_w.try_clone().map_err(io)?))
+            .process_group(pgid);
+        let mut child_confinement = confinement.for_child().map_err(io)?;
+        // SAFETY: the closure runs in the forked child before exec. It only makes syscalls
+        // (close_range, setrlimit, prctl, landlock_restrict_self, seccomp) on state prepared
+        // in the parent: no allocation, no locks, so it is safe after fork in a threaded parent.
+        unsafe {
+            cmd.pre_exec(move || child_confinement.apply_in_child());
+        }
+        let spawned = reap::spawn_registered(&mut cmd);
+        drop(cmd); // closes the parent's copies of this stage's pipe ends
+        let child = match spawned {
+            Ok(child) => child,
+            Err(e) => {
+                kill_started(&mut stages, pgid);
+                return Err(if e.raw_os_error() == Some(ERRNO_NOT_ENFORCED) {
+                    ExecFailure::Sandbox("the kernel did not fully enforce the Landlock ruleset or seccomp filter".into())
+                } else {
+                    ExecFailure::Spawn { program: stage.argv[0].clone(), message: e.to_string() }
+                });
+            }
+        };
+        if pgid == 0 {
+            pgid = child.id() as i32;
+        }
+        let pid = Pid::from_raw(child.id() as i32).ok_or_else(|| ExecFailure::Internal("pid 0".into()))?;
+        // The child is ours and unreaped, so its pid cannot have been reused.
+        let pidfd = match pidfd_open(pid, PidfdFlags::empty()) {
+            Ok(fd) => fd,
+            Err(e) => {
+                let mut child = child;
+                let _ = child.kill();
+                let _ = child.wait();
+                reap::forget(child.id());
+                kill_started(&mut stages, pgid);
+                return Err(io(e.into()));
+            }
+        };
+        stages.push(Stage { child, pidfd, exited: false, index: base + k });
+    }
+    Ok(stages)
+}
+
+fn kill_started(stages: &mut [Stage], pgid: i32) {
+    if let Some(pgid) = Pid::from_raw(pgid) {
+        let _ = kill_process_group(pgid, Signal::KILL);
+    }
+    for s in stages {
+        let _ = s.child.wait();
+        reap::forget(s.child.id());
+    }
+}
+
+fn wait_pipeline(
+    stages: &mut [Stage],
+    stdout: &mut Capture,
+    stderr: &mut Capture,
+    feed: &mut StdinFeed,
+    cancel: &OwnedFd,
+    deadline: Instant,
+    limit: usize,
+) -> Stop {
+    feed.write_some();
+    loop {
+        if stages.iter().all(|s| s.exited) {
+            return Stop::None;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return Stop::Timeout;
+        }
+        // Poll set layout: [cancel, stdout?, stderr?, stdin?, pidfds...]
+        let mut fds: Vec<PollFd<'_>> = vec![PollFd::new(cancel, PollFlags::IN)];
+        let out_at = stdout.fd.as_ref().map(|fd| {
+            fds.push(PollFd::new(fd, PollFlags::IN));
+            fds.len() - 1
+        });
+        let err_at = stderr.fd.as_ref().map(|fd| {
+            fds.push(PollFd::new(fd, PollFlags::IN));
+            fds.len() - 1
+        });
+        let in_at = feed.fd.as_ref().map(|fd| {
+            fds.push(PollFd::new(fd, PollFlags::OUT));
+            fds.len() - 1
+        });
+        let first_pid = fds.len();
+        let live: Vec<usize> = (0..stages.len()).filter(|&i| !stages[i].exited).collect();
+        for &i in &live {
+            fds.push(PollFd::new(&stages[i].pidfd, PollFlags::IN));
+        }
+        match poll(&mut fds, Some(&timespec(deadline - now))) {
+            Ok(_) | Err(Errno::INTR) => {}
+            Err(_) => return Stop::Timeout,
+        }
+        let ready = |at: Option<usize>| at.is_some_and(|i| !fds[i].revents().is_empty());
+        let cancelled = !fds[0].revents().is_empty();
+        let (out_ready, err_ready, in_ready) = (ready(out_at), ready(err_at), ready(in_at));
+        let exited: Vec<usize> = live
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| !fds[first_pid + j].revents().is_empty())
+            .map(|(_, &i)| i)
+            .collect();
+        drop(fds);
+        if cancelled {
+            return Stop::Cancel;
+        }
+        if (out_ready && stdout.read_some(limit)) || (err_ready && stderr.read_some(limit)) {
+            return Stop::Flood;
+        }
+        if in_ready {
+            feed.write_some();
+        }
+        for i in exited {
+            // WNOWAIT: note the exit but leave the zombie, which keeps the group id pinned.
+            let opts = WaitIdOptions::EXITED | WaitIdOptions::NOWAIT;
+            if let Ok(Some(_)) = waitid(WaitId::PidFd(stages[i].pidfd.as_fd()), opts) {
+                stages[i].exited = true;
+            }
+        }
+    }
+}
+
+fn set_nonblocking(fd: &OwnedFd) -> std::io::Result<()> {
+    use rustix::fs::{OFlags, fcntl_getfl, fcntl_setfl};
+    let flags = fcntl_getfl(fd)?;
+    fcntl_setfl(fd, flags | OFlags::NONBLOCK)?;
+    Ok(())
+}
+
+fn timespec(d: Duration) -> Timespec {
+    Timespec { tv_sec: d.as_secs() as i64, tv_nsec: i64::from(d.subsec_nanos()) }
+}

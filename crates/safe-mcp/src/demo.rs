@@ -1,0 +1,200 @@
+//! `safe-mcp demo`: a temporary sandbox, the real server as a child process, a real MCP
+//! client, and the envelopes it gets back.
+//!
+//! Owns nothing but a showcase. Each step states the result code it expects, so the demo
+//! doubles as a smoke test: it exits non-zero if any envelope differs.
+
+use std::error::Error;
+use std::path::Path;
+use std::process::ExitCode;
+
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+use serde_json::{Value, json};
+
+const FILES: &[(&str, &str)] = &[
+    ("notes.txt", "safe-mcp keeps the model inside the jail.\nThe kernel enforces the jail too.\n"),
+    ("config.env", "AWS_ACCESS_KEY_ID=AKIAIOSFODNN7EXAMPLE\nDB_PASSWORD=correct-horse-battery\nREGION=eu-west-1\n"),
+    ("src/main.rs", "fn main() { println!(\"hi\"); }\n"),
+];
+
+struct Step {
+    title: &'static str,
+    tool: &'static str,
+    args: Value,
+    expect: &'static str,
+}
+
+fn steps() -> Vec<Step> {
+    vec![
+        Step { title: "an allowed command", tool: "run_command", args: json!({"command": "ls -a"}), expect: "OK" },
+        Step {
+            title: "secrets in output are redacted before they leave the server",
+            tool: "run_command",
+            args: json!({"command": "cat config.env"}),
+            expect: "OK",
+        },
+        Step {
+            title: "the denylist always wins",
+            tool: "run_command",
+            args: json!({"command": "rm -rf notes.txt"}),
+            expect: "POLICY_DENIED",
+        },
+        Step {
+            title: "a cwd that climbs out of the jail",
+            tool: "run_command",
+            args: json!({"command": "ls", "cwd": "../"}),
+            expect: "PATH_ESCAPE",
+        },
+        Step {
+            title: "a path argument outside the jail",
+            tool: "run_command",
+            args: json!({"command": "cat /etc/passwd"}),
+            expect: "PATH_ESCAPE",
+        },
+        Step {
+            title: "explain: the verdict without running anything",
+            tool: "explain_command",
+            args: json!({"command": "git push --force origin main"}),
+            expect: "POLICY_DENIED",
+        },
+        Step {
+            title: "a pipeline the server wires itself (no shell)",
+            tool: "run_command",
+            args: json!({"command": "cat notes.txt | grep -c jail"}),
+            expect: "OK",
+        },
+        Step {
+            title: "a quoted metacharacter is one literal argument",
+            tool: "run_command",
+            args: json!({"command": "echo \"a;b && c | d\""}),
+            expect: "OK",
+        },
+        Step {
+            title: "shell expansion is refused, not interpreted",
+            tool: "run_command",
+            args: json!({"command": "echo $HOME"}),
+            expect: "POLICY_DENIED",
+        },
+    ]
+}
+
+/// Runs the showcase; exit 0 when every envelope had the expected code.
+pub fn run() -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(r) => r,
+        Err(e) => return crate::fatal(format!("cannot start the async runtime: {e}")),
+    };
+    match runtime.block_on(showcase()) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => {
+            eprintln!("demo: some envelopes differed from what was expected");
+            ExitCode::from(1)
+        }
+        Err(e) => crate::fatal(format!("demo failed: {e}")),
+    }
+}
+
+fn seed(dir: &Path) -> Result<std::path::PathBuf, Box<dyn Error>> {
+    let sandbox = dir.join("sandbox");
+    for (name, text) in FILES {
+        let path = sandbox.join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(path, text)?;
+    }
+    let mode = if safe_mcp_exec::landlock_abi() >= 6 { "enforce" } else { "best-effort" };
+    let policy = dir.join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            r#"audit_log = "audit.jsonl"
+audit_fail_mode = "closed"
+
+[terminal]
+jail_root = "sandbox"
+
+[terminal.limits]
+timeout_seconds = 10
+max_output_bytes = 65536
+
+[terminal.allowlist]
+commands = ["ls", "cat", "echo", "grep", "wc", "head", "git"]
+
+[terminal.denylist]
+commands = ["rm", "curl"]
+
+[[terminal.rules]]
+command = "git"
+deny_args = ["push --force", "push -f"]
+reason = "force-push rewrites shared history"
+
+[terminal.sandbox]
+mode = "{mode}"
+network = false
+"#
+        ),
+    )?;
+    Ok(policy)
+}
+
+fn shorten(mut v: Value) -> Value {
+    // Keep the printout readable: confinement is shown once, at the top.
+    if let Some(detail) = v.get_mut("detail").and_then(Value::as_object_mut) {
+        detail.remove("confinement");
+    }
+    v
+}
+
+async fn showcase() -> Result<bool, Box<dyn Error>> {
+    let dir = tempfile::Builder::new().prefix("safe-mcp-demo-").tempdir()?;
+    let policy = seed(dir.path())?;
+    println!("safe-mcp demo: sandbox {} (temporary)\n", dir.path().join("sandbox").display());
+
+    let exe = std::env::current_exe()?;
+    let command = tokio::process::Command::new(exe).configure(|c| {
+        c.arg("terminal").arg("--config").arg(&policy).env_clear();
+    });
+    let client = ().serve(TokioChildProcess::new(command)?).await?;
+    if let Some(server) = client.peer_info().and_then(|info| info.server_info.clone()) {
+        println!("connected to {} {} over stdio (MCP)", server.name, server.version);
+    }
+    let tools = client.list_all_tools().await?;
+    println!("tools: {}\n", tools.iter().map(|t| t.name.to_string()).collect::<Vec<_>>().join(", "));
+
+    let described = client.call_tool(CallToolRequestParams::new("describe_policy")).await?;
+    if let Some(v) = &described.structured_content {
+        println!("== describe_policy (excerpt)");
+        println!("allowlist: {}", v["detail"]["allowlist"]);
+        println!("denylist:  {}", v["detail"]["denylist"]);
+        let c = &v["detail"]["confinement"];
+        println!(
+            "confinement: sandbox {} | Landlock {} (kernel ABI {}) | seccomp {} | TCP {} | exec in jail {}\n",
+            c["mode"], c["landlock"]["enforced"], c["landlock"]["kernel_abi"], c["seccomp"]["enabled"],
+            c["landlock"]["tcp"], c["landlock"]["exec_in_jail"]
+        );
+    }
+
+    let mut all_ok = true;
+    for (i, step) in steps().into_iter().enumerate() {
+        let Value::Object(args) = step.args.clone() else { continue };
+        let result = client.call_tool(CallToolRequestParams::new(step.tool).with_arguments(args)).await?;
+        let envelope = result.structured_content.clone().unwrap_or(Value::Null);
+        let code = envelope["code"].as_str().unwrap_or("?").to_owned();
+        let mark = if code == step.expect { "as expected" } else { "UNEXPECTED" };
+        all_ok &= code == step.expect;
+        println!("== {}. {} ({code}, {mark})", i + 1, step.title);
+        println!("> {} {}", step.tool, step.args);
+        println!("{}\n", serde_json::to_string_pretty(&shorten(envelope))?);
+    }
+    client.cancel().await?;
+
+    let trail = std::fs::read_to_string(dir.path().join("audit.jsonl")).unwrap_or_default();
+    println!("audit trail: {} records (attempt before every run, then outcome); the last one:", trail.lines().count());
+    if let Some(last) = trail.lines().last() {
+        println!("{last}");
+    }
+    Ok(all_ok)
+}

@@ -1,0 +1,226 @@
+//! `safe-mcp`: the binary. Parses flags, loads the policy, wires the core to MCP or stdout.
+//!
+//! Every startup failure prints `fatal: <reason>` on stderr and exits non-zero. Nothing here
+//! decides what may run; that is `safe_mcp_core`.
+
+mod demo;
+mod terminal_server;
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+use rmcp::ServiceExt;
+use safe_mcp_core::ResultCode;
+use safe_mcp_core::config::{Policy, ProcessEnv, SandboxMode, Section};
+use safe_mcp_core::redact::Redactor;
+use safe_mcp_core::terminal::{CommandInput, TerminalService};
+use safe_mcp_exec::{Confinement, LocalExecutor};
+
+#[derive(Parser)]
+#[command(name = "safe-mcp", version, about = "MCP servers that let an AI model act on a machine without being trusted")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Serve the terminal tools over MCP on stdio.
+    Terminal {
+        /// The policy file (else SAFE_MCP_POLICY_FILE).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Print the verdict for a command as JSON; exit 0 allow, 1 deny, 2 error.
+    Explain {
+        /// The policy file (else SAFE_MCP_POLICY_FILE).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Working directory inside the jail.
+        #[arg(long)]
+        cwd: Option<String>,
+        /// The command, as one string.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+    /// Validate a policy file.
+    Policy {
+        #[command(subcommand)]
+        action: PolicyCmd,
+    },
+    /// Redact secrets from stdin to stdout.
+    Redact {
+        /// A policy whose [redaction] settings to use.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Report what this kernel can enforce.
+    Doctor {
+        /// Also report the confinement a policy would apply.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Seed a temporary sandbox, start the real server, drive it with a real MCP client.
+    Demo,
+}
+
+#[derive(Subcommand)]
+enum PolicyCmd {
+    /// Load and validate; print a summary.
+    Check {
+        /// The policy file (else SAFE_MCP_POLICY_FILE).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+}
+
+fn fatal(reason: impl std::fmt::Display) -> ExitCode {
+    eprintln!("fatal: {reason}");
+    ExitCode::from(2)
+}
+
+fn load(config: Option<&Path>, section: Section) -> Result<Policy, String> {
+    Policy::load(config, &ProcessEnv, section).map_err(|e| e.to_string())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Cmd::Terminal { config } => serve_terminal(config.as_deref()),
+        Cmd::Explain { config, cwd, command } => explain(config.as_deref(), cwd.as_deref(), command.join(" ")),
+        Cmd::Policy { action: PolicyCmd::Check { config } } => policy_check(config.as_deref()),
+        Cmd::Redact { config } => redact(config.as_deref()),
+        Cmd::Doctor { config } => doctor(config.as_deref()),
+        Cmd::Demo => demo::run(),
+    }
+}
+
+fn serve_terminal(config: Option<&Path>) -> ExitCode {
+    let policy = match load(config, Section::Terminal) {
+        Ok(p) => p,
+        Err(e) => return fatal(e),
+    };
+    let service = match TerminalService::new(&policy) {
+        Ok(s) => Arc::new(s),
+        Err(e) => return fatal(e),
+    };
+    let terminal = service.policy();
+    let executor = match LocalExecutor::new(terminal) {
+        Ok(x) => x,
+        Err(e) => {
+            return fatal(format!(
+                "{e}; sandbox mode is \"{}\" (set [terminal.sandbox] mode = \"best-effort\" to run less confined)",
+                terminal.sandbox.mode.as_str()
+            ));
+        }
+    };
+    if terminal.sandbox.mode == SandboxMode::Off {
+        eprintln!(
+            "safe-mcp: WARNING: [terminal.sandbox] mode = \"off\": commands are confined by path checks only, not by the kernel"
+        );
+    }
+    if let Err(e) = service.audit().check() {
+        eprintln!("safe-mcp: warning: the audit trail is not writable now ({e}); calls will get AUDIT_UNAVAILABLE until it is");
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(r) => r,
+        Err(e) => return fatal(format!("cannot start the async runtime: {e}")),
+    };
+    let server = terminal_server::TerminalServer::new(service, Arc::new(executor));
+    let result = runtime.block_on(async move {
+        let running = server.serve(rmcp::transport::stdio()).await?;
+        running.waiting().await?;
+        Ok::<_, Box<dyn std::error::Error>>(())
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fatal(format!("the MCP session failed: {e}")),
+    }
+}
+
+fn explain(config: Option<&Path>, cwd: Option<&str>, command: String) -> ExitCode {
+    let policy = match load(config, Section::Terminal) {
+        Ok(p) => p,
+        Err(e) => return fatal(e),
+    };
+    let service = match TerminalService::new(&policy) {
+        Ok(s) => s,
+        Err(e) => return fatal(e),
+    };
+    let confinement = match Confinement::new(service.policy()) {
+        Ok(c) => c.report().clone(),
+        Err(e) => return fatal(e),
+    };
+    let result = service.explain(&CommandInput::Line(command), cwd, confinement);
+    match serde_json::to_string_pretty(&result) {
+        Ok(text) => println!("{text}"),
+        Err(e) => return fatal(e),
+    }
+    if result.code == ResultCode::Ok { ExitCode::SUCCESS } else { ExitCode::from(1) }
+}
+
+fn policy_check(config: Option<&Path>) -> ExitCode {
+    let policy = match load(config, Section::Any) {
+        Ok(p) => p,
+        Err(e) => return fatal(e),
+    };
+    println!("policy {}: valid", policy.source.display());
+    if let Some(t) = &policy.terminal {
+        println!(
+            "  terminal: jail {} | {} allowed, {} denied, {} rules | sandbox {}",
+            t.jail_root.display(),
+            t.allow.len(),
+            t.deny.len(),
+            t.rules.len(),
+            t.sandbox.mode.as_str()
+        );
+    }
+    if let Some(f) = &policy.files {
+        println!("  files: workspace {} | {} skip rules", f.workspace_root.display(), f.skip.len());
+    }
+    ExitCode::SUCCESS
+}
+
+fn redact(config: Option<&Path>) -> ExitCode {
+    let settings = match config {
+        Some(_) => match load(config, Section::Any) {
+            Ok(p) => p.redaction,
+            Err(e) => return fatal(e),
+        },
+        None => safe_mcp_core::config::RedactionSettings { enabled: true, entropy_fallback: false, extra_patterns: vec![] },
+    };
+    let redactor = match Redactor::new(&settings) {
+        Ok(r) => r,
+        Err(e) => return fatal(e),
+    };
+    let mut input = Vec::new();
+    if let Err(e) = std::io::stdin().read_to_end(&mut input) {
+        return fatal(format!("cannot read stdin: {e}"));
+    }
+    print!("{}", redactor.redact(&String::from_utf8_lossy(&input)));
+    ExitCode::SUCCESS
+}
+
+fn doctor(config: Option<&Path>) -> ExitCode {
+    let mut report = serde_json::json!({ "kernel": safe_mcp_exec::kernel_report() });
+    if config.is_some() {
+        let policy = match load(config, Section::Terminal) {
+            Ok(p) => p,
+            Err(e) => return fatal(e),
+        };
+        if let Some(t) = &policy.terminal {
+            report["policy_confinement"] = match Confinement::new(t) {
+                Ok(c) => c.report().clone(),
+                Err(e) => serde_json::json!({ "error": e.to_string() }),
+            };
+        }
+    }
+    match serde_json::to_string_pretty(&report) {
+        Ok(text) => println!("{text}"),
+        Err(e) => return fatal(e),
+    }
+    ExitCode::SUCCESS
+}

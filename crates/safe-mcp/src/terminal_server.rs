@@ -1,0 +1,173 @@
+//! MCP wiring of the terminal server: three tools, tool schemas only, no rules.
+//!
+//! Owns translating `tools/call` arguments into core requests and envelopes into tool
+//! results. Arguments are deserialized here, not by the SDK, so that a bad argument comes back
+//! as an INVALID_REQUEST envelope that matches the declared `outputSchema` like every other
+//! result. It must never decide anything: every verdict comes from `safe_mcp_core`.
+
+use std::sync::Arc;
+
+use rmcp::handler::server::common::{schema_for_input, schema_for_output};
+use rmcp::model::{CallToolResult, Implementation, JsonObject, ServerCapabilities, ServerConfig};
+use rmcp::{ServerHandler, tool, tool_handler, tool_router};
+use safe_mcp_core::terminal::{CommandInput, Executor, RunRequest, TerminalService};
+use safe_mcp_core::{OperationResult, ResultCode};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use tokio_util::sync::CancellationToken;
+
+/// `command`: a POSIX-quoted string (split without a shell) or an argv array.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum CommandArg {
+    /// Quoting is tokenization only; `|`, `&&`, `||`, `;` are wired by the server.
+    Line(String),
+    /// One simple command, taken literally.
+    Argv(Vec<String>),
+}
+
+impl From<CommandArg> for CommandInput {
+    fn from(c: CommandArg) -> Self {
+        match c {
+            CommandArg::Line(s) => CommandInput::Line(s),
+            CommandArg::Argv(v) => CommandInput::Argv(v),
+        }
+    }
+}
+
+/// Arguments of `run_command`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunArgs {
+    /// The command: a string such as `git log --oneline | head -5`, or an argv array.
+    pub command: CommandArg,
+    /// Working directory, relative to the jail root or absolute inside it.
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// Text fed to the first command's stdin (otherwise /dev/null).
+    #[serde(default)]
+    pub stdin: Option<String>,
+    /// Lowers the policy's timeout for this call; it can never raise it.
+    #[serde(default)]
+    pub timeout_seconds: Option<u64>,
+}
+
+/// Arguments of `explain_command`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExplainArgs {
+    /// The command, as for run_command.
+    pub command: CommandArg,
+    /// Working directory, as for run_command.
+    #[serde(default)]
+    pub cwd: Option<String>,
+}
+
+/// Arguments of `describe_policy` (none).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoArgs {}
+
+/// The terminal MCP server.
+#[derive(Clone)]
+pub struct TerminalServer {
+    service: Arc<TerminalService>,
+    executor: Arc<dyn Executor>,
+}
+
+fn input<T: JsonSchema + 'static>() -> Arc<JsonObject> {
+    // Our argument types always produce an object schema; fall back to an open object.
+    schema_for_input::<T>().unwrap_or_default()
+}
+
+fn envelope_schema() -> Arc<JsonObject> {
+    schema_for_output::<OperationResult>()
+}
+
+fn to_result(envelope: OperationResult) -> CallToolResult {
+    let value = envelope.to_value();
+    if envelope.ok { CallToolResult::structured(value) } else { CallToolResult::structured_error(value) }
+}
+
+fn parse_args<T: DeserializeOwned>(action: &str, args: JsonObject) -> Result<T, CallToolResult> {
+    serde_json::from_value(serde_json::Value::Object(args)).map_err(|e| {
+        to_result(OperationResult::new(action, ResultCode::InvalidRequest, format!("invalid arguments: {e}")))
+    })
+}
+
+#[tool_router]
+impl TerminalServer {
+    /// Builds the server over a core service and an executor.
+    pub fn new(service: Arc<TerminalService>, executor: Arc<dyn Executor>) -> Self {
+        TerminalServer { service, executor }
+    }
+
+    /// Run an allowlisted command inside the jail, without a shell, confined by the kernel.
+    /// Returns stdout, stderr and the exit code (a non-zero exit is still ok). Call
+    /// describe_policy first to see what is allowed.
+    #[tool(
+        input_schema = input::<RunArgs>(),
+        output_schema = envelope_schema(),
+        annotations(title = "Run a command", read_only_hint = false, destructive_hint = true,
+                    idempotent_hint = false, open_world_hint = false)
+    )]
+    async fn run_command(&self, args: JsonObject, ct: CancellationToken) -> CallToolResult {
+        let args: RunArgs = match parse_args("run_command", args) {
+            Ok(a) => a,
+            Err(r) => return r,
+        };
+        let req = RunRequest {
+            command: args.command.into(),
+            cwd: args.cwd,
+            stdin: args.stdin,
+            timeout_seconds: args.timeout_seconds,
+        };
+        let cancel = Box::pin(ct.cancelled_owned());
+        to_result(self.service.run(req, self.executor.as_ref(), cancel).await)
+    }
+
+    /// Explain what run_command would do with this command: the verdict, the rule that
+    /// decided, the absolute program and argv per stage, and the confinement. Never runs it.
+    #[tool(
+        input_schema = input::<ExplainArgs>(),
+        output_schema = envelope_schema(),
+        annotations(title = "Explain a command", read_only_hint = true, destructive_hint = false,
+                    idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn explain_command(&self, args: JsonObject) -> CallToolResult {
+        let args: ExplainArgs = match parse_args("explain_command", args) {
+            Ok(a) => a,
+            Err(r) => return r,
+        };
+        to_result(self.service.explain(&args.command.into(), args.cwd.as_deref(), self.executor.confinement()))
+    }
+
+    /// Describe the policy: allowed and denied commands, argument rules, limits, accepted
+    /// syntax and the kernel confinement in force.
+    #[tool(
+        input_schema = input::<NoArgs>(),
+        output_schema = envelope_schema(),
+        annotations(title = "Describe the policy", read_only_hint = true, destructive_hint = false,
+                    idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn describe_policy(&self, args: JsonObject) -> CallToolResult {
+        if let Err(r) = parse_args::<NoArgs>("describe_policy", args) {
+            return r;
+        }
+        to_result(self.service.describe(self.executor.confinement()))
+    }
+}
+
+#[tool_handler]
+impl ServerHandler for TerminalServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new(env!("CARGO_PKG_NAME"), env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "safe-mcp terminal: runs a small allowlisted set of commands inside one directory, \
+                 without a shell, confined by the kernel. Call describe_policy first; use \
+                 explain_command to check a command without running it.",
+            )
+    }
+}
