@@ -48,7 +48,10 @@ pub struct AuditLog {
 
 impl std::fmt::Debug for AuditLog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AuditLog").field("path", &self.path).field("fail_mode", &self.fail_mode).finish()
+        f.debug_struct("AuditLog")
+            .field("path", &self.path)
+            .field("fail_mode", &self.fail_mode)
+            .finish()
     }
 }
 
@@ -60,13 +63,20 @@ impl AuditLog {
         AuditLog {
             path: path.to_path_buf(),
             fail_mode,
-            writer: Mutex::new(Writer { file: None, prev: GENESIS.to_owned(), seq: 0 }),
+            writer: Mutex::new(Writer {
+                file: None,
+                prev: GENESIS.to_owned(),
+                seq: 0,
+            }),
         }
     }
 
     /// Opens the trail now, to report a problem at startup rather than at the first call.
     pub fn check(&self) -> Result<(), AuditError> {
-        let mut w = self.writer.lock().map_err(|_| self.err("writer lock poisoned"))?;
+        let mut w = self
+            .writer
+            .lock()
+            .map_err(|_| self.err("writer lock poisoned"))?;
         self.ensure_open(&mut w)
     }
 
@@ -91,7 +101,10 @@ impl AuditLog {
     }
 
     fn err(&self, message: impl Into<String>) -> AuditError {
-        AuditError { path: self.path.clone(), message: message.into() }
+        AuditError {
+            path: self.path.clone(),
+            message: message.into(),
+        }
     }
 
     /// Re-opens when the file was removed or replaced under us, so a deleted trail is noticed
@@ -115,15 +128,24 @@ impl AuditLog {
             .custom_flags(libc::O_NOFOLLOW)
             .open(&self.path)
             .map_err(|e| self.err(format!("cannot open: {e}")))?;
-        let (prev, seq) = last_link(&mut file).map_err(|e| self.err(format!("cannot read the chain's tail: {e}")))?;
+        let (prev, seq) = last_link(&mut file)
+            .map_err(|e| self.err(format!("cannot read the chain's tail: {e}")))?;
         w.prev = prev;
         w.seq = seq;
         w.file = Some(file);
         Ok(())
     }
 
-    fn append(&self, kind: &str, mut fields: Map<String, Value>, sync: bool) -> Result<u64, AuditError> {
-        let mut w = self.writer.lock().map_err(|_| self.err("writer lock poisoned"))?;
+    fn append(
+        &self,
+        kind: &str,
+        mut fields: Map<String, Value>,
+        sync: bool,
+    ) -> Result<u64, AuditError> {
+        let mut w = self
+            .writer
+            .lock()
+            .map_err(|_| self.err("writer lock poisoned"))?;
         self.ensure_open(&mut w)?;
         let seq = w.seq + 1;
         let mut record = Map::new();
@@ -136,7 +158,10 @@ impl AuditLog {
             .map_err(|e| self.err(format!("cannot encode a record: {e}")))?;
         line.push('\n');
         let result = (|| {
-            let file = w.file.as_mut().ok_or_else(|| std::io::Error::other("not open"))?;
+            let file = w
+                .file
+                .as_mut()
+                .ok_or_else(|| std::io::Error::other("not open"))?;
             file.write_all(line.as_bytes())?;
             if sync {
                 file.sync_data()?;
@@ -180,7 +205,9 @@ pub fn sanitize(value: Value) -> Value {
     match value {
         Value::String(s) => Value::String(clean_text(&s)),
         Value::Array(items) => Value::Array(items.into_iter().map(sanitize).collect()),
-        Value::Object(map) => Value::Object(map.into_iter().map(|(k, v)| (k, sanitize(v))).collect()),
+        Value::Object(map) => {
+            Value::Object(map.into_iter().map(|(k, v)| (k, sanitize(v))).collect())
+        }
         other => other,
     }
 }
@@ -204,7 +231,9 @@ fn clean_text(s: &str) -> String {
 
 /// UTC now as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
 pub fn rfc3339_now() -> String {
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
     let secs = now.as_secs() as i64;
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     // Howard Hinnant's civil-from-days.
@@ -243,7 +272,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.jsonl");
         let log = AuditLog::open(&path, AuditFailMode::Closed);
-        log.append_attempt(Map::from_iter([("tool".into(), json!("run_command"))])).unwrap();
+        log.append_attempt(Map::from_iter([("tool".into(), json!("run_command"))]))
+            .unwrap();
         log.append_outcome(Map::new()).unwrap();
         drop(log);
         let log = AuditLog::open(&path, AuditFailMode::Closed);
@@ -254,11 +284,17 @@ mod tests {
         assert_eq!(recs.len(), 3);
         assert_eq!(recs[0]["prev"], GENESIS);
         for i in 1..3 {
-            assert_eq!(recs[i]["prev"], hex::encode(Sha256::digest(raw[i - 1].as_bytes())));
+            assert_eq!(
+                recs[i]["prev"],
+                hex::encode(Sha256::digest(raw[i - 1].as_bytes()))
+            );
             assert_eq!(recs[i]["seq"], json!(i as u64 + 1));
         }
         use std::os::unix::fs::PermissionsExt;
-        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
     }
 
     #[test]
@@ -274,7 +310,9 @@ mod tests {
 
     #[test]
     fn fields_are_neutralised_and_capped() {
-        let v = sanitize(json!({"c": "a\u{1b}[31mred\u{202E}x\nb", "long": "y".repeat(MAX_FIELD_CHARS + 10)}));
+        let v = sanitize(
+            json!({"c": "a\u{1b}[31mred\u{202E}x\nb", "long": "y".repeat(MAX_FIELD_CHARS + 10)}),
+        );
         let c = v["c"].as_str().unwrap();
         assert!(!c.contains('\u{1b}') && !c.contains('\u{202E}') && !c.contains('\n'));
         assert!(v["long"].as_str().unwrap().chars().count() < MAX_FIELD_CHARS + 10);

@@ -256,7 +256,10 @@ pub enum ConfigError {
     /// Neither `--config` nor `SAFE_MCP_POLICY_FILE`.
     NoPolicyPath,
     /// The file could not be read.
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     /// Invalid TOML or an unknown key.
     Parse { path: PathBuf, message: String },
     /// A section the server needs is absent.
@@ -264,11 +267,18 @@ pub enum ConfigError {
     /// A value is out of range or malformed.
     Invalid { key: String, message: String },
     /// A root is unset.
-    RootUnset { key: &'static str, env: &'static str },
+    RootUnset {
+        key: &'static str,
+        env: &'static str,
+    },
     /// A root is not an existing directory.
     RootNotDirectory { key: &'static str, path: PathBuf },
     /// The audit log or journal lies inside a root.
-    InsideRoot { key: &'static str, path: PathBuf, root: PathBuf },
+    InsideRoot {
+        key: &'static str,
+        path: PathBuf,
+        root: PathBuf,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -282,7 +292,12 @@ impl fmt::Display for ConfigError {
                 write!(f, "cannot read policy file {}: {source}", path.display())
             }
             ConfigError::Parse { path, message } => {
-                write!(f, "invalid policy file {}: {}", path.display(), message.trim_end())
+                write!(
+                    f,
+                    "invalid policy file {}: {}",
+                    path.display(),
+                    message.trim_end()
+                )
             }
             ConfigError::MissingSection(s) => write!(f, "the policy has no [{s}] section"),
             ConfigError::Invalid { key, message } => write!(f, "invalid `{key}`: {message}"),
@@ -290,7 +305,11 @@ impl fmt::Display for ConfigError {
                 write!(f, "`{key}` is not set (set it in the policy or via {env})")
             }
             ConfigError::RootNotDirectory { key, path } => {
-                write!(f, "`{key}` = {} is not an existing directory", path.display())
+                write!(
+                    f,
+                    "`{key}` = {} is not an existing directory",
+                    path.display()
+                )
             }
             ConfigError::InsideRoot { key, path, root } => write!(
                 f,
@@ -407,7 +426,11 @@ impl<F: Fn(&str) -> Option<OsString>> Env for F {
 
 impl Policy {
     /// Finds the policy path (`flag` wins over the environment), reads and validates it.
-    pub fn load(flag: Option<&Path>, env: &dyn Env, section: Section) -> Result<Policy, ConfigError> {
+    pub fn load(
+        flag: Option<&Path>,
+        env: &dyn Env,
+        section: Section,
+    ) -> Result<Policy, ConfigError> {
         let path = match flag {
             Some(p) => p.to_path_buf(),
             None => env
@@ -416,10 +439,14 @@ impl Policy {
                 .map(PathBuf::from)
                 .ok_or(ConfigError::NoPolicyPath)?,
         };
-        let text = std::fs::read_to_string(&path)
-            .map_err(|source| ConfigError::Read { path: path.clone(), source })?;
-        let source = std::fs::canonicalize(&path)
-            .map_err(|source| ConfigError::Read { path: path.clone(), source })?;
+        let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        let source = std::fs::canonicalize(&path).map_err(|source| ConfigError::Read {
+            path: path.clone(),
+            source,
+        })?;
         Policy::from_toml(&text, &source, env, section)
     }
 
@@ -430,8 +457,10 @@ impl Policy {
         env: &dyn Env,
         section: Section,
     ) -> Result<Policy, ConfigError> {
-        let raw: RawPolicy = toml::from_str(text)
-            .map_err(|e| ConfigError::Parse { path: source.to_path_buf(), message: e.to_string() })?;
+        let raw: RawPolicy = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: source.to_path_buf(),
+            message: e.to_string(),
+        })?;
         let base = source.parent().unwrap_or(Path::new("/")).to_path_buf();
         Builder { base, env }.build(raw, source, section)
     }
@@ -444,7 +473,11 @@ struct Builder<'a> {
 
 impl Builder<'_> {
     fn file_path(&self, p: PathBuf) -> PathBuf {
-        if p.is_absolute() { p } else { self.base.join(p) }
+        if p.is_absolute() {
+            p
+        } else {
+            self.base.join(p)
+        }
     }
 
     /// An env value names a path relative to the process's cwd, as any shell user expects.
@@ -453,12 +486,19 @@ impl Builder<'_> {
             if p.is_absolute() {
                 p
             } else {
-                std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")).join(p)
+                std::env::current_dir()
+                    .unwrap_or_else(|_| PathBuf::from("/"))
+                    .join(p)
             }
         })
     }
 
-    fn build(self, mut raw: RawPolicy, source: &Path, section: Section) -> Result<Policy, ConfigError> {
+    fn build(
+        self,
+        mut raw: RawPolicy,
+        source: &Path,
+        section: Section,
+    ) -> Result<Policy, ConfigError> {
         let flat = raw.jail_root.is_some()
             || raw.limits.is_some()
             || raw.allowlist.is_some()
@@ -551,7 +591,12 @@ impl Builder<'_> {
 
     fn redaction(&self, raw: RawRedaction) -> Result<RedactionSettings, ConfigError> {
         for p in &raw.extra_patterns {
-            if p.name.is_empty() || !p.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+            if p.name.is_empty()
+                || !p
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            {
                 return Err(ConfigError::Invalid {
                     key: "redaction.extra_patterns.name".into(),
                     message: format!("{:?} must be non-empty letters, digits, `_` or `-`", p.name),
@@ -574,7 +619,10 @@ impl Builder<'_> {
             .env_path("SAFE_MCP_JAIL_ROOT")
             .or_else(|| self.env_path("HTMCP_JAIL_ROOT"))
             .or_else(|| raw.jail_root.map(|p| self.file_path(p)))
-            .ok_or(ConfigError::RootUnset { key: "terminal.jail_root", env: "SAFE_MCP_JAIL_ROOT" })?;
+            .ok_or(ConfigError::RootUnset {
+                key: "terminal.jail_root",
+                env: "SAFE_MCP_JAIL_ROOT",
+            })?;
         let jail_root = existing_root("terminal.jail_root", &root)?;
 
         let limits = raw.limits.unwrap_or_default();
@@ -602,11 +650,18 @@ impl Builder<'_> {
             None => raw.allowlist.unwrap_or_default().commands,
         };
         let allow = program_names("terminal.allowlist.commands", allow_names)?;
-        let deny = program_names("terminal.denylist.commands", raw.denylist.unwrap_or_default().commands)?;
+        let deny = program_names(
+            "terminal.denylist.commands",
+            raw.denylist.unwrap_or_default().commands,
+        )?;
         let rules = raw.rules.unwrap_or_default();
         for rule in &rules {
             program_names("terminal.rules.command", vec![rule.command.clone()])?;
-            if rule.deny_args.iter().any(|p| p.split_whitespace().next().is_none()) {
+            if rule
+                .deny_args
+                .iter()
+                .any(|p| p.split_whitespace().next().is_none())
+            {
                 return Err(ConfigError::Invalid {
                     key: format!("terminal.rules ({}).deny_args", rule.command),
                     message: "an empty pattern would match nothing".into(),
@@ -670,9 +725,14 @@ impl Builder<'_> {
         for (i, s) in raw.skip.into_iter().enumerate() {
             let layer = s.layer.ok_or_else(|| ConfigError::Invalid {
                 key: format!("files.skip[{i}].layer"),
-                message: "every skip rule must declare layer = \"protection\" or \"restraint\"".into(),
+                message: "every skip rule must declare layer = \"protection\" or \"restraint\""
+                    .into(),
             })?;
-            skip.push(SkipRule { layer, when: s.when, reason: s.reason });
+            skip.push(SkipRule {
+                layer,
+                when: s.when,
+                reason: s.reason,
+            });
         }
         let categories = raw.categories.unwrap_or_default();
         Ok(FilesPolicy {
@@ -688,7 +748,10 @@ impl Builder<'_> {
 fn program_names(key: &str, names: Vec<String>) -> Result<BTreeSet<String>, ConfigError> {
     let mut set = BTreeSet::new();
     for name in names {
-        if name.is_empty() || name.contains('/') || name.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        if name.is_empty()
+            || name.contains('/')
+            || name.chars().any(|c| c.is_whitespace() || c.is_control())
+        {
             return Err(ConfigError::Invalid {
                 key: key.to_owned(),
                 message: format!("{name:?} is not a bare program name"),
@@ -703,7 +766,10 @@ fn existing_root(key: &'static str, path: &Path) -> Result<PathBuf, ConfigError>
     let real = std::fs::canonicalize(path)
         .ok()
         .filter(|p| p.is_dir())
-        .ok_or_else(|| ConfigError::RootNotDirectory { key, path: path.to_path_buf() })?;
+        .ok_or_else(|| ConfigError::RootNotDirectory {
+            key,
+            path: path.to_path_buf(),
+        })?;
     if real == Path::new("/") {
         return Err(ConfigError::Invalid {
             key: key.to_owned(),
@@ -714,7 +780,11 @@ fn existing_root(key: &'static str, path: &Path) -> Result<PathBuf, ConfigError>
 }
 
 /// Resolves `path` (whose parent must exist) and refuses it inside any root.
-fn outside_roots(key: &'static str, path: &Path, roots: &[PathBuf]) -> Result<PathBuf, ConfigError> {
+fn outside_roots(
+    key: &'static str,
+    path: &Path,
+    roots: &[PathBuf],
+) -> Result<PathBuf, ConfigError> {
     let normal = lexical_normalize(path);
     let (parent, name) = match (normal.parent(), normal.file_name()) {
         (Some(parent), Some(name)) => (parent, name),
@@ -735,7 +805,11 @@ fn outside_roots(key: &'static str, path: &Path, roots: &[PathBuf]) -> Result<Pa
     }
     for root in roots {
         if real.starts_with(root) {
-            return Err(ConfigError::InsideRoot { key, path: path.to_path_buf(), root: root.clone() });
+            return Err(ConfigError::InsideRoot {
+                key,
+                path: path.to_path_buf(),
+                root: root.clone(),
+            });
         }
     }
     Ok(real)
@@ -780,7 +854,12 @@ mod tests {
         fn load(&self, text: &str, section: Section) -> Result<Policy, ConfigError> {
             self.load_env(text, section, &no_env)
         }
-        fn load_env(&self, text: &str, section: Section, env: &dyn Env) -> Result<Policy, ConfigError> {
+        fn load_env(
+            &self,
+            text: &str,
+            section: Section,
+            env: &dyn Env,
+        ) -> Result<Policy, ConfigError> {
             let path = self.dir.path().join("policy.toml");
             std::fs::write(&path, text).unwrap();
             Policy::load(Some(&path), env, section)
@@ -823,7 +902,10 @@ reason = "history"
         assert!(t.allow.contains("ls") && t.deny.contains("rm"));
         assert_eq!(t.rules.len(), 1);
         let mixed = format!("{text}[terminal]\njail_root = \"jail\"\n");
-        assert!(matches!(f.load(&mixed, Section::Terminal), Err(ConfigError::Invalid { .. })));
+        assert!(matches!(
+            f.load(&mixed, Section::Terminal),
+            Err(ConfigError::Invalid { .. })
+        ));
     }
 
     #[test]
@@ -848,40 +930,93 @@ reason = "history"
     #[test]
     fn startup_failures() {
         let f = Fixture::new();
-        assert!(matches!(Policy::load(None, &no_env, Section::Terminal), Err(ConfigError::NoPolicyPath)));
+        assert!(matches!(
+            Policy::load(None, &no_env, Section::Terminal),
+            Err(ConfigError::NoPolicyPath)
+        ));
         let missing = f.dir.path().join("nope.toml");
-        assert!(matches!(Policy::load(Some(&missing), &no_env, Section::Terminal), Err(ConfigError::Read { .. })));
-        assert!(matches!(f.load("[terminal", Section::Terminal), Err(ConfigError::Parse { .. })));
-        let unknown = SECTIONED.replace("[terminal.allowlist]", "[terminal.allowlist]\ncomands = []");
+        assert!(matches!(
+            Policy::load(Some(&missing), &no_env, Section::Terminal),
+            Err(ConfigError::Read { .. })
+        ));
+        assert!(matches!(
+            f.load("[terminal", Section::Terminal),
+            Err(ConfigError::Parse { .. })
+        ));
+        let unknown =
+            SECTIONED.replace("[terminal.allowlist]", "[terminal.allowlist]\ncomands = []");
         let err = f.load(&unknown, Section::Terminal).unwrap_err().to_string();
         assert!(err.contains("comands"), "{err}");
         let no_root = SECTIONED.replace("jail_root = \"jail\"", "");
-        assert!(matches!(f.load(&no_root, Section::Terminal), Err(ConfigError::RootUnset { .. })));
+        assert!(matches!(
+            f.load(&no_root, Section::Terminal),
+            Err(ConfigError::RootUnset { .. })
+        ));
         let file_root = SECTIONED.replace("jail_root = \"jail\"", "jail_root = \"policy.toml\"");
-        assert!(matches!(f.load(&file_root, Section::Terminal), Err(ConfigError::RootNotDirectory { .. })));
+        assert!(matches!(
+            f.load(&file_root, Section::Terminal),
+            Err(ConfigError::RootNotDirectory { .. })
+        ));
         let inside = SECTIONED.replace("audit.jsonl", "jail/audit.jsonl");
-        assert!(matches!(f.load(&inside, Section::Terminal), Err(ConfigError::InsideRoot { .. })));
-        let regex = format!("{SECTIONED}[redaction]\nextra_patterns = [{{ name = \"x\", regex = \"(\" }}]\n");
-        assert!(f.load(&regex, Section::Terminal).unwrap_err().to_string().contains("regex"));
-        let unlabelled = format!("{SECTIONED}[files]\nworkspace_root = \"inbox\"\n[[files.skip]]\nwhen = [\"dotfile\"]\nreason = \"x\"\n");
-        assert!(f.load(&unlabelled, Section::Files).unwrap_err().to_string().contains("layer"));
-        assert!(matches!(f.load(SECTIONED, Section::Files), Err(ConfigError::MissingSection("files"))));
+        assert!(matches!(
+            f.load(&inside, Section::Terminal),
+            Err(ConfigError::InsideRoot { .. })
+        ));
+        let regex = format!(
+            "{SECTIONED}[redaction]\nextra_patterns = [{{ name = \"x\", regex = \"(\" }}]\n"
+        );
+        assert!(
+            f.load(&regex, Section::Terminal)
+                .unwrap_err()
+                .to_string()
+                .contains("regex")
+        );
+        let unlabelled = format!(
+            "{SECTIONED}[files]\nworkspace_root = \"inbox\"\n[[files.skip]]\nwhen = [\"dotfile\"]\nreason = \"x\"\n"
+        );
+        assert!(
+            f.load(&unlabelled, Section::Files)
+                .unwrap_err()
+                .to_string()
+                .contains("layer")
+        );
+        assert!(matches!(
+            f.load(SECTIONED, Section::Files),
+            Err(ConfigError::MissingSection("files"))
+        ));
         let no_audit = SECTIONED.replace("audit_log = \"audit.jsonl\"", "");
-        assert!(f.load(&no_audit, Section::Terminal).unwrap_err().to_string().contains("audit_log"));
+        assert!(
+            f.load(&no_audit, Section::Terminal)
+                .unwrap_err()
+                .to_string()
+                .contains("audit_log")
+        );
         let slash = SECTIONED.replace("\"ls\", \"git\"", "\"/bin/ls\"");
-        assert!(f.load(&slash, Section::Terminal).unwrap_err().to_string().contains("bare program"));
-        let jail_path = SECTIONED.replace("[terminal.allowlist]", "path = [\"jail\"]\n[terminal.allowlist]");
+        assert!(
+            f.load(&slash, Section::Terminal)
+                .unwrap_err()
+                .to_string()
+                .contains("bare program")
+        );
+        let jail_path = SECTIONED.replace(
+            "[terminal.allowlist]",
+            "path = [\"jail\"]\n[terminal.allowlist]",
+        );
         assert!(f.load(&jail_path, Section::Terminal).is_err());
     }
 
     #[test]
     fn files_starts_without_terminal() {
         let f = Fixture::new();
-        let text = "audit_log = \"a.jsonl\"\n[files]\nworkspace_root = \"inbox\"\njournal = \"j.json\"\n";
+        let text =
+            "audit_log = \"a.jsonl\"\n[files]\nworkspace_root = \"inbox\"\njournal = \"j.json\"\n";
         let p = f.load(text, Section::Files).unwrap();
         assert!(p.terminal.is_none());
         assert!(p.files.unwrap().journal.is_some());
         let bad = text.replace("\"j.json\"", "\"inbox/j.json\"");
-        assert!(matches!(f.load(&bad, Section::Files), Err(ConfigError::InsideRoot { .. })));
+        assert!(matches!(
+            f.load(&bad, Section::Files),
+            Err(ConfigError::InsideRoot { .. })
+        ));
     }
 }

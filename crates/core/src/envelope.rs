@@ -156,7 +156,11 @@ mod tests {
 
     #[test]
     fn wire_spelling_matches_serde() {
-        for code in [ResultCode::PathEscape, ResultCode::NeedsExplicitRequest, ResultCode::Ok] {
+        for code in [
+            ResultCode::PathEscape,
+            ResultCode::NeedsExplicitRequest,
+            ResultCode::Ok,
+        ] {
             let v = serde_json::to_value(code).unwrap();
             assert_eq!(v.as_str().unwrap(), code.as_str());
         }

@@ -24,7 +24,10 @@ impl std::fmt::Display for JailError {
         match self {
             JailError::Escape { given, why } => write!(f, "{given:?} {why}"),
             JailError::NoSuchDirectory { given } => {
-                write!(f, "cwd {given:?} is not an existing directory inside the jail")
+                write!(
+                    f,
+                    "cwd {given:?} is not an existing directory inside the jail"
+                )
             }
         }
     }
@@ -56,13 +59,19 @@ impl JailRoot {
             return Ok(self.root.clone());
         };
         let candidate = self.lexical(given, self.root.as_path())?;
-        let real = std::fs::canonicalize(&candidate)
-            .map_err(|_| JailError::NoSuchDirectory { given: given.to_owned() })?;
+        let real = std::fs::canonicalize(&candidate).map_err(|_| JailError::NoSuchDirectory {
+            given: given.to_owned(),
+        })?;
         if !real.starts_with(&self.root) {
-            return Err(escape(given, "resolves through a symlink to outside the jail"));
+            return Err(escape(
+                given,
+                "resolves through a symlink to outside the jail",
+            ));
         }
         if !real.is_dir() {
-            return Err(JailError::NoSuchDirectory { given: given.to_owned() });
+            return Err(JailError::NoSuchDirectory {
+                given: given.to_owned(),
+            });
         }
         Ok(real)
     }
@@ -95,7 +104,10 @@ impl JailRoot {
             if std::fs::symlink_metadata(probe).is_ok() {
                 match std::fs::canonicalize(probe) {
                     Ok(real) if !real.starts_with(&self.root) => {
-                        return Err(escape(value, "resolves through a symlink to outside the jail"));
+                        return Err(escape(
+                            value,
+                            "resolves through a symlink to outside the jail",
+                        ));
                     }
                     Ok(_) => return Ok(()),
                     // A dangling symlink: judge by where it points, lexically.
@@ -147,7 +159,10 @@ impl JailRoot {
 }
 
 fn escape(given: &str, why: &'static str) -> JailError {
-    JailError::Escape { given: given.to_owned(), why }
+    JailError::Escape {
+        given: given.to_owned(),
+        why,
+    }
 }
 
 #[cfg(test)]
@@ -182,20 +197,47 @@ mod tests {
         assert!(is_escape(j.resolve_cwd(Some("sub/../.."))));
         assert!(is_escape(j.resolve_cwd(Some("/tmp"))));
         assert!(is_escape(j.resolve_cwd(Some("out"))));
-        assert!(matches!(j.resolve_cwd(Some("missing")), Err(JailError::NoSuchDirectory { .. })));
-        assert!(matches!(j.resolve_cwd(Some("sub/f.txt")), Err(JailError::NoSuchDirectory { .. })));
+        assert!(matches!(
+            j.resolve_cwd(Some("missing")),
+            Err(JailError::NoSuchDirectory { .. })
+        ));
+        assert!(matches!(
+            j.resolve_cwd(Some("sub/f.txt")),
+            Err(JailError::NoSuchDirectory { .. })
+        ));
     }
 
     #[test]
     fn argument_containment() {
         let (_d, j) = jail();
         let cwd = j.path().to_path_buf();
-        for ok in ["sub/f.txt", "new-file", "-l", "a;b", "sub/../sub/f.txt", "~", "~/sub", "in/f.txt", "-"] {
+        for ok in [
+            "sub/f.txt",
+            "new-file",
+            "-l",
+            "a;b",
+            "sub/../sub/f.txt",
+            "~",
+            "~/sub",
+            "in/f.txt",
+            "-",
+        ] {
             assert!(j.check_argument(ok, &cwd).is_ok(), "{ok}");
         }
         let inside = j.path().join("sub/f.txt");
         assert!(j.check_argument(inside.to_str().unwrap(), &cwd).is_ok());
-        for bad in ["/etc/passwd", "../x", "sub/../../x", "~root", "~root/x", "out", "out/passwd", "dangling", "--file=/etc/passwd", "--x=../y"] {
+        for bad in [
+            "/etc/passwd",
+            "../x",
+            "sub/../../x",
+            "~root",
+            "~root/x",
+            "out",
+            "out/passwd",
+            "dangling",
+            "--file=/etc/passwd",
+            "--x=../y",
+        ] {
             assert!(is_escape(j.check_argument(bad, &cwd)), "{bad}");
         }
         let from_sub = j.path().join("sub");

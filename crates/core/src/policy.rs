@@ -72,7 +72,12 @@ fn strictness(code: ResultCode) -> u8 {
 }
 
 /// Evaluates `list` run from `cwd` under `policy`.
-pub fn evaluate(policy: &TerminalPolicy, jail: &JailRoot, list: &CommandList, cwd: Option<&str>) -> Decision {
+pub fn evaluate(
+    policy: &TerminalPolicy,
+    jail: &JailRoot,
+    list: &CommandList,
+    cwd: Option<&str>,
+) -> Decision {
     let resolved_cwd = jail.resolve_cwd(cwd);
     let mut stages: Vec<StageVerdict> = Vec::new();
     for argv in list.stages() {
@@ -80,7 +85,10 @@ pub fn evaluate(policy: &TerminalPolicy, jail: &JailRoot, list: &CommandList, cw
         if v.code == ResultCode::Ok {
             match &resolved_cwd {
                 Ok(dir) => {
-                    if let Some(err) = argv[1..].iter().find_map(|a| jail.check_argument(a, dir).err()) {
+                    if let Some(err) = argv[1..]
+                        .iter()
+                        .find_map(|a| jail.check_argument(a, dir).err())
+                    {
                         v = verdict(argv, ResultCode::PathEscape, "jail", err.to_string());
                     }
                 }
@@ -95,7 +103,10 @@ pub fn evaluate(policy: &TerminalPolicy, jail: &JailRoot, list: &CommandList, cw
                         argv,
                         ResultCode::OperationFailed,
                         "path-lookup",
-                        format!("`{}` is allowlisted but was not found on the server's PATH", argv[0]),
+                        format!(
+                            "`{}` is allowlisted but was not found on the server's PATH",
+                            argv[0]
+                        ),
                     );
                 }
             }
@@ -110,7 +121,11 @@ pub fn evaluate(policy: &TerminalPolicy, jail: &JailRoot, list: &CommandList, cw
         .map(|(_, s)| s);
     let (mut code, mut rule, mut reason) = match worst {
         Some(s) => (s.code, s.rule.clone(), s.reason.clone()),
-        None => (ResultCode::PolicyDenied, "syntax".to_owned(), "empty command".to_owned()),
+        None => (
+            ResultCode::PolicyDenied,
+            "syntax".to_owned(),
+            "empty command".to_owned(),
+        ),
     };
     if code == ResultCode::Ok {
         reason = if stages.len() == 1 {
@@ -122,8 +137,16 @@ pub fn evaluate(policy: &TerminalPolicy, jail: &JailRoot, list: &CommandList, cw
     if let Err(err) = &resolved_cwd {
         if strictness(code) < strictness(ResultCode::PathEscape) {
             (code, rule, reason) = match err {
-                JailError::Escape { .. } => (ResultCode::PathEscape, "jail".to_owned(), format!("cwd {err}")),
-                _ => (ResultCode::InvalidRequest, "cwd".to_owned(), err.to_string()),
+                JailError::Escape { .. } => (
+                    ResultCode::PathEscape,
+                    "jail".to_owned(),
+                    format!("cwd {err}"),
+                ),
+                _ => (
+                    ResultCode::InvalidRequest,
+                    "cwd".to_owned(),
+                    err.to_string(),
+                ),
             };
         }
     }
@@ -140,31 +163,51 @@ pub fn evaluate(policy: &TerminalPolicy, jail: &JailRoot, list: &CommandList, cw
 }
 
 fn verdict(argv: &[String], code: ResultCode, rule: &str, reason: String) -> StageVerdict {
-    StageVerdict { argv: argv.to_vec(), program: None, code, rule: rule.to_owned(), reason }
+    StageVerdict {
+        argv: argv.to_vec(),
+        program: None,
+        code,
+        rule: rule.to_owned(),
+        reason,
+    }
 }
 
 fn judge_program(policy: &TerminalPolicy, argv: &[String]) -> StageVerdict {
     let name = argv.first().map(String::as_str).unwrap_or("");
     if name.is_empty() {
-        return verdict(argv, ResultCode::PolicyDenied, "syntax", "empty command: nothing to run".into());
+        return verdict(
+            argv,
+            ResultCode::PolicyDenied,
+            "syntax",
+            "empty command: nothing to run".into(),
+        );
     }
     if name.contains('/') {
         return verdict(
             argv,
             ResultCode::PolicyDenied,
             "program-path",
-            format!("`{name}` contains `/`: programs are bare names resolved through the server's PATH"),
+            format!(
+                "`{name}` contains `/`: programs are bare names resolved through the server's PATH"
+            ),
         );
     }
     if policy.deny.contains(name) {
-        return verdict(argv, ResultCode::PolicyDenied, "denylist", format!("`{name}` is on the denylist"));
+        return verdict(
+            argv,
+            ResultCode::PolicyDenied,
+            "denylist",
+            format!("`{name}` is on the denylist"),
+        );
     }
     if !policy.allow.contains(name) {
         return verdict(
             argv,
             ResultCode::PolicyDenied,
             "not-allowlisted",
-            format!("`{name}` is not on the allowlist (deny by default); describe_policy lists what is"),
+            format!(
+                "`{name}` is not on the allowlist (deny by default); describe_policy lists what is"
+            ),
         );
     }
     let args = NormalizedArgs::new(&argv[1..]);
@@ -182,13 +225,19 @@ fn judge_program(policy: &TerminalPolicy, argv: &[String]) -> StageVerdict {
             );
         }
     }
-    verdict(argv, ResultCode::Ok, "allowlist", format!("`{name}` is allowlisted"))
+    verdict(
+        argv,
+        ResultCode::Ok,
+        "allowlist",
+        format!("`{name}` is allowlisted"),
+    )
 }
 
 /// Finds `name` in the PATH directories: the first regular, executable file wins.
 pub fn resolve_program(path: &[PathBuf], name: &str) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     path.iter().map(|dir| dir.join(name)).find(|candidate| {
-        std::fs::metadata(candidate).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        std::fs::metadata(candidate)
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
     })
 }

@@ -23,7 +23,10 @@ pub struct Redactor {
 
 impl std::fmt::Debug for Redactor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Redactor").field("rules", &self.rules.len()).field("enabled", &self.enabled).finish()
+        f.debug_struct("Redactor")
+            .field("rules", &self.rules.len())
+            .field("enabled", &self.enabled)
+            .finish()
     }
 }
 
@@ -33,22 +36,37 @@ const BUILTIN: &[(&str, &str)] = &[
         "private_key",
         r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----(?s:.*?)(?:-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----|\z)",
     ),
-    ("aws_access_key_id", r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b"),
+    (
+        "aws_access_key_id",
+        r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b",
+    ),
     (
         "aws_secret_access_key",
         r#"(?i)aws_?secret_?access_?key["']?\s*[:=]\s*["']?(?P<secret>[A-Za-z0-9/+=]{40})"#,
     ),
     ("github_token", r"\bgh[pousr]_[A-Za-z0-9]{36,255}\b"),
-    ("github_fine_grained_token", r"\bgithub_pat_[A-Za-z0-9_]{22,255}\b"),
+    (
+        "github_fine_grained_token",
+        r"\bgithub_pat_[A-Za-z0-9_]{22,255}\b",
+    ),
     ("gitlab_token", r"\bglpat-[A-Za-z0-9_\-]{20,}"),
     ("slack_token", r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),
-    ("slack_webhook", r"https://hooks\.slack\.com/services/[A-Za-z0-9_/]+"),
+    (
+        "slack_webhook",
+        r"https://hooks\.slack\.com/services/[A-Za-z0-9_/]+",
+    ),
     (
         "authorization_header",
         r"(?i)\b(?:proxy-)?authorization\s*:\s*(?:bearer|basic|token|digest)?\s*(?P<secret>[^\s,;]{6,})",
     ),
-    ("bearer_token", r"(?i)\bbearer\s+(?P<secret>[A-Za-z0-9._~+/-]{16,}=*)"),
-    ("url_credentials", r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:(?P<secret>[^\s@/]+)@"),
+    (
+        "bearer_token",
+        r"(?i)\bbearer\s+(?P<secret>[A-Za-z0-9._~+/-]{16,}=*)",
+    ),
+    (
+        "url_credentials",
+        r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:(?P<secret>[^\s@/]+)@",
+    ),
     (
         "password_assignment",
         r#"(?i)\b[\w.-]*(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key)["']?\s*[:=]\s*["']?(?P<secret>[^\s"',;]{4,})"#,
@@ -70,13 +88,21 @@ impl Redactor {
     pub fn new(settings: &RedactionSettings) -> Result<Self, PatternError> {
         let mut rules = Vec::new();
         let builtin = BUILTIN.iter().map(|(k, p)| (k.to_string(), p.to_string()));
-        let extra = settings.extra_patterns.iter().map(|p| (p.name.clone(), p.regex.clone()));
+        let extra = settings
+            .extra_patterns
+            .iter()
+            .map(|p| (p.name.clone(), p.regex.clone()));
         for (kind, pattern) in builtin.chain(extra) {
-            let regex = Regex::new(&pattern)
-                .map_err(|e| PatternError { name: kind.clone(), message: e.to_string() })?;
+            let regex = Regex::new(&pattern).map_err(|e| PatternError {
+                name: kind.clone(),
+                message: e.to_string(),
+            })?;
             rules.push(Rule { kind, regex });
         }
-        Ok(Redactor { rules, enabled: settings.enabled })
+        Ok(Redactor {
+            rules,
+            enabled: settings.enabled,
+        })
     }
 
     /// Replaces every secret in `text` with `[REDACTED:<kind>]`.
@@ -135,8 +161,12 @@ fn is_placeholder(value: &str) -> bool {
     let v = value.trim_matches(|c| c == '"' || c == '\'');
     (v.starts_with("${") && v.ends_with('}'))
         || (v.starts_with('<') && v.ends_with('>'))
-        || v.chars().all(|c| c == '*' || c == 'x' || c == 'X' || c == '.')
-        || matches!(v.to_ascii_lowercase().as_str(), "changeme" | "redacted" | "null" | "none" | "true" | "false")
+        || v.chars()
+            .all(|c| c == '*' || c == 'x' || c == 'X' || c == '.')
+        || matches!(
+            v.to_ascii_lowercase().as_str(),
+            "changeme" | "redacted" | "null" | "none" | "true" | "false"
+        )
         || v.starts_with("[REDACTED:")
 }
 
@@ -145,18 +175,30 @@ mod tests {
     use super::*;
 
     fn redactor() -> Redactor {
-        Redactor::new(&RedactionSettings { enabled: true, entropy_fallback: false, extra_patterns: vec![] }).unwrap()
+        Redactor::new(&RedactionSettings {
+            enabled: true,
+            entropy_fallback: false,
+            extra_patterns: vec![],
+        })
+        .unwrap()
     }
 
     fn assert_hidden(input: &str, secret: &str, kind: &str) {
         let out = redactor().redact(input);
         assert!(!out.contains(secret), "{kind}: secret survived in {out:?}");
-        assert!(out.contains(&format!("[REDACTED:{kind}]")), "{kind}: no marker in {out:?}");
+        assert!(
+            out.contains(&format!("[REDACTED:{kind}]")),
+            "{kind}: no marker in {out:?}"
+        );
     }
 
     #[test]
     fn first_cut_kinds() {
-        assert_hidden("key AKIAIOSFODNN7EXAMPLE here", "AKIAIOSFODNN7EXAMPLE", "aws_access_key_id");
+        assert_hidden(
+            "key AKIAIOSFODNN7EXAMPLE here",
+            "AKIAIOSFODNN7EXAMPLE",
+            "aws_access_key_id",
+        );
         assert_hidden(
             "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
             "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
@@ -164,26 +206,59 @@ mod tests {
         );
         let ghp = "ghp_0123456789abcdefghijklmnopqrstuvwxyz";
         assert_hidden(&format!("token: {ghp}"), ghp, "github_token");
-        assert_hidden("glpat-abcdefghij0123456789", "glpat-abcdefghij0123456789", "gitlab_token");
-        assert_hidden("xoxb-1234567890-abcdefghij", "xoxb-1234567890-abcdefghij", "slack_token");
+        assert_hidden(
+            "glpat-abcdefghij0123456789",
+            "glpat-abcdefghij0123456789",
+            "gitlab_token",
+        );
+        assert_hidden(
+            "xoxb-1234567890-abcdefghij",
+            "xoxb-1234567890-abcdefghij",
+            "slack_token",
+        );
         assert_hidden(
             "-----BEGIN RSA PRIVATE KEY-----\nMIIEabc\n-----END RSA PRIVATE KEY-----",
             "MIIEabc",
             "private_key",
         );
-        assert_hidden("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk", "b3BlbnNzaC1rZXk", "private_key");
-        assert_hidden("Authorization: Bearer abcdef0123456789abcdef", "abcdef0123456789abcdef", "authorization_header");
-        assert_hidden("origin https://bob:hunter22@example.com/r.git", "hunter22", "url_credentials");
-        assert_hidden("DB_PASSWORD=s3cr3t-value", "s3cr3t-value", "password_assignment");
+        assert_hidden(
+            "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk",
+            "b3BlbnNzaC1rZXk",
+            "private_key",
+        );
+        assert_hidden(
+            "Authorization: Bearer abcdef0123456789abcdef",
+            "abcdef0123456789abcdef",
+            "authorization_header",
+        );
+        assert_hidden(
+            "origin https://bob:hunter22@example.com/r.git",
+            "hunter22",
+            "url_credentials",
+        );
+        assert_hidden(
+            "DB_PASSWORD=s3cr3t-value",
+            "s3cr3t-value",
+            "password_assignment",
+        );
     }
 
     #[test]
     fn context_survives_and_placeholders_stay() {
         let r = redactor();
-        assert_eq!(r.redact("password=${DB_PASSWORD}"), "password=${DB_PASSWORD}");
+        assert_eq!(
+            r.redact("password=${DB_PASSWORD}"),
+            "password=${DB_PASSWORD}"
+        );
         assert_eq!(r.redact("password: ****"), "password: ****");
-        assert_eq!(r.redact("commit 3f786850e387550fdab836ed7e6dc881de23001b"), "commit 3f786850e387550fdab836ed7e6dc881de23001b");
-        assert_eq!(r.redact("DB_PASSWORD=hunter22 rest"), "DB_PASSWORD=[REDACTED:password_assignment] rest");
+        assert_eq!(
+            r.redact("commit 3f786850e387550fdab836ed7e6dc881de23001b"),
+            "commit 3f786850e387550fdab836ed7e6dc881de23001b"
+        );
+        assert_eq!(
+            r.redact("DB_PASSWORD=hunter22 rest"),
+            "DB_PASSWORD=[REDACTED:password_assignment] rest"
+        );
     }
 
     #[test]
@@ -191,7 +266,10 @@ mod tests {
         let settings = RedactionSettings {
             enabled: true,
             entropy_fallback: false,
-            extra_patterns: vec![crate::config::ExtraPattern { name: "internal_id".into(), regex: "INT-[0-9]{8}".into() }],
+            extra_patterns: vec![crate::config::ExtraPattern {
+                name: "internal_id".into(),
+                regex: "INT-[0-9]{8}".into(),
+            }],
         };
         let r = Redactor::new(&settings).unwrap();
         assert_eq!(r.redact("id INT-12345678."), "id [REDACTED:internal_id].");

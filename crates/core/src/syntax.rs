@@ -59,7 +59,10 @@ impl CommandList {
         if total > MAX_COMMAND_BYTES {
             return Err(SyntaxError::TooLong);
         }
-        Ok(CommandList { pipelines: vec![vec![argv]], joins: Vec::new() })
+        Ok(CommandList {
+            pipelines: vec![vec![argv]],
+            joins: Vec::new(),
+        })
     }
 
     /// Every stage in order, flattened.
@@ -107,13 +110,21 @@ impl Forbidden {
             Forbidden::Redirection => {
                 "redirections (`<`, `>`, `2>&1`) are refused: output is returned to you, and files are written only by allowed tools"
             }
-            Forbidden::HereDoc => "here-documents are refused; pass input with the `stdin` argument",
-            Forbidden::Background => "`&` (background execution) is refused: every command runs in the foreground and is bounded",
-            Forbidden::Subshell => "subshells and command groups (`(`, `)`, `{`, `}`) are refused: no shell runs here",
+            Forbidden::HereDoc => {
+                "here-documents are refused; pass input with the `stdin` argument"
+            }
+            Forbidden::Background => {
+                "`&` (background execution) is refused: every command runs in the foreground and is bounded"
+            }
+            Forbidden::Subshell => {
+                "subshells and command groups (`(`, `)`, `{`, `}`) are refused: no shell runs here"
+            }
             Forbidden::LeadingAssignment => {
                 "environment assignments before a command (`NAME=value cmd`) are refused: the environment is fixed by policy"
             }
-            Forbidden::Comment => "an unquoted `#` starts a comment in a shell; quote it to pass it literally",
+            Forbidden::Comment => {
+                "an unquoted `#` starts a comment in a shell; quote it to pass it literally"
+            }
             Forbidden::PipeStderr => "`|&` is refused; stderr is returned separately",
             Forbidden::EmptyCommand => "empty command: nothing to run",
         }
@@ -317,7 +328,9 @@ fn is_assignment(word: &str) -> bool {
         return false;
     };
     let mut chars = name.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
@@ -399,14 +412,20 @@ mod tests {
         assert_eq!(argv("echo '$HOME' '`x`'"), ["echo", "$HOME", "`x`"]);
         assert_eq!(argv(r"echo \$HOME"), ["echo", "$HOME"]);
         assert_eq!(argv("echo a#b '#c'"), ["echo", "a#b", "#c"]);
-        assert_eq!(argv("find . -name '*.txt'"), ["find", ".", "-name", "*.txt"]);
+        assert_eq!(
+            argv("find . -name '*.txt'"),
+            ["find", ".", "-name", "*.txt"]
+        );
     }
 
     #[test]
     fn lists_and_pipelines() {
         let l = parse("ls | wc -l && echo ok || echo no; echo end").unwrap();
         assert_eq!(l.pipelines.len(), 4);
-        assert_eq!(l.pipelines[0], vec![vec!["ls".to_owned()], vec!["wc".into(), "-l".into()]]);
+        assert_eq!(
+            l.pipelines[0],
+            vec![vec!["ls".to_owned()], vec!["wc".into(), "-l".into()]]
+        );
         assert_eq!(l.joins, vec![Sequence::And, Sequence::Or, Sequence::Then]);
         let l = parse("echo a;").unwrap();
         assert_eq!(l.pipelines.len(), 1);
@@ -459,7 +478,13 @@ mod tests {
     fn argv_arrays_are_literal() {
         let l = CommandList::from_argv(vec!["echo".into(), "$HOME;x".into()]).unwrap();
         assert_eq!(l.pipelines[0][0], ["echo", "$HOME;x"]);
-        assert_eq!(CommandList::from_argv(vec![]), Err(SyntaxError::Forbidden(Forbidden::EmptyCommand)));
-        assert_eq!(CommandList::from_argv(vec!["a\0".into()]), Err(SyntaxError::NulByte));
+        assert_eq!(
+            CommandList::from_argv(vec![]),
+            Err(SyntaxError::Forbidden(Forbidden::EmptyCommand))
+        );
+        assert_eq!(
+            CommandList::from_argv(vec!["a\0".into()]),
+            Err(SyntaxError::NulByte)
+        );
     }
 }

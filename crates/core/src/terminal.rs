@@ -141,7 +141,8 @@ pub enum ExecFailure {
 /// A future that completes when the client cancels.
 pub type Cancel = Pin<Box<dyn Future<Output = ()> + Send>>;
 /// The executor's boxed future.
-pub type ExecFuture<'a> = Pin<Box<dyn Future<Output = Result<ExecOutcome, ExecFailure>> + Send + 'a>>;
+pub type ExecFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<ExecOutcome, ExecFailure>> + Send + 'a>>;
 
 /// Runs approved plans. Implemented by `safe-mcp-exec`.
 pub trait Executor: Send + Sync {
@@ -188,10 +189,18 @@ impl TerminalService {
         let log = policy.audit.log.as_deref().ok_or(ServiceError::NoAudit)?;
         let redactor = Redactor::new(&policy.redaction)?;
         let jail = JailRoot::new(terminal.jail_root.clone());
-        let path = terminal.path.iter().map(|p| p.to_string_lossy().into_owned()).collect::<Vec<_>>().join(":");
+        let path = terminal
+            .path
+            .iter()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(":");
         let env = vec![
             ("PATH".to_owned(), path),
-            ("HOME".to_owned(), terminal.jail_root.to_string_lossy().into_owned()),
+            (
+                "HOME".to_owned(),
+                terminal.jail_root.to_string_lossy().into_owned(),
+            ),
             ("LANG".to_owned(), "C.UTF-8".to_owned()),
             // Pins: no system git config, no credential prompts waiting on a terminal.
             ("GIT_CONFIG_NOSYSTEM".to_owned(), "1".to_owned()),
@@ -223,7 +232,12 @@ impl TerminalService {
     }
 
     /// The verdict for `command` run from `cwd`, without running anything.
-    pub fn explain(&self, command: &CommandInput, cwd: Option<&str>, confinement: Value) -> OperationResult {
+    pub fn explain(
+        &self,
+        command: &CommandInput,
+        cwd: Option<&str>,
+        confinement: Value,
+    ) -> OperationResult {
         let started = Instant::now();
         let result = match command.parse() {
             Err(e) => syntax_refusal(EXPLAIN, &e),
@@ -232,8 +246,12 @@ impl TerminalService {
                 let mut detail = decision_detail(&decision);
                 detail.insert("would_run".into(), json!(decision.code == ResultCode::Ok));
                 detail.insert("confinement".into(), confinement);
-                detail.insert("timeout_seconds".into(), json!(self.policy.limits.timeout_seconds));
-                OperationResult::new(EXPLAIN, decision.code, decision.reason.clone()).with_detail(Value::Object(detail))
+                detail.insert(
+                    "timeout_seconds".into(),
+                    json!(self.policy.limits.timeout_seconds),
+                );
+                OperationResult::new(EXPLAIN, decision.code, decision.reason.clone())
+                    .with_detail(Value::Object(detail))
             }
         };
         result.with_duration(started.elapsed())
@@ -273,15 +291,27 @@ impl TerminalService {
         OperationResult::new(
             DESCRIBE,
             ResultCode::Ok,
-            format!("{} commands allowlisted; everything else is denied", p.allow.len()),
+            format!(
+                "{} commands allowlisted; everything else is denied",
+                p.allow.len()
+            ),
         )
         .with_detail(detail)
     }
 
     /// Runs a request end to end. Every path out of here is an envelope.
-    pub async fn run(&self, req: RunRequest, executor: &dyn Executor, cancel: Cancel) -> OperationResult {
+    pub async fn run(
+        &self,
+        req: RunRequest,
+        executor: &dyn Executor,
+        cancel: Cancel,
+    ) -> OperationResult {
         let started = Instant::now();
-        let call = format!("{}-{}", std::process::id(), self.calls.fetch_add(1, Ordering::Relaxed) + 1);
+        let call = format!(
+            "{}-{}",
+            std::process::id(),
+            self.calls.fetch_add(1, Ordering::Relaxed) + 1
+        );
         let result = self.run_inner(&call, req, executor, cancel).await;
         let result = result.with_duration(started.elapsed());
         let mut outcome = Map::new();
@@ -289,7 +319,13 @@ impl TerminalService {
         outcome.insert("tool".into(), json!(RUN));
         outcome.insert("code".into(), json!(result.code));
         outcome.insert("duration_ms".into(), json!(result.duration_ms));
-        for key in ["exit_code", "stdout_bytes", "stderr_bytes", "stdout_truncated", "stderr_truncated"] {
+        for key in [
+            "exit_code",
+            "stdout_bytes",
+            "stderr_bytes",
+            "stdout_truncated",
+            "stderr_truncated",
+        ] {
             if let Some(v) = result.detail.get(key) {
                 outcome.insert(key.into(), v.clone());
             }
@@ -300,7 +336,13 @@ impl TerminalService {
         result
     }
 
-    async fn run_inner(&self, call: &str, req: RunRequest, executor: &dyn Executor, cancel: Cancel) -> OperationResult {
+    async fn run_inner(
+        &self,
+        call: &str,
+        req: RunRequest,
+        executor: &dyn Executor,
+        cancel: Cancel,
+    ) -> OperationResult {
         let command_text = self.redactor.redact(&req.command.display());
         let mut attempt = Map::new();
         attempt.insert("call".into(), json!(call));
@@ -317,7 +359,11 @@ impl TerminalService {
             }
         };
         if req.timeout_seconds == Some(0) {
-            let result = OperationResult::new(RUN, ResultCode::InvalidRequest, "timeout_seconds must be at least 1");
+            let result = OperationResult::new(
+                RUN,
+                ResultCode::InvalidRequest,
+                "timeout_seconds must be at least 1",
+            );
             self.audit_refusal(attempt, &result);
             return result;
         }
@@ -332,7 +378,8 @@ impl TerminalService {
         if decision.code != ResultCode::Ok {
             let mut detail = decision_detail(&decision);
             detail.insert("would_run".into(), json!(false));
-            let result = OperationResult::new(RUN, decision.code, decision.reason.clone()).with_detail(Value::Object(detail));
+            let result = OperationResult::new(RUN, decision.code, decision.reason.clone())
+                .with_detail(Value::Object(detail));
             self.audit_refusal(attempt, &result);
             return result;
         }
@@ -347,7 +394,9 @@ impl TerminalService {
             match self.audit.fail_mode() {
                 AuditFailMode::Closed => return audit_unavailable(&e),
                 AuditFailMode::Open => {
-                    eprintln!("safe-mcp: warning: audit_fail_mode = \"open\": running call {call} without its attempt record: {e}");
+                    eprintln!(
+                        "safe-mcp: warning: audit_fail_mode = \"open\": running call {call} without its attempt record: {e}"
+                    );
                 }
             }
         }
@@ -382,14 +431,27 @@ impl TerminalService {
         }
     }
 
-    fn finish(&self, decision: &Decision, out: ExecOutcome, timeout: u64, cwd: PathBuf, confinement: Value) -> OperationResult {
+    fn finish(
+        &self,
+        decision: &Decision,
+        out: ExecOutcome,
+        timeout: u64,
+        cwd: PathBuf,
+        confinement: Value,
+    ) -> OperationResult {
         let cap = self.policy.limits.max_output_bytes;
-        let (stdout, stdout_cut) = self.redact_and_cap(&out.stdout, out.stdout_bytes, cap, out.flooded);
-        let (stderr, stderr_cut) = self.redact_and_cap(&out.stderr, out.stderr_bytes, cap, out.flooded);
+        let (stdout, stdout_cut) =
+            self.redact_and_cap(&out.stdout, out.stdout_bytes, cap, out.flooded);
+        let (stderr, stderr_cut) =
+            self.redact_and_cap(&out.stderr, out.stderr_bytes, cap, out.flooded);
         let stages: Vec<Value> = decision
             .stages
             .iter()
-            .zip(out.stages.iter().chain(std::iter::repeat(&StageOutcome::default())))
+            .zip(
+                out.stages
+                    .iter()
+                    .chain(std::iter::repeat(&StageOutcome::default())),
+            )
             .map(|(v, o)| {
                 json!({
                     "argv": v.argv.iter().map(|a| self.redactor.redact(a)).collect::<Vec<_>>(),
@@ -414,13 +476,27 @@ impl TerminalService {
             "confinement": confinement,
         });
         let (code, reason) = if out.timed_out {
-            (ResultCode::Timeout, format!("the command exceeded {timeout}s; its whole process tree was killed"))
+            (
+                ResultCode::Timeout,
+                format!("the command exceeded {timeout}s; its whole process tree was killed"),
+            )
         } else if out.cancelled {
-            (ResultCode::OperationFailed, "the client cancelled the call; the whole process tree was killed".to_owned())
+            (
+                ResultCode::OperationFailed,
+                "the client cancelled the call; the whole process tree was killed".to_owned(),
+            )
         } else if out.flooded {
-            (ResultCode::OutputTruncated, format!("output passed the {cap}-byte cap; reading stopped and the process tree was killed"))
+            (
+                ResultCode::OutputTruncated,
+                format!(
+                    "output passed the {cap}-byte cap; reading stopped and the process tree was killed"
+                ),
+            )
         } else if stdout_cut || stderr_cut {
-            (ResultCode::OutputTruncated, format!("the command ran; output was cut at {cap} bytes"))
+            (
+                ResultCode::OutputTruncated,
+                format!("the command ran; output was cut at {cap} bytes"),
+            )
         } else {
             let status = match out.exit_code {
                 Some(c) => format!("exit code {c}"),
@@ -442,7 +518,13 @@ impl TerminalService {
             end -= 1;
         }
         let more = if flooded { "at least " } else { "" };
-        (format!("{}\n[output truncated at {cap} bytes; {more}{total} bytes were produced]", &text[..end]), true)
+        (
+            format!(
+                "{}\n[output truncated at {cap} bytes; {more}{total} bytes were produced]",
+                &text[..end]
+            ),
+            true,
+        )
     }
 
     fn audit_refusal(&self, mut attempt: Map<String, Value>, result: &OperationResult) {
@@ -465,12 +547,17 @@ fn audit_unavailable(e: &AuditError) -> OperationResult {
 }
 
 fn syntax_refusal(action: &str, e: &SyntaxError) -> OperationResult {
-    let code = if e.is_invalid_request() { ResultCode::InvalidRequest } else { ResultCode::PolicyDenied };
+    let code = if e.is_invalid_request() {
+        ResultCode::InvalidRequest
+    } else {
+        ResultCode::PolicyDenied
+    };
     let rule = match e {
         SyntaxError::Forbidden(f) => f.name(),
         _ => "syntax",
     };
-    OperationResult::new(action, code, e.to_string()).with_detail(json!({"rule": rule, "would_run": false}))
+    OperationResult::new(action, code, e.to_string())
+        .with_detail(json!({"rule": rule, "would_run": false}))
 }
 
 fn decision_detail(d: &Decision) -> Map<String, Value> {
@@ -492,7 +579,12 @@ fn build_pipelines(d: &Decision) -> Vec<Vec<ExecStage>> {
             stages
                 .by_ref()
                 .take(n)
-                .filter_map(|s| s.program.clone().map(|program| ExecStage { program, argv: s.argv.clone() }))
+                .filter_map(|s| {
+                    s.program.clone().map(|program| ExecStage {
+                        program,
+                        argv: s.argv.clone(),
+                    })
+                })
                 .collect()
         })
         .collect()

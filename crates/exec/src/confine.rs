@@ -12,14 +12,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreated,
-    RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr,
+    RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
 };
 use rustix::process::{Resource, Rlimit, getrlimit};
 use safe_mcp_core::config::{Limits, SandboxMode, TerminalPolicy};
 use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
-    TargetArch,
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule, TargetArch,
 };
 use serde_json::{Value, json};
 
@@ -50,7 +50,9 @@ pub struct Confinement {
 
 impl std::fmt::Debug for Confinement {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Confinement").field("report", &self.report).finish()
+        f.debug_struct("Confinement")
+            .field("report", &self.report)
+            .finish()
     }
 }
 
@@ -123,7 +125,13 @@ impl Confinement {
             },
             "process_group": "own; the whole tree is killed on timeout, cancel or flood",
         });
-        Ok(Confinement { mode: sandbox.mode, landlock, seccomp, rlimits, report })
+        Ok(Confinement {
+            mode: sandbox.mode,
+            landlock,
+            seccomp,
+            rlimits,
+            report,
+        })
     }
 
     /// What applies, as reported by explain, describe, doctor and the audit trail.
@@ -137,7 +145,10 @@ impl Confinement {
             Some(r) => Some(r.try_clone()?),
             None => None,
         };
-        Ok(ChildConfinement { parent: Arc::clone(self), landlock })
+        Ok(ChildConfinement {
+            parent: Arc::clone(self),
+            landlock,
+        })
     }
 }
 
@@ -157,7 +168,14 @@ impl ChildConfinement {
     pub(crate) fn apply_in_child(&mut self) -> std::io::Result<()> {
         // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only sets a flag on descriptors >= 3;
         // it closes nothing now, so std's own exec-error pipe keeps working until exec.
-        let rc = unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) };
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_close_range,
+                3u32,
+                u32::MAX,
+                libc::CLOSE_RANGE_CLOEXEC,
+            )
+        };
         if rc != 0 {
             return Err(std::io::Error::last_os_error());
         }
@@ -172,12 +190,15 @@ impl ChildConfinement {
             let status = ruleset
                 .restrict_self()
                 .map_err(|_| std::io::Error::from_raw_os_error(ERRNO_NOT_ENFORCED))?;
-            if self.parent.mode == SandboxMode::Enforce && status.ruleset != RulesetStatus::FullyEnforced {
+            if self.parent.mode == SandboxMode::Enforce
+                && status.ruleset != RulesetStatus::FullyEnforced
+            {
                 return Err(std::io::Error::from_raw_os_error(ERRNO_NOT_ENFORCED));
             }
         }
         if let Some(program) = &self.parent.seccomp {
-            seccompiler::apply_filter(program).map_err(|_| std::io::Error::from_raw_os_error(ERRNO_NOT_ENFORCED))?;
+            seccompiler::apply_filter(program)
+                .map_err(|_| std::io::Error::from_raw_os_error(ERRNO_NOT_ENFORCED))?;
         }
         Ok(())
     }
@@ -199,14 +220,24 @@ fn rlimits(limits: &Limits) -> Vec<(Resource, Rlimit)> {
             // and a failed setrlimit in the child would refuse every command.
             let hard = getrlimit(resource).maximum;
             let value = hard.map_or(value, |h| value.min(h));
-            (resource, Rlimit { current: Some(value), maximum: Some(value) })
+            (
+                resource,
+                Rlimit {
+                    current: Some(value),
+                    maximum: Some(value),
+                },
+            )
         })
         .collect()
 }
 
 fn build_ruleset(policy: &TerminalPolicy, hard: bool) -> Result<RulesetCreated, ConfineError> {
     let err = |e: landlock::RulesetError| ConfineError::Landlock(e.to_string());
-    let level = if hard { CompatLevel::HardRequirement } else { CompatLevel::BestEffort };
+    let level = if hard {
+        CompatLevel::HardRequirement
+    } else {
+        CompatLevel::BestEffort
+    };
     let sandbox = &policy.sandbox;
     let all = AccessFs::from_all(TARGET_ABI);
     let read_exec = AccessFs::from_read(TARGET_ABI);
@@ -214,21 +245,37 @@ fn build_ruleset(policy: &TerminalPolicy, hard: bool) -> Result<RulesetCreated, 
     if !sandbox.exec_in_jail {
         jail_access &= !AccessFs::Execute;
     }
-    let mut ruleset = Ruleset::default().set_compatibility(level).handle_access(all).map_err(err)?;
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(level)
+        .handle_access(all)
+        .map_err(err)?;
     if !sandbox.network {
-        ruleset = ruleset.handle_access(AccessNet::from_all(TARGET_ABI)).map_err(err)?;
+        ruleset = ruleset
+            .handle_access(AccessNet::from_all(TARGET_ABI))
+            .map_err(err)?;
     }
     let ruleset = ruleset.scope(Scope::from_all(TARGET_ABI)).map_err(err)?;
-    let read_paths: Vec<&Path> = sandbox.read_paths.iter().map(PathBuf::as_path).filter(|p| p.exists()).collect();
+    let read_paths: Vec<&Path> = sandbox
+        .read_paths
+        .iter()
+        .map(PathBuf::as_path)
+        .filter(|p| p.exists())
+        .collect();
     let rw_files = [Path::new("/dev/null")];
     ruleset
         .create()
         .map_err(err)?
         .add_rules(path_beneath_rules(read_paths, read_exec))
         .map_err(err)?
-        .add_rules(path_beneath_rules(rw_files, AccessFs::from_read(TARGET_ABI) | AccessFs::WriteFile))
+        .add_rules(path_beneath_rules(
+            rw_files,
+            AccessFs::from_read(TARGET_ABI) | AccessFs::WriteFile,
+        ))
         .map_err(err)?
-        .add_rules(path_beneath_rules([policy.jail_root.as_path()], jail_access))
+        .add_rules(path_beneath_rules(
+            [policy.jail_root.as_path()],
+            jail_access,
+        ))
         .map_err(err)
 }
 
@@ -262,15 +309,31 @@ const DENIED_SYSCALLS: &[(&str, i64)] = &[
 
 fn build_seccomp(network: bool) -> Result<BpfProgram, ConfineError> {
     let err = |e: seccompiler::BackendError| ConfineError::Seccomp(e.to_string());
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = DENIED_SYSCALLS.iter().map(|&(_, nr)| (nr, vec![])).collect();
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = DENIED_SYSCALLS
+        .iter()
+        .map(|&(_, nr)| (nr, vec![]))
+        .collect();
     if !network {
         // socket(domain, ...) with domain != AF_UNIX fails with EPERM.
-        let not_unix = SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, libc::AF_UNIX as u64)
-            .map_err(err)?;
-        rules.insert(libc::SYS_socket, vec![SeccompRule::new(vec![not_unix]).map_err(err)?]);
+        let not_unix = SeccompCondition::new(
+            0,
+            SeccompCmpArgLen::Dword,
+            SeccompCmpOp::Ne,
+            libc::AF_UNIX as u64,
+        )
+        .map_err(err)?;
+        rules.insert(
+            libc::SYS_socket,
+            vec![SeccompRule::new(vec![not_unix]).map_err(err)?],
+        );
     }
     let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(err)?;
-    let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), arch)
-        .map_err(err)?;
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        arch,
+    )
+    .map_err(err)?;
     filter.try_into().map_err(err)
 }

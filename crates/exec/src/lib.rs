@@ -36,8 +36,11 @@ pub struct LocalExecutor {
 impl LocalExecutor {
     /// Builds the confinement for `policy` and makes this process a child subreaper.
     pub fn new(policy: &TerminalPolicy) -> Result<Self, ConfineError> {
-        reap::become_subreaper().map_err(|e| ConfineError::Landlock(format!("cannot become a child subreaper: {e}")))?;
-        Ok(LocalExecutor { confinement: Arc::new(Confinement::new(policy)?) })
+        reap::become_subreaper()
+            .map_err(|e| ConfineError::Landlock(format!("cannot become a child subreaper: {e}")))?;
+        Ok(LocalExecutor {
+            confinement: Arc::new(Confinement::new(policy)?),
+        })
     }
 }
 
@@ -53,7 +56,8 @@ impl Executor for LocalExecutor {
             // this future is dropped mid-call) wakes it with POLLHUP, and the tree is killed.
             let (cancel_r, cancel_w) =
                 pipe_with(PipeFlags::CLOEXEC).map_err(|e| ExecFailure::Internal(e.to_string()))?;
-            let mut task = tokio::task::spawn_blocking(move || run::run_plan(&plan, &confinement, &cancel_r));
+            let mut task =
+                tokio::task::spawn_blocking(move || run::run_plan(&plan, &confinement, &cancel_r));
             let joined = tokio::select! {
                 joined = &mut task => joined,
                 () = cancel => {

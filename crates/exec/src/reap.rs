@@ -47,8 +47,15 @@ pub(crate) fn forget(pid: u32) {
 pub fn sweep_orphans() {
     let _guard = SPAWNING.write().unwrap_or_else(|e| e.into_inner());
     for _ in 0..64 {
-        let known: HashSet<u32> = STAGES.lock().unwrap_or_else(|e| e.into_inner()).clone().unwrap_or_default();
-        let orphans: Vec<u32> = children_of("self").into_iter().filter(|p| !known.contains(p)).collect();
+        let known: HashSet<u32> = STAGES
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .unwrap_or_default();
+        let orphans: Vec<u32> = children_of("self")
+            .into_iter()
+            .filter(|p| !known.contains(p))
+            .collect();
         if orphans.is_empty() {
             return;
         }
@@ -94,7 +101,10 @@ fn children_of(proc_id: &str) -> Vec<u32> {
     };
     for task in tasks.flatten() {
         if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
-            out.extend(text.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
+            out.extend(
+                text.split_whitespace()
+                    .filter_map(|p| p.parse::<u32>().ok()),
+            );
         }
     }
     out

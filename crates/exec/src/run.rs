@@ -7,15 +7,17 @@
 //! cannot be reused, so `killpg` can never hit a stranger's group.
 
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::Arc;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use rustix::io::Errno;
 use rustix::pipe::{PipeFlags, pipe_with};
-use rustix::process::{Pid, PidfdFlags, Signal, WaitIdOptions, WaitId, kill_process_group, pidfd_open, waitid};
+use rustix::process::{
+    Pid, PidfdFlags, Signal, WaitId, WaitIdOptions, kill_process_group, pidfd_open, waitid,
+};
 use safe_mcp_core::syntax::Sequence;
 use safe_mcp_core::terminal::{ExecFailure, ExecOutcome, ExecPlan, StageOutcome};
 
@@ -34,7 +36,11 @@ struct Capture {
 
 impl Capture {
     fn new(fd: OwnedFd) -> Self {
-        Capture { fd: Some(fd), buf: Vec::new(), total: 0 }
+        Capture {
+            fd: Some(fd),
+            buf: Vec::new(),
+            total: 0,
+        }
     }
 
     /// Reads what is available. Returns true when the capture limit was passed.
@@ -105,7 +111,11 @@ enum Stop {
 }
 
 /// Runs `plan` to completion on the calling (blocking) thread.
-pub(crate) fn run_plan(plan: &ExecPlan, confinement: &Arc<Confinement>, cancel: &OwnedFd) -> Result<ExecOutcome, ExecFailure> {
+pub(crate) fn run_plan(
+    plan: &ExecPlan,
+    confinement: &Arc<Confinement>,
+    cancel: &OwnedFd,
+) -> Result<ExecOutcome, ExecFailure> {
     let deadline = Instant::now() + plan.timeout;
     let io = |e: std::io::Error| ExecFailure::Internal(e.to_string());
     let (out_r, out_w) = pipe_with(PipeFlags::CLOEXEC).map_err(|e| io(e.into()))?;
@@ -116,10 +126,17 @@ pub(crate) fn run_plan(plan: &ExecPlan, confinement: &Arc<Confinement>, cancel: 
     let mut stdout = Capture::new(out_r);
     let mut stderr = Capture::new(err_r);
     let mut writers = Some((out_w, err_w));
-    let mut feed = StdinFeed { fd: None, data: Vec::new(), written: 0 };
+    let mut feed = StdinFeed {
+        fd: None,
+        data: Vec::new(),
+        written: 0,
+    };
 
     let total_stages: usize = plan.pipelines.iter().map(Vec::len).sum();
-    let mut outcome = ExecOutcome { stages: vec![StageOutcome::default(); total_stages], ..ExecOutcome::default() };
+    let mut outcome = ExecOutcome {
+        stages: vec![StageOutcome::default(); total_stages],
+        ..ExecOutcome::default()
+    };
     let mut stop = Stop::None;
     let mut status: Option<i32> = None;
     let mut first_index = 0;
@@ -136,9 +153,20 @@ pub(crate) fn run_plan(plan: &ExecPlan, confinement: &Arc<Confinement>, cancel: 
         if !run_it {
             continue;
         }
-        let Some((out_w, err_w)) = &writers else { break };
+        let Some((out_w, err_w)) = &writers else {
+            break;
+        };
         let stdin = if p == 0 { plan.stdin.as_deref() } else { None };
-        let mut stages = spawn_pipeline(plan, pipeline, base, stdin, &mut feed, out_w, err_w, confinement)?;
+        let mut stages = spawn_pipeline(
+            plan,
+            pipeline,
+            base,
+            stdin,
+            &mut feed,
+            out_w,
+            err_w,
+            confinement,
+        )?;
         for s in &stages {
             outcome.stages[s.index].ran = true;
         }
@@ -147,7 +175,15 @@ pub(crate) fn run_plan(plan: &ExecPlan, confinement: &Arc<Confinement>, cancel: 
             writers = None; // our copies must close, or the readers never see EOF
         }
 
-        stop = wait_pipeline(&mut stages, &mut stdout, &mut stderr, &mut feed, cancel, deadline, plan.capture_limit);
+        stop = wait_pipeline(
+            &mut stages,
+            &mut stdout,
+            &mut stderr,
+            &mut feed,
+            cancel,
+            deadline,
+            plan.capture_limit,
+        );
         // Every stage has exited (or we are stopping): kill the rest of the group while an
         // unreaped member still pins its id, then reap.
         if let Some(pgid) = pgid.and_then(|id| Pid::from_raw(id as i32)) {
@@ -220,7 +256,11 @@ fn spawn_pipeline(
         Some(data) => {
             let (r, w) = pipe_with(PipeFlags::CLOEXEC).map_err(|e| io(e.into()))?;
             set_nonblocking(&w).map_err(io)?;
-            *feed = StdinFeed { fd: Some(w), data: data.to_vec(), written: 0 };
+            *feed = StdinFeed {
+                fd: Some(w),
+                data: data.to_vec(),
+                written: 0,
+            };
             Some(r)
         }
         None => None,
@@ -263,16 +303,23 @@ fn spawn_pipeline(
             Err(e) => {
                 kill_started(&mut stages, pgid);
                 return Err(if e.raw_os_error() == Some(ERRNO_NOT_ENFORCED) {
-                    ExecFailure::Sandbox("the kernel did not fully enforce the Landlock ruleset or seccomp filter".into())
+                    ExecFailure::Sandbox(
+                        "the kernel did not fully enforce the Landlock ruleset or seccomp filter"
+                            .into(),
+                    )
                 } else {
-                    ExecFailure::Spawn { program: stage.argv[0].clone(), message: e.to_string() }
+                    ExecFailure::Spawn {
+                        program: stage.argv[0].clone(),
+                        message: e.to_string(),
+                    }
                 });
             }
         };
         if pgid == 0 {
             pgid = child.id() as i32;
         }
-        let pid = Pid::from_raw(child.id() as i32).ok_or_else(|| ExecFailure::Internal("pid 0".into()))?;
+        let pid = Pid::from_raw(child.id() as i32)
+            .ok_or_else(|| ExecFailure::Internal("pid 0".into()))?;
         // The child is ours and unreaped, so its pid cannot have been reused.
         let pidfd = match pidfd_open(pid, PidfdFlags::empty()) {
             Ok(fd) => fd,
@@ -285,7 +332,12 @@ fn spawn_pipeline(
                 return Err(io(e.into()));
             }
         };
-        stages.push(Stage { child, pidfd, exited: false, index: base + k });
+        stages.push(Stage {
+            child,
+            pidfd,
+            exited: false,
+            index: base + k,
+        });
     }
     Ok(stages)
 }
@@ -378,5 +430,8 @@ fn set_nonblocking(fd: &OwnedFd) -> std::io::Result<()> {
 }
 
 fn timespec(d: Duration) -> Timespec {
-    Timespec { tv_sec: d.as_secs() as i64, tv_nsec: i64::from(d.subsec_nanos()) }
+    Timespec {
+        tv_sec: d.as_secs() as i64,
+        tv_nsec: i64::from(d.subsec_nanos()),
+    }
 }

@@ -14,8 +14,14 @@ use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use serde_json::{Value, json};
 
 const FILES: &[(&str, &str)] = &[
-    ("notes.txt", "safe-mcp keeps the model inside the jail.\nThe kernel enforces the jail too.\n"),
-    ("config.env", "AWS_ACCESS_KEY_ID=AKIAIOSFODNN7EXAMPLE\nDB_PASSWORD=correct-horse-battery\nREGION=eu-west-1\n"),
+    (
+        "notes.txt",
+        "safe-mcp keeps the model inside the jail.\nThe kernel enforces the jail too.\n",
+    ),
+    (
+        "config.env",
+        "AWS_ACCESS_KEY_ID=AKIAIOSFODNN7EXAMPLE\nDB_PASSWORD=correct-horse-battery\nREGION=eu-west-1\n",
+    ),
     ("src/main.rs", "fn main() { println!(\"hi\"); }\n"),
 ];
 
@@ -28,7 +34,12 @@ struct Step {
 
 fn steps() -> Vec<Step> {
     vec![
-        Step { title: "an allowed command", tool: "run_command", args: json!({"command": "ls -a"}), expect: "OK" },
+        Step {
+            title: "an allowed command",
+            tool: "run_command",
+            args: json!({"command": "ls -a"}),
+            expect: "OK",
+        },
         Step {
             title: "secrets in output are redacted before they leave the server",
             tool: "run_command",
@@ -82,7 +93,11 @@ fn steps() -> Vec<Step> {
 
 /// Runs the showcase; exit 0 when every envelope had the expected code.
 pub fn run() -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => return crate::fatal(format!("cannot start the async runtime: {e}")),
     };
@@ -105,7 +120,11 @@ fn seed(dir: &Path) -> Result<std::path::PathBuf, Box<dyn Error>> {
         }
         std::fs::write(path, text)?;
     }
-    let mode = if safe_mcp_exec::landlock_abi() >= 6 { "enforce" } else { "best-effort" };
+    let mode = if safe_mcp_exec::landlock_abi() >= 6 {
+        "enforce"
+    } else {
+        "best-effort"
+    };
     let policy = dir.join("policy.toml");
     std::fs::write(
         &policy,
@@ -149,9 +168,14 @@ fn shorten(mut v: Value) -> Value {
 }
 
 async fn showcase() -> Result<bool, Box<dyn Error>> {
-    let dir = tempfile::Builder::new().prefix("safe-mcp-demo-").tempdir()?;
+    let dir = tempfile::Builder::new()
+        .prefix("safe-mcp-demo-")
+        .tempdir()?;
     let policy = seed(dir.path())?;
-    println!("safe-mcp demo: sandbox {} (temporary)\n", dir.path().join("sandbox").display());
+    println!(
+        "safe-mcp demo: sandbox {} (temporary)\n",
+        dir.path().join("sandbox").display()
+    );
 
     let exe = std::env::current_exe()?;
     let command = tokio::process::Command::new(exe).configure(|c| {
@@ -159,12 +183,24 @@ async fn showcase() -> Result<bool, Box<dyn Error>> {
     });
     let client = ().serve(TokioChildProcess::new(command)?).await?;
     if let Some(server) = client.peer_info().and_then(|info| info.server_info.clone()) {
-        println!("connected to {} {} over stdio (MCP)", server.name, server.version);
+        println!(
+            "connected to {} {} over stdio (MCP)",
+            server.name, server.version
+        );
     }
     let tools = client.list_all_tools().await?;
-    println!("tools: {}\n", tools.iter().map(|t| t.name.to_string()).collect::<Vec<_>>().join(", "));
+    println!(
+        "tools: {}\n",
+        tools
+            .iter()
+            .map(|t| t.name.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
 
-    let described = client.call_tool(CallToolRequestParams::new("describe_policy")).await?;
+    let described = client
+        .call_tool(CallToolRequestParams::new("describe_policy"))
+        .await?;
     if let Some(v) = &described.structured_content {
         println!("== describe_policy (excerpt)");
         println!("allowlist: {}", v["detail"]["allowlist"]);
@@ -172,18 +208,30 @@ async fn showcase() -> Result<bool, Box<dyn Error>> {
         let c = &v["detail"]["confinement"];
         println!(
             "confinement: sandbox {} | Landlock {} (kernel ABI {}) | seccomp {} | TCP {} | exec in jail {}\n",
-            c["mode"], c["landlock"]["enforced"], c["landlock"]["kernel_abi"], c["seccomp"]["enabled"],
-            c["landlock"]["tcp"], c["landlock"]["exec_in_jail"]
+            c["mode"],
+            c["landlock"]["enforced"],
+            c["landlock"]["kernel_abi"],
+            c["seccomp"]["enabled"],
+            c["landlock"]["tcp"],
+            c["landlock"]["exec_in_jail"]
         );
     }
 
     let mut all_ok = true;
     for (i, step) in steps().into_iter().enumerate() {
-        let Value::Object(args) = step.args.clone() else { continue };
-        let result = client.call_tool(CallToolRequestParams::new(step.tool).with_arguments(args)).await?;
+        let Value::Object(args) = step.args.clone() else {
+            continue;
+        };
+        let result = client
+            .call_tool(CallToolRequestParams::new(step.tool).with_arguments(args))
+            .await?;
         let envelope = result.structured_content.clone().unwrap_or(Value::Null);
         let code = envelope["code"].as_str().unwrap_or("?").to_owned();
-        let mark = if code == step.expect { "as expected" } else { "UNEXPECTED" };
+        let mark = if code == step.expect {
+            "as expected"
+        } else {
+            "UNEXPECTED"
+        };
         all_ok &= code == step.expect;
         println!("== {}. {} ({code}, {mark})", i + 1, step.title);
         println!("> {} {}", step.tool, step.args);
@@ -192,7 +240,10 @@ async fn showcase() -> Result<bool, Box<dyn Error>> {
     client.cancel().await?;
 
     let trail = std::fs::read_to_string(dir.path().join("audit.jsonl")).unwrap_or_default();
-    println!("audit trail: {} records (attempt before every run, then outcome); the last one:", trail.lines().count());
+    println!(
+        "audit trail: {} records (attempt before every run, then outcome); the last one:",
+        trail.lines().count()
+    );
     if let Some(last) = trail.lines().last() {
         println!("{last}");
     }

@@ -20,7 +20,11 @@ use safe_mcp_core::terminal::{CommandInput, TerminalService};
 use safe_mcp_exec::{Confinement, LocalExecutor};
 
 #[derive(Parser)]
-#[command(name = "safe-mcp", version, about = "MCP servers that let an AI model act on a machine without being trusted")]
+#[command(
+    name = "safe-mcp",
+    version,
+    about = "MCP servers that let an AI model act on a machine without being trusted"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
@@ -90,8 +94,14 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Cmd::Terminal { config } => serve_terminal(config.as_deref()),
-        Cmd::Explain { config, cwd, command } => explain(config.as_deref(), cwd.as_deref(), command.join(" ")),
-        Cmd::Policy { action: PolicyCmd::Check { config } } => policy_check(config.as_deref()),
+        Cmd::Explain {
+            config,
+            cwd,
+            command,
+        } => explain(config.as_deref(), cwd.as_deref(), command.join(" ")),
+        Cmd::Policy {
+            action: PolicyCmd::Check { config },
+        } => policy_check(config.as_deref()),
         Cmd::Redact { config } => redact(config.as_deref()),
         Cmd::Doctor { config } => doctor(config.as_deref()),
         Cmd::Demo => demo::run(),
@@ -123,9 +133,15 @@ fn serve_terminal(config: Option<&Path>) -> ExitCode {
         );
     }
     if let Err(e) = service.audit().check() {
-        eprintln!("safe-mcp: warning: the audit trail is not writable now ({e}); calls will get AUDIT_UNAVAILABLE until it is");
+        eprintln!(
+            "safe-mcp: warning: the audit trail is not writable now ({e}); calls will get AUDIT_UNAVAILABLE until it is"
+        );
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => return fatal(format!("cannot start the async runtime: {e}")),
     };
@@ -159,7 +175,11 @@ fn explain(config: Option<&Path>, cwd: Option<&str>, command: String) -> ExitCod
         Ok(text) => println!("{text}"),
         Err(e) => return fatal(e),
     }
-    if result.code == ResultCode::Ok { ExitCode::SUCCESS } else { ExitCode::from(1) }
+    if result.code == ResultCode::Ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
 }
 
 fn policy_check(config: Option<&Path>) -> ExitCode {
@@ -179,7 +199,11 @@ fn policy_check(config: Option<&Path>) -> ExitCode {
         );
     }
     if let Some(f) = &policy.files {
-        println!("  files: workspace {} | {} skip rules", f.workspace_root.display(), f.skip.len());
+        println!(
+            "  files: workspace {} | {} skip rules",
+            f.workspace_root.display(),
+            f.skip.len()
+        );
     }
     ExitCode::SUCCESS
 }
@@ -190,7 +214,11 @@ fn redact(config: Option<&Path>) -> ExitCode {
             Ok(p) => p.redaction,
             Err(e) => return fatal(e),
         },
-        None => safe_mcp_core::config::RedactionSettings { enabled: true, entropy_fallback: false, extra_patterns: vec![] },
+        None => safe_mcp_core::config::RedactionSettings {
+            enabled: true,
+            entropy_fallback: false,
+            extra_patterns: vec![],
+        },
     };
     let redactor = match Redactor::new(&settings) {
         Ok(r) => r,

@@ -87,12 +87,20 @@ fn envelope_schema() -> Arc<JsonObject> {
 
 fn to_result(envelope: OperationResult) -> CallToolResult {
     let value = envelope.to_value();
-    if envelope.ok { CallToolResult::structured(value) } else { CallToolResult::structured_error(value) }
+    if envelope.ok {
+        CallToolResult::structured(value)
+    } else {
+        CallToolResult::structured_error(value)
+    }
 }
 
 fn parse_args<T: DeserializeOwned>(action: &str, args: JsonObject) -> Result<T, CallToolResult> {
     serde_json::from_value(serde_json::Value::Object(args)).map_err(|e| {
-        to_result(OperationResult::new(action, ResultCode::InvalidRequest, format!("invalid arguments: {e}")))
+        to_result(OperationResult::new(
+            action,
+            ResultCode::InvalidRequest,
+            format!("invalid arguments: {e}"),
+        ))
     })
 }
 
@@ -140,7 +148,11 @@ impl TerminalServer {
             Ok(a) => a,
             Err(r) => return r,
         };
-        to_result(self.service.explain(&args.command.into(), args.cwd.as_deref(), self.executor.confinement()))
+        to_result(self.service.explain(
+            &args.command.into(),
+            args.cwd.as_deref(),
+            self.executor.confinement(),
+        ))
     }
 
     /// Describe the policy: allowed and denied commands, argument rules, limits, accepted
@@ -163,7 +175,10 @@ impl TerminalServer {
 impl ServerHandler for TerminalServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new(env!("CARGO_PKG_NAME"), env!("CARGO_PKG_VERSION")))
+            .with_server_info(Implementation::new(
+                env!("CARGO_PKG_NAME"),
+                env!("CARGO_PKG_VERSION"),
+            ))
             .with_instructions(
                 "safe-mcp terminal: runs a small allowlisted set of commands inside one directory, \
                  without a shell, confined by the kernel. Call describe_policy first; use \

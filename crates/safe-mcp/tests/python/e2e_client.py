@@ -1,0 +1,64 @@
+"""Drive `safe-mcp terminal` with the official Python MCP SDK and validate every result.
+
+usage: e2e_client.py SAFE_MCP_BINARY POLICY_FILE
+Exits non-zero on any mismatch.
+"""
+import asyncio
+import json
+import sys
+
+import jsonschema
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+def field(obj, *names):
+    """The SDK renamed camelCase attributes to snake_case in 2.x; accept either."""
+    for name in names:
+        if hasattr(obj, name):
+            return getattr(obj, name)
+    raise AttributeError(f"{type(obj).__name__} has none of {names}")
+
+
+CALLS = [
+    ("describe_policy", {}, "OK"),
+    ("explain_command", {"command": "echo hi | wc -c"}, "OK"),
+    ("explain_command", {"command": "git push --force"}, "POLICY_DENIED"),
+    ("run_command", {"command": "echo \"a;b\""}, "OK"),
+    ("run_command", {"command": ["echo", "argv", "form"]}, "OK"),
+    ("run_command", {"command": "whoami"}, "POLICY_DENIED"),
+    ("run_command", {"command": "cat /etc/passwd"}, "PATH_ESCAPE"),
+    ("run_command", {"command": "echo 'open"}, "INVALID_REQUEST"),
+    ("run_command", {"command": 42}, "INVALID_REQUEST"),
+    ("run_command", {"command": "sleep 5", "timeout_seconds": 1}, "TIMEOUT"),
+    ("run_command", {"command": "yes"}, "OUTPUT_TRUNCATED"),
+]
+
+
+async def main(binary: str, policy: str) -> None:
+    params = StdioServerParameters(command=binary, args=["terminal", "--config", policy], env={})
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            init = await session.initialize()
+            info = field(init, "server_info", "serverInfo")
+            assert info.name == "safe-mcp", info
+            tools = {t.name: t for t in (await session.list_tools()).tools}
+            assert sorted(tools) == ["describe_policy", "explain_command", "run_command"], sorted(tools)
+            for name, tool in tools.items():
+                schema = field(tool, "output_schema", "outputSchema")
+                assert schema, f"{name} declares no outputSchema"
+                jsonschema.Draft202012Validator.check_schema(schema)
+            for name, args, expected in CALLS:
+                result = await session.call_tool(name, args)
+                envelope = field(result, "structured_content", "structuredContent")
+                assert envelope is not None, f"{name}: no structuredContent"
+                jsonschema.validate(envelope, field(tools[name], "output_schema", "outputSchema"))
+                text = json.loads(result.content[0].text)
+                assert text == envelope, f"{name}: text block differs"
+                assert envelope["code"] == expected, f"{name} {args}: {envelope['code']} != {expected}: {envelope['reason']}"
+                assert field(result, "is_error", "isError") == (not envelope["ok"]), f"{name}: isError mismatch"
+                print(f"{name} {json.dumps(args)} -> {envelope['code']}")
+    print(f"validated {len(CALLS)} results against their output schemas")
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], sys.argv[2]))

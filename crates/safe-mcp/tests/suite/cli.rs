@@ -1,0 +1,182 @@
+//! The command line: every startup failure is `fatal: <reason>` and a non-zero exit;
+//! `explain` prints the verdict and exits 0 allow, 1 deny, 2 error.
+
+use std::process::{Command, Output, Stdio};
+
+use super::support::{BIN, Sandbox};
+
+fn run(args: &[&str], envs: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(BIN);
+    c.args(args).env_clear().stdin(Stdio::null());
+    for (k, v) in envs {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+fn assert_fatal(out: &Output, needle: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "expected a failure, stderr: {stderr}"
+    );
+    assert!(stderr.starts_with("fatal: "), "{stderr}");
+    assert!(stderr.contains(needle), "{needle:?} not in {stderr}");
+    assert!(
+        out.stdout.is_empty(),
+        "nothing may reach stdout (the MCP channel)"
+    );
+}
+
+fn policy_with(sb: &Sandbox, from: &str, to: &str) -> String {
+    let text = std::fs::read_to_string(&sb.policy)
+        .unwrap()
+        .replace(from, to);
+    let path = sb.base().join("variant.toml");
+    std::fs::write(&path, text).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+#[test]
+fn every_startup_failure_is_fatal_and_named() {
+    let sb = Sandbox::new("");
+    assert_fatal(&run(&["terminal"], &[]), "no policy file");
+    assert_fatal(
+        &run(&["terminal", "--config", "/nonexistent/p.toml"], &[]),
+        "cannot read policy file",
+    );
+    let bad = sb.base().join("bad.toml");
+    std::fs::write(&bad, "[terminal\n").unwrap();
+    assert_fatal(
+        &run(&["terminal", "--config", bad.to_str().unwrap()], &[]),
+        "invalid policy file",
+    );
+    let p = policy_with(
+        &sb,
+        "[terminal.limits]",
+        "[terminal.limits]\ntimeout_secs = 3",
+    );
+    assert_fatal(
+        &run(&["terminal", "--config", &p], &[]),
+        "unknown field `timeout_secs`",
+    );
+    let p = policy_with(&sb, "jail_root = \"jail\"", "");
+    assert_fatal(
+        &run(&["terminal", "--config", &p], &[]),
+        "jail_root` is not set",
+    );
+    let p = policy_with(&sb, "jail_root = \"jail\"", "jail_root = \"policy.toml\"");
+    assert_fatal(
+        &run(&["terminal", "--config", &p], &[]),
+        "not an existing directory",
+    );
+    let p = policy_with(
+        &sb,
+        "audit_log = \"audit.jsonl\"",
+        "audit_log = \"jail/audit.jsonl\"",
+    );
+    assert_fatal(&run(&["terminal", "--config", &p], &[]), "lies inside");
+    let p = policy_with(
+        &sb,
+        "[terminal]",
+        "[redaction]\nextra_patterns = [{ name = \"x\", regex = \"([\" }]\n[terminal]",
+    );
+    assert_fatal(
+        &run(&["terminal", "--config", &p], &[]),
+        "not a valid regex",
+    );
+    let p = policy_with(
+        &sb,
+        "[terminal]",
+        "[files]\nworkspace_root = \"jail\"\n[[files.skip]]\nwhen = [\"dotfile\"]\n[terminal]",
+    );
+    assert_fatal(&run(&["policy", "check", "--config", &p], &[]), "layer");
+    let p = policy_with(&sb, "[terminal]", "[nonsense]\n[terminal]");
+    assert_fatal(
+        &run(&["terminal", "--config", &p], &[]),
+        "unknown field `nonsense`",
+    );
+    assert_fatal(
+        &run(
+            &["terminal", "--config", &p],
+            &[("SAFE_MCP_POLICY_FILE", sb.policy.to_str().unwrap())],
+        ),
+        "nonsense",
+    );
+    assert_fatal(
+        &run(
+            &["terminal", "--config", sb.policy.to_str().unwrap()],
+            &[("SAFE_MCP_AUDIT_FAIL_MODE", "sometimes")],
+        ),
+        "SAFE_MCP_AUDIT_FAIL_MODE",
+    );
+    assert_fatal(
+        &run(
+            &["terminal", "--config", sb.policy.to_str().unwrap()],
+            &[("SAFE_MCP_JAIL_ROOT", "/nonexistent-root")],
+        ),
+        "not an existing directory",
+    );
+}
+
+#[test]
+fn explain_exit_codes() {
+    let sb = Sandbox::new("");
+    let config = sb.policy.to_str().unwrap();
+    let allow = run(
+        &["explain", "--config", config, "--", "echo hi | wc -c"],
+        &[],
+    );
+    assert_eq!(allow.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&allow.stdout).unwrap();
+    assert_eq!(v["code"], "OK");
+    let deny = run(&["explain", "--config", config, "--", "git push -f"], &[]);
+    assert_eq!(deny.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&deny.stdout).unwrap();
+    assert_eq!(v["code"], "POLICY_DENIED");
+    let via_env = run(
+        &["explain", "--", "cat /etc/passwd"],
+        &[("SAFE_MCP_POLICY_FILE", config)],
+    );
+    assert_eq!(via_env.status.code(), Some(1));
+    let err = run(
+        &["explain", "--config", "/nonexistent.toml", "--", "ls"],
+        &[],
+    );
+    assert_eq!(err.status.code(), Some(2));
+    assert!(!sb.jail.join("hi").exists());
+}
+
+#[test]
+fn redact_filters_stdin() {
+    let mut child = Command::new(BIN)
+        .arg("redact")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"key=AKIAIOSFODNN7EXAMPLE ok\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "key=[REDACTED:aws_access_key_id] ok\n"
+    );
+}
+
+#[test]
+fn doctor_reports_the_kernel() {
+    let out = run(&["doctor"], &[]);
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        v["kernel"]["landlock_abi"].as_i64().unwrap() >= 1,
+        "this machine kind has Landlock: {v}"
+    );
+    assert_eq!(v["kernel"]["openat2_resolve_beneath"], true);
+}

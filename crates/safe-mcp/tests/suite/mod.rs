@@ -1,0 +1,6 @@
+//! Integration tests: the built binary, driven over stdio by a real MCP client.
+mod cli;
+mod confinement;
+mod python_sdk;
+mod support;
+mod terminal;

@@ -1,0 +1,59 @@
+//! End to end with a client no one here wrote: the official Python MCP SDK.
+//!
+//! The test makes its own venv under the target directory and installs `mcp` and
+//! `jsonschema` from PyPI (CI reaches PyPI); the script lists the tools, calls each one and
+//! validates every result against the tool's declared `outputSchema`.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use super::support::{BIN, Sandbox};
+
+fn venv_python() -> PathBuf {
+    let target = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/py-e2e-venv");
+    let python = target.join("bin/python");
+    let ready = target.join(".installed");
+    if !ready.exists() {
+        let status = Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&target)
+            .status()
+            .expect("python3 is required");
+        assert!(status.success(), "python3 -m venv failed");
+        let status = Command::new(&python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "mcp>=1.20",
+                "jsonschema",
+            ])
+            .status()
+            .unwrap();
+        assert!(status.success(), "pip install mcp jsonschema failed");
+        std::fs::write(&ready, "").unwrap();
+    }
+    python
+}
+
+#[test]
+fn official_python_sdk_drives_every_tool() {
+    let sb = Sandbox::new("");
+    let python = venv_python();
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/e2e_client.py");
+    let out = Command::new(python)
+        .arg(script)
+        .arg(BIN)
+        .arg(&sb.policy)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "python client failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(stdout.contains("validated"), "{stdout}");
+}

@@ -1,0 +1,216 @@
+//! Shared test support: a seeded sandbox with a policy, and a real MCP session to the binary.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
+use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::Value;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_safe-mcp");
+
+/// A temporary directory holding `jail/`, `policy.toml` and the audit trail.
+pub struct Sandbox {
+    _dir: tempfile::TempDir,
+    pub jail: PathBuf,
+    pub policy: PathBuf,
+    pub audit: PathBuf,
+}
+
+/// The allowlist most tests use.
+pub const DEFAULT_ALLOW: &str = r#""echo", "cat", "ls", "wc", "tr", "grep", "sleep", "true", "false", "env", "sh", "yes", "touch", "git", "head", "rm", "nonexistent-tool-xyz""#;
+
+impl Sandbox {
+    /// A sandbox whose policy is the default one plus `extra` TOML appended to `[terminal]`'s
+    /// sub-tables (use full table headers in `extra`).
+    pub fn new(extra: &str) -> Sandbox {
+        Sandbox::with(
+            DEFAULT_ALLOW,
+            "timeout_seconds = 10\nmax_output_bytes = 4096",
+            "closed",
+            extra,
+        )
+    }
+
+    pub fn with(allow: &str, limits: &str, fail_mode: &str, extra: &str) -> Sandbox {
+        let dir = tempfile::Builder::new()
+            .prefix("safe-mcp-test-")
+            .tempdir()
+            .unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let jail = base.join("jail");
+        std::fs::create_dir_all(jail.join("sub")).unwrap();
+        std::fs::write(jail.join("notes.txt"), "alpha\nbeta\ngamma\n").unwrap();
+        let audit = base.join("audit.jsonl");
+        let policy = base.join("policy.toml");
+        let text = format!(
+            r#"audit_log = "audit.jsonl"
+audit_fail_mode = "{fail_mode}"
+
+[terminal]
+jail_root = "jail"
+
+[terminal.limits]
+{limits}
+
+[terminal.allowlist]
+commands = [{allow}]
+
+[terminal.denylist]
+commands = ["rm", "curl"]
+
+[[terminal.rules]]
+command = "git"
+deny_args = ["push --force", "push -f"]
+reason = "force-push rewrites shared history"
+{extra}
+"#
+        );
+        std::fs::write(&policy, text).unwrap();
+        Sandbox {
+            _dir: dir,
+            jail,
+            policy,
+            audit,
+        }
+    }
+
+    pub fn base(&self) -> &Path {
+        self.jail.parent().unwrap()
+    }
+
+    pub fn audit_records(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.audit)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    pub async fn session(&self) -> Session {
+        Session::start(&self.policy, |_| {}).await
+    }
+}
+
+/// A live MCP session with `safe-mcp terminal`.
+pub struct Session {
+    pub client: RunningService<RoleClient, ()>,
+}
+
+impl Session {
+    pub async fn start(policy: &Path, tweak: impl FnOnce(&mut tokio::process::Command)) -> Session {
+        Session::start_with_stderr(policy, tweak, std::process::Stdio::inherit()).await
+    }
+
+    pub async fn start_with_stderr(
+        policy: &Path,
+        tweak: impl FnOnce(&mut tokio::process::Command),
+        stderr: std::process::Stdio,
+    ) -> Session {
+        let mut command = tokio::process::Command::new(BIN).configure(|c| {
+            c.arg("terminal")
+                .arg("--config")
+                .arg(policy)
+                .env_clear()
+                .env("SECRET_SERVER_VAR", "leak-me");
+        });
+        tweak(&mut command);
+        let (transport, _) = TokioChildProcess::builder(command)
+            .stderr(stderr)
+            .spawn()
+            .unwrap();
+        let client = ().serve(transport).await.unwrap();
+        Session { client }
+    }
+
+    /// Calls a tool and returns the envelope, after checking the invariants every result
+    /// must keep: structuredContent present, the text block holds the same JSON, and
+    /// `isError == !ok`.
+    pub async fn call(&self, tool: &str, args: Value) -> Value {
+        let result = self.raw_call(tool, args).await;
+        envelope_of(&result)
+    }
+
+    pub async fn raw_call(&self, tool: &str, args: Value) -> CallToolResult {
+        let Value::Object(args) = args else {
+            panic!("arguments must be an object")
+        };
+        let call = self
+            .client
+            .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args));
+        tokio::time::timeout(Duration::from_secs(60), call)
+            .await
+            .expect("call timed out")
+            .unwrap()
+    }
+
+    pub async fn run(&self, command: &str) -> Value {
+        self.call("run_command", serde_json::json!({ "command": command }))
+            .await
+    }
+}
+
+pub fn envelope_of(result: &CallToolResult) -> Value {
+    let envelope = result
+        .structured_content
+        .clone()
+        .expect("every result carries structuredContent");
+    let text = result
+        .content
+        .iter()
+        .find_map(|c| c.as_text().map(|t| t.text.clone()))
+        .expect("a text block");
+    assert_eq!(
+        serde_json::from_str::<Value>(&text).unwrap(),
+        envelope,
+        "text block must equal structuredContent"
+    );
+    let ok = envelope["ok"].as_bool().unwrap();
+    assert_eq!(result.is_error, Some(!ok), "isError must be !ok");
+    for key in ["ok", "code", "action", "reason", "detail", "duration_ms"] {
+        assert!(
+            envelope.get(key).is_some(),
+            "envelope lacks {key}: {envelope}"
+        );
+    }
+    envelope
+}
+
+/// Processes (not zombies) whose command line contains `needle`.
+pub fn live_processes_with(needle: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if !cmdline.contains(needle) {
+            continue;
+        }
+        let state = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let zombie = state
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z'));
+        if !zombie {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Waits up to `secs` for `f` to hold.
+pub async fn eventually(secs: u64, mut f: impl FnMut() -> bool) -> bool {
+    for _ in 0..secs * 20 {
+        if f() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    f()
+}

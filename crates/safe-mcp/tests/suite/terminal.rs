@@ -1,0 +1,539 @@
+//! The terminal server over a real MCP session: one test per result code, the parsing and
+//! evaluation examples of the issue, execution bounds, redaction and the audit trail.
+
+use serde_json::json;
+
+use super::support::{Sandbox, Session, eventually, live_processes_with};
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tools_are_listed_with_schemas_annotations_and_our_server_info() {
+    let sb = Sandbox::new("");
+    let s = sb.session().await;
+    let info = s.client.peer_info().unwrap().server_info.clone().unwrap();
+    assert_eq!(info.name, "safe-mcp");
+    assert_eq!(info.version, env!("CARGO_PKG_VERSION"));
+    let tools = s.client.list_all_tools().await.unwrap();
+    let mut names: Vec<_> = tools.iter().map(|t| t.name.to_string()).collect();
+    names.sort();
+    assert_eq!(names, ["describe_policy", "explain_command", "run_command"]);
+    for tool in &tools {
+        let schema = tool
+            .output_schema
+            .as_ref()
+            .expect("every tool declares an outputSchema");
+        assert!(schema["properties"].get("code").is_some(), "{}", tool.name);
+        let a = tool.annotations.as_ref().expect("annotations");
+        let read_only = tool.name != "run_command";
+        assert_eq!(a.read_only_hint, Some(read_only), "{}", tool.name);
+        assert_eq!(a.destructive_hint, Some(!read_only), "{}", tool.name);
+        assert_eq!(a.open_world_hint, Some(false));
+        assert_eq!(
+            tool.input_schema["additionalProperties"],
+            json!(false),
+            "{}",
+            tool.name
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ok_and_non_zero_exit_is_still_ok() {
+    let sb = Sandbox::new("");
+    let s = sb.session().await;
+    let r = s.run("echo hi").await;
+    assert_eq!(r["code"], "OK");
+    assert_eq!(r["ok"], true);
+    assert_eq!(r["detail"]["stdout"], "hi\n");
+    assert_eq!(r["detail"]["exit_code"], 0);
+    assert_eq!(r["detail"]["stages"][0]["program"], "/usr/bin/echo");
+    let r = s.run("false").await;
+    assert_eq!(
+        (r["code"].as_str(), r["ok"].as_bool()),
+        (Some("OK"), Some(true))
+    );
+    assert_eq!(r["detail"]["exit_code"], 1);
+    let r = s.run("ls does-not-exist").await;
+    assert_eq!(r["code"], "OK");
+    assert_eq!(r["detail"]["exit_code"], 2);
+    assert!(
+        r["detail"]["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("does-not-exist")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn policy_denied_cases() {
+    let sb = Sandbox::new("");
+    let s = sb.session().await;
+    for (command, rule) in [
+        ("whoami", "not-allowlisted"),
+        ("rm -rf notes.txt", "denylist"), // on both lists: the denylist wins
+        ("/bin/ls", "program-path"),
+        ("./ls", "program-path"),
+        ("LS", "not-allowlisted"), // exact, case-sensitive
+        ("git push --force origin main", "rules[0]"),
+        ("git push origin main -f", "rules[0]"),
+        ("git push -fv origin", "rules[0]"), // bundled short flags
+        ("git push --forc origin", "rules[0]"), // unique long prefix
+        ("git --no-pager push --force=true", "rules[0]"),
+        ("echo ok | whoami", "not-allowlisted"), // strictest stage wins
+        ("echo $HOME", "variable-expansion"),
+        ("echo $(id)", "command-substitution"),
+        ("echo `id`", "command-substitution"),
+        ("echo hi > f", "redirection"),
+        ("cat < notes.txt", "redirection"),
+        ("sleep 1 &", "background"),
+        ("(ls)", "subshell"),
+        ("cat <<EOF", "here-doc"),
+        ("FOO=1 ls", "leading-assignment"),
+        ("", "empty-command"),
+        ("ls ;; ls", "empty-command"),
+    ] {
+        let r = s.run(command).await;
+        assert_eq!(r["code"], "POLICY_DENIED", "{command}: {r}");
+        let got = r["detail"]["rule"].as_str().unwrap_or_default();
+        assert_eq!(got, rule, "{command}: {r}");
+        assert!(!r["reason"].as_str().unwrap().is_empty());
+    }
+    // The touch marker proves nothing ran for a denied list.
+    let r = s.run("touch made-it && whoami").await;
+    assert_eq!(r["code"], "POLICY_DENIED");
+    assert!(!sb.jail.join("made-it").exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn invalid_requests() {
+    let sb = Sandbox::new("");
+    let s = sb.session().await;
+    for command in [
+        "echo 'unterminated",
+        "echo \"open",
+        "echo a\\",
+        "echo a\u{0}b",
+    ] {
+        let r = s.run(command).await;
+        assert_eq!(r["code"], "INVALID_REQUEST", "{command:?}: {r}");
+    }
+    for args in [
+        json!({"command": 5}),
+        json!({}),
+        json!({"command": "ls", "extra": 1}),
+        json!({"command": "ls", "timeout_seconds": -1}),
+    ] {
+        let r = s.call("run_command", args.clone()).await;
+        assert_eq!(r["code"], "INVALID_REQUEST", "{args}: {r}");
+    }
+    let r = s
+        .call(
+            "run_command",
+            json!({"command": "ls", "timeout_seconds": 0}),
+        )
+        .await;
+    assert_eq!(r["code"], "INVALID_REQUEST");
+    let r = s
+        .call(
+            "run_command",
+            json!({"command": "ls", "cwd": "missing-dir"}),
+        )
+        .await;
+    assert_eq!(r["code"], "INVALID_REQUEST");
+    let r = s
+        .call("run_command", json!({"command": ["echo", "a\u{0}"]}))
+        .await;
+    assert_eq!(r["code"], "INVALID_REQUEST");
+    let r = s
+        .call("explain_command", json!({"command": "ls", "bogus": true}))
+        .await;
+    assert_eq!(r["code"], "INVALID_REQUEST");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn path_escapes() {
+    let sb = Sandbox::new("");
+    std::os::unix::fs::symlink("/etc", sb.jail.join("etc-link")).unwrap();
+    let s = sb.session().await;
+    for (command, cwd) in [
+        ("ls", Some("..")),
+        ("ls", Some("sub/../..")),
+        ("ls", Some("/tmp")),
+        ("ls", Some("etc-link")),
+        ("cat /etc/passwd", None), // no cwd: still an escape
+        ("cat ../policy.toml", None),
+        ("cat sub/../../policy.toml", None),
+        ("cat ~root/.bashrc", None),
+        ("cat etc-link/hostname", None),
+        ("grep --file=/etc/passwd x", None),
+        ("echo ok | cat /etc/hostname", None),
+    ] {
+        let r = s
+            .call("run_command", json!({"command": command, "cwd": cwd}))
+            .await;
+        assert_eq!(r["code"], "PATH_ESCAPE", "{command} in {cwd:?}: {r}");
+    }
+    let inside = sb.jail.join("notes.txt");
+    let r = s.run(&format!("cat {}", inside.display())).await;
+    assert_eq!(r["code"], "OK", "{r}");
+    let r = s
+        .call(
+            "run_command",
+            json!({"command": "cat ../notes.txt", "cwd": "sub"}),
+        )
+        .await;
+    assert_eq!(r["code"], "OK", "{r}");
+    assert_eq!(r["detail"]["stdout"], "alpha\nbeta\ngamma\n");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn quoting_is_tokenization_only() {
+    let sb = Sandbox::new("");
+    let s = sb.session().await;
+    let r = s.run(r#"echo "a;b""#).await;
+    assert_eq!(r["code"], "OK");
+    assert_eq!(r["detail"]["stdout"], "a;b\n");
+    let r = s
+        .run(r#"echo 'x && y | z' "$HOME is literal in single quotes? no" "#)
+        .await;
+    assert_eq!(
+        r["code"], "POLICY_DENIED",
+        "double quotes still expand $ in a shell: refused"
+    );
+    let r = s.run("echo '$HOME' \"a|b\"").await;
+    assert_eq!(r["detail"]["stdout"], "$HOME a|b\n");
+    let r = s
+        .call(
+            "run_command",
+            json!({"command": ["echo", "$(id); rm -rf /"]}),
+        )
+        .await;
+    assert_eq!(r["code"], "OK");
+    assert_eq!(r["detail"]["stdout"], "$(id); rm -rf /\n");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn pipelines_and_sequencing() {
+    let sb = Sandbox::new("");
+    let s = sb.session().await;
+    let r = s.run("cat notes.txt | grep a | wc -l").await;
+    assert_eq!(r["code"], "OK", "{r}");
+    assert_eq!(r["detail"]["stdout"].as_str().unwrap().trim(), "3");
+    assert_eq!(r["detail"]["stages"].as_array().unwrap().len(), 3);
+    let r = s.run("echo hello | tr a-z A-Z").await;
+    assert_eq!(r["detail"]["stdout"], "HELLO\n");
+    let r = s.run("false && echo skipped; echo after").await;
+    assert_eq!(r["detail"]["stdout"], "after\n");
+    assert_eq!(r["detail"]["stages"][1]["ran"], false);
+    assert_eq!(r["detail"]["exit_code"], 0);
+    let r = s.run("false || echo fallback").await;
+    assert_eq!(r["detail"]["stdout"], "fallback\n");
+    let r = s.run("true && false").await;
+    assert_eq!(r["detail"]["exit_code"], 1);
+    let r = s
+        .call(
+            "run_command",
+            json!({"command": "tr a-z A-Z", "stdin": "from stdin"}),
+        )
+        .await;
+    assert_eq!(r["detail"]["stdout"], "FROM STDIN");
+    let big = "x".repeat(300_000);
+    let r = s
+        .call("run_command", json!({"command": "wc -c", "stdin": big}))
+        .await;
+    assert_eq!(r["detail"]["stdout"].as_str().unwrap().trim(), "300000");
+    let r = s.run("cat").await; // stdin is /dev/null, so this returns at once
+    assert_eq!(
+        (r["code"].as_str(), r["detail"]["stdout"].as_str()),
+        (Some("OK"), Some(""))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn environment_is_scrubbed() {
+    let sb = Sandbox::new("");
+    let s = sb.session().await;
+    let r = s.run("env").await;
+    let out = r["detail"]["stdout"].as_str().unwrap();
+    let keys: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+        .collect();
+    assert!(!out.contains("leak-me"), "{out}");
+    for k in &keys {
+        assert!(
+            [
+                "PATH",
+                "HOME",
+                "LANG",
+                "GIT_CONFIG_NOSYSTEM",
+                "GIT_TERMINAL_PROMPT"
+            ]
+            .contains(k),
+            "{k} leaked: {out}"
+        );
+    }
+    assert!(out.contains(&format!("HOME={}", sb.jail.display())));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn timeout_kills_the_whole_group_and_escapees() {
+    let sb = Sandbox::new("");
+    let s = sb.session().await;
+    let script = "sleep 913.25 & sleep 913.25 & setsid sleep 913.26 & sleep 913.27";
+    let r = s
+        .call(
+            "run_command",
+            json!({"command": ["sh", "-c", script], "timeout_seconds": 1}),
+        )
+        .await;
+    assert_eq!(r["code"], "TIMEOUT", "{r}");
+    assert_eq!(r["ok"], false);
+    assert_eq!(r["detail"]["timeout_seconds"], 1);
+    assert!(
+        eventually(5, || live_processes_with("913.2").is_empty()).await,
+        "survivors: {:?}",
+        live_processes_with("913.2")
+    );
+    // timeout_seconds may lower the policy's limit, never raise it.
+    let r = s
+        .call(
+            "run_command",
+            json!({"command": "true", "timeout_seconds": 100000}),
+        )
+        .await;
+    assert_eq!(r["detail"]["timeout_seconds"], 10);
+    // The server answers the next call.
+    assert_eq!(s.run("echo alive").await["detail"]["stdout"], "alive\n");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_double_forked_escapee_dies_with_its_call() {
+    let sb = Sandbox::new("");
+    let s = sb.session().await;
+    // The grandchild leaves the group and the session; it would write a marker later.
+    let script = "(setsid sh -c 'sleep 2; touch escaped-marker' &) ; echo started";
+    let r = s
+        .call("run_command", json!({"command": ["sh", "-c", script]}))
+        .await;
+    assert_eq!(r["code"], "OK", "{r}");
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert!(
+        !sb.jail.join("escaped-marker").exists(),
+        "an escaped grandchild outlived its call"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn output_flood_is_cut_and_the_tree_killed() {
+    let sb = Sandbox::new("");
+    let s = sb.session().await;
+    let r = s.run("yes flood-me-now").await;
+    assert_eq!(r["code"], "OUTPUT_TRUNCATED", "{r}");
+    assert_eq!(r["ok"], true);
+    assert_eq!(r["detail"]["stdout_truncated"], true);
+    let out = r["detail"]["stdout"].as_str().unwrap();
+    assert!(out.len() < 4096 + 200, "{}", out.len());
+    assert!(out.contains("[output truncated at 4096 bytes"));
+    assert!(eventually(5, || live_processes_with("flood-me-now").is_empty()).await);
+    // A bounded output above the cap is truncated too, with the command's real exit code.
+    std::fs::write(sb.jail.join("big.txt"), "line\n".repeat(2000)).unwrap();
+    let r = s.run("cat big.txt").await;
+    assert_eq!(r["code"], "OUTPUT_TRUNCATED");
+    assert_eq!(r["detail"]["stdout_bytes"], 10000);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn operation_failed_when_an_allowed_program_is_missing() {
+    let sb = Sandbox::new("");
+    let s = sb.session().await;
+    let r = s.run("nonexistent-tool-xyz --help").await;
+    assert_eq!(r["code"], "OPERATION_FAILED", "{r}");
+    assert_eq!(r["detail"]["rule"], "path-lookup");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn explain_never_executes() {
+    let sb = Sandbox::new("");
+    let s = sb.session().await;
+    let r = s
+        .call(
+            "explain_command",
+            json!({"command": "touch explain-marker | wc -c"}),
+        )
+        .await;
+    assert_eq!(r["code"], "OK", "{r}");
+    assert_eq!(r["detail"]["would_run"], true);
+    assert_eq!(r["detail"]["stages"][0]["program"], "/usr/bin/touch");
+    assert!(r["detail"].get("stdout").is_none() && r["detail"].get("exit_code").is_none());
+    assert!(r["detail"]["confinement"]["mode"].is_string());
+    assert!(!sb.jail.join("explain-marker").exists());
+    let r = s
+        .call("explain_command", json!({"command": "git push -f"}))
+        .await;
+    assert_eq!(r["code"], "POLICY_DENIED");
+    assert!(r["reason"].as_str().unwrap().contains("force-push"));
+    assert!(
+        sb.audit_records().is_empty(),
+        "explain is read-only and writes no audit record"
+    );
+    let d = s.call("describe_policy", json!({})).await;
+    assert_eq!(d["code"], "OK");
+    assert!(
+        d["detail"]["allowlist"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("echo"))
+    );
+    assert_eq!(d["detail"]["limits"]["max_output_bytes"], 4096);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn secrets_are_redacted_in_output_and_in_the_audit_trail() {
+    let sb = Sandbox::new("");
+    std::fs::write(
+        sb.jail.join("creds"),
+        "token ghp_0123456789abcdefghijklmnopqrstuvwxyz\n",
+    )
+    .unwrap();
+    let s = sb.session().await;
+    let r = s.run("cat creds").await;
+    let out = r["detail"]["stdout"].as_str().unwrap();
+    assert!(!out.contains("ghp_0123456789"), "{out}");
+    assert!(out.contains("[REDACTED:github_token]"));
+    let r = s.run("echo DB_PASSWORD=hunter2hunter2").await;
+    assert!(
+        r["detail"]["stdout"]
+            .as_str()
+            .unwrap()
+            .contains("[REDACTED:password_assignment]")
+    );
+    let trail = std::fs::read_to_string(&sb.audit).unwrap();
+    assert!(
+        !trail.contains("hunter2hunter2"),
+        "the audited command must be redacted"
+    );
+    assert!(
+        !trail.contains("ghp_0123"),
+        "output never reaches the audit trail"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn attempt_is_recorded_before_the_outcome_and_without_output() {
+    let sb = Sandbox::new("");
+    let s = sb.session().await;
+    s.run("echo some-output-text").await;
+    s.run("whoami").await;
+    let recs = sb.audit_records();
+    let kinds: Vec<&str> = recs.iter().map(|r| r["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["attempt", "outcome", "attempt", "outcome"]);
+    assert_eq!(recs[0]["verdict"], "OK");
+    assert_eq!(recs[0]["call"], recs[1]["call"]);
+    assert_eq!(recs[1]["exit_code"], 0);
+    assert_eq!(recs[2]["verdict"], "POLICY_DENIED");
+    assert!(recs[0]["confinement"]["mode"].is_string());
+    assert!(
+        !std::fs::read_to_string(&sb.audit)
+            .unwrap()
+            .contains("some-output-text\\n")
+    );
+    for pair in recs.windows(2) {
+        assert_eq!(
+            pair[1]["seq"].as_u64().unwrap(),
+            pair[0]["seq"].as_u64().unwrap() + 1
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn audit_unavailable_under_fail_closed_runs_nothing() {
+    // The trail's directory vanishes after startup.
+    let sb = Sandbox::new("");
+    let logs = sb.base().join("logs");
+    std::fs::create_dir(&logs).unwrap();
+    let text = std::fs::read_to_string(&sb.policy)
+        .unwrap()
+        .replace("\"audit.jsonl\"", "\"logs/audit.jsonl\"");
+    std::fs::write(&sb.policy, text).unwrap();
+    let s = sb.session().await;
+    assert_eq!(s.run("touch first").await["code"], "OK");
+    std::fs::remove_dir_all(&logs).unwrap();
+    let r = s.run("touch audit-marker").await;
+    assert_eq!(r["code"], "AUDIT_UNAVAILABLE", "{r}");
+    assert!(!sb.jail.join("audit-marker").exists());
+
+    // A full disk: /dev/full accepts opens and refuses every write.
+    let sb = Sandbox::new("");
+    let text = std::fs::read_to_string(&sb.policy)
+        .unwrap()
+        .replace("\"audit.jsonl\"", "\"/dev/full\"");
+    std::fs::write(&sb.policy, text).unwrap();
+    let s = sb.session().await;
+    let r = s.run("touch full-marker").await;
+    assert_eq!(r["code"], "AUDIT_UNAVAILABLE", "{r}");
+    assert!(!sb.jail.join("full-marker").exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn fail_open_runs_and_warns() {
+    let sb = Sandbox::with(
+        super::support::DEFAULT_ALLOW,
+        "timeout_seconds = 10",
+        "open",
+        "",
+    );
+    let text = std::fs::read_to_string(&sb.policy)
+        .unwrap()
+        .replace("\"audit.jsonl\"", "\"/dev/full\"");
+    std::fs::write(&sb.policy, text).unwrap();
+    let stderr_path = sb.base().join("stderr.txt");
+    let stderr_file = std::fs::File::create(&stderr_path).unwrap();
+    let s = Session::start_with_stderr(&sb.policy, |_| {}, stderr_file.into()).await;
+    let r = s.run("touch open-marker").await;
+    assert_eq!(r["code"], "OK", "{r}");
+    assert!(sb.jail.join("open-marker").exists());
+    let stderr = std::fs::read_to_string(&stderr_path).unwrap();
+    assert!(stderr.contains("audit_fail_mode = \"open\""), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_calls_each_get_their_own_result() {
+    let sb = Sandbox::new("");
+    let s = sb.session().await;
+    let calls = (0..8).map(|i| {
+        let s = &s;
+        async move { (i, s.run(&format!("echo call-{i}")).await) }
+    });
+    for (i, r) in futures_join_all(calls).await {
+        assert_eq!(r["detail"]["stdout"], format!("call-{i}\n"));
+    }
+}
+
+async fn futures_join_all<F: std::future::Future>(
+    futs: impl IntoIterator<Item = F>,
+) -> Vec<F::Output> {
+    let mut out = Vec::new();
+    let handles: Vec<_> = futs.into_iter().collect();
+    // Poll them together: a JoinSet needs 'static futures, these borrow the session.
+    let mut pinned: Vec<std::pin::Pin<Box<F>>> = handles.into_iter().map(Box::pin).collect();
+    let mut results: Vec<Option<F::Output>> = pinned.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (i, f) in pinned.iter_mut().enumerate() {
+            if results[i].is_none() {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => results[i] = Some(v),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    out.extend(results.into_iter().flatten());
+    out
+}
