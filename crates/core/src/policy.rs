@@ -82,18 +82,13 @@ pub fn evaluate(
     let mut stages: Vec<StageVerdict> = Vec::new();
     for argv in list.stages() {
         let mut v = judge_program(policy, argv);
-        if v.code == ResultCode::Ok {
-            match &resolved_cwd {
-                Ok(dir) => {
-                    if let Some(err) = argv[1..]
-                        .iter()
-                        .find_map(|a| jail.check_argument(a, dir).err())
-                    {
-                        v = verdict(argv, ResultCode::PathEscape, "jail", err.to_string());
-                    }
-                }
-                Err(_) => {} // reported once, for the whole list, below
-            }
+        // A cwd error is reported once, for the whole list, below.
+        if let (ResultCode::Ok, Ok(dir)) = (v.code, &resolved_cwd)
+            && let Some(err) = argv[1..]
+                .iter()
+                .find_map(|a| jail.check_argument(a, dir).err())
+        {
+            v = verdict(argv, ResultCode::PathEscape, "jail", err.to_string());
         }
         if v.code == ResultCode::Ok {
             match resolve_program(&policy.path, &argv[0]) {
@@ -134,21 +129,21 @@ pub fn evaluate(
             format!("all {} commands are allowlisted", stages.len())
         };
     }
-    if let Err(err) = &resolved_cwd {
-        if strictness(code) < strictness(ResultCode::PathEscape) {
-            (code, rule, reason) = match err {
-                JailError::Escape { .. } => (
-                    ResultCode::PathEscape,
-                    "jail".to_owned(),
-                    format!("cwd {err}"),
-                ),
-                _ => (
-                    ResultCode::InvalidRequest,
-                    "cwd".to_owned(),
-                    err.to_string(),
-                ),
-            };
-        }
+    if let Err(err) = &resolved_cwd
+        && strictness(code) < strictness(ResultCode::PathEscape)
+    {
+        (code, rule, reason) = match err {
+            JailError::Escape { .. } => (
+                ResultCode::PathEscape,
+                "jail".to_owned(),
+                format!("cwd {err}"),
+            ),
+            _ => (
+                ResultCode::InvalidRequest,
+                "cwd".to_owned(),
+                err.to_string(),
+            ),
+        };
     }
     Decision {
         code,

@@ -115,10 +115,8 @@ impl Redactor {
         for (i, rule) in self.rules.iter().enumerate() {
             for caps in rule.regex.captures_iter(text) {
                 let m = caps.name("secret").or_else(|| caps.get(0));
-                if let Some(m) = m.filter(|m| !m.is_empty()) {
-                    if !is_placeholder(m.as_str()) {
-                        spans.push((m.start(), m.end(), i));
-                    }
+                if let Some(m) = m.filter(|m| !m.is_empty() && !is_placeholder(m.as_str())) {
+                    spans.push((m.start(), m.end(), i));
                 }
             }
         }

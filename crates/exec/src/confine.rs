@@ -180,7 +180,7 @@ impl ChildConfinement {
             return Err(std::io::Error::last_os_error());
         }
         for (resource, limit) in &self.parent.rlimits {
-            rustix::process::setrlimit(*resource, limit.clone())?;
+            rustix::process::setrlimit(*resource, *limit)?;
         }
         if self.parent.mode == SandboxMode::Off {
             return Ok(());
