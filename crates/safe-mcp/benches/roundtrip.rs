@@ -18,7 +18,8 @@ const BIN: &str = env!("CARGO_BIN_EXE_safe-mcp");
 
 fn percentiles(mut samples: Vec<Duration>) -> (f64, f64, f64) {
     samples.sort();
-    let at = |q: f64| samples[((samples.len() as f64 - 1.0) * q).round() as usize].as_secs_f64() * 1e3;
+    let at =
+        |q: f64| samples[((samples.len() as f64 - 1.0) * q).round() as usize].as_secs_f64() * 1e3;
     (at(0.50), at(0.99), at(1.0))
 }
 
@@ -52,12 +53,22 @@ async fn connect(policy: &Path) -> (RunningService<RoleClient, ()>, u32) {
 }
 
 async fn call(client: &RunningService<RoleClient, ()>, tool: &'static str, args: Value) -> Value {
-    let Value::Object(args) = args else { unreachable!() };
-    let r = client.call_tool(CallToolRequestParams::new(tool).with_arguments(args)).await.unwrap();
+    let Value::Object(args) = args else {
+        unreachable!()
+    };
+    let r = client
+        .call_tool(CallToolRequestParams::new(tool).with_arguments(args))
+        .await
+        .unwrap();
     r.structured_content.unwrap()
 }
 
-async fn timed(client: &RunningService<RoleClient, ()>, n: usize, tool: &'static str, args: Value) -> Vec<Duration> {
+async fn timed(
+    client: &RunningService<RoleClient, ()>,
+    n: usize,
+    tool: &'static str,
+    args: Value,
+) -> Vec<Duration> {
     for _ in 0..20 {
         call(client, tool, args.clone()).await; // warm-up
     }
@@ -83,7 +94,10 @@ fn peak_rss_kib(pid: u32) -> u64 {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let n: usize = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(1000);
+    let n: usize = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(1000);
     let dir = tempfile::tempdir().unwrap();
     let enforce = write_policy(dir.path(), "enforce");
     let off = write_policy(dir.path(), "off");
@@ -92,7 +106,10 @@ async fn main() {
     let mut base = Vec::with_capacity(n);
     for _ in 0..n {
         let t = Instant::now();
-        let out = std::process::Command::new("/bin/echo").arg("hi").output().unwrap();
+        let out = std::process::Command::new("/bin/echo")
+            .arg("hi")
+            .output()
+            .unwrap();
         base.push(t.elapsed());
         assert!(out.status.success());
     }
@@ -114,7 +131,10 @@ async fn main() {
     row("baseline: same, with a pre_exec hook (fork)", forked);
 
     let (client, pid) = connect(&enforce).await;
-    row("explain_command(\"echo hi\")", timed(&client, n, "explain_command", json!({"command": "echo hi"})).await);
+    row(
+        "explain_command(\"echo hi\")",
+        timed(&client, n, "explain_command", json!({"command": "echo hi"})).await,
+    );
     let on_p50 = row(
         "run_command(\"echo hi\"), sandbox enforce",
         timed(&client, n, "run_command", json!({"command": "echo hi"})).await,
@@ -139,7 +159,17 @@ async fn main() {
     row("cold start: spawn until initialize answered", cold);
 
     println!();
-    println!("run (enforce) p50 / bare spawn p50: {:.2}x", on_p50 / base_p50);
-    println!("confinement adds (enforce - off, p50): {:.3} ms", on_p50 - off_p50);
-    println!("server peak RSS (VmHWM) after {} calls: {:.1} MiB", 2 * n + 40, rss as f64 / 1024.0);
+    println!(
+        "run (enforce) p50 / bare spawn p50: {:.2}x",
+        on_p50 / base_p50
+    );
+    println!(
+        "confinement adds (enforce - off, p50): {:.3} ms",
+        on_p50 - off_p50
+    );
+    println!(
+        "server peak RSS (VmHWM) after {} calls: {:.1} MiB",
+        2 * n + 40,
+        rss as f64 / 1024.0
+    );
 }

@@ -537,3 +537,33 @@ async fn futures_join_all<F: std::future::Future>(
     out.extend(results.into_iter().flatten());
     out
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancelled_call_kills_its_whole_tree() {
+    use rmcp::model::CallToolRequestParams;
+    let sb = Sandbox::new("");
+    let s = sb.session().await;
+    let script = "sleep 917.5 & setsid sleep 917.6 & sleep 917.7";
+    let serde_json::Value::Object(args) = json!({"command": ["sh", "-c", script]}) else {
+        unreachable!()
+    };
+    // Dropping the request future makes the client send notifications/cancelled.
+    let mut call = Box::pin(
+        s.client
+            .call_tool(CallToolRequestParams::new("run_command").with_arguments(args)),
+    );
+    tokio::select! {
+        r = &mut call => panic!("the call should still be running: {r:?}"),
+        // Both the `sh` (whose command line holds the script) and the setsid sleep.
+        started = eventually(5, || live_processes_with("917.6").len() >= 2) => {
+            assert!(started, "the command never started");
+        }
+    }
+    drop(call);
+    assert!(
+        eventually(5, || live_processes_with("917.").is_empty()).await,
+        "survivors after cancellation: {:?}",
+        live_processes_with("917.")
+    );
+    assert_eq!(s.run("echo alive").await["detail"]["stdout"], "alive\n");
+}
