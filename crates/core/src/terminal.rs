@@ -146,8 +146,10 @@ pub type ExecFuture<'a> =
 
 /// Runs approved plans. Implemented by `safe-mcp-exec`.
 pub trait Executor: Send + Sync {
-    /// What confinement applies to every command, for explain, describe and the audit.
+    /// What confinement applies to every command, in full, for explain and describe.
     fn confinement(&self) -> Value;
+    /// A compact form of the same, for every run result and attempt record.
+    fn confinement_summary(&self) -> Value;
     /// Runs `plan`, killing the whole tree on timeout, flood or `cancel`.
     fn execute(&self, plan: ExecPlan, cancel: Cancel) -> ExecFuture<'_>;
 }
@@ -387,7 +389,7 @@ impl TerminalService {
             return OperationResult::internal(RUN);
         };
 
-        let confinement = executor.confinement();
+        let confinement = executor.confinement_summary();
         attempt.insert("verdict".into(), json!(ResultCode::Ok));
         attempt.insert("confinement".into(), confinement.clone());
         if let Err(e) = self.audit.append_attempt(attempt) {

@@ -46,6 +46,7 @@ pub struct Confinement {
     seccomp: Option<BpfProgram>,
     rlimits: Vec<(Resource, Rlimit)>,
     report: Value,
+    summary: Value,
 }
 
 impl std::fmt::Debug for Confinement {
@@ -125,18 +126,31 @@ impl Confinement {
             },
             "process_group": "own; the whole tree is killed on timeout, cancel or flood",
         });
+        let summary = json!({
+            "mode": sandbox.mode.as_str(),
+            "landlock": landlock_state,
+            "landlock_abi": abi,
+            "seccomp": seccomp.is_some(),
+            "network": sandbox.network,
+        });
         Ok(Confinement {
             mode: sandbox.mode,
             landlock,
             seccomp,
             rlimits,
             report,
+            summary,
         })
     }
 
     /// What applies, as reported by explain, describe, doctor and the audit trail.
     pub fn report(&self) -> &Value {
         &self.report
+    }
+
+    /// The compact form recorded with every run: mode, Landlock state, seccomp, network.
+    pub fn summary(&self) -> &Value {
+        &self.summary
     }
 
     /// Prepares the per-child state: a duplicate of the ruleset descriptor.

@@ -49,6 +49,10 @@ impl Executor for LocalExecutor {
         self.confinement.report().clone()
     }
 
+    fn confinement_summary(&self) -> Value {
+        self.confinement.summary().clone()
+    }
+
     fn execute(&self, plan: ExecPlan, cancel: Cancel) -> ExecFuture<'_> {
         let confinement = Arc::clone(&self.confinement);
         Box::pin(async move {
