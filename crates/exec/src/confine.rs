@@ -8,6 +8,7 @@
 //! second `exec` per command would double the spawn cost that the benchmark measures.
 
 use std::collections::BTreeMap;
+use std::ffi::CString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -45,8 +46,47 @@ pub struct Confinement {
     landlock: Option<RulesetCreated>,
     seccomp: Option<BpfProgram>,
     rlimits: Vec<(Resource, Rlimit)>,
+    pids_cgroup: Option<PidsCgroup>,
     report: Value,
     summary: Value,
+}
+
+/// A cgroup v1 `pids` group for this server's commands. RLIMIT_NPROC does not bind root, so a
+/// root server caps its commands' process count here instead (when the controller exists).
+struct PidsCgroup {
+    dir: PathBuf,
+    procs: CString,
+}
+
+impl PidsCgroup {
+    const ROOT: &'static str = "/sys/fs/cgroup/pids";
+
+    fn create(max: u64) -> Option<PidsCgroup> {
+        if !rustix::process::geteuid().is_root() || !Path::new(Self::ROOT).is_dir() {
+            return None;
+        }
+        let dir = Path::new(Self::ROOT).join(format!("safe-mcp-{}", std::process::id()));
+        if let Err(e) = std::fs::create_dir(&dir) {
+            if e.kind() != std::io::ErrorKind::AlreadyExists {
+                return None;
+            }
+        }
+        std::fs::write(dir.join("pids.max"), max.to_string()).ok()?;
+        let procs = CString::new(
+            dir.join("cgroup.procs")
+                .into_os_string()
+                .into_encoded_bytes(),
+        )
+        .ok()?;
+        Some(PidsCgroup { dir, procs })
+    }
+}
+
+impl Drop for PidsCgroup {
+    fn drop(&mut self) {
+        // Succeeds only once every command has exited, which the tree kill ensures.
+        let _ = std::fs::remove_dir(&self.dir);
+    }
 }
 
 impl std::fmt::Debug for Confinement {
@@ -79,6 +119,7 @@ impl Confinement {
     pub fn new(policy: &TerminalPolicy) -> Result<Self, ConfineError> {
         let sandbox = &policy.sandbox;
         let rlimits = rlimits(&policy.limits);
+        let pids_cgroup = PidsCgroup::create(policy.limits.processes);
         let abi = landlock_abi();
         let (landlock, seccomp) = match sandbox.mode {
             SandboxMode::Off => (None, None),
@@ -122,6 +163,7 @@ impl Confinement {
                 "file_size_bytes": policy.limits.file_size_bytes,
                 "open_files": policy.limits.open_files,
                 "processes": policy.limits.processes,
+                "processes_enforced_by": if pids_cgroup.is_some() { "cgroup v1 pids.max (shared by all commands of this server)" } else { "RLIMIT_NPROC (per user; does not bind root)" },
                 "core_bytes": 0,
             },
             "process_group": "own; the whole tree is killed on timeout, cancel or flood",
@@ -138,6 +180,7 @@ impl Confinement {
             landlock,
             seccomp,
             rlimits,
+            pids_cgroup,
             report,
             summary,
         })
@@ -178,7 +221,8 @@ pub(crate) const ERRNO_NOT_ENFORCED: i32 = libc::ENOTRECOVERABLE;
 impl ChildConfinement {
     /// Runs in the forked child, before exec. Only syscalls: no allocation, no locks.
     /// Order (written down as Firecracker's jailer does): mark inherited descriptors
-    /// close-on-exec, rlimits, no_new_privs + Landlock, then seccomp last.
+    /// close-on-exec, the pids cgroup (root only), rlimits, no_new_privs + Landlock, then
+    /// seccomp last.
     pub(crate) fn apply_in_child(&mut self) -> std::io::Result<()> {
         // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only sets a flag on descriptors >= 3;
         // it closes nothing now, so std's own exec-error pipe keeps working until exec.
@@ -192,6 +236,15 @@ impl ChildConfinement {
         };
         if rc != 0 {
             return Err(std::io::Error::last_os_error());
+        }
+        if let Some(cgroup) = &self.parent.pids_cgroup {
+            // Join before anything else can fork; "0" means the writing process itself.
+            let fd = rustix::fs::open(
+                cgroup.procs.as_c_str(),
+                rustix::fs::OFlags::WRONLY | rustix::fs::OFlags::CLOEXEC,
+                rustix::fs::Mode::empty(),
+            )?;
+            rustix::io::write(&fd, b"0")?;
         }
         for (resource, limit) in &self.parent.rlimits {
             rustix::process::setrlimit(*resource, *limit)?;

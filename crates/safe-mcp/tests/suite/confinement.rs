@@ -163,3 +163,199 @@ async fn sandbox_unavailable_when_landlock_cannot_be_stacked() {
 fn libc_eperm() -> i32 {
     1
 }
+
+/// Calls each syscall an escape wants and prints `name rc errno` lines. Run by the stock
+/// Python interpreter inside the jail, so it is a real program opening its own doors.
+const PROBE: &str = r#"
+import ctypes, socket
+libc = ctypes.CDLL(None, use_errno=True)
+buf = ctypes.create_string_buffer(256)
+def sc(name, nr, *args):
+    ctypes.set_errno(0)
+    rc = libc.syscall(nr, *args)
+    print(name, rc, ctypes.get_errno())
+sc("ptrace", 101, 0, 0, 0, 0)
+sc("io_uring_setup", 425, 4, buf)
+sc("bpf", 321, 0, buf, 48)
+sc("unshare", 272, 0x10000000)
+sc("keyctl", 250, 0, 0)
+sc("perf_event_open", 298, buf, 0, -1, -1, 0)
+try:
+    socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    print("inet_socket 0 0")
+except OSError as e:
+    print("inet_socket -1", e.errno)
+"#;
+
+fn probe_results(out: &str) -> std::collections::BTreeMap<String, (i64, i64)> {
+    out.lines()
+        .filter_map(|l| {
+            let mut it = l.split_whitespace();
+            Some((
+                it.next()?.to_owned(),
+                (it.next()?.parse().ok()?, it.next()?.parse().ok()?),
+            ))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn escape_syscalls_are_refused_by_seccomp() {
+    const EPERM: i64 = 1;
+    let sb = Sandbox::new("");
+    let policy = std::fs::read_to_string(&sb.policy)
+        .unwrap()
+        .replace("\"sh\",", "\"sh\", \"python3\",");
+    std::fs::write(&sb.policy, &policy).unwrap();
+    let s = sb.session().await;
+    let r = s
+        .call("run_command", json!({"command": ["python3", "-c", PROBE]}))
+        .await;
+    assert_eq!(r["code"], "OK", "{r}");
+    let got = probe_results(r["detail"]["stdout"].as_str().unwrap());
+    assert_eq!(got.len(), 7, "{r}");
+    for (name, (rc, errno)) in &got {
+        assert_eq!((*rc, *errno), (-1, EPERM), "{name} was not refused: {r}");
+    }
+
+    // Control: the same probe with the sandbox off shows the probe can tell the difference.
+    let off = Sandbox::new("[terminal.sandbox]\nmode = \"off\"");
+    std::fs::write(
+        &off.policy,
+        std::fs::read_to_string(&off.policy)
+            .unwrap()
+            .replace("\"sh\",", "\"sh\", \"python3\","),
+    )
+    .unwrap();
+    let s = off.session().await;
+    let r = s
+        .call("run_command", json!({"command": ["python3", "-c", PROBE]}))
+        .await;
+    let got = probe_results(r["detail"]["stdout"].as_str().unwrap());
+    assert_eq!(
+        got["ptrace"].0, 0,
+        "PTRACE_TRACEME succeeds unconfined: {r}"
+    );
+    assert_eq!(got["inet_socket"].0, 0, "{r}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fork_loop_and_a_file_size_bomb_are_stopped_by_limits() {
+    let sb = Sandbox::with(
+        super::support::DEFAULT_ALLOW,
+        "timeout_seconds = 3\nmax_output_bytes = 4096\nprocesses = 40\nfile_size_bytes = 1048576",
+        "closed",
+        "",
+    );
+    let s = sb.session().await;
+    let fork_loop = "i=0; while [ $i -lt 400 ]; do sleep 30 & i=$((i+1)); done; wait";
+    let r = s.call("run_command", sh(fork_loop)).await;
+    let stderr = r["detail"]["stderr"]
+        .as_str()
+        .unwrap_or_default()
+        .to_lowercase();
+    assert!(
+        stderr.contains("fork") || stderr.contains("resource temporarily unavailable"),
+        "the loop was never refused a process: {r}"
+    );
+    assert!(eventually(5, || live_processes_with("sleep 30").is_empty()).await);
+    assert_eq!(
+        s.run("echo still-serving").await["detail"]["stdout"],
+        "still-serving\n"
+    );
+
+    let r = s
+        .call("run_command", sh("head -c 5000000 /dev/zero > big.bin"))
+        .await;
+    assert_ne!(r["detail"]["exit_code"], 0, "{r}");
+    let size = std::fs::metadata(sb.jail.join("big.bin"))
+        .map(|m| m.len())
+        .unwrap_or(0);
+    assert!(size <= 1_048_576, "RLIMIT_FSIZE let {size} bytes through");
+}
+
+/// The same confinement holds for an unprivileged server (uid 65534), where Landlock,
+/// seccomp and RLIMIT_NPROC are all that stand between a command and the machine.
+#[tokio::test(flavor = "multi_thread")]
+async fn as_an_unprivileged_user_the_same_confinement_holds() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipping: switching to an unprivileged user (setpriv --reuid=65534) needs root");
+        return;
+    }
+    let sb = Sandbox::with(
+        &format!("{}, \"python3\"", super::support::DEFAULT_ALLOW),
+        "timeout_seconds = 3\nmax_output_bytes = 4096\nprocesses = 40",
+        "closed",
+        "",
+    );
+    let outside = sb.base().join("outside.txt");
+    std::fs::write(&outside, "root only").unwrap();
+    // The sandbox belongs to nobody; the outside file stays readable to nobody by DAC, so
+    // only Landlock can refuse it.
+    for entry in [
+        sb.base().to_path_buf(),
+        sb.jail.clone(),
+        sb.jail.join("sub"),
+        sb.jail.join("notes.txt"),
+        sb.policy.clone(),
+    ] {
+        std::os::unix::fs::chown(&entry, Some(65534), Some(65534)).unwrap();
+    }
+    let s = Session::start_with_stderr(
+        &sb.policy,
+        |c| {
+            let program = std::mem::replace(c, tokio::process::Command::new("setpriv"));
+            let args: Vec<_> = program.as_std().get_args().map(|a| a.to_owned()).collect();
+            c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+                .arg(super::support::BIN)
+                .args(args)
+                .env_clear();
+        },
+        std::process::Stdio::inherit(),
+    )
+    .await;
+    let r = s.call("run_command", sh("id -u")).await;
+    assert_eq!(r["detail"]["stdout"], "65534\n", "{r}");
+    let r = s
+        .call("run_command", sh(&format!("cat {}", outside.display())))
+        .await;
+    assert!(
+        !r["detail"]["stdout"]
+            .as_str()
+            .unwrap()
+            .contains("root only"),
+        "{r}"
+    );
+    let r = s
+        .call(
+            "run_command",
+            sh(&format!("echo x > {}/x", sb.base().display())),
+        )
+        .await;
+    assert_ne!(r["detail"]["exit_code"], 0, "{r}");
+    assert!(!sb.base().join("x").exists());
+    let r = s
+        .call("run_command", json!({"command": ["python3", "-c", PROBE]}))
+        .await;
+    for (name, (rc, errno)) in probe_results(r["detail"]["stdout"].as_str().unwrap()) {
+        assert_eq!((rc, errno), (-1, 1), "{name} was not refused: {r}");
+    }
+    let r = s
+        .call(
+            "run_command",
+            sh("i=0; while [ $i -lt 400 ]; do sleep 31 & i=$((i+1)); done; wait"),
+        )
+        .await;
+    let stderr = r["detail"]["stderr"]
+        .as_str()
+        .unwrap_or_default()
+        .to_lowercase();
+    assert!(
+        stderr.contains("fork") || stderr.contains("resource temporarily unavailable"),
+        "{r}"
+    );
+    assert!(eventually(5, || live_processes_with("sleep 31").is_empty()).await);
+    let r = s.call("run_command", json!({"command": ["sh", "-c", "setsid sleep 932.1 & sleep 932.2"], "timeout_seconds": 1})).await;
+    assert_eq!(r["code"], "TIMEOUT");
+    assert!(eventually(5, || live_processes_with("932.").is_empty()).await);
+}
