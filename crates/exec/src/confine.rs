@@ -66,10 +66,10 @@ impl PidsCgroup {
             return None;
         }
         let dir = Path::new(Self::ROOT).join(format!("safe-mcp-{}", std::process::id()));
-        if let Err(e) = std::fs::create_dir(&dir) {
-            if e.kind() != std::io::ErrorKind::AlreadyExists {
-                return None;
-            }
+        if let Err(e) = std::fs::create_dir(&dir)
+            && e.kind() != std::io::ErrorKind::AlreadyExists
+        {
+            return None;
         }
         std::fs::write(dir.join("pids.max"), max.to_string()).ok()?;
         let procs = CString::new(
