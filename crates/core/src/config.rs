@@ -76,13 +76,34 @@ pub struct Policy {
     pub files: Option<FilesPolicy>,
 }
 
-/// `audit_log`, `audit_fail_mode`.
-#[derive(Debug, Clone)]
+/// `audit_log`, `audit_fail_mode`, rotation and the HMAC key.
+#[derive(Clone)]
 pub struct AuditSettings {
     /// Where the JSON Lines trail goes; `None` only when no server section needs it.
     pub log: Option<PathBuf>,
     /// Closed (default) or open.
     pub fail_mode: AuditFailMode,
+    /// Rotate past this size (0: never). Default 64 MiB.
+    pub max_bytes: u64,
+    /// Rotated files kept. Default 5.
+    pub keep: usize,
+    /// The HMAC key read from `audit_hmac_key_file`.
+    pub hmac_key: Option<Vec<u8>>,
+    /// Where the key came from.
+    pub hmac_key_file: Option<PathBuf>,
+}
+
+impl fmt::Debug for AuditSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Never print the key.
+        f.debug_struct("AuditSettings")
+            .field("log", &self.log)
+            .field("fail_mode", &self.fail_mode)
+            .field("max_bytes", &self.max_bytes)
+            .field("keep", &self.keep)
+            .field("hmac_key_file", &self.hmac_key_file)
+            .finish()
+    }
 }
 
 /// `[redaction]`.
@@ -330,6 +351,9 @@ impl std::error::Error for ConfigError {}
 struct RawPolicy {
     audit_log: Option<PathBuf>,
     audit_fail_mode: Option<AuditFailMode>,
+    audit_max_bytes: Option<u64>,
+    audit_keep: Option<usize>,
+    audit_hmac_key_file: Option<PathBuf>,
     redaction: Option<RawRedaction>,
     terminal: Option<RawTerminal>,
     files: Option<RawFiles>,
@@ -425,6 +449,16 @@ impl<F: Fn(&str) -> Option<OsString>> Env for F {
 }
 
 impl Policy {
+    /// How the audit trail is kept.
+    pub fn audit_options(&self) -> crate::audit::AuditOptions {
+        crate::audit::AuditOptions {
+            fail_mode: self.audit.fail_mode,
+            max_bytes: self.audit.max_bytes,
+            keep: self.audit.keep,
+            key: self.audit.hmac_key.clone(),
+        }
+    }
+
     /// Finds the policy path (`flag` wins over the environment), reads and validates it.
     pub fn load(
         flag: Option<&Path>,
@@ -580,9 +614,42 @@ impl Builder<'_> {
             None => None,
         };
 
+        let keep = raw.audit_keep.unwrap_or(5);
+        if keep == 0 || keep > 1000 {
+            return Err(ConfigError::Invalid {
+                key: "audit_keep".into(),
+                message: "must be between 1 and 1000".into(),
+            });
+        }
+        let max_bytes = raw.audit_max_bytes.unwrap_or(64 << 20);
+        if max_bytes != 0 && max_bytes < 4096 {
+            return Err(ConfigError::Invalid {
+                key: "audit_max_bytes".into(),
+                message: "must be 0 (never rotate) or at least 4096".into(),
+            });
+        }
+        let (hmac_key, hmac_key_file) = match raw.audit_hmac_key_file {
+            Some(p) => {
+                let p = self.file_path(p);
+                let read_paths: Vec<PathBuf> = terminal
+                    .as_ref()
+                    .map(|t| t.sandbox.read_paths.clone())
+                    .unwrap_or_default();
+                (Some(hmac_key(&p, &roots, &read_paths)?), Some(p))
+            }
+            None => (None, None),
+        };
+
         Ok(Policy {
             source: source.to_path_buf(),
-            audit: AuditSettings { log, fail_mode },
+            audit: AuditSettings {
+                log,
+                fail_mode,
+                max_bytes,
+                keep,
+                hmac_key,
+                hmac_key_file,
+            },
             redaction,
             terminal,
             files,
@@ -743,6 +810,54 @@ impl Builder<'_> {
             skip,
         })
     }
+}
+
+/// Reads the HMAC key: mode 0600, at least 16 bytes, outside every root and every path a
+/// command may read, so that no command can learn it.
+fn hmac_key(
+    path: &Path,
+    roots: &[PathBuf],
+    read_paths: &[PathBuf],
+) -> Result<Vec<u8>, ConfigError> {
+    use std::os::unix::fs::PermissionsExt;
+    let key = "audit_hmac_key_file";
+    let invalid = |message: String| ConfigError::Invalid {
+        key: key.to_owned(),
+        message,
+    };
+    let real =
+        std::fs::canonicalize(path).map_err(|e| invalid(format!("{}: {e}", path.display())))?;
+    let meta = std::fs::metadata(&real).map_err(|e| invalid(format!("{}: {e}", path.display())))?;
+    if !meta.is_file() || meta.permissions().mode() & 0o077 != 0 {
+        return Err(invalid(format!(
+            "{} must be a regular file with mode 0600",
+            path.display()
+        )));
+    }
+    for root in roots {
+        if real.starts_with(root) {
+            return Err(ConfigError::InsideRoot {
+                key,
+                path: path.to_path_buf(),
+                root: root.clone(),
+            });
+        }
+    }
+    for readable in read_paths {
+        let readable = std::fs::canonicalize(readable).unwrap_or_else(|_| readable.clone());
+        if real.starts_with(&readable) {
+            return Err(invalid(format!(
+                "{} lies under the sandbox read path {}, where commands could read it",
+                path.display(),
+                readable.display()
+            )));
+        }
+    }
+    let bytes = std::fs::read(&real).map_err(|e| invalid(format!("{}: {e}", path.display())))?;
+    if bytes.len() < 16 {
+        return Err(invalid("the key must hold at least 16 bytes".into()));
+    }
+    Ok(bytes)
 }
 
 fn program_names(key: &str, names: Vec<String>) -> Result<BTreeSet<String>, ConfigError> {

@@ -209,7 +209,7 @@ impl TerminalService {
             ("GIT_TERMINAL_PROMPT".to_owned(), "0".to_owned()),
         ];
         Ok(TerminalService {
-            audit: AuditLog::open(log, policy.audit.fail_mode),
+            audit: AuditLog::open(log, policy.audit_options()),
             policy: terminal,
             jail,
             redactor,

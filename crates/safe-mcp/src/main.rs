@@ -3,6 +3,7 @@
 //! Every startup failure prints `fatal: <reason>` on stderr and exits non-zero. Nothing here
 //! decides what may run; that is `safe_mcp_core`.
 
+mod audit_cli;
 mod demo;
 mod terminal_server;
 
@@ -55,6 +56,11 @@ enum Cmd {
         #[command(subcommand)]
         action: PolicyCmd,
     },
+    /// Verify or read the audit trail.
+    Audit {
+        #[command(subcommand)]
+        action: AuditCmd,
+    },
     /// Redact secrets from stdin to stdout.
     Redact {
         /// A policy whose [redaction] settings to use.
@@ -69,6 +75,31 @@ enum Cmd {
     },
     /// Seed a temporary sandbox, start the real server, drive it with a real MCP client.
     Demo,
+}
+
+#[derive(Subcommand)]
+enum AuditCmd {
+    /// Recompute the chain; print OK with the record count, or the first broken record.
+    /// Exit 0 intact, 1 broken, 2 error.
+    Verify {
+        /// A policy whose audit_hmac_key_file to use.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// The HMAC key file, when the trail is keyed.
+        #[arg(long)]
+        key_file: Option<PathBuf>,
+        /// Files oldest first; one live file brings its rotated `.N` siblings along.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// One readable line per call.
+    Tail {
+        /// Keep reading as the trail grows (and across rotation).
+        #[arg(short, long)]
+        follow: bool,
+        /// The trail.
+        file: PathBuf,
+    },
 }
 
 #[derive(Subcommand)]
@@ -102,6 +133,17 @@ fn main() -> ExitCode {
         Cmd::Policy {
             action: PolicyCmd::Check { config },
         } => policy_check(config.as_deref()),
+        Cmd::Audit {
+            action:
+                AuditCmd::Verify {
+                    config,
+                    key_file,
+                    files,
+                },
+        } => audit_cli::verify_cmd(config.as_deref(), key_file.as_deref(), &files),
+        Cmd::Audit {
+            action: AuditCmd::Tail { follow, file },
+        } => audit_cli::tail_cmd(&file, follow),
         Cmd::Redact { config } => redact(config.as_deref()),
         Cmd::Doctor { config } => doctor(config.as_deref()),
         Cmd::Demo => demo::run(),

@@ -1,0 +1,536 @@
+//! Appending to the trail: durable before anything runs, group commit, rotation.
+//!
+//! Owns the open file and the chain's state. [`AuditLog::append_attempt`] returns only once
+//! the record is on disk (fdatasync). Concurrent callers share fsyncs: the first caller to
+//! need one syncs everything written so far, and the callers whose records that covered
+//! return together (group commit). A trail whose file was deleted or replaced is re-opened,
+//! not written into an unlinked inode. A torn last line left by a crash is sealed on the next
+//! start with a `recovered` record, never silently continued.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex};
+
+use serde_json::{Map, Value, json};
+
+use super::{Chain, GENESIS, rfc3339_now, sanitize};
+use crate::config::AuditFailMode;
+
+/// Why a record could not be made durable.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("audit log {path}: {message}")]
+pub struct AuditError {
+    /// The trail's path.
+    pub path: PathBuf,
+    /// What failed.
+    pub message: String,
+}
+
+/// How the trail is kept.
+#[derive(Debug, Clone)]
+pub struct AuditOptions {
+    /// Closed (default) or open.
+    pub fail_mode: AuditFailMode,
+    /// Rotate when the file would grow past this many bytes (0: never).
+    pub max_bytes: u64,
+    /// Rotated files to keep (`audit.jsonl.1` … `.N`).
+    pub keep: usize,
+    /// HMAC key, when `audit_hmac_key_file` is set.
+    pub key: Option<Vec<u8>>,
+}
+
+impl AuditOptions {
+    /// Fail-closed, no rotation, no key.
+    pub fn closed() -> Self {
+        AuditOptions {
+            fail_mode: AuditFailMode::Closed,
+            max_bytes: 0,
+            keep: 5,
+            key: None,
+        }
+    }
+}
+
+struct Writer {
+    file: Option<Arc<File>>,
+    len: u64,
+    prev: String,
+    seq: u64,
+}
+
+#[derive(Default)]
+struct SyncState {
+    /// Highest seq written to the current file.
+    written: u64,
+    /// Highest seq known durable.
+    synced: u64,
+    /// Highest seq whose fsync failed.
+    failed: u64,
+    in_progress: bool,
+    file: Option<Arc<File>>,
+}
+
+/// The append-only trail.
+pub struct AuditLog {
+    path: PathBuf,
+    options: AuditOptions,
+    chain: Chain,
+    writer: Mutex<Writer>,
+    sync: Mutex<SyncState>,
+    synced: Condvar,
+}
+
+impl std::fmt::Debug for AuditLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuditLog")
+            .field("path", &self.path)
+            .field("alg", &self.chain.alg())
+            .finish()
+    }
+}
+
+impl AuditLog {
+    /// Names the trail. Nothing is opened yet: the first append (or [`AuditLog::check`])
+    /// opens or creates it (mode 0600, never through a symlink) and finds the chain's tail.
+    pub fn open(path: &Path, options: AuditOptions) -> Self {
+        AuditLog {
+            path: path.to_path_buf(),
+            chain: Chain::new(options.key.clone()),
+            options,
+            writer: Mutex::new(Writer {
+                file: None,
+                len: 0,
+                prev: GENESIS.to_owned(),
+                seq: 0,
+            }),
+            sync: Mutex::new(SyncState::default()),
+            synced: Condvar::new(),
+        }
+    }
+
+    /// Opens the trail now, to report a problem at startup rather than at the first call.
+    pub fn check(&self) -> Result<(), AuditError> {
+        let mut w = self
+            .writer
+            .lock()
+            .map_err(|_| self.err("writer lock poisoned"))?;
+        self.ensure_open(&mut w)
+    }
+
+    /// Closed or open.
+    pub fn fail_mode(&self) -> AuditFailMode {
+        self.options.fail_mode
+    }
+
+    /// The trail's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends an attempt record and waits until it is durable. Only after `Ok` may the
+    /// command run.
+    pub fn append_attempt(&self, fields: Map<String, Value>) -> Result<u64, AuditError> {
+        self.append("attempt", fields, true)
+    }
+
+    /// Appends an outcome record; it becomes durable with the next fsync.
+    pub fn append_outcome(&self, fields: Map<String, Value>) -> Result<u64, AuditError> {
+        self.append("outcome", fields, false)
+    }
+
+    /// Appends a record of `kind`, durable at once when `durable`.
+    pub fn append(
+        &self,
+        kind: &str,
+        fields: Map<String, Value>,
+        durable: bool,
+    ) -> Result<u64, AuditError> {
+        let seq = {
+            let mut w = self
+                .writer
+                .lock()
+                .map_err(|_| self.err("writer lock poisoned"))?;
+            self.ensure_open(&mut w)?;
+            let seq = w.seq + 1;
+            let mut record = Map::new();
+            record.insert("time".into(), json!(rfc3339_now()));
+            record.insert("seq".into(), json!(seq));
+            record.insert("kind".into(), json!(kind));
+            if let Value::Object(fields) = sanitize(Value::Object(fields)) {
+                for (k, v) in fields {
+                    record.entry(k).or_insert(v);
+                }
+            }
+            let line = self
+                .chain
+                .seal(record, &w.prev)
+                .map_err(|e| self.err(format!("cannot encode: {e}")))?;
+            let bytes = line.len() as u64 + 1;
+            if self.options.max_bytes > 0 && w.len > 0 && w.len + bytes > self.options.max_bytes {
+                self.rotate(&mut w)?;
+            }
+            self.write_line(&mut w, &line)?;
+            w.prev = self.chain.digest(line.as_bytes());
+            w.seq = seq;
+            w.len += bytes;
+            if let Ok(mut s) = self.sync.lock() {
+                s.written = seq;
+            }
+            seq
+        };
+        if durable {
+            self.wait_durable(seq)?;
+        }
+        Ok(seq)
+    }
+
+    fn write_line(&self, w: &mut Writer, line: &str) -> Result<(), AuditError> {
+        let mut buf = Vec::with_capacity(line.len() + 1);
+        buf.extend_from_slice(line.as_bytes());
+        buf.push(b'\n');
+        let result = match &w.file {
+            Some(file) => (&**file).write_all(&buf),
+            None => Err(std::io::Error::other("not open")),
+        };
+        result.map_err(|e| {
+            // Drop the handle so the next call re-opens and re-reads the chain's tail.
+            w.file = None;
+            self.err(format!("cannot write: {e}"))
+        })
+    }
+
+    /// Group commit: one caller syncs everything written so far; the others wait for it.
+    fn wait_durable(&self, seq: u64) -> Result<(), AuditError> {
+        let mut s = self
+            .sync
+            .lock()
+            .map_err(|_| self.err("sync lock poisoned"))?;
+        loop {
+            if s.synced >= seq {
+                return Ok(());
+            }
+            if s.failed >= seq {
+                return Err(self.err("fsync failed"));
+            }
+            if !s.in_progress {
+                s.in_progress = true;
+                let target = s.written;
+                let file = s.file.clone();
+                drop(s);
+                let result = match file {
+                    Some(f) => f.sync_data(),
+                    None => Err(std::io::Error::other("not open")),
+                };
+                s = self
+                    .sync
+                    .lock()
+                    .map_err(|_| self.err("sync lock poisoned"))?;
+                s.in_progress = false;
+                match &result {
+                    Ok(()) => s.synced = s.synced.max(target),
+                    Err(_) => s.failed = s.failed.max(target),
+                }
+                self.synced.notify_all();
+                if let Err(e) = result
+                    && seq <= target
+                {
+                    return Err(self.err(format!("cannot fsync: {e}")));
+                }
+            } else {
+                s = self
+                    .synced
+                    .wait(s)
+                    .map_err(|_| self.err("sync lock poisoned"))?;
+            }
+        }
+    }
+
+    fn err(&self, message: impl Into<String>) -> AuditError {
+        AuditError {
+            path: self.path.clone(),
+            message: message.into(),
+        }
+    }
+
+    fn rotated(&self, n: usize) -> PathBuf {
+        let mut name = self.path.clone().into_os_string();
+        name.push(format!(".{n}"));
+        PathBuf::from(name)
+    }
+
+    /// `audit.jsonl` becomes `.1`, `.1` becomes `.2`, …; the chain carries on in a new file.
+    fn rotate(&self, w: &mut Writer) -> Result<(), AuditError> {
+        if let Some(file) = &w.file {
+            file.sync_data()
+                .map_err(|e| self.err(format!("cannot fsync before rotation: {e}")))?;
+            if let Ok(mut s) = self.sync.lock() {
+                s.synced = s.synced.max(w.seq);
+            }
+        }
+        let keep = self.options.keep.max(1);
+        let _ = std::fs::remove_file(self.rotated(keep));
+        for n in (1..keep).rev() {
+            let from = self.rotated(n);
+            if from.exists() {
+                std::fs::rename(&from, self.rotated(n + 1))
+                    .map_err(|e| self.err(format!("cannot rotate: {e}")))?;
+            }
+        }
+        std::fs::rename(&self.path, self.rotated(1))
+            .map_err(|e| self.err(format!("cannot rotate: {e}")))?;
+        w.file = None;
+        let (prev, seq) = (w.prev.clone(), w.seq);
+        self.ensure_open(w)?;
+        // The new file continues the chain from memory, not from disk.
+        w.prev = prev;
+        w.seq = seq;
+        Ok(())
+    }
+
+    /// Re-opens when the file was removed or replaced under us.
+    fn ensure_open(&self, w: &mut Writer) -> Result<(), AuditError> {
+        if let Some(file) = &w.file {
+            let same = match (file.metadata(), std::fs::symlink_metadata(&self.path)) {
+                (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+                _ => false,
+            };
+            if same {
+                return Ok(());
+            }
+            w.file = None;
+        }
+        let mut file = OpenOptions::new()
+            .append(true)
+            .read(true)
+            .create(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&self.path)
+            .map_err(|e| self.err(format!("cannot open: {e}")))?;
+        let tail = read_tail(&mut file)
+            .map_err(|e| self.err(format!("cannot read the chain's tail: {e}")))?;
+        let (mut prev, mut seq) = match &tail.last_line {
+            Some(line) => (self.chain.digest(line), seq_of(line)),
+            None => (GENESIS.to_owned(), 0),
+        };
+        if tail.last_line.is_none() && tail.torn.is_none() {
+            // A fresh file after rotation (or a restart right after one): continue from `.1`.
+            if let Ok(mut older) = File::open(self.rotated(1))
+                && let Ok(t) = read_tail(&mut older)
+                && let Some(line) = t.last_line
+            {
+                prev = self.chain.digest(&line);
+                seq = seq_of(&line);
+            }
+        }
+        w.len = tail.len;
+        w.file = Some(Arc::new(file));
+        if let Ok(mut s) = self.sync.lock() {
+            s.file = w.file.clone();
+            s.written = seq;
+            s.synced = s.synced.max(seq);
+        }
+        w.prev = prev;
+        w.seq = seq;
+        if let Some(torn) = tail.torn {
+            // Seal the torn line: end it, then link past it with a record that names it.
+            self.write_line(w, "")?;
+            w.len += 1;
+            let mut fields = Map::new();
+            fields.insert("torn_line".into(), json!(torn.line));
+            fields.insert("torn_digest".into(), json!(self.chain.digest(&torn.bytes)));
+            fields.insert(
+                "reason".into(),
+                json!("the last line was cut by a crash; it is kept, unlinked"),
+            );
+            let seq = w.seq + 1;
+            let mut record = Map::new();
+            record.insert("time".into(), json!(rfc3339_now()));
+            record.insert("seq".into(), json!(seq));
+            record.insert("kind".into(), json!("recovered"));
+            record.append(&mut fields);
+            let line = self
+                .chain
+                .seal(record, &w.prev)
+                .map_err(|e| self.err(format!("cannot encode: {e}")))?;
+            self.write_line(w, &line)?;
+            w.prev = self.chain.digest(line.as_bytes());
+            w.seq = seq;
+            w.len += line.len() as u64 + 1;
+        }
+        Ok(())
+    }
+}
+
+fn seq_of(line: &[u8]) -> u64 {
+    serde_json::from_slice::<Value>(line)
+        .ok()
+        .and_then(|v| v.get("seq").and_then(Value::as_u64))
+        .unwrap_or(0)
+}
+
+struct Torn {
+    line: u64,
+    bytes: Vec<u8>,
+}
+
+struct Tail {
+    len: u64,
+    last_line: Option<Vec<u8>>,
+    torn: Option<Torn>,
+}
+
+/// The last complete line of a trail, and a torn fragment after it, if any.
+fn read_tail(file: &mut File) -> std::io::Result<Tail> {
+    let len = file.seek(SeekFrom::End(0))?;
+    if len == 0 {
+        return Ok(Tail {
+            len,
+            last_line: None,
+            torn: None,
+        });
+    }
+    file.seek(SeekFrom::Start(0))?;
+    let mut all = Vec::with_capacity(len as usize);
+    file.read_to_end(&mut all)?;
+    let (complete, fragment) = match all.iter().rposition(|&b| b == b'\n') {
+        Some(i) => (&all[..i], &all[i + 1..]),
+        None => (&all[..0], &all[..]),
+    };
+    let torn = (!fragment.is_empty()).then(|| Torn {
+        line: complete.iter().filter(|&&b| b == b'\n').count() as u64
+            + u64::from(!complete.is_empty())
+            + 1,
+        bytes: fragment.to_vec(),
+    });
+    let last_line = if complete.is_empty() {
+        None
+    } else {
+        let start = complete
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |i| i + 1);
+        Some(complete[start..].to_vec())
+    };
+    Ok(Tail {
+        len,
+        last_line,
+        torn,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::verify::verify;
+
+    fn rec(n: u64) -> Map<String, Value> {
+        Map::from_iter([("n".to_owned(), json!(n))])
+    }
+
+    #[test]
+    fn records_chain_and_continue_after_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let log = AuditLog::open(&path, AuditOptions::closed());
+        log.append_attempt(rec(1)).unwrap();
+        log.append_outcome(rec(2)).unwrap();
+        drop(log);
+        let log = AuditLog::open(&path, AuditOptions::closed());
+        assert_eq!(log.append_attempt(rec(3)).unwrap(), 3);
+        let report = verify(std::slice::from_ref(&path), &Chain::new(None)).unwrap();
+        assert_eq!(report.records, 3);
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+    }
+
+    #[test]
+    fn rotation_keeps_the_chain() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let opts = AuditOptions {
+            max_bytes: 600,
+            keep: 10,
+            ..AuditOptions::closed()
+        };
+        let log = AuditLog::open(&path, opts.clone());
+        for i in 0..20 {
+            log.append_attempt(rec(i)).unwrap();
+        }
+        drop(log);
+        let log = AuditLog::open(&path, opts);
+        log.append_attempt(rec(99)).unwrap();
+        let mut files: Vec<PathBuf> = (1..=10)
+            .rev()
+            .map(|n| dir.path().join(format!("audit.jsonl.{n}")))
+            .filter(|p| p.exists())
+            .collect();
+        assert!(files.len() >= 3, "{files:?}");
+        files.push(path);
+        let report = verify(&files, &Chain::new(None)).unwrap();
+        assert_eq!(report.records, 21);
+    }
+
+    #[test]
+    fn group_commit_serves_concurrent_callers() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Arc::new(AuditLog::open(
+            &dir.path().join("a.jsonl"),
+            AuditOptions::closed(),
+        ));
+        let threads: Vec<_> = (0..16)
+            .map(|t| {
+                let log = Arc::clone(&log);
+                std::thread::spawn(move || {
+                    for i in 0..20 {
+                        log.append_attempt(rec(t * 100 + i)).unwrap();
+                    }
+                    20
+                })
+            })
+            .collect();
+        let total: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
+        assert_eq!(total, 320);
+        let report = verify(&[dir.path().join("a.jsonl")], &Chain::new(None)).unwrap();
+        assert_eq!(report.records, 320);
+    }
+
+    #[test]
+    fn deleted_directory_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let sub = dir.path().join("logs");
+        std::fs::create_dir(&sub).unwrap();
+        let log = AuditLog::open(&sub.join("a.jsonl"), AuditOptions::closed());
+        log.append_attempt(Map::new()).unwrap();
+        std::fs::remove_dir_all(&sub).unwrap();
+        assert!(log.append_attempt(Map::new()).is_err());
+    }
+
+    #[test]
+    fn a_torn_tail_is_sealed_on_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.jsonl");
+        let log = AuditLog::open(&path, AuditOptions::closed());
+        log.append_attempt(rec(1)).unwrap();
+        log.append_attempt(rec(2)).unwrap();
+        drop(log);
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(b"{\"kind\":\"attempt\",\"se").unwrap();
+        drop(f);
+        let err = verify(std::slice::from_ref(&path), &Chain::new(None)).unwrap_err();
+        assert_eq!(
+            (err.line, err.kind),
+            (3, crate::audit::verify::BreakKind::TornLastLine)
+        );
+        let log = AuditLog::open(&path, AuditOptions::closed());
+        log.append_attempt(rec(3)).unwrap();
+        let report = verify(&[path], &Chain::new(None)).unwrap();
+        assert_eq!(report.records, 4); // two, the recovery record, one more
+        assert_eq!(report.notes.len(), 1, "{:?}", report.notes);
+    }
+}

@@ -1,0 +1,292 @@
+//! The audit trail seen from outside: `audit verify` and `audit tail` on trails written by a
+//! real server, fault injection under fail-closed, a crash with 16 callers in flight, HMAC
+//! keys and rotation.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::json;
+
+use super::support::{BIN, DEFAULT_ALLOW, Sandbox, Session, eventually, live_processes_with};
+
+fn safe_mcp(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn verify(file: &Path, extra: &[&str]) -> (i32, String) {
+    let mut args = vec!["audit", "verify"];
+    args.extend_from_slice(extra);
+    let file = file.to_string_lossy().into_owned();
+    args.push(&file);
+    let out = safe_mcp(&args);
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// Points the sandbox's policy at another audit log path.
+fn audit_at(sb: &Sandbox, path: &Path) {
+    let text = std::fs::read_to_string(&sb.policy).unwrap().replace(
+        "audit_log = \"audit.jsonl\"",
+        &format!("audit_log = \"{}\"", path.display()),
+    );
+    std::fs::write(&sb.policy, text).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn verify_and_tail_read_a_real_trail() {
+    let sb = Sandbox::new("");
+    let s = sb.session().await;
+    s.run("echo one").await;
+    s.run("whoami").await;
+    s.run("cat notes.txt | wc -l").await;
+    drop(s);
+    let (code, out) = verify(&sb.audit, &[]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("OK: 6 records"), "{out}");
+
+    let tail = safe_mcp(&["audit", "tail", sb.audit.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&tail.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert!(
+        lines[0].contains("OK") && lines[0].contains("echo one"),
+        "{text}"
+    );
+    assert!(
+        lines[1].contains("POLICY_DENIED") && lines[1].contains("not-allowlisted"),
+        "{text}"
+    );
+
+    let original = std::fs::read_to_string(&sb.audit).unwrap();
+    std::fs::write(&sb.audit, original.replace("echo one", "echo 0ne")).unwrap();
+    let (code, out) = verify(&sb.audit, &[]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains(":1: edited"), "{out}");
+    let mut lines: Vec<&str> = original.lines().collect();
+    lines.remove(2);
+    std::fs::write(&sb.audit, lines.join("\n") + "\n").unwrap();
+    let (code, out) = verify(&sb.audit, &[]);
+    assert_eq!(code, 1);
+    assert!(out.contains(":3: deleted"), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_keyed_trail_needs_its_key() {
+    let sb = Sandbox::new("");
+    let key = sb.base().join("audit.key");
+    std::fs::write(&key, b"0123456789abcdef0123456789abcdef").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let text = std::fs::read_to_string(&sb.policy).unwrap();
+    std::fs::write(
+        &sb.policy,
+        format!("audit_hmac_key_file = \"audit.key\"\n{text}"),
+    )
+    .unwrap();
+    let out = safe_mcp(&["terminal", "--config", sb.policy.to_str().unwrap()]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("mode 0600"),
+        "a readable key is fatal"
+    );
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+
+    let s = sb.session().await;
+    s.run("echo keyed").await;
+    drop(s);
+    let records = sb.audit_records();
+    assert!(records.iter().all(|r| r["alg"] == "hmac-sha256"));
+    let (code, out) = verify(&sb.audit, &["--config", sb.policy.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}");
+    let (code, out) = verify(&sb.audit, &["--key-file", key.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}");
+    let (code, out) = verify(&sb.audit, &[]);
+    assert_eq!(code, 1);
+    assert!(out.contains("wrong key"), "{out}");
+
+    // A key inside the jail is fatal: a command could read it.
+    std::fs::rename(&key, sb.jail.join("audit.key")).unwrap();
+    let text = std::fs::read_to_string(&sb.policy)
+        .unwrap()
+        .replace("\"audit.key\"", "\"jail/audit.key\"");
+    std::fs::write(&sb.policy, text).unwrap();
+    let out = safe_mcp(&["terminal", "--config", sb.policy.to_str().unwrap()]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("lies inside"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn rotation_continues_the_chain() {
+    let sb = Sandbox::new("");
+    let text = std::fs::read_to_string(&sb.policy).unwrap();
+    std::fs::write(
+        &sb.policy,
+        format!("audit_max_bytes = 4096\naudit_keep = 50\n{text}"),
+    )
+    .unwrap();
+    let s = sb.session().await;
+    for i in 0..30 {
+        s.run(&format!("echo rotation-{i}")).await;
+    }
+    drop(s);
+    let rotated = sb.base().join("audit.jsonl.1");
+    assert!(rotated.exists(), "30 calls exceed 4 KiB");
+    let (code, out) = verify(&sb.audit, &[]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("OK: 60 records"), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn fault_injection_under_fail_closed() {
+    // Disk full: a 12 KiB tmpfs fills after a few records.
+    if !is_root() {
+        eprintln!("skipping: mounting a tiny tmpfs and switching users need root");
+        return;
+    }
+    let sb = Sandbox::new("");
+    let mnt = sb.base().join("small");
+    std::fs::create_dir(&mnt).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=12k", "tmpfs"])
+        .arg(&mnt)
+        .status()
+        .unwrap();
+    assert!(mounted.success(), "mount tmpfs");
+    audit_at(&sb, &mnt.join("audit.jsonl"));
+    let s = sb.session().await;
+    let mut refused = None;
+    for i in 0..200 {
+        let r = s.run(&format!("touch disk-full-{i}")).await;
+        if r["code"] == "AUDIT_UNAVAILABLE" {
+            refused = Some(i);
+            break;
+        }
+        assert_eq!(r["code"], "OK", "{r}");
+    }
+    let i = refused.expect("a full disk must refuse the command");
+    assert!(
+        !sb.jail.join(format!("disk-full-{i}")).exists(),
+        "the refused command ran"
+    );
+    drop(s);
+    let _ = Command::new("umount").arg("-l").arg(&mnt).status();
+
+    // Read-only: the trail's directory is a read-only filesystem.
+    let sb = Sandbox::new("");
+    let mnt = sb.base().join("ro");
+    std::fs::create_dir(&mnt).unwrap();
+    assert!(
+        Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "ro", "tmpfs"])
+            .arg(&mnt)
+            .status()
+            .unwrap()
+            .success()
+    );
+    audit_at(&sb, &mnt.join("audit.jsonl"));
+    let s = sb.session().await;
+    let r = s.run("touch read-only-marker").await;
+    assert_eq!(r["code"], "AUDIT_UNAVAILABLE", "{r}");
+    assert!(!sb.jail.join("read-only-marker").exists());
+    drop(s);
+    let _ = Command::new("umount").arg("-l").arg(&mnt).status();
+
+    // Permission denied: an unprivileged server and a trail directory it may not write.
+    let sb = Sandbox::with(DEFAULT_ALLOW, "timeout_seconds = 5", "closed", "");
+    let logs = sb.base().join("root-only");
+    std::fs::create_dir(&logs).unwrap();
+    audit_at(&sb, &logs.join("audit.jsonl"));
+    for p in [sb.base().to_path_buf(), sb.jail.clone(), sb.policy.clone()] {
+        std::os::unix::fs::chown(&p, Some(65534), Some(65534)).unwrap();
+    }
+    let s = Session::start(&sb.policy, |c| {
+        let program = std::mem::replace(c, tokio::process::Command::new("setpriv"));
+        let args: Vec<_> = program.as_std().get_args().map(|a| a.to_owned()).collect();
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(BIN)
+            .args(args)
+            .env_clear();
+    })
+    .await;
+    let r = s.run("touch denied-marker").await;
+    assert_eq!(r["code"], "AUDIT_UNAVAILABLE", "{r}");
+    assert!(!sb.jail.join("denied-marker").exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_crash_with_16_callers_in_flight_leaves_a_verifiable_trail() {
+    use rmcp::ServiceExt;
+    use rmcp::model::CallToolRequestParams;
+    use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+
+    let sb = Sandbox::new("");
+    let policy = sb.policy.clone();
+    let command = tokio::process::Command::new(BIN).configure(|c| {
+        c.arg("terminal").arg("--config").arg(&policy);
+    });
+    let transport = TokioChildProcess::new(command).unwrap();
+    let pid = transport.id().unwrap();
+    let client = ().serve(transport).await.unwrap();
+    let mut calls = Vec::new();
+    for i in 0..16 {
+        let peer = client.peer().clone();
+        let script = format!("touch crash-{i}; sleep 941.{i}");
+        let serde_json::Value::Object(args) = json!({"command": ["sh", "-c", script]}) else {
+            unreachable!()
+        };
+        calls.push(tokio::spawn(async move {
+            let _ = peer
+                .call_tool(CallToolRequestParams::new("run_command").with_arguments(args))
+                .await;
+        }));
+    }
+    // Kill the server once some commands are running and others are still arriving.
+    assert!(eventually(10, || live_processes_with("sleep 941.").len() >= 4).await);
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pid as i32).unwrap(),
+        rustix::process::Signal::KILL,
+    )
+    .unwrap();
+    for c in calls {
+        let _ = c.await;
+    }
+    drop(client);
+    // The orphans were re-parented to init when the server died; end them for tidiness.
+    let _ = Command::new("pkill")
+        .args(["-KILL", "-f", "sleep 941."])
+        .status();
+
+    let trail = std::fs::read_to_string(&sb.audit).unwrap();
+    for i in 0..16 {
+        if sb.jail.join(format!("crash-{i}")).exists() {
+            let needle = format!("touch crash-{i};");
+            assert!(
+                trail
+                    .lines()
+                    .any(|l| l.contains("\"kind\":\"attempt\"") && l.contains(&needle)),
+                "command {i} ran without an attempt record"
+            );
+        }
+    }
+    let (code, out) = verify(&sb.audit, &[]);
+    assert!(code == 0 || out.contains("torn last line"), "{out}");
+
+    // Restart: the trail is sealed and continues; verify says the chain is intact.
+    let s = sb.session().await;
+    assert_eq!(s.run("echo after-crash").await["code"], "OK");
+    drop(s);
+    let (code, out) = verify(&sb.audit, &[]);
+    assert_eq!(code, 0, "{out}");
+}
