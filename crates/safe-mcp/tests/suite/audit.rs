@@ -290,3 +290,44 @@ async fn a_crash_with_16_callers_in_flight_leaves_a_verifiable_trail() {
     let (code, out) = verify(&sb.audit, &[]);
     assert_eq!(code, 0, "{out}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn records_are_safe_to_print_and_tail_follows() {
+    let sb = Sandbox::new("");
+    let s = sb.session().await;
+    let hostile = "\u{1b}]0;pwned\u{7}\u{1b}[31mred\u{202E}txt.exe\nforged line";
+    s.call("run_command", json!({"command": ["echo", hostile]}))
+        .await;
+    let raw = std::fs::read(&sb.audit).unwrap();
+    assert!(!raw.contains(&0x1b), "no raw ESC byte in the trail");
+    let text = String::from_utf8(raw).unwrap();
+    assert!(!text.contains('\u{202E}'), "bidi overrides are neutralised");
+    assert_eq!(
+        text.lines().count(),
+        2,
+        "a newline in a command cannot forge a line"
+    );
+
+    let mut follower = Command::new(BIN)
+        .args(["audit", "tail", "-f"])
+        .arg(&sb.audit)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    s.run("echo followed-call").await;
+    let stdout = follower.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .find(|l| l.contains("followed-call"))
+    });
+    let found = eventually(5, || reader.is_finished()).await;
+    let _ = follower.kill();
+    let _ = follower.wait();
+    assert!(
+        found && reader.join().unwrap().is_some(),
+        "tail -f printed the new call"
+    );
+}
