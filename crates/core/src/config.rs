@@ -144,6 +144,8 @@ pub struct TerminalPolicy {
     pub sandbox: SandboxSettings,
     /// The scrubbed PATH programs resolve through (absolute, outside the jail).
     pub path: Vec<PathBuf>,
+    /// `[[terminal.examples]]`.
+    pub examples: Vec<PolicyExamples>,
 }
 
 /// `[terminal.limits]`.
@@ -192,6 +194,31 @@ pub struct ArgRule {
     /// Why, shown to the model.
     #[serde(default)]
     pub reason: Option<String>,
+    /// Escapes of the built-in tool knowledge the operator opts in, by name (`-exec`,
+    /// `--pre`, `config`, ...). Each is linted by `safe-mcp policy check`.
+    #[serde(default)]
+    pub allow_escapes: Vec<String>,
+    /// Lets an interpreter, shell or trampoline run (refused by default).
+    #[serde(default)]
+    pub allow_interpreter: bool,
+    /// Commands this policy must allow; checked at startup.
+    #[serde(default)]
+    pub should_allow: Vec<String>,
+    /// Commands this policy must refuse; checked at startup.
+    #[serde(default)]
+    pub should_deny: Vec<String>,
+}
+
+/// A top-level `[[terminal.examples]]` entry: commands the policy must allow or refuse.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyExamples {
+    /// Commands that must be allowed.
+    #[serde(default)]
+    pub should_allow: Vec<String>,
+    /// Commands that must be refused.
+    #[serde(default)]
+    pub should_deny: Vec<String>,
 }
 
 /// `[terminal.sandbox]`.
@@ -365,6 +392,7 @@ struct RawPolicy {
     rules: Option<Vec<ArgRule>>,
     sandbox: Option<RawSandbox>,
     path: Option<Vec<PathBuf>>,
+    examples: Option<Vec<PolicyExamples>>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -378,6 +406,7 @@ struct RawRedaction {
 #[derive(Debug, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct RawTerminal {
+    examples: Option<Vec<PolicyExamples>>,
     jail_root: Option<PathBuf>,
     limits: Option<Limits>,
     allowlist: Option<RawNames>,
@@ -539,7 +568,8 @@ impl Builder<'_> {
             || raw.denylist.is_some()
             || raw.rules.is_some()
             || raw.sandbox.is_some()
-            || raw.path.is_some();
+            || raw.path.is_some()
+            || raw.examples.is_some();
         if flat && raw.terminal.is_some() {
             return Err(ConfigError::Invalid {
                 key: "terminal".into(),
@@ -555,6 +585,7 @@ impl Builder<'_> {
                 rules: raw.rules.take(),
                 sandbox: raw.sandbox.take(),
                 path: raw.path.take(),
+                examples: raw.examples.take(),
             });
         }
 
@@ -763,12 +794,13 @@ impl Builder<'_> {
             Some(paths) => paths.into_iter().map(|p| self.file_path(p)).collect(),
             None => DEFAULT_READ_PATHS.iter().map(PathBuf::from).collect(),
         };
-        Ok(TerminalPolicy {
+        let policy = TerminalPolicy {
             jail_root,
             limits,
             allow,
             deny,
             rules,
+            examples: raw.examples.unwrap_or_default(),
             sandbox: SandboxSettings {
                 mode: sb.mode.unwrap_or(SandboxMode::Enforce),
                 network: sb.network.unwrap_or(false),
@@ -776,7 +808,13 @@ impl Builder<'_> {
                 exec_in_jail: sb.exec_in_jail.unwrap_or(false),
             },
             path,
-        })
+        };
+        // A policy tests itself: every example must get the verdict it names, or nothing runs.
+        crate::policy::check_examples(&policy).map_err(|message| ConfigError::Invalid {
+            key: "terminal examples".into(),
+            message,
+        })?;
+        Ok(policy)
     }
 
     fn files(&self, raw: RawFiles) -> Result<FilesPolicy, ConfigError> {

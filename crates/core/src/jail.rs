@@ -86,6 +86,12 @@ impl JailRoot {
             Some((_, v)) => v,
             None => arg,
         };
+        self.check_path(value, cwd)
+    }
+
+    /// Checks a value known to be a path (an operand or option value the tool opens): it
+    /// must resolve inside the jail, lexically and through any symlinks that exist.
+    pub fn check_path(&self, value: &str, cwd: &Path) -> Result<(), JailError> {
         if value.is_empty() || value == "-" {
             return Ok(());
         }

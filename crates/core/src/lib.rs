@@ -3,7 +3,8 @@
 //! Every decision that can hurt someone lives here: the policy file ([`config`]), command
 //! syntax without a shell ([`syntax`]), argument normalisation ([`args`]), evaluation
 //! ([`policy`]), jail containment ([`jail`]), redaction ([`redact`]), the audit trail
-//! ([`audit`]), the envelope ([`envelope`]) and the order of the request flow ([`terminal`]).
+//! ([`audit`]), the envelope ([`envelope`]), the order of the request flow ([`terminal`]) and the
+//! built-in knowledge of what each allowlisted tool can be made to do ([`tools`]).
 //! The servers and the CLI only translate between MCP or argv and these calls.
 //!
 //! ```
@@ -23,5 +24,6 @@ pub mod policy;
 pub mod redact;
 pub mod syntax;
 pub mod terminal;
+pub mod tools;
 
 pub use envelope::{OperationResult, ResultCode};

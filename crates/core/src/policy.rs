@@ -1,21 +1,23 @@
 //! Evaluation: may this command list run, and exactly what would run?
 //!
 //! Owns the verdict for each simple command: deny by default, the denylist always wins,
-//! names are exact and case-sensitive, a program containing `/` is refused, argument rules
-//! match after normalisation, every cwd and path-like argument stays in the jail, and the
-//! program resolves to an absolute path through the scrubbed PATH only (never the cwd). The
-//! strictest stage verdict decides the whole list. It must never consult the model's
-//! environment, the cwd or anything outside the policy to say yes.
+//! names are exact and case-sensitive, a program containing `/` is refused, `deny_args` match
+//! after normalisation, the built-in tool knowledge ([`crate::tools`]) refuses escapes and
+//! interpreters unless the operator opted that exact one in, every cwd and path argument
+//! stays in the jail, and the program resolves to an absolute path through the scrubbed PATH
+//! only (never the cwd). The strictest stage verdict decides the whole list. It must never
+//! consult the model's environment, the cwd or anything outside the policy to say yes.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
 use crate::args::NormalizedArgs;
-use crate::config::TerminalPolicy;
+use crate::config::{ArgRule, TerminalPolicy};
 use crate::envelope::ResultCode;
 use crate::jail::{JailError, JailRoot};
-use crate::syntax::{CommandList, Sequence};
+use crate::syntax::{self, CommandList, Sequence};
+use crate::tools::{self, PathCheck};
 
 /// The verdict for one simple command.
 #[derive(Debug, Clone, Serialize)]
@@ -25,9 +27,16 @@ pub struct StageVerdict {
     /// The absolute program that would run, when it resolved.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub program: Option<PathBuf>,
+    /// The argv that would really run, hardening included.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_argv: Option<Vec<String>>,
+    /// Environment added for this program (hardening).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<(String, String)>,
     /// OK, POLICY_DENIED, PATH_ESCAPE or OPERATION_FAILED.
     pub code: ResultCode,
-    /// Which rule decided: `allowlist`, `denylist`, `not-allowlisted`, `rules[2]`, `jail`, ...
+    /// Which rule decided: `allowlist`, `denylist`, `not-allowlisted`, `rules[2]`,
+    /// `escape:-exec`, `interpreter`, `jail`, ...
     pub rule: String,
     /// Why, in one sentence.
     pub reason: String,
@@ -79,35 +88,10 @@ pub fn evaluate(
     cwd: Option<&str>,
 ) -> Decision {
     let resolved_cwd = jail.resolve_cwd(cwd);
-    let mut stages: Vec<StageVerdict> = Vec::new();
-    for argv in list.stages() {
-        let mut v = judge_program(policy, argv);
-        // A cwd error is reported once, for the whole list, below.
-        if let (ResultCode::Ok, Ok(dir)) = (v.code, &resolved_cwd)
-            && let Some(err) = argv[1..]
-                .iter()
-                .find_map(|a| jail.check_argument(a, dir).err())
-        {
-            v = verdict(argv, ResultCode::PathEscape, "jail", err.to_string());
-        }
-        if v.code == ResultCode::Ok {
-            match resolve_program(&policy.path, &argv[0]) {
-                Some(p) => v.program = Some(p),
-                None => {
-                    v = verdict(
-                        argv,
-                        ResultCode::OperationFailed,
-                        "path-lookup",
-                        format!(
-                            "`{}` is allowlisted but was not found on the server's PATH",
-                            argv[0]
-                        ),
-                    );
-                }
-            }
-        }
-        stages.push(v);
-    }
+    let stages: Vec<StageVerdict> = list
+        .stages()
+        .map(|argv| judge_stage(policy, jail, argv, resolved_cwd.as_deref().ok()))
+        .collect();
 
     let worst = stages
         .iter()
@@ -161,9 +145,85 @@ fn verdict(argv: &[String], code: ResultCode, rule: &str, reason: String) -> Sta
     StageVerdict {
         argv: argv.to_vec(),
         program: None,
+        run_argv: None,
+        env: Vec::new(),
         code,
         rule: rule.to_owned(),
         reason,
+    }
+}
+
+fn judge_stage(
+    policy: &TerminalPolicy,
+    jail: &JailRoot,
+    argv: &[String],
+    cwd: Option<&Path>,
+) -> StageVerdict {
+    let v = judge_program(policy, argv);
+    if v.code != ResultCode::Ok {
+        return v;
+    }
+    let name = argv[0].as_str();
+    let program = resolve_program(&policy.path, name);
+    let insp = tools::inspect(argv, program.as_deref());
+    let rules: Vec<&ArgRule> = policy.rules.iter().filter(|r| r.command == name).collect();
+    if let Some(why) = &insp.interpreter
+        && !rules.iter().any(|r| r.allow_interpreter)
+    {
+        let also = insp
+            .escapes
+            .first()
+            .map(|e| format!("; besides, {}", e.reason))
+            .unwrap_or_default();
+        return verdict(
+            argv,
+            ResultCode::PolicyDenied,
+            "interpreter",
+            format!(
+                "`{name}` is refused outright: {why} (an operator can set allow_interpreter = true for it){also}"
+            ),
+        );
+    }
+    if let Some(esc) = insp.escapes.iter().find(|e| {
+        !rules
+            .iter()
+            .any(|r| r.allow_escapes.iter().any(|a| a == &e.id))
+    }) {
+        return verdict(
+            argv,
+            ResultCode::PolicyDenied,
+            &format!("escape:{}", esc.id),
+            format!("{}; refused", esc.reason),
+        );
+    }
+    if let Some(dir) = cwd {
+        for check in &insp.paths {
+            let result = match check {
+                PathCheck::Path(p) => jail.check_path(p, dir),
+                PathCheck::Generic(a) => jail.check_argument(a, dir),
+            };
+            if let Err(err) = result {
+                return verdict(argv, ResultCode::PathEscape, "jail", err.to_string());
+            }
+        }
+    }
+    let Some(program) = program else {
+        return verdict(
+            argv,
+            ResultCode::OperationFailed,
+            "path-lookup",
+            format!("`{name}` is allowlisted but was not found on the server's PATH"),
+        );
+    };
+    let mut run_argv = Vec::with_capacity(argv.len() + insp.inject_args.len());
+    run_argv.push(argv[0].clone());
+    run_argv.extend(insp.inject_args.iter().cloned());
+    run_argv.extend(argv[1..].iter().cloned());
+    StageVerdict {
+        program: Some(program),
+        run_argv: Some(run_argv),
+        env: insp.inject_env,
+        ..v
     }
 }
 
@@ -235,4 +295,58 @@ pub fn resolve_program(path: &[PathBuf], name: &str) -> Option<PathBuf> {
         std::fs::metadata(candidate)
             .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
     })
+}
+
+/// Runs the policy's own examples (`should_allow` / `should_deny` on rules and in
+/// `[[terminal.examples]]`). A mismatch names the rule and the example.
+pub fn check_examples(policy: &TerminalPolicy) -> Result<(), String> {
+    let jail = JailRoot::new(policy.jail_root.clone());
+    let mut cases: Vec<(String, &str, bool)> = Vec::new();
+    for (i, rule) in policy.rules.iter().enumerate() {
+        let label = format!("terminal.rules[{i}] ({})", rule.command);
+        cases.extend(
+            rule.should_allow
+                .iter()
+                .map(|c| (label.clone(), c.as_str(), true)),
+        );
+        cases.extend(
+            rule.should_deny
+                .iter()
+                .map(|c| (label.clone(), c.as_str(), false)),
+        );
+    }
+    for (i, ex) in policy.examples.iter().enumerate() {
+        let label = format!("terminal.examples[{i}]");
+        cases.extend(
+            ex.should_allow
+                .iter()
+                .map(|c| (label.clone(), c.as_str(), true)),
+        );
+        cases.extend(
+            ex.should_deny
+                .iter()
+                .map(|c| (label.clone(), c.as_str(), false)),
+        );
+    }
+    for (label, command, want_allow) in cases {
+        let (allowed, why) = match syntax::parse(command) {
+            Ok(list) => {
+                let d = evaluate(policy, &jail, &list, None);
+                (
+                    d.code == ResultCode::Ok,
+                    format!("{}: {}", d.code, d.reason),
+                )
+            }
+            Err(e) => (false, e.to_string()),
+        };
+        if allowed != want_allow {
+            let expected = if want_allow {
+                "should_allow"
+            } else {
+                "should_deny"
+            };
+            return Err(format!("{label}: {expected} example `{command}` got {why}"));
+        }
+    }
+    Ok(())
 }

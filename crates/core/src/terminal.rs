@@ -69,8 +69,10 @@ pub struct RunRequest {
 pub struct ExecStage {
     /// Absolute path, resolved through the scrubbed PATH.
     pub program: PathBuf,
-    /// argv, `argv[0]` as the user typed it.
+    /// argv, `argv[0]` as the user typed it, hardening arguments included.
     pub argv: Vec<String>,
+    /// Environment added for this program (hardening), over the plan's.
+    pub env: Vec<(String, String)>,
 }
 
 /// Everything the executor needs, and nothing it may decide for itself.
@@ -584,7 +586,8 @@ fn build_pipelines(d: &Decision) -> Vec<Vec<ExecStage>> {
                 .filter_map(|s| {
                     s.program.clone().map(|program| ExecStage {
                         program,
-                        argv: s.argv.clone(),
+                        argv: s.run_argv.clone().unwrap_or_else(|| s.argv.clone()),
+                        env: s.env.clone(),
                     })
                 })
                 .collect()

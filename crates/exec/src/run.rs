@@ -283,7 +283,7 @@ fn spawn_pipeline(
         cmd.arg0(&stage.argv[0])
             .args(&stage.argv[1..])
             .env_clear()
-            .envs(plan.env.iter().map(|(k, v)| (k, v)))
+            .envs(plan.env.iter().chain(stage.env.iter()).map(|(k, v)| (k, v)))
             .current_dir(&plan.cwd)
             .stdin(stdin)
             .stdout(stdout)

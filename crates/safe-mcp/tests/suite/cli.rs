@@ -180,3 +180,59 @@ fn doctor_reports_the_kernel() {
     );
     assert_eq!(v["kernel"]["openat2_resolve_beneath"], true);
 }
+
+#[test]
+fn policy_check_runs_examples_and_lints() {
+    let sb = Sandbox::with(
+        r#""ls", "zsh", "find", "python3", "frobnicate""#,
+        "timeout_seconds = 5",
+        "closed",
+        "[[terminal.rules]]\ncommand = \"find\"\nallow_escapes = [\"-delete\"]\nshould_allow = [\"find . -delete\"]\nshould_deny = [\"find . -exec id \\\\;\"]\n[[terminal.rules]]\ncommand = \"python3\"\nallow_interpreter = true\n",
+    );
+    let out = run(
+        &["policy", "check", "--config", sb.policy.to_str().unwrap()],
+        &[],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("2 examples passed"), "{stdout}");
+    assert!(
+        stdout.contains("warning: `zsh` is allowlisted but is an interpreter"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("warning: `python3` is allowlisted with allow_interpreter = true"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("warning: `find` opts in the escape `-delete`"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("warning: `frobnicate` has no built-in knowledge"),
+        "{stdout}"
+    );
+
+    // A failing example is fatal and names the rule and the example; the server never starts.
+    let text = std::fs::read_to_string(&sb.policy).unwrap().replace(
+        "should_allow = [\"find . -delete\"]",
+        "should_allow = [\"find . -exec id \\\\;\"]",
+    );
+    std::fs::write(&sb.policy, text).unwrap();
+    for cmd in [
+        &["policy", "check", "--config"][..],
+        &["terminal", "--config"][..],
+    ] {
+        let mut args = cmd.to_vec();
+        args.push(sb.policy.to_str().unwrap());
+        let out = run(&args, &[]);
+        assert_fatal(
+            &out,
+            "(find): should_allow example `find . -exec id \\;`",
+        );
+    }
+}

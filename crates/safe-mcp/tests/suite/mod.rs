@@ -5,3 +5,4 @@ mod confinement;
 mod python_sdk;
 mod support;
 mod terminal;
+mod tools;

@@ -1,0 +1,75 @@
+//! Built-in knowledge of the tools operators allowlist: which options run code, load
+//! plugins or config, or write to arbitrary paths; which arguments are paths; and what
+//! hardening to inject.
+//!
+//! Owns one question per simple command: "can this argv turn an allowlisted tool into a
+//! shell?". Every tool's argv goes through one normaliser ([`parse`]): bundled short flags,
+//! attached values (`-Icmd`, `-oKey=V`), `--opt=value` and `--opt value`, unique long-option
+//! prefixes, options after operands (GNU permutation) and `--`. Escapes are refused with a
+//! reason that names them unless the operator opts that exact escape in
+//! (`allow_escapes`); interpreters and trampolines are refused unless `allow_interpreter`.
+//! A tool this module does not know keeps the generic, fail-closed path checks.
+
+mod catalog;
+pub mod parse;
+
+pub use catalog::{Kind, Spec, lookup};
+pub use parse::{Arg, Parsed};
+
+/// How an argument must be contained.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathCheck {
+    /// A path the tool opens: it must resolve inside the jail.
+    Path(String),
+    /// Not known either way: absolute, `..` and `~` arguments must resolve inside the jail.
+    Generic(String),
+}
+
+/// An escape found in an argv.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Escape {
+    /// The name an operator uses to opt in (`allow_escapes = ["-exec"]`).
+    pub id: String,
+    /// Why it is refused, naming the escape.
+    pub reason: String,
+}
+
+/// What the knowledge base says about one simple command.
+#[derive(Debug, Clone, Default)]
+pub struct Inspection {
+    /// Every escape found (the first one refuses the command unless opted in).
+    pub escapes: Vec<Escape>,
+    /// The command is an interpreter or trampoline.
+    pub interpreter: Option<String>,
+    /// Arguments to contain in the jail.
+    pub paths: Vec<PathCheck>,
+    /// Arguments inserted right after the program name (hardening).
+    pub inject_args: Vec<String>,
+    /// Environment added for this program (hardening).
+    pub inject_env: Vec<(String, String)>,
+    /// Whether the tool is known to the catalog.
+    pub known: bool,
+}
+
+impl Inspection {
+    pub(crate) fn escape(&mut self, id: &str, reason: impl Into<String>) {
+        self.escapes.push(Escape {
+            id: id.to_owned(),
+            reason: reason.into(),
+        });
+    }
+}
+
+/// Inspects `argv` (program first). `program` is the resolved binary, when known, for tools
+/// whose behaviour depends on the implementation (awk).
+pub fn inspect(argv: &[String], program: Option<&std::path::Path>) -> Inspection {
+    let name = argv.first().map(String::as_str).unwrap_or("");
+    let args = argv.get(1..).unwrap_or(&[]);
+    match lookup(name) {
+        Some(spec) => catalog::inspect_known(spec, name, args, program),
+        None => Inspection {
+            paths: args.iter().map(|a| PathCheck::Generic(a.clone())).collect(),
+            ..Inspection::default()
+        },
+    }
+}
