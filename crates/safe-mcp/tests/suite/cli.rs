@@ -230,9 +230,6 @@ fn policy_check_runs_examples_and_lints() {
         let mut args = cmd.to_vec();
         args.push(sb.policy.to_str().unwrap());
         let out = run(&args, &[]);
-        assert_fatal(
-            &out,
-            "(find): should_allow example `find . -exec id \\;`",
-        );
+        assert_fatal(&out, "(find): should_allow example `find . -exec id \\;`");
     }
 }
