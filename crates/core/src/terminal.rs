@@ -511,21 +511,31 @@ impl TerminalService {
         OperationResult::new(RUN, code, reason).with_detail(detail)
     }
 
-    /// Redacts first, then caps at a char boundary with a marker.
+    /// Redacts first, then caps at a char boundary with a marker. When the stream was cut
+    /// (more bytes existed than were kept), a secret may run past the end of what was read,
+    /// so the last [`REDACTION_SLACK_BYTES`] are never shown: the cap falls before them.
     fn redact_and_cap(&self, raw: &[u8], total: u64, cap: usize, flooded: bool) -> (String, bool) {
-        let text = self.redactor.redact(&String::from_utf8_lossy(raw));
-        if text.len() <= cap && !flooded {
-            return (text, false);
+        let text = String::from_utf8_lossy(raw);
+        let cut = flooded || total > raw.len() as u64;
+        let safe_end = if cut {
+            text.len().saturating_sub(REDACTION_SLACK_BYTES)
+        } else {
+            text.len()
+        };
+        let (redacted, safe) = self.redactor.redact_until(&text, safe_end);
+        let limit = if cut { cap.min(safe) } else { cap };
+        if !cut && redacted.len() <= limit {
+            return (redacted, false);
         }
-        let mut end = cap.min(text.len());
-        while !text.is_char_boundary(end) {
+        let mut end = limit.min(redacted.len());
+        while !redacted.is_char_boundary(end) {
             end -= 1;
         }
-        let more = if flooded { "at least " } else { "" };
+        let more = if cut { "at least " } else { "" };
         (
             format!(
                 "{}\n[output truncated at {cap} bytes; {more}{total} bytes were produced]",
-                &text[..end]
+                &redacted[..end]
             ),
             true,
         )

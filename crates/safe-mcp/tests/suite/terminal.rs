@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use super::support::{Sandbox, Session, eventually, live_processes_with};
+use super::support::{DEFAULT_ALLOW, Sandbox, Session, eventually, live_processes_with};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn tools_are_listed_with_schemas_annotations_and_our_server_info() {
@@ -399,13 +399,13 @@ async fn secrets_are_redacted_in_output_and_in_the_audit_trail() {
     let r = s.run("cat creds").await;
     let out = r["detail"]["stdout"].as_str().unwrap();
     assert!(!out.contains("ghp_0123456789"), "{out}");
-    assert!(out.contains("[REDACTED:github_token]"));
+    assert!(out.contains("[REDACTED:github_pat]"));
     let r = s.run("echo DB_PASSWORD=hunter2hunter2").await;
     assert!(
         r["detail"]["stdout"]
             .as_str()
             .unwrap()
-            .contains("[REDACTED:password_assignment]")
+            .contains("[REDACTED:generic_secret_assignment]")
     );
     let trail = std::fs::read_to_string(&sb.audit).unwrap();
     assert!(
@@ -566,4 +566,59 @@ async fn a_cancelled_call_kills_its_whole_tree() {
         live_processes_with("917.")
     );
     assert_eq!(s.run("echo alive").await["detail"]["stdout"], "alive\n");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_secret_straddling_the_cap_or_a_read_boundary_never_leaks_in_part() {
+    let token = "ghp_0123456789abcdefghijklmnopqrstuvwxyz";
+    let fragment = "ghp_0123";
+    let sb = Sandbox::new(""); // max_output_bytes = 4096
+    // Straddles the cap: the whole token is read, redacted, then the cap cuts the marker.
+    std::fs::write(
+        sb.jail.join("cap.txt"),
+        format!("{}{token}\nend\n", "x".repeat(4090)),
+    )
+    .unwrap();
+    // Straddles the capture limit (cap + 16 KiB) of a flood: what was read of it is never shown.
+    std::fs::write(
+        sb.jail.join("flood.txt"),
+        format!(
+            "{}{token}{}",
+            "y".repeat(4096 + 16384 - 12),
+            "z".repeat(100_000)
+        ),
+    )
+    .unwrap();
+    let s = sb.session().await;
+    for file in ["cap.txt", "flood.txt"] {
+        let r = s.run(&format!("cat {file}")).await;
+        assert_eq!(r["code"], "OUTPUT_TRUNCATED", "{file}: {r}");
+        let out = r["detail"]["stdout"].as_str().unwrap();
+        assert!(
+            !out.contains(fragment) && !out.contains("0123456789abcdef"),
+            "{file} leaked part of the token"
+        );
+    }
+
+    // A token across the executor's 64 KiB read-chunk boundary is redacted whole.
+    let big = Sandbox::with(
+        DEFAULT_ALLOW,
+        "timeout_seconds = 10\nmax_output_bytes = 200000",
+        "closed",
+        "",
+    );
+    std::fs::write(
+        big.jail.join("chunk.txt"),
+        format!("{} {token}\n", "w".repeat(65536 - 11)),
+    )
+    .unwrap();
+    let s = big.session().await;
+    let r = s.run("cat chunk.txt").await;
+    assert_eq!(r["code"], "OK", "{r}");
+    let out = r["detail"]["stdout"].as_str().unwrap();
+    assert!(
+        !out.contains(fragment) && out.ends_with("[REDACTED:github_pat]\n"),
+        "{}",
+        &out[out.len() - 60..]
+    );
 }
