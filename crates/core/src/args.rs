@@ -7,6 +7,8 @@
 //! It must never make a match *less* likely than the literal comparison: every literal token
 //! still matches itself.
 
+use crate::tools::parse::{Arg, Grammar, parse};
+
 /// One normalised view of an argv (program excluded).
 #[derive(Debug, Default)]
 pub struct NormalizedArgs {
@@ -20,27 +22,34 @@ pub struct NormalizedArgs {
     short_letters: Vec<char>,
 }
 
+/// Rules match tool-agnostic token sets, so they read every argv with the same neutral
+/// grammar of the one shared parser: every option may follow operands, and no short option is
+/// assumed to take a value (its letters all count, which can only make a rule deny more).
+const RULE_GRAMMAR: Grammar = Grammar {
+    short_value: "",
+    long: &[],
+    permute: true,
+};
+
 impl NormalizedArgs {
-    /// Normalises `args` (without the program name).
+    /// Normalises `args` (without the program name) with [`crate::tools::parse`].
     pub fn new(args: &[String]) -> Self {
-        let mut n = NormalizedArgs::default();
-        for arg in args {
-            n.literal.push(arg.clone());
-            if let Some(long) = arg.strip_prefix("--") {
-                if long.is_empty() {
-                    continue; // `--` ends options; later tokens still match literally.
-                }
-                match long.split_once('=') {
-                    Some((name, value)) => {
-                        n.long_names.push(name.to_owned());
-                        n.long_values.push((name.to_owned(), value.to_owned()));
+        let mut n = NormalizedArgs {
+            literal: args.to_vec(),
+            ..NormalizedArgs::default()
+        };
+        for arg in parse(&RULE_GRAMMAR, args).args {
+            let Arg::Opt { name, value, .. } = arg else {
+                continue;
+            };
+            match name.strip_prefix("--") {
+                Some(long) => {
+                    if let Some(v) = value {
+                        n.long_values.push((long.to_owned(), v));
                     }
-                    None => n.long_names.push(long.to_owned()),
+                    n.long_names.push(long.to_owned());
                 }
-            } else if let Some(short) = arg.strip_prefix('-') {
-                // Fail closed: letters of an attached value (`-n5`) are kept too. A rule
-                // can only deny more because of it, never less.
-                n.short_letters.extend(short.chars());
+                None => n.short_letters.extend(name.chars().skip(1)),
             }
         }
         n

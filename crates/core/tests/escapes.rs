@@ -353,6 +353,11 @@ const ESCAPES: &[(&str, ResultCode, &str)] = &[
         "/etc/passwd",
     ),
     ("cp f /tmp/x", ResultCode::PathEscape, "/tmp/x"),
+    (
+        "unzip z.zip -d /tmp/out",
+        ResultCode::PathEscape,
+        "/tmp/out",
+    ),
     ("cp -t /tmp f", ResultCode::PathEscape, "/tmp"),
     ("mv f ../x", ResultCode::PathEscape, "../x"),
     ("ln -s f /tmp/x", ResultCode::PathEscape, "/tmp/x"),
