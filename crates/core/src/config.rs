@@ -276,6 +276,22 @@ pub struct FilesPolicy {
     pub skip: Vec<SkipRule>,
 }
 
+/// The conditions a `[[files.skip]]` rule may name.
+pub const SKIP_CONDITIONS: &[&str] = &[
+    "unsafe-name",
+    "dotfile",
+    "installer",
+    "executable",
+    "app-bundle",
+    "system-file",
+    "directory",
+    "sensitive",
+    "recent",
+    "partial-download",
+    "hardlink",
+    "uncategorized",
+];
+
 /// The two skip layers of the files server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -833,6 +849,25 @@ impl Builder<'_> {
                 message: "every skip rule must declare layer = \"protection\" or \"restraint\""
                     .into(),
             })?;
+            if s.when.is_empty() {
+                return Err(ConfigError::Invalid {
+                    key: format!("files.skip[{i}].when"),
+                    message: "a skip rule needs at least one condition".into(),
+                });
+            }
+            if let Some(bad) = s
+                .when
+                .iter()
+                .find(|w| !SKIP_CONDITIONS.contains(&w.as_str()))
+            {
+                return Err(ConfigError::Invalid {
+                    key: format!("files.skip[{i}].when"),
+                    message: format!(
+                        "unknown condition {bad:?}; known: {}",
+                        SKIP_CONDITIONS.join(", ")
+                    ),
+                });
+            }
             skip.push(SkipRule {
                 layer,
                 when: s.when,
@@ -840,9 +875,34 @@ impl Builder<'_> {
             });
         }
         let categories = raw.categories.unwrap_or_default();
+        for (name, exts) in &categories {
+            if name.is_empty()
+                || name.contains('/')
+                || name.starts_with('.')
+                || name.chars().any(char::is_control)
+            {
+                return Err(ConfigError::Invalid {
+                    key: format!("files.categories.{name}"),
+                    message: "a category is a plain folder name".into(),
+                });
+            }
+            if let Some(bad) = exts
+                .iter()
+                .find(|e| !e.starts_with('.') || e.len() < 2 || e.contains('/'))
+            {
+                return Err(ConfigError::Invalid {
+                    key: format!("files.categories.{name}"),
+                    message: format!("{bad:?} is not an extension like \".pdf\""),
+                });
+            }
+        }
+        let journal = raw.journal.map(|p| self.file_path(p)).ok_or_else(|| ConfigError::Invalid {
+            key: "files.journal".into(),
+            message: "not set: the organizer writes ahead to a journal outside the workspace, so it can always undo".into(),
+        })?;
         Ok(FilesPolicy {
             workspace_root,
-            journal: raw.journal.map(|p| self.file_path(p)),
+            journal: Some(journal),
             max_plan_moves: raw.max_plan_moves.unwrap_or(500),
             categories,
             skip,

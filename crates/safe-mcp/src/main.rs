@@ -5,6 +5,7 @@
 
 mod audit_cli;
 mod demo;
+mod files_server;
 mod terminal_server;
 
 use std::io::Read;
@@ -35,6 +36,12 @@ struct Cli {
 enum Cmd {
     /// Serve the terminal tools over MCP on stdio.
     Terminal {
+        /// The policy file (else SAFE_MCP_POLICY_FILE).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Serve the files tools (the safe organizer) over MCP on stdio.
+    Files {
         /// The policy file (else SAFE_MCP_POLICY_FILE).
         #[arg(long)]
         config: Option<PathBuf>,
@@ -125,6 +132,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Cmd::Terminal { config } => serve_terminal(config.as_deref()),
+        Cmd::Files { config } => serve_files(config.as_deref()),
         Cmd::Explain {
             config,
             cwd,
@@ -188,6 +196,43 @@ fn serve_terminal(config: Option<&Path>) -> ExitCode {
         Err(e) => return fatal(format!("cannot start the async runtime: {e}")),
     };
     let server = terminal_server::TerminalServer::new(service, Arc::new(executor));
+    let result = runtime.block_on(async move {
+        let running = server.serve(rmcp::transport::stdio()).await?;
+        running.waiting().await?;
+        Ok::<_, Box<dyn std::error::Error>>(())
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fatal(format!("the MCP session failed: {e}")),
+    }
+}
+
+fn serve_files(config: Option<&Path>) -> ExitCode {
+    let policy = match load(config, Section::Files) {
+        Ok(p) => p,
+        Err(e) => return fatal(e),
+    };
+    let (service, notes) = match safe_mcp_organizer::FilesService::start(&policy) {
+        Ok(s) => s,
+        Err(e) => return fatal(e),
+    };
+    for note in notes {
+        eprintln!("safe-mcp: files: {note}");
+    }
+    if let Err(e) = service.audit().check() {
+        eprintln!(
+            "safe-mcp: warning: the audit trail is not writable now ({e}); actions will get AUDIT_UNAVAILABLE until it is"
+        );
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => return fatal(format!("cannot start the async runtime: {e}")),
+    };
+    let server = files_server::FilesServer::new(Arc::new(service));
     let result = runtime.block_on(async move {
         let running = server.serve(rmcp::transport::stdio()).await?;
         running.waiting().await?;

@@ -76,16 +76,16 @@ pub struct TerminalServer {
     executor: Arc<dyn Executor>,
 }
 
-fn input<T: JsonSchema + 'static>() -> Arc<JsonObject> {
+pub(crate) fn input<T: JsonSchema + 'static>() -> Arc<JsonObject> {
     // Our argument types always produce an object schema; fall back to an open object.
     schema_for_input::<T>().unwrap_or_default()
 }
 
-fn envelope_schema() -> Arc<JsonObject> {
+pub(crate) fn envelope_schema() -> Arc<JsonObject> {
     schema_for_output::<OperationResult>()
 }
 
-fn to_result(envelope: OperationResult) -> CallToolResult {
+pub(crate) fn to_result(envelope: OperationResult) -> CallToolResult {
     let value = envelope.to_value();
     if envelope.ok {
         CallToolResult::structured(value)
@@ -94,7 +94,10 @@ fn to_result(envelope: OperationResult) -> CallToolResult {
     }
 }
 
-fn parse_args<T: DeserializeOwned>(action: &str, args: JsonObject) -> Result<T, CallToolResult> {
+pub(crate) fn parse_args<T: DeserializeOwned>(
+    action: &str,
+    args: JsonObject,
+) -> Result<T, CallToolResult> {
     serde_json::from_value(serde_json::Value::Object(args)).map_err(|e| {
         to_result(OperationResult::new(
             action,

@@ -2,6 +2,7 @@
 mod audit;
 mod cli;
 mod confinement;
+mod files;
 mod python_sdk;
 mod support;
 mod terminal;

@@ -124,8 +124,17 @@ impl Session {
         tweak: impl FnOnce(&mut tokio::process::Command),
         stderr: std::process::Stdio,
     ) -> Session {
+        Session::start_server("terminal", policy, tweak, stderr).await
+    }
+
+    pub async fn start_server(
+        server: &str,
+        policy: &Path,
+        tweak: impl FnOnce(&mut tokio::process::Command),
+        stderr: std::process::Stdio,
+    ) -> Session {
         let mut command = tokio::process::Command::new(BIN).configure(|c| {
-            c.arg("terminal")
+            c.arg(server)
                 .arg("--config")
                 .arg(policy)
                 .env_clear()

@@ -1,0 +1,331 @@
+//! What the organizer may move, and where: categories and the two skip layers.
+//!
+//! Owns classification. Every skip rule declares its layer: PROTECTION rules bind every tool
+//! (`move_file` too) and cannot be overridden; RESTRAINT rules bind only `plan_organize`,
+//! where an automatic organizer should not guess (NEEDS_EXPLICIT_REQUEST). The protection set
+//! is *derived* by filtering the one rule list by layer, never kept as a second list. Anything
+//! that is neither a regular file nor a directory (a symlink, a FIFO, a device) matches no
+//! allow rule and falls to deny-by-default, classified PROTECTION.
+
+use std::collections::BTreeMap;
+
+use safe_mcp_core::ResultCode;
+use safe_mcp_core::config::{FilesPolicy, SkipLayer};
+use serde::Serialize;
+
+use crate::fsroot::{EntryInfo, Kind};
+
+/// Why an entry is not moved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Skip {
+    /// `protection` or `restraint`.
+    pub layer: &'static str,
+    /// POLICY_DENIED (protection), NEEDS_EXPLICIT_REQUEST (restraint), CONFLICT (occupied).
+    pub code: ResultCode,
+    /// The rule: `default-deny`, a condition name, or `files.skip[N]`.
+    pub rule: String,
+    /// One sentence.
+    pub reason: String,
+}
+
+#[derive(Debug, Clone)]
+struct Rule {
+    name: String,
+    layer: SkipLayer,
+    when: Vec<String>,
+    reason: String,
+}
+
+/// Categories and skip rules.
+#[derive(Debug, Clone)]
+pub struct Rules {
+    categories: BTreeMap<String, Vec<String>>,
+    rules: Vec<Rule>,
+    /// A file modified more recently than this is "recent".
+    recent_ns: i128,
+}
+
+const DEFAULT_CATEGORIES: &[(&str, &[&str])] = &[
+    (
+        "Documents",
+        &[
+            ".pdf", ".doc", ".docx", ".odt", ".rtf", ".txt", ".md", ".tex", ".epub", ".pages",
+        ],
+    ),
+    (
+        "Images",
+        &[
+            ".jpg", ".jpeg", ".png", ".gif", ".bmp", ".svg", ".webp", ".heic", ".tif", ".tiff",
+            ".raw",
+        ],
+    ),
+    (
+        "Audio",
+        &[".mp3", ".wav", ".flac", ".aac", ".ogg", ".m4a", ".opus"],
+    ),
+    ("Video", &[".mp4", ".mkv", ".mov", ".avi", ".webm", ".m4v"]),
+    (
+        "Archives",
+        &[
+            ".zip", ".tar", ".gz", ".tgz", ".bz2", ".xz", ".7z", ".rar", ".zst",
+        ],
+    ),
+    (
+        "Code",
+        &[
+            ".rs", ".py", ".js", ".ts", ".go", ".java", ".c", ".cpp", ".h", ".rb", ".json",
+            ".yaml", ".yml", ".toml", ".html", ".css",
+        ],
+    ),
+    (
+        "Spreadsheets",
+        &[".xls", ".xlsx", ".ods", ".csv", ".numbers"],
+    ),
+    ("Presentations", &[".ppt", ".pptx", ".odp", ".key"]),
+];
+
+/// The built-in rules, each with its layer. Operator rules are added after them.
+const DEFAULT_RULES: &[(&str, SkipLayer, &[&str], &str)] = &[
+    (
+        "unsafe-name",
+        SkipLayer::Protection,
+        &["unsafe-name"],
+        "the name has control characters, a newline or invalid UTF-8, so it cannot be shown or addressed safely",
+    ),
+    (
+        "sensitive",
+        SkipLayer::Protection,
+        &["sensitive"],
+        "credentials and repository metadata (.git, .ssh, .env, keys, .netrc, .aws, .kube) stay where their tools expect them",
+    ),
+    (
+        "hardlink",
+        SkipLayer::Protection,
+        &["hardlink"],
+        "the file has other hard links; moving one name would surprise whoever uses the others",
+    ),
+    (
+        "dotfile",
+        SkipLayer::Restraint,
+        &["dotfile"],
+        "hidden files are configuration more often than clutter",
+    ),
+    (
+        "installer",
+        SkipLayer::Restraint,
+        &["installer", "executable"],
+        "installers and executables are not filed automatically",
+    ),
+    (
+        "app-bundle",
+        SkipLayer::Restraint,
+        &["app-bundle"],
+        "an application bundle is a folder that must stay whole where it is",
+    ),
+    (
+        "system-file",
+        SkipLayer::Restraint,
+        &["system-file"],
+        "operating-system bookkeeping (desktop.ini, .DS_Store, Thumbs.db) belongs where it is",
+    ),
+    (
+        "directory",
+        SkipLayer::Restraint,
+        &["directory"],
+        "folders are not moved automatically",
+    ),
+    (
+        "in-use",
+        SkipLayer::Restraint,
+        &["recent", "partial-download"],
+        "the file was modified in the last two minutes or is a partial download, so it may still be in use",
+    ),
+    (
+        "uncategorized",
+        SkipLayer::Restraint,
+        &["uncategorized"],
+        "no category matches this file's extension",
+    ),
+];
+
+fn ext(name: &str) -> Option<String> {
+    let dot = name.rfind('.')?;
+    (dot > 0).then(|| name[dot..].to_ascii_lowercase())
+}
+
+impl Rules {
+    /// The policy's categories (or the built-in set) and the built-in rules plus the
+    /// operator's `[[files.skip]]`.
+    pub fn from_policy(policy: &FilesPolicy) -> Self {
+        let categories = if policy.categories.is_empty() {
+            DEFAULT_CATEGORIES
+                .iter()
+                .map(|(n, e)| ((*n).to_owned(), e.iter().map(|s| (*s).to_owned()).collect()))
+                .collect()
+        } else {
+            policy
+                .categories
+                .iter()
+                .map(|(n, e)| {
+                    (
+                        n.clone(),
+                        e.iter().map(|x| x.to_ascii_lowercase()).collect(),
+                    )
+                })
+                .collect()
+        };
+        let mut rules: Vec<Rule> = DEFAULT_RULES
+            .iter()
+            .map(|(name, layer, when, reason)| Rule {
+                name: (*name).to_owned(),
+                layer: *layer,
+                when: when.iter().map(|w| (*w).to_owned()).collect(),
+                reason: (*reason).to_owned(),
+            })
+            .collect();
+        for (i, s) in policy.skip.iter().enumerate() {
+            rules.push(Rule {
+                name: format!("files.skip[{i}]"),
+                layer: s.layer,
+                when: s.when.clone(),
+                reason: s.reason.clone(),
+            });
+        }
+        Rules {
+            categories,
+            rules,
+            recent_ns: 120 * 1_000_000_000,
+        }
+    }
+
+    /// The category folder for `name`, by extension.
+    pub fn category(&self, name: &str) -> Option<&str> {
+        let e = ext(name)?;
+        self.categories
+            .iter()
+            .find(|(_, exts)| exts.contains(&e))
+            .map(|(c, _)| c.as_str())
+    }
+
+    /// The category names, for recognising already-organised folders.
+    pub fn category_names(&self) -> impl Iterator<Item = &str> {
+        self.categories.keys().map(String::as_str)
+    }
+
+    fn holds(&self, condition: &str, e: &EntryInfo, now_ns: i128) -> bool {
+        let name = e.name.as_str();
+        let lower = name.to_ascii_lowercase();
+        let extension = ext(name).unwrap_or_default();
+        match condition {
+            "unsafe-name" => !e.valid_utf8 || name.chars().any(|c| c.is_control()),
+            "dotfile" => name.starts_with('.'),
+            "installer" => matches!(
+                extension.as_str(),
+                ".exe"
+                    | ".msi"
+                    | ".dmg"
+                    | ".pkg"
+                    | ".deb"
+                    | ".rpm"
+                    | ".appimage"
+                    | ".apk"
+                    | ".run"
+                    | ".bin"
+                    | ".msix"
+                    | ".snap"
+                    | ".flatpak"
+            ),
+            "executable" => {
+                (e.kind == Kind::File && e.mode & 0o111 != 0)
+                    || matches!(
+                        extension.as_str(),
+                        ".sh" | ".bat" | ".cmd" | ".ps1" | ".com" | ".jar" | ".command"
+                    )
+            }
+            "app-bundle" => e.kind == Kind::Directory && extension == ".app",
+            "system-file" => matches!(
+                lower.as_str(),
+                "desktop.ini" | ".ds_store" | "thumbs.db" | "ehthumbs.db" | ".directory" | "icon\r"
+            ),
+            "directory" => e.kind == Kind::Directory,
+            "sensitive" => {
+                matches!(
+                    lower.as_str(),
+                    ".git"
+                        | ".ssh"
+                        | ".aws"
+                        | ".kube"
+                        | ".gnupg"
+                        | ".npmrc"
+                        | ".netrc"
+                        | ".pgpass"
+                        | ".git-credentials"
+                        | ".pypirc"
+                        | ".docker"
+                ) || lower.starts_with(".env")
+                    || lower.starts_with("id_")
+                    || matches!(
+                        extension.as_str(),
+                        ".pem" | ".p12" | ".pfx" | ".kdbx" | ".ppk" | ".keystore" | ".jks"
+                    )
+            }
+            "recent" => now_ns - e.mtime_ns < self.recent_ns,
+            "partial-download" => matches!(
+                extension.as_str(),
+                ".part" | ".crdownload" | ".tmp" | ".download" | ".partial" | ".!ut"
+            ),
+            "hardlink" => e.kind == Kind::File && e.nlink > 1,
+            "uncategorized" => e.kind == Kind::File && self.category(name).is_none(),
+            _ => false,
+        }
+    }
+
+    /// The PROTECTION verdict alone: what binds every tool.
+    pub fn protection(&self, e: &EntryInfo, now_ns: i128) -> Option<Skip> {
+        if matches!(e.kind, Kind::Symlink | Kind::Special) {
+            let what = if e.kind == Kind::Symlink {
+                "a symlink"
+            } else {
+                "a FIFO, socket or device"
+            };
+            return Some(Skip {
+                layer: "protection",
+                code: ResultCode::PolicyDenied,
+                rule: "default-deny".into(),
+                reason: format!(
+                    "{what} matches no allow rule (only regular files and folders are moved)"
+                ),
+            });
+        }
+        self.first(SkipLayer::Protection, e, now_ns)
+    }
+
+    /// The full verdict for `plan_organize`: protection, then restraint.
+    pub fn classify(&self, e: &EntryInfo, now_ns: i128) -> Option<Skip> {
+        self.protection(e, now_ns)
+            .or_else(|| self.first(SkipLayer::Restraint, e, now_ns))
+    }
+
+    /// The first rule of `layer` whose conditions any hold. Deriving each layer's set by
+    /// filtering the one list is what keeps them from drifting apart.
+    fn first(&self, layer: SkipLayer, e: &EntryInfo, now_ns: i128) -> Option<Skip> {
+        self.rules
+            .iter()
+            .filter(|r| r.layer == layer)
+            .find(|r| r.when.iter().any(|c| self.holds(c, e, now_ns)))
+            .map(|r| Skip {
+                layer: if layer == SkipLayer::Protection {
+                    "protection"
+                } else {
+                    "restraint"
+                },
+                code: if layer == SkipLayer::Protection {
+                    ResultCode::PolicyDenied
+                } else {
+                    ResultCode::NeedsExplicitRequest
+                },
+                rule: r.name.clone(),
+                reason: r.reason.clone(),
+            })
+    }
+}

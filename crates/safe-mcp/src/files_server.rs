@@ -1,0 +1,177 @@
+//! MCP wiring of the files server: six tools, tool schemas only, no rules.
+//!
+//! Owns translating `tools/call` arguments into organizer calls and envelopes into tool
+//! results; every decision is in `safe_mcp_organizer`. Arguments are deserialized here so a
+//! bad argument is an INVALID_REQUEST envelope that matches the declared `outputSchema`.
+
+use std::sync::Arc;
+
+use rmcp::model::{CallToolResult, Implementation, JsonObject, ServerCapabilities, ServerConfig};
+use rmcp::{ServerHandler, tool, tool_handler, tool_router};
+use safe_mcp_organizer::FilesService;
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use crate::terminal_server::{envelope_schema, input, parse_args, to_result};
+
+/// Arguments of `list_files`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListArgs {
+    /// A folder inside the workspace (default: the workspace itself).
+    #[serde(default)]
+    pub subdir: Option<String>,
+}
+
+/// Arguments of `apply_plan`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApplyArgs {
+    /// The plan_id that plan_organize returned (single use).
+    pub plan_id: String,
+}
+
+/// Arguments of `move_file`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MoveArgs {
+    /// The file or folder to move, relative to the workspace.
+    pub src: String,
+    /// Its full new path, relative to the workspace (never overwritten).
+    pub dest: String,
+}
+
+/// No arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoArgs {}
+
+/// The files MCP server.
+#[derive(Clone)]
+pub struct FilesServer {
+    service: Arc<FilesService>,
+}
+
+async fn blocking<F: FnOnce() -> safe_mcp_core::OperationResult + Send + 'static>(
+    f: F,
+) -> CallToolResult {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(envelope) => to_result(envelope),
+        Err(e) => {
+            eprintln!("safe-mcp: files task failed: {e}");
+            to_result(safe_mcp_core::OperationResult::internal("files"))
+        }
+    }
+}
+
+#[tool_router]
+impl FilesServer {
+    /// Builds the server over the organizer.
+    pub fn new(service: Arc<FilesService>) -> Self {
+        FilesServer { service }
+    }
+
+    /// List a folder of the workspace: each entry's name, size, category, and whether the
+    /// organizer would move it (and if not, why).
+    #[tool(
+        input_schema = input::<ListArgs>(),
+        output_schema = envelope_schema(),
+        annotations(title = "List files", read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn list_files(&self, args: JsonObject) -> CallToolResult {
+        let args: ListArgs = match parse_args("list_files", args) {
+            Ok(a) => a,
+            Err(r) => return r,
+        };
+        let s = Arc::clone(&self.service);
+        blocking(move || s.list_files(args.subdir.as_deref())).await
+    }
+
+    /// Plan how to tidy the workspace's top level into category folders. Changes nothing,
+    /// not even folders; returns a single-use plan_id for apply_plan.
+    #[tool(
+        input_schema = input::<NoArgs>(),
+        output_schema = envelope_schema(),
+        annotations(title = "Plan an organisation", read_only_hint = true, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
+    )]
+    async fn plan_organize(&self, args: JsonObject) -> CallToolResult {
+        if let Err(r) = parse_args::<NoArgs>("plan_organize", args) {
+            return r;
+        }
+        let s = Arc::clone(&self.service);
+        blocking(move || s.plan_organize()).await
+    }
+
+    /// Apply a plan: every file is re-checked first, and if anything changed nothing moves.
+    /// Never overwrites, never deletes; undo_last_action restores it.
+    #[tool(
+        input_schema = input::<ApplyArgs>(),
+        output_schema = envelope_schema(),
+        annotations(title = "Apply a plan", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
+    )]
+    async fn apply_plan(&self, args: JsonObject) -> CallToolResult {
+        let args: ApplyArgs = match parse_args("apply_plan", args) {
+            Ok(a) => a,
+            Err(r) => return r,
+        };
+        let s = Arc::clone(&self.service);
+        blocking(move || s.apply_plan(&args.plan_id)).await
+    }
+
+    /// Move one named file or folder to a full destination path. Never overwrites and never
+    /// renames around a conflict (CONFLICT instead).
+    #[tool(
+        input_schema = input::<MoveArgs>(),
+        output_schema = envelope_schema(),
+        annotations(title = "Move a file", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
+    )]
+    async fn move_file(&self, args: JsonObject) -> CallToolResult {
+        let args: MoveArgs = match parse_args("move_file", args) {
+            Ok(a) => a,
+            Err(r) => return r,
+        };
+        let s = Arc::clone(&self.service);
+        blocking(move || s.move_file(&args.src, &args.dest)).await
+    }
+
+    /// Undo the last move or applied plan, as one action. Never overwrites.
+    #[tool(
+        input_schema = input::<NoArgs>(),
+        output_schema = envelope_schema(),
+        annotations(title = "Undo", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
+    )]
+    async fn undo_last_action(&self, args: JsonObject) -> CallToolResult {
+        if let Err(r) = parse_args::<NoArgs>("undo_last_action", args) {
+            return r;
+        }
+        let s = Arc::clone(&self.service);
+        blocking(move || s.undo_last_action()).await
+    }
+
+    /// Redo the last undone action. New work clears redo.
+    #[tool(
+        input_schema = input::<NoArgs>(),
+        output_schema = envelope_schema(),
+        annotations(title = "Redo", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
+    )]
+    async fn redo_last_action(&self, args: JsonObject) -> CallToolResult {
+        if let Err(r) = parse_args::<NoArgs>("redo_last_action", args) {
+            return r;
+        }
+        let s = Arc::clone(&self.service);
+        blocking(move || s.redo_last_action()).await
+    }
+}
+
+#[tool_handler]
+impl ServerHandler for FilesServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new(env!("CARGO_PKG_NAME"), env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "safe-mcp files: tidies one folder. plan_organize shows what would move (and changes \
+                 nothing); apply_plan applies it; move_file moves one named file; undo_last_action and \
+                 redo_last_action step through history. Nothing is ever deleted or overwritten.",
+            )
+    }
+}

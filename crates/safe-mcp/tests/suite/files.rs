@@ -1,0 +1,362 @@
+//! The files server over a real MCP session on a seeded workspace: plain files, an
+//! installer, a dotfile, a symlink pointing out, a dangling symlink, a FIFO, a hardlink and a
+//! name with a newline.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::{MetadataExt, symlink};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::support::Session;
+
+pub struct Workspace {
+    pub _dir: tempfile::TempDir,
+    pub root: PathBuf,
+    pub policy: PathBuf,
+    pub audit: PathBuf,
+}
+
+fn backdate(path: &Path) {
+    let old = SystemTime::now() - Duration::from_secs(3600);
+    if let Ok(f) = std::fs::File::options().write(true).open(path) {
+        let _ = f.set_modified(old);
+    }
+}
+
+impl Workspace {
+    pub fn new(seed: bool) -> Workspace {
+        let dir = tempfile::Builder::new()
+            .prefix("safe-mcp-files-")
+            .tempdir()
+            .unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let root = base.join("inbox");
+        std::fs::create_dir(&root).unwrap();
+        if seed {
+            for (name, body) in [
+                ("report.pdf", "%PDF report"),
+                ("photo.jpg", "JPEG photo"),
+                ("notes.txt", "notes"),
+                ("data.csv", "a,b\n1,2\n"),
+                ("setup.exe", "MZ installer"),
+                (".bashrc", "alias ll='ls -l'"),
+                ("hard.txt", "hard linked"),
+                ("new\nline.txt", "a newline in the name"),
+                ("mystery.xyz", "no category"),
+            ] {
+                std::fs::write(root.join(name), body).unwrap();
+                backdate(&root.join(name));
+            }
+            std::fs::hard_link(root.join("hard.txt"), base.join("hard-outside.txt")).unwrap();
+            symlink("/etc/passwd", root.join("link-out.txt")).unwrap();
+            symlink("/nonexistent/target.pdf", root.join("dangling.pdf")).unwrap();
+            let fifo = std::process::Command::new("mkfifo")
+                .arg(root.join("pipe.txt"))
+                .status()
+                .unwrap();
+            assert!(fifo.success());
+            std::fs::create_dir(root.join("Projects")).unwrap();
+        }
+        let policy = base.join("policy.toml");
+        std::fs::write(
+            &policy,
+            "audit_log = \"audit.jsonl\"\n[files]\nworkspace_root = \"inbox\"\njournal = \"journal.jsonl\"\nmax_plan_moves = 5000\n",
+        )
+        .unwrap();
+        Workspace {
+            _dir: dir,
+            root,
+            policy,
+            audit: base.join("audit.jsonl"),
+        }
+    }
+
+    pub async fn session(&self) -> Session {
+        Session::start_server(
+            "files",
+            &self.policy,
+            |_| {},
+            std::process::Stdio::inherit(),
+        )
+        .await
+    }
+
+    /// Every entry (recursively): kind, content hash or link target, inode.
+    pub fn tree(&self) -> BTreeMap<String, String> {
+        let mut out = BTreeMap::new();
+        walk(&self.root, &self.root, &mut out);
+        out
+    }
+}
+
+fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, String>) {
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        let rel = path
+            .strip_prefix(root)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        let value = if meta.file_type().is_symlink() {
+            format!("link:{}", std::fs::read_link(&path).unwrap().display())
+        } else if meta.is_dir() {
+            walk(root, &path, out);
+            "dir".to_owned()
+        } else if meta.is_file() {
+            format!(
+                "file:{}:{}",
+                hex::encode(Sha256::digest(std::fs::read(&path).unwrap())),
+                meta.ino()
+            )
+        } else {
+            format!("special:{}", meta.ino())
+        };
+        out.insert(rel, value);
+    }
+}
+
+fn entry<'a>(list: &'a Value, name: &str) -> &'a Value {
+    list["detail"]["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == name)
+        .unwrap_or_else(|| panic!("{name} not listed"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn six_tools_and_what_list_files_says() {
+    let ws = Workspace::new(true);
+    let s = ws.session().await;
+    let mut names: Vec<String> = s
+        .client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "apply_plan",
+            "list_files",
+            "move_file",
+            "plan_organize",
+            "redo_last_action",
+            "undo_last_action"
+        ]
+    );
+    let l = s.call("list_files", json!({})).await;
+    assert_eq!(l["code"], "OK");
+    assert_eq!(entry(&l, "report.pdf")["would_move"], true);
+    assert_eq!(entry(&l, "report.pdf")["category"], "Documents");
+    assert_eq!(
+        entry(&l, "report.pdf")["destination"],
+        "Documents/report.pdf"
+    );
+    for (name, layer, code, rule) in [
+        (
+            "setup.exe",
+            "restraint",
+            "NEEDS_EXPLICIT_REQUEST",
+            "installer",
+        ),
+        (".bashrc", "restraint", "NEEDS_EXPLICIT_REQUEST", "dotfile"),
+        (
+            "Projects",
+            "restraint",
+            "NEEDS_EXPLICIT_REQUEST",
+            "directory",
+        ),
+        (
+            "mystery.xyz",
+            "restraint",
+            "NEEDS_EXPLICIT_REQUEST",
+            "uncategorized",
+        ),
+        (
+            "link-out.txt",
+            "protection",
+            "POLICY_DENIED",
+            "default-deny",
+        ),
+        (
+            "dangling.pdf",
+            "protection",
+            "POLICY_DENIED",
+            "default-deny",
+        ),
+        ("pipe.txt", "protection", "POLICY_DENIED", "default-deny"),
+        ("hard.txt", "protection", "POLICY_DENIED", "hardlink"),
+        (
+            "new\nline.txt",
+            "protection",
+            "POLICY_DENIED",
+            "unsafe-name",
+        ),
+    ] {
+        let e = entry(&l, name);
+        assert_eq!(e["would_move"], false, "{name}");
+        assert_eq!(
+            (
+                e["skip"]["layer"].as_str(),
+                e["skip"]["code"].as_str(),
+                e["skip"]["rule"].as_str()
+            ),
+            (Some(layer), Some(code), Some(rule)),
+            "{name}: {e}"
+        );
+    }
+    let escape = s.call("list_files", json!({"subdir": "../"})).await;
+    assert_eq!(escape["code"], "PATH_ESCAPE");
+    let bad = s.call("list_files", json!({"subdir": 3})).await;
+    assert_eq!(bad["code"], "INVALID_REQUEST");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn plan_changes_nothing_apply_moves_and_undo_redo_round_trip() {
+    let ws = Workspace::new(true);
+    let original = ws.tree();
+    let s = ws.session().await;
+    let plan = s.call("plan_organize", json!({})).await;
+    assert_eq!(plan["code"], "OK", "{plan}");
+    assert_eq!(
+        ws.tree(),
+        original,
+        "a plan changes nothing, not even folders"
+    );
+    let mut moves: Vec<String> = plan["detail"]["moves"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["dst"].as_str().unwrap().to_owned())
+        .collect();
+    moves.sort();
+    assert_eq!(
+        moves,
+        [
+            "Documents/notes.txt",
+            "Documents/report.pdf",
+            "Images/photo.jpg",
+            "Spreadsheets/data.csv"
+        ]
+    );
+    assert_eq!(plan["detail"]["move_count"], 4);
+    assert!(plan["detail"]["skip_count"].as_u64().unwrap() >= 9);
+
+    let id = plan["detail"]["plan_id"].as_str().unwrap().to_owned();
+    let applied = s.call("apply_plan", json!({"plan_id": id})).await;
+    assert_eq!(applied["code"], "OK", "{applied}");
+    let after = ws.tree();
+    assert_eq!(
+        after["Documents/report.pdf"], original["report.pdf"],
+        "same file, same inode"
+    );
+    assert!(!after.contains_key("report.pdf"));
+    assert_eq!(
+        s.call("apply_plan", json!({"plan_id": id})).await["code"],
+        "INVALID_REQUEST",
+        "single use"
+    );
+
+    assert_eq!(s.call("undo_last_action", json!({})).await["code"], "OK");
+    assert_eq!(ws.tree(), original, "undo restores the exact tree");
+    assert_eq!(s.call("redo_last_action", json!({})).await["code"], "OK");
+    assert_eq!(ws.tree(), after, "redo re-applies");
+    assert_eq!(s.call("undo_last_action", json!({})).await["code"], "OK");
+    // New work clears redo.
+    assert_eq!(
+        s.call(
+            "move_file",
+            json!({"src": "notes.txt", "dest": "notes-old.txt"})
+        )
+        .await["code"],
+        "OK"
+    );
+    assert_eq!(
+        s.call("redo_last_action", json!({})).await["code"],
+        "INVALID_REQUEST"
+    );
+    assert_eq!(s.call("undo_last_action", json!({})).await["code"], "OK");
+    assert_eq!(ws.tree(), original);
+    assert_eq!(
+        s.call("undo_last_action", json!({})).await["code"],
+        "INVALID_REQUEST",
+        "nothing left to undo"
+    );
+
+    let trail = std::fs::read_to_string(&ws.audit).unwrap();
+    assert!(
+        trail.contains("\"tool\":\"apply_plan\"")
+            && trail.contains("\"tool\":\"undo_last_action\""),
+        "files actions are audited"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_file_changed_or_a_destination_created_after_planning_is_a_conflict() {
+    let ws = Workspace::new(true);
+    let s = ws.session().await;
+    let plan = s.call("plan_organize", json!({})).await;
+    std::fs::write(ws.root.join("notes.txt"), "changed after planning").unwrap();
+    backdate(&ws.root.join("notes.txt"));
+    let before = ws.tree();
+    let r = s
+        .call("apply_plan", json!({"plan_id": plan["detail"]["plan_id"]}))
+        .await;
+    assert_eq!(r["code"], "CONFLICT", "{r}");
+    assert_eq!(ws.tree(), before, "nothing moved");
+
+    let plan = s.call("plan_organize", json!({})).await;
+    std::fs::create_dir(ws.root.join("Images")).unwrap();
+    std::fs::write(ws.root.join("Images/photo.jpg"), "someone else's photo").unwrap();
+    let before = ws.tree();
+    let r = s
+        .call("apply_plan", json!({"plan_id": plan["detail"]["plan_id"]}))
+        .await;
+    assert_eq!(r["code"], "CONFLICT", "{r}");
+    assert_eq!(ws.tree(), before, "nothing moved, nothing overwritten");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn move_file_applies_protection_only_and_never_overwrites() {
+    let ws = Workspace::new(true);
+    let s = ws.session().await;
+    let r = s
+        .call(
+            "move_file",
+            json!({"src": "setup.exe", "dest": "Installers/setup.exe"}),
+        )
+        .await;
+    assert_eq!(r["code"], "OK", "a named installer may move: {r}");
+    assert!(ws.root.join("Installers/setup.exe").exists());
+    for (src, dest, code) in [
+        ("link-out.txt", "Documents/link.txt", "POLICY_DENIED"),
+        ("pipe.txt", "x.txt", "POLICY_DENIED"),
+        ("hard.txt", "Documents/hard.txt", "POLICY_DENIED"),
+        ("new\nline.txt", "Documents/x.txt", "POLICY_DENIED"),
+        ("report.pdf", "photo.jpg", "CONFLICT"),
+        ("report.pdf", "../report.pdf", "PATH_ESCAPE"),
+        ("report.pdf", "/etc/report.pdf", "PATH_ESCAPE"),
+        ("missing.pdf", "a.pdf", "INVALID_REQUEST"),
+        ("Projects", "Projects/inner", "INVALID_REQUEST"),
+    ] {
+        let r = s.call("move_file", json!({"src": src, "dest": dest})).await;
+        assert_eq!(r["code"], code, "{src} -> {dest}: {r}");
+    }
+    symlink("/tmp", ws.root.join("tmp-link")).unwrap();
+    let r = s
+        .call(
+            "move_file",
+            json!({"src": "report.pdf", "dest": "tmp-link/report.pdf"}),
+        )
+        .await;
+    assert_eq!(r["code"], "PATH_ESCAPE", "through a symlinked folder: {r}");
+    assert!(ws.root.join("report.pdf").exists());
+}
