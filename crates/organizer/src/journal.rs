@@ -141,6 +141,12 @@ impl Journal {
                 .cloned()
                 .collect();
             let (total, done) = (action.moves.len(), at_dst.len());
+            if done == 0 {
+                // Nothing stands at a destination: the folders made for it are clutter now.
+                for d in action.dirs.iter().rev() {
+                    ws.rmdir_if_empty(d);
+                }
+            }
             let event = if done > 0 {
                 Event::Reconciled {
                     action: Action {

@@ -6,6 +6,7 @@
 
 use std::error::Error;
 use std::path::Path;
+
 use std::process::ExitCode;
 
 use rmcp::ServiceExt;
@@ -153,10 +154,135 @@ reason = "force-push rewrites shared history"
 [terminal.sandbox]
 mode = "{mode}"
 network = false
+
+[files]
+workspace_root = "inbox"
+journal = "organizer-journal.jsonl"
 "#
         ),
     )?;
     Ok(policy)
+}
+
+/// The files server: plan, apply, move a named installer, a symlink refused, undo, redo.
+async fn files_showcase(dir: &Path, policy: &Path) -> Result<bool, Box<dyn Error>> {
+    let inbox = dir.join("inbox");
+    std::fs::create_dir_all(&inbox)?;
+    let an_hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    for (name, body) in [
+        ("report.pdf", "%PDF"),
+        ("holiday.jpg", "JPEG"),
+        ("budget.xlsx", "XLSX"),
+        ("setup.exe", "MZ"),
+    ] {
+        let path = inbox.join(name);
+        std::fs::write(&path, body)?;
+        std::fs::File::options()
+            .write(true)
+            .open(&path)?
+            .set_modified(an_hour_ago)?;
+    }
+    std::os::unix::fs::symlink("/etc/passwd", inbox.join("passwords.txt"))?;
+    println!(
+        "\n=== the files server on {} (temporary) ===\n",
+        inbox.display()
+    );
+
+    let exe = std::env::current_exe()?;
+    let command = tokio::process::Command::new(exe).configure(|c| {
+        c.arg("files").arg("--config").arg(policy).env_clear();
+    });
+    let client = ().serve(TokioChildProcess::new(command)?).await?;
+    let call = |tool: &'static str, args: Value| {
+        let client = &client;
+        async move {
+            let mut params = CallToolRequestParams::new(tool);
+            if let Value::Object(args) = args {
+                params = params.with_arguments(args);
+            }
+            let result = client.call_tool(params).await?;
+            Ok::<Value, Box<dyn Error>>(result.structured_content.unwrap_or(Value::Null))
+        }
+    };
+    let mut all_ok = true;
+    let mut show = |n: usize, title: &str, tool: &str, args: &Value, v: &Value, expect: &str| {
+        let code = v["code"].as_str().unwrap_or("?");
+        all_ok &= code == expect;
+        let mark = if code == expect {
+            "as expected"
+        } else {
+            "UNEXPECTED"
+        };
+        println!("== F{n}. {title} ({code}, {mark})\n> {tool} {args}");
+        println!("{}\n", serde_json::to_string_pretty(v).unwrap_or_default());
+    };
+
+    let plan = call("plan_organize", json!({})).await?;
+    show(
+        1,
+        "plan: what would move, and why the rest would not (nothing changes yet)",
+        "plan_organize",
+        &json!({}),
+        &plan,
+        "OK",
+    );
+    let id = json!({"plan_id": plan["detail"]["plan_id"]});
+    let applied = call("apply_plan", id.clone()).await?;
+    show(
+        2,
+        "apply the plan (every file re-checked first)",
+        "apply_plan",
+        &id,
+        &applied,
+        "OK",
+    );
+    let args = json!({"src": "setup.exe", "dest": "Installers/setup.exe"});
+    let moved = call("move_file", args.clone()).await?;
+    show(
+        3,
+        "move a named installer (the organizer would not guess)",
+        "move_file",
+        &args,
+        &moved,
+        "OK",
+    );
+    let args = json!({"src": "passwords.txt", "dest": "Documents/passwords.txt"});
+    let refused = call("move_file", args.clone()).await?;
+    show(
+        4,
+        "a symlink is refused (deny by default)",
+        "move_file",
+        &args,
+        &refused,
+        "POLICY_DENIED",
+    );
+    let undone = call("undo_last_action", json!({})).await?;
+    show(
+        5,
+        "undo the last action (the installer goes back)",
+        "undo_last_action",
+        &json!({}),
+        &undone,
+        "OK",
+    );
+    let redone = call("redo_last_action", json!({})).await?;
+    show(6, "redo it", "redo_last_action", &json!({}), &redone, "OK");
+    client.cancel().await?;
+
+    let mut tree: Vec<String> = Vec::new();
+    for entry in std::fs::read_dir(&inbox)?.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if entry.path().is_dir() {
+            for inner in std::fs::read_dir(entry.path())?.flatten() {
+                tree.push(format!("{name}/{}", inner.file_name().to_string_lossy()));
+            }
+        } else {
+            tree.push(name);
+        }
+    }
+    tree.sort();
+    println!("the inbox now: {}", tree.join(", "));
+    Ok(all_ok)
 }
 
 fn shorten(mut v: Value) -> Value {
@@ -247,5 +373,6 @@ async fn showcase() -> Result<bool, Box<dyn Error>> {
     if let Some(last) = trail.lines().last() {
         println!("{last}");
     }
-    Ok(all_ok)
+    let files_ok = files_showcase(dir.path(), &policy).await?;
+    Ok(all_ok && files_ok)
 }

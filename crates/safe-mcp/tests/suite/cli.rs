@@ -233,3 +233,23 @@ fn policy_check_runs_examples_and_lints() {
         assert_fatal(&out, "(find): should_allow example `find . -exec id \\;`");
     }
 }
+
+#[test]
+fn the_demo_runs_and_every_envelope_is_as_expected() {
+    let out = Command::new(BIN)
+        .arg("demo")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!stdout.contains("UNEXPECTED"), "{stdout}");
+    assert!(
+        stdout.contains("== F6. redo it (OK, as expected)"),
+        "{stdout}"
+    );
+}
