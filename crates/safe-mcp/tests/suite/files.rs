@@ -370,7 +370,7 @@ async fn a_crash_at_any_point_of_apply_loses_nothing_and_undo_restores() {
     use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 
     const FILES: usize = 1000;
-    let trials = 12;
+    let trials = 20;
     let mut outcomes = Vec::new();
     for trial in 0..trials {
         let ws = Workspace::new(false);
@@ -415,7 +415,7 @@ async fn a_crash_at_any_point_of_apply_loses_nothing_and_undo_restores() {
                 .await
         });
         // Spread the kills over the apply: from before the journal is written to after commit.
-        let delay = Duration::from_micros((trial as u64 * 7919 % 12) * 2_500);
+        let delay = Duration::from_micros((trial as u64 * 7919 % 20) * 1_500);
         tokio::time::sleep(delay).await;
         rustix::process::kill_process(
             rustix::process::Pid::from_raw(pid as i32).unwrap(),
@@ -450,5 +450,64 @@ async fn a_crash_at_any_point_of_apply_loses_nothing_and_undo_restores() {
     assert!(
         outcomes.iter().any(|&m| m > 0 && m < FILES),
         "no kill landed mid-apply: {outcomes:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_move_across_filesystems_is_refused_never_copied() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipping: mounting a tmpfs inside the workspace needs root");
+        return;
+    }
+    let ws = Workspace::new(true);
+    let mnt = ws.root.join("Elsewhere");
+    std::fs::create_dir(&mnt).unwrap();
+    assert!(
+        std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "tmpfs"])
+            .arg(&mnt)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let s = ws.session().await;
+    let r = s
+        .call(
+            "move_file",
+            json!({"src": "report.pdf", "dest": "Elsewhere/report.pdf"}),
+        )
+        .await;
+    let _ = std::process::Command::new("umount")
+        .arg("-l")
+        .arg(&mnt)
+        .status();
+    assert_eq!(r["code"], "OPERATION_FAILED", "{r}");
+    assert!(
+        r["reason"].as_str().unwrap().contains("cross filesystems"),
+        "{r}"
+    );
+    assert!(
+        ws.root.join("report.pdf").exists(),
+        "the source stays where it was"
+    );
+}
+
+#[test]
+fn the_files_server_refuses_a_journal_inside_the_workspace() {
+    let ws = Workspace::new(false);
+    let text = std::fs::read_to_string(&ws.policy)
+        .unwrap()
+        .replace("\"journal.jsonl\"", "\"inbox/journal.jsonl\"");
+    std::fs::write(&ws.policy, text).unwrap();
+    let out = std::process::Command::new(super::support::BIN)
+        .args(["files", "--config"])
+        .arg(&ws.policy)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.starts_with("fatal: ") && stderr.contains("files.journal"),
+        "{stderr}"
     );
 }
