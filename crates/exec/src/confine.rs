@@ -65,6 +65,17 @@ impl PidsCgroup {
         if !rustix::process::geteuid().is_root() || !Path::new(Self::ROOT).is_dir() {
             return None;
         }
+        // Groups left by servers that were killed: empty ones can go (rmdir fails otherwise).
+        if let Ok(entries) = std::fs::read_dir(Self::ROOT) {
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if let Some(pid) = name.strip_prefix("safe-mcp-")
+                    && !Path::new("/proc").join(pid).exists()
+                {
+                    let _ = std::fs::remove_dir(entry.path());
+                }
+            }
+        }
         let dir = Path::new(Self::ROOT).join(format!("safe-mcp-{}", std::process::id()));
         if let Err(e) = std::fs::create_dir(&dir)
             && e.kind() != std::io::ErrorKind::AlreadyExists
