@@ -187,24 +187,10 @@ fn serve_terminal(config: Option<&Path>) -> ExitCode {
             "safe-mcp: warning: the audit trail is not writable now ({e}); calls will get AUDIT_UNAVAILABLE until it is"
         );
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => return fatal(format!("cannot start the async runtime: {e}")),
-    };
+    // Four workers: an attempt record's group commit blocks its worker for one fsync, and the
+    // stdio transport must keep moving meanwhile.
     let server = terminal_server::TerminalServer::new(service, Arc::new(executor));
-    let result = runtime.block_on(async move {
-        let running = server.serve(rmcp::transport::stdio()).await?;
-        running.waiting().await?;
-        Ok::<_, Box<dyn std::error::Error>>(())
-    });
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => fatal(format!("the MCP session failed: {e}")),
-    }
+    serve_stdio(server, 4)
 }
 
 fn serve_files(config: Option<&Path>) -> ExitCode {
@@ -224,15 +210,20 @@ fn serve_files(config: Option<&Path>) -> ExitCode {
             "safe-mcp: warning: the audit trail is not writable now ({e}); actions will get AUDIT_UNAVAILABLE until it is"
         );
     }
+    let server = files_server::FilesServer::new(Arc::new(service));
+    serve_stdio(server, 2)
+}
+
+/// Serves `server` over stdio until the client closes the session.
+fn serve_stdio<S: rmcp::ServerHandler>(server: S, workers: usize) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(workers)
         .enable_all()
         .build()
     {
         Ok(r) => r,
         Err(e) => return fatal(format!("cannot start the async runtime: {e}")),
     };
-    let server = files_server::FilesServer::new(Arc::new(service));
     let result = runtime.block_on(async move {
         let running = server.serve(rmcp::transport::stdio()).await?;
         running.waiting().await?;

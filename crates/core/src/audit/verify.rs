@@ -212,12 +212,13 @@ pub fn verify(files: &[PathBuf], chain: &Chain) -> Result<Report, Break> {
             }
             Some(_) => {
                 let want = last_seq + 1;
+                // The last record before this one that parsed (the one `prev` should name).
+                let previous = lines[..i]
+                    .iter()
+                    .rev()
+                    .find(|l| l.record.is_some())
+                    .unwrap_or(line);
                 if before_prev.as_deref() == Some(linked) {
-                    let previous = lines[..i]
-                        .iter()
-                        .rev()
-                        .find(|l| l.record.is_some())
-                        .unwrap_or(line);
                     return Err(at(
                         previous,
                         BreakKind::Inserted,
@@ -256,11 +257,6 @@ pub fn verify(files: &[PathBuf], chain: &Chain) -> Result<Report, Break> {
                     ));
                 }
                 if this_seq == want {
-                    let previous = lines[..i]
-                        .iter()
-                        .rev()
-                        .find(|l| l.record.is_some())
-                        .unwrap_or(line);
                     return Err(at(
                         previous,
                         BreakKind::Edited,

@@ -8,6 +8,19 @@ use serde_json::json;
 
 use super::support::{Sandbox, Session, eventually, live_processes_with};
 
+/// The fork loop got at least one refusal, and none of its sleepers outlived the call.
+async fn assert_fork_loop_stopped(r: &serde_json::Value, sleeper: &str) {
+    let stderr = r["detail"]["stderr"]
+        .as_str()
+        .unwrap_or_default()
+        .to_lowercase();
+    assert!(
+        stderr.contains("fork") || stderr.contains("resource temporarily unavailable"),
+        "the loop was never refused a process: {r}"
+    );
+    assert!(eventually(5, || live_processes_with(sleeper).is_empty()).await);
+}
+
 fn sh(script: &str) -> serde_json::Value {
     json!({"command": ["sh", "-c", script]})
 }
@@ -250,15 +263,7 @@ async fn a_fork_loop_and_a_file_size_bomb_are_stopped_by_limits() {
     let s = sb.session().await;
     let fork_loop = "i=0; while [ $i -lt 400 ]; do sleep 30 & i=$((i+1)); done; wait";
     let r = s.call("run_command", sh(fork_loop)).await;
-    let stderr = r["detail"]["stderr"]
-        .as_str()
-        .unwrap_or_default()
-        .to_lowercase();
-    assert!(
-        stderr.contains("fork") || stderr.contains("resource temporarily unavailable"),
-        "the loop was never refused a process: {r}"
-    );
-    assert!(eventually(5, || live_processes_with("sleep 30").is_empty()).await);
+    assert_fork_loop_stopped(&r, "sleep 30").await;
     assert_eq!(
         s.run("echo still-serving").await["detail"]["stdout"],
         "still-serving\n"
@@ -346,15 +351,7 @@ async fn as_an_unprivileged_user_the_same_confinement_holds() {
             sh("i=0; while [ $i -lt 400 ]; do sleep 31 & i=$((i+1)); done; wait"),
         )
         .await;
-    let stderr = r["detail"]["stderr"]
-        .as_str()
-        .unwrap_or_default()
-        .to_lowercase();
-    assert!(
-        stderr.contains("fork") || stderr.contains("resource temporarily unavailable"),
-        "{r}"
-    );
-    assert!(eventually(5, || live_processes_with("sleep 31").is_empty()).await);
+    assert_fork_loop_stopped(&r, "sleep 31").await;
     let r = s.call("run_command", json!({"command": ["sh", "-c", "setsid sleep 932.1 & sleep 932.2"], "timeout_seconds": 1})).await;
     assert_eq!(r["code"], "TIMEOUT");
     assert!(eventually(5, || live_processes_with("932.").is_empty()).await);
