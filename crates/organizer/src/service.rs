@@ -21,6 +21,10 @@ use crate::fsroot::{EntryInfo, FsError, Kind, Workspace, split};
 use crate::journal::{Action, Journal, Move};
 use crate::rules::{Rules, Skip};
 
+thread_local! {
+    static CALL: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
 struct PlannedMove {
     mv: Move,
     info: EntryInfo,
@@ -280,8 +284,17 @@ impl FilesService {
     }
 
     fn audit_attempt(&self, tool: &str, args: Value) -> Result<(), OperationResult> {
+        // Each action runs start to finish on one thread: the call id pairs its records.
+        let call = format!(
+            "{}-f{}",
+            std::process::id(),
+            self.counter.fetch_add(1, Ordering::Relaxed) + 1
+        );
+        CALL.with(|c| *c.borrow_mut() = call.clone());
         let mut fields = Map::new();
+        fields.insert("call".into(), json!(call));
         fields.insert("tool".into(), json!(tool));
+        fields.insert("command".into(), json!(format!("{tool} {args}")));
         fields.insert("args".into(), args);
         match self.audit.append_attempt(fields) {
             Ok(_) => Ok(()),
@@ -303,6 +316,8 @@ impl FilesService {
 
     fn audit_outcome(&self, result: &OperationResult) {
         let mut fields = Map::new();
+        fields.insert("call".into(), json!(CALL.with(|c| c.borrow().clone())));
+        fields.insert("duration_ms".into(), json!(result.duration_ms));
         fields.insert("tool".into(), json!(result.action));
         fields.insert("code".into(), json!(result.code));
         fields.insert("reason".into(), json!(result.reason));

@@ -297,6 +297,28 @@ async fn plan_changes_nothing_apply_moves_and_undo_redo_round_trip() {
             && trail.contains("\"tool\":\"undo_last_action\""),
         "files actions are audited"
     );
+    let bin = super::support::BIN;
+    let tail = std::process::Command::new(bin)
+        .args(["audit", "tail"])
+        .arg(&ws.audit)
+        .output()
+        .unwrap();
+    let tail = String::from_utf8_lossy(&tail.stdout);
+    assert!(
+        tail.lines()
+            .any(|l| l.contains("apply_plan") && l.contains("OK")),
+        "{tail}"
+    );
+    let verify = std::process::Command::new(bin)
+        .args(["audit", "verify"])
+        .arg(&ws.audit)
+        .output()
+        .unwrap();
+    assert!(
+        verify.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verify.stdout)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
