@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
-use crate::audit::{AuditError, AuditLog};
+use crate::audit::AuditLog;
 use crate::config::{AuditFailMode, Policy, TerminalPolicy};
 use crate::envelope::{OperationResult, ResultCode};
 use crate::jail::JailRoot;
@@ -136,12 +136,17 @@ pub enum ExecFailure {
     Spawn { program: String, message: String },
     /// Confinement required by policy could not be applied (SANDBOX_UNAVAILABLE).
     Sandbox(String),
+    /// The attempt record could not be made durable under fail-closed (AUDIT_UNAVAILABLE).
+    NotDurable,
     /// Anything else (INTERNAL_ERROR).
     Internal(String),
 }
 
 /// A future that completes when the client cancels.
 pub type Cancel = Pin<Box<dyn Future<Output = ()> + Send>>;
+/// A future that makes the attempt record durable: `true` lets the command run (the record
+/// is on disk, or fail-open allows running without it), `false` means nothing may run.
+pub type Durable<'a> = Pin<Box<dyn Future<Output = bool> + Send + 'a>>;
 /// The executor's boxed future.
 pub type ExecFuture<'a> =
     Pin<Box<dyn Future<Output = Result<ExecOutcome, ExecFailure>> + Send + 'a>>;
@@ -153,7 +158,16 @@ pub trait Executor: Send + Sync {
     /// A compact form of the same, for every run result and attempt record.
     fn confinement_summary(&self) -> Value;
     /// Runs `plan`, killing the whole tree on timeout, flood or `cancel`.
-    fn execute(&self, plan: ExecPlan, cancel: Cancel) -> ExecFuture<'_>;
+    ///
+    /// The executor may fork and confine the children while `durable` runs, but no child may
+    /// exec its program before `durable` has resolved to `true`; on `false` nothing runs and
+    /// the result is [`ExecFailure::NotDurable`].
+    fn execute<'a>(
+        &'a self,
+        plan: ExecPlan,
+        cancel: Cancel,
+        durable: Durable<'a>,
+    ) -> ExecFuture<'a>;
 }
 
 /// Why the service could not be built.
@@ -394,16 +408,26 @@ impl TerminalService {
         let confinement = executor.confinement_summary();
         attempt.insert("verdict".into(), json!(ResultCode::Ok));
         attempt.insert("confinement".into(), confinement.clone());
-        if let Err(e) = self.audit.append_attempt(attempt) {
-            match self.audit.fail_mode() {
-                AuditFailMode::Closed => return audit_unavailable(&e),
-                AuditFailMode::Open => {
-                    eprintln!(
-                        "safe-mcp: warning: audit_fail_mode = \"open\": running call {call} without its attempt record: {e}"
-                    );
-                }
+        // The record is made durable while the executor forks and confines the children;
+        // they wait at a gate and exec only once this resolves to true.
+        let audit = &self.audit;
+        let durable: Durable<'_> = Box::pin(async move {
+            match audit.append_attempt(attempt) {
+                Ok(_) => true,
+                Err(e) => match audit.fail_mode() {
+                    AuditFailMode::Closed => {
+                        eprintln!("safe-mcp: audit unavailable, refusing to run: {e}");
+                        false
+                    }
+                    AuditFailMode::Open => {
+                        eprintln!(
+                            "safe-mcp: warning: audit_fail_mode = \"open\": running call {call} without its attempt record: {e}"
+                        );
+                        true
+                    }
+                },
             }
-        }
+        });
 
         let limit = self.policy.limits.timeout_seconds;
         let timeout = req.timeout_seconds.map_or(limit, |t| t.min(limit));
@@ -416,7 +440,7 @@ impl TerminalService {
             timeout: Duration::from_secs(timeout),
             capture_limit: self.policy.limits.max_output_bytes + REDACTION_SLACK_BYTES,
         };
-        match executor.execute(plan, cancel).await {
+        match executor.execute(plan, cancel, durable).await {
             Ok(outcome) => self.finish(&decision, outcome, timeout, cwd, confinement),
             Err(ExecFailure::Spawn { program, message }) => OperationResult::new(
                 RUN,
@@ -428,6 +452,7 @@ impl TerminalService {
                 ResultCode::SandboxUnavailable,
                 format!("kernel confinement could not be applied, so nothing ran: {message}"),
             ),
+            Err(ExecFailure::NotDurable) => audit_unavailable(),
             Err(ExecFailure::Internal(message)) => {
                 eprintln!("safe-mcp: internal error in call {call}: {message}");
                 OperationResult::internal(RUN)
@@ -551,8 +576,7 @@ impl TerminalService {
     }
 }
 
-fn audit_unavailable(e: &AuditError) -> OperationResult {
-    eprintln!("safe-mcp: audit unavailable, refusing to run: {e}");
+fn audit_unavailable() -> OperationResult {
     OperationResult::new(
         RUN,
         ResultCode::AuditUnavailable,

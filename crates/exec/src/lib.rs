@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use rustix::pipe::{PipeFlags, pipe_with};
 use safe_mcp_core::config::TerminalPolicy;
-use safe_mcp_core::terminal::{Cancel, ExecFailure, ExecFuture, ExecPlan, Executor};
+use safe_mcp_core::terminal::{Cancel, Durable, ExecFailure, ExecFuture, ExecPlan, Executor};
 use serde_json::{Value, json};
 
 pub use confine::{ConfineError, Confinement, landlock_abi};
@@ -53,15 +53,37 @@ impl Executor for LocalExecutor {
         self.confinement.summary().clone()
     }
 
-    fn execute(&self, plan: ExecPlan, cancel: Cancel) -> ExecFuture<'_> {
+    fn execute<'a>(
+        &'a self,
+        plan: ExecPlan,
+        cancel: Cancel,
+        durable: Durable<'a>,
+    ) -> ExecFuture<'a> {
         let confinement = Arc::clone(&self.confinement);
         Box::pin(async move {
+            let internal = |e: rustix::io::Errno| ExecFailure::Internal(e.to_string());
             // The blocking loop polls the read end. Closing the write end (on cancel, or when
             // this future is dropped mid-call) wakes it with POLLHUP, and the tree is killed.
-            let (cancel_r, cancel_w) =
-                pipe_with(PipeFlags::CLOEXEC).map_err(|e| ExecFailure::Internal(e.to_string()))?;
-            let mut task =
-                tokio::task::spawn_blocking(move || run::run_plan(&plan, &confinement, &cancel_r));
+            let (cancel_r, cancel_w) = pipe_with(PipeFlags::CLOEXEC).map_err(internal)?;
+            // Each child reads one byte from the gate as the last step before exec: forking
+            // and confining overlap the attempt record's fsync, but no program runs before it.
+            let (gate_r, gate_w) = pipe_with(PipeFlags::CLOEXEC).map_err(internal)?;
+            let stages: usize = plan.pipelines.iter().map(Vec::len).sum();
+            let mut task = tokio::task::spawn_blocking(move || {
+                run::run_plan(&plan, &confinement, &cancel_r, &gate_r)
+            });
+            let released = durable.await;
+            // One ticket per stage: 1 lets it exec, 0 sends it away. A ticket is written either
+            // way, since every forked child holds a copy of the write end and would never see
+            // end-of-file.
+            let tickets = vec![u8::from(released); stages.max(1)];
+            let written = rustix::io::write(&gate_w, &tickets).map_err(internal)?;
+            drop(gate_w);
+            if written != tickets.len() {
+                return Err(ExecFailure::Internal(
+                    "the gate pipe took a short write".into(),
+                ));
+            }
             let joined = tokio::select! {
                 joined = &mut task => joined,
                 () = cancel => {
@@ -69,7 +91,12 @@ impl Executor for LocalExecutor {
                     task.await
                 }
             };
-            joined.map_err(|e| ExecFailure::Internal(format!("executor task failed: {e}")))?
+            let outcome =
+                joined.map_err(|e| ExecFailure::Internal(format!("executor task failed: {e}")))?;
+            if !released {
+                return Err(ExecFailure::NotDurable);
+            }
+            outcome
         })
     }
 }

@@ -115,6 +115,7 @@ pub(crate) fn run_plan(
     plan: &ExecPlan,
     confinement: &Arc<Confinement>,
     cancel: &OwnedFd,
+    gate: &OwnedFd,
 ) -> Result<ExecOutcome, ExecFailure> {
     let deadline = Instant::now() + plan.timeout;
     let io = |e: std::io::Error| ExecFailure::Internal(e.to_string());
@@ -166,6 +167,7 @@ pub(crate) fn run_plan(
             out_w,
             err_w,
             confinement,
+            gate,
         )?;
         for s in &stages {
             outcome.stages[s.index].ran = true;
@@ -239,6 +241,8 @@ pub(crate) fn run_plan(
     Ok(outcome)
 }
 
+/// Spawns every stage of a pipeline; if any step fails, the stages already started are
+/// killed and reaped before the error is returned.
 #[allow(clippy::too_many_arguments)]
 fn spawn_pipeline(
     plan: &ExecPlan,
@@ -249,9 +253,44 @@ fn spawn_pipeline(
     out_w: &OwnedFd,
     err_w: &OwnedFd,
     confinement: &Arc<Confinement>,
+    gate: &OwnedFd,
 ) -> Result<Vec<Stage>, ExecFailure> {
+    let mut stages = Vec::with_capacity(pipeline.len());
+    match spawn_stages(
+        &mut stages,
+        plan,
+        pipeline,
+        base,
+        stdin,
+        feed,
+        out_w,
+        err_w,
+        confinement,
+        gate,
+    ) {
+        Ok(()) => Ok(stages),
+        Err(e) => {
+            let pgid = stages.first().map_or(0, |s| s.child.id() as i32);
+            kill_started(&mut stages, pgid);
+            Err(e)
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn spawn_stages(
+    stages: &mut Vec<Stage>,
+    plan: &ExecPlan,
+    pipeline: &[safe_mcp_core::terminal::ExecStage],
+    base: usize,
+    stdin: Option<&[u8]>,
+    feed: &mut StdinFeed,
+    out_w: &OwnedFd,
+    err_w: &OwnedFd,
+    confinement: &Arc<Confinement>,
+    gate: &OwnedFd,
+) -> Result<(), ExecFailure> {
     let io = |e: std::io::Error| ExecFailure::Internal(e.to_string());
-    let mut stages: Vec<Stage> = Vec::with_capacity(pipeline.len());
     let mut next_stdin: Option<OwnedFd> = match stdin {
         Some(data) => {
             let (r, w) = pipe_with(PipeFlags::CLOEXEC).map_err(|e| io(e.into()))?;
@@ -290,19 +329,26 @@ fn spawn_pipeline(
             .stderr(Stdio::from(err_w.try_clone().map_err(io)?))
             .process_group(pgid);
         let mut child_confinement = confinement.for_child().map_err(io)?;
+        let ticket = gate.try_clone().map_err(io)?;
+        let server = Some(rustix::process::getpid());
         // SAFETY: the closure runs in the forked child before exec. It only makes syscalls
-        // (close_range, setrlimit, prctl, landlock_restrict_self, seccomp) on state prepared
-        // in the parent: no allocation, no locks, so it is safe after fork in a threaded parent.
+        // (close_range, setrlimit, prctl, landlock_restrict_self, seccomp, read) on state
+        // prepared in the parent: no allocation, no locks, so it is safe after fork in a
+        // threaded parent.
         unsafe {
-            cmd.pre_exec(move || child_confinement.apply_in_child());
+            cmd.pre_exec(move || {
+                child_confinement.apply_in_child()?;
+                wait_at_gate(&ticket, server)
+            });
         }
         let spawned = reap::spawn_registered(&mut cmd);
         drop(cmd); // closes the parent's copies of this stage's pipe ends
         let child = match spawned {
             Ok(child) => child,
             Err(e) => {
-                kill_started(&mut stages, pgid);
-                return Err(if e.raw_os_error() == Some(ERRNO_NOT_ENFORCED) {
+                return Err(if e.raw_os_error() == Some(GATE_CLOSED) {
+                    ExecFailure::NotDurable
+                } else if e.raw_os_error() == Some(ERRNO_NOT_ENFORCED) {
                     ExecFailure::Sandbox(
                         "the kernel did not fully enforce the Landlock ruleset or seccomp filter"
                             .into(),
@@ -328,7 +374,6 @@ fn spawn_pipeline(
                 let _ = child.kill();
                 let _ = child.wait();
                 reap::forget(child.id());
-                kill_started(&mut stages, pgid);
                 return Err(io(e.into()));
             }
         };
@@ -339,7 +384,32 @@ fn spawn_pipeline(
             index: base + k,
         });
     }
-    Ok(stages)
+    Ok(())
+}
+
+/// errno a child reports when its gate closed without a ticket: the attempt record never
+/// became durable, so the program must not run.
+const GATE_CLOSED: i32 = libc::ECANCELED;
+
+/// In the child, last before exec: a ticket of 1 means the attempt record is durable.
+/// While waiting, the child dies with its parent (should the server die before writing the
+/// tickets); the death signal is cleared again before the program runs.
+fn wait_at_gate(gate: &OwnedFd, server: Option<Pid>) -> std::io::Result<()> {
+    let closed = || std::io::Error::from_raw_os_error(GATE_CLOSED);
+    rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
+    if rustix::process::getppid() != server {
+        return Err(closed());
+    }
+    let mut ticket = [0u8; 1];
+    let result = loop {
+        match rustix::io::read(gate, &mut ticket) {
+            Ok(1) if ticket[0] == 1 => break Ok(()),
+            Err(Errno::INTR) => continue,
+            _ => break Err(closed()),
+        }
+    };
+    rustix::process::set_parent_process_death_signal(None)?;
+    result
 }
 
 fn kill_started(stages: &mut [Stage], pgid: i32) {

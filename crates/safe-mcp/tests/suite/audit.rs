@@ -181,6 +181,14 @@ async fn fault_injection_under_fail_closed() {
         "the refused command ran"
     );
     drop(s);
+    // A refused command's forked child was sent away at its gate: no copy of the server (or
+    // the server itself) lingers once the session ends.
+    let policy = sb.policy.to_string_lossy().into_owned();
+    assert!(
+        eventually(10, || live_processes_with(&policy).is_empty()).await,
+        "processes left behind: {:?}",
+        live_processes_with(&policy)
+    );
     let _ = Command::new("umount").arg("-l").arg(&mnt).status();
 
     // Read-only: the trail's directory is a read-only filesystem.
