@@ -55,6 +55,13 @@ impl NormalizedArgs {
         n
     }
 
+    /// Records that the argv means `--name` though it does not spell it (git's `+refspec`
+    /// forces a push just like `--force`).
+    pub fn imply_long(&mut self, name: &str) {
+        self.long_names.push(name.to_owned());
+        self.literal.push(format!("--{name}"));
+    }
+
     /// True when every token of `pattern` (split on whitespace) is present.
     pub fn contains_all(&self, pattern: &str) -> bool {
         let mut any = false;

@@ -86,11 +86,24 @@ impl JailRoot {
             Some((_, v)) => v,
             None => arg,
         };
+        // A short option with an attached value (`-o../x`, `-I/etc`) hides a path after two
+        // characters; the whole token is checked too.
+        if !arg.starts_with("--")
+            && arg.starts_with('-')
+            && let Some((i, _)) = arg.char_indices().nth(2)
+        {
+            let attached = &arg[i..];
+            if attached.contains('/') || attached.starts_with("..") || attached.starts_with('~') {
+                self.check_path(attached, cwd)?;
+            }
+        }
         self.check_path(value, cwd)
     }
 
     /// Checks a value known to be a path (an operand or option value the tool opens): it
-    /// must resolve inside the jail, lexically and through any symlinks that exist.
+    /// must resolve inside the jail on paper (for `..`, absolute and `~` paths) and as the
+    /// kernel resolves it: through every symlink that exists, *before* any `..` after it is
+    /// applied (a symlink to `..` followed by `../..` climbs out on disk, not on paper).
     pub fn check_path(&self, value: &str, cwd: &Path) -> Result<(), JailError> {
         if value.is_empty() || value == "-" {
             return Ok(());
@@ -99,32 +112,37 @@ impl JailRoot {
         let pathlike = path.is_absolute()
             || value.starts_with('~')
             || path.components().any(|c| c == Component::ParentDir);
-        let candidate = if pathlike {
-            self.lexical(value, cwd)?
-        } else {
-            cwd.join(path)
+        if pathlike {
+            self.lexical(value, cwd)?;
+        }
+        let raw = match value.strip_prefix('~') {
+            Some(rest) => self.root.join(rest.trim_start_matches('/')),
+            None => cwd.join(path),
         };
-        // Follow whatever exists of the path; the existing prefix decides.
-        let mut probe = candidate.as_path();
-        loop {
-            if std::fs::symlink_metadata(probe).is_ok() {
-                match std::fs::canonicalize(probe) {
-                    Ok(real) if !real.starts_with(&self.root) => {
-                        return Err(escape(
+        // The longest prefix that exists decides, resolved by the filesystem itself.
+        let components: Vec<Component<'_>> = raw.components().collect();
+        for n in (1..=components.len()).rev() {
+            let prefix: PathBuf = components[..n].iter().collect();
+            if std::fs::symlink_metadata(&prefix).is_err() {
+                continue;
+            }
+            return match std::fs::canonicalize(&prefix) {
+                Ok(real) => {
+                    let rest: PathBuf = components[n..].iter().collect();
+                    if lexical_normalize(&real.join(rest)).starts_with(&self.root) {
+                        Ok(())
+                    } else {
+                        Err(escape(
                             value,
                             "resolves through a symlink to outside the jail",
-                        ));
+                        ))
                     }
-                    Ok(_) => return Ok(()),
-                    // A dangling symlink: judge by where it points, lexically.
-                    Err(_) => return self.check_dangling(value, probe),
                 }
-            }
-            match probe.parent() {
-                Some(parent) if parent.starts_with(&self.root) && parent != probe => probe = parent,
-                _ => return Ok(()),
-            }
+                // A dangling symlink: judge by where it points, lexically.
+                Err(_) => self.check_dangling(value, &prefix),
+            };
         }
+        Ok(())
     }
 
     fn check_dangling(&self, given: &str, link: &Path) -> Result<(), JailError> {
@@ -232,6 +250,9 @@ mod tests {
         }
         let inside = j.path().join("sub/f.txt");
         assert!(j.check_argument(inside.to_str().unwrap(), &cwd).is_ok());
+        // A symlink to `..` is inside on paper; with more `..` after it, it climbs out on disk.
+        symlink("..", j.path().join("sub/up")).unwrap();
+        assert!(j.check_argument("sub/up/f", &cwd).is_ok());
         for bad in [
             "/etc/passwd",
             "../x",
@@ -243,6 +264,9 @@ mod tests {
             "dangling",
             "--file=/etc/passwd",
             "--x=../y",
+            "sub/up/../../x",
+            "-o../../x",
+            "-I/etc",
         ] {
             assert!(is_escape(j.check_argument(bad, &cwd)), "{bad}");
         }

@@ -110,6 +110,41 @@ const ESCAPES: &[(&str, ResultCode, &str)] = &[
         "/outside",
     ),
     ("git -C /etc status", ResultCode::PathEscape, "/etc"),
+    // review findings: options hidden behind a misread value, aliases, leading options
+    (
+        "git push -u --receive-pack=CMD . HEAD",
+        ResultCode::PolicyDenied,
+        "--receive-pack",
+    ),
+    (
+        "git grep -o --open-files-in-pager=CMD x",
+        ResultCode::PolicyDenied,
+        "pager",
+    ),
+    ("git x", ResultCode::PolicyDenied, "alias"),
+    (
+        "git frobnicate --now",
+        ResultCode::PolicyDenied,
+        "not a built-in",
+    ),
+    (
+        "find -L /home -name 'id_*'",
+        ResultCode::PathEscape,
+        "/home",
+    ),
+    ("find -H -D stat /etc", ResultCode::PathEscape, "/etc"),
+    (
+        "sed -i -E s/a/b/ /etc/hosts",
+        ResultCode::PathEscape,
+        "/etc/hosts",
+    ),
+    ("rg --files /home", ResultCode::PathEscape, "/home"),
+    (
+        "awk -e 'BEGIN{system(\"id\")}'",
+        ResultCode::PolicyDenied,
+        "system()",
+    ),
+    ("sort -o../../x f", ResultCode::PathEscape, "../../x"),
     // find
     (
         "find . -exec CMD \\;",
@@ -488,6 +523,23 @@ fn hardening_is_injected_and_shown() {
     );
     let d = decide(&f, "sqlite3 db 'select 1'");
     assert_eq!(d.stages[0].run_argv.as_ref().unwrap()[1], "-safe");
+    let d = decide(&f, "curl -s http://example.invalid/");
+    assert_eq!(
+        d.stages[0].run_argv.as_ref().unwrap()[1],
+        "-q",
+        "~/.curlrc is in the jail"
+    );
+    let d = decide(&f, "wget -q http://example.invalid/");
+    assert_eq!(d.stages[0].run_argv.as_ref().unwrap()[1], "--no-config");
+    let d = decide(&f, "git status");
+    assert!(
+        d.stages[0]
+            .run_argv
+            .as_ref()
+            .unwrap()
+            .iter()
+            .any(|a| a == "safe.bareRepository=explicit")
+    );
 }
 
 #[test]

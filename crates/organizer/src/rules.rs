@@ -280,6 +280,33 @@ impl Rules {
         }
     }
 
+    /// Whether any component of a workspace path is sensitive (`.ssh/authorized_keys`,
+    /// `repo/.git/HEAD`, `.aws/credentials`): such paths are protected as source and as
+    /// destination, not just by their last name.
+    pub fn sensitive_path(&self, rel: &str) -> Option<Skip> {
+        rel.split('/').find_map(|component| {
+            let probe = EntryInfo {
+                name: component.to_owned(),
+                valid_utf8: true,
+                kind: Kind::File,
+                size: 0,
+                mode: 0,
+                nlink: 1,
+                dev: 0,
+                ino: 0,
+                mtime_ns: 0,
+            };
+            self.holds("sensitive", &probe, i128::MAX).then(|| Skip {
+                layer: "protection",
+                code: ResultCode::PolicyDenied,
+                rule: "sensitive".into(),
+                reason: format!(
+                    "`{component}` is sensitive: credentials and repository metadata stay where their tools expect them"
+                ),
+            })
+        })
+    }
+
     /// The PROTECTION verdict alone: what binds every tool.
     pub fn protection(&self, e: &EntryInfo, now_ns: i128) -> Option<Skip> {
         if matches!(e.kind, Kind::Symlink | Kind::Special) {

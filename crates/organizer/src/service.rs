@@ -25,6 +25,14 @@ thread_local! {
     static CALL: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
 }
 
+/// Plans kept for apply_plan; older ones are dropped (apply then says "unknown plan id").
+const MAX_PLANS: usize = 16;
+
+struct StoredPlan {
+    serial: u64,
+    moves: Vec<PlannedMove>,
+}
+
 struct PlannedMove {
     mv: Move,
     info: EntryInfo,
@@ -52,7 +60,7 @@ pub struct FilesService {
     rules: Rules,
     max_moves: usize,
     journal: Mutex<Journal>,
-    plans: Mutex<HashMap<String, Vec<PlannedMove>>>,
+    plans: Mutex<HashMap<String, StoredPlan>>,
     audit: AuditLog,
     counter: AtomicU64,
 }
@@ -276,7 +284,18 @@ impl FilesService {
             skips.len()
         );
         if let Ok(mut plans) = self.plans.lock() {
-            plans.insert(plan_id, moves);
+            // Keep the newest few plans only: planning in a loop must not grow memory.
+            while plans.len() >= MAX_PLANS {
+                let Some(oldest) = plans
+                    .iter()
+                    .min_by_key(|(_, p)| p.serial)
+                    .map(|(id, _)| id.clone())
+                else {
+                    break;
+                };
+                plans.remove(&oldest);
+            }
+            plans.insert(plan_id, StoredPlan { serial: n, moves });
         }
         OperationResult::new(A, ResultCode::Ok, reason)
             .with_detail(detail)
@@ -336,7 +355,13 @@ impl FilesService {
     pub fn apply_plan(&self, plan_id: &str) -> OperationResult {
         const A: &str = "apply_plan";
         let started = Instant::now();
-        let Some(plan) = self.plans.lock().ok().and_then(|mut p| p.remove(plan_id)) else {
+        let Some(plan) = self
+            .plans
+            .lock()
+            .ok()
+            .and_then(|mut p| p.remove(plan_id))
+            .map(|p| p.moves)
+        else {
             return OperationResult::new(
                 A,
                 ResultCode::InvalidRequest,
@@ -528,6 +553,17 @@ impl FilesService {
             }
             Err(e) => return self.finish(started, fs_error(A, &e)),
         };
+        if let Some(skip) = self
+            .rules
+            .sensitive_path(&src_rel)
+            .or_else(|| self.rules.sensitive_path(&dst_rel))
+        {
+            return self.finish(
+                started,
+                OperationResult::new(A, skip.code, skip.reason)
+                    .with_detail(json!({"rule": skip.rule, "layer": skip.layer})),
+            );
+        }
         if let Some(skip) = self.rules.protection(&info, now_ns()) {
             return self.finish(
                 started,

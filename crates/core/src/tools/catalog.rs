@@ -342,6 +342,7 @@ static CATALOG: &[Spec] = &[
                 ("max-depth", Val::Required),
                 ("path-separator", Val::Required),
                 ("hostname-bin", Val::Required),
+                ("files", Val::No),
             ],
             permute: true,
         },
@@ -356,14 +357,15 @@ static CATALOG: &[Spec] = &[
             ),
         ],
         path_opts: &["-f", "--file", "--ignore-file"],
-        program_opts: &["-e", "--regexp", "-f", "--file"],
+        // `--files` lists files: then there is no pattern, and every operand is a path.
+        program_opts: &["-e", "--regexp", "-f", "--file", "--files"],
         operands: Operands::AfterProgram,
         ..BASE
     },
     Spec {
         names: &["sed"],
         grammar: Grammar {
-            short_value: "eflsE",
+            short_value: "efl",
             long: &[
                 ("expression", Val::Required),
                 ("file", Val::Required),
@@ -737,6 +739,8 @@ static CATALOG: &[Spec] = &[
             "protocol.ext.allow=never",
             "-c",
             "credential.helper=",
+            "-c",
+            "safe.bareRepository=explicit",
         ],
         inject_env: &[
             ("GIT_CONFIG_GLOBAL", "/dev/null"),
@@ -917,6 +921,8 @@ static CATALOG: &[Spec] = &[
             "--stderr",
         ],
         operands: Operands::NotPaths,
+        // `-q` must come first: it stops curl reading ~/.curlrc, which is in the jail (HOME).
+        inject_args: &["-q"],
         custom: Some(curl),
         ..BASE
     },
@@ -972,6 +978,8 @@ static CATALOG: &[Spec] = &[
             "--private-key",
         ],
         operands: Operands::NotPaths,
+        // ~/.wgetrc is in the jail (HOME), where the model can write it.
+        inject_args: &["--no-config"],
         custom: Some(curl),
         ..BASE
     },
@@ -1114,8 +1122,15 @@ fn awk(p: &Parsed, args: &[String], program: Option<&Path>, insp: &mut Inspectio
         );
         return;
     }
-    let Some(text) = p.operands().next() else {
-        return;
+    // The program is the first operand, or the text of every -e / --source option.
+    let sources: Vec<&str> = p.opts("-e").chain(p.opts("--source")).flatten().collect();
+    let text: String = if sources.is_empty() {
+        match p.operands().next() {
+            Some(t) => t.to_owned(),
+            None => return,
+        }
+    } else {
+        sources.join("\n")
     };
     let _ = args;
     let checks = [
@@ -1263,7 +1278,17 @@ fn jq(p: &Parsed, _: &[String], _: Option<&Path>, insp: &mut Inspection) {
 fn find(_: &Parsed, args: &[String], _: Option<&Path>, insp: &mut Inspection) {
     insp.paths.clear();
     let mut in_expression = false;
-    let mut iter = args.iter().peekable();
+    // Leading options (`-H`, `-L`, `-P`, `-D debugopts`, `-O3`) come before the starting points.
+    let mut start = 0;
+    while let Some(a) = args.get(start) {
+        match a.as_str() {
+            "-H" | "-L" | "-P" => start += 1,
+            "-D" => start += 2,
+            o if o.starts_with("-O") => start += 1,
+            _ => break,
+        }
+    }
+    let mut iter = args[start.min(args.len())..].iter().peekable();
     while let Some(a) = iter.next() {
         let is_expr =
             a.starts_with('-') && a.len() > 1 || matches!(a.as_str(), "(" | ")" | "!" | ",");
@@ -1630,10 +1655,27 @@ fn git(p: &Parsed, _: &[String], _: Option<&Path>, insp: &mut Inspection) {
         permute: true,
     };
     let parsed = parse(&SUB, &rest);
+    // Whether a short option takes a value depends on the subcommand (`-u` is a flag for
+    // push, `-o` for grep), so escapes are also looked for in a reading where no short option
+    // swallows the next token: an option hidden behind a misread value is still found.
+    const FLAGS: Grammar = Grammar {
+        short_value: "",
+        long: SUB.long,
+        permute: true,
+    };
+    let flags_only = parse(&FLAGS, &rest);
+    if !GIT_BUILTINS.contains(&sub.as_str()) {
+        insp.escape(
+            "alias",
+            format!(
+                "`git {sub}` is not a built-in subcommand: git would run an alias (which repository config can make a shell command) or an external git-{sub} program"
+            ),
+        );
+    }
     let sub_esc = |insp: &mut Inspection, id: &str, why: &str| {
         insp.escape(id, format!("`git {sub} {id}` {why}"))
     };
-    for a in &parsed.args {
+    for a in parsed.args.iter().chain(flags_only.args.iter()) {
         let Arg::Opt {
             name,
             value,
@@ -1747,6 +1789,110 @@ fn git(p: &Parsed, _: &[String], _: Option<&Path>, insp: &mut Inspection) {
         _ => {}
     }
 }
+
+/// git's built-in subcommands. Anything else is an alias or an external `git-*` program.
+const GIT_BUILTINS: &[&str] = &[
+    "add",
+    "am",
+    "annotate",
+    "apply",
+    "archive",
+    "bisect",
+    "blame",
+    "branch",
+    "bundle",
+    "cat-file",
+    "check-attr",
+    "check-ignore",
+    "check-mailmap",
+    "check-ref-format",
+    "checkout",
+    "cherry",
+    "cherry-pick",
+    "clean",
+    "clone",
+    "commit",
+    "commit-graph",
+    "commit-tree",
+    "config",
+    "count-objects",
+    "describe",
+    "diff",
+    "diff-files",
+    "diff-index",
+    "diff-tree",
+    "fetch",
+    "for-each-ref",
+    "format-patch",
+    "fsck",
+    "gc",
+    "grep",
+    "hash-object",
+    "help",
+    "init",
+    "log",
+    "ls-files",
+    "ls-remote",
+    "ls-tree",
+    "merge",
+    "merge-base",
+    "merge-file",
+    "merge-tree",
+    "mktag",
+    "mktree",
+    "mv",
+    "name-rev",
+    "notes",
+    "pull",
+    "push",
+    "range-diff",
+    "read-tree",
+    "rebase",
+    "reflog",
+    "remote",
+    "repack",
+    "replace",
+    "reset",
+    "restore",
+    "rev-list",
+    "rev-parse",
+    "revert",
+    "rm",
+    "shortlog",
+    "show",
+    "show-branch",
+    "show-ref",
+    "sparse-checkout",
+    "stash",
+    "status",
+    "stripspace",
+    "submodule",
+    "switch",
+    "symbolic-ref",
+    "tag",
+    "update-index",
+    "update-ref",
+    "var",
+    "verify-commit",
+    "verify-pack",
+    "verify-tag",
+    "version",
+    "whatchanged",
+    "worktree",
+    "write-tree",
+    // Real git commands whose dangers have their own, more precise escapes below.
+    "difftool",
+    "mergetool",
+    "filter-branch",
+    "daemon",
+    "instaweb",
+    "http-backend",
+    "shell",
+    "upload-pack",
+    "receive-pack",
+    "remote-ext",
+    "credential",
+];
 
 fn subcommand(p: &Parsed) -> Option<&str> {
     p.operands().next()

@@ -349,6 +349,8 @@ async fn a_file_changed_or_a_destination_created_after_planning_is_a_conflict() 
 #[tokio::test(flavor = "multi_thread")]
 async fn move_file_applies_protection_only_and_never_overwrites() {
     let ws = Workspace::new(true);
+    std::fs::create_dir_all(ws.root.join("repo/.git")).unwrap();
+    std::fs::write(ws.root.join("repo/.git/HEAD"), "ref: refs/heads/main\n").unwrap();
     let s = ws.session().await;
     let r = s
         .call(
@@ -364,6 +366,8 @@ async fn move_file_applies_protection_only_and_never_overwrites() {
         ("hard.txt", "Documents/hard.txt", "POLICY_DENIED"),
         ("new\nline.txt", "Documents/x.txt", "POLICY_DENIED"),
         ("report.pdf", "photo.jpg", "CONFLICT"),
+        ("notes.txt", ".ssh/authorized_keys", "POLICY_DENIED"),
+        ("repo/.git/HEAD", "HEAD", "POLICY_DENIED"),
         ("report.pdf", "../report.pdf", "PATH_ESCAPE"),
         ("report.pdf", "/etc/report.pdf", "PATH_ESCAPE"),
         ("missing.pdf", "a.pdf", "INVALID_REQUEST"),
@@ -532,4 +536,18 @@ fn the_files_server_refuses_a_journal_inside_the_workspace() {
         !out.status.success() && stderr.starts_with("fatal: ") && stderr.contains("files.journal"),
         "{stderr}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn planning_in_a_loop_keeps_only_the_newest_plans() {
+    let ws = Workspace::new(true);
+    let s = ws.session().await;
+    let first = s.call("plan_organize", json!({})).await;
+    for _ in 0..20 {
+        s.call("plan_organize", json!({})).await;
+    }
+    let r = s
+        .call("apply_plan", json!({"plan_id": first["detail"]["plan_id"]}))
+        .await;
+    assert_eq!(r["code"], "INVALID_REQUEST", "an old plan was dropped: {r}");
 }

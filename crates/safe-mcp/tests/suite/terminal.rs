@@ -78,6 +78,7 @@ async fn policy_denied_cases() {
         ("git push -fv origin", "rules[0]"), // bundled short flags
         ("git push --forc origin", "rules[0]"), // unique long prefix
         ("git --no-pager push --force=true", "rules[0]"),
+        ("git push origin +main", "rules[0]"), // a +refspec forces too
         ("echo ok | whoami", "not-allowlisted"), // strictest stage wins
         ("echo $HOME", "variable-expansion"),
         ("echo $(id)", "command-substitution"),
