@@ -9,7 +9,7 @@
 //! restores exactly what was done.
 
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -75,6 +75,7 @@ enum Event {
     },
 }
 
+#[derive(Debug)]
 enum Pending {
     Forward(Action),
     Undo(Action),
@@ -89,6 +90,8 @@ pub struct Journal {
     undo: Vec<Action>,
     redo: Vec<Action>,
     next_id: u64,
+    /// An action begun and not yet closed (committed, aborted, finished).
+    open: Option<Pending>,
 }
 
 impl Journal {
@@ -108,73 +111,99 @@ impl Journal {
             undo: Vec::new(),
             redo: Vec::new(),
             next_id: 1,
+            open: None,
         };
         let mut pending: Option<Pending> = None;
         let mut notes = Vec::new();
-        let reader = BufReader::new(File::open(path)?);
-        for line in reader.lines() {
-            let line = line?;
-            let Ok(event) = serde_json::from_str::<Event>(&line) else {
-                notes.push(
-                    "the journal's last line was torn by a crash; it was never acted on".to_owned(),
-                );
-                continue;
-            };
-            journal.apply_event(event, &mut pending);
+        // Bytes, not lines of text: a line torn inside a multi-byte character must not stop
+        // the server from starting.
+        let data = std::fs::read(path)?;
+        for line in data.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            match serde_json::from_slice::<Event>(line) {
+                Ok(event) => journal.apply_event(event, &mut pending),
+                Err(_) => notes.push(
+                    "a journal line torn by a crash was skipped; it was never acted on".to_owned(),
+                ),
+            }
+        }
+        if data.last().is_some_and(|&b| b != b'\n') {
+            // End the torn fragment, or the next record would be glued onto it and lost.
+            journal.file.write_all(b"\n")?;
+            journal.file.sync_data()?;
         }
         if let Some(p) = pending {
-            let (action, kind, back_is_undone) = match p {
-                Pending::Forward(a) => (a, "an interrupted move", false),
-                Pending::Undo(a) => (a, "an interrupted undo", true),
-                Pending::Redo(a) => (a, "an interrupted redo", true),
-            };
-            let id = action.id;
-            let at_dst: Vec<Move> = action
-                .moves
-                .iter()
-                .filter(|m| {
-                    ws.stat(&m.dst)
-                        .ok()
-                        .flatten()
-                        .is_some_and(|e| e.ino == m.ino && e.dev == m.dev)
-                })
-                .cloned()
-                .collect();
-            let (total, done) = (action.moves.len(), at_dst.len());
-            if done == 0 {
-                // Nothing stands at a destination: the folders made for it are clutter now.
-                for d in action.dirs.iter().rev() {
-                    ws.rmdir_if_empty(d);
-                }
-            }
-            let event = if done > 0 {
-                Event::Reconciled {
-                    action: Action {
-                        moves: at_dst,
-                        ..action
-                    },
-                    state: "applied".into(),
-                }
-            } else if back_is_undone {
-                Event::Reconciled {
-                    action,
-                    state: "undone".into(),
-                }
-            } else {
-                Event::Reconciled {
-                    action,
-                    state: "void".into(),
-                }
-            };
-            notes.push(format!(
-                "reconciled {kind} (action {id}): {done} of {total} files stand at their destinations{}",
-                if done > 0 { "; undo_last_action restores them" } else { "" }
-            ));
-            journal.record(&event)?;
-            let mut none = None;
-            journal.apply_event(event, &mut none);
+            notes.push(journal.reconcile(p, ws)?);
         }
         Ok((journal, notes))
+    }
+
+    /// Records what really happened to an action left open (by a crash, or by a rename that
+    /// failed mid-way): the moves whose files stand at their destinations stay undoable.
+    fn reconcile(&mut self, p: Pending, ws: &Workspace) -> std::io::Result<String> {
+        let (action, kind, back_is_undone) = match p {
+            Pending::Forward(a) => (a, "an interrupted move", false),
+            Pending::Undo(a) => (a, "an interrupted undo", true),
+            Pending::Redo(a) => (a, "an interrupted redo", true),
+        };
+        let id = action.id;
+        let at_dst: Vec<Move> = action
+            .moves
+            .iter()
+            .filter(|m| {
+                ws.stat(&m.dst)
+                    .ok()
+                    .flatten()
+                    .is_some_and(|e| e.ino == m.ino && e.dev == m.dev)
+            })
+            .cloned()
+            .collect();
+        let (total, done) = (action.moves.len(), at_dst.len());
+        if done == 0 {
+            // Nothing stands at a destination: the folders made for it are clutter now.
+            for d in action.dirs.iter().rev() {
+                ws.rmdir_if_empty(d);
+            }
+        }
+        let event = if done > 0 {
+            Event::Reconciled {
+                action: Action {
+                    moves: at_dst,
+                    ..action
+                },
+                state: "applied".into(),
+            }
+        } else if back_is_undone {
+            Event::Reconciled {
+                action,
+                state: "undone".into(),
+            }
+        } else {
+            Event::Reconciled {
+                action,
+                state: "void".into(),
+            }
+        };
+        self.record(&event)?;
+        let mut none = None;
+        self.apply_event(event, &mut none);
+        self.open = None;
+        Ok(format!(
+            "reconciled {kind} (action {id}): {done} of {total} files stand at their destinations{}",
+            if done > 0 {
+                "; undo_last_action restores them"
+            } else {
+                ""
+            }
+        ))
+    }
+
+    /// Reconciles an action a failure left open, before anything new starts.
+    fn settle(&mut self, ws: &Workspace) -> std::io::Result<()> {
+        if let Some(p) = self.open.take() {
+            let note = self.reconcile(p, ws)?;
+            eprintln!("safe-mcp: files: {note}");
+        }
+        Ok(())
     }
 
     fn apply_event(&mut self, event: Event, pending: &mut Option<Pending>) {
@@ -246,10 +275,12 @@ impl Journal {
     /// Writes ahead a new action; returns it with its id.
     pub fn begin(
         &mut self,
+        ws: &Workspace,
         tool: &str,
         moves: Vec<Move>,
         dirs: Vec<String>,
     ) -> std::io::Result<Action> {
+        self.settle(ws)?;
         let action = Action {
             id: self.next_id,
             tool: tool.to_owned(),
@@ -260,12 +291,14 @@ impl Journal {
             action: action.clone(),
         })?;
         self.next_id += 1;
+        self.open = Some(Pending::Forward(action.clone()));
         Ok(action)
     }
 
     /// The action's renames are durable: it becomes undoable, and redo is cleared.
     pub fn commit(&mut self, action: Action) -> std::io::Result<()> {
         self.record(&Event::Commit { id: action.id })?;
+        self.open = None;
         self.undo.push(action);
         self.redo.clear();
         Ok(())
@@ -273,7 +306,9 @@ impl Journal {
 
     /// The action was rolled back; nothing changed.
     pub fn abort(&mut self, id: u64) -> std::io::Result<()> {
-        self.record(&Event::Abort { id })
+        self.record(&Event::Abort { id })?;
+        self.open = None;
+        Ok(())
     }
 
     /// The action undo would restore.
@@ -287,28 +322,121 @@ impl Journal {
     }
 
     /// Writes ahead an undo of `id`.
-    pub fn start_undo(&mut self, id: u64) -> std::io::Result<()> {
-        self.record(&Event::Undo { id })
+    pub fn start_undo(&mut self, ws: &Workspace, id: u64) -> std::io::Result<()> {
+        self.settle(ws)?;
+        self.record(&Event::Undo { id })?;
+        self.open = self
+            .undo
+            .iter()
+            .rev()
+            .find(|a| a.id == id)
+            .cloned()
+            .map(Pending::Undo);
+        Ok(())
     }
 
     /// The undo of `id` is durable.
     pub fn finish_undo(&mut self, id: u64) -> std::io::Result<()> {
         self.record(&Event::Undone { id })?;
+        self.open = None;
         let mut none = None;
         self.apply_event(Event::Undone { id }, &mut none);
         Ok(())
     }
 
     /// Writes ahead a redo of `id`.
-    pub fn start_redo(&mut self, id: u64) -> std::io::Result<()> {
-        self.record(&Event::Redo { id })
+    pub fn start_redo(&mut self, ws: &Workspace, id: u64) -> std::io::Result<()> {
+        self.settle(ws)?;
+        self.record(&Event::Redo { id })?;
+        self.open = self
+            .redo
+            .iter()
+            .rev()
+            .find(|a| a.id == id)
+            .cloned()
+            .map(Pending::Redo);
+        Ok(())
     }
 
     /// The redo of `id` is durable.
     pub fn finish_redo(&mut self, id: u64) -> std::io::Result<()> {
         self.record(&Event::Redone { id })?;
+        self.open = None;
         let mut none = None;
         self.apply_event(Event::Redone { id }, &mut none);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    fn fixture() -> (tempfile::TempDir, Workspace, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("ws");
+        std::fs::create_dir(&root).unwrap();
+        for name in ["a.txt", "b.txt"] {
+            std::fs::write(root.join(name), name).unwrap();
+        }
+        let ws = Workspace::open(&root).unwrap();
+        (dir, ws, root)
+    }
+
+    fn mv(root: &Path, src: &str, dst: &str) -> Move {
+        let m = std::fs::metadata(root.join(src)).unwrap();
+        Move {
+            src: src.into(),
+            dst: dst.into(),
+            dev: m.dev(),
+            ino: m.ino(),
+        }
+    }
+
+    #[test]
+    fn an_action_left_open_by_a_failure_is_reconciled_before_the_next() {
+        let (dir, ws, root) = fixture();
+        let path = dir.path().join("j.jsonl");
+        let (mut j, _) = Journal::open(&path, &ws).unwrap();
+        let first = j
+            .begin(&ws, "move_file", vec![mv(&root, "a.txt", "a2.txt")], vec![])
+            .unwrap();
+        ws.rename_noreplace("a.txt", "a2.txt").unwrap();
+        // No commit: the action is still open when the next one begins.
+        let second = j
+            .begin(&ws, "move_file", vec![mv(&root, "b.txt", "b2.txt")], vec![])
+            .unwrap();
+        ws.rename_noreplace("b.txt", "b2.txt").unwrap();
+        j.commit(second).unwrap();
+        drop(j);
+        let (j, notes) = Journal::open(&path, &ws).unwrap();
+        assert!(notes.is_empty(), "{notes:?}");
+        let ids: Vec<u64> = j.undo.iter().map(|a| a.id).collect();
+        assert_eq!(ids, [first.id, first.id + 1], "both actions stay undoable");
+    }
+
+    #[test]
+    fn a_torn_last_line_does_not_swallow_the_next_record() {
+        let (dir, ws, root) = fixture();
+        let path = dir.path().join("j.jsonl");
+        std::fs::write(
+            &path,
+            "{\"ev\":\"begin\",\"action\":{\"id\":1,\"tool\":\"x\",\"mo\u{e9}",
+        )
+        .unwrap();
+        let (mut j, notes) = Journal::open(&path, &ws).unwrap();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        let a = j
+            .begin(&ws, "move_file", vec![mv(&root, "a.txt", "a2.txt")], vec![])
+            .unwrap();
+        ws.rename_noreplace("a.txt", "a2.txt").unwrap();
+        j.commit(a).unwrap();
+        drop(j);
+        let (j, _) = Journal::open(&path, &ws).unwrap();
+        assert_eq!(
+            j.last_undo().map(|a| a.moves[0].dst.as_str()),
+            Some("a2.txt")
+        );
     }
 }

@@ -452,7 +452,7 @@ impl FilesService {
             .filter(|d| !matches!(self.ws.stat(d), Ok(Some(_))))
             .cloned()
             .collect();
-        let action = match journal.begin(tool, moves, missing.clone()) {
+        let action = match journal.begin(&self.ws, tool, moves, missing.clone()) {
             Ok(a) => a,
             Err(e) => {
                 return OperationResult::new(
@@ -698,9 +698,9 @@ impl FilesService {
             }
         }
         let started_ok = if undo {
-            journal.start_undo(action.id)
+            journal.start_undo(&self.ws, action.id)
         } else {
-            journal.start_redo(action.id)
+            journal.start_redo(&self.ws, action.id)
         };
         if let Err(e) = started_ok {
             drop(journal);

@@ -193,6 +193,13 @@ pub fn verify(files: &[PathBuf], chain: &Chain) -> Result<Report, Break> {
         let linked = field(record, "prev");
         match &prev {
             None => {
+                if field(record, "kind") == "discontinuity" {
+                    return Err(at(
+                        line,
+                        BreakKind::Deleted,
+                        "the trail was removed or replaced while the server ran: the records before this one are missing (give the old file too, oldest first)".into(),
+                    ));
+                }
                 if linked != GENESIS || this_seq != 1 {
                     report.notes.push(format!(
                         "{}:{}: the chain starts at seq {this_seq}; older records were rotated away",
@@ -280,15 +287,16 @@ pub fn verify(files: &[PathBuf], chain: &Chain) -> Result<Report, Break> {
 
 /// The rotated siblings of `path`, oldest first, then `path` itself.
 pub fn with_rotations(path: &Path) -> Vec<PathBuf> {
+    // Every `.N` that exists, gaps included: a missing file in the middle then shows as a
+    // break in the chain instead of silently hiding everything older.
     let mut older = Vec::new();
-    for n in 1.. {
+    for n in 1..=1000 {
         let mut name = path.as_os_str().to_owned();
         name.push(format!(".{n}"));
         let p = PathBuf::from(name);
-        if !p.exists() {
-            break;
+        if p.exists() {
+            older.push(p);
         }
-        older.push(p);
     }
     older.reverse();
     older.push(path.to_path_buf());

@@ -291,6 +291,7 @@ impl AuditLog {
 
     /// Re-opens when the file was removed or replaced under us.
     fn ensure_open(&self, w: &mut Writer) -> Result<(), AuditError> {
+        let mut replaced = false;
         if let Some(file) = &w.file {
             let same = match (file.metadata(), std::fs::symlink_metadata(&self.path)) {
                 (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
@@ -300,7 +301,9 @@ impl AuditLog {
                 return Ok(());
             }
             w.file = None;
+            replaced = true;
         }
+        let memory = (w.prev.clone(), w.seq);
         let mut file = OpenOptions::new()
             .append(true)
             .read(true)
@@ -325,6 +328,11 @@ impl AuditLog {
                 seq = seq_of(&line);
             }
         }
+        if replaced {
+            // The file was deleted or swapped while we ran: the chain continues from memory,
+            // and a discontinuity record says so, so the gap cannot pass for a clean start.
+            (prev, seq) = memory;
+        }
         w.len = tail.len;
         w.file = Some(Arc::new(file));
         if let Ok(mut s) = self.sync.lock() {
@@ -334,6 +342,16 @@ impl AuditLog {
         }
         w.prev = prev;
         w.seq = seq;
+        if replaced {
+            self.seal_extra(
+                w,
+                "discontinuity",
+                Map::from_iter([(
+                    "reason".to_owned(),
+                    json!("the trail file was removed or replaced while the server ran; the chain continues from the server's memory"),
+                )]),
+            )?;
+        }
         if let Some(torn) = tail.torn {
             // Seal the torn line: end it, then link past it with a record that names it.
             self.write_line(w, "")?;
@@ -345,21 +363,34 @@ impl AuditLog {
                 "reason".into(),
                 json!("the last line was cut by a crash; it is kept, unlinked"),
             );
-            let seq = w.seq + 1;
-            let mut record = Map::new();
-            record.insert("time".into(), json!(rfc3339_now()));
-            record.insert("seq".into(), json!(seq));
-            record.insert("kind".into(), json!("recovered"));
-            record.append(&mut fields);
-            let line = self
-                .chain
-                .seal(record, &w.prev)
-                .map_err(|e| self.err(format!("cannot encode: {e}")))?;
-            self.write_line(w, &line)?;
-            w.prev = self.chain.digest(line.as_bytes());
-            w.seq = seq;
-            w.len += line.len() as u64 + 1;
+            self.seal_extra(w, "recovered", fields)?;
         }
+        Ok(())
+    }
+}
+
+impl AuditLog {
+    /// Appends a record the writer itself makes (`recovered`, `discontinuity`).
+    fn seal_extra(
+        &self,
+        w: &mut Writer,
+        kind: &str,
+        mut fields: Map<String, Value>,
+    ) -> Result<(), AuditError> {
+        let seq = w.seq + 1;
+        let mut record = Map::new();
+        record.insert("time".into(), json!(rfc3339_now()));
+        record.insert("seq".into(), json!(seq));
+        record.insert("kind".into(), json!(kind));
+        record.append(&mut fields);
+        let line = self
+            .chain
+            .seal(record, &w.prev)
+            .map_err(|e| self.err(format!("cannot encode: {e}")))?;
+        self.write_line(w, &line)?;
+        w.prev = self.chain.digest(line.as_bytes());
+        w.seq = seq;
+        w.len += line.len() as u64 + 1;
         Ok(())
     }
 }
@@ -498,6 +529,23 @@ mod tests {
         assert_eq!(total, 320);
         let report = verify(&[dir.path().join("a.jsonl")], &Chain::new(None)).unwrap();
         assert_eq!(report.records, 320);
+    }
+
+    #[test]
+    fn a_trail_deleted_under_a_running_server_leaves_a_visible_gap() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.jsonl");
+        let log = AuditLog::open(&path, AuditOptions::closed());
+        log.append_attempt(rec(1)).unwrap();
+        log.append_attempt(rec(2)).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        log.append_attempt(rec(3)).unwrap();
+        let b = verify(std::slice::from_ref(&path), &Chain::new(None)).unwrap_err();
+        assert_eq!(
+            (b.kind, b.line),
+            (crate::audit::verify::BreakKind::Deleted, 1),
+            "{b}"
+        );
     }
 
     #[test]
