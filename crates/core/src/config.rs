@@ -233,6 +233,10 @@ pub struct SandboxSettings {
     /// Whether files inside the jail may be executed (default false: a program the model
     /// writes into the jail cannot be run, even by an allowlisted tool).
     pub exec_in_jail: bool,
+    /// Whether commands may create unix sockets (default true). Landlock does not restrict
+    /// connecting to a named socket, so `false` is what keeps a command off daemon sockets
+    /// such as Docker's.
+    pub unix_sockets: bool,
 }
 
 /// The read+execute paths a default command needs: the loader, libraries, locale, /dev/null.
@@ -446,6 +450,7 @@ struct RawSandbox {
     network: Option<bool>,
     read_paths: Option<Vec<PathBuf>>,
     exec_in_jail: Option<bool>,
+    unix_sockets: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -822,6 +827,7 @@ impl Builder<'_> {
                 network: sb.network.unwrap_or(false),
                 read_paths,
                 exec_in_jail: sb.exec_in_jail.unwrap_or(false),
+                unix_sockets: sb.unix_sockets.unwrap_or(true),
             },
             path,
         };

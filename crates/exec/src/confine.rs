@@ -137,7 +137,10 @@ impl Confinement {
             SandboxMode::Off => (None, None),
             mode => {
                 let ruleset = build_ruleset(policy, mode == SandboxMode::Enforce)?;
-                (Some(ruleset), Some(build_seccomp(sandbox.network)?))
+                (
+                    Some(ruleset),
+                    Some(build_seccomp(sandbox.network, sandbox.unix_sockets)?),
+                )
             }
         };
         let landlock_state = match (sandbox.mode, abi) {
@@ -166,7 +169,7 @@ impl Confinement {
             "seccomp": {
                 "enabled": seccomp.is_some(),
                 "denied": if seccomp.is_some() { json!(DENIED_SYSCALLS.iter().map(|(n, _)| *n).collect::<Vec<_>>()) } else { json!([]) },
-                "sockets": if seccomp.is_none() || sandbox.network { "any" } else { "AF_UNIX only" },
+                "sockets": if seccomp.is_none() || sandbox.network { "any" } else if sandbox.unix_sockets { "AF_UNIX only" } else { "none (socketpair only)" },
             },
             "no_new_privs": sandbox.mode != SandboxMode::Off,
             "rlimits": {
@@ -399,13 +402,19 @@ const CLONE_NEW: &[u64] = &[
     libc::CLONE_NEWCGROUP as u64,
 ];
 
-fn build_seccomp(network: bool) -> Result<(BpfProgram, BpfProgram), ConfineError> {
+fn build_seccomp(
+    network: bool,
+    unix_sockets: bool,
+) -> Result<(BpfProgram, BpfProgram), ConfineError> {
     let err = |e: seccompiler::BackendError| ConfineError::Seccomp(e.to_string());
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = DENIED_SYSCALLS
         .iter()
         .map(|&(_, nr)| (nr, vec![]))
         .collect();
-    if !network {
+    if !network && !unix_sockets {
+        // No sockets at all (socketpair, which names no address, stays allowed).
+        rules.insert(libc::SYS_socket, vec![]);
+    } else if !network {
         // socket(domain, ...) with domain != AF_UNIX fails with EPERM.
         let not_unix = SeccompCondition::new(
             0,

@@ -116,7 +116,11 @@ pub fn kernel_report() -> Value {
     });
     let seccomp = std::fs::read_to_string("/proc/self/status")
         .is_ok_and(|s| s.lines().any(|l| l.starts_with("Seccomp:")));
+    // SAFETY: getpid through the x32 syscall range takes no arguments and has no effect; it
+    // only tells whether this kernel accepts x32 syscalls at all (ENOSYS when it does not).
+    let x32 = unsafe { libc::syscall(0x4000_0000 | libc::SYS_getpid) } >= 0;
     json!({
+        "x32_abi": if x32 { "enabled: the seccomp deny-list does not cover x32 syscall numbers" } else { "disabled" },
         "landlock_abi": landlock_abi(),
         "landlock": if landlock_abi() >= 6 { "full (ABI >= 6: filesystem, TCP, scoping)" } else if landlock_abi() > 0 { "partial" } else { "unavailable" },
         "seccomp_filter": seccomp,

@@ -358,3 +358,26 @@ async fn as_an_unprivileged_user_the_same_confinement_holds() {
     assert_eq!(r["code"], "TIMEOUT");
     assert!(eventually(5, || live_processes_with("932.").is_empty()).await);
 }
+
+/// Landlock does not restrict connecting to a named unix socket (a Docker socket is
+/// root-equivalent); `unix_sockets = false` refuses creating one at all.
+#[tokio::test(flavor = "multi_thread")]
+async fn unix_sockets_can_be_refused() {
+    let probe = "import socket\ntry:\n    socket.socket(socket.AF_UNIX)\n    print('unix-socket-created')\nexcept OSError as e:\n    print('refused', e.errno)";
+    for (extra, expect) in [
+        ("", "unix-socket-created"),
+        ("[terminal.sandbox]\nunix_sockets = false", "refused 1"),
+    ] {
+        let allow = format!("{}, \"python3\"", super::support::DEFAULT_ALLOW);
+        let sb = Sandbox::with(&allow, "timeout_seconds = 10", "closed", extra);
+        let s = sb.session().await;
+        let r = s
+            .call("run_command", json!({"command": ["python3", "-c", probe]}))
+            .await;
+        assert_eq!(
+            r["detail"]["stdout"].as_str().unwrap().trim(),
+            expect,
+            "{extra}: {r}"
+        );
+    }
+}
