@@ -158,17 +158,14 @@ pub(crate) fn run_plan(
             break;
         };
         let stdin = if p == 0 { plan.stdin.as_deref() } else { None };
-        let mut stages = spawn_pipeline(
+        let wiring = Wiring {
             plan,
-            pipeline,
-            base,
-            stdin,
-            &mut feed,
             out_w,
             err_w,
             confinement,
             gate,
-        )?;
+        };
+        let mut stages = spawn_pipeline(&wiring, pipeline, base, stdin, &mut feed)?;
         for s in &stages {
             outcome.stages[s.index].ran = true;
         }
@@ -241,33 +238,27 @@ pub(crate) fn run_plan(
     Ok(outcome)
 }
 
+/// What every stage of a call is wired to: the plan, the shared output pipes, the
+/// confinement and the exec gate.
+struct Wiring<'a> {
+    plan: &'a ExecPlan,
+    out_w: &'a OwnedFd,
+    err_w: &'a OwnedFd,
+    confinement: &'a Arc<Confinement>,
+    gate: &'a OwnedFd,
+}
+
 /// Spawns every stage of a pipeline; if any step fails, the stages already started are
 /// killed and reaped before the error is returned.
-#[allow(clippy::too_many_arguments)]
 fn spawn_pipeline(
-    plan: &ExecPlan,
+    w: &Wiring<'_>,
     pipeline: &[safe_mcp_core::terminal::ExecStage],
     base: usize,
     stdin: Option<&[u8]>,
     feed: &mut StdinFeed,
-    out_w: &OwnedFd,
-    err_w: &OwnedFd,
-    confinement: &Arc<Confinement>,
-    gate: &OwnedFd,
 ) -> Result<Vec<Stage>, ExecFailure> {
     let mut stages = Vec::with_capacity(pipeline.len());
-    match spawn_stages(
-        &mut stages,
-        plan,
-        pipeline,
-        base,
-        stdin,
-        feed,
-        out_w,
-        err_w,
-        confinement,
-        gate,
-    ) {
+    match spawn_stages(&mut stages, w, pipeline, base, stdin, feed) {
         Ok(()) => Ok(stages),
         Err(e) => {
             let pgid = stages.first().map_or(0, |s| s.child.id() as i32);
@@ -277,19 +268,21 @@ fn spawn_pipeline(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 fn spawn_stages(
     stages: &mut Vec<Stage>,
-    plan: &ExecPlan,
+    w: &Wiring<'_>,
     pipeline: &[safe_mcp_core::terminal::ExecStage],
     base: usize,
     stdin: Option<&[u8]>,
     feed: &mut StdinFeed,
-    out_w: &OwnedFd,
-    err_w: &OwnedFd,
-    confinement: &Arc<Confinement>,
-    gate: &OwnedFd,
 ) -> Result<(), ExecFailure> {
+    let Wiring {
+        plan,
+        out_w,
+        err_w,
+        confinement,
+        gate,
+    } = *w;
     let io = |e: std::io::Error| ExecFailure::Internal(e.to_string());
     let mut next_stdin: Option<OwnedFd> = match stdin {
         Some(data) => {
