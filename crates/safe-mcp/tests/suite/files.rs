@@ -396,7 +396,8 @@ async fn a_crash_at_any_point_of_apply_loses_nothing_and_undo_restores() {
     use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 
     const FILES: usize = 1000;
-    let trials = 20;
+    let trials = 21;
+    let mut calibrated = Duration::from_millis(30);
     let mut outcomes = Vec::new();
     for trial in 0..trials {
         let ws = Workspace::new(false);
@@ -440,15 +441,26 @@ async fn a_crash_at_any_point_of_apply_loses_nothing_and_undo_restores() {
             peer.call_tool(CallToolRequestParams::new("apply_plan").with_arguments(args))
                 .await
         });
-        // Spread the kills over the apply: from before the journal is written to after commit.
-        let delay = Duration::from_micros((trial as u64 * 7919 % 20) * 1_500);
-        tokio::time::sleep(delay).await;
+        // Trial 0 measures an uninterrupted apply (and kills the server after it); the other
+        // trials spread their kills over that duration, so some land mid-apply on a slow
+        // machine as on a fast one.
+        let started = std::time::Instant::now();
+        let apply = if trial == 0 {
+            let _ = apply.await;
+            calibrated = started.elapsed();
+            None
+        } else {
+            tokio::time::sleep(calibrated.mul_f64(trial as f64 / trials as f64)).await;
+            Some(apply)
+        };
         rustix::process::kill_process(
             rustix::process::Pid::from_raw(pid as i32).unwrap(),
             rustix::process::Signal::KILL,
         )
         .unwrap();
-        let _ = apply.await;
+        if let Some(apply) = apply {
+            let _ = apply.await;
+        }
         drop(client);
 
         let crashed = ws.tree();
