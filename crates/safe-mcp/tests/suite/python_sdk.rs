@@ -9,7 +9,11 @@ use std::process::Command;
 
 use super::support::{BIN, Sandbox};
 
+/// Tests run in parallel: one of them makes the venv while the others wait.
+static VENV: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn venv_python() -> PathBuf {
+    let _guard = VENV.lock().unwrap_or_else(|e| e.into_inner());
     let target = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/py-e2e-venv");
     let python = target.join("bin/python");
     let ready = target.join(".installed");
@@ -56,4 +60,35 @@ fn official_python_sdk_drives_every_tool() {
         "python client failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
     );
     assert!(stdout.contains("validated"), "{stdout}");
+}
+
+#[test]
+fn official_python_sdk_drives_the_files_server() {
+    let ws = super::files::Workspace::new(false);
+    let an_hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    for name in ["report.pdf", "setup.exe", "photo.jpg"] {
+        let path = ws.root.join(name);
+        std::fs::write(&path, name).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(an_hour_ago)
+            .unwrap();
+    }
+    let python = venv_python();
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/e2e_files_client.py");
+    let out = Command::new(python)
+        .arg(script)
+        .arg(BIN)
+        .arg(&ws.policy)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "python client failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(stdout.contains("validated every files result"), "{stdout}");
 }

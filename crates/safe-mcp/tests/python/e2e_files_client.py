@@ -1,0 +1,56 @@
+"""Drive `safe-mcp files` with the official Python MCP SDK and validate every result.
+
+usage: e2e_files_client.py SAFE_MCP_BINARY POLICY_FILE
+Exits non-zero on any mismatch.
+"""
+import asyncio
+import json
+import sys
+
+import jsonschema
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+
+def field(obj, *names):
+    """The SDK renamed camelCase attributes to snake_case in 2.x; accept either."""
+    for name in names:
+        if hasattr(obj, name):
+            return getattr(obj, name)
+    raise AttributeError(f"{type(obj).__name__} has none of {names}")
+
+
+async def main(binary: str, policy: str) -> None:
+    params = StdioServerParameters(command=binary, args=["files", "--config", policy], env={})
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            tools = {t.name: t for t in (await session.list_tools()).tools}
+            expected = ["apply_plan", "list_files", "move_file", "plan_organize", "redo_last_action", "undo_last_action"]
+            assert sorted(tools) == expected, sorted(tools)
+
+            async def call(name, args, code):
+                result = await session.call_tool(name, args)
+                envelope = field(result, "structured_content", "structuredContent")
+                jsonschema.validate(envelope, field(tools[name], "output_schema", "outputSchema"))
+                assert json.loads(result.content[0].text) == envelope, f"{name}: text block differs"
+                assert envelope["code"] == code, f"{name} {args}: {envelope['code']} != {code}: {envelope['reason']}"
+                assert field(result, "is_error", "isError") == (not envelope["ok"])
+                print(f"{name} {json.dumps(args)} -> {envelope['code']}")
+                return envelope
+
+            await call("list_files", {}, "OK")
+            plan = await call("plan_organize", {}, "OK")
+            await call("apply_plan", {"plan_id": plan["detail"]["plan_id"]}, "OK")
+            await call("apply_plan", {"plan_id": plan["detail"]["plan_id"]}, "INVALID_REQUEST")
+            await call("move_file", {"src": "setup.exe", "dest": "Installers/setup.exe"}, "OK")
+            await call("move_file", {"src": "../x", "dest": "y"}, "PATH_ESCAPE")
+            await call("move_file", {"src": "Installers/setup.exe", "dest": "Documents/report.pdf"}, "CONFLICT")
+            await call("undo_last_action", {}, "OK")
+            await call("redo_last_action", {}, "OK")
+            await call("move_file", {"src": 1}, "INVALID_REQUEST")
+    print("validated every files result against its output schema")
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], sys.argv[2]))
