@@ -441,7 +441,7 @@ impl TerminalService {
             capture_limit: self.policy.limits.max_output_bytes + REDACTION_SLACK_BYTES,
         };
         match executor.execute(plan, cancel, durable).await {
-            Ok(outcome) => self.finish(&decision, outcome, timeout, cwd, confinement),
+            Ok(outcome) => self.finish(&decision, &argv, outcome, timeout, cwd, confinement),
             Err(ExecFailure::Spawn { program, message }) => OperationResult::new(
                 RUN,
                 ResultCode::OperationFailed,
@@ -460,9 +460,11 @@ impl TerminalService {
         }
     }
 
+    /// `argv` is each stage's argv, already redacted for the attempt record.
     fn finish(
         &self,
         decision: &Decision,
+        argv: &[Vec<String>],
         out: ExecOutcome,
         timeout: u64,
         cwd: PathBuf,
@@ -476,14 +478,15 @@ impl TerminalService {
         let stages: Vec<Value> = decision
             .stages
             .iter()
+            .zip(argv)
             .zip(
                 out.stages
                     .iter()
                     .chain(std::iter::repeat(&StageOutcome::default())),
             )
-            .map(|(v, o)| {
+            .map(|((v, argv), o)| {
                 json!({
-                    "argv": v.argv.iter().map(|a| self.redactor.redact(a)).collect::<Vec<_>>(),
+                    "argv": argv,
                     "program": v.program,
                     "ran": o.ran,
                     "exit_code": o.exit_code,

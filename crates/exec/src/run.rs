@@ -261,8 +261,7 @@ fn spawn_pipeline(
     match spawn_stages(&mut stages, w, pipeline, base, stdin, feed) {
         Ok(()) => Ok(stages),
         Err(e) => {
-            let pgid = stages.first().map_or(0, |s| s.child.id() as i32);
-            kill_started(&mut stages, pgid);
+            kill_started(&mut stages);
             Err(e)
         }
     }
@@ -405,8 +404,12 @@ fn wait_at_gate(gate: &OwnedFd, server: Option<Pid>) -> std::io::Result<()> {
     result
 }
 
-fn kill_started(stages: &mut [Stage], pgid: i32) {
-    if let Some(pgid) = Pid::from_raw(pgid) {
+/// Kills the group of the stages started so far (the first is its leader) and reaps them.
+fn kill_started(stages: &mut [Stage]) {
+    if let Some(pgid) = stages
+        .first()
+        .and_then(|s| Pid::from_raw(s.child.id() as i32))
+    {
         let _ = kill_process_group(pgid, Signal::KILL);
     }
     for s in stages {

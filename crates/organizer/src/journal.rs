@@ -11,7 +11,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
@@ -85,7 +85,6 @@ enum Pending {
 /// The journal and the stacks it implies.
 #[derive(Debug)]
 pub struct Journal {
-    path: PathBuf,
     file: File,
     undo: Vec<Action>,
     redo: Vec<Action>,
@@ -106,7 +105,6 @@ impl Journal {
             .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
             .open(path)?;
         let mut journal = Journal {
-            path: path.to_path_buf(),
             file,
             undo: Vec::new(),
             redo: Vec::new(),
@@ -267,11 +265,6 @@ impl Journal {
         self.file.sync_data()
     }
 
-    /// The journal's path.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Writes ahead a new action; returns it with its id.
     pub fn begin(
         &mut self,
@@ -372,6 +365,7 @@ impl Journal {
 mod tests {
     use super::*;
     use std::os::unix::fs::MetadataExt;
+    use std::path::PathBuf;
 
     fn fixture() -> (tempfile::TempDir, Workspace, PathBuf) {
         let dir = tempfile::tempdir().unwrap();

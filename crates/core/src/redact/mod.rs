@@ -50,7 +50,7 @@ impl Rule {
 /// A compiled set of secret rules.
 pub struct Redactor {
     rules: Vec<Rule>,
-    prefilter: Option<AhoCorasick>,
+    prefilter: AhoCorasick,
     /// For each prefilter pattern, the rules it triggers.
     triggers: Vec<Vec<usize>>,
     /// Rules without keywords (operator patterns): always run.
@@ -130,7 +130,7 @@ impl Redactor {
             })?;
         Ok(Redactor {
             rules,
-            prefilter: Some(prefilter),
+            prefilter,
             triggers,
             always,
             enabled: settings.enabled,
@@ -238,9 +238,7 @@ impl Redactor {
         for &r in &self.always {
             run[r] = true;
         }
-        let Some(ac) = &self.prefilter else {
-            return run;
-        };
+        let ac = &self.prefilter;
         let mut remaining = self.triggers.len();
         let mut seen = vec![false; self.triggers.len()];
         for m in ac.find_overlapping_iter(text) {

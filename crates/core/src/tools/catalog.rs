@@ -1053,10 +1053,7 @@ pub(super) fn inspect_known(
     args: &[String],
     program: Option<&Path>,
 ) -> Inspection {
-    let mut insp = Inspection {
-        known: true,
-        ..Inspection::default()
-    };
+    let mut insp = Inspection::default();
     if let Kind::Interpreter(why) = spec.kind {
         insp.interpreter = Some(why.to_owned());
         if spec.escapes.is_empty() {

@@ -47,8 +47,6 @@ pub struct Inspection {
     pub inject_args: Vec<String>,
     /// Environment added for this program (hardening).
     pub inject_env: Vec<(String, String)>,
-    /// Whether the tool is known to the catalog.
-    pub known: bool,
 }
 
 impl Inspection {
