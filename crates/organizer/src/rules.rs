@@ -148,6 +148,62 @@ const DEFAULT_RULES: &[(&str, SkipLayer, &[&str], &str)] = &[
     ),
 ];
 
+/// The conditions a name decides on its own; `false` for those that need metadata.
+fn name_holds(condition: &str, name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    let extension = ext(name).unwrap_or_default();
+    match condition {
+        "unsafe-name" => name.chars().any(char::is_control),
+        "dotfile" => name.starts_with('.'),
+        "installer" => matches!(
+            extension.as_str(),
+            ".exe"
+                | ".msi"
+                | ".dmg"
+                | ".pkg"
+                | ".deb"
+                | ".rpm"
+                | ".appimage"
+                | ".apk"
+                | ".run"
+                | ".bin"
+                | ".msix"
+                | ".snap"
+                | ".flatpak"
+        ),
+        "system-file" => matches!(
+            lower.as_str(),
+            "desktop.ini" | ".ds_store" | "thumbs.db" | "ehthumbs.db" | ".directory" | "icon\r"
+        ),
+        "sensitive" => {
+            matches!(
+                lower.as_str(),
+                ".git"
+                    | ".ssh"
+                    | ".aws"
+                    | ".kube"
+                    | ".gnupg"
+                    | ".npmrc"
+                    | ".netrc"
+                    | ".pgpass"
+                    | ".git-credentials"
+                    | ".pypirc"
+                    | ".docker"
+            ) || lower.starts_with(".env")
+                || lower.starts_with("id_")
+                || matches!(
+                    extension.as_str(),
+                    ".pem" | ".p12" | ".pfx" | ".kdbx" | ".ppk" | ".keystore" | ".jks"
+                )
+        }
+        "partial-download" => matches!(
+            extension.as_str(),
+            ".part" | ".crdownload" | ".tmp" | ".download" | ".partial" | ".!ut"
+        ),
+        _ => false,
+    }
+}
+
 fn ext(name: &str) -> Option<String> {
     let dot = name.rfind('.')?;
     (dot > 0).then(|| name[dot..].to_ascii_lowercase())
@@ -213,28 +269,9 @@ impl Rules {
     }
 
     fn holds(&self, condition: &str, e: &EntryInfo, now_ns: i128) -> bool {
-        let name = e.name.as_str();
-        let lower = name.to_ascii_lowercase();
-        let extension = ext(name).unwrap_or_default();
+        let extension = ext(&e.name).unwrap_or_default();
         match condition {
-            "unsafe-name" => !e.valid_utf8 || name.chars().any(|c| c.is_control()),
-            "dotfile" => name.starts_with('.'),
-            "installer" => matches!(
-                extension.as_str(),
-                ".exe"
-                    | ".msi"
-                    | ".dmg"
-                    | ".pkg"
-                    | ".deb"
-                    | ".rpm"
-                    | ".appimage"
-                    | ".apk"
-                    | ".run"
-                    | ".bin"
-                    | ".msix"
-                    | ".snap"
-                    | ".flatpak"
-            ),
+            "unsafe-name" => !e.valid_utf8 || name_holds(condition, &e.name),
             "executable" => {
                 (e.kind == Kind::File && e.mode & 0o111 != 0)
                     || matches!(
@@ -243,67 +280,30 @@ impl Rules {
                     )
             }
             "app-bundle" => e.kind == Kind::Directory && extension == ".app",
-            "system-file" => matches!(
-                lower.as_str(),
-                "desktop.ini" | ".ds_store" | "thumbs.db" | "ehthumbs.db" | ".directory" | "icon\r"
-            ),
             "directory" => e.kind == Kind::Directory,
-            "sensitive" => {
-                matches!(
-                    lower.as_str(),
-                    ".git"
-                        | ".ssh"
-                        | ".aws"
-                        | ".kube"
-                        | ".gnupg"
-                        | ".npmrc"
-                        | ".netrc"
-                        | ".pgpass"
-                        | ".git-credentials"
-                        | ".pypirc"
-                        | ".docker"
-                ) || lower.starts_with(".env")
-                    || lower.starts_with("id_")
-                    || matches!(
-                        extension.as_str(),
-                        ".pem" | ".p12" | ".pfx" | ".kdbx" | ".ppk" | ".keystore" | ".jks"
-                    )
-            }
             "recent" => now_ns - e.mtime_ns < self.recent_ns,
-            "partial-download" => matches!(
-                extension.as_str(),
-                ".part" | ".crdownload" | ".tmp" | ".download" | ".partial" | ".!ut"
-            ),
             "hardlink" => e.kind == Kind::File && e.nlink > 1,
-            "uncategorized" => e.kind == Kind::File && self.category(name).is_none(),
-            _ => false,
+            "uncategorized" => e.kind == Kind::File && self.category(&e.name).is_none(),
+            name_only => name_holds(name_only, &e.name),
         }
     }
 
-    /// Whether any component of a workspace path is sensitive (`.ssh/authorized_keys`,
-    /// `repo/.git/HEAD`, `.aws/credentials`): such paths are protected as source and as
-    /// destination, not just by their last name.
-    pub fn sensitive_path(&self, rel: &str) -> Option<Skip> {
+    /// The PROTECTION rules that a name alone decides (unsafe names, sensitive names, …),
+    /// applied to every component of a workspace path: `.ssh/authorized_keys` and
+    /// `repo/.git/HEAD` are protected as source and as destination, not just by their last
+    /// name.
+    pub fn path_protection(&self, rel: &str) -> Option<Skip> {
         rel.split('/').find_map(|component| {
-            let probe = EntryInfo {
-                name: component.to_owned(),
-                valid_utf8: true,
-                kind: Kind::File,
-                size: 0,
-                mode: 0,
-                nlink: 1,
-                dev: 0,
-                ino: 0,
-                mtime_ns: 0,
-            };
-            self.holds("sensitive", &probe, i128::MAX).then(|| Skip {
-                layer: "protection",
-                code: ResultCode::PolicyDenied,
-                rule: "sensitive".into(),
-                reason: format!(
-                    "`{component}` is sensitive: credentials and repository metadata stay where their tools expect them"
-                ),
-            })
+            self.rules
+                .iter()
+                .filter(|r| r.layer == SkipLayer::Protection)
+                .find(|r| r.when.iter().any(|c| name_holds(c, component)))
+                .map(|r| Skip {
+                    layer: "protection",
+                    code: ResultCode::PolicyDenied,
+                    rule: r.name.clone(),
+                    reason: format!("`{component}`: {}", r.reason),
+                })
         })
     }
 

@@ -555,8 +555,8 @@ impl FilesService {
         };
         if let Some(skip) = self
             .rules
-            .sensitive_path(&src_rel)
-            .or_else(|| self.rules.sensitive_path(&dst_rel))
+            .path_protection(&src_rel)
+            .or_else(|| self.rules.path_protection(&dst_rel))
         {
             return self.finish(
                 started,
@@ -569,21 +569,6 @@ impl FilesService {
                 started,
                 OperationResult::new(A, skip.code, format!("{src_rel}: {}", skip.reason))
                     .with_detail(json!({"rule": skip.rule, "layer": skip.layer})),
-            );
-        }
-        let dst_name = dst_rel.rsplit('/').next().unwrap_or(&dst_rel);
-        let probe = EntryInfo {
-            name: dst_name.to_owned(),
-            ..info.clone()
-        };
-        if let Some(skip) = self
-            .rules
-            .protection(&probe, now_ns())
-            .filter(|s| s.rule == "unsafe-name")
-        {
-            return self.finish(
-                started,
-                OperationResult::new(A, skip.code, format!("{dst_rel}: {}", skip.reason)),
             );
         }
         if dst_rel == src_rel || dst_rel.starts_with(&format!("{src_rel}/")) {
