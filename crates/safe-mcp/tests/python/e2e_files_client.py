@@ -10,15 +10,7 @@ import sys
 import jsonschema
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
-
-
-def field(obj, *names):
-    """The SDK renamed camelCase attributes to snake_case in 2.x; accept either."""
-    for name in names:
-        if hasattr(obj, name):
-            return getattr(obj, name)
-    raise AttributeError(f"{type(obj).__name__} has none of {names}")
-
+from mcp_compat import field
 
 async def main(binary: str, policy: str) -> None:
     params = StdioServerParameters(command=binary, args=["files", "--config", policy], env={})

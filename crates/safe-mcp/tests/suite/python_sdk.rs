@@ -42,53 +42,42 @@ fn venv_python() -> PathBuf {
     python
 }
 
-#[test]
-fn official_python_sdk_drives_every_tool() {
-    let sb = Sandbox::new("");
+/// Runs one of the Python client scripts against `policy`; returns its stdout.
+fn run_client(script: &str, policy: &std::path::Path) -> String {
     let python = venv_python();
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/e2e_client.py");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/python")
+        .join(script);
     let out = Command::new(python)
         .arg(script)
         .arg(BIN)
-        .arg(&sb.policy)
+        .arg(policy)
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success(),
         "python client failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
     );
+    stdout
+}
+
+#[test]
+fn official_python_sdk_drives_every_tool() {
+    let sb = Sandbox::new("");
+    let stdout = run_client("e2e_client.py", &sb.policy);
     assert!(stdout.contains("validated"), "{stdout}");
 }
 
 #[test]
 fn official_python_sdk_drives_the_files_server() {
     let ws = super::files::Workspace::new(false);
-    let an_hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
     for name in ["report.pdf", "setup.exe", "photo.jpg"] {
         let path = ws.root.join(name);
         std::fs::write(&path, name).unwrap();
-        std::fs::File::options()
-            .write(true)
-            .open(&path)
-            .unwrap()
-            .set_modified(an_hour_ago)
-            .unwrap();
+        super::files::backdate(&path);
     }
-    let python = venv_python();
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/e2e_files_client.py");
-    let out = Command::new(python)
-        .arg(script)
-        .arg(BIN)
-        .arg(&ws.policy)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "python client failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
-    );
+    let stdout = run_client("e2e_files_client.py", &ws.policy);
     assert!(stdout.contains("validated every files result"), "{stdout}");
 }
