@@ -413,28 +413,31 @@ impl FilesService {
                     ),
                 );
             }
-            match self.ws.stat(&p.mv.dst) {
-                Ok(None) => {}
-                Ok(Some(_)) => {
-                    return self.finish(
-                        started,
-                        OperationResult::new(
-                            A,
-                            ResultCode::Conflict,
-                            format!(
-                                "{} appeared since the plan was made; nothing was moved",
-                                p.mv.dst
-                            ),
-                        )
-                        .with_detail(json!({"path": p.mv.dst})),
-                    );
-                }
-                Err(e) => return self.finish(started, fs_error(A, &e)),
+            if let Some(refusal) = self.refuse_if_occupied(
+                A,
+                &p.mv.dst,
+                "appeared since the plan was made; nothing was moved",
+            ) {
+                return self.finish(started, refusal.with_detail(json!({"path": p.mv.dst})));
             }
         }
         let moves: Vec<Move> = plan.into_iter().map(|p| p.mv).collect();
         let result = self.perform(A, moves);
         self.finish(started, result)
+    }
+
+    /// `None` when nothing is at `rel`; otherwise the refusal: CONFLICT saying `rel` and
+    /// `why`, or the error met while looking.
+    fn refuse_if_occupied(&self, tool: &str, rel: &str, why: &str) -> Option<OperationResult> {
+        match self.ws.stat(rel) {
+            Ok(None) => None,
+            Ok(Some(_)) => Some(OperationResult::new(
+                tool,
+                ResultCode::Conflict,
+                format!("{rel} {why}"),
+            )),
+            Err(e) => Some(fs_error(tool, &e)),
+        }
     }
 
     /// Journals and performs `moves` as one action, rolling back on failure.
@@ -581,21 +584,12 @@ impl FilesService {
                 ),
             );
         }
-        match self.ws.stat(&dst_rel) {
-            Ok(None) => {}
-            Ok(Some(_)) => {
-                return self.finish(
-                    started,
-                    OperationResult::new(
-                        A,
-                        ResultCode::Conflict,
-                        format!(
-                            "{dst_rel} already exists and is never overwritten or renamed around"
-                        ),
-                    ),
-                );
-            }
-            Err(e) => return self.finish(started, fs_error(A, &e)),
+        if let Some(refusal) = self.refuse_if_occupied(
+            A,
+            &dst_rel,
+            "already exists and is never overwritten or renamed around",
+        ) {
+            return self.finish(started, refusal);
         }
         let result = self.perform(
             A,
