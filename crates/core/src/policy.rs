@@ -266,11 +266,8 @@ fn judge_program(policy: &TerminalPolicy, argv: &[String]) -> StageVerdict {
         );
     }
     let mut args = NormalizedArgs::new(&argv[1..]);
-    if name == "git"
-        && argv.iter().any(|a| a == "push")
-        && argv[1..].iter().any(|a| a.starts_with('+'))
-    {
-        args.imply_long("force"); // `git push origin +main` is a force push
+    for option in tools::implied_options(argv) {
+        args.imply_long(option);
     }
     for (i, rule) in policy.rules.iter().enumerate() {
         if rule.command != name {

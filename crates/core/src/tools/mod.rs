@@ -58,6 +58,20 @@ impl Inspection {
     }
 }
 
+/// Long options an argv means without spelling them, so that operator rules written with
+/// the option also catch the shorthand: `git push origin +main` forces like `--force`.
+pub fn implied_options(argv: &[String]) -> Vec<&'static str> {
+    let args = argv.get(1..).unwrap_or(&[]);
+    match argv.first().map(String::as_str) {
+        Some("git")
+            if args.iter().any(|a| a == "push") && args.iter().any(|a| a.starts_with('+')) =>
+        {
+            vec!["force"]
+        }
+        _ => Vec::new(),
+    }
+}
+
 /// Inspects `argv` (program first). `program` is the resolved binary, when known, for tools
 /// whose behaviour depends on the implementation (awk).
 pub fn inspect(argv: &[String], program: Option<&std::path::Path>) -> Inspection {
