@@ -1,7 +1,8 @@
 //! The executor of safe-mcp: the only crate with `unsafe`.
 //!
-//! It runs an [`ExecPlan`] that the core already approved, and nothing else: it spawns each
-//! stage in its own process group with a scrubbed environment, closes inherited descriptors,
+//! It runs an [`ExecPlan`] that the core already approved, and nothing else: it starts each
+//! stage with a vfork-style clone (`spawn`) in its own process group with a scrubbed
+//! environment, closes inherited descriptors,
 //! applies rlimits, `no_new_privs`, Landlock and seccomp in the child ([`confine`]), wires the
 //! pipes itself, enforces the deadline, caps output, and kills and reaps the whole tree,
 //! `setsid` escapees included ([`reap`]). It never decides *whether* something may run.
@@ -17,7 +18,9 @@
 pub mod confine;
 pub mod reap;
 mod run;
+mod spawn;
 
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 use rustix::pipe::{PipeFlags, pipe_with};
@@ -31,6 +34,8 @@ pub use confine::{ConfineError, Confinement, landlock_abi};
 #[derive(Debug, Clone)]
 pub struct LocalExecutor {
     confinement: Arc<Confinement>,
+    /// Standard input of stages that are given none.
+    dev_null: Arc<OwnedFd>,
 }
 
 impl LocalExecutor {
@@ -38,8 +43,11 @@ impl LocalExecutor {
     pub fn new(policy: &TerminalPolicy) -> Result<Self, ConfineError> {
         reap::become_subreaper()
             .map_err(|e| ConfineError::Landlock(format!("cannot become a child subreaper: {e}")))?;
+        let dev_null = std::fs::File::open("/dev/null")
+            .map_err(|e| ConfineError::Landlock(format!("cannot open /dev/null: {e}")))?;
         Ok(LocalExecutor {
             confinement: Arc::new(Confinement::new(policy)?),
+            dev_null: Arc::new(dev_null.into()),
         })
     }
 }
@@ -60,6 +68,7 @@ impl Executor for LocalExecutor {
         durable: Durable<'a>,
     ) -> ExecFuture<'a> {
         let confinement = Arc::clone(&self.confinement);
+        let dev_null = Arc::clone(&self.dev_null);
         Box::pin(async move {
             let internal = |e: rustix::io::Errno| ExecFailure::Internal(e.to_string());
             // The blocking loop polls the read end. Closing the write end (on cancel, or when
@@ -70,20 +79,25 @@ impl Executor for LocalExecutor {
             let (gate_r, gate_w) = pipe_with(PipeFlags::CLOEXEC).map_err(internal)?;
             let stages: usize = plan.pipelines.iter().map(Vec::len).sum();
             let mut task = tokio::task::spawn_blocking(move || {
-                run::run_plan(&plan, &confinement, &cancel_r, &gate_r)
+                run::run_plan(&plan, &confinement, &dev_null, &cancel_r, &gate_r)
             });
             let released = durable.await;
             // One ticket per stage: 1 lets it exec, 0 sends it away. A ticket is written either
             // way, since every forked child holds a copy of the write end and would never see
             // end-of-file.
             let tickets = vec![u8::from(released); stages.max(1)];
-            let written = rustix::io::write(&gate_w, &tickets).map_err(internal)?;
-            drop(gate_w);
-            if written != tickets.len() {
-                return Err(ExecFailure::Internal(
-                    "the gate pipe took a short write".into(),
-                ));
+            match rustix::io::write(&gate_w, &tickets) {
+                Ok(n) if n == tickets.len() => {}
+                // No reader is left: a stage failed to start and the executor has returned.
+                Err(rustix::io::Errno::PIPE) => {}
+                Ok(_) => {
+                    return Err(ExecFailure::Internal(
+                        "the gate pipe took a short write".into(),
+                    ));
+                }
+                Err(e) => return Err(internal(e)),
             }
+            drop(gate_w);
             let joined = tokio::select! {
                 joined = &mut task => joined,
                 () = cancel => {

@@ -9,10 +9,11 @@
 //! just-forked stage for an escapee.
 
 use std::collections::HashSet;
-use std::process::{Child, Command};
 use std::sync::{Mutex, RwLock};
 
 use rustix::process::{Pid, Signal, WaitOptions, kill_process, waitpid};
+
+use crate::spawn::{SpawnError, Spawned};
 
 /// Stage pids currently owned by a call (spawned, not yet reaped).
 static STAGES: Mutex<Option<HashSet<u32>>> = Mutex::new(None);
@@ -25,27 +26,52 @@ pub fn become_subreaper() -> std::io::Result<()> {
     Ok(())
 }
 
-/// Spawns `cmd` and registers its pid before any sweep can look.
-pub(crate) fn spawn_registered(cmd: &mut Command) -> std::io::Result<Child> {
+/// Runs `spawn` and registers the child's pid before any sweep can look.
+pub(crate) fn spawn_registered(
+    spawn: impl FnOnce() -> Result<Spawned, SpawnError>,
+) -> Result<Spawned, SpawnError> {
     let _guard = SPAWNING.read().unwrap_or_else(|e| e.into_inner());
-    let child = cmd.spawn()?;
+    let child = spawn()?;
     let mut stages = STAGES.lock().unwrap_or_else(|e| e.into_inner());
-    stages.get_or_insert_with(HashSet::new).insert(child.id());
+    stages
+        .get_or_insert_with(HashSet::new)
+        .insert(child.pid.as_raw_nonzero().get().unsigned_abs());
     Ok(child)
 }
 
 /// Forgets a stage once it has been reaped.
-pub(crate) fn forget(pid: u32) {
+pub(crate) fn forget(pid: Pid) {
     let mut stages = STAGES.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(set) = stages.as_mut() {
-        set.remove(&pid);
+        set.remove(&pid.as_raw_nonzero().get().unsigned_abs());
     }
+}
+
+/// True when this process has no child at all, running or exited: nothing can need a sweep.
+/// One syscall, so the common case (the call's stages are reaped, nothing escaped) stays cheap.
+fn no_children() -> bool {
+    // SAFETY: an all-zero siginfo_t is a valid out-parameter.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: WNOHANG|WNOWAIT only reports and reaps nothing; __WALL also counts children
+    // with another exit signal, and every thread's children count (no __WNOTHREAD).
+    let rc = unsafe {
+        libc::waitid(
+            libc::P_ALL,
+            0,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT | libc::__WALL,
+        )
+    };
+    rc == -1 && crate::spawn::errno() == libc::ECHILD
 }
 
 /// Kills and reaps every child of ours that is not a registered stage, with its subtree.
 /// Repeats until none is left, since a dying escapee's own children are re-parented to us.
 pub fn sweep_orphans() {
     let _guard = SPAWNING.write().unwrap_or_else(|e| e.into_inner());
+    if no_children() {
+        return;
+    }
     for _ in 0..64 {
         let known: HashSet<u32> = STAGES
             .lock()

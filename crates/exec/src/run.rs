@@ -7,22 +7,19 @@
 //! cannot be reused, so `killpg` can never hit a stranger's group.
 
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use rustix::io::Errno;
 use rustix::pipe::{PipeFlags, pipe_with};
-use rustix::process::{
-    Pid, PidfdFlags, Signal, WaitId, WaitIdOptions, kill_process_group, pidfd_open, waitid,
-};
+use rustix::process::{Pid, Signal, WaitId, WaitIdOptions, kill_process_group, waitid};
 use safe_mcp_core::syntax::Sequence;
 use safe_mcp_core::terminal::{ExecFailure, ExecOutcome, ExecPlan, StageOutcome};
 
-use crate::confine::{Confinement, ERRNO_NOT_ENFORCED};
+use crate::confine::Confinement;
 use crate::reap;
+use crate::spawn::{self, SpawnError, StageSpawn, Step};
 
 const READ_CHUNK: usize = 64 * 1024;
 /// After the last stage exits, how long to wait for output still in flight.
@@ -75,7 +72,7 @@ impl Capture {
 }
 
 struct Stage {
-    child: Child,
+    pid: Pid,
     pidfd: OwnedFd,
     exited: bool,
     index: usize,
@@ -114,6 +111,7 @@ enum Stop {
 pub(crate) fn run_plan(
     plan: &ExecPlan,
     confinement: &Arc<Confinement>,
+    dev_null: &OwnedFd,
     cancel: &OwnedFd,
     gate: &OwnedFd,
 ) -> Result<ExecOutcome, ExecFailure> {
@@ -163,13 +161,14 @@ pub(crate) fn run_plan(
             out_w,
             err_w,
             confinement,
+            dev_null,
             gate,
         };
         let mut stages = spawn_pipeline(&wiring, pipeline, base, stdin, &mut feed)?;
         for s in &stages {
             outcome.stages[s.index].ran = true;
         }
-        let pgid = stages.first().map(|s| s.child.id());
+        let pgid = stages.first().map(|s| s.pid);
         if p + 1 == plan.pipelines.len() {
             writers = None; // our copies must close, or the readers never see EOF
         }
@@ -185,15 +184,14 @@ pub(crate) fn run_plan(
         );
         // Every stage has exited (or we are stopping): kill the rest of the group while an
         // unreaped member still pins its id, then reap.
-        if let Some(pgid) = pgid.and_then(|id| Pid::from_raw(id as i32)) {
+        if let Some(pgid) = pgid {
             let _ = kill_process_group(pgid, Signal::KILL);
         }
         for s in &mut stages {
-            let exit = s.child.wait().map_err(io)?;
-            reap::forget(s.child.id());
+            let exit = reap_stage(s).map_err(|e| io(e.into()))?;
             let o = &mut outcome.stages[s.index];
-            o.exit_code = exit.code();
-            o.signal = exit.signal();
+            o.exit_code = exit.exit_status();
+            o.signal = exit.terminating_signal();
         }
         status = stages.last().map(|s| {
             let o = &outcome.stages[s.index];
@@ -239,13 +237,28 @@ pub(crate) fn run_plan(
 }
 
 /// What every stage of a call is wired to: the plan, the shared output pipes, the
-/// confinement and the exec gate.
+/// confinement, /dev/null and the exec gate.
 struct Wiring<'a> {
     plan: &'a ExecPlan,
     out_w: &'a OwnedFd,
     err_w: &'a OwnedFd,
     confinement: &'a Arc<Confinement>,
+    dev_null: &'a OwnedFd,
     gate: &'a OwnedFd,
+}
+
+/// Waits for a stage's exit (it has exited or been killed) and reaps it.
+fn reap_stage(s: &Stage) -> Result<rustix::process::WaitIdStatus, Errno> {
+    let status = loop {
+        match waitid(WaitId::PidFd(s.pidfd.as_fd()), WaitIdOptions::EXITED) {
+            Ok(Some(status)) => break Ok(status),
+            Ok(None) => continue,
+            Err(Errno::INTR) => continue,
+            Err(e) => break Err(e),
+        }
+    };
+    reap::forget(s.pid);
+    status
 }
 
 /// Spawns every stage of a pipeline; if any step fails, the stages already started are
@@ -280,6 +293,7 @@ fn spawn_stages(
         out_w,
         err_w,
         confinement,
+        dev_null,
         gate,
     } = *w;
     let io = |e: std::io::Error| ExecFailure::Internal(e.to_string());
@@ -299,79 +313,42 @@ fn spawn_stages(
     let mut pgid: i32 = 0;
     for (k, stage) in pipeline.iter().enumerate() {
         let last = k + 1 == pipeline.len();
-        let stdin = match next_stdin.take() {
-            Some(fd) => Stdio::from(fd),
-            None => Stdio::null(),
-        };
-        let stdout = if last {
-            Stdio::from(out_w.try_clone().map_err(io)?)
+        // The parent's copies of this stage's pipe ends close when these drop, after the spawn.
+        let stdin = next_stdin.take();
+        let pipe_out = if last {
+            None
         } else {
             let (r, w) = pipe_with(PipeFlags::CLOEXEC).map_err(|e| io(e.into()))?;
             next_stdin = Some(r);
-            Stdio::from(w)
+            Some(w)
         };
-        let mut cmd = Command::new(&stage.program);
-        cmd.arg0(&stage.argv[0])
-            .args(&stage.argv[1..])
-            .env_clear()
-            .envs(plan.env.iter().chain(stage.env.iter()).map(|(k, v)| (k, v)))
-            .current_dir(&plan.cwd)
-            .stdin(stdin)
-            .stdout(stdout)
-            .stderr(Stdio::from(err_w.try_clone().map_err(io)?))
-            .process_group(pgid);
-        let mut child_confinement = confinement.for_child().map_err(io)?;
-        let ticket = gate.try_clone().map_err(io)?;
-        let server = Some(rustix::process::getpid());
-        // SAFETY: the closure runs in the forked child before exec. It only makes syscalls
-        // (close_range, setrlimit, prctl, landlock_restrict_self, seccomp, read) on state
-        // prepared in the parent: no allocation, no locks, so it is safe after fork in a
-        // threaded parent.
-        unsafe {
-            cmd.pre_exec(move || {
-                child_confinement.apply_in_child()?;
-                wait_at_gate(&ticket, server)
-            });
-        }
-        let spawned = reap::spawn_registered(&mut cmd);
-        drop(cmd); // closes the parent's copies of this stage's pipe ends
+        let stage_env = merge_env(&plan.env, &stage.env);
+        let spawned = reap::spawn_registered(|| {
+            spawn::spawn(&StageSpawn {
+                program: &stage.program,
+                argv: &stage.argv,
+                env: &stage_env,
+                cwd: &plan.cwd,
+                stdio: [
+                    stdin.as_ref().unwrap_or(dev_null).as_fd(),
+                    pipe_out.as_ref().unwrap_or(out_w).as_fd(),
+                    err_w.as_fd(),
+                ],
+                pgid,
+                confinement,
+                gate: gate.as_fd(),
+            })
+        });
         let child = match spawned {
             Ok(child) => child,
-            Err(e) => {
-                return Err(if e.raw_os_error() == Some(GATE_CLOSED) {
-                    ExecFailure::NotDurable
-                } else if e.raw_os_error() == Some(ERRNO_NOT_ENFORCED) {
-                    ExecFailure::Sandbox(
-                        "the kernel did not fully enforce the Landlock ruleset or seccomp filter"
-                            .into(),
-                    )
-                } else {
-                    ExecFailure::Spawn {
-                        program: stage.argv[0].clone(),
-                        message: e.to_string(),
-                    }
-                });
-            }
+            Err(e) => return Err(spawn_failure(&stage.argv[0], &e)),
         };
         if pgid == 0 {
-            pgid = child.id() as i32;
+            pgid = child.pid.as_raw_nonzero().get();
         }
-        let pid = Pid::from_raw(child.id() as i32)
-            .ok_or_else(|| ExecFailure::Internal("pid 0".into()))?;
-        // The child is ours and unreaped, so its pid cannot have been reused.
-        let pidfd = match pidfd_open(pid, PidfdFlags::empty()) {
-            Ok(fd) => fd,
-            Err(e) => {
-                let mut child = child;
-                let _ = child.kill();
-                let _ = child.wait();
-                reap::forget(child.id());
-                return Err(io(e.into()));
-            }
-        };
         stages.push(Stage {
-            child,
-            pidfd,
+            pid: child.pid,
+            pidfd: child.pidfd,
             exited: false,
             index: base + k,
         });
@@ -379,42 +356,46 @@ fn spawn_stages(
     Ok(())
 }
 
-/// errno a child reports when its gate closed without a ticket: the attempt record never
-/// became durable, so the program must not run.
-const GATE_CLOSED: i32 = libc::ECANCELED;
-
-/// In the child, last before exec: a ticket of 1 means the attempt record is durable.
-/// While waiting, the child dies with its parent (should the server die before writing the
-/// tickets); the death signal is cleared again before the program runs.
-fn wait_at_gate(gate: &OwnedFd, server: Option<Pid>) -> std::io::Result<()> {
-    let closed = || std::io::Error::from_raw_os_error(GATE_CLOSED);
-    rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
-    if rustix::process::getppid() != server {
-        return Err(closed());
-    }
-    let mut ticket = [0u8; 1];
-    let result = loop {
-        match rustix::io::read(gate, &mut ticket) {
-            Ok(1) if ticket[0] == 1 => break Ok(()),
-            Err(Errno::INTR) => continue,
-            _ => break Err(closed()),
+/// The plan's environment with the stage's variables over it (a later value of a name wins,
+/// as with `Command::env`).
+fn merge_env(base: &[(String, String)], over: &[(String, String)]) -> Vec<(String, String)> {
+    let mut env = base.to_vec();
+    for (name, value) in over {
+        match env.iter_mut().find(|(n, _)| n == name) {
+            Some(slot) => slot.1.clone_from(value),
+            None => env.push((name.clone(), value.clone())),
         }
-    };
-    rustix::process::set_parent_process_death_signal(None)?;
-    result
+    }
+    env
+}
+
+/// What a stage that did not start means for the call.
+fn spawn_failure(program: &str, e: &SpawnError) -> ExecFailure {
+    match e {
+        SpawnError::Child {
+            step: Step::Gate, ..
+        } if e.errno() == Some(spawn::GATE_CLOSED) => ExecFailure::NotDurable,
+        SpawnError::Child {
+            step: Step::Sandbox,
+            ..
+        } => ExecFailure::Sandbox(format!(
+            "the kernel refused the Landlock ruleset or seccomp filter ({e})"
+        )),
+        SpawnError::Child { .. } => ExecFailure::Spawn {
+            program: program.to_owned(),
+            message: e.to_string(),
+        },
+        SpawnError::Parent(e) => ExecFailure::Internal(format!("cannot start `{program}`: {e}")),
+    }
 }
 
 /// Kills the group of the stages started so far (the first is its leader) and reaps them.
 fn kill_started(stages: &mut [Stage]) {
-    if let Some(pgid) = stages
-        .first()
-        .and_then(|s| Pid::from_raw(s.child.id() as i32))
-    {
-        let _ = kill_process_group(pgid, Signal::KILL);
+    if let Some(first) = stages.first() {
+        let _ = kill_process_group(first.pid, Signal::KILL);
     }
-    for s in stages {
-        let _ = s.child.wait();
-        reap::forget(s.child.id());
+    for s in stages.iter() {
+        let _ = reap_stage(s);
     }
 }
 
