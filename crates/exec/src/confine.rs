@@ -7,7 +7,6 @@
 //! server's other threads. We chose that over re-executing a helper binary because a second
 //! `exec` per command would double the spawn cost that the benchmark measures.
 
-use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
@@ -16,12 +15,9 @@ use landlock::{
     RulesetCreated, RulesetCreatedAttr, Scope, path_beneath_rules,
 };
 use safe_mcp_core::config::{Limits, SandboxMode, TerminalPolicy};
-use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
-    SeccompRule, TargetArch,
-};
 use serde_json::{Value, json};
 
+use crate::seccomp::{self, DENIED_SYSCALLS};
 use crate::spawn::Step;
 
 /// The Landlock ABI whose rights we request: filesystem (incl. truncate, ioctl on devices),
@@ -45,8 +41,8 @@ pub struct Confinement {
     mode: SandboxMode,
     /// The Landlock ruleset's descriptor; every child restricts itself with it.
     landlock: Option<OwnedFd>,
-    /// The deny-list filter, and a second one that answers `clone3` with ENOSYS.
-    seccomp: Option<(BpfProgram, BpfProgram)>,
+    /// The seccomp filter; its length fits the kernel's 16-bit field (checked in `new`).
+    seccomp: Option<seccomp::Program>,
     rlimits: Vec<(libc::__rlimit_resource_t, libc::rlimit)>,
     pids_cgroup: Option<PidsCgroup>,
     report: Value,
@@ -256,22 +252,19 @@ impl Confinement {
             {
                 return Err(fail(Step::Sandbox));
             }
-            if let Some((deny, clone3)) = &self.seccomp {
-                for program in [deny, clone3] {
-                    // `new` checked that each program is at most BPF_MAXINSNS long.
-                    let fprog = libc::sock_fprog {
-                        len: program.len() as libc::c_ushort,
-                        filter: program.as_ptr().cast::<libc::sock_filter>().cast_mut(),
-                    };
-                    if libc::syscall(
-                        libc::SYS_seccomp,
-                        libc::SECCOMP_SET_MODE_FILTER,
-                        0u32,
-                        std::ptr::from_ref(&fprog),
-                    ) != 0
-                    {
-                        return Err(fail(Step::Sandbox));
-                    }
+            if let Some(program) = &self.seccomp {
+                let fprog = libc::sock_fprog {
+                    len: program.len() as libc::c_ushort,
+                    filter: program.as_ptr().cast_mut(),
+                };
+                if libc::syscall(
+                    libc::SYS_seccomp,
+                    libc::SECCOMP_SET_MODE_FILTER,
+                    0u32,
+                    std::ptr::from_ref(&fprog),
+                ) != 0
+                {
+                    return Err(fail(Step::Sandbox));
                 }
             }
         }
@@ -361,113 +354,12 @@ fn build_ruleset(policy: &TerminalPolicy, hard: bool) -> Result<RulesetCreated, 
         .map_err(err)
 }
 
-/// Syscalls no command needs and every escape wants (DESIGN §5).
-const DENIED_SYSCALLS: &[(&str, i64)] = &[
-    ("ptrace", libc::SYS_ptrace),
-    ("process_vm_readv", libc::SYS_process_vm_readv),
-    ("process_vm_writev", libc::SYS_process_vm_writev),
-    ("io_uring_setup", libc::SYS_io_uring_setup),
-    ("io_uring_enter", libc::SYS_io_uring_enter),
-    ("io_uring_register", libc::SYS_io_uring_register),
-    ("bpf", libc::SYS_bpf),
-    ("mount", libc::SYS_mount),
-    ("umount2", libc::SYS_umount2),
-    ("fsopen", libc::SYS_fsopen),
-    ("fsmount", libc::SYS_fsmount),
-    ("move_mount", libc::SYS_move_mount),
-    ("open_tree", libc::SYS_open_tree),
-    ("pivot_root", libc::SYS_pivot_root),
-    ("unshare", libc::SYS_unshare),
-    ("setns", libc::SYS_setns),
-    ("keyctl", libc::SYS_keyctl),
-    ("add_key", libc::SYS_add_key),
-    ("request_key", libc::SYS_request_key),
-    ("perf_event_open", libc::SYS_perf_event_open),
-    ("userfaultfd", libc::SYS_userfaultfd),
-    ("kexec_load", libc::SYS_kexec_load),
-    ("init_module", libc::SYS_init_module),
-    ("finit_module", libc::SYS_finit_module),
-];
-
-/// Namespaces a child must not create through `clone` (as `unshare` is denied).
-const CLONE_NEW: &[u64] = &[
-    libc::CLONE_NEWNS as u64,
-    libc::CLONE_NEWUTS as u64,
-    libc::CLONE_NEWIPC as u64,
-    libc::CLONE_NEWUSER as u64,
-    libc::CLONE_NEWPID as u64,
-    libc::CLONE_NEWNET as u64,
-    libc::CLONE_NEWCGROUP as u64,
-];
-
-fn build_seccomp(
-    network: bool,
-    unix_sockets: bool,
-) -> Result<(BpfProgram, BpfProgram), ConfineError> {
-    let err = |e: seccompiler::BackendError| ConfineError::Seccomp(e.to_string());
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = DENIED_SYSCALLS
-        .iter()
-        .map(|&(_, nr)| (nr, vec![]))
-        .collect();
-    if !network && !unix_sockets {
-        // No sockets at all (socketpair, which names no address, stays allowed).
-        rules.insert(libc::SYS_socket, vec![]);
-    } else if !network {
-        // socket(domain, ...) with domain != AF_UNIX fails with EPERM.
-        let not_unix = SeccompCondition::new(
-            0,
-            SeccompCmpArgLen::Dword,
-            SeccompCmpOp::Ne,
-            libc::AF_UNIX as u64,
-        )
-        .map_err(err)?;
-        rules.insert(
-            libc::SYS_socket,
-            vec![SeccompRule::new(vec![not_unix]).map_err(err)?],
-        );
-    }
-    // clone() with any CLONE_NEW* flag fails with EPERM, like unshare.
-    let mut clone_rules = Vec::new();
-    for &flag in CLONE_NEW {
-        let set = SeccompCondition::new(
-            0,
-            SeccompCmpArgLen::Qword,
-            SeccompCmpOp::MaskedEq(flag),
-            flag,
-        )
-        .map_err(err)?;
-        clone_rules.push(SeccompRule::new(vec![set]).map_err(err)?);
-    }
-    rules.insert(libc::SYS_clone, clone_rules);
-    let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(err)?;
-    let deny = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM as u32),
-        arch,
-    )
-    .map_err(err)?;
-    // clone3 passes its flags in memory, where a filter cannot look: answer ENOSYS, so libc
-    // falls back to clone, which the rule above does check.
-    let clone3 = SeccompFilter::new(
-        BTreeMap::from([(libc::SYS_clone3, vec![])]),
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::ENOSYS as u32),
-        arch,
-    )
-    .map_err(err)?;
-    let programs: (BpfProgram, BpfProgram) = (
-        deny.try_into().map_err(err)?,
-        clone3.try_into().map_err(err)?,
-    );
-    // The child hands each program to the kernel with a 16-bit length.
-    if programs.0.len() > BPF_MAXINSNS || programs.1.len() > BPF_MAXINSNS {
+fn build_seccomp(network: bool, unix_sockets: bool) -> Result<seccomp::Program, ConfineError> {
+    let program = seccomp::build(network, unix_sockets).map_err(ConfineError::Seccomp)?;
+    if program.len() > libc::BPF_MAXINSNS as usize {
         return Err(ConfineError::Seccomp(
-            "a program is longer than BPF_MAXINSNS".into(),
+            "the program is longer than BPF_MAXINSNS".into(),
         ));
     }
-    Ok(programs)
+    Ok(program)
 }
-
-/// The kernel's limit on a classic BPF program's length.
-const BPF_MAXINSNS: usize = 4096;

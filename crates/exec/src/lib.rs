@@ -18,6 +18,7 @@
 pub mod confine;
 pub mod reap;
 mod run;
+mod seccomp;
 mod spawn;
 
 use std::os::fd::OwnedFd;
@@ -134,7 +135,7 @@ pub fn kernel_report() -> Value {
     // only tells whether this kernel accepts x32 syscalls at all (ENOSYS when it does not).
     let x32 = unsafe { libc::syscall(0x4000_0000 | libc::SYS_getpid) } >= 0;
     json!({
-        "x32_abi": if x32 { "enabled: the seccomp deny-list does not cover x32 syscall numbers" } else { "disabled" },
+        "x32_abi": if x32 { "enabled (the seccomp filter answers x32 syscall numbers with ENOSYS)" } else { "disabled" },
         "landlock_abi": landlock_abi(),
         "landlock": if landlock_abi() >= 6 { "full (ABI >= 6: filesystem, TCP, scoping)" } else if landlock_abi() > 0 { "partial" } else { "unavailable" },
         "seccomp_filter": seccomp,
