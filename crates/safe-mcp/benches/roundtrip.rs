@@ -150,10 +150,14 @@ async fn main() {
     }
     // An agent's calls come with pauses between them: the first call after an idle spell
     // is what a user waits for most often.
-    let mut idle = Vec::new();
+    // The machine itself is slower after a pause (caches, idle vCPUs), so the bare spawn is
+    // measured the same way beside it.
+    let (mut idle, mut idle_base) = (Vec::new(), Vec::new());
     for _ in 0..30 {
         tokio::time::sleep(Duration::from_millis(100)).await;
         idle.push(timed_call(&on, "run_command", &run).await);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        idle_base.push(spawn_echo(false));
     }
     let rss = peak_rss_kib(pid);
     on.cancel().await.unwrap();
@@ -164,6 +168,7 @@ async fn main() {
     row("explain_command(\"echo hi\")", explained);
     let on_p50 = row("run_command(\"echo hi\"), sandbox enforce", run_on);
     let off_p50 = row("run_command(\"echo hi\"), sandbox off", run_off);
+    row("baseline: spawn after 100 ms idle", idle_base);
     row("run_command, enforce, after 100 ms idle", idle);
 
     let mut cold = Vec::new();

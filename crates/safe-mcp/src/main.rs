@@ -6,6 +6,7 @@
 mod audit_cli;
 mod demo;
 mod files_server;
+mod stdio;
 mod terminal_server;
 
 use std::io::Read;
@@ -225,7 +226,10 @@ fn serve_stdio<S: rmcp::ServerHandler>(server: S, workers: usize) -> ExitCode {
         Err(e) => return fatal(format!("cannot start the async runtime: {e}")),
     };
     let result = runtime.block_on(async move {
-        let running = server.serve(rmcp::transport::stdio()).await?;
+        let running = match stdio::pipes() {
+            Some(pipes) => server.serve(pipes).await?,
+            None => server.serve(rmcp::transport::stdio()).await?,
+        };
         running.waiting().await?;
         Ok::<_, Box<dyn std::error::Error>>(())
     });

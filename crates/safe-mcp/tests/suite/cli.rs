@@ -256,3 +256,41 @@ fn the_demo_runs_and_every_envelope_is_as_expected() {
         "{stdout}"
     );
 }
+
+/// With pipes (every other test) the server reads and writes stdio through epoll; anything
+/// else, here a regular file as stdin and a socket pair as stdout, takes tokio's stdio. The
+/// session works the same: initialize, tools/list and a run are answered, and end of input
+/// ends the server.
+#[test]
+fn a_session_over_non_pipe_stdio_works() {
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::net::UnixStream;
+    let sb = Sandbox::new("");
+    let requests = [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"run_command","arguments":{"command":"echo over-a-file"}}}"#,
+    ];
+    let input = sb.base().join("requests.jsonl");
+    std::fs::write(&input, requests.join("\n") + "\n").unwrap();
+    let (ours, theirs) = UnixStream::pair().unwrap();
+    let mut child = Command::new(BIN)
+        .args(["terminal", "--config"])
+        .arg(&sb.policy)
+        .stdin(std::fs::File::open(&input).unwrap())
+        .stdout(std::os::fd::OwnedFd::from(theirs))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut answers = std::collections::BTreeMap::new();
+    for line in BufReader::new(ours).lines() {
+        let v: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
+        answers.insert(v["id"].as_i64().unwrap(), v);
+    }
+    assert!(child.wait().unwrap().success());
+    assert_eq!(answers[&1]["result"]["serverInfo"]["name"], "safe-mcp");
+    assert_eq!(answers[&2]["result"]["tools"].as_array().unwrap().len(), 3);
+    let run = &answers[&3]["result"]["structuredContent"];
+    assert_eq!(run["detail"]["stdout"], "over-a-file\n", "{run}");
+}
