@@ -381,11 +381,12 @@ fn spawn_failure(program: &str, e: &SpawnError) -> ExecFailure {
         } => ExecFailure::Sandbox(format!(
             "the kernel refused the Landlock ruleset or seccomp filter ({e})"
         )),
-        SpawnError::Child { .. } => ExecFailure::Spawn {
+        // A failed exec, a NUL byte in a configured variable, clone refused for lack of
+        // processes or memory: the command could not be started, and says why.
+        SpawnError::Child { .. } | SpawnError::Parent(_) => ExecFailure::Spawn {
             program: program.to_owned(),
             message: e.to_string(),
         },
-        SpawnError::Parent(e) => ExecFailure::Internal(format!("cannot start `{program}`: {e}")),
     }
 }
 
