@@ -17,7 +17,7 @@ use landlock::{
 use safe_mcp_core::config::{Limits, SandboxMode, TerminalPolicy};
 use serde_json::{Value, json};
 
-use crate::seccomp::{self, DENIED_SYSCALLS};
+use crate::seccomp;
 use crate::spawn::Step;
 
 /// The Landlock ABI whose rights we request: filesystem (incl. truncate, ioctl on devices),
@@ -172,7 +172,7 @@ impl Confinement {
             },
             "seccomp": {
                 "enabled": seccomp.is_some(),
-                "denied": if seccomp.is_some() { json!(DENIED_SYSCALLS.iter().map(|(n, _)| *n).collect::<Vec<_>>()) } else { json!([]) },
+                "denied": if seccomp.is_some() { json!(seccomp::denied().map(|(n, _)| *n).collect::<Vec<_>>()) } else { json!([]) },
                 "sockets": if seccomp.is_none() || sandbox.network { "any" } else if sandbox.unix_sockets { "AF_UNIX only" } else { "none (socketpair only)" },
             },
             "no_new_privs": sandbox.mode != SandboxMode::Off,
@@ -232,7 +232,15 @@ impl Confinement {
         unsafe {
             if let Some(cgroup) = &self.pids_cgroup {
                 // "0" is the writing thread, here the whole child; joined before it can fork.
-                if libc::write(cgroup.tasks.as_raw_fd(), b"0".as_ptr().cast(), 1) != 1 {
+                // The raw syscall: glibc's write() is a cancellation point and would touch
+                // the parent thread's control block, which this child shares.
+                if libc::syscall(
+                    libc::SYS_write,
+                    cgroup.tasks.as_raw_fd(),
+                    b"0".as_ptr(),
+                    1usize,
+                ) != 1
+                {
                     return Err(fail(Step::Limits));
                 }
             }

@@ -8,15 +8,16 @@
 //! pids are registered under a lock that the sweep also takes, so a sweep can never mistake a
 //! just-forked stage for an escapee.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, RwLock};
 
 use rustix::process::{Pid, Signal, WaitOptions, kill_process, waitpid};
 
 use crate::spawn::{SpawnError, Spawned};
 
-/// Stage pids currently owned by a call (spawned, not yet reaped).
-static STAGES: Mutex<Option<HashSet<u32>>> = Mutex::new(None);
+/// Stage pids currently owned by a call (spawned, not yet reaped), with a count: a pid freed
+/// by one call's reap can be reused by another call's stage before the first forgets it.
+static STAGES: Mutex<Option<HashMap<u32, usize>>> = Mutex::new(None);
 /// Spawners hold it shared from fork to registration; the sweep holds it exclusively.
 static SPAWNING: RwLock<()> = RwLock::new(());
 
@@ -33,17 +34,24 @@ pub(crate) fn spawn_registered(
     let _guard = SPAWNING.read().unwrap_or_else(|e| e.into_inner());
     let child = spawn()?;
     let mut stages = STAGES.lock().unwrap_or_else(|e| e.into_inner());
-    stages
-        .get_or_insert_with(HashSet::new)
-        .insert(child.pid.as_raw_nonzero().get().unsigned_abs());
+    *stages
+        .get_or_insert_with(HashMap::new)
+        .entry(child.pid.as_raw_nonzero().get().unsigned_abs())
+        .or_insert(0) += 1;
     Ok(child)
 }
 
 /// Forgets a stage once it has been reaped.
 pub(crate) fn forget(pid: Pid) {
     let mut stages = STAGES.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(set) = stages.as_mut() {
-        set.remove(&pid.as_raw_nonzero().get().unsigned_abs());
+    let pid = pid.as_raw_nonzero().get().unsigned_abs();
+    if let Some(map) = stages.as_mut()
+        && let Some(count) = map.get_mut(&pid)
+    {
+        *count -= 1;
+        if *count == 0 {
+            map.remove(&pid);
+        }
     }
 }
 
@@ -76,7 +84,8 @@ pub fn sweep_orphans() {
         let known: HashSet<u32> = STAGES
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .clone()
+            .as_ref()
+            .map(|m| m.keys().copied().collect())
             .unwrap_or_default();
         let orphans: Vec<u32> = children_of("self")
             .into_iter()

@@ -274,20 +274,9 @@ pub(crate) fn spawn(s: &StageSpawn<'_>) -> Result<Spawned, SpawnError> {
     };
 
     let mut pidfd: c_int = -1;
-    // SAFETY: `all` and `old` are valid sigset_t out-parameters of this thread's mask calls.
-    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
-    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: sigfillset/pthread_sigmask only write the sets passed; blocking every signal on
-    // this thread means no handler runs on the child's stack before it resets them.
-    let masked = unsafe {
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old)
-    };
-    if masked != 0 {
-        return Err(SpawnError::Parent(std::io::Error::from_raw_os_error(
-            masked,
-        )));
-    }
+    // Every signal blocked on this thread, so no handler runs on the child's stack before it
+    // resets them; the child inherits this mask.
+    let old = set_signal_mask(ALL_SIGNALS).map_err(std::io::Error::from_raw_os_error)?;
     // SAFETY: CLONE_VM|CLONE_VFORK: the child runs `child_main` on `stack`, which is ours and
     // large enough, and reads `prepared` (alive on our frame: this thread is suspended until
     // the child has exec'd or exited, so nothing here moves or is freed meanwhile). The child
@@ -305,10 +294,7 @@ pub(crate) fn spawn(s: &StageSpawn<'_>) -> Result<Spawned, SpawnError> {
         )
     };
     let clone_error = std::io::Error::last_os_error();
-    // SAFETY: restores the mask saved above.
-    unsafe {
-        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-    }
+    let _ = set_signal_mask(old);
     drop(stack);
     drop(strings);
     if pid < 0 {
@@ -345,6 +331,28 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
     // SAFETY: _exit ends only this child; no atexit handler or destructor of the shared
     // memory runs.
     unsafe { libc::_exit(127) }
+}
+
+/// The kernel's signal set: one bit per signal, 64 of them on Linux.
+type KernelSigset = u64;
+const ALL_SIGNALS: KernelSigset = !0;
+
+/// Replaces the calling thread's signal mask, returning the previous one. The raw syscall,
+/// because glibc's `pthread_sigmask` silently keeps its two internal signals unblocked.
+fn set_signal_mask(mask: KernelSigset) -> Result<KernelSigset, c_int> {
+    let mut old: KernelSigset = 0;
+    // SAFETY: rt_sigprocmask reads `mask` and writes `old`, both 8 bytes as the size says;
+    // the kernel ignores SIGKILL and SIGSTOP in a blocked set.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_SETMASK,
+            std::ptr::from_ref(&mask),
+            std::ptr::from_mut(&mut old),
+            std::mem::size_of::<KernelSigset>(),
+        )
+    };
+    if rc == 0 { Ok(old) } else { Err(errno()) }
 }
 
 pub(crate) fn errno() -> c_int {
@@ -410,17 +418,22 @@ unsafe fn run_child(p: &Prepared) -> Result<std::convert::Infallible, (Step, c_i
             return Err((Step::Gate, GATE_CLOSED));
         }
         let mut ticket = 0u8;
-        let n = libc::read(p.gate, std::ptr::from_mut(&mut ticket).cast(), 1);
+        // The raw syscall: glibc's read() is a cancellation point and would touch the parent
+        // thread's control block, which this child shares.
+        let n = libc::syscall(
+            libc::SYS_read,
+            p.gate,
+            std::ptr::from_mut(&mut ticket),
+            1usize,
+        );
         if n != 1 || ticket != 1 {
             return Err((Step::Gate, GATE_CLOSED));
         }
         if libc::prctl(libc::PR_SET_PDEATHSIG, 0 as libc::c_ulong) != 0 {
             return Err(fail(Step::Gate));
         }
-        let mut none: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut none);
-        if libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut()) != 0 {
-            return Err(fail(Step::Signals));
+        if let Err(errno) = set_signal_mask(0) {
+            return Err((Step::Signals, errno));
         }
         libc::execve(p.program, p.argv, p.envp);
         Err(fail(Step::Exec))
