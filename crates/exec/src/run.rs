@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use rustix::io::Errno;
 use rustix::pipe::{PipeFlags, pipe_with};
-use rustix::process::{Pid, Signal, WaitId, WaitIdOptions, kill_process_group, waitid};
+use rustix::process::{
+    Pid, Signal, WaitId, WaitIdOptions, kill_process_group, pidfd_send_signal, waitid,
+};
 use safe_mcp_core::syntax::Sequence;
 use safe_mcp_core::terminal::{ExecFailure, ExecOutcome, ExecPlan, StageOutcome};
 
@@ -168,7 +170,6 @@ pub(crate) fn run_plan(
         for s in &stages {
             outcome.stages[s.index].ran = true;
         }
-        let pgid = stages.first().map(|s| s.pid);
         if p + 1 == plan.pipelines.len() {
             writers = None; // our copies must close, or the readers never see EOF
         }
@@ -184,9 +185,7 @@ pub(crate) fn run_plan(
         );
         // Every stage has exited (or we are stopping): kill the rest of the group while an
         // unreaped member still pins its id, then reap.
-        if let Some(pgid) = pgid {
-            let _ = kill_process_group(pgid, Signal::KILL);
-        }
+        kill_stages(&stages);
         for s in &mut stages {
             let exit = reap_stage(s).map_err(|e| io(e.into()))?;
             let o = &mut outcome.stages[s.index];
@@ -392,11 +391,21 @@ fn spawn_failure(program: &str, e: &SpawnError) -> ExecFailure {
 
 /// Kills the group of the stages started so far (the first is its leader) and reaps them.
 fn kill_started(stages: &mut [Stage]) {
+    kill_stages(stages);
+    for s in stages.iter() {
+        let _ = reap_stage(s);
+    }
+}
+
+/// SIGKILLs the group (the first stage leads it) and, through its pidfd, every stage not
+/// seen to exit: a stage may have left the group (`setpgid`, `setsid`), and reaping one that
+/// still runs would wait for it past every deadline.
+fn kill_stages(stages: &[Stage]) {
     if let Some(first) = stages.first() {
         let _ = kill_process_group(first.pid, Signal::KILL);
     }
-    for s in stages.iter() {
-        let _ = reap_stage(s);
+    for s in stages.iter().filter(|s| !s.exited) {
+        let _ = pidfd_send_signal(&s.pidfd, Signal::KILL);
     }
 }
 

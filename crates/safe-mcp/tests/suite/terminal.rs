@@ -1,6 +1,8 @@
 //! The terminal server over a real MCP session: one test per result code, the parsing and
 //! evaluation examples of the issue, execution bounds, redaction and the audit trail.
 
+use std::time::Duration;
+
 use serde_json::json;
 
 use super::support::{DEFAULT_ALLOW, Sandbox, Session, eventually, live_processes_with};
@@ -274,6 +276,37 @@ async fn environment_is_scrubbed() {
         );
     }
     assert!(out.contains(&format!("HOME={}", sb.jail.display())));
+}
+
+/// A stage can leave the process group the tree kill aims at: the first into the server's own
+/// group (`setpgid`, same session), a later one into a session of its own (`setsid`). The
+/// deadline still holds: each stage is also killed through its pidfd before it is reaped.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stage_that_leaves_its_group_still_dies_at_the_deadline() {
+    let sb = Sandbox::with(
+        &format!("{DEFAULT_ALLOW}, \"python3\""),
+        "timeout_seconds = 10",
+        "closed",
+        "",
+    );
+    let s = sb.session().await;
+    let rejoin = "import os, time; os.setpgid(0, os.getpgid(os.getppid())); time.sleep(917.1)";
+    let leave = "import os, time; os.setsid(); time.sleep(917.2)";
+    for args in [
+        json!({"command": ["python3", "-c", rejoin], "timeout_seconds": 1}),
+        json!({"command": format!("echo x | python3 -c '{leave}'"), "timeout_seconds": 1}),
+    ] {
+        let call = s.call("run_command", args);
+        let r = tokio::time::timeout(Duration::from_secs(30), call)
+            .await
+            .expect("the call outlived its deadline by far");
+        assert_eq!(r["code"], "TIMEOUT", "{r}");
+    }
+    assert!(
+        eventually(5, || live_processes_with("917.").is_empty()).await,
+        "survivors: {:?}",
+        live_processes_with("917.")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
