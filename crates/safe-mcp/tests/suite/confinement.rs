@@ -394,3 +394,64 @@ async fn unix_sockets_can_be_refused() {
         );
     }
 }
+
+/// As root, RLIMIT_NPROC does not bind, so a root server puts its commands in a cgroup v1
+/// `pids` group of its own: a command runs inside it, groups left by dead servers are removed
+/// at start, and the server removes its own when it exits.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_root_server_runs_commands_in_its_own_pids_cgroup_and_cleans_up() {
+    let root = std::path::Path::new("/sys/fs/cgroup/pids");
+    if !rustix::process::geteuid().is_root() || !root.is_dir() {
+        eprintln!("skipping: the pids cgroup is used only by a root server with cgroup v1 pids");
+        return;
+    }
+    // 999999999 is above every pid_max, so no server of that pid can be alive.
+    let stale = root.join("safe-mcp-999999999");
+    let _ = std::fs::create_dir(&stale);
+    let sb = Sandbox::with(
+        super::support::DEFAULT_ALLOW,
+        "processes = 40",
+        "closed",
+        "",
+    );
+    let s = sb.session().await;
+    assert!(
+        !stale.exists(),
+        "a dead server's empty group was left behind"
+    );
+
+    let call = s.call("run_command", json!({"command": "sleep 3.917"}));
+    let probe = async {
+        for _ in 0..150 {
+            if let Some(pid) = live_processes_with("3.917").first() {
+                return std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        String::new()
+    };
+    let (r, cgroup) = tokio::join!(call, probe);
+    assert_eq!(r["code"], "OK", "{r}");
+    let group = cgroup
+        .lines()
+        .find_map(|l| l.split_once(":pids:/").map(|(_, g)| g.to_owned()))
+        .unwrap_or_default();
+    assert!(
+        group.starts_with("safe-mcp-"),
+        "the command ran outside the group: {cgroup}"
+    );
+    let dir = root.join(&group);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("pids.max"))
+            .unwrap()
+            .trim(),
+        "40"
+    );
+
+    drop(s);
+    assert!(
+        eventually(5, || !dir.exists()).await,
+        "the server left {} behind",
+        dir.display()
+    );
+}
