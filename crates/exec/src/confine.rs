@@ -56,7 +56,7 @@ struct PidsCgroup {
     /// The group's `tasks` file, opened for writing once; each child writes "0" to join.
     /// `tasks` moves only the writing thread, which for the single-threaded child is the
     /// whole process; unlike `cgroup.procs` it skips the kernel's global threadgroup lock,
-    /// whose write side waits for an RCU grace period: 5–20 ms on the first command after
+    /// whose write side waits for an RCU grace period: 5–24 ms on the first command after
     /// an idle spell, measured on this machine kind, against ~0.05 ms.
     tasks: OwnedFd,
 }
@@ -173,7 +173,12 @@ impl Confinement {
             "seccomp": {
                 "enabled": seccomp.is_some(),
                 "denied": if seccomp.is_some() { json!(seccomp::denied().map(|(n, _)| *n).collect::<Vec<_>>()) } else { json!([]) },
-                "sockets": if seccomp.is_none() || sandbox.network { "any" } else if sandbox.unix_sockets { "AF_UNIX only" } else { "none (socketpair only)" },
+                "sockets": match (seccomp.is_some(), sandbox.network, sandbox.unix_sockets) {
+                    (false, _, _) | (true, true, true) => "any",
+                    (true, true, false) => "any but AF_UNIX (socketpair allowed)",
+                    (true, false, true) => "AF_UNIX only",
+                    (true, false, false) => "none (socketpair only)",
+                },
             },
             "no_new_privs": sandbox.mode != SandboxMode::Off,
             "rlimits": {
@@ -227,7 +232,7 @@ impl Confinement {
     /// calling process's limits and credentials for good.
     pub(crate) unsafe fn apply_in_child(&self) -> Result<(), (Step, libc::c_int)> {
         let fail = |step: Step| (step, crate::spawn::errno());
-        // SAFETY (whole body): plain syscalls on descriptors, limits and BPF programs built
+        // SAFETY (whole body): plain syscalls on descriptors, limits and the BPF program built
         // in `Confinement::new`, which the caller keeps alive; nothing here allocates.
         unsafe {
             if let Some(cgroup) = &self.pids_cgroup {

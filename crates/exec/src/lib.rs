@@ -75,7 +75,7 @@ impl Executor for LocalExecutor {
             // The blocking loop polls the read end. Closing the write end (on cancel, or when
             // this future is dropped mid-call) wakes it with POLLHUP, and the tree is killed.
             let (cancel_r, cancel_w) = pipe_with(PipeFlags::CLOEXEC).map_err(internal)?;
-            // Each child reads one byte from the gate as the last step before exec: forking
+            // Each child reads one byte from the gate as the last step before exec: cloning
             // and confining overlap the attempt record's fsync, but no program runs before it.
             let (gate_r, gate_w) = pipe_with(PipeFlags::CLOEXEC).map_err(internal)?;
             let stages: usize = plan.pipelines.iter().map(Vec::len).sum();
@@ -84,7 +84,7 @@ impl Executor for LocalExecutor {
             });
             let released = durable.await;
             // One ticket per stage: 1 lets it exec, 0 sends it away. A ticket is written either
-            // way, since every forked child holds a copy of the write end and would never see
+            // way, since every cloned child holds a copy of the write end and would never see
             // end-of-file.
             let tickets = vec![u8::from(released); stages.max(1)];
             match rustix::io::write(&gate_w, &tickets) {

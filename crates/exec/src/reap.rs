@@ -6,7 +6,7 @@
 //! re-parented to the server instead of to init. Any child of the server that is not a stage
 //! we spawned is therefore an escapee: it and its whole subtree are killed and reaped. Stage
 //! pids are registered under a lock that the sweep also takes, so a sweep can never mistake a
-//! just-forked stage for an escapee.
+//! just-started stage for an escapee.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, RwLock};
@@ -18,7 +18,7 @@ use crate::spawn::{SpawnError, Spawned};
 /// Stage pids currently owned by a call (spawned, not yet reaped), with a count: a pid freed
 /// by one call's reap can be reused by another call's stage before the first forgets it.
 static STAGES: Mutex<Option<HashMap<u32, usize>>> = Mutex::new(None);
-/// Spawners hold it shared from fork to registration; the sweep holds it exclusively.
+/// Spawners hold it shared from clone to registration; the sweep holds it exclusively.
 static SPAWNING: RwLock<()> = RwLock::new(());
 
 /// Makes this process the subreaper of everything it starts. Call once, at server start.

@@ -1,6 +1,6 @@
 //! Running an approved plan: spawn, wire pipes, wait, kill the tree, capture capped output.
 //!
-//! Owns one call's processes from fork to reap. A blocking loop polls pidfds, the output
+//! Owns one call's processes from spawn to reap. A blocking loop polls pidfds, the output
 //! pipes, the stdin pipe and a cancel pipe with the deadline as its timeout, so one thread
 //! sees every event in order. Exits are observed with `waitid(WNOWAIT)` and the group is
 //! killed *before* the last member is reaped: while an unreaped zombie holds the group id it

@@ -9,8 +9,9 @@
 //! 3. `clone3` answers ENOSYS, so libc falls back to `clone`: `clone3` passes its flags in
 //!    memory, where a filter cannot look;
 //! 4. `clone` with any `CLONE_NEW*` flag fails with EPERM, like `unshare`;
-//! 5. without network, `socket` fails with EPERM unless its domain is AF_UNIX (or always,
-//!    when unix sockets are off too);
+//! 5. `socket` follows the two switches: without network only AF_UNIX is allowed (nothing
+//!    at all when unix sockets are off too); with network, anything but AF_UNIX when unix
+//!    sockets are off;
 //! 6. the deny-list fails with EPERM; everything else is allowed.
 //!
 //! We assemble it ourselves instead of using seccompiler for two reasons. Every command
@@ -117,7 +118,8 @@ enum Label {
     Eperm,
     Enosys,
     Clone,
-    Socket,
+    UnixOnly,
+    NotUnix,
 }
 
 enum Insn {
@@ -166,13 +168,14 @@ pub(crate) fn build(network: bool, unix_sockets: bool) -> Result<Program, String
     }
     code.push(eq(nr(libc::SYS_clone3)?, Label::Enosys));
     code.push(eq(nr(libc::SYS_clone)?, Label::Clone));
-    if !network {
-        let socket = if unix_sockets {
-            Label::Socket
-        } else {
-            Label::Eperm
-        };
-        code.push(eq(nr(libc::SYS_socket)?, socket));
+    let socket = match (network, unix_sockets) {
+        (true, true) => None,
+        (true, false) => Some(Label::NotUnix),
+        (false, true) => Some(Label::UnixOnly),
+        (false, false) => Some(Label::Eperm),
+    };
+    if let Some(label) = socket {
+        code.push(eq(nr(libc::SYS_socket)?, label));
     }
     for &(_, n) in denied() {
         code.push(eq(nr(n)?, Label::Eperm));
@@ -187,13 +190,21 @@ pub(crate) fn build(network: bool, unix_sockets: bool) -> Result<Program, String
             then: Label::Eperm,
             otherwise: Label::Allow,
         },
-        Mark(Label::Socket),
+        Mark(Label::UnixOnly),
         Load(ARG0_LOW),
         Jump {
             op: libc::BPF_JEQ,
             k: libc::AF_UNIX as u32,
             then: Label::Allow,
             otherwise: Label::Eperm,
+        },
+        Mark(Label::NotUnix),
+        Load(ARG0_LOW),
+        Jump {
+            op: libc::BPF_JEQ,
+            k: libc::AF_UNIX as u32,
+            then: Label::Eperm,
+            otherwise: Label::Allow,
         },
         Mark(Label::Allow),
         Return(RET_ALLOW),
@@ -370,5 +381,9 @@ mod tests {
         assert_eq!(run(&p, AUDIT_ARCH, socket, unix), RET_EPERM);
         let p = build(true, true).unwrap();
         assert_eq!(run(&p, AUDIT_ARCH, socket, inet), RET_ALLOW);
+        assert_eq!(run(&p, AUDIT_ARCH, socket, unix), RET_ALLOW);
+        let p = build(true, false).unwrap();
+        assert_eq!(run(&p, AUDIT_ARCH, socket, inet), RET_ALLOW);
+        assert_eq!(run(&p, AUDIT_ARCH, socket, unix), RET_EPERM);
     }
 }

@@ -1,17 +1,18 @@
-//! Starting one stage: a vfork-style `clone` whose child makes raw syscalls only.
+//! Starting one stage: a vfork-style `clone` whose child only makes syscalls.
 //!
 //! Owns the step from "a prepared stage" to "a confined program is running, with a pidfd".
 //! `fork` would copy the server's page tables and `exec` would tear the copy down again, which
 //! costs more than the command `echo hi` itself; so, like glibc's `posix_spawn`, we clone with
 //! `CLONE_VM | CLONE_VFORK`: the child borrows the server's memory on a stack of its own, and
 //! the calling thread sleeps until the child has exec'd or exited. Unlike `posix_spawn` the
-//! child also confines itself (rlimits, `no_new_privs`, Landlock, seccomp) and then waits at
-//! the exec gate until the attempt record is durable.
+//! child also confines itself (pids cgroup, rlimits, `no_new_privs`, Landlock, seccomp) and
+//! then waits at the exec gate until the attempt record is durable.
 //!
 //! Because the child shares the server's memory while other server threads keep running, it
 //! must not allocate, take a lock or write anything of the parent's except the one error slot
 //! it is given: every string, pointer array and descriptor is prepared here, in the parent
-//! ([`Prepared`]), and the child ([`child_main`]) only reads them and makes syscalls. All
+//! ([`Prepared`]), and the child ([`child_main`]) only reads them and makes syscalls, through
+//! libc wrappers that take no lock (raw ones for read, write and the signal mask). All
 //! signals are blocked across the clone and the child resets every caught signal to its
 //! default before unblocking, so no server signal handler can run on the child's stack.
 
@@ -140,8 +141,8 @@ pub(crate) struct Spawned {
     pub pidfd: OwnedFd,
 }
 
-/// Everything the child reads, laid out before the clone. The pointers point into `_strings`
-/// and into the caller's [`ChildConfinement`], both of which outlive the child's use of them
+/// Everything the child reads, laid out before the clone. The pointers point into `Strings`
+/// and into the caller's [`Confinement`], both of which outlive the child's use of them
 /// (the parent thread sleeps until the child has exec'd or exited).
 #[repr(C)]
 struct Prepared {

@@ -191,7 +191,7 @@ async fn main() {
     );
     println!(
         "server peak RSS (VmHWM) after {} calls: {:.1} MiB",
-        3 * n + 90,
+        2 * n + 70,
         rss as f64 / 1024.0
     );
 }
