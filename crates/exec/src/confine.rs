@@ -41,7 +41,7 @@ pub struct Confinement {
     mode: SandboxMode,
     /// The Landlock ruleset's descriptor; every child restricts itself with it.
     landlock: Option<OwnedFd>,
-    /// The seccomp filter; its length fits the kernel's 16-bit field (checked in `new`).
+    /// The seccomp filter; its length fits the kernel's 16-bit field (`seccomp::build`).
     seccomp: Option<seccomp::Program>,
     rlimits: Vec<(libc::__rlimit_resource_t, libc::rlimit)>,
     pids_cgroup: Option<PidsCgroup>,
@@ -143,7 +143,10 @@ impl Confinement {
                 let ruleset = build_ruleset(policy, mode == SandboxMode::Enforce)?;
                 (
                     Option::<OwnedFd>::from(ruleset),
-                    Some(build_seccomp(sandbox.network, sandbox.unix_sockets)?),
+                    Some(
+                        seccomp::build(sandbox.network, sandbox.unix_sockets)
+                            .map_err(ConfineError::Seccomp)?,
+                    ),
                 )
             }
         };
@@ -219,10 +222,8 @@ impl Confinement {
     pub fn summary(&self) -> &Value {
         &self.summary
     }
-}
 
-impl Confinement {
-    /// Runs in the `CLONE_VM` child before exec (see [`crate::spawn`]): raw syscalls on state
+    /// Runs in the `CLONE_VM` child before exec (see [`crate::spawn`]): syscalls on state
     /// prepared at startup, no allocation, no locks. Order (written down as Firecracker's
     /// jailer does): the pids cgroup (root only), rlimits, no_new_privs + Landlock, then
     /// seccomp last. Returns the step that failed and its errno.
@@ -365,14 +366,4 @@ fn build_ruleset(policy: &TerminalPolicy, hard: bool) -> Result<RulesetCreated, 
             jail_access,
         ))
         .map_err(err)
-}
-
-fn build_seccomp(network: bool, unix_sockets: bool) -> Result<seccomp::Program, ConfineError> {
-    let program = seccomp::build(network, unix_sockets).map_err(ConfineError::Seccomp)?;
-    if program.len() > libc::BPF_MAXINSNS as usize {
-        return Err(ConfineError::Seccomp(
-            "the program is longer than BPF_MAXINSNS".into(),
-        ));
-    }
-    Ok(program)
 }

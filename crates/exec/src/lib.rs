@@ -2,10 +2,10 @@
 //!
 //! It runs an [`ExecPlan`] that the core already approved, and nothing else: it starts each
 //! stage with a vfork-style clone (`spawn`) in its own process group with a scrubbed
-//! environment, closes inherited descriptors,
-//! applies rlimits, `no_new_privs`, Landlock and seccomp in the child ([`confine`]), wires the
-//! pipes itself, enforces the deadline, caps output, and kills and reaps the whole tree,
-//! `setsid` escapees included ([`reap`]). It never decides *whether* something may run.
+//! environment, closes inherited descriptors, applies rlimits, `no_new_privs`, Landlock and
+//! seccomp in the child ([`confine`]), wires the pipes itself, enforces the deadline, caps
+//! output, and kills and reaps the whole tree, `setsid` escapees included ([`reap`]). It
+//! never decides *whether* something may run.
 //!
 //! ```no_run
 //! # async fn demo(policy: &safe_mcp_core::config::TerminalPolicy) -> Result<(), Box<dyn std::error::Error>> {

@@ -372,8 +372,9 @@ fn merge_env(base: &[(String, String)], over: &[(String, String)]) -> Vec<(Strin
 fn spawn_failure(program: &str, e: &SpawnError) -> ExecFailure {
     match e {
         SpawnError::Child {
-            step: Step::Gate, ..
-        } if e.errno() == Some(spawn::GATE_CLOSED) => ExecFailure::NotDurable,
+            step: Step::Gate,
+            errno: spawn::GATE_CLOSED,
+        } => ExecFailure::NotDurable,
         SpawnError::Child {
             step: Step::Sandbox,
             ..

@@ -118,8 +118,7 @@ enum Label {
     Eperm,
     Enosys,
     Clone,
-    UnixOnly,
-    NotUnix,
+    Socket,
 }
 
 enum Insn {
@@ -168,14 +167,17 @@ pub(crate) fn build(network: bool, unix_sockets: bool) -> Result<Program, String
     }
     code.push(eq(nr(libc::SYS_clone3)?, Label::Enosys));
     code.push(eq(nr(libc::SYS_clone)?, Label::Clone));
-    let socket = match (network, unix_sockets) {
-        (true, true) => None,
-        (true, false) => Some(Label::NotUnix),
-        (false, true) => Some(Label::UnixOnly),
-        (false, false) => Some(Label::Eperm),
-    };
-    if let Some(label) = socket {
-        code.push(eq(nr(libc::SYS_socket)?, label));
+    // Where socket(domain, …) goes for AF_UNIX and for any other domain.
+    let (unix, other) = (
+        if unix_sockets {
+            Label::Allow
+        } else {
+            Label::Eperm
+        },
+        if network { Label::Allow } else { Label::Eperm },
+    );
+    if (unix, other) != (Label::Allow, Label::Allow) {
+        code.push(eq(nr(libc::SYS_socket)?, Label::Socket));
     }
     for &(_, n) in denied() {
         code.push(eq(nr(n)?, Label::Eperm));
@@ -190,21 +192,13 @@ pub(crate) fn build(network: bool, unix_sockets: bool) -> Result<Program, String
             then: Label::Eperm,
             otherwise: Label::Allow,
         },
-        Mark(Label::UnixOnly),
+        Mark(Label::Socket),
         Load(ARG0_LOW),
         Jump {
             op: libc::BPF_JEQ,
             k: libc::AF_UNIX as u32,
-            then: Label::Allow,
-            otherwise: Label::Eperm,
-        },
-        Mark(Label::NotUnix),
-        Load(ARG0_LOW),
-        Jump {
-            op: libc::BPF_JEQ,
-            k: libc::AF_UNIX as u32,
-            then: Label::Eperm,
-            otherwise: Label::Allow,
+            then: unix,
+            otherwise: other,
         },
         Mark(Label::Allow),
         Return(RET_ALLOW),
@@ -218,7 +212,8 @@ pub(crate) fn build(network: bool, unix_sockets: bool) -> Result<Program, String
     assemble(&code)
 }
 
-/// Resolves labels into the forward jump offsets classic BPF wants (0..=255).
+/// Resolves labels into the forward jump offsets classic BPF wants (0..=255), and checks the
+/// program fits the kernel's limit (and so the 16-bit length the child passes).
 fn assemble(code: &[Insn]) -> Result<Program, String> {
     let mut at: HashMap<Label, usize> = HashMap::new();
     let mut pc = 0;
@@ -267,6 +262,9 @@ fn assemble(code: &[Insn]) -> Result<Program, String> {
             Insn::Return(action) => filter(libc::BPF_RET | libc::BPF_K, 0, 0, action),
             Insn::Mark(_) => continue,
         });
+    }
+    if program.len() > libc::BPF_MAXINSNS as usize {
+        return Err("the program is longer than BPF_MAXINSNS".into());
     }
     Ok(program)
 }

@@ -91,15 +91,6 @@ pub(crate) enum SpawnError {
     Parent(std::io::Error),
 }
 
-impl SpawnError {
-    pub(crate) fn errno(&self) -> Option<c_int> {
-        match self {
-            SpawnError::Child { errno, .. } => Some(*errno),
-            SpawnError::Parent(e) => e.raw_os_error(),
-        }
-    }
-}
-
 impl std::fmt::Display for SpawnError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
