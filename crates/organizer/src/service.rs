@@ -613,6 +613,35 @@ impl FilesService {
         self.reverse("redo_last_action", false)
     }
 
+    /// Why `action` cannot be undone (or redone) as it stands: every file must be exactly
+    /// where the action left it, and its way back clear.
+    fn blocked_reversal(&self, action: &Action, undo: bool) -> Option<String> {
+        for m in &action.moves {
+            let (here, there) = if undo {
+                (&m.dst, &m.src)
+            } else {
+                (&m.src, &m.dst)
+            };
+            let at_here = self
+                .ws
+                .stat(here)
+                .ok()
+                .flatten()
+                .is_some_and(|e| e.ino == m.ino && e.dev == m.dev);
+            if !at_here {
+                return Some(format!(
+                    "{here} is no longer the file that was moved; nothing changed"
+                ));
+            }
+            if !matches!(self.ws.stat(there), Ok(None)) {
+                return Some(format!(
+                    "{there} is occupied and is never overwritten; nothing changed"
+                ));
+            }
+        }
+        None
+    }
+
     fn reverse(&self, tool: &str, undo: bool) -> OperationResult {
         let started = Instant::now();
         if let Err(r) = self.audit_attempt(tool, json!({})) {
@@ -640,41 +669,12 @@ impl FilesService {
                 );
             }
         };
-        // Every file must be exactly where the action left it, and its way back clear.
-        for m in &action.moves {
-            let (here, there) = if undo {
-                (&m.dst, &m.src)
-            } else {
-                (&m.src, &m.dst)
-            };
-            let at_here = self
-                .ws
-                .stat(here)
-                .ok()
-                .flatten()
-                .is_some_and(|e| e.ino == m.ino && e.dev == m.dev);
-            if !at_here {
-                drop(journal);
-                return self.finish(
-                    started,
-                    OperationResult::new(
-                        tool,
-                        ResultCode::Conflict,
-                        format!("{here} is no longer the file that was moved; nothing changed"),
-                    ),
-                );
-            }
-            if !matches!(self.ws.stat(there), Ok(None)) {
-                drop(journal);
-                return self.finish(
-                    started,
-                    OperationResult::new(
-                        tool,
-                        ResultCode::Conflict,
-                        format!("{there} is occupied and is never overwritten; nothing changed"),
-                    ),
-                );
-            }
+        if let Some(conflict) = self.blocked_reversal(&action, undo) {
+            drop(journal);
+            return self.finish(
+                started,
+                OperationResult::new(tool, ResultCode::Conflict, conflict),
+            );
         }
         let started_ok = if undo {
             journal.start_undo(&self.ws, action.id)
