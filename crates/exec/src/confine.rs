@@ -44,6 +44,8 @@ pub struct Confinement {
     /// The seccomp filter; its length fits the kernel's 16-bit field (`seccomp::build`).
     seccomp: Option<seccomp::Program>,
     rlimits: Vec<(libc::__rlimit_resource_t, libc::rlimit)>,
+    /// Which capability sets the child clears; `None` under `off`.
+    capabilities: Option<CapabilityDrop>,
     pids_cgroup: Option<PidsCgroup>,
     report: Value,
     summary: Value,
@@ -102,12 +104,128 @@ impl Drop for PidsCgroup {
     }
 }
 
+/// How far a child can shed capabilities, decided once from what the server holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CapabilityDrop {
+    /// The server holds CAP_SETPCAP (a root server): the child also empties its bounding set
+    /// and locks the securebits, so neither exec nor uid 0 can give any capability back.
+    Everything,
+    /// Without CAP_SETPCAP the bounding set and securebits cannot change; the child still
+    /// clears its effective, permitted, inheritable and ambient sets, and `no_new_privs`
+    /// stops exec from granting any (a setuid or file-capability program gains nothing).
+    HeldSets,
+}
+
+/// `struct __user_cap_header_struct` and `__user_cap_data_struct`, version 3 (two data words).
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+const CAP_SETPCAP: u32 = 8;
+/// Every securebit set and locked except KEEP_CAPS: NOROOT (uid 0 gains nothing at exec),
+/// NO_SETUID_FIXUP, NO_CAP_AMBIENT_RAISE, and the lock of KEEP_CAPS (left off).
+const SECUREBITS_LOCKED: libc::c_ulong = 0b1110_1111;
+
+impl CapabilityDrop {
+    fn for_this_process() -> CapabilityDrop {
+        let mut header = CapHeader {
+            version: LINUX_CAPABILITY_VERSION_3,
+            pid: 0,
+        };
+        let mut data = [CapData::default(); 2];
+        // SAFETY: capget reads the header and writes two data structs, as version 3 says.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_capget,
+                std::ptr::from_mut(&mut header),
+                data.as_mut_ptr(),
+            )
+        };
+        if rc == 0 && data[0].effective & (1 << CAP_SETPCAP) != 0 {
+            CapabilityDrop::Everything
+        } else {
+            CapabilityDrop::HeldSets
+        }
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            CapabilityDrop::Everything => {
+                "all dropped (effective, permitted, inheritable, ambient, bounding); securebits noroot, no_setuid_fixup and no_cap_ambient_raise set and locked"
+            }
+            CapabilityDrop::HeldSets => {
+                "effective, permitted, inheritable and ambient cleared; the bounding set stays (the server lacks CAP_SETPCAP) and no_new_privs stops exec from granting any"
+            }
+        }
+    }
+
+    /// Sheds the capabilities. Runs in the spawn child: syscalls on stack values only.
+    ///
+    /// # Safety
+    /// Only in the child made by [`crate::spawn::spawn`]; it changes credentials for good.
+    unsafe fn apply(self) -> Result<(), libc::c_int> {
+        // SAFETY (whole body): prctl and capset on values on this stack; nothing allocates.
+        unsafe {
+            if self == CapabilityDrop::Everything {
+                if libc::prctl(libc::PR_SET_SECUREBITS, SECUREBITS_LOCKED, 0, 0, 0) != 0 {
+                    return Err(crate::spawn::errno());
+                }
+                for cap in 0..64 as libc::c_ulong {
+                    if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 {
+                        // EINVAL: past the kernel's last capability.
+                        match crate::spawn::errno() {
+                            libc::EINVAL => break,
+                            errno => return Err(errno),
+                        }
+                    }
+                }
+            }
+            if libc::prctl(
+                libc::PR_CAP_AMBIENT,
+                libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) != 0
+                && crate::spawn::errno() != libc::EINVAL
+            {
+                return Err(crate::spawn::errno());
+            }
+            let header = CapHeader {
+                version: LINUX_CAPABILITY_VERSION_3,
+                pid: 0,
+            };
+            let none = [CapData::default(); 2];
+            if libc::syscall(libc::SYS_capset, std::ptr::from_ref(&header), none.as_ptr()) != 0 {
+                return Err(crate::spawn::errno());
+            }
+        }
+        Ok(())
+    }
+}
+
 impl std::fmt::Debug for Confinement {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Confinement")
             .field("report", &self.report)
             .finish()
     }
+}
+
+/// What a confined command of a server run by this user is left with, for `doctor`.
+pub fn capability_report() -> &'static str {
+    CapabilityDrop::for_this_process().describe()
 }
 
 /// The kernel's Landlock ABI version, or 0 when Landlock is unavailable.
@@ -133,6 +251,8 @@ impl Confinement {
         let sandbox = &policy.sandbox;
         let rlimits = rlimits(&policy.limits);
         let pids_cgroup = PidsCgroup::create(policy.limits.processes);
+        let capabilities =
+            (sandbox.mode != SandboxMode::Off).then(CapabilityDrop::for_this_process);
         let abi = landlock_abi();
         // Under enforce the ruleset is built with HardRequirement: it is complete, or building
         // it fails and the server does not start. Each child restricts itself with its
@@ -169,6 +289,7 @@ impl Confinement {
                 "enforced": landlock_state,
                 "read_paths": sandbox.read_paths,
                 "read_write": [policy.jail_root.clone(), PathBuf::from("/dev/null")],
+                "never_granted": if landlock_state == "off" { json!([]) } else { json!(["make_char", "make_block", "ioctl_dev"]) },
                 "exec_in_jail": sandbox.exec_in_jail,
                 "tcp": if sandbox.network || landlock_state == "off" { "allowed" } else { "denied" },
                 "scoped": if landlock_state == "off" { json!([]) } else { json!(["signal", "abstract-unix-socket"]) },
@@ -176,6 +297,7 @@ impl Confinement {
             "seccomp": {
                 "enabled": seccomp.is_some(),
                 "denied": if seccomp.is_some() { json!(seccomp::denied().map(|(n, _)| *n).collect::<Vec<_>>()) } else { json!([]) },
+                "refused_modes": if seccomp.is_some() { json!({"setuid_setgid_bits": seccomp::refused_by_argument().collect::<Vec<_>>(), "device_nodes": ["mknod", "mknodat"]}) } else { json!({}) },
                 "sockets": match (seccomp.is_some(), sandbox.network, sandbox.unix_sockets) {
                     (false, _, _) | (true, true, true) => "any",
                     (true, true, false) => "any but AF_UNIX (socketpair allowed)",
@@ -184,6 +306,7 @@ impl Confinement {
                 },
             },
             "no_new_privs": sandbox.mode != SandboxMode::Off,
+            "capabilities": capabilities.map_or("kept (sandbox mode off)", CapabilityDrop::describe),
             "rlimits": {
                 "cpu_seconds": policy.limits.cpu_seconds,
                 "memory_bytes": policy.limits.memory_bytes,
@@ -200,6 +323,11 @@ impl Confinement {
             "landlock": landlock_state,
             "landlock_abi": abi,
             "seccomp": seccomp.is_some(),
+            "capabilities": match capabilities {
+                Some(CapabilityDrop::Everything) => "all dropped",
+                Some(CapabilityDrop::HeldSets) => "none held",
+                None => "kept",
+            },
             "network": sandbox.network,
         });
         Ok(Confinement {
@@ -207,6 +335,7 @@ impl Confinement {
             landlock,
             seccomp,
             rlimits,
+            capabilities,
             pids_cgroup,
             report,
             summary,
@@ -225,8 +354,9 @@ impl Confinement {
 
     /// Runs in the `CLONE_VM` child before exec (see [`crate::spawn`]): syscalls on state
     /// prepared at startup, no allocation, no locks. Order (written down as Firecracker's
-    /// jailer does): the pids cgroup (root only), rlimits, no_new_privs + Landlock, then
-    /// seccomp last. Returns the step that failed and its errno.
+    /// jailer does): the pids cgroup (root only), rlimits, every capability dropped and the
+    /// securebits locked, no_new_privs + Landlock, then seccomp last. Returns the step that
+    /// failed and its errno.
     ///
     /// # Safety
     /// Only for the child made by [`crate::spawn::spawn`], before exec: it changes the
@@ -257,6 +387,9 @@ impl Confinement {
             }
             if self.mode == SandboxMode::Off {
                 return Ok(());
+            }
+            if let Some(drop) = self.capabilities {
+                drop.apply().map_err(|errno| (Step::Capabilities, errno))?;
             }
             if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
                 return Err(fail(Step::Sandbox));
@@ -330,7 +463,10 @@ fn build_ruleset(policy: &TerminalPolicy, hard: bool) -> Result<RulesetCreated, 
     let sandbox = &policy.sandbox;
     let all = AccessFs::from_all(TARGET_ABI);
     let read_exec = AccessFs::from_read(TARGET_ABI);
-    let mut jail_access = all;
+    // A jail never needs device nodes: with MAKE_CHAR / MAKE_BLOCK a root command could
+    // extract one (`tar xf`) and read or write the raw disk through it; IOCTL_DEV is for
+    // devices only. Neither is granted beneath the jail (nor anywhere else).
+    let mut jail_access = all & !(AccessFs::MakeChar | AccessFs::MakeBlock | AccessFs::IoctlDev);
     if !sandbox.exec_in_jail {
         jail_access &= !AccessFs::Execute;
     }

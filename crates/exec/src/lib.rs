@@ -29,7 +29,7 @@ use safe_mcp_core::config::TerminalPolicy;
 use safe_mcp_core::terminal::{Cancel, Durable, ExecFailure, ExecFuture, ExecPlan, Executor};
 use serde_json::{Value, json};
 
-pub use confine::{ConfineError, Confinement, landlock_abi};
+pub use confine::{ConfineError, Confinement, capability_report, landlock_abi};
 
 /// Runs approved plans on this machine, confined.
 #[derive(Debug, Clone)]
@@ -143,5 +143,6 @@ pub fn kernel_report() -> Value {
         "child_subreaper": subreaper,
         "proc_children": std::path::Path::new("/proc/self/task").exists(),
         "euid": rustix::process::geteuid().as_raw(),
+        "command_capabilities": capability_report(),
     })
 }

@@ -381,6 +381,10 @@ fn spawn_failure(program: &str, e: &SpawnError) -> ExecFailure {
         } => ExecFailure::Sandbox(format!(
             "the kernel refused the Landlock ruleset or seccomp filter ({e})"
         )),
+        SpawnError::Child {
+            step: Step::Capabilities,
+            ..
+        } => ExecFailure::Sandbox(format!("the capabilities could not be dropped ({e})")),
         // A failed exec, a NUL byte in a configured variable, clone refused for lack of
         // processes or memory: the command could not be started, and says why.
         SpawnError::Child { .. } | SpawnError::Parent(_) => ExecFailure::Spawn {

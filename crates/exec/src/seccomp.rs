@@ -12,13 +12,19 @@
 //! 5. `socket` follows the two switches: without network only AF_UNIX is allowed (nothing
 //!    at all when unix sockets are off too); with network, anything but AF_UNIX when unix
 //!    sockets are off;
-//! 6. the deny-list fails with EPERM; everything else is allowed.
+//! 6. a mode with the setuid or setgid bit fails with EPERM, in every call that sets one
+//!    the kernel keeps (the chmod family, `open`/`openat`/`creat`, `mknod`/`mknodat`), and
+//!    so does a `mknod` of a character or block device: a root server's command must not
+//!    leave a setuid-root program or a raw device behind (the capability drop and
+//!    Landlock refuse the same things again). `openat2` answers ENOSYS, since it passes its
+//!    mode in memory, and libc falls back to `openat`;
+//! 7. the deny-list fails with EPERM; everything else is allowed.
 //!
 //! We assemble it ourselves instead of using seccompiler for two reasons. Every command
 //! installs the filter, and the kernel's cost of installing one grows with its length (it
 //! translates and JIT-compiles it and emulates it once per syscall number to build its
 //! allow-cache): seccompiler's two programs for fewer rules were 207 instructions, this
-//! one is about 60. And seccompiler cannot express step 2.
+//! one, with the argument checks of step 6, is 87. And seccompiler cannot express step 2.
 
 use std::collections::HashMap;
 
@@ -69,12 +75,20 @@ pub(crate) const DENIED_SYSCALLS: &[(&str, libc::c_long)] = &[
     ("clock_settime", libc::SYS_clock_settime),
     ("acct", libc::SYS_acct),
     ("quotactl", libc::SYS_quotactl),
+    // Ownership: a command never needs to give a file away, and Landlock does not mediate
+    // chown, so a symlink moved by an earlier stage could aim it outside the jail.
+    ("fchown", libc::SYS_fchown),
+    ("fchownat", libc::SYS_fchownat),
 ];
 
-/// x86 only: raw I/O port access.
+/// x86 only: raw I/O port access, and the legacy chown calls (aarch64 has only fchownat).
 #[cfg(target_arch = "x86_64")]
-pub(crate) const DENIED_X86: &[(&str, libc::c_long)] =
-    &[("iopl", libc::SYS_iopl), ("ioperm", libc::SYS_ioperm)];
+pub(crate) const DENIED_X86: &[(&str, libc::c_long)] = &[
+    ("iopl", libc::SYS_iopl),
+    ("ioperm", libc::SYS_ioperm),
+    ("chown", libc::SYS_chown),
+    ("lchown", libc::SYS_lchown),
+];
 #[cfg(not(target_arch = "x86_64"))]
 pub(crate) const DENIED_X86: &[(&str, libc::c_long)] = &[];
 
@@ -92,6 +106,47 @@ const CLONE_NEW_ANY: u32 = (libc::CLONE_NEWNS
     | libc::CLONE_NEWNET
     | libc::CLONE_NEWCGROUP) as u32;
 
+/// The setuid and setgid bits of a mode.
+const SET_ID_BITS: u32 = libc::S_ISUID | libc::S_ISGID;
+
+/// Calls that set a file's mode, with the index of their mode argument. A mode with
+/// [`SET_ID_BITS`] is refused in each.
+#[cfg(target_arch = "x86_64")]
+const MODE_SETTERS: &[(&str, libc::c_long, u32)] = &[
+    ("chmod", libc::SYS_chmod, 1),
+    ("fchmod", libc::SYS_fchmod, 1),
+    ("fchmodat", libc::SYS_fchmodat, 2),
+    ("fchmodat2", libc::SYS_fchmodat2, 2),
+    ("creat", libc::SYS_creat, 1),
+    ("open", libc::SYS_open, 2),
+    ("openat", libc::SYS_openat, 3),
+];
+#[cfg(not(target_arch = "x86_64"))]
+const MODE_SETTERS: &[(&str, libc::c_long, u32)] = &[
+    ("fchmod", libc::SYS_fchmod, 1),
+    ("fchmodat", libc::SYS_fchmodat, 2),
+    ("fchmodat2", libc::SYS_fchmodat2, 2),
+    ("openat", libc::SYS_openat, 3),
+];
+
+/// `mknod` and `mknodat`, with the index of their mode argument: refused for set-id bits
+/// and for character and block devices.
+#[cfg(target_arch = "x86_64")]
+const NODE_MAKERS: &[(&str, libc::c_long, u32)] = &[
+    ("mknod", libc::SYS_mknod, 1),
+    ("mknodat", libc::SYS_mknodat, 2),
+];
+#[cfg(not(target_arch = "x86_64"))]
+const NODE_MAKERS: &[(&str, libc::c_long, u32)] = &[("mknodat", libc::SYS_mknodat, 2)];
+
+/// What the filter refuses by argument, for the confinement report.
+pub(crate) fn refused_by_argument() -> impl Iterator<Item = &'static str> {
+    MODE_SETTERS
+        .iter()
+        .map(|(name, _, _)| *name)
+        .chain(NODE_MAKERS.iter().map(|(name, _, _)| *name))
+}
+
 /// `AUDIT_ARCH_*` of the architecture we were built for (EM_* | 64-bit | little-endian).
 #[cfg(target_arch = "x86_64")]
 const AUDIT_ARCH: u32 = 62 | 0x8000_0000 | 0x4000_0000;
@@ -99,10 +154,16 @@ const AUDIT_ARCH: u32 = 62 | 0x8000_0000 | 0x4000_0000;
 const AUDIT_ARCH: u32 = 183 | 0x8000_0000 | 0x4000_0000;
 
 /// Offsets into `struct seccomp_data`: the syscall number, the architecture, and the low
-/// 32 bits of the first argument (little-endian).
+/// 32 bits of the first argument (little-endian); each argument is 8 bytes.
 const NR: u32 = 0;
 const ARCH: u32 = 4;
 const ARG0_LOW: u32 = 16;
+
+/// The offset of the low 32 bits of argument `index`: every argument checked here is an
+/// `int` or a `mode_t`, which the kernel reads from the low half.
+const fn arg_low(index: u32) -> u32 {
+    ARG0_LOW + 8 * index
+}
 
 const RET_ALLOW: u32 = libc::SECCOMP_RET_ALLOW;
 const RET_KILL: u32 = libc::SECCOMP_RET_KILL_PROCESS;
@@ -119,11 +180,17 @@ enum Label {
     Enosys,
     Clone,
     Socket,
+    /// Refuse set-id bits in the mode at this argument index.
+    Mode(u32),
+    /// As `Mode`, and refuse device nodes.
+    Node(u32),
 }
 
 enum Insn {
     /// A = the 32-bit word of `seccomp_data` at this offset.
     Load(u32),
+    /// A &= k.
+    And(u32),
     /// if (A op k) goto then else goto otherwise; `op` is BPF_JEQ, BPF_JGE or BPF_JSET.
     Jump {
         op: u32,
@@ -138,7 +205,7 @@ enum Insn {
 
 /// Builds the filter for a sandbox with or without network and unix sockets.
 pub(crate) fn build(network: bool, unix_sockets: bool) -> Result<Program, String> {
-    use Insn::{Jump, Load, Mark, Return};
+    use Insn::{And, Jump, Load, Mark, Return};
     let eq = |k: u32, then: Label| Jump {
         op: libc::BPF_JEQ,
         k,
@@ -179,11 +246,49 @@ pub(crate) fn build(network: bool, unix_sockets: bool) -> Result<Program, String
     if (unix, other) != (Label::Allow, Label::Allow) {
         code.push(eq(nr(libc::SYS_socket)?, Label::Socket));
     }
+    code.push(eq(nr(libc::SYS_openat2)?, Label::Enosys));
+    for &(_, n, arg) in MODE_SETTERS {
+        code.push(eq(nr(n)?, Label::Mode(arg)));
+    }
+    for &(_, n, arg) in NODE_MAKERS {
+        code.push(eq(nr(n)?, Label::Node(arg)));
+    }
     for &(_, n) in denied() {
         code.push(eq(nr(n)?, Label::Eperm));
     }
+    code.push(Return(RET_ALLOW));
+    let set_id = |then_ok: Label| Jump {
+        op: libc::BPF_JSET,
+        k: SET_ID_BITS,
+        then: Label::Eperm,
+        otherwise: then_ok,
+    };
+    let mut mode_args: Vec<u32> = MODE_SETTERS.iter().map(|m| m.2).collect();
+    mode_args.sort_unstable();
+    mode_args.dedup();
+    for arg in mode_args {
+        code.extend([
+            Mark(Label::Mode(arg)),
+            Load(arg_low(arg)),
+            set_id(Label::Allow),
+        ]);
+    }
+    for &(_, _, arg) in NODE_MAKERS {
+        code.extend([
+            Mark(Label::Node(arg)),
+            Load(arg_low(arg)),
+            set_id(Label::Next),
+            And(libc::S_IFMT),
+            eq(libc::S_IFCHR, Label::Eperm),
+            Jump {
+                op: libc::BPF_JEQ,
+                k: libc::S_IFBLK,
+                then: Label::Eperm,
+                otherwise: Label::Allow,
+            },
+        ]);
+    }
     code.extend([
-        Return(RET_ALLOW),
         Mark(Label::Clone),
         Load(ARG0_LOW),
         Jump {
@@ -248,6 +353,7 @@ fn assemble(code: &[Insn]) -> Result<Program, String> {
         };
         program.push(match *insn {
             Insn::Load(offset) => filter(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 0, 0, offset),
+            Insn::And(k) => filter(libc::BPF_ALU | libc::BPF_AND | libc::BPF_K, 0, 0, k),
             Insn::Jump {
                 op,
                 k,
@@ -275,10 +381,16 @@ mod tests {
 
     /// Runs `program` the way the kernel would, for the subset of classic BPF it uses.
     fn run(program: &Program, arch: u32, nr: u32, arg0: u64) -> u32 {
+        run_args(program, arch, nr, [arg0, 0, 0, 0, 0, 0])
+    }
+
+    fn run_args(program: &Program, arch: u32, nr: u32, args: [u64; 6]) -> u32 {
         let word = |offset: u32| match offset {
             NR => nr,
             ARCH => arch,
-            ARG0_LOW => arg0 as u32,
+            o if o >= ARG0_LOW && (o - ARG0_LOW).is_multiple_of(8) => {
+                args[((o - ARG0_LOW) / 8) as usize] as u32
+            }
             other => panic!("load from offset {other}"),
         };
         let (mut pc, mut a) = (0usize, 0u32);
@@ -288,6 +400,7 @@ mod tests {
             match code {
                 c if c == libc::BPF_LD | libc::BPF_W | libc::BPF_ABS => a = word(insn.k),
                 c if c == libc::BPF_RET | libc::BPF_K => return insn.k,
+                c if c == libc::BPF_ALU | libc::BPF_AND | libc::BPF_K => a &= insn.k,
                 c if c & 0x07 == libc::BPF_JMP => {
                     let taken = match c & 0xf0 {
                         op if op == libc::BPF_JEQ => a == insn.k,
@@ -310,7 +423,7 @@ mod tests {
     #[test]
     fn the_program_is_short() {
         let program = build(false, true).unwrap();
-        assert!(program.len() <= 64, "{} instructions", program.len());
+        assert!(program.len() <= 96, "{} instructions", program.len());
     }
 
     #[test]
@@ -383,5 +496,64 @@ mod tests {
         let p = build(true, false).unwrap();
         assert_eq!(run(&p, AUDIT_ARCH, socket, inet), RET_ALLOW);
         assert_eq!(run(&p, AUDIT_ARCH, socket, unix), RET_EPERM);
+    }
+
+    #[test]
+    fn set_id_modes_and_device_nodes_are_refused() {
+        let p = build(false, true).unwrap();
+        let with_mode = |arg: u32, mode: u64| {
+            let mut args = [0u64; 6];
+            args[arg as usize] = mode;
+            args
+        };
+        for &(name, n, arg) in MODE_SETTERS {
+            for mode in [0o4755, 0o2755, 0o6777, 0o104755] {
+                assert_eq!(
+                    run_args(&p, AUDIT_ARCH, nr(n), with_mode(arg, mode)),
+                    RET_EPERM,
+                    "{name} {mode:o}"
+                );
+            }
+            for mode in [0, 0o644, 0o755, 0o1777, 0o100644] {
+                assert_eq!(
+                    run_args(&p, AUDIT_ARCH, nr(n), with_mode(arg, mode)),
+                    RET_ALLOW,
+                    "{name} {mode:o}"
+                );
+            }
+        }
+        let (chr, blk) = (u64::from(libc::S_IFCHR), u64::from(libc::S_IFBLK));
+        let (fifo, reg, sock) = (
+            u64::from(libc::S_IFIFO),
+            u64::from(libc::S_IFREG),
+            u64::from(libc::S_IFSOCK),
+        );
+        for &(name, n, arg) in NODE_MAKERS {
+            for mode in [chr | 0o600, blk | 0o660, reg | 0o4755, fifo | 0o2644] {
+                assert_eq!(
+                    run_args(&p, AUDIT_ARCH, nr(n), with_mode(arg, mode)),
+                    RET_EPERM,
+                    "{name} {mode:o}"
+                );
+            }
+            for mode in [fifo | 0o644, reg | 0o600, sock | 0o755, 0o644] {
+                assert_eq!(
+                    run_args(&p, AUDIT_ARCH, nr(n), with_mode(arg, mode)),
+                    RET_ALLOW,
+                    "{name} {mode:o}"
+                );
+            }
+        }
+        // The mode of an open is read from the argument the kernel uses, not another one.
+        assert_eq!(
+            run_args(
+                &p,
+                AUDIT_ARCH,
+                nr(libc::SYS_openat),
+                [0o4755, 0o4755, 0o4755, 0o644, 0, 0]
+            ),
+            RET_ALLOW
+        );
+        assert_eq!(run(&p, AUDIT_ARCH, nr(libc::SYS_openat2), 0), RET_ENOSYS);
     }
 }

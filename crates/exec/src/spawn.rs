@@ -44,6 +44,8 @@ pub(crate) enum Step {
     Descriptors,
     /// The pids cgroup or an rlimit.
     Limits,
+    /// Dropping capabilities or locking the securebits.
+    Capabilities,
     /// no_new_privs, Landlock or seccomp.
     Sandbox,
     Gate,
@@ -59,6 +61,7 @@ impl Step {
             Step::Chdir,
             Step::Descriptors,
             Step::Limits,
+            Step::Capabilities,
             Step::Sandbox,
             Step::Gate,
             Step::Exec,
@@ -75,6 +78,7 @@ impl Step {
             Step::Chdir => "chdir",
             Step::Descriptors => "close_range",
             Step::Limits => "process limits",
+            Step::Capabilities => "capability drop",
             Step::Sandbox => "kernel confinement",
             Step::Gate => "exec gate",
             Step::Exec => "execve",

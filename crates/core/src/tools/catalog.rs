@@ -504,6 +504,11 @@ static CATALOG: &[Spec] = &[
     },
     Spec {
         names: &["tar"],
+        // GNU tar reads TAR_OPTIONS before its command line, old-style bundles included.
+        // As root it would otherwise restore owners and modes from the archive: a setuid-root
+        // program in the jail. The seccomp filter refuses set-id modes too; this keeps the
+        // everyday `tar xf` from failing on them.
+        inject_env: &[("TAR_OPTIONS", "--no-same-owner --no-same-permissions")],
         custom: Some(tar),
         ..BASE
     },
@@ -1117,15 +1122,17 @@ pub(super) fn inspect_known(
                 .extend(operands.map(|o| PathCheck::Path(o.to_owned())));
         }
     }
-    if let Some(check) = spec.custom {
-        check(&parsed, args, program, &mut insp);
-    }
+    // The spec's hardening first: a custom check may add more (gawk's `--sandbox`), and
+    // must not see it replaced.
     insp.inject_args = spec.inject_args.iter().map(|s| (*s).to_owned()).collect();
     insp.inject_env = spec
         .inject_env
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect();
+    if let Some(check) = spec.custom {
+        check(&parsed, args, program, &mut insp);
+    }
     insp
 }
 
