@@ -10,13 +10,12 @@
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
-use crate::audit::AuditLog;
-use crate::config::{AuditFailMode, Policy, TerminalPolicy};
+use crate::audit::{Attempt, AuditLog, CallId, Gate, Outcome, OutputCounts, Server};
+use crate::config::{Policy, TerminalPolicy};
 use crate::envelope::{OperationResult, ResultCode};
 use crate::jail::JailRoot;
 use crate::policy::{Decision, evaluate};
@@ -191,9 +190,16 @@ pub struct TerminalService {
     policy: TerminalPolicy,
     jail: JailRoot,
     redactor: Redactor,
-    audit: AuditLog,
+    gate: Gate,
     env: Vec<(String, String)>,
-    calls: AtomicU64,
+}
+
+/// What the outcome record says of a command beyond its code.
+#[derive(Debug, Clone, Copy, Default)]
+struct RunFacts {
+    exit_code: Option<i32>,
+    output: Option<OutputCounts>,
+    cancelled: bool,
 }
 
 const RUN: &str = "run_command";
@@ -225,12 +231,14 @@ impl TerminalService {
             ("GIT_TERMINAL_PROMPT".to_owned(), "0".to_owned()),
         ];
         Ok(TerminalService {
-            audit: AuditLog::open(log, policy.audit_options()),
+            gate: Gate::new(
+                AuditLog::open(log, policy.audit_options()),
+                Server::Terminal,
+            ),
             policy: terminal,
             jail,
             redactor,
             env,
-            calls: AtomicU64::new(0),
         })
     }
 
@@ -241,7 +249,7 @@ impl TerminalService {
 
     /// The audit trail.
     pub fn audit(&self) -> &AuditLog {
-        &self.audit
+        self.gate.log()
     }
 
     /// The redactor (shared with the CLI's `redact`).
@@ -272,7 +280,7 @@ impl TerminalService {
                     .with_detail(Value::Object(detail))
             }
         };
-        result.with_duration(started.elapsed())
+        self.redacted(result).with_duration(started.elapsed())
     }
 
     /// The policy as a model should read it.
@@ -317,7 +325,8 @@ impl TerminalService {
         .with_detail(detail)
     }
 
-    /// Runs a request end to end. Every path out of here is an envelope.
+    /// Runs a request end to end. Every path out of here is an envelope, and every call
+    /// leaves an attempt and an outcome record, refusals included.
     pub async fn run(
         &self,
         req: RunRequest,
@@ -325,56 +334,40 @@ impl TerminalService {
         cancel: Cancel,
     ) -> OperationResult {
         let started = Instant::now();
-        let call = format!(
-            "{}-{}",
-            std::process::id(),
-            self.calls.fetch_add(1, Ordering::Relaxed) + 1
-        );
-        let result = self.run_inner(&call, req, executor, cancel).await;
-        let result = result.with_duration(started.elapsed());
-        let mut outcome = Map::new();
-        outcome.insert("call".into(), json!(call));
-        outcome.insert("tool".into(), json!(RUN));
-        outcome.insert("code".into(), json!(result.code));
-        outcome.insert("duration_ms".into(), json!(result.duration_ms));
-        for key in [
-            "exit_code",
-            "stdout_bytes",
-            "stderr_bytes",
-            "stdout_truncated",
-            "stderr_truncated",
-        ] {
-            if let Some(v) = result.detail.get(key) {
-                outcome.insert(key.into(), v.clone());
+        let call = self.gate.begin();
+        match self.run_inner(&call, req, executor, cancel).await {
+            Err((result, attempt)) => {
+                let result = result.with_duration(started.elapsed());
+                self.gate.refuse(attempt, &result);
+                result
+            }
+            Ok((result, facts)) => {
+                let result = result.with_duration(started.elapsed());
+                let mut outcome = Outcome::of(&call, &result);
+                outcome.exit_code = facts.exit_code;
+                outcome.output = facts.output;
+                outcome.cancelled = facts.cancelled;
+                self.gate.finish(&outcome);
+                result
             }
         }
-        if let Err(e) = self.audit.append_outcome(outcome) {
-            eprintln!("safe-mcp: warning: the outcome record of call {call} was not written: {e}");
-        }
-        result
     }
 
+    /// `Err` is a refusal before admission, with the attempt to record; `Ok` is the result
+    /// of an admitted call (it may still have failed to run).
     async fn run_inner(
         &self,
-        call: &str,
+        call: &CallId,
         req: RunRequest,
         executor: &dyn Executor,
         cancel: Cancel,
-    ) -> OperationResult {
-        let command_text = self.redactor.redact(&req.command.display());
-        let mut attempt = Map::new();
-        attempt.insert("call".into(), json!(call));
-        attempt.insert("tool".into(), json!(RUN));
-        attempt.insert("command".into(), json!(command_text));
-        attempt.insert("cwd".into(), json!(req.cwd));
+    ) -> Result<(OperationResult, RunFacts), (OperationResult, Attempt)> {
+        let mut attempt = Attempt::new(call, RUN, self.redactor.redact(&req.command.display()));
+        attempt.cwd = req.cwd.clone();
 
         let list = match req.command.parse() {
             Ok(list) => list,
-            Err(e) => {
-                let result = syntax_refusal(RUN, &e);
-                self.audit_refusal(attempt, &result);
-                return result;
-            }
+            Err(e) => return Err((self.redacted(syntax_refusal(RUN, &e)), attempt)),
         };
         if req.timeout_seconds == Some(0) {
             let result = OperationResult::new(
@@ -382,8 +375,7 @@ impl TerminalService {
                 ResultCode::InvalidRequest,
                 "timeout_seconds must be at least 1",
             );
-            self.audit_refusal(attempt, &result);
-            return result;
+            return Err((result, attempt));
         }
         let decision = evaluate(&self.policy, &self.jail, &list, req.cwd.as_deref());
         let argv: Vec<Vec<String>> = decision
@@ -391,43 +383,25 @@ impl TerminalService {
             .iter()
             .map(|s| s.argv.iter().map(|a| self.redactor.redact(a)).collect())
             .collect();
-        attempt.insert("argv".into(), json!(argv));
-        attempt.insert("rule".into(), json!(decision.rule));
+        attempt.argv = Some(argv.clone());
+        attempt.rule = Some(decision.rule.clone());
         if decision.code != ResultCode::Ok {
             let mut detail = decision_detail(&decision);
             detail.insert("would_run".into(), json!(false));
             let result = OperationResult::new(RUN, decision.code, decision.reason.clone())
                 .with_detail(Value::Object(detail));
-            self.audit_refusal(attempt, &result);
-            return result;
+            return Err((self.redacted(result), attempt));
         }
         let Some(cwd) = decision.cwd.clone() else {
-            return OperationResult::internal(RUN);
+            return Ok((OperationResult::internal(RUN), RunFacts::default()));
         };
 
         let confinement = executor.confinement_summary();
-        attempt.insert("verdict".into(), json!(ResultCode::Ok));
-        attempt.insert("confinement".into(), confinement.clone());
+        attempt.confinement = Some(confinement.clone());
         // The record is made durable while the executor forks and confines the children;
         // they wait at a gate and exec only once this resolves to true.
-        let audit = &self.audit;
-        let durable: Durable<'_> = Box::pin(async move {
-            match audit.append_attempt(attempt) {
-                Ok(_) => true,
-                Err(e) => match audit.fail_mode() {
-                    AuditFailMode::Closed => {
-                        eprintln!("safe-mcp: audit unavailable, refusing to run: {e}");
-                        false
-                    }
-                    AuditFailMode::Open => {
-                        eprintln!(
-                            "safe-mcp: warning: audit_fail_mode = \"open\": running call {call} without its attempt record: {e}"
-                        );
-                        true
-                    }
-                },
-            }
-        });
+        let gate = &self.gate;
+        let durable: Durable<'_> = Box::pin(async move { gate.admit(&attempt).is_ok() });
 
         let limit = self.policy.limits.timeout_seconds;
         let timeout = req.timeout_seconds.map_or(limit, |t| t.min(limit));
@@ -440,8 +414,10 @@ impl TerminalService {
             timeout: Duration::from_secs(timeout),
             capture_limit: self.policy.limits.max_output_bytes + REDACTION_SLACK_BYTES,
         };
-        match executor.execute(plan, cancel, durable).await {
-            Ok(outcome) => self.finish(&decision, &argv, outcome, timeout, cwd, confinement),
+        let result = match executor.execute(plan, cancel, durable).await {
+            Ok(outcome) => {
+                return Ok(self.finish(&decision, &argv, outcome, timeout, cwd, confinement));
+            }
             Err(ExecFailure::Spawn { program, message }) => OperationResult::new(
                 RUN,
                 ResultCode::OperationFailed,
@@ -452,12 +428,21 @@ impl TerminalService {
                 ResultCode::SandboxUnavailable,
                 format!("kernel confinement could not be applied, so nothing ran: {message}"),
             ),
-            Err(ExecFailure::NotDurable) => audit_unavailable(),
+            Err(ExecFailure::NotDurable) => crate::audit::NotAdmitted.result(RUN),
             Err(ExecFailure::Internal(message)) => {
                 eprintln!("safe-mcp: internal error in call {call}: {message}");
                 OperationResult::internal(RUN)
             }
-        }
+        };
+        Ok((result, RunFacts::default()))
+    }
+
+    /// A verdict as the client and the trail see it: the reason and every string of the
+    /// detail redacted, since both echo the arguments (a `--password` value, say).
+    fn redacted(&self, mut result: OperationResult) -> OperationResult {
+        result.reason = self.redactor.redact(&result.reason);
+        result.detail = redact_strings(&self.redactor, std::mem::take(&mut result.detail));
+        result
     }
 
     /// `argv` is each stage's argv, already redacted for the attempt record.
@@ -469,7 +454,7 @@ impl TerminalService {
         timeout: u64,
         cwd: PathBuf,
         confinement: Value,
-    ) -> OperationResult {
+    ) -> (OperationResult, RunFacts) {
         let cap = self.policy.limits.max_output_bytes;
         let (stdout, stdout_cut) =
             self.redact_and_cap(&out.stdout, out.stdout_bytes, cap, out.flooded);
@@ -536,7 +521,20 @@ impl TerminalService {
             };
             (ResultCode::Ok, format!("the command ran ({status})"))
         };
-        OperationResult::new(RUN, code, reason).with_detail(detail)
+        let facts = RunFacts {
+            exit_code: out.exit_code,
+            output: Some(OutputCounts {
+                stdout_bytes: out.stdout_bytes,
+                stderr_bytes: out.stderr_bytes,
+                stdout_truncated: stdout_cut,
+                stderr_truncated: stderr_cut,
+            }),
+            cancelled: out.cancelled,
+        };
+        (
+            OperationResult::new(RUN, code, reason).with_detail(detail),
+            facts,
+        )
     }
 
     /// Redacts first, then caps at a char boundary with a marker. When the stream was cut
@@ -568,23 +566,23 @@ impl TerminalService {
             true,
         )
     }
-
-    fn audit_refusal(&self, mut attempt: Map<String, Value>, result: &OperationResult) {
-        attempt.insert("verdict".into(), json!(result.code));
-        attempt.insert("reason".into(), json!(self.redactor.redact(&result.reason)));
-        if let Err(e) = self.audit.append_attempt(attempt) {
-            // Nothing runs on a refusal, so there is nothing to hold back; say so loudly.
-            eprintln!("safe-mcp: warning: a refused call was not audited: {e}");
-        }
-    }
 }
 
-fn audit_unavailable() -> OperationResult {
-    OperationResult::new(
-        RUN,
-        ResultCode::AuditUnavailable,
-        "the audit record could not be written and audit_fail_mode is \"closed\", so nothing ran",
-    )
+/// Every string inside `map`, redacted.
+fn redact_strings(redactor: &Redactor, map: Map<String, Value>) -> Map<String, Value> {
+    fn walk(redactor: &Redactor, v: Value) -> Value {
+        match v {
+            Value::String(s) => Value::String(redactor.redact(&s)),
+            Value::Array(items) => {
+                Value::Array(items.into_iter().map(|i| walk(redactor, i)).collect())
+            }
+            Value::Object(map) => Value::Object(redact_strings(redactor, map)),
+            other => other,
+        }
+    }
+    map.into_iter()
+        .map(|(k, v)| (k, walk(redactor, v)))
+        .collect()
 }
 
 fn syntax_refusal(action: &str, e: &SyntaxError) -> OperationResult {

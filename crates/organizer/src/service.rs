@@ -11,19 +11,15 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use safe_mcp_core::audit::AuditLog;
-use safe_mcp_core::config::{AuditFailMode, Policy};
+use safe_mcp_core::audit::{Attempt, AuditLog, CallId, Gate, Outcome, Server};
+use safe_mcp_core::config::Policy;
 use safe_mcp_core::{OperationResult, ResultCode};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::fsroot::{EntryInfo, FsError, Kind, Workspace, split};
 use crate::journal::{Action, Journal, Move};
 use crate::rules::{Rules, Skip};
-
-thread_local! {
-    static CALL: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
-}
 
 /// Plans kept for apply_plan; older ones are dropped (apply then says "unknown plan id").
 const MAX_PLANS: usize = 16;
@@ -61,7 +57,8 @@ pub struct FilesService {
     max_moves: usize,
     journal: Mutex<Journal>,
     plans: Mutex<HashMap<String, StoredPlan>>,
-    audit: AuditLog,
+    gate: Gate,
+    /// Numbers plans (their ids and their age).
     counter: AtomicU64,
 }
 
@@ -119,7 +116,7 @@ impl FilesService {
             max_moves: files.max_plan_moves,
             journal: Mutex::new(journal),
             plans: Mutex::new(HashMap::new()),
-            audit: AuditLog::open(log, policy.audit_options()),
+            gate: Gate::new(AuditLog::open(log, policy.audit_options()), Server::Files),
             counter: AtomicU64::new(0),
         };
         Ok((service, notes))
@@ -127,7 +124,7 @@ impl FilesService {
 
     /// The audit trail (for a startup check).
     pub fn audit(&self) -> &AuditLog {
-        &self.audit
+        self.gate.log()
     }
 
     /// A path as given (relative, or absolute inside the workspace) → relative.
@@ -302,52 +299,42 @@ impl FilesService {
             .with_duration(started.elapsed())
     }
 
-    fn audit_attempt(&self, tool: &str, args: Value) -> Result<(), OperationResult> {
-        // Each action runs start to finish on one thread: the call id pairs its records.
-        let call = format!(
-            "{}-f{}",
-            std::process::id(),
-            self.counter.fetch_add(1, Ordering::Relaxed) + 1
-        );
-        CALL.with(|c| *c.borrow_mut() = call.clone());
-        let mut fields = Map::new();
-        fields.insert("call".into(), json!(call));
-        fields.insert("tool".into(), json!(tool));
-        fields.insert("command".into(), json!(format!("{tool} {args}")));
-        fields.insert("args".into(), args);
-        match self.audit.append_attempt(fields) {
-            Ok(_) => Ok(()),
-            Err(e) => match self.audit.fail_mode() {
-                AuditFailMode::Closed => Err(OperationResult::new(
-                    tool,
-                    ResultCode::AuditUnavailable,
-                    "the audit record could not be written and audit_fail_mode is \"closed\", so nothing changed",
-                )),
-                AuditFailMode::Open => {
-                    eprintln!(
-                        "safe-mcp: warning: audit_fail_mode = \"open\": {tool} proceeds without its attempt record: {e}"
-                    );
-                    Ok(())
-                }
-            },
-        }
+    /// Starts an acting call: names it and describes it for the trail.
+    fn attempt(&self, tool: &'static str, args: Value) -> (CallId, Attempt) {
+        let call = self.gate.begin();
+        let attempt = Attempt {
+            args: Some(args.clone()),
+            ..Attempt::new(&call, tool, format!("{tool} {args}"))
+        };
+        (call, attempt)
     }
 
-    fn audit_outcome(&self, result: &OperationResult) {
-        let mut fields = Map::new();
-        fields.insert("call".into(), json!(CALL.with(|c| c.borrow().clone())));
-        fields.insert("duration_ms".into(), json!(result.duration_ms));
-        fields.insert("tool".into(), json!(result.action));
-        fields.insert("code".into(), json!(result.code));
-        fields.insert("reason".into(), json!(result.reason));
-        if let Err(e) = self.audit.append_outcome(fields) {
-            eprintln!("safe-mcp: warning: an outcome record was not written: {e}");
-        }
-    }
-
-    fn finish(&self, started: Instant, result: OperationResult) -> OperationResult {
+    /// Records `result` as a refusal of a call that never acted, and returns it.
+    fn refuse(
+        &self,
+        started: Instant,
+        attempt: Attempt,
+        result: OperationResult,
+    ) -> OperationResult {
         let result = result.with_duration(started.elapsed());
-        self.audit_outcome(&result);
+        self.gate.refuse(attempt, &result);
+        result
+    }
+
+    /// Writes the attempt; `Err` is the AUDIT_UNAVAILABLE result (already recorded as far
+    /// as the trail allows) when nothing may change.
+    fn admit(&self, started: Instant, attempt: &Attempt) -> Result<(), OperationResult> {
+        self.gate
+            .admit(attempt)
+            .map_err(|refused| self.finish(&attempt.call, started, refused.result(attempt.tool)))
+    }
+
+    /// Records how an admitted call ended, and returns its result.
+    fn finish(&self, call: &CallId, started: Instant, result: OperationResult) -> OperationResult {
+        let result = result.with_duration(started.elapsed());
+        let mut outcome = Outcome::of(call, &result);
+        outcome.reason = Some(result.reason.clone());
+        self.gate.finish(&outcome);
         result
     }
 
@@ -355,6 +342,7 @@ impl FilesService {
     pub fn apply_plan(&self, plan_id: &str) -> OperationResult {
         const A: &str = "apply_plan";
         let started = Instant::now();
+        let (call, attempt) = self.attempt(A, json!({"plan_id": plan_id}));
         let Some(plan) = self
             .plans
             .lock()
@@ -362,20 +350,25 @@ impl FilesService {
             .and_then(|mut p| p.remove(plan_id))
             .map(|p| p.moves)
         else {
-            return OperationResult::new(
+            let unknown = OperationResult::new(
                 A,
                 ResultCode::InvalidRequest,
                 "unknown plan id (plans are single-use; call plan_organize again)",
             );
+            return self.refuse(started, attempt, unknown);
         };
-        if let Err(r) = self.audit_attempt(A, json!({"plan_id": plan_id, "moves": plan.len()})) {
+        let attempt = Attempt {
+            args: Some(json!({"plan_id": plan_id, "moves": plan.len()})),
+            ..attempt
+        };
+        if let Err(r) = self.admit(started, &attempt) {
             return r;
         }
         let now = now_ns();
         for p in &plan {
             let current = match self.ws.stat(&p.mv.src) {
                 Ok(c) => c,
-                Err(e) => return self.finish(started, fs_error(A, &e)),
+                Err(e) => return self.finish(&call, started, fs_error(A, &e)),
             };
             let unchanged = current.as_ref().is_some_and(|c| {
                 c.dev == p.info.dev
@@ -391,6 +384,7 @@ impl FilesService {
                     "changed"
                 };
                 return self.finish(
+                    &call,
                     started,
                     OperationResult::new(
                         A,
@@ -405,6 +399,7 @@ impl FilesService {
             }
             if let Some(skip) = self.rules.protection(&p.info, now) {
                 return self.finish(
+                    &call,
                     started,
                     OperationResult::new(
                         A,
@@ -418,12 +413,16 @@ impl FilesService {
                 &p.mv.dst,
                 "appeared since the plan was made; nothing was moved",
             ) {
-                return self.finish(started, refusal.with_detail(json!({"path": p.mv.dst})));
+                return self.finish(
+                    &call,
+                    started,
+                    refusal.with_detail(json!({"path": p.mv.dst})),
+                );
             }
         }
         let moves: Vec<Move> = plan.into_iter().map(|p| p.mv).collect();
         let result = self.perform(A, moves);
-        self.finish(started, result)
+        self.finish(&call, started, result)
     }
 
     /// `None` when nothing is at `rel`; otherwise the refusal: CONFLICT saying `rel` and
@@ -535,17 +534,23 @@ impl FilesService {
     pub fn move_file(&self, src: &str, dest: &str) -> OperationResult {
         const A: &str = "move_file";
         let started = Instant::now();
+        let (call, attempt) = self.attempt(A, json!({"src": src, "dest": dest}));
         let (src_rel, dst_rel) = match (self.relative(src), self.relative(dest)) {
             (Ok(s), Ok(d)) => (s, d),
-            (Err(e), _) | (_, Err(e)) => return fs_error(A, &e),
+            (Err(e), _) | (_, Err(e)) => return self.refuse(started, attempt, fs_error(A, &e)),
         };
-        if let Err(r) = self.audit_attempt(A, json!({"src": src_rel, "dest": dst_rel})) {
+        let attempt = Attempt {
+            args: Some(json!({"src": src_rel, "dest": dst_rel})),
+            ..attempt
+        };
+        if let Err(r) = self.admit(started, &attempt) {
             return r;
         }
         let info = match self.ws.stat(&src_rel) {
             Ok(Some(i)) => i,
             Ok(None) => {
                 return self.finish(
+                    &call,
                     started,
                     OperationResult::new(
                         A,
@@ -554,7 +559,7 @@ impl FilesService {
                     ),
                 );
             }
-            Err(e) => return self.finish(started, fs_error(A, &e)),
+            Err(e) => return self.finish(&call, started, fs_error(A, &e)),
         };
         if let Some(skip) = self
             .rules
@@ -562,6 +567,7 @@ impl FilesService {
             .or_else(|| self.rules.path_protection(&dst_rel))
         {
             return self.finish(
+                &call,
                 started,
                 OperationResult::new(A, skip.code, skip.reason)
                     .with_detail(json!({"rule": skip.rule, "layer": skip.layer})),
@@ -569,6 +575,7 @@ impl FilesService {
         }
         if let Some(skip) = self.rules.protection(&info, now_ns()) {
             return self.finish(
+                &call,
                 started,
                 OperationResult::new(A, skip.code, format!("{src_rel}: {}", skip.reason))
                     .with_detail(json!({"rule": skip.rule, "layer": skip.layer})),
@@ -576,6 +583,7 @@ impl FilesService {
         }
         if dst_rel == src_rel || dst_rel.starts_with(&format!("{src_rel}/")) {
             return self.finish(
+                &call,
                 started,
                 OperationResult::new(
                     A,
@@ -589,7 +597,7 @@ impl FilesService {
             &dst_rel,
             "already exists and is never overwritten or renamed around",
         ) {
-            return self.finish(started, refusal);
+            return self.finish(&call, started, refusal);
         }
         let result = self.perform(
             A,
@@ -600,28 +608,24 @@ impl FilesService {
                 ino: info.ino,
             }],
         );
-        self.finish(started, result)
+        self.finish(&call, started, result)
     }
 
     /// `undo_last_action()`: restores the last move or applied plan as one action.
     pub fn undo_last_action(&self) -> OperationResult {
-        self.reverse("undo_last_action", true)
+        self.reverse(Direction::Undo)
     }
 
     /// `redo_last_action()`: re-applies the last undone action.
     pub fn redo_last_action(&self) -> OperationResult {
-        self.reverse("redo_last_action", false)
+        self.reverse(Direction::Redo)
     }
 
     /// Why `action` cannot be undone (or redone) as it stands: every file must be exactly
     /// where the action left it, and its way back clear.
-    fn blocked_reversal(&self, action: &Action, undo: bool) -> Option<String> {
+    fn blocked_reversal(&self, action: &Action, direction: Direction) -> Option<String> {
         for m in &action.moves {
-            let (here, there) = if undo {
-                (&m.dst, &m.src)
-            } else {
-                (&m.src, &m.dst)
-            };
+            let (here, there) = direction.ends(m);
             let at_here = self
                 .ws
                 .stat(here)
@@ -642,48 +646,52 @@ impl FilesService {
         None
     }
 
-    fn reverse(&self, tool: &str, undo: bool) -> OperationResult {
+    fn reverse(&self, direction: Direction) -> OperationResult {
+        let tool = direction.tool();
+        let undo = direction == Direction::Undo;
         let started = Instant::now();
-        if let Err(r) = self.audit_attempt(tool, json!({})) {
+        let (call, attempt) = self.attempt(tool, json!({}));
+        if let Err(r) = self.admit(started, &attempt) {
             return r;
         }
         let Ok(mut journal) = self.journal.lock() else {
-            return OperationResult::internal(tool);
+            return self.finish(&call, started, OperationResult::internal(tool));
         };
-        let action = match if undo {
+        let last = if undo {
             journal.last_undo()
         } else {
             journal.last_redo()
-        } {
-            Some(a) => a.clone(),
-            None => {
-                let what = if undo {
-                    "nothing to undo"
-                } else {
-                    "nothing to redo (new work clears redo)"
-                };
-                drop(journal);
-                return self.finish(
-                    started,
-                    OperationResult::new(tool, ResultCode::InvalidRequest, what),
-                );
-            }
         };
-        if let Some(conflict) = self.blocked_reversal(&action, undo) {
+        let Some(action) = last.cloned() else {
+            let what = if undo {
+                "nothing to undo"
+            } else {
+                "nothing to redo (new work clears redo)"
+            };
             drop(journal);
             return self.finish(
+                &call,
+                started,
+                OperationResult::new(tool, ResultCode::InvalidRequest, what),
+            );
+        };
+        if let Some(conflict) = self.blocked_reversal(&action, direction) {
+            drop(journal);
+            return self.finish(
+                &call,
                 started,
                 OperationResult::new(tool, ResultCode::Conflict, conflict),
             );
         }
-        let started_ok = if undo {
+        let opened = if undo {
             journal.start_undo(&self.ws, action.id)
         } else {
             journal.start_redo(&self.ws, action.id)
         };
-        if let Err(e) = started_ok {
+        if let Err(e) = opened {
             drop(journal);
             return self.finish(
+                &call,
                 started,
                 OperationResult::new(
                     tool,
@@ -696,7 +704,7 @@ impl FilesService {
             for d in &action.dirs {
                 if let Err(e) = self.ws.ensure_dirs(d) {
                     drop(journal);
-                    return self.finish(started, fs_error(tool, &e));
+                    return self.finish(&call, started, fs_error(tool, &e));
                 }
             }
         }
@@ -706,15 +714,11 @@ impl FilesService {
             action.moves.iter().collect()
         };
         for m in order {
-            let (from, to) = if undo {
-                (&m.dst, &m.src)
-            } else {
-                (&m.src, &m.dst)
-            };
+            let (from, to) = direction.ends(m);
             if let Err(e) = self.ws.rename_noreplace(from, to) {
                 // The journal's open undo/redo record lets the next start reconcile this.
                 drop(journal);
-                return self.finish(started, fs_error(tool, &e));
+                return self.finish(&call, started, fs_error(tool, &e));
             }
         }
         self.sync_dirs(&action);
@@ -731,6 +735,7 @@ impl FilesService {
         drop(journal);
         if let Err(e) = done {
             return self.finish(
+                &call,
                 started,
                 OperationResult::new(
                     tool,
@@ -741,6 +746,7 @@ impl FilesService {
         }
         let verb = if undo { "restored" } else { "re-applied" };
         self.finish(
+            &call,
             started,
             OperationResult::new(
                 tool,
@@ -756,5 +762,31 @@ impl FilesService {
                 json!({"action_id": action.id, "tool": action.tool, "files": action.moves.len()}),
             ),
         )
+    }
+}
+
+/// Which way a journaled action is replayed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    /// Back to where the files were.
+    Undo,
+    /// Forward again, after an undo.
+    Redo,
+}
+
+impl Direction {
+    fn tool(self) -> &'static str {
+        match self {
+            Direction::Undo => "undo_last_action",
+            Direction::Redo => "redo_last_action",
+        }
+    }
+
+    /// Where a moved file is before this replay, and where it goes.
+    fn ends(self, m: &Move) -> (&str, &str) {
+        match self {
+            Direction::Undo => (&m.dst, &m.src),
+            Direction::Redo => (&m.src, &m.dst),
+        }
     }
 }

@@ -1,7 +1,8 @@
 //! The audit trail: JSON Lines, append-only, hash-chained, rotated, verifiable.
 //!
-//! Owns the record format (this file), the writer ([`writer`]: fsync before anything runs,
-//! group commit, rotation) and the verifier ([`verify`]: finds the first edited, inserted,
+//! Owns the record format (this file and the typed records of [`record`]), the admission
+//! gate ([`gate`]: call ids, the fail-closed decision), the writer ([`writer`]: fsync before
+//! anything runs, group commit, rotation) and the verifier ([`verify`]: finds the first edited, inserted,
 //! deleted, reordered or torn record). Each record is a JSON object with sorted keys and:
 //! - `seq`: 1, 2, 3, … across rotated files;
 //! - `prev`: the digest of the previous line's bytes (all zeros for the very first record),
@@ -13,6 +14,8 @@
 //!
 //! Records never hold command output. Every string is neutralised ([`sanitize`]).
 
+pub mod gate;
+pub mod record;
 pub mod verify;
 pub mod writer;
 
@@ -20,6 +23,8 @@ use hmac::{Hmac, KeyInit, Mac};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+pub use gate::{Gate, NotAdmitted, Server};
+pub use record::{Attempt, CallId, Caller, Outcome, OutputCounts};
 pub use writer::{AuditError, AuditLog, AuditOptions};
 
 /// The `prev` of the very first record of a trail.

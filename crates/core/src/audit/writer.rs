@@ -115,7 +115,7 @@ impl AuditLog {
         let mut w = self
             .writer
             .lock()
-            .map_err(|_| self.err("writer lock poisoned"))?;
+            .map_err(|_| self.error("writer lock poisoned"))?;
         self.ensure_open(&mut w)
     }
 
@@ -151,7 +151,7 @@ impl AuditLog {
             let mut w = self
                 .writer
                 .lock()
-                .map_err(|_| self.err("writer lock poisoned"))?;
+                .map_err(|_| self.error("writer lock poisoned"))?;
             self.ensure_open(&mut w)?;
             let seq = w.seq + 1;
             let mut record = Map::new();
@@ -166,7 +166,7 @@ impl AuditLog {
             let line = self
                 .chain
                 .seal(record, &w.prev)
-                .map_err(|e| self.err(format!("cannot encode: {e}")))?;
+                .map_err(|e| self.error(format!("cannot encode: {e}")))?;
             let bytes = line.len() as u64 + 1;
             if self.options.max_bytes > 0 && w.len > 0 && w.len + bytes > self.options.max_bytes {
                 self.rotate(&mut w)?;
@@ -197,7 +197,7 @@ impl AuditLog {
         result.map_err(|e| {
             // Drop the handle so the next call re-opens and re-reads the chain's tail.
             w.file = None;
-            self.err(format!("cannot write: {e}"))
+            self.error(format!("cannot write: {e}"))
         })
     }
 
@@ -206,13 +206,13 @@ impl AuditLog {
         let mut s = self
             .sync
             .lock()
-            .map_err(|_| self.err("sync lock poisoned"))?;
+            .map_err(|_| self.error("sync lock poisoned"))?;
         loop {
             if s.synced >= seq {
                 return Ok(());
             }
             if s.failed >= seq {
-                return Err(self.err("fsync failed"));
+                return Err(self.error("fsync failed"));
             }
             if !s.in_progress {
                 s.in_progress = true;
@@ -226,7 +226,7 @@ impl AuditLog {
                 s = self
                     .sync
                     .lock()
-                    .map_err(|_| self.err("sync lock poisoned"))?;
+                    .map_err(|_| self.error("sync lock poisoned"))?;
                 s.in_progress = false;
                 match &result {
                     Ok(()) => s.synced = s.synced.max(target),
@@ -236,18 +236,18 @@ impl AuditLog {
                 if let Err(e) = result
                     && seq <= target
                 {
-                    return Err(self.err(format!("cannot fsync: {e}")));
+                    return Err(self.error(format!("cannot fsync: {e}")));
                 }
             } else {
                 s = self
                     .synced
                     .wait(s)
-                    .map_err(|_| self.err("sync lock poisoned"))?;
+                    .map_err(|_| self.error("sync lock poisoned"))?;
             }
         }
     }
 
-    fn err(&self, message: impl Into<String>) -> AuditError {
+    pub(super) fn error(&self, message: impl Into<String>) -> AuditError {
         AuditError {
             path: self.path.clone(),
             message: message.into(),
@@ -264,7 +264,7 @@ impl AuditLog {
     fn rotate(&self, w: &mut Writer) -> Result<(), AuditError> {
         if let Some(file) = &w.file {
             file.sync_data()
-                .map_err(|e| self.err(format!("cannot fsync before rotation: {e}")))?;
+                .map_err(|e| self.error(format!("cannot fsync before rotation: {e}")))?;
             if let Ok(mut s) = self.sync.lock() {
                 s.synced = s.synced.max(w.seq);
             }
@@ -275,11 +275,11 @@ impl AuditLog {
             let from = self.rotated(n);
             if from.exists() {
                 std::fs::rename(&from, self.rotated(n + 1))
-                    .map_err(|e| self.err(format!("cannot rotate: {e}")))?;
+                    .map_err(|e| self.error(format!("cannot rotate: {e}")))?;
             }
         }
         std::fs::rename(&self.path, self.rotated(1))
-            .map_err(|e| self.err(format!("cannot rotate: {e}")))?;
+            .map_err(|e| self.error(format!("cannot rotate: {e}")))?;
         w.file = None;
         let (prev, seq) = (w.prev.clone(), w.seq);
         self.ensure_open(w)?;
@@ -311,9 +311,9 @@ impl AuditLog {
             .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&self.path)
-            .map_err(|e| self.err(format!("cannot open: {e}")))?;
+            .map_err(|e| self.error(format!("cannot open: {e}")))?;
         let tail = read_tail(&mut file)
-            .map_err(|e| self.err(format!("cannot read the chain's tail: {e}")))?;
+            .map_err(|e| self.error(format!("cannot read the chain's tail: {e}")))?;
         let (mut prev, mut seq) = match &tail.last_line {
             Some(line) => (self.chain.digest(line), seq_of(line)),
             None => (GENESIS.to_owned(), 0),
@@ -386,7 +386,7 @@ impl AuditLog {
         let line = self
             .chain
             .seal(record, &w.prev)
-            .map_err(|e| self.err(format!("cannot encode: {e}")))?;
+            .map_err(|e| self.error(format!("cannot encode: {e}")))?;
         self.write_line(w, &line)?;
         w.prev = self.chain.digest(line.as_bytes());
         w.seq = seq;

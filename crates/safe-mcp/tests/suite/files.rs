@@ -563,3 +563,75 @@ async fn planning_in_a_loop_keeps_only_the_newest_plans() {
         .await;
     assert_eq!(r["code"], "INVALID_REQUEST", "an old plan was dropped: {r}");
 }
+
+/// Every call of an acting tool leaves an attempt and an outcome record, refusals that
+/// happen before anything is looked at included: an unknown plan id and a path that escapes.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_refusal_is_audited_and_the_trail_still_verifies() {
+    let ws = Workspace::new(true);
+    let s = ws.session().await;
+    let r = s
+        .call("apply_plan", json!({"plan_id": "no-such-plan"}))
+        .await;
+    assert_eq!(r["code"], "INVALID_REQUEST", "{r}");
+    let r = s
+        .call(
+            "move_file",
+            json!({"src": "../outside.txt", "dest": "x.txt"}),
+        )
+        .await;
+    assert_eq!(r["code"], "PATH_ESCAPE", "{r}");
+    let r = s
+        .call(
+            "move_file",
+            json!({"src": "notes.txt", "dest": "/etc/notes.txt"}),
+        )
+        .await;
+    assert_eq!(r["code"], "PATH_ESCAPE", "{r}");
+    drop(s);
+
+    let records: Vec<Value> = std::fs::read_to_string(&ws.audit)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let shape: Vec<(String, String, String)> = records
+        .iter()
+        .map(|r| {
+            let code = r.get("verdict").or_else(|| r.get("code")).unwrap();
+            (
+                r["kind"].as_str().unwrap().to_owned(),
+                r["tool"].as_str().unwrap().to_owned(),
+                code.as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let pair = |tool: &str, code: &str| {
+        [
+            ("attempt".to_owned(), tool.to_owned(), code.to_owned()),
+            ("outcome".to_owned(), tool.to_owned(), code.to_owned()),
+        ]
+    };
+    let want: Vec<_> = [
+        pair("apply_plan", "INVALID_REQUEST"),
+        pair("move_file", "PATH_ESCAPE"),
+        pair("move_file", "PATH_ESCAPE"),
+    ]
+    .concat();
+    assert_eq!(shape, want);
+    for pair in records.chunks(2) {
+        assert_eq!(pair[0]["call"], pair[1]["call"]);
+        assert!(pair[0]["reason"].is_string(), "{}", pair[0]);
+    }
+    assert_eq!(records[2]["args"]["src"], "../outside.txt");
+    let verify = std::process::Command::new(super::support::BIN)
+        .args(["audit", "verify"])
+        .arg(&ws.audit)
+        .output()
+        .unwrap();
+    assert!(
+        verify.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verify.stdout)
+    );
+}

@@ -656,3 +656,26 @@ async fn a_secret_straddling_the_cap_or_a_read_boundary_never_leaks_in_part() {
         &out[out.len() - 60..]
     );
 }
+
+/// A refused or explained command echoes its arguments in `reason` and `detail`; a secret
+/// among them comes back redacted there too, as it is in the trail.
+#[tokio::test(flavor = "multi_thread")]
+async fn refusals_and_explanations_redact_the_arguments_they_echo() {
+    let sb = Sandbox::new("");
+    let s = sb.session().await;
+    let token = "ghp_0123456789abcdefghijklmnopqrstuvwxyz";
+    for (tool, command) in [
+        ("run_command", format!("cat /etc/{token}")),
+        ("explain_command", format!("cat /etc/{token}")),
+        ("run_command", format!("frobnicate --token {token}")),
+        ("explain_command", format!("echo {token}")),
+    ] {
+        let result = s.raw_call(tool, json!({ "command": command })).await;
+        let envelope = super::support::envelope_of(&result);
+        let text = envelope.to_string();
+        assert!(!text.contains("ghp_0123456789"), "{tool} {command}: {text}");
+        assert!(text.contains("[REDACTED:github_pat]"), "{tool}: {text}");
+    }
+    let trail = std::fs::read_to_string(&sb.audit).unwrap();
+    assert!(!trail.contains("ghp_0123456789"), "{trail}");
+}

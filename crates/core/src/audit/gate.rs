@@ -1,0 +1,142 @@
+//! The admission gate: the one place that decides whether an acting call may proceed given
+//! the state of the audit trail, and that names every call.
+//!
+//! Owns the call ids (passed on as values, never kept in thread state) and the fail-mode
+//! decision: under `audit_fail_mode = "closed"` a call whose attempt record cannot be made
+//! durable does not act; under `"open"` it acts and the server warns. A refusal is recorded
+//! too, attempt and outcome, so every call of an acting tool leaves the same two records.
+//! It must never let a caller act before [`Gate::admit`] has returned `Ok`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use super::record::{Attempt, CallId, Outcome};
+use super::writer::{AuditError, AuditLog};
+use crate::config::AuditFailMode;
+use crate::envelope::{OperationResult, ResultCode};
+
+/// Which server names the calls: the two share a trail's format, not their id space.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Server {
+    /// Call ids `<pid>-<n>`.
+    Terminal,
+    /// Call ids `<pid>-f<n>`.
+    Files,
+}
+
+/// The trail refused the attempt record under fail-closed: nothing may act.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotAdmitted;
+
+impl NotAdmitted {
+    /// The envelope a client gets: AUDIT_UNAVAILABLE, and what did not happen.
+    pub fn result(&self, tool: &str) -> OperationResult {
+        let what = if tool == "run_command" {
+            "nothing ran"
+        } else {
+            "nothing changed"
+        };
+        OperationResult::new(
+            tool,
+            ResultCode::AuditUnavailable,
+            format!(
+                "the audit record could not be written and audit_fail_mode is \"closed\", so {what}"
+            ),
+        )
+    }
+}
+
+/// The audit trail of one server, with the admission decision in front of it.
+#[derive(Debug)]
+pub struct Gate {
+    log: AuditLog,
+    server: Server,
+    calls: AtomicU64,
+}
+
+impl Gate {
+    /// A gate in front of `log`.
+    pub fn new(log: AuditLog, server: Server) -> Gate {
+        Gate {
+            log,
+            server,
+            calls: AtomicU64::new(0),
+        }
+    }
+
+    /// The trail (for startup checks).
+    pub fn log(&self) -> &AuditLog {
+        &self.log
+    }
+
+    /// A fresh call id.
+    pub fn begin(&self) -> CallId {
+        let n = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
+        let pid = std::process::id();
+        CallId::new(match self.server {
+            Server::Terminal => format!("{pid}-{n}"),
+            Server::Files => format!("{pid}-f{n}"),
+        })
+    }
+
+    /// Writes `attempt` and waits until it is durable. `Ok` means the call may act: the
+    /// record is on disk, or fail-open lets it act without one (and says so on stderr).
+    pub fn admit(&self, attempt: &Attempt) -> Result<(), NotAdmitted> {
+        match self.append("attempt", attempt, true) {
+            Ok(()) => Ok(()),
+            Err(e) => match self.log.fail_mode() {
+                AuditFailMode::Closed => {
+                    eprintln!(
+                        "safe-mcp: audit unavailable, refusing call {} ({}): {e}",
+                        attempt.call, attempt.tool
+                    );
+                    Err(NotAdmitted)
+                }
+                AuditFailMode::Open => {
+                    eprintln!(
+                        "safe-mcp: warning: audit_fail_mode = \"open\": call {} ({}) proceeds without its attempt record: {e}",
+                        attempt.call, attempt.tool
+                    );
+                    Ok(())
+                }
+            },
+        }
+    }
+
+    /// Records a call that was refused before it could act: the attempt with the refusal's
+    /// code and reason, then its outcome. Nothing acts, so nothing waits for the disk; a
+    /// failure is reported on stderr.
+    pub fn refuse(&self, attempt: Attempt, result: &OperationResult) {
+        let outcome = Outcome::of(&attempt.call, result);
+        let attempt = attempt.refused(result);
+        if let Err(e) = self.append("attempt", &attempt, false) {
+            eprintln!(
+                "safe-mcp: warning: refused call {} was not audited: {e}",
+                attempt.call
+            );
+        }
+        self.finish(&outcome);
+    }
+
+    /// Records how an admitted call ended.
+    pub fn finish(&self, outcome: &Outcome) {
+        if let Err(e) = self.append("outcome", outcome, false) {
+            eprintln!(
+                "safe-mcp: warning: the outcome record of call {} was not written: {e}",
+                outcome.call
+            );
+        }
+    }
+
+    fn append(&self, kind: &str, record: &impl Serialize, durable: bool) -> Result<(), AuditError> {
+        // The record types serialize to objects; anything else is refused, never written.
+        let fields: Map<String, Value> = match serde_json::to_value(record) {
+            Ok(Value::Object(map)) => map,
+            Ok(_) => return Err(self.log.error("a record is not a JSON object")),
+            Err(e) => return Err(self.log.error(format!("cannot encode a record: {e}"))),
+        };
+        self.log.append(kind, fields, durable).map(|_| ())
+    }
+}

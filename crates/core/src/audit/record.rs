@@ -1,0 +1,202 @@
+//! The records a call leaves in the trail, as types: one [`Attempt`] and one [`Outcome`] per
+//! call of an acting tool, refusals included.
+//!
+//! Owns the field names and which fields a record may carry. Both servers build these
+//! values and nothing else, so a record cannot drift between them; the writer adds `time`,
+//! `seq`, `kind`, `prev`, `alg` and `hash`. A record must never hold command output: only
+//! the redacted command, its verdict and byte counts. Wave-2 fields (`sub`, `approval`,
+//! `network`) are optional and left out when empty, so older trails read the same.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::envelope::{OperationResult, ResultCode};
+
+/// Pairs a call's records: `<server pid>-<n>` for the terminal, `<pid>-f<n>` for files.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct CallId(String);
+
+impl CallId {
+    /// A call id from its parts; [`super::Gate::begin`] is the usual source.
+    pub fn new(id: impl Into<String>) -> CallId {
+        CallId(id.into())
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for CallId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Who made the call, once a transport can say (HTTP with OAuth); stdio calls have none.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Caller {
+    /// The token's subject.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sub: Option<String>,
+    /// The OAuth client (`client_id` or `azp`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
+}
+
+/// The attempt record: what was asked and the verdict, written before anything acts.
+#[derive(Debug, Clone, Serialize)]
+pub struct Attempt {
+    /// The call this record belongs to.
+    pub call: CallId,
+    /// The tool called.
+    pub tool: &'static str,
+    /// A readable, redacted rendering of the request (`audit tail` shows it).
+    pub command: String,
+    /// The cwd as asked (terminal).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// Each stage's argv, redacted (terminal, once parsed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub argv: Option<Vec<Vec<String>>>,
+    /// The tool's arguments as given (files).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub args: Option<Value>,
+    /// The rule that decided, when one did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// OK when the call may act; otherwise the refusal's code.
+    pub verdict: ResultCode,
+    /// Why it was refused (redacted); absent when it may act.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The confinement that applies (terminal runs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub confinement: Option<Value>,
+    /// Who asked.
+    #[serde(flatten)]
+    pub caller: Caller,
+    /// How a person approved the call (approvals).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval: Option<Value>,
+}
+
+impl Attempt {
+    /// An attempt of `tool` under `call`, verdict OK until [`Attempt::refused`] says otherwise.
+    pub fn new(call: &CallId, tool: &'static str, command: impl Into<String>) -> Attempt {
+        Attempt {
+            call: call.clone(),
+            tool,
+            command: command.into(),
+            cwd: None,
+            argv: None,
+            args: None,
+            rule: None,
+            verdict: ResultCode::Ok,
+            reason: None,
+            confinement: None,
+            caller: Caller::default(),
+            approval: None,
+        }
+    }
+
+    /// The same attempt, marked with the refusal in `result` (its reason already redacted).
+    pub fn refused(mut self, result: &OperationResult) -> Attempt {
+        self.verdict = result.code;
+        self.reason = Some(result.reason.clone());
+        self
+    }
+}
+
+/// The outcome record: how the call ended. Never output, only its size.
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    /// The call this record belongs to.
+    pub call: CallId,
+    /// The tool called.
+    pub tool: String,
+    /// The result code the client got.
+    pub code: ResultCode,
+    /// Wall-clock time of the whole call.
+    pub duration_ms: u64,
+    /// The reason the client got, when the call did not act (files) or failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The command's exit status.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// Output sizes and whether each stream was cut (commands that ran).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub output: Option<OutputCounts>,
+    /// The client cancelled the call and its work was stopped.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub cancelled: bool,
+    /// Who asked.
+    #[serde(flatten)]
+    pub caller: Caller,
+}
+
+impl Outcome {
+    /// The outcome of `call` as its result says, with no command facts.
+    pub fn of(call: &CallId, result: &OperationResult) -> Outcome {
+        Outcome {
+            call: call.clone(),
+            tool: result.action.clone(),
+            code: result.code,
+            duration_ms: result.duration_ms,
+            reason: None,
+            exit_code: None,
+            output: None,
+            cancelled: false,
+            caller: Caller::default(),
+        }
+    }
+}
+
+/// What a command wrote, counted, never kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct OutputCounts {
+    /// stdout bytes produced.
+    pub stdout_bytes: u64,
+    /// stderr bytes produced.
+    pub stderr_bytes: u64,
+    /// stdout was cut at the cap.
+    pub stdout_truncated: bool,
+    /// stderr was cut at the cap.
+    pub stderr_truncated: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn empty_fields_are_left_out_and_wave_two_fields_appear_when_set() {
+        let call = CallId::new("7-1");
+        let a = Attempt::new(&call, "move_file", "move_file a b");
+        assert_eq!(
+            serde_json::to_value(&a).unwrap(),
+            json!({"call": "7-1", "tool": "move_file", "command": "move_file a b", "verdict": "OK"})
+        );
+        let mut o = Outcome::of(
+            &call,
+            &OperationResult::new("run_command", ResultCode::Ok, "ran"),
+        );
+        o.caller.sub = Some("alice".into());
+        o.cancelled = true;
+        o.output = Some(OutputCounts {
+            stdout_bytes: 3,
+            stderr_bytes: 0,
+            stdout_truncated: false,
+            stderr_truncated: false,
+        });
+        let v = serde_json::to_value(&o).unwrap();
+        assert_eq!(v["sub"], "alice");
+        assert_eq!(v["cancelled"], true);
+        assert_eq!(v["stdout_bytes"], 3);
+        assert!(v.get("exit_code").is_none() && v.get("client_id").is_none());
+    }
+}
