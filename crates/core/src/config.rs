@@ -38,28 +38,7 @@ pub enum AuditFailMode {
     Open,
 }
 
-/// How strictly kernel confinement is required.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum SandboxMode {
-    /// A ruleset that is not fully enforced means nothing runs. The default.
-    Enforce,
-    /// Run with what the kernel gives, and say so.
-    BestEffort,
-    /// Path checks only.
-    Off,
-}
-
-impl SandboxMode {
-    /// The policy-file spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SandboxMode::Enforce => "enforce",
-            SandboxMode::BestEffort => "best-effort",
-            SandboxMode::Off => "off",
-        }
-    }
-}
+pub use safe_mcp_contract::SandboxMode;
 
 /// A validated policy.
 #[derive(Debug, Clone)]

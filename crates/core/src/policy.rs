@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use safe_mcp_contract::ExecStage;
+
 use crate::args::NormalizedArgs;
 use crate::config::{ArgRule, TerminalPolicy};
 use crate::envelope::ResultCode;
@@ -69,6 +71,49 @@ impl Decision {
     pub fn sequences(&self) -> &[Sequence] {
         &self.join_kinds
     }
+
+    /// The decision as the executor's terms, when it allows running: every stage with its
+    /// program, the cwd resolved. `None` when it does not allow running, and `None` too if
+    /// an allowed decision lacked a program or the cwd (a bug: nothing runs, no stage is
+    /// silently dropped).
+    pub fn approve(&self) -> Option<Approved> {
+        if self.code != ResultCode::Ok {
+            return None;
+        }
+        let cwd = self.cwd.clone()?;
+        let mut stages = self.stages.iter();
+        let mut pipelines = Vec::with_capacity(self.pipeline_lengths.len());
+        for &n in &self.pipeline_lengths {
+            let mut pipeline = Vec::with_capacity(n);
+            for s in stages.by_ref().take(n) {
+                pipeline.push(ExecStage {
+                    program: s.program.clone()?,
+                    argv: s.run_argv.clone().unwrap_or_else(|| s.argv.clone()),
+                    env: s.env.clone(),
+                });
+            }
+            if pipeline.len() != n {
+                return None;
+            }
+            pipelines.push(pipeline);
+        }
+        Some(Approved {
+            pipelines,
+            joins: self.join_kinds.clone(),
+            cwd,
+        })
+    }
+}
+
+/// An allowed decision in the executor's terms; made only by [`Decision::approve`].
+#[derive(Debug, Clone)]
+pub struct Approved {
+    /// Pipelines of stages, each with its resolved program.
+    pub pipelines: Vec<Vec<ExecStage>>,
+    /// `joins[i]` joins pipeline i to i + 1.
+    pub joins: Vec<Sequence>,
+    /// The canonical cwd inside the jail.
+    pub cwd: PathBuf,
 }
 
 fn strictness(code: ResultCode) -> u8 {

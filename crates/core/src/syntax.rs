@@ -15,27 +15,7 @@ pub const MAX_COMMAND_BYTES: usize = 64 * 1024;
 /// Most simple commands in one list.
 pub const MAX_STAGES: usize = 16;
 
-/// How one pipeline is joined to the one before it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Sequence {
-    /// `;` or a newline: always run.
-    Then,
-    /// `&&`: run if the previous pipeline exited 0.
-    And,
-    /// `||`: run if the previous pipeline exited non-zero.
-    Or,
-}
-
-impl Sequence {
-    /// The operator as written.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Sequence::Then => ";",
-            Sequence::And => "&&",
-            Sequence::Or => "||",
-        }
-    }
-}
+pub use safe_mcp_contract::Sequence;
 
 /// A parsed command: pipelines joined by `;`, `&&`, `||`.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,9 +7,7 @@
 //! they cannot run anything. The executor (the `safe-mcp-exec` crate) only runs an
 //! [`ExecPlan`] this module approved.
 
-use std::future::Future;
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
@@ -20,7 +18,7 @@ use crate::envelope::{OperationResult, ResultCode};
 use crate::jail::JailRoot;
 use crate::policy::{Decision, evaluate};
 use crate::redact::{PatternError, Redactor};
-use crate::syntax::{self, CommandList, Sequence, SyntaxError};
+use crate::syntax::{self, CommandList, SyntaxError};
 
 /// Extra raw bytes read past the cap, so a secret straddling the cap is redacted whole.
 pub const REDACTION_SLACK_BYTES: usize = 16 * 1024;
@@ -63,110 +61,30 @@ pub struct RunRequest {
     pub timeout_seconds: Option<u64>,
 }
 
-/// One approved program.
-#[derive(Debug, Clone)]
-pub struct ExecStage {
-    /// Absolute path, resolved through the scrubbed PATH.
-    pub program: PathBuf,
-    /// argv, `argv[0]` as the user typed it, hardening arguments included.
-    pub argv: Vec<String>,
-    /// Environment added for this program (hardening), over the plan's.
-    pub env: Vec<(String, String)>,
-}
+pub use safe_mcp_contract::{
+    Cancel, ConfinementReport, ConfinementSpec, ConfinementSummary, Durable, ExecFailure,
+    ExecFuture, ExecOutcome, ExecPlan, ExecStage, Executor, ProcessLimits, StageOutcome,
+};
 
-/// Everything the executor needs, and nothing it may decide for itself.
-#[derive(Debug, Clone)]
-pub struct ExecPlan {
-    /// Pipelines of stages.
-    pub pipelines: Vec<Vec<ExecStage>>,
-    /// `joins[i]` joins pipeline i to i + 1.
-    pub joins: Vec<Sequence>,
-    /// Canonical cwd inside the jail.
-    pub cwd: PathBuf,
-    /// The complete environment.
-    pub env: Vec<(String, String)>,
-    /// Bytes for the first stage's stdin (else /dev/null).
-    pub stdin: Option<Vec<u8>>,
-    /// Wall-clock limit for the whole list.
-    pub timeout: Duration,
-    /// Raw bytes to read per stream before the tree is killed as a flood.
-    pub capture_limit: usize,
-}
-
-/// How one stage ended.
-#[derive(Debug, Clone, Default)]
-pub struct StageOutcome {
-    /// Whether it was started (a `&&` may skip it).
-    pub ran: bool,
-    /// Its exit status, when it exited.
-    pub exit_code: Option<i32>,
-    /// The signal that ended it, when one did.
-    pub signal: Option<i32>,
-}
-
-/// What the executor observed.
-#[derive(Debug, Clone, Default)]
-pub struct ExecOutcome {
-    /// Per stage, pipelines flattened in order.
-    pub stages: Vec<StageOutcome>,
-    /// The list's status: the last pipeline run's last stage.
-    pub exit_code: Option<i32>,
-    /// Captured stdout (at most `capture_limit` bytes).
-    pub stdout: Vec<u8>,
-    /// Captured stderr (at most `capture_limit` bytes).
-    pub stderr: Vec<u8>,
-    /// stdout bytes read in all.
-    pub stdout_bytes: u64,
-    /// stderr bytes read in all.
-    pub stderr_bytes: u64,
-    /// Output passed `capture_limit` and the tree was killed.
-    pub flooded: bool,
-    /// The wall-clock limit was hit and the tree was killed.
-    pub timed_out: bool,
-    /// The client cancelled and the tree was killed.
-    pub cancelled: bool,
-}
-
-/// Why the executor could not run the plan.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub enum ExecFailure {
-    /// A program could not be started (OPERATION_FAILED).
-    Spawn { program: String, message: String },
-    /// Confinement required by policy could not be applied (SANDBOX_UNAVAILABLE).
-    Sandbox(String),
-    /// The attempt record could not be made durable under fail-closed (AUDIT_UNAVAILABLE).
-    NotDurable,
-    /// Anything else (INTERNAL_ERROR).
-    Internal(String),
-}
-
-/// A future that completes when the client cancels.
-pub type Cancel = Pin<Box<dyn Future<Output = ()> + Send>>;
-/// A future that makes the attempt record durable: `true` lets the command run (the record
-/// is on disk, or fail-open allows running without it), `false` means nothing may run.
-pub type Durable<'a> = Pin<Box<dyn Future<Output = bool> + Send + 'a>>;
-/// The executor's boxed future.
-pub type ExecFuture<'a> =
-    Pin<Box<dyn Future<Output = Result<ExecOutcome, ExecFailure>> + Send + 'a>>;
-
-/// Runs approved plans. Implemented by `safe-mcp-exec`.
-pub trait Executor: Send + Sync {
-    /// What confinement applies to every command, in full, for explain and describe.
-    fn confinement(&self) -> Value;
-    /// A compact form of the same, for every run result and attempt record.
-    fn confinement_summary(&self) -> Value;
-    /// Runs `plan`, killing the whole tree on timeout, flood or `cancel`.
-    ///
-    /// The executor may fork and confine the children while `durable` runs, but no child may
-    /// exec its program before `durable` has resolved to `true`; on `false` nothing runs and
-    /// the result is [`ExecFailure::NotDurable`].
-    fn execute<'a>(
-        &'a self,
-        plan: ExecPlan,
-        cancel: Cancel,
-        durable: Durable<'a>,
-    ) -> ExecFuture<'a>;
+/// The confinement `policy` asks for, in the executor's terms.
+pub fn confinement_spec(policy: &TerminalPolicy) -> ConfinementSpec {
+    let sandbox = &policy.sandbox;
+    let l = &policy.limits;
+    ConfinementSpec {
+        jail_root: policy.jail_root.clone(),
+        mode: sandbox.mode,
+        network: sandbox.network,
+        unix_sockets: sandbox.unix_sockets,
+        read_paths: sandbox.read_paths.clone(),
+        exec_in_jail: sandbox.exec_in_jail,
+        limits: ProcessLimits {
+            cpu_seconds: l.cpu_seconds,
+            memory_bytes: l.memory_bytes,
+            file_size_bytes: l.file_size_bytes,
+            open_files: l.open_files,
+            processes: l.processes,
+        },
+    }
 }
 
 /// Why the service could not be built.
@@ -262,7 +180,7 @@ impl TerminalService {
         &self,
         command: &CommandInput,
         cwd: Option<&str>,
-        confinement: Value,
+        confinement: &ConfinementReport,
     ) -> OperationResult {
         let started = Instant::now();
         let result = match command.parse() {
@@ -271,7 +189,7 @@ impl TerminalService {
                 let decision = evaluate(&self.policy, &self.jail, &list, cwd);
                 let mut detail = decision_detail(&decision);
                 detail.insert("would_run".into(), json!(decision.code == ResultCode::Ok));
-                detail.insert("confinement".into(), confinement);
+                detail.insert("confinement".into(), report_value(confinement));
                 detail.insert(
                     "timeout_seconds".into(),
                     json!(self.policy.limits.timeout_seconds),
@@ -284,7 +202,7 @@ impl TerminalService {
     }
 
     /// The policy as a model should read it.
-    pub fn describe(&self, confinement: Value) -> OperationResult {
+    pub fn describe(&self, confinement: &ConfinementReport) -> OperationResult {
         let p = &self.policy;
         let rules: Vec<Value> = p
             .rules
@@ -312,7 +230,7 @@ impl TerminalService {
                 "programs": "bare names resolved through the server's PATH; a name containing / is refused",
             },
             "environment": self.env.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(),
-            "confinement": confinement,
+            "confinement": report_value(confinement),
         });
         OperationResult::new(
             DESCRIBE,
@@ -392,11 +310,19 @@ impl TerminalService {
                 .with_detail(Value::Object(detail));
             return Err((self.redacted(result), attempt));
         }
-        let Some(cwd) = decision.cwd.clone() else {
+        let Some(approved) = decision.approve() else {
+            eprintln!(
+                "safe-mcp: internal error in call {call}: an allowed decision lacks a program or its cwd"
+            );
             return Ok((OperationResult::internal(RUN), RunFacts::default()));
         };
-
-        let confinement = executor.confinement_summary();
+        let confinement = match serde_json::to_value(executor.confinement_summary()) {
+            Ok(v) => v,
+            Err(e) => {
+                eprintln!("safe-mcp: internal error in call {call}: {e}");
+                return Ok((OperationResult::internal(RUN), RunFacts::default()));
+            }
+        };
         attempt.confinement = Some(confinement.clone());
         // The record is made durable while the executor forks and confines the children;
         // they wait at a gate and exec only once this resolves to true.
@@ -405,10 +331,11 @@ impl TerminalService {
 
         let limit = self.policy.limits.timeout_seconds;
         let timeout = req.timeout_seconds.map_or(limit, |t| t.min(limit));
+        let cwd = approved.cwd.clone();
         let plan = ExecPlan {
-            pipelines: build_pipelines(&decision),
-            joins: decision.sequences().to_vec(),
-            cwd: cwd.clone(),
+            pipelines: approved.pipelines,
+            joins: approved.joins,
+            cwd: approved.cwd,
             env: self.env.clone(),
             stdin: req.stdin.map(String::into_bytes),
             timeout: Duration::from_secs(timeout),
@@ -568,6 +495,11 @@ impl TerminalService {
     }
 }
 
+/// A confinement report as JSON (a plain struct: serializing it cannot fail).
+fn report_value(report: &ConfinementReport) -> Value {
+    serde_json::to_value(report).unwrap_or_default()
+}
+
 /// Every string inside `map`, redacted.
 fn redact_strings(redactor: &Redactor, map: Map<String, Value>) -> Map<String, Value> {
     fn walk(redactor: &Redactor, v: Value) -> Value {
@@ -608,24 +540,4 @@ fn decision_detail(d: &Decision) -> Map<String, Value> {
     map.remove("code");
     map.remove("reason");
     map
-}
-
-fn build_pipelines(d: &Decision) -> Vec<Vec<ExecStage>> {
-    let mut stages = d.stages.iter();
-    d.pipeline_lengths
-        .iter()
-        .map(|&n| {
-            stages
-                .by_ref()
-                .take(n)
-                .filter_map(|s| {
-                    s.program.clone().map(|program| ExecStage {
-                        program,
-                        argv: s.run_argv.clone().unwrap_or_else(|| s.argv.clone()),
-                        env: s.env.clone(),
-                    })
-                })
-                .collect()
-        })
-        .collect()
 }

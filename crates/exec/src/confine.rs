@@ -14,11 +14,13 @@ use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr,
     RulesetCreated, RulesetCreatedAttr, Scope, path_beneath_rules,
 };
-use safe_mcp_core::config::{Limits, SandboxMode, TerminalPolicy};
-use serde_json::{Value, json};
+use safe_mcp_contract::{
+    ConfinementReport, ConfinementSpec, ConfinementSummary, LandlockReport, ProcessLimits,
+    RlimitReport, SandboxMode, SeccompReport,
+};
 
 use crate::seccomp;
-use crate::spawn::Step;
+use crate::step::{Step, errno};
 
 /// The Landlock ABI whose rights we request: filesystem (incl. truncate, ioctl on devices),
 /// TCP bind/connect (v4) and signal / abstract-socket scoping (v6).
@@ -47,8 +49,8 @@ pub struct Confinement {
     /// Which capability sets the child clears; `None` under `off`.
     capabilities: Option<CapabilityDrop>,
     pids_cgroup: Option<PidsCgroup>,
-    report: Value,
-    summary: Value,
+    report: ConfinementReport,
+    summary: ConfinementSummary,
 }
 
 /// A cgroup v1 `pids` group for this server's commands. RLIMIT_NPROC does not bind root, so a
@@ -66,8 +68,13 @@ struct PidsCgroup {
 impl PidsCgroup {
     const ROOT: &'static str = "/sys/fs/cgroup/pids";
 
+    /// Whether a server run by this user would use one (without making it).
+    fn would_be_used() -> bool {
+        rustix::process::geteuid().is_root() && Path::new(Self::ROOT).is_dir()
+    }
+
     fn create(max: u64) -> Option<PidsCgroup> {
-        if !rustix::process::geteuid().is_root() || !Path::new(Self::ROOT).is_dir() {
+        if !Self::would_be_used() {
             return None;
         }
         // Groups left by servers that were killed: empty ones can go (rmdir fails otherwise).
@@ -179,14 +186,14 @@ impl CapabilityDrop {
         unsafe {
             if self == CapabilityDrop::Everything {
                 if libc::prctl(libc::PR_SET_SECUREBITS, SECUREBITS_LOCKED, 0, 0, 0) != 0 {
-                    return Err(crate::spawn::errno());
+                    return Err(errno());
                 }
                 for cap in 0..64 as libc::c_ulong {
                     if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 {
                         // EINVAL: past the kernel's last capability.
-                        match crate::spawn::errno() {
+                        match errno() {
                             libc::EINVAL => break,
-                            errno => return Err(errno),
+                            other => return Err(other),
                         }
                     }
                 }
@@ -198,9 +205,9 @@ impl CapabilityDrop {
                 0,
                 0,
             ) != 0
-                && crate::spawn::errno() != libc::EINVAL
+                && errno() != libc::EINVAL
             {
-                return Err(crate::spawn::errno());
+                return Err(errno());
             }
             let header = CapHeader {
                 version: LINUX_CAPABILITY_VERSION_3,
@@ -208,7 +215,7 @@ impl CapabilityDrop {
             };
             let none = [CapData::default(); 2];
             if libc::syscall(libc::SYS_capset, std::ptr::from_ref(&header), none.as_ptr()) != 0 {
-                return Err(crate::spawn::errno());
+                return Err(crate::step::errno());
             }
         }
         Ok(())
@@ -245,93 +252,38 @@ pub fn landlock_abi() -> i64 {
 }
 
 impl Confinement {
-    /// Builds the confinement for `policy`. Under `enforce`, anything the kernel cannot fully
+    /// Builds the confinement for `spec`. Under `enforce`, anything the kernel cannot fully
     /// enforce is an error; under `best-effort`, it is reported; under `off`, only rlimits apply.
-    pub fn new(policy: &TerminalPolicy) -> Result<Self, ConfineError> {
-        let sandbox = &policy.sandbox;
-        let rlimits = rlimits(&policy.limits);
-        let pids_cgroup = PidsCgroup::create(policy.limits.processes);
-        let capabilities =
-            (sandbox.mode != SandboxMode::Off).then(CapabilityDrop::for_this_process);
-        let abi = landlock_abi();
+    /// As root this makes the server's pids cgroup: only a server that runs commands calls it.
+    pub fn new(spec: &ConfinementSpec) -> Result<Self, ConfineError> {
+        let rlimits = rlimits(&spec.limits);
+        let pids_cgroup = PidsCgroup::create(spec.limits.processes);
+        let capabilities = (spec.mode != SandboxMode::Off).then(CapabilityDrop::for_this_process);
         // Under enforce the ruleset is built with HardRequirement: it is complete, or building
         // it fails and the server does not start. Each child restricts itself with its
         // descriptor; a kernel refusal there refuses the command (SANDBOX_UNAVAILABLE).
-        let (landlock, seccomp) = match sandbox.mode {
+        let (landlock, seccomp) = match spec.mode {
             SandboxMode::Off => (None, None),
             mode => {
-                let ruleset = build_ruleset(policy, mode == SandboxMode::Enforce)?;
+                let ruleset = build_ruleset(spec, mode == SandboxMode::Enforce)?;
                 (
                     Option::<OwnedFd>::from(ruleset),
                     Some(
-                        seccomp::build(sandbox.network, sandbox.unix_sockets)
+                        seccomp::build(spec.network, spec.unix_sockets)
                             .map_err(ConfineError::Seccomp)?,
                     ),
                 )
             }
         };
-        let landlock_state = match (sandbox.mode, abi) {
-            (SandboxMode::Off, _) => "off",
-            (_, a) if a >= TARGET_ABI as i64 => "full",
-            (_, 0) => "none",
-            _ => "partial",
-        };
-        if sandbox.mode == SandboxMode::BestEffort && landlock_state != "full" {
+        let (report, summary) = describe(spec, pids_cgroup.is_some());
+        if spec.mode == SandboxMode::BestEffort && report.landlock.enforced != "full" {
             eprintln!(
-                "safe-mcp: warning: sandbox mode best-effort: Landlock is {landlock_state} on this kernel (ABI {abi}); commands run less confined"
+                "safe-mcp: warning: sandbox mode best-effort: Landlock is {} on this kernel (ABI {}); commands run less confined",
+                report.landlock.enforced, report.landlock.kernel_abi
             );
         }
-        let report = json!({
-            "mode": sandbox.mode.as_str(),
-            "landlock": {
-                "kernel_abi": abi,
-                "requested_abi": TARGET_ABI as i64,
-                "enforced": landlock_state,
-                "read_paths": sandbox.read_paths,
-                "read_write": [policy.jail_root.clone(), PathBuf::from("/dev/null")],
-                "never_granted": if landlock_state == "off" { json!([]) } else { json!(["make_char", "make_block", "ioctl_dev"]) },
-                "exec_in_jail": sandbox.exec_in_jail,
-                "tcp": if sandbox.network || landlock_state == "off" { "allowed" } else { "denied" },
-                "scoped": if landlock_state == "off" { json!([]) } else { json!(["signal", "abstract-unix-socket"]) },
-            },
-            "seccomp": {
-                "enabled": seccomp.is_some(),
-                "denied": if seccomp.is_some() { json!(seccomp::denied().map(|(n, _)| *n).collect::<Vec<_>>()) } else { json!([]) },
-                "refused_modes": if seccomp.is_some() { json!({"setuid_setgid_bits": seccomp::refused_by_argument().collect::<Vec<_>>(), "device_nodes": ["mknod", "mknodat"]}) } else { json!({}) },
-                "sockets": match (seccomp.is_some(), sandbox.network, sandbox.unix_sockets) {
-                    (false, _, _) | (true, true, true) => "any",
-                    (true, true, false) => "any but AF_UNIX (socketpair allowed)",
-                    (true, false, true) => "AF_UNIX only",
-                    (true, false, false) => "none (socketpair only)",
-                },
-            },
-            "no_new_privs": sandbox.mode != SandboxMode::Off,
-            "capabilities": capabilities.map_or("kept (sandbox mode off)", CapabilityDrop::describe),
-            "rlimits": {
-                "cpu_seconds": policy.limits.cpu_seconds,
-                "memory_bytes": policy.limits.memory_bytes,
-                "file_size_bytes": policy.limits.file_size_bytes,
-                "open_files": policy.limits.open_files,
-                "processes": policy.limits.processes,
-                "processes_enforced_by": if pids_cgroup.is_some() { "cgroup v1 pids.max (shared by all commands of this server)" } else { "RLIMIT_NPROC (per user; does not bind root)" },
-                "core_bytes": 0,
-            },
-            "process_group": "own; the whole tree is killed on timeout, cancel or flood",
-        });
-        let summary = json!({
-            "mode": sandbox.mode.as_str(),
-            "landlock": landlock_state,
-            "landlock_abi": abi,
-            "seccomp": seccomp.is_some(),
-            "capabilities": match capabilities {
-                Some(CapabilityDrop::Everything) => "all dropped",
-                Some(CapabilityDrop::HeldSets) => "none held",
-                None => "kept",
-            },
-            "network": sandbox.network,
-        });
         Ok(Confinement {
-            mode: sandbox.mode,
+            mode: spec.mode,
             landlock,
             seccomp,
             rlimits,
@@ -343,12 +295,12 @@ impl Confinement {
     }
 
     /// What applies, as reported by explain, describe, doctor and the audit trail.
-    pub fn report(&self) -> &Value {
+    pub fn report(&self) -> &ConfinementReport {
         &self.report
     }
 
     /// The compact form recorded with every run: mode, Landlock state, seccomp, network.
-    pub fn summary(&self) -> &Value {
+    pub fn summary(&self) -> &ConfinementSummary {
         &self.summary
     }
 
@@ -362,7 +314,7 @@ impl Confinement {
     /// Only for the child made by [`crate::spawn::spawn`], before exec: it changes the
     /// calling process's limits and credentials for good.
     pub(crate) unsafe fn apply_in_child(&self) -> Result<(), (Step, libc::c_int)> {
-        let fail = |step: Step| (step, crate::spawn::errno());
+        let fail = |step: Step| (step, errno());
         // SAFETY (whole body): plain syscalls on descriptors, limits and the BPF program built
         // in `Confinement::new`, which the caller keeps alive; nothing here allocates.
         unsafe {
@@ -419,7 +371,94 @@ impl Confinement {
     }
 }
 
-fn rlimits(limits: &Limits) -> Vec<(libc::__rlimit_resource_t, libc::rlimit)> {
+/// The confinement `spec` would get here, described without building any of it: no
+/// cgroup, no ruleset. What `explain` and `doctor` show; a read-only call has no side effect.
+pub fn planned_report(spec: &ConfinementSpec) -> ConfinementReport {
+    describe(spec, PidsCgroup::would_be_used()).0
+}
+
+/// The report and summary for `spec` on this kernel, for this user.
+fn describe(spec: &ConfinementSpec, pids_cgroup: bool) -> (ConfinementReport, ConfinementSummary) {
+    let abi = landlock_abi();
+    let off = spec.mode == SandboxMode::Off;
+    let landlock_state = match (spec.mode, abi) {
+        (SandboxMode::Off, _) => "off",
+        (_, a) if a >= TARGET_ABI as i64 => "full",
+        (_, 0) => "none",
+        _ => "partial",
+    };
+    let capabilities = (!off).then(CapabilityDrop::for_this_process);
+    let strings = |names: &[&'static str]| if off { Vec::new() } else { names.to_vec() };
+    let report = ConfinementReport {
+        mode: spec.mode.as_str(),
+        landlock: LandlockReport {
+            kernel_abi: abi,
+            requested_abi: TARGET_ABI as i64,
+            enforced: landlock_state,
+            read_paths: spec.read_paths.clone(),
+            read_write: vec![spec.jail_root.clone(), PathBuf::from("/dev/null")],
+            never_granted: strings(&["make_char", "make_block", "ioctl_dev"]),
+            exec_in_jail: spec.exec_in_jail,
+            tcp: if spec.network || off {
+                "allowed"
+            } else {
+                "denied"
+            },
+            scoped: strings(&["signal", "abstract-unix-socket"]),
+        },
+        seccomp: SeccompReport {
+            enabled: !off,
+            denied: if off {
+                Vec::new()
+            } else {
+                seccomp::denied().map(|(n, _)| *n).collect()
+            },
+            refused_setid_modes: if off {
+                Vec::new()
+            } else {
+                seccomp::refused_by_argument().collect()
+            },
+            refused_device_nodes: strings(seccomp::DEVICE_NODE_CALLS),
+            sockets: match (off, spec.network, spec.unix_sockets) {
+                (true, _, _) | (false, true, true) => "any",
+                (false, true, false) => "any but AF_UNIX (socketpair allowed)",
+                (false, false, true) => "AF_UNIX only",
+                (false, false, false) => "none (socketpair only)",
+            },
+        },
+        no_new_privs: !off,
+        capabilities: capabilities.map_or("kept (sandbox mode off)", CapabilityDrop::describe),
+        rlimits: RlimitReport {
+            cpu_seconds: spec.limits.cpu_seconds,
+            memory_bytes: spec.limits.memory_bytes,
+            file_size_bytes: spec.limits.file_size_bytes,
+            open_files: spec.limits.open_files,
+            processes: spec.limits.processes,
+            processes_enforced_by: if pids_cgroup {
+                "cgroup v1 pids.max (shared by all commands of this server)"
+            } else {
+                "RLIMIT_NPROC (per user; does not bind root)"
+            },
+            core_bytes: 0,
+        },
+        process_group: "own; the whole tree is killed on timeout, cancel or flood",
+    };
+    let summary = ConfinementSummary {
+        mode: spec.mode.as_str(),
+        landlock: landlock_state,
+        landlock_abi: abi,
+        seccomp: !off,
+        capabilities: match capabilities {
+            Some(CapabilityDrop::Everything) => "all dropped",
+            Some(CapabilityDrop::HeldSets) => "none held",
+            None => "kept",
+        },
+        network: spec.network,
+    };
+    (report, summary)
+}
+
+fn rlimits(limits: &ProcessLimits) -> Vec<(libc::__rlimit_resource_t, libc::rlimit)> {
     let wanted = [
         (libc::RLIMIT_CPU, limits.cpu_seconds),
         (libc::RLIMIT_AS, limits.memory_bytes),
@@ -453,34 +492,33 @@ fn rlimits(limits: &Limits) -> Vec<(libc::__rlimit_resource_t, libc::rlimit)> {
         .collect()
 }
 
-fn build_ruleset(policy: &TerminalPolicy, hard: bool) -> Result<RulesetCreated, ConfineError> {
+fn build_ruleset(spec: &ConfinementSpec, hard: bool) -> Result<RulesetCreated, ConfineError> {
     let err = |e: landlock::RulesetError| ConfineError::Landlock(e.to_string());
     let level = if hard {
         CompatLevel::HardRequirement
     } else {
         CompatLevel::BestEffort
     };
-    let sandbox = &policy.sandbox;
     let all = AccessFs::from_all(TARGET_ABI);
     let read_exec = AccessFs::from_read(TARGET_ABI);
     // A jail never needs device nodes: with MAKE_CHAR / MAKE_BLOCK a root command could
     // extract one (`tar xf`) and read or write the raw disk through it; IOCTL_DEV is for
     // devices only. Neither is granted beneath the jail (nor anywhere else).
     let mut jail_access = all & !(AccessFs::MakeChar | AccessFs::MakeBlock | AccessFs::IoctlDev);
-    if !sandbox.exec_in_jail {
+    if !spec.exec_in_jail {
         jail_access &= !AccessFs::Execute;
     }
     let mut ruleset = Ruleset::default()
         .set_compatibility(level)
         .handle_access(all)
         .map_err(err)?;
-    if !sandbox.network {
+    if !spec.network {
         ruleset = ruleset
             .handle_access(AccessNet::from_all(TARGET_ABI))
             .map_err(err)?;
     }
     let ruleset = ruleset.scope(Scope::from_all(TARGET_ABI)).map_err(err)?;
-    let read_paths: Vec<&Path> = sandbox
+    let read_paths: Vec<&Path> = spec
         .read_paths
         .iter()
         .map(PathBuf::as_path)
@@ -497,9 +535,6 @@ fn build_ruleset(policy: &TerminalPolicy, hard: bool) -> Result<RulesetCreated, 
             AccessFs::from_read(TARGET_ABI) | AccessFs::WriteFile,
         ))
         .map_err(err)?
-        .add_rules(path_beneath_rules(
-            [policy.jail_root.as_path()],
-            jail_access,
-        ))
+        .add_rules(path_beneath_rules([spec.jail_root.as_path()], jail_access))
         .map_err(err)
 }

@@ -7,11 +7,14 @@
 //! output, and kills and reaps the whole tree, `setsid` escapees included ([`reap`]). It
 //! never decides *whether* something may run.
 //!
+//! It depends on the small contract crate (`safe-mcp-contract`: plan, stage, outcome,
+//! report) and on the kernel, not on the policy parser of the core.
+//!
 //! ```no_run
-//! # async fn demo(policy: &safe_mcp_core::config::TerminalPolicy) -> Result<(), Box<dyn std::error::Error>> {
-//! use safe_mcp_core::terminal::Executor;
-//! let executor = safe_mcp_exec::LocalExecutor::new(policy)?;
-//! println!("{}", executor.confinement());
+//! # fn demo(spec: &safe_mcp_contract::ConfinementSpec) -> Result<(), Box<dyn std::error::Error>> {
+//! use safe_mcp_contract::Executor;
+//! let executor = safe_mcp_exec::LocalExecutor::new(spec)?;
+//! println!("{}", executor.confinement().landlock.enforced);
 //! # Ok(()) }
 //! ```
 
@@ -20,16 +23,18 @@ pub mod reap;
 mod run;
 mod seccomp;
 mod spawn;
+mod step;
 
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 use rustix::pipe::{PipeFlags, pipe_with};
-use safe_mcp_core::config::TerminalPolicy;
-use safe_mcp_core::terminal::{Cancel, Durable, ExecFailure, ExecFuture, ExecPlan, Executor};
-use serde_json::{Value, json};
+use safe_mcp_contract::{
+    Cancel, ConfinementReport, ConfinementSpec, ConfinementSummary, Durable, ExecFailure,
+    ExecFuture, ExecPlan, Executor, KernelReport,
+};
 
-pub use confine::{ConfineError, Confinement, capability_report, landlock_abi};
+pub use confine::{ConfineError, Confinement, capability_report, landlock_abi, planned_report};
 
 /// Runs approved plans on this machine, confined.
 #[derive(Debug, Clone)]
@@ -40,26 +45,26 @@ pub struct LocalExecutor {
 }
 
 impl LocalExecutor {
-    /// Builds the confinement for `policy` and makes this process a child subreaper.
-    pub fn new(policy: &TerminalPolicy) -> Result<Self, ConfineError> {
+    /// Builds the confinement for `spec` and makes this process a child subreaper.
+    pub fn new(spec: &ConfinementSpec) -> Result<Self, ConfineError> {
         reap::become_subreaper()
             .map_err(|e| ConfineError::Landlock(format!("cannot become a child subreaper: {e}")))?;
         let dev_null = std::fs::File::open("/dev/null")
             .map_err(|e| ConfineError::Landlock(format!("cannot open /dev/null: {e}")))?;
         Ok(LocalExecutor {
-            confinement: Arc::new(Confinement::new(policy)?),
+            confinement: Arc::new(Confinement::new(spec)?),
             dev_null: Arc::new(dev_null.into()),
         })
     }
 }
 
 impl Executor for LocalExecutor {
-    fn confinement(&self) -> Value {
-        self.confinement.report().clone()
+    fn confinement(&self) -> &ConfinementReport {
+        self.confinement.report()
     }
 
-    fn confinement_summary(&self) -> Value {
-        self.confinement.summary().clone()
+    fn confinement_summary(&self) -> &ConfinementSummary {
+        self.confinement.summary()
     }
 
     fn execute<'a>(
@@ -117,7 +122,7 @@ impl Executor for LocalExecutor {
 }
 
 /// What this kernel can enforce, for `safe-mcp doctor`.
-pub fn kernel_report() -> Value {
+pub fn kernel_report() -> KernelReport {
     let subreaper = rustix::process::set_child_subreaper(Some(rustix::process::getpid())).is_ok();
     let openat2 = std::fs::File::open("/").is_ok_and(|root| {
         rustix::fs::openat2(
@@ -134,15 +139,26 @@ pub fn kernel_report() -> Value {
     // SAFETY: getpid through the x32 syscall range takes no arguments and has no effect; it
     // only tells whether this kernel accepts x32 syscalls at all (ENOSYS when it does not).
     let x32 = unsafe { libc::syscall(0x4000_0000 | libc::SYS_getpid) } >= 0;
-    json!({
-        "x32_abi": if x32 { "enabled (the seccomp filter answers x32 syscall numbers with ENOSYS)" } else { "disabled" },
-        "landlock_abi": landlock_abi(),
-        "landlock": if landlock_abi() >= 6 { "full (ABI >= 6: filesystem, TCP, scoping)" } else if landlock_abi() > 0 { "partial" } else { "unavailable" },
-        "seccomp_filter": seccomp,
-        "openat2_resolve_beneath": openat2,
-        "child_subreaper": subreaper,
-        "proc_children": std::path::Path::new("/proc/self/task").exists(),
-        "euid": rustix::process::geteuid().as_raw(),
-        "command_capabilities": capability_report(),
-    })
+    let abi = landlock_abi();
+    KernelReport {
+        x32_abi: if x32 {
+            "enabled (the seccomp filter answers x32 syscall numbers with ENOSYS)"
+        } else {
+            "disabled"
+        },
+        landlock_abi: abi,
+        landlock: if abi >= 6 {
+            "full (ABI >= 6: filesystem, TCP, scoping)"
+        } else if abi > 0 {
+            "partial"
+        } else {
+            "unavailable"
+        },
+        seccomp_filter: seccomp,
+        openat2_resolve_beneath: openat2,
+        child_subreaper: subreaper,
+        proc_children: std::path::Path::new("/proc/self/task").exists(),
+        euid: rustix::process::geteuid().as_raw(),
+        command_capabilities: capability_report(),
+    }
 }

@@ -70,7 +70,7 @@ fn no_children() -> bool {
             libc::WEXITED | libc::WNOHANG | libc::WNOWAIT | libc::__WALL,
         )
     };
-    rc == -1 && crate::spawn::errno() == libc::ECHILD
+    rc == -1 && crate::step::errno() == libc::ECHILD
 }
 
 /// Kills and reaps every child of ours that is not a registered stage, with its subtree.

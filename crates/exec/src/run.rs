@@ -16,12 +16,12 @@ use rustix::pipe::{PipeFlags, pipe_with};
 use rustix::process::{
     Pid, Signal, WaitId, WaitIdOptions, kill_process_group, pidfd_send_signal, waitid,
 };
-use safe_mcp_core::syntax::Sequence;
-use safe_mcp_core::terminal::{ExecFailure, ExecOutcome, ExecPlan, StageOutcome};
+use safe_mcp_contract::{ExecFailure, ExecOutcome, ExecPlan, ExecStage, Sequence, StageOutcome};
 
 use crate::confine::Confinement;
 use crate::reap;
-use crate::spawn::{self, SpawnError, StageSpawn, Step};
+use crate::spawn::{self, SpawnError, StageSpawn};
+use crate::step::Step;
 
 const READ_CHUNK: usize = 64 * 1024;
 /// After the last stage exits, how long to wait for output still in flight.
@@ -264,7 +264,7 @@ fn reap_stage(s: &Stage) -> Result<rustix::process::WaitIdStatus, Errno> {
 /// killed and reaped before the error is returned.
 fn spawn_pipeline(
     w: &Wiring<'_>,
-    pipeline: &[safe_mcp_core::terminal::ExecStage],
+    pipeline: &[ExecStage],
     base: usize,
     stdin: Option<&[u8]>,
     feed: &mut StdinFeed,
@@ -282,7 +282,7 @@ fn spawn_pipeline(
 fn spawn_stages(
     stages: &mut Vec<Stage>,
     w: &Wiring<'_>,
-    pipeline: &[safe_mcp_core::terminal::ExecStage],
+    pipeline: &[ExecStage],
     base: usize,
     stdin: Option<&[u8]>,
     feed: &mut StdinFeed,

@@ -139,13 +139,19 @@ const NODE_MAKERS: &[(&str, libc::c_long, u32)] = &[
 #[cfg(not(target_arch = "x86_64"))]
 const NODE_MAKERS: &[(&str, libc::c_long, u32)] = &[("mknodat", libc::SYS_mknodat, 2)];
 
-/// What the filter refuses by argument, for the confinement report.
+/// The calls refused for a set-id mode, for the confinement report.
 pub(crate) fn refused_by_argument() -> impl Iterator<Item = &'static str> {
     MODE_SETTERS
         .iter()
         .map(|(name, _, _)| *name)
         .chain(NODE_MAKERS.iter().map(|(name, _, _)| *name))
 }
+
+/// The calls refused for a character or block device, for the confinement report.
+#[cfg(target_arch = "x86_64")]
+pub(crate) const DEVICE_NODE_CALLS: &[&str] = &["mknod", "mknodat"];
+#[cfg(not(target_arch = "x86_64"))]
+pub(crate) const DEVICE_NODE_CALLS: &[&str] = &["mknodat"];
 
 /// `AUDIT_ARCH_*` of the architecture we were built for (EM_* | 64-bit | little-endian).
 #[cfg(target_arch = "x86_64")]

@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use rustix::process::Pid;
 
 use crate::confine::Confinement;
+use crate::step::{Step, errno};
 
 /// errno a child reports when its gate closed without a ticket: the attempt record never
 /// became durable, so the program must not run.
@@ -32,59 +33,6 @@ pub(crate) const GATE_CLOSED: c_int = libc::ECANCELED;
 
 /// The child's own stack. It needs only a few hundred bytes; the rest is headroom.
 const STACK_BYTES: usize = 64 * 1024;
-
-/// What the child was doing when it failed, for the error message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(i32)]
-pub(crate) enum Step {
-    Signals = 1,
-    ProcessGroup,
-    Stdio,
-    Chdir,
-    Descriptors,
-    /// The pids cgroup or an rlimit.
-    Limits,
-    /// Dropping capabilities or locking the securebits.
-    Capabilities,
-    /// no_new_privs, Landlock or seccomp.
-    Sandbox,
-    Gate,
-    Exec,
-}
-
-impl Step {
-    fn from_raw(raw: i32) -> Option<Step> {
-        [
-            Step::Signals,
-            Step::ProcessGroup,
-            Step::Stdio,
-            Step::Chdir,
-            Step::Descriptors,
-            Step::Limits,
-            Step::Capabilities,
-            Step::Sandbox,
-            Step::Gate,
-            Step::Exec,
-        ]
-        .into_iter()
-        .find(|s| *s as i32 == raw)
-    }
-
-    fn as_str(self) -> &'static str {
-        match self {
-            Step::Signals => "signal reset",
-            Step::ProcessGroup => "setpgid",
-            Step::Stdio => "dup2",
-            Step::Chdir => "chdir",
-            Step::Descriptors => "close_range",
-            Step::Limits => "process limits",
-            Step::Capabilities => "capability drop",
-            Step::Sandbox => "kernel confinement",
-            Step::Gate => "exec gate",
-            Step::Exec => "execve",
-        }
-    }
-}
 
 /// Why a stage did not start.
 #[derive(Debug)]
@@ -349,12 +297,6 @@ fn set_signal_mask(mask: KernelSigset) -> Result<KernelSigset, c_int> {
         )
     };
     if rc == 0 { Ok(old) } else { Err(errno()) }
-}
-
-pub(crate) fn errno() -> c_int {
-    // SAFETY: reads this thread's errno slot (shared with the sleeping parent thread, whose
-    // errno it may overwrite: the parent reads errno only right after its own failing calls).
-    unsafe { *libc::__errno_location() }
 }
 
 /// The child's steps, in order. Returns only on failure.

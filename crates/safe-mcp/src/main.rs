@@ -19,8 +19,9 @@ use rmcp::ServiceExt;
 use safe_mcp_core::ResultCode;
 use safe_mcp_core::config::{Policy, ProcessEnv, SandboxMode, Section};
 use safe_mcp_core::redact::Redactor;
+use safe_mcp_core::terminal::confinement_spec;
 use safe_mcp_core::terminal::{CommandInput, TerminalService};
-use safe_mcp_exec::{Confinement, LocalExecutor};
+use safe_mcp_exec::{LocalExecutor, planned_report};
 
 #[derive(Parser)]
 #[command(
@@ -169,7 +170,7 @@ fn serve_terminal(config: Option<&Path>) -> ExitCode {
         Err(e) => return fatal(e),
     };
     let terminal = service.policy();
-    let executor = match LocalExecutor::new(terminal) {
+    let executor = match LocalExecutor::new(&confinement_spec(terminal)) {
         Ok(x) => x,
         Err(e) => {
             return fatal(format!(
@@ -248,11 +249,9 @@ fn explain(config: Option<&Path>, cwd: Option<&str>, command: String) -> ExitCod
         Ok(s) => s,
         Err(e) => return fatal(e),
     };
-    let confinement = match Confinement::new(service.policy()) {
-        Ok(c) => c.report().clone(),
-        Err(e) => return fatal(e),
-    };
-    let result = service.explain(&CommandInput::Line(command), cwd, confinement);
+    // Described, not built: a read-only call makes no cgroup and no ruleset.
+    let confinement = planned_report(&confinement_spec(service.policy()));
+    let result = service.explain(&CommandInput::Line(command), cwd, &confinement);
     match serde_json::to_string_pretty(&result) {
         Ok(text) => println!("{text}"),
         Err(e) => return fatal(e),
@@ -366,10 +365,8 @@ fn doctor(config: Option<&Path>) -> ExitCode {
             Err(e) => return fatal(e),
         };
         if let Some(t) = &policy.terminal {
-            report["policy_confinement"] = match Confinement::new(t) {
-                Ok(c) => c.report().clone(),
-                Err(e) => serde_json::json!({ "error": e.to_string() }),
-            };
+            report["policy_confinement"] =
+                serde_json::to_value(planned_report(&confinement_spec(t))).unwrap_or_default();
         }
     }
     match serde_json::to_string_pretty(&report) {

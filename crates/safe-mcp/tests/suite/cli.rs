@@ -294,3 +294,62 @@ fn a_session_over_non_pipe_stdio_works() {
     let run = &answers[&3]["result"]["structuredContent"];
     assert_eq!(run["detail"]["stdout"], "over-a-file\n", "{run}");
 }
+
+/// `explain` and `doctor` describe the confinement without building it: as root, building
+/// it makes the server's pids cgroup, a side effect a read-only call must not have. The
+/// cgroup directory is watched with inotify, since a group made and removed again within
+/// the call would leave no trace.
+#[test]
+fn explain_and_doctor_make_no_cgroup() {
+    use rustix::fs::inotify;
+    let root = std::path::Path::new("/sys/fs/cgroup/pids");
+    if !rustix::process::geteuid().is_root() || !root.is_dir() {
+        eprintln!("skipping: only a root server with cgroup v1 pids makes a pids cgroup");
+        return;
+    }
+    let sb = Sandbox::new("");
+    let watch =
+        inotify::init(inotify::CreateFlags::NONBLOCK | inotify::CreateFlags::CLOEXEC).unwrap();
+    inotify::add_watch(&watch, root, inotify::WatchFlags::CREATE).unwrap();
+    let config = sb.policy.to_str().unwrap();
+    let mut children = Vec::new();
+    for args in [
+        vec!["explain", "--config", config, "--", "ls"],
+        vec!["doctor", "--config", config],
+    ] {
+        let child = Command::new(BIN)
+            .args(&args)
+            .env_clear()
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{args:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("\"landlock\""), "{args:?}: {text}");
+        children.push(format!("safe-mcp-{pid}"));
+    }
+    // Control: a server that runs commands does make its group, and the watch sees it.
+    Command::new(BIN)
+        .args(["terminal", "--config", config])
+        .env_clear()
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let mut buf = vec![std::mem::MaybeUninit::uninit(); 64 * 1024];
+    let mut reader = inotify::Reader::new(&watch, &mut buf);
+    let mut created = Vec::new();
+    while let Ok(event) = reader.next() {
+        if let Some(name) = event.file_name() {
+            created.push(name.to_string_lossy().into_owned());
+        }
+    }
+    for group in &children {
+        assert!(!created.contains(group), "{group} was made: {created:?}");
+    }
+    assert!(
+        created.iter().any(|g| g.starts_with("safe-mcp-")),
+        "the watch saw no group at all, so it proves nothing: {created:?}"
+    );
+}

@@ -1,0 +1,183 @@
+//! What confinement a server asks for ([`ConfinementSpec`], built by the core from the
+//! policy) and what the executor says it enforces ([`ConfinementReport`], shown by
+//! `describe_policy`, `explain_command` and `doctor`; [`ConfinementSummary`] with every run
+//! and attempt record). A report is a statement of fact about this kernel and this user; it
+//! must never claim more than the executor applies.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// How strictly kernel confinement is required.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxMode {
+    /// A ruleset that is not fully enforced means nothing runs. The default.
+    Enforce,
+    /// Run with what the kernel gives, and say so.
+    BestEffort,
+    /// Path checks only.
+    Off,
+}
+
+impl SandboxMode {
+    /// The policy-file spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxMode::Enforce => "enforce",
+            SandboxMode::BestEffort => "best-effort",
+            SandboxMode::Off => "off",
+        }
+    }
+}
+
+/// The rlimits (and pids cap) of every command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcessLimits {
+    /// RLIMIT_CPU.
+    pub cpu_seconds: u64,
+    /// RLIMIT_AS.
+    pub memory_bytes: u64,
+    /// RLIMIT_FSIZE.
+    pub file_size_bytes: u64,
+    /// RLIMIT_NOFILE.
+    pub open_files: u64,
+    /// RLIMIT_NPROC, or the pids cgroup's `pids.max` for a root server.
+    pub processes: u64,
+}
+
+/// The confinement a server's commands get, as the policy asks for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfinementSpec {
+    /// The jail: read+write for commands.
+    pub jail_root: PathBuf,
+    /// Enforce, best-effort or off.
+    pub mode: SandboxMode,
+    /// Whether commands may open non-unix sockets and TCP.
+    pub network: bool,
+    /// Whether commands may create unix sockets.
+    pub unix_sockets: bool,
+    /// Read+execute paths outside the jail.
+    pub read_paths: Vec<PathBuf>,
+    /// Whether files inside the jail may be executed.
+    pub exec_in_jail: bool,
+    /// Limits of each command.
+    pub limits: ProcessLimits,
+}
+
+/// What Landlock enforces.
+#[derive(Debug, Clone, Serialize)]
+pub struct LandlockReport {
+    /// The kernel's Landlock ABI (0: none).
+    pub kernel_abi: i64,
+    /// The ABI whose rights are requested.
+    pub requested_abi: i64,
+    /// `full`, `partial`, `none` or `off`.
+    pub enforced: &'static str,
+    /// Read+execute beneath these.
+    pub read_paths: Vec<PathBuf>,
+    /// Read+write beneath these.
+    pub read_write: Vec<PathBuf>,
+    /// Rights granted nowhere.
+    pub never_granted: Vec<&'static str>,
+    /// Whether files in the jail may be executed.
+    pub exec_in_jail: bool,
+    /// `allowed` or `denied`.
+    pub tcp: &'static str,
+    /// IPC scopes (signals, abstract unix sockets).
+    pub scoped: Vec<&'static str>,
+}
+
+/// What the seccomp filter refuses.
+#[derive(Debug, Clone, Serialize)]
+pub struct SeccompReport {
+    /// Whether a filter is installed.
+    pub enabled: bool,
+    /// Syscalls refused whatever their arguments.
+    pub denied: Vec<&'static str>,
+    /// Syscalls refused for a set-id mode.
+    pub refused_setid_modes: Vec<&'static str>,
+    /// Syscalls refused for a device node.
+    pub refused_device_nodes: Vec<&'static str>,
+    /// Which sockets may be created.
+    pub sockets: &'static str,
+}
+
+/// The limits in force.
+#[derive(Debug, Clone, Serialize)]
+pub struct RlimitReport {
+    /// RLIMIT_CPU.
+    pub cpu_seconds: u64,
+    /// RLIMIT_AS.
+    pub memory_bytes: u64,
+    /// RLIMIT_FSIZE.
+    pub file_size_bytes: u64,
+    /// RLIMIT_NOFILE.
+    pub open_files: u64,
+    /// The process cap.
+    pub processes: u64,
+    /// What enforces the process cap.
+    pub processes_enforced_by: &'static str,
+    /// RLIMIT_CORE (always 0).
+    pub core_bytes: u64,
+}
+
+/// The confinement in full, for `describe_policy`, `explain_command` and `doctor`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConfinementReport {
+    /// The policy's sandbox mode.
+    pub mode: &'static str,
+    /// Landlock.
+    pub landlock: LandlockReport,
+    /// seccomp.
+    pub seccomp: SeccompReport,
+    /// Whether `no_new_privs` is set.
+    pub no_new_privs: bool,
+    /// Which capabilities a command keeps.
+    pub capabilities: &'static str,
+    /// Resource limits.
+    pub rlimits: RlimitReport,
+    /// How the process tree is handled.
+    pub process_group: &'static str,
+}
+
+/// The compact form recorded with every run: mode, Landlock state, seccomp, capabilities,
+/// network.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConfinementSummary {
+    /// The policy's sandbox mode.
+    pub mode: &'static str,
+    /// `full`, `partial`, `none` or `off`.
+    pub landlock: &'static str,
+    /// The kernel's Landlock ABI.
+    pub landlock_abi: i64,
+    /// Whether a seccomp filter is installed.
+    pub seccomp: bool,
+    /// `all dropped`, `none held` or `kept`.
+    pub capabilities: &'static str,
+    /// Whether commands may use the network.
+    pub network: bool,
+}
+
+/// What this kernel and this user can enforce, for `safe-mcp doctor`.
+#[derive(Debug, Clone, Serialize)]
+pub struct KernelReport {
+    /// Whether the kernel takes x32 syscall numbers.
+    pub x32_abi: &'static str,
+    /// The kernel's Landlock ABI (0: none).
+    pub landlock_abi: i64,
+    /// `full`, `partial` or `unavailable`.
+    pub landlock: &'static str,
+    /// Whether seccomp filters are available.
+    pub seccomp_filter: bool,
+    /// Whether `openat2(RESOLVE_BENEATH)` works.
+    pub openat2_resolve_beneath: bool,
+    /// Whether this process can be a child subreaper.
+    pub child_subreaper: bool,
+    /// Whether `/proc/self/task` exists.
+    pub proc_children: bool,
+    /// This process's effective uid.
+    pub euid: u32,
+    /// What a command of a server run by this user keeps.
+    pub command_capabilities: &'static str,
+}

@@ -1,0 +1,35 @@
+//! The contract between the safety core and the executor of safe-mcp.
+//!
+//! The core decides *whether* something may run and describes it as an [`ExecPlan`]; the
+//! executor (`safe-mcp-exec`, the only crate with `unsafe`) runs exactly that plan, confined
+//! as a [`ConfinementSpec`] says, and answers with an [`ExecOutcome`] or an [`ExecFailure`].
+//! Both depend on this crate; neither depends on the other, so the privileged crate stands
+//! on this small one and not on the policy parser, regexes and HMAC of the core (as
+//! Firecracker's jailer and Codex's linux-sandbox keep theirs).
+//!
+//! This crate holds data and one trait, no decisions.
+//!
+//! ```
+//! use safe_mcp_contract::{ExecStage, Sequence};
+//! let stage = ExecStage {
+//!     program: "/usr/bin/echo".into(),
+//!     argv: vec!["echo".into(), "hi".into()],
+//!     env: vec![],
+//! };
+//! assert_eq!(Sequence::And.as_str(), "&&");
+//! assert!(stage.program.is_absolute());
+//! ```
+
+#![forbid(unsafe_code)]
+
+mod confinement;
+mod plan;
+
+pub use confinement::{
+    ConfinementReport, ConfinementSpec, ConfinementSummary, KernelReport, LandlockReport,
+    ProcessLimits, RlimitReport, SandboxMode, SeccompReport,
+};
+pub use plan::{
+    Cancel, Durable, ExecFailure, ExecFuture, ExecOutcome, ExecPlan, ExecStage, Executor, Sequence,
+    StageOutcome,
+};

@@ -1,0 +1,143 @@
+//! A plan the core approved, how it ended, and the executor trait that turns one into the
+//! other. Every program here is already resolved and every path already contained: an
+//! executor must run the plan as it is and never decide anything itself.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::time::Duration;
+
+use crate::confinement::{ConfinementReport, ConfinementSummary};
+
+/// How one pipeline is joined to the one before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sequence {
+    /// `;` or a newline: always run.
+    Then,
+    /// `&&`: run if the previous pipeline exited 0.
+    And,
+    /// `||`: run if the previous pipeline exited non-zero.
+    Or,
+}
+
+impl Sequence {
+    /// The operator as written.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Sequence::Then => ";",
+            Sequence::And => "&&",
+            Sequence::Or => "||",
+        }
+    }
+}
+
+/// One approved program.
+#[derive(Debug, Clone)]
+pub struct ExecStage {
+    /// Absolute path, resolved through the scrubbed PATH.
+    pub program: PathBuf,
+    /// argv, `argv[0]` as the user typed it, hardening arguments included.
+    pub argv: Vec<String>,
+    /// Environment added for this program (hardening), over the plan's.
+    pub env: Vec<(String, String)>,
+}
+
+/// Everything the executor needs, and nothing it may decide for itself.
+#[derive(Debug, Clone)]
+pub struct ExecPlan {
+    /// Pipelines of stages; none is empty.
+    pub pipelines: Vec<Vec<ExecStage>>,
+    /// `joins[i]` joins pipeline i to i + 1.
+    pub joins: Vec<Sequence>,
+    /// Canonical cwd inside the jail.
+    pub cwd: PathBuf,
+    /// The complete environment.
+    pub env: Vec<(String, String)>,
+    /// Bytes for the first stage's stdin (else /dev/null).
+    pub stdin: Option<Vec<u8>>,
+    /// Wall-clock limit for the whole list.
+    pub timeout: Duration,
+    /// Raw bytes to read per stream before the tree is killed as a flood.
+    pub capture_limit: usize,
+}
+
+/// How one stage ended.
+#[derive(Debug, Clone, Default)]
+pub struct StageOutcome {
+    /// Whether it was started (a `&&` may skip it).
+    pub ran: bool,
+    /// Its exit status, when it exited.
+    pub exit_code: Option<i32>,
+    /// The signal that ended it, when one did.
+    pub signal: Option<i32>,
+}
+
+/// What the executor observed.
+#[derive(Debug, Clone, Default)]
+pub struct ExecOutcome {
+    /// Per stage, pipelines flattened in order.
+    pub stages: Vec<StageOutcome>,
+    /// The list's status: the last pipeline run's last stage.
+    pub exit_code: Option<i32>,
+    /// Captured stdout (at most `capture_limit` bytes).
+    pub stdout: Vec<u8>,
+    /// Captured stderr (at most `capture_limit` bytes).
+    pub stderr: Vec<u8>,
+    /// stdout bytes read in all.
+    pub stdout_bytes: u64,
+    /// stderr bytes read in all.
+    pub stderr_bytes: u64,
+    /// Output passed `capture_limit` and the tree was killed.
+    pub flooded: bool,
+    /// The wall-clock limit was hit and the tree was killed.
+    pub timed_out: bool,
+    /// The client cancelled and the tree was killed.
+    pub cancelled: bool,
+}
+
+/// Why the executor could not run the plan. Exhaustive on purpose: the core maps each
+/// variant to one result code, and a new one must be mapped, not fall through.
+#[derive(Debug, Clone)]
+pub enum ExecFailure {
+    /// A program could not be started (OPERATION_FAILED).
+    Spawn {
+        /// The program as resolved.
+        program: String,
+        /// What failed, naming the step.
+        message: String,
+    },
+    /// Confinement required by policy could not be applied (SANDBOX_UNAVAILABLE).
+    Sandbox(String),
+    /// The attempt record could not be made durable under fail-closed (AUDIT_UNAVAILABLE).
+    NotDurable,
+    /// Anything else (INTERNAL_ERROR).
+    Internal(String),
+}
+
+/// A future that completes when the client cancels.
+pub type Cancel = Pin<Box<dyn Future<Output = ()> + Send>>;
+/// A future that makes the attempt record durable: `true` lets the command run (the record
+/// is on disk, or fail-open allows running without it), `false` means nothing may run.
+pub type Durable<'a> = Pin<Box<dyn Future<Output = bool> + Send + 'a>>;
+/// The executor's boxed future.
+pub type ExecFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<ExecOutcome, ExecFailure>> + Send + 'a>>;
+
+/// Runs approved plans. Implemented by `safe-mcp-exec`.
+pub trait Executor: Send + Sync {
+    /// What confinement applies to every command, in full, for explain and describe.
+    fn confinement(&self) -> &ConfinementReport;
+    /// A compact form of the same, for every run result and attempt record.
+    fn confinement_summary(&self) -> &ConfinementSummary;
+    /// Runs `plan`, killing the whole tree on timeout, flood or `cancel`.
+    ///
+    /// The executor may fork and confine the children while `durable` runs, but no child may
+    /// exec its program before `durable` has resolved to `true`; on `false` nothing runs and
+    /// the result is [`ExecFailure::NotDurable`].
+    fn execute<'a>(
+        &'a self,
+        plan: ExecPlan,
+        cancel: Cancel,
+        durable: Durable<'a>,
+    ) -> ExecFuture<'a>;
+}

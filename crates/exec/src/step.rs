@@ -1,0 +1,67 @@
+//! What a spawned child was doing when it failed, and how it reads its errno.
+//!
+//! Shared by the confinement (which fails at its own steps) and the spawn code (which
+//! reports them), so that neither depends on the other for it. Nothing here may allocate:
+//! it runs in the `CLONE_VM` child.
+
+use std::ffi::c_int;
+
+/// What the child was doing when it failed, for the error message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(i32)]
+pub(crate) enum Step {
+    Signals = 1,
+    ProcessGroup,
+    Stdio,
+    Chdir,
+    Descriptors,
+    /// The pids cgroup or an rlimit.
+    Limits,
+    /// Dropping capabilities or locking the securebits.
+    Capabilities,
+    /// no_new_privs, Landlock or seccomp.
+    Sandbox,
+    Gate,
+    Exec,
+}
+
+impl Step {
+    pub(crate) fn from_raw(raw: i32) -> Option<Step> {
+        [
+            Step::Signals,
+            Step::ProcessGroup,
+            Step::Stdio,
+            Step::Chdir,
+            Step::Descriptors,
+            Step::Limits,
+            Step::Capabilities,
+            Step::Sandbox,
+            Step::Gate,
+            Step::Exec,
+        ]
+        .into_iter()
+        .find(|s| *s as i32 == raw)
+    }
+
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Step::Signals => "signal reset",
+            Step::ProcessGroup => "setpgid",
+            Step::Stdio => "dup2",
+            Step::Chdir => "chdir",
+            Step::Descriptors => "close_range",
+            Step::Limits => "process limits",
+            Step::Capabilities => "capability drop",
+            Step::Sandbox => "kernel confinement",
+            Step::Gate => "exec gate",
+            Step::Exec => "execve",
+        }
+    }
+}
+
+/// This thread's errno, read without a libc call that could take a lock.
+pub(crate) fn errno() -> c_int {
+    // SAFETY: reads this thread's errno slot (shared with the sleeping parent thread, whose
+    // errno it may overwrite: the parent reads errno only right after its own failing calls).
+    unsafe { *libc::__errno_location() }
+}
