@@ -8,9 +8,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::fmt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+
+use crate::paths::lexical_normalize;
 
 /// Environment variable naming the policy file (the `--config` flag wins).
 pub const ENV_POLICY_FILE: &str = "SAFE_MCP_POLICY_FILE";
@@ -498,56 +500,48 @@ impl<F: Fn(&str) -> Option<OsString>> Env for F {
     }
 }
 
-impl Policy {
-    /// How the audit trail is kept.
-    pub fn audit_options(&self) -> crate::audit::AuditOptions {
-        crate::audit::AuditOptions {
-            fail_mode: self.audit.fail_mode,
-            max_bytes: self.audit.max_bytes,
-            keep: self.audit.keep,
-            key: self.audit.hmac_key.clone(),
-        }
-    }
+/// Finds the policy path (`flag` wins over the environment), reads and validates it.
+///
+/// It does not run the policy's examples: [`crate::load::load_policy`] does, and is the
+/// way in from outside the crate.
+pub(crate) fn read(
+    flag: Option<&Path>,
+    env: &dyn Env,
+    section: Section,
+) -> Result<Policy, ConfigError> {
+    let path = match flag {
+        Some(p) => p.to_path_buf(),
+        None => env
+            .var(ENV_POLICY_FILE)
+            .or_else(|| env.var(ENV_LEGACY_POLICY_FILE))
+            .map(PathBuf::from)
+            .ok_or(ConfigError::NoPolicyPath)?,
+    };
+    let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
+        path: path.clone(),
+        source,
+    })?;
+    let source = std::fs::canonicalize(&path).map_err(|source| ConfigError::Read {
+        path: path.clone(),
+        source,
+    })?;
+    from_toml(&text, &source, env, section)
+}
 
-    /// Finds the policy path (`flag` wins over the environment), reads and validates it.
-    pub fn load(
-        flag: Option<&Path>,
-        env: &dyn Env,
-        section: Section,
-    ) -> Result<Policy, ConfigError> {
-        let path = match flag {
-            Some(p) => p.to_path_buf(),
-            None => env
-                .var(ENV_POLICY_FILE)
-                .or_else(|| env.var(ENV_LEGACY_POLICY_FILE))
-                .map(PathBuf::from)
-                .ok_or(ConfigError::NoPolicyPath)?,
-        };
-        let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
-            path: path.clone(),
-            source,
-        })?;
-        let source = std::fs::canonicalize(&path).map_err(|source| ConfigError::Read {
-            path: path.clone(),
-            source,
-        })?;
-        Policy::from_toml(&text, &source, env, section)
-    }
-
-    /// Validates policy text; relative paths resolve against `source`'s directory.
-    pub fn from_toml(
-        text: &str,
-        source: &Path,
-        env: &dyn Env,
-        section: Section,
-    ) -> Result<Policy, ConfigError> {
-        let raw: RawPolicy = toml::from_str(text).map_err(|e| ConfigError::Parse {
-            path: source.to_path_buf(),
-            message: e.to_string(),
-        })?;
-        let base = source.parent().unwrap_or(Path::new("/")).to_path_buf();
-        Builder { base, env }.build(raw, source, section)
-    }
+/// Validates policy text; relative paths resolve against `source`'s directory. Like
+/// [`read`], it does not run the policy's examples.
+pub(crate) fn from_toml(
+    text: &str,
+    source: &Path,
+    env: &dyn Env,
+    section: Section,
+) -> Result<Policy, ConfigError> {
+    let raw: RawPolicy = toml::from_str(text).map_err(|e| ConfigError::Parse {
+        path: source.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    let base = source.parent().unwrap_or(Path::new("/")).to_path_buf();
+    Builder { base, env }.build(raw, source, section)
 }
 
 struct Builder<'a> {
@@ -815,7 +809,7 @@ impl Builder<'_> {
             Some(paths) => paths.into_iter().map(|p| self.file_path(p)).collect(),
             None => DEFAULT_READ_PATHS.iter().map(PathBuf::from).collect(),
         };
-        let policy = TerminalPolicy {
+        Ok(TerminalPolicy {
             jail_root,
             limits,
             allow,
@@ -830,13 +824,7 @@ impl Builder<'_> {
                 unix_sockets: sb.unix_sockets.unwrap_or(true),
             },
             path,
-        };
-        // A policy tests itself: every example must get the verdict it names, or nothing runs.
-        crate::policy::check_examples(&policy).map_err(|message| ConfigError::Invalid {
-            key: "terminal examples".into(),
-            message,
-        })?;
-        Ok(policy)
+        })
     }
 
     fn files(&self, raw: RawFiles) -> Result<FilesPolicy, ConfigError> {
@@ -1034,23 +1022,6 @@ fn outside_roots(
     Ok(real)
 }
 
-/// Removes `.` and resolves `..` without touching the filesystem.
-pub fn lexical_normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                if !out.pop() {
-                    out.push(c);
-                }
-            }
-            other => out.push(other),
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1081,7 +1052,7 @@ mod tests {
         ) -> Result<Policy, ConfigError> {
             let path = self.dir.path().join("policy.toml");
             std::fs::write(&path, text).unwrap();
-            Policy::load(Some(&path), env, section)
+            read(Some(&path), env, section)
         }
     }
 
@@ -1150,12 +1121,12 @@ reason = "history"
     fn startup_failures() {
         let f = Fixture::new();
         assert!(matches!(
-            Policy::load(None, &no_env, Section::Terminal),
+            read(None, &no_env, Section::Terminal),
             Err(ConfigError::NoPolicyPath)
         ));
         let missing = f.dir.path().join("nope.toml");
         assert!(matches!(
-            Policy::load(Some(&missing), &no_env, Section::Terminal),
+            read(Some(&missing), &no_env, Section::Terminal),
             Err(ConfigError::Read { .. })
         ));
         assert!(matches!(

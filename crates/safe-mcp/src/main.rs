@@ -18,6 +18,7 @@ use clap::{Parser, Subcommand};
 use rmcp::ServiceExt;
 use safe_mcp_core::ResultCode;
 use safe_mcp_core::config::{Policy, ProcessEnv, SandboxMode, Section};
+use safe_mcp_core::load::load_policy;
 use safe_mcp_core::redact::Redactor;
 use safe_mcp_core::terminal::{CommandInput, TerminalService};
 use safe_mcp_exec::{Confinement, LocalExecutor};
@@ -126,7 +127,7 @@ fn fatal(reason: impl std::fmt::Display) -> ExitCode {
 }
 
 fn load(config: Option<&Path>, section: Section) -> Result<Policy, String> {
-    Policy::load(config, &ProcessEnv, section).map_err(|e| e.to_string())
+    load_policy(config, &ProcessEnv, section).map_err(|e| e.to_string())
 }
 
 fn main() -> ExitCode {
