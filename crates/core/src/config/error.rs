@@ -2,13 +2,13 @@
 //!
 //! Owns the text a user sees after `fatal: ` for every fault of the file itself. The tests of
 //! the binary match on these words, so changing one is a visible change. It must never
-//! import another module of the crate beyond [`super`]'s constants, and never hold a secret
-//! (the HMAC key) in a message.
+//! import anything but config's own items, and never hold a secret (the HMAC key) in a
+//! message.
 
 use std::fmt;
 use std::path::PathBuf;
 
-use super::ENV_POLICY_FILE;
+use super::{ENV_POLICY_FILE, UnknownSkipCondition};
 
 /// Why a policy could not be loaded. Each is fatal at startup.
 #[derive(Debug)]
@@ -27,6 +27,11 @@ pub enum ConfigError {
     MissingSection(&'static str),
     /// A value is out of range or malformed.
     Invalid { key: String, message: String },
+    /// A `[[files.skip]]` rule names a condition that does not exist.
+    UnknownCondition {
+        key: String,
+        error: UnknownSkipCondition,
+    },
     /// A root is unset.
     RootUnset {
         key: &'static str,
@@ -62,6 +67,7 @@ impl fmt::Display for ConfigError {
             }
             ConfigError::MissingSection(s) => write!(f, "the policy has no [{s}] section"),
             ConfigError::Invalid { key, message } => write!(f, "invalid `{key}`: {message}"),
+            ConfigError::UnknownCondition { key, error } => write!(f, "invalid `{key}`: {error}"),
             ConfigError::RootUnset { key, env } => {
                 write!(f, "`{key}` is not set (set it in the policy or via {env})")
             }

@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use super::raw::{RawFiles, RawPolicy, RawRedaction, RawTerminal};
 use super::{
     AuditFailMode, AuditSettings, ConfigError, DEFAULT_PATH, DEFAULT_READ_PATHS,
-    ENV_LEGACY_POLICY_FILE, ENV_POLICY_FILE, FilesPolicy, Policy, RedactionSettings,
-    SKIP_CONDITIONS, SandboxMode, SandboxSettings, Section, SkipRule, TerminalPolicy,
+    ENV_LEGACY_POLICY_FILE, ENV_POLICY_FILE, FilesPolicy, Policy, RedactionSettings, SandboxMode,
+    SandboxSettings, Section, SkipCondition, SkipRule, TerminalPolicy,
 };
 use crate::paths::lexical_normalize;
 
@@ -392,22 +392,18 @@ impl Builder<'_> {
                     message: "a skip rule needs at least one condition".into(),
                 });
             }
-            if let Some(bad) = s
+            let when = s
                 .when
                 .iter()
-                .find(|w| !SKIP_CONDITIONS.contains(&w.as_str()))
-            {
-                return Err(ConfigError::Invalid {
+                .map(|w| w.parse::<SkipCondition>())
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|error| ConfigError::UnknownCondition {
                     key: format!("files.skip[{i}].when"),
-                    message: format!(
-                        "unknown condition {bad:?}; known: {}",
-                        SKIP_CONDITIONS.join(", ")
-                    ),
-                });
-            }
+                    error,
+                })?;
             skip.push(SkipRule {
                 layer,
-                when: s.when,
+                when,
                 reason: s.reason,
             });
         }

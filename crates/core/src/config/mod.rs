@@ -296,21 +296,111 @@ pub struct FilesPolicy {
     pub skip: Vec<SkipRule>,
 }
 
-/// The conditions a `[[files.skip]]` rule may name.
-pub const SKIP_CONDITIONS: &[&str] = &[
-    "unsafe-name",
-    "dotfile",
-    "installer",
-    "executable",
-    "app-bundle",
-    "system-file",
-    "directory",
-    "sensitive",
-    "recent",
-    "partial-download",
-    "hardlink",
-    "uncategorized",
-];
+/// A condition a `[[files.skip]]` rule may name, spelt in the file as in kebab case
+/// (`unsafe-name`, `partial-download`, ...).
+///
+/// An enum, not a string, so that a misspelt condition is a load error naming it, and so that
+/// the organizer's `match` on it is exhaustive: a condition cannot silently never hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SkipCondition {
+    /// The name has control characters or is not valid UTF-8.
+    UnsafeName,
+    /// The name starts with `.`.
+    Dotfile,
+    /// An installer or package by extension (`.exe`, `.dmg`, `.deb`, ...).
+    Installer,
+    /// A regular file with an execute bit, or a script by extension.
+    Executable,
+    /// A directory named `*.app`.
+    AppBundle,
+    /// Operating-system bookkeeping (`desktop.ini`, `.DS_Store`, `Thumbs.db`, ...).
+    SystemFile,
+    /// A directory.
+    Directory,
+    /// Credentials and repository metadata (`.git`, `.ssh`, `.env*`, keys, ...).
+    Sensitive,
+    /// Modified within the organizer's "recent" window.
+    Recent,
+    /// A partial download by extension (`.part`, `.crdownload`, ...).
+    PartialDownload,
+    /// A regular file with more than one hard link.
+    Hardlink,
+    /// A regular file whose extension no category lists.
+    Uncategorized,
+}
+
+impl SkipCondition {
+    /// Every condition, in the order the error message lists them.
+    pub const ALL: [SkipCondition; 12] = [
+        SkipCondition::UnsafeName,
+        SkipCondition::Dotfile,
+        SkipCondition::Installer,
+        SkipCondition::Executable,
+        SkipCondition::AppBundle,
+        SkipCondition::SystemFile,
+        SkipCondition::Directory,
+        SkipCondition::Sensitive,
+        SkipCondition::Recent,
+        SkipCondition::PartialDownload,
+        SkipCondition::Hardlink,
+        SkipCondition::Uncategorized,
+    ];
+
+    /// The policy-file spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SkipCondition::UnsafeName => "unsafe-name",
+            SkipCondition::Dotfile => "dotfile",
+            SkipCondition::Installer => "installer",
+            SkipCondition::Executable => "executable",
+            SkipCondition::AppBundle => "app-bundle",
+            SkipCondition::SystemFile => "system-file",
+            SkipCondition::Directory => "directory",
+            SkipCondition::Sensitive => "sensitive",
+            SkipCondition::Recent => "recent",
+            SkipCondition::PartialDownload => "partial-download",
+            SkipCondition::Hardlink => "hardlink",
+            SkipCondition::Uncategorized => "uncategorized",
+        }
+    }
+}
+
+impl fmt::Display for SkipCondition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A condition name that is not a [`SkipCondition`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownSkipCondition(pub String);
+
+impl fmt::Display for UnknownSkipCondition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let known: Vec<&str> = SkipCondition::ALL.iter().map(|c| c.as_str()).collect();
+        write!(
+            f,
+            "unknown condition {:?}; known: {}",
+            self.0,
+            known.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for UnknownSkipCondition {}
+
+impl std::str::FromStr for SkipCondition {
+    type Err = UnknownSkipCondition;
+
+    /// Parses the policy-file spelling through the same serde names the file is read with.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        use serde::de::IntoDeserializer;
+        use serde::de::value::{Error, StrDeserializer};
+        let de: StrDeserializer<'_, Error> = s.into_deserializer();
+        SkipCondition::deserialize(de).map_err(|_| UnknownSkipCondition(s.to_owned()))
+    }
+}
 
 /// The two skip layers of the files server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -327,8 +417,8 @@ pub enum SkipLayer {
 pub struct SkipRule {
     /// Its layer (required in the file).
     pub layer: SkipLayer,
-    /// Conditions.
-    pub when: Vec<String>,
+    /// Conditions: the rule holds when any one does.
+    pub when: Vec<SkipCondition>,
     /// Why.
     pub reason: String,
 }

@@ -88,6 +88,8 @@ pub(super) struct RawFiles {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawSkip {
     pub(super) layer: Option<SkipLayer>,
+    /// Read as text and parsed into [`super::SkipCondition`] by the loader, so that a
+    /// misspelt condition is reported with the rule's index and every known name.
     #[serde(default)]
     pub(super) when: Vec<String>,
     #[serde(default)]

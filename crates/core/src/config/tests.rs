@@ -184,3 +184,65 @@ fn files_starts_without_terminal() {
         Err(ConfigError::InsideRoot { .. })
     ));
 }
+
+const FILES: &str =
+    "audit_log = \"a.jsonl\"\n[files]\nworkspace_root = \"inbox\"\njournal = \"j.json\"\n";
+
+#[test]
+fn skip_conditions_keep_their_spellings() {
+    let spelt = [
+        "unsafe-name",
+        "dotfile",
+        "installer",
+        "executable",
+        "app-bundle",
+        "system-file",
+        "directory",
+        "sensitive",
+        "recent",
+        "partial-download",
+        "hardlink",
+        "uncategorized",
+    ];
+    let all: Vec<&str> = SkipCondition::ALL.iter().map(|c| c.as_str()).collect();
+    assert_eq!(all, spelt);
+    for c in SkipCondition::ALL {
+        assert_eq!(c.as_str().parse::<SkipCondition>(), Ok(c));
+    }
+    let f = Fixture::new();
+    let text = format!(
+        "{FILES}[[files.skip]]\nlayer = \"protection\"\nwhen = [{}]\nreason = \"all\"\n",
+        spelt.map(|s| format!("{s:?}")).join(", ")
+    );
+    let files = f.load(&text, Section::Files).unwrap().files.unwrap();
+    assert_eq!(files.skip[0].when, SkipCondition::ALL);
+    assert_eq!(files.skip[0].layer, SkipLayer::Protection);
+}
+
+#[test]
+fn an_unknown_skip_condition_fails_to_load_naming_it() {
+    let f = Fixture::new();
+    let text = format!(
+        "{FILES}[[files.skip]]\nlayer = \"protection\"\nwhen = [\"dotfile\"]\nreason = \"x\"\n[[files.skip]]\nlayer = \"protection\"\nwhen = [\"sensitive\", \"sensitve\"]\nreason = \"typo\"\n"
+    );
+    let err = f.load(&text, Section::Files).unwrap_err();
+    assert!(
+        matches!(&err, ConfigError::UnknownCondition { key, error }
+            if key == "files.skip[1].when" && error.0 == "sensitve"),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "invalid `files.skip[1].when`: unknown condition \"sensitve\"; known: unsafe-name, \
+         dotfile, installer, executable, app-bundle, system-file, directory, sensitive, recent, \
+         partial-download, hardlink, uncategorized"
+    );
+    // Case matters: the file's spellings are exact.
+    let upper = text.replace("\"sensitve\"", "\"Dotfile\"");
+    assert!(
+        f.load(&upper, Section::Files)
+            .unwrap_err()
+            .to_string()
+            .contains("unknown condition \"Dotfile\"")
+    );
+}
