@@ -6,11 +6,14 @@
 //! ([`audit`]), the envelope ([`envelope`]), the order of the request flow ([`terminal`]) and the
 //! built-in knowledge of what each allowlisted tool can be made to do ([`tools`]).
 //! A policy is loaded through [`load`], which runs the file's checks and then its own
-//! examples. The servers and the CLI only translate between MCP or argv and these calls.
+//! examples; [`lint`] lists what in a loaded policy deserves a second look. The servers and
+//! the CLI only translate between MCP or argv and these calls.
 //!
-//! Imports point down only: [`load`] → [`policy`] → [`jail`], [`config`] → [`paths`];
-//! [`audit`] → [`config`]. [`config`] is the ground floor: it imports no other module of
-//! this crate but [`paths`].
+//! Imports point down only. [`config`] is the ground floor: it imports nothing from this crate
+//! but [`paths`]. [`jail`] imports only [`paths`]; [`audit`] and [`redact`] import [`config`];
+//! [`policy`] imports [`config`], [`jail`], [`tools`], [`args`], [`syntax`] and [`envelope`];
+//! [`load`] sits on top of [`config`], [`policy`] and [`audit`], [`lint`] on [`config`] and
+//! [`tools`].
 //!
 //! ```
 //! use safe_mcp_core::syntax::parse;
@@ -25,6 +28,7 @@ pub mod audit;
 pub mod config;
 pub mod envelope;
 pub mod jail;
+pub mod lint;
 pub mod load;
 pub mod paths;
 pub mod policy;
