@@ -7,7 +7,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use crate::config::lexical_normalize;
+use crate::paths::lexical_normalize;
 
 /// Why a path was refused or could not be used.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -5,7 +5,15 @@
 //! ([`policy`]), jail containment ([`jail`]), redaction ([`redact`]), the audit trail
 //! ([`audit`]), the envelope ([`envelope`]), the order of the request flow ([`terminal`]) and the
 //! built-in knowledge of what each allowlisted tool can be made to do ([`tools`]).
-//! The servers and the CLI only translate between MCP or argv and these calls.
+//! A policy is loaded through [`load`], which runs the file's checks and then its own
+//! examples; [`lint`] lists what in a loaded policy deserves a second look. The servers and
+//! the CLI only translate between MCP or argv and these calls.
+//!
+//! Imports point down only. [`config`] is the ground floor: it imports nothing from this crate
+//! but [`paths`]. [`jail`] imports only [`paths`]; [`audit`] and [`redact`] import [`config`];
+//! [`policy`] imports [`config`], [`jail`], [`tools`], [`args`], [`syntax`] and [`envelope`];
+//! [`load`] sits on top of [`config`], [`policy`] and [`audit`], [`lint`] on [`config`] and
+//! [`tools`].
 //!
 //! ```
 //! use safe_mcp_core::syntax::parse;
@@ -20,6 +28,9 @@ pub mod audit;
 pub mod config;
 pub mod envelope;
 pub mod jail;
+pub mod lint;
+pub mod load;
+pub mod paths;
 pub mod policy;
 pub mod redact;
 pub mod syntax;

@@ -345,9 +345,48 @@ pub fn resolve_program(path: &[PathBuf], name: &str) -> Option<PathBuf> {
     })
 }
 
+/// A policy example that did not get the verdict it names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExampleMismatch {
+    /// Where the example is written: `terminal.rules[0] (find)` or `terminal.examples[1]`.
+    pub rule: String,
+    /// `true` for a `should_allow` example, `false` for a `should_deny` one.
+    pub want_allow: bool,
+    /// The example command, as written.
+    pub command: String,
+    /// What it got instead: `CODE: reason`, or the syntax error.
+    pub got: String,
+}
+
+impl ExampleMismatch {
+    /// The key the example was listed under.
+    pub fn expected(&self) -> &'static str {
+        if self.want_allow {
+            "should_allow"
+        } else {
+            "should_deny"
+        }
+    }
+}
+
+impl std::fmt::Display for ExampleMismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: {} example `{}` got {}",
+            self.rule,
+            self.expected(),
+            self.command,
+            self.got
+        )
+    }
+}
+
+impl std::error::Error for ExampleMismatch {}
+
 /// Runs the policy's own examples (`should_allow` / `should_deny` on rules and in
-/// `[[terminal.examples]]`). A mismatch names the rule and the example.
-pub fn check_examples(policy: &TerminalPolicy) -> Result<(), String> {
+/// `[[terminal.examples]]`). The first mismatch names the rule and the example.
+pub fn check_examples(policy: &TerminalPolicy) -> Result<(), ExampleMismatch> {
     let jail = JailRoot::new(policy.jail_root.clone());
     let mut cases: Vec<(String, &str, bool)> = Vec::new();
     for (i, rule) in policy.rules.iter().enumerate() {
@@ -388,12 +427,12 @@ pub fn check_examples(policy: &TerminalPolicy) -> Result<(), String> {
             Err(e) => (false, e.to_string()),
         };
         if allowed != want_allow {
-            let expected = if want_allow {
-                "should_allow"
-            } else {
-                "should_deny"
-            };
-            return Err(format!("{label}: {expected} example `{command}` got {why}"));
+            return Err(ExampleMismatch {
+                rule: label,
+                want_allow,
+                command: command.to_owned(),
+                got: why,
+            });
         }
     }
     Ok(())

@@ -7,6 +7,7 @@
 use safe_mcp_core::ResultCode;
 use safe_mcp_core::config::{Policy, Section};
 use safe_mcp_core::jail::JailRoot;
+use safe_mcp_core::load::load_policy;
 use safe_mcp_core::policy::{Decision, evaluate};
 use safe_mcp_core::syntax::parse;
 
@@ -28,7 +29,7 @@ fn fixture(extra: &str) -> Fixture {
     let path = dir.path().join("policy.toml");
     std::fs::write(&path, &text).unwrap();
     let env = |_: &str| None;
-    let policy = Policy::load(Some(&path), &env, Section::Terminal).unwrap();
+    let policy = load_policy(Some(&path), &env, Section::Terminal).unwrap();
     Fixture { _dir: dir, policy }
 }
 
@@ -565,7 +566,7 @@ fn policies_test_themselves_at_load() {
         )
         .unwrap();
         let env = |_: &str| None;
-        let err = Policy::load(Some(&path), &env, Section::Terminal)
+        let err = load_policy(Some(&path), &env, Section::Terminal)
             .unwrap_err()
             .to_string();
         assert!(err.contains(needle), "{err}");

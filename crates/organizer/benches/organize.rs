@@ -6,7 +6,8 @@
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
-use safe_mcp_core::config::{Policy, Section};
+use safe_mcp_core::config::Section;
+use safe_mcp_core::load::load_policy;
 use safe_mcp_organizer::FilesService;
 
 fn workspace(dir: &Path, files: usize, max_moves: usize) -> FilesService {
@@ -27,7 +28,7 @@ fn workspace(dir: &Path, files: usize, max_moves: usize) -> FilesService {
     let policy_path = dir.join("policy.toml");
     std::fs::write(&policy_path, text).unwrap();
     let env = |_: &str| None;
-    let policy = Policy::load(Some(&policy_path), &env, Section::Files).unwrap();
+    let policy = load_policy(Some(&policy_path), &env, Section::Files).unwrap();
     FilesService::start(&policy).unwrap().0
 }
 

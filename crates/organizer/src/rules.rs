@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 
 use safe_mcp_core::ResultCode;
-use safe_mcp_core::config::{FilesPolicy, SkipLayer};
+use safe_mcp_core::config::{FilesPolicy, SkipCondition, SkipLayer};
 use serde::Serialize;
 
 use crate::fsroot::{EntryInfo, Kind};
@@ -32,7 +32,7 @@ pub struct Skip {
 struct Rule {
     name: String,
     layer: SkipLayer,
-    when: Vec<String>,
+    when: Vec<SkipCondition>,
     reason: String,
 }
 
@@ -85,77 +85,78 @@ const DEFAULT_CATEGORIES: &[(&str, &[&str])] = &[
 ];
 
 /// The built-in rules, each with its layer. Operator rules are added after them.
-const DEFAULT_RULES: &[(&str, SkipLayer, &[&str], &str)] = &[
+const DEFAULT_RULES: &[(&str, SkipLayer, &[SkipCondition], &str)] = &[
     (
         "unsafe-name",
         SkipLayer::Protection,
-        &["unsafe-name"],
+        &[SkipCondition::UnsafeName],
         "the name has control characters, a newline or invalid UTF-8, so it cannot be shown or addressed safely",
     ),
     (
         "sensitive",
         SkipLayer::Protection,
-        &["sensitive"],
+        &[SkipCondition::Sensitive],
         "credentials and repository metadata (.git, .ssh, .env, keys, .netrc, .aws, .kube) stay where their tools expect them",
     ),
     (
         "hardlink",
         SkipLayer::Protection,
-        &["hardlink"],
+        &[SkipCondition::Hardlink],
         "the file has other hard links; moving one name would surprise whoever uses the others",
     ),
     (
         "dotfile",
         SkipLayer::Restraint,
-        &["dotfile"],
+        &[SkipCondition::Dotfile],
         "hidden files are configuration more often than clutter",
     ),
     (
         "installer",
         SkipLayer::Restraint,
-        &["installer", "executable"],
+        &[SkipCondition::Installer, SkipCondition::Executable],
         "installers and executables are not filed automatically",
     ),
     (
         "app-bundle",
         SkipLayer::Restraint,
-        &["app-bundle"],
+        &[SkipCondition::AppBundle],
         "an application bundle is a folder that must stay whole where it is",
     ),
     (
         "system-file",
         SkipLayer::Restraint,
-        &["system-file"],
+        &[SkipCondition::SystemFile],
         "operating-system bookkeeping (desktop.ini, .DS_Store, Thumbs.db) belongs where it is",
     ),
     (
         "directory",
         SkipLayer::Restraint,
-        &["directory"],
+        &[SkipCondition::Directory],
         "folders are not moved automatically",
     ),
     (
         "in-use",
         SkipLayer::Restraint,
-        &["recent", "partial-download"],
+        &[SkipCondition::Recent, SkipCondition::PartialDownload],
         "the file was modified in the last two minutes or is a partial download, so it may still be in use",
     ),
     (
         "uncategorized",
         SkipLayer::Restraint,
-        &["uncategorized"],
+        &[SkipCondition::Uncategorized],
         "no category matches this file's extension",
     ),
 ];
 
-/// The conditions a name decides on its own; `false` for those that need metadata.
-fn name_holds(condition: &str, name: &str) -> bool {
+/// The conditions a name decides on its own; `false` for those that need metadata, which
+/// [`Rules::holds`] decides.
+fn name_holds(condition: SkipCondition, name: &str) -> bool {
     let lower = name.to_ascii_lowercase();
     let extension = ext(name).unwrap_or_default();
     match condition {
-        "unsafe-name" => name.chars().any(char::is_control),
-        "dotfile" => name.starts_with('.'),
-        "installer" => matches!(
+        SkipCondition::UnsafeName => name.chars().any(char::is_control),
+        SkipCondition::Dotfile => name.starts_with('.'),
+        SkipCondition::Installer => matches!(
             extension.as_str(),
             ".exe"
                 | ".msi"
@@ -171,11 +172,11 @@ fn name_holds(condition: &str, name: &str) -> bool {
                 | ".snap"
                 | ".flatpak"
         ),
-        "system-file" => matches!(
+        SkipCondition::SystemFile => matches!(
             lower.as_str(),
             "desktop.ini" | ".ds_store" | "thumbs.db" | "ehthumbs.db" | ".directory" | "icon\r"
         ),
-        "sensitive" => {
+        SkipCondition::Sensitive => {
             matches!(
                 lower.as_str(),
                 ".git"
@@ -196,11 +197,16 @@ fn name_holds(condition: &str, name: &str) -> bool {
                     ".pem" | ".p12" | ".pfx" | ".kdbx" | ".ppk" | ".keystore" | ".jks"
                 )
         }
-        "partial-download" => matches!(
+        SkipCondition::PartialDownload => matches!(
             extension.as_str(),
             ".part" | ".crdownload" | ".tmp" | ".download" | ".partial" | ".!ut"
         ),
-        _ => false,
+        SkipCondition::Executable
+        | SkipCondition::AppBundle
+        | SkipCondition::Directory
+        | SkipCondition::Recent
+        | SkipCondition::Hardlink
+        | SkipCondition::Uncategorized => false,
     }
 }
 
@@ -235,7 +241,7 @@ impl Rules {
             .map(|(name, layer, when, reason)| Rule {
                 name: (*name).to_owned(),
                 layer: *layer,
-                when: when.iter().map(|w| (*w).to_owned()).collect(),
+                when: when.to_vec(),
                 reason: (*reason).to_owned(),
             })
             .collect();
@@ -268,23 +274,29 @@ impl Rules {
         self.categories.keys().map(String::as_str)
     }
 
-    fn holds(&self, condition: &str, e: &EntryInfo, now_ns: i128) -> bool {
+    fn holds(&self, condition: SkipCondition, e: &EntryInfo, now_ns: i128) -> bool {
         let extension = ext(&e.name).unwrap_or_default();
         match condition {
-            "unsafe-name" => !e.valid_utf8 || name_holds(condition, &e.name),
-            "executable" => {
+            SkipCondition::UnsafeName => !e.valid_utf8 || name_holds(condition, &e.name),
+            SkipCondition::Executable => {
                 (e.kind == Kind::File && e.mode & 0o111 != 0)
                     || matches!(
                         extension.as_str(),
                         ".sh" | ".bat" | ".cmd" | ".ps1" | ".com" | ".jar" | ".command"
                     )
             }
-            "app-bundle" => e.kind == Kind::Directory && extension == ".app",
-            "directory" => e.kind == Kind::Directory,
-            "recent" => now_ns - e.mtime_ns < self.recent_ns,
-            "hardlink" => e.kind == Kind::File && e.nlink > 1,
-            "uncategorized" => e.kind == Kind::File && self.category(&e.name).is_none(),
-            name_only => name_holds(name_only, &e.name),
+            SkipCondition::AppBundle => e.kind == Kind::Directory && extension == ".app",
+            SkipCondition::Directory => e.kind == Kind::Directory,
+            SkipCondition::Recent => now_ns - e.mtime_ns < self.recent_ns,
+            SkipCondition::Hardlink => e.kind == Kind::File && e.nlink > 1,
+            SkipCondition::Uncategorized => {
+                e.kind == Kind::File && self.category(&e.name).is_none()
+            }
+            SkipCondition::Dotfile
+            | SkipCondition::Installer
+            | SkipCondition::SystemFile
+            | SkipCondition::Sensitive
+            | SkipCondition::PartialDownload => name_holds(condition, &e.name),
         }
     }
 
@@ -297,7 +309,7 @@ impl Rules {
             self.rules
                 .iter()
                 .filter(|r| r.layer == SkipLayer::Protection)
-                .find(|r| r.when.iter().any(|c| name_holds(c, component)))
+                .find(|r| r.when.iter().any(|&c| name_holds(c, component)))
                 .map(|r| Skip {
                     layer: "protection",
                     code: ResultCode::PolicyDenied,
@@ -339,7 +351,7 @@ impl Rules {
         self.rules
             .iter()
             .filter(|r| r.layer == layer)
-            .find(|r| r.when.iter().any(|c| self.holds(c, e, now_ns)))
+            .find(|r| r.when.iter().any(|&c| self.holds(c, e, now_ns)))
             .map(|r| Skip {
                 layer: if layer == SkipLayer::Protection {
                     "protection"
@@ -354,5 +366,79 @@ impl Rules {
                 rule: r.name.clone(),
                 reason: r.reason.clone(),
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use safe_mcp_core::config::SkipRule;
+
+    use super::*;
+
+    fn rules(skip: Vec<SkipRule>) -> Rules {
+        Rules::from_policy(&FilesPolicy {
+            workspace_root: PathBuf::from("/w"),
+            journal: None,
+            max_plan_moves: 10,
+            categories: BTreeMap::new(),
+            skip,
+        })
+    }
+
+    fn file(name: &str, mode: u32) -> EntryInfo {
+        EntryInfo {
+            name: name.to_owned(),
+            valid_utf8: true,
+            kind: Kind::File,
+            size: 1,
+            mode,
+            nlink: 1,
+            dev: 1,
+            ino: 1,
+            mtime_ns: 0,
+        }
+    }
+
+    const NOW: i128 = 10_000 * 1_000_000_000;
+
+    #[test]
+    fn an_operator_protection_rule_binds_by_name_and_by_metadata() {
+        let r = rules(vec![
+            SkipRule {
+                layer: SkipLayer::Protection,
+                when: vec![SkipCondition::PartialDownload],
+                reason: "still downloading".into(),
+            },
+            SkipRule {
+                layer: SkipLayer::Protection,
+                when: vec![SkipCondition::Executable],
+                reason: "programs stay".into(),
+            },
+        ]);
+        // A name condition protects every component of a path.
+        let skip = r.path_protection("in/x.part/y.pdf").unwrap();
+        assert_eq!(
+            (skip.rule.as_str(), skip.code),
+            ("files.skip[0]", ResultCode::PolicyDenied)
+        );
+        // A metadata condition needs the entry, so a path alone does not decide it ...
+        assert!(r.path_protection("tool.pdf").is_none());
+        // ... but the entry does, for every tool.
+        let skip = r.protection(&file("tool.pdf", 0o755), NOW).unwrap();
+        assert_eq!(skip.rule, "files.skip[1]");
+        assert!(r.protection(&file("doc.pdf", 0o644), NOW).is_none());
+        assert!(r.classify(&file("doc.pdf", 0o644), NOW).is_none());
+        // The built-in restraint rules still follow.
+        let skip = r.classify(&file("doc.xyz", 0o644), NOW).unwrap();
+        assert_eq!(
+            (skip.layer, skip.rule.as_str(), skip.code),
+            (
+                "restraint",
+                "uncategorized",
+                ResultCode::NeedsExplicitRequest
+            )
+        );
     }
 }

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use safe_mcp_core::audit::Chain;
 use safe_mcp_core::audit::verify::{verify, with_rotations};
-use safe_mcp_core::config::{Policy, ProcessEnv, Section};
+use safe_mcp_core::config::{ProcessEnv, Section};
+use safe_mcp_core::load::load_policy;
 use serde_json::Value;
 
 /// Verifies the given files (a single live file brings its rotated siblings along).
@@ -21,7 +22,7 @@ pub fn verify_cmd(config: Option<&Path>, key_file: Option<&Path>, files: &[PathB
                 return crate::fatal(format!("cannot read the key file {}: {e}", k.display()));
             }
         },
-        (Some(c), None) => match Policy::load(Some(c), &ProcessEnv, Section::Any) {
+        (Some(c), None) => match load_policy(Some(c), &ProcessEnv, Section::Any) {
             Ok(p) => p.audit.hmac_key,
             Err(e) => return crate::fatal(e),
         },

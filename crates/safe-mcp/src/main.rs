@@ -18,6 +18,7 @@ use clap::{Parser, Subcommand};
 use rmcp::ServiceExt;
 use safe_mcp_core::ResultCode;
 use safe_mcp_core::config::{Policy, ProcessEnv, SandboxMode, Section};
+use safe_mcp_core::load::load_policy;
 use safe_mcp_core::redact::Redactor;
 use safe_mcp_core::terminal::confinement_spec;
 use safe_mcp_core::terminal::{CommandInput, TerminalService};
@@ -127,7 +128,7 @@ fn fatal(reason: impl std::fmt::Display) -> ExitCode {
 }
 
 fn load(config: Option<&Path>, section: Section) -> Result<Policy, String> {
-    Policy::load(config, &ProcessEnv, section).map_err(|e| e.to_string())
+    load_policy(config, &ProcessEnv, section).map_err(|e| e.to_string())
 }
 
 fn main() -> ExitCode {
@@ -287,7 +288,7 @@ fn policy_check(config: Option<&Path>) -> ExitCode {
             t.rules.len(),
             t.sandbox.mode.as_str()
         );
-        for warning in lint(t) {
+        for warning in safe_mcp_core::lint::lint(t) {
             println!("warning: {warning}");
         }
     }
@@ -299,38 +300,6 @@ fn policy_check(config: Option<&Path>) -> ExitCode {
         );
     }
     ExitCode::SUCCESS
-}
-
-/// What a reviewer should look at twice: interpreters, shells and trampolines on the
-/// allowlist, opted-in escapes, and tools with no built-in knowledge.
-fn lint(t: &safe_mcp_core::config::TerminalPolicy) -> Vec<String> {
-    use safe_mcp_core::tools::{Kind, lookup};
-    let mut out = Vec::new();
-    for name in &t.allow {
-        if t.deny.contains(name) {
-            continue;
-        }
-        let rules: Vec<_> = t.rules.iter().filter(|r| &r.command == name).collect();
-        match lookup(name).map(|s| s.kind) {
-            Some(Kind::Interpreter(why)) => {
-                if rules.iter().any(|r| r.allow_interpreter) {
-                    out.push(format!("`{name}` is allowlisted with allow_interpreter = true: {why}; the model can run any code it can express, inside the sandbox"));
-                } else {
-                    out.push(format!("`{name}` is allowlisted but is an interpreter, shell or trampoline ({why}); it is refused until allow_interpreter = true"));
-                }
-            }
-            Some(Kind::Tool) => {}
-            None => out.push(format!("`{name}` has no built-in knowledge: its arguments get generic path checks only; check its manual for options that run programs")),
-        }
-        for rule in rules {
-            for escape in &rule.allow_escapes {
-                out.push(format!(
-                    "`{name}` opts in the escape `{escape}`: the model can use it"
-                ));
-            }
-        }
-    }
-    out
 }
 
 fn redact(config: Option<&Path>) -> ExitCode {

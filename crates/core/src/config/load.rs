@@ -1,0 +1,562 @@
+//! Turning the raw file into a validated [`Policy`]: paths, roots, environment overrides and
+//! the older flat layout.
+//!
+//! Owns every check of what the file says about itself: relative paths resolve against the
+//! policy file's directory (an environment value against the cwd), roots must be existing
+//! directories other than `/`, the audit log, the journal and the HMAC key must lie outside
+//! every root, program names are bare, operator regexes compile, every skip rule names its
+//! layer and known conditions. It must never run a command or a policy example (that is
+//! [`crate::load`], above), never import `policy`, `audit`, `jail`, `terminal` or `tools`, and
+//! never guess a path the policy and environment did not give.
+
+use std::collections::BTreeSet;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use super::raw::{RawFiles, RawPolicy, RawRedaction, RawTerminal};
+use super::{
+    AuditFailMode, AuditSettings, ConfigError, DEFAULT_PATH, DEFAULT_READ_PATHS,
+    ENV_LEGACY_POLICY_FILE, ENV_POLICY_FILE, FilesPolicy, Policy, RedactionSettings, SandboxMode,
+    SandboxSettings, Section, SkipCondition, SkipRule, TerminalPolicy,
+};
+use crate::paths::lexical_normalize;
+
+/// Reads environment variables; injectable so tests need not touch the process environment.
+pub trait Env {
+    /// The variable's value, if set and non-empty.
+    fn var(&self, name: &str) -> Option<OsString>;
+}
+
+/// The real process environment.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ProcessEnv;
+
+impl Env for ProcessEnv {
+    fn var(&self, name: &str) -> Option<OsString> {
+        std::env::var_os(name).filter(|v| !v.is_empty())
+    }
+}
+
+impl<F: Fn(&str) -> Option<OsString>> Env for F {
+    fn var(&self, name: &str) -> Option<OsString> {
+        self(name).filter(|v| !v.is_empty())
+    }
+}
+
+/// Finds the policy path (`flag` wins over the environment), reads and validates it.
+///
+/// It does not run the policy's examples: [`crate::load::load_policy`] does, and is the
+/// way in from outside the crate.
+pub(crate) fn read(
+    flag: Option<&Path>,
+    env: &dyn Env,
+    section: Section,
+) -> Result<Policy, ConfigError> {
+    let path = match flag {
+        Some(p) => p.to_path_buf(),
+        None => env
+            .var(ENV_POLICY_FILE)
+            .or_else(|| env.var(ENV_LEGACY_POLICY_FILE))
+            .map(PathBuf::from)
+            .ok_or(ConfigError::NoPolicyPath)?,
+    };
+    let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
+        path: path.clone(),
+        source,
+    })?;
+    let source = std::fs::canonicalize(&path).map_err(|source| ConfigError::Read {
+        path: path.clone(),
+        source,
+    })?;
+    from_toml(&text, &source, env, section)
+}
+
+/// Validates policy text; relative paths resolve against `source`'s directory. Like
+/// [`read`], it does not run the policy's examples.
+pub(crate) fn from_toml(
+    text: &str,
+    source: &Path,
+    env: &dyn Env,
+    section: Section,
+) -> Result<Policy, ConfigError> {
+    let raw: RawPolicy = toml::from_str(text).map_err(|e| ConfigError::Parse {
+        path: source.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    let base = source.parent().unwrap_or(Path::new("/")).to_path_buf();
+    Builder { base, env }.build(raw, source, section)
+}
+
+struct Builder<'a> {
+    base: PathBuf,
+    env: &'a dyn Env,
+}
+
+impl Builder<'_> {
+    fn file_path(&self, p: PathBuf) -> PathBuf {
+        if p.is_absolute() {
+            p
+        } else {
+            self.base.join(p)
+        }
+    }
+
+    /// An env value names a path relative to the process's cwd, as any shell user expects.
+    fn env_path(&self, name: &str) -> Option<PathBuf> {
+        self.env.var(name).map(PathBuf::from).map(|p| {
+            if p.is_absolute() {
+                p
+            } else {
+                std::env::current_dir()
+                    .unwrap_or_else(|_| PathBuf::from("/"))
+                    .join(p)
+            }
+        })
+    }
+
+    fn build(
+        self,
+        mut raw: RawPolicy,
+        source: &Path,
+        section: Section,
+    ) -> Result<Policy, ConfigError> {
+        let flat = raw.jail_root.is_some()
+            || raw.limits.is_some()
+            || raw.allowlist.is_some()
+            || raw.denylist.is_some()
+            || raw.rules.is_some()
+            || raw.sandbox.is_some()
+            || raw.path.is_some()
+            || raw.examples.is_some();
+        if flat && raw.terminal.is_some() {
+            return Err(ConfigError::Invalid {
+                key: "terminal".into(),
+                message: "the policy mixes the flat layout (top-level jail_root, [allowlist], ...) with a [terminal] section; use one".into(),
+            });
+        }
+        if flat {
+            raw.terminal = Some(RawTerminal {
+                jail_root: raw.jail_root.take(),
+                limits: raw.limits.take(),
+                allowlist: raw.allowlist.take(),
+                denylist: raw.denylist.take(),
+                rules: raw.rules.take(),
+                sandbox: raw.sandbox.take(),
+                path: raw.path.take(),
+                examples: raw.examples.take(),
+            });
+        }
+
+        let redaction = self.redaction(raw.redaction.unwrap_or_default())?;
+        let fail_mode = match self.env.var("SAFE_MCP_AUDIT_FAIL_MODE") {
+            Some(v) => match v.to_str() {
+                Some("closed") => AuditFailMode::Closed,
+                Some("open") => AuditFailMode::Open,
+                _ => {
+                    return Err(ConfigError::Invalid {
+                        key: "SAFE_MCP_AUDIT_FAIL_MODE".into(),
+                        message: "must be \"closed\" or \"open\"".into(),
+                    });
+                }
+            },
+            None => raw.audit_fail_mode.unwrap_or(AuditFailMode::Closed),
+        };
+        let audit_log = self
+            .env_path("SAFE_MCP_AUDIT_LOG")
+            .or_else(|| raw.audit_log.map(|p| self.file_path(p)));
+
+        let terminal = match (raw.terminal, section) {
+            (Some(t), Section::Terminal | Section::Any) => Some(self.terminal(t)?),
+            (None, Section::Terminal) => return Err(ConfigError::MissingSection("terminal")),
+            _ => None,
+        };
+        let files = match (raw.files, section) {
+            (Some(f), Section::Files | Section::Any) => Some(self.files(f)?),
+            (None, Section::Files) => return Err(ConfigError::MissingSection("files")),
+            _ => None,
+        };
+
+        let mut roots: Vec<PathBuf> = Vec::new();
+        if let Some(t) = &terminal {
+            roots.push(t.jail_root.clone());
+        }
+        if let Some(f) = &files {
+            roots.push(f.workspace_root.clone());
+        }
+        let log = match audit_log {
+            Some(p) => Some(outside_roots("audit_log", &p, &roots)?),
+            None if section != Section::Any => {
+                return Err(ConfigError::Invalid {
+                    key: "audit_log".into(),
+                    message: "not set (set it in the policy or via SAFE_MCP_AUDIT_LOG): every attempt is audited".into(),
+                });
+            }
+            None => None,
+        };
+        let files = match files {
+            Some(mut f) => {
+                if let Some(j) = f.journal.take() {
+                    f.journal = Some(outside_roots("files.journal", &j, &roots)?);
+                }
+                Some(f)
+            }
+            None => None,
+        };
+
+        let keep = raw.audit_keep.unwrap_or(5);
+        if keep == 0 || keep > 1000 {
+            return Err(ConfigError::Invalid {
+                key: "audit_keep".into(),
+                message: "must be between 1 and 1000".into(),
+            });
+        }
+        let max_bytes = raw.audit_max_bytes.unwrap_or(64 << 20);
+        if max_bytes != 0 && max_bytes < 4096 {
+            return Err(ConfigError::Invalid {
+                key: "audit_max_bytes".into(),
+                message: "must be 0 (never rotate) or at least 4096".into(),
+            });
+        }
+        let (hmac_key, hmac_key_file) = match raw.audit_hmac_key_file {
+            Some(p) => {
+                let p = self.file_path(p);
+                let read_paths: Vec<PathBuf> = terminal
+                    .as_ref()
+                    .map(|t| t.sandbox.read_paths.clone())
+                    .unwrap_or_default();
+                (Some(hmac_key(&p, &roots, &read_paths)?), Some(p))
+            }
+            None => (None, None),
+        };
+
+        Ok(Policy {
+            source: source.to_path_buf(),
+            audit: AuditSettings {
+                log,
+                fail_mode,
+                max_bytes,
+                keep,
+                hmac_key,
+                hmac_key_file,
+            },
+            redaction,
+            terminal,
+            files,
+        })
+    }
+
+    fn redaction(&self, raw: RawRedaction) -> Result<RedactionSettings, ConfigError> {
+        for p in &raw.extra_patterns {
+            if p.name.is_empty()
+                || !p
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            {
+                return Err(ConfigError::Invalid {
+                    key: "redaction.extra_patterns.name".into(),
+                    message: format!("{:?} must be non-empty letters, digits, `_` or `-`", p.name),
+                });
+            }
+            regex::Regex::new(&p.regex).map_err(|e| ConfigError::Invalid {
+                key: format!("redaction.extra_patterns ({})", p.name),
+                message: format!("not a valid regex: {e}"),
+            })?;
+        }
+        Ok(RedactionSettings {
+            enabled: raw.enabled.unwrap_or(true),
+            entropy_fallback: raw.entropy_fallback.unwrap_or(false),
+            extra_patterns: raw.extra_patterns,
+        })
+    }
+
+    fn terminal(&self, raw: RawTerminal) -> Result<TerminalPolicy, ConfigError> {
+        let root = self
+            .env_path("SAFE_MCP_JAIL_ROOT")
+            .or_else(|| self.env_path("HTMCP_JAIL_ROOT"))
+            .or_else(|| raw.jail_root.map(|p| self.file_path(p)))
+            .ok_or(ConfigError::RootUnset {
+                key: "terminal.jail_root",
+                env: "SAFE_MCP_JAIL_ROOT",
+            })?;
+        let jail_root = existing_root("terminal.jail_root", &root)?;
+
+        let limits = raw.limits.unwrap_or_default();
+        if limits.timeout_seconds == 0 || limits.timeout_seconds > 24 * 3600 {
+            return Err(ConfigError::Invalid {
+                key: "terminal.limits.timeout_seconds".into(),
+                message: "must be between 1 and 86400".into(),
+            });
+        }
+        if limits.max_output_bytes == 0 || limits.max_output_bytes > 64 << 20 {
+            return Err(ConfigError::Invalid {
+                key: "terminal.limits.max_output_bytes".into(),
+                message: "must be between 1 and 67108864".into(),
+            });
+        }
+
+        let allow_names = match self.env.var("SAFE_MCP_ALLOW_COMMANDS") {
+            Some(v) => v
+                .to_string_lossy()
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect(),
+            None => raw.allowlist.unwrap_or_default().commands,
+        };
+        let allow = program_names("terminal.allowlist.commands", allow_names)?;
+        let deny = program_names(
+            "terminal.denylist.commands",
+            raw.denylist.unwrap_or_default().commands,
+        )?;
+        let rules = raw.rules.unwrap_or_default();
+        for rule in &rules {
+            program_names("terminal.rules.command", vec![rule.command.clone()])?;
+            if rule
+                .deny_args
+                .iter()
+                .any(|p| p.split_whitespace().next().is_none())
+            {
+                return Err(ConfigError::Invalid {
+                    key: format!("terminal.rules ({}).deny_args", rule.command),
+                    message: "an empty pattern would match nothing".into(),
+                });
+            }
+        }
+
+        let path: Vec<PathBuf> = match raw.path {
+            Some(p) => p,
+            None => DEFAULT_PATH.iter().map(PathBuf::from).collect(),
+        };
+        for dir in &path {
+            if !dir.is_absolute() {
+                return Err(ConfigError::Invalid {
+                    key: "terminal.path".into(),
+                    message: format!("{} is not absolute", dir.display()),
+                });
+            }
+            // A PATH entry inside the jail would let a command plant the next `ls`.
+            let real = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
+            if real.starts_with(&jail_root) {
+                return Err(ConfigError::InsideRoot {
+                    key: "terminal.path",
+                    path: dir.clone(),
+                    root: jail_root.clone(),
+                });
+            }
+        }
+
+        let sb = raw.sandbox.unwrap_or_default();
+        let read_paths = match sb.read_paths {
+            Some(paths) => paths.into_iter().map(|p| self.file_path(p)).collect(),
+            None => DEFAULT_READ_PATHS.iter().map(PathBuf::from).collect(),
+        };
+        Ok(TerminalPolicy {
+            jail_root,
+            limits,
+            allow,
+            deny,
+            rules,
+            examples: raw.examples.unwrap_or_default(),
+            sandbox: SandboxSettings {
+                mode: sb.mode.unwrap_or(SandboxMode::Enforce),
+                network: sb.network.unwrap_or(false),
+                read_paths,
+                exec_in_jail: sb.exec_in_jail.unwrap_or(false),
+                unix_sockets: sb.unix_sockets.unwrap_or(true),
+            },
+            path,
+        })
+    }
+
+    fn files(&self, raw: RawFiles) -> Result<FilesPolicy, ConfigError> {
+        let root = self
+            .env_path("SAFE_MCP_WORKSPACE_ROOT")
+            .or_else(|| raw.workspace_root.map(|p| self.file_path(p)))
+            .ok_or(ConfigError::RootUnset {
+                key: "files.workspace_root",
+                env: "SAFE_MCP_WORKSPACE_ROOT",
+            })?;
+        let workspace_root = existing_root("files.workspace_root", &root)?;
+        let mut skip = Vec::new();
+        for (i, s) in raw.skip.into_iter().enumerate() {
+            let layer = s.layer.ok_or_else(|| ConfigError::Invalid {
+                key: format!("files.skip[{i}].layer"),
+                message: "every skip rule must declare layer = \"protection\" or \"restraint\""
+                    .into(),
+            })?;
+            if s.when.is_empty() {
+                return Err(ConfigError::Invalid {
+                    key: format!("files.skip[{i}].when"),
+                    message: "a skip rule needs at least one condition".into(),
+                });
+            }
+            let when = s
+                .when
+                .iter()
+                .map(|w| w.parse::<SkipCondition>())
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|error| ConfigError::UnknownCondition {
+                    key: format!("files.skip[{i}].when"),
+                    error,
+                })?;
+            skip.push(SkipRule {
+                layer,
+                when,
+                reason: s.reason,
+            });
+        }
+        let categories = raw.categories.unwrap_or_default();
+        for (name, exts) in &categories {
+            if name.is_empty()
+                || name.contains('/')
+                || name.starts_with('.')
+                || name.chars().any(char::is_control)
+            {
+                return Err(ConfigError::Invalid {
+                    key: format!("files.categories.{name}"),
+                    message: "a category is a plain folder name".into(),
+                });
+            }
+            if let Some(bad) = exts
+                .iter()
+                .find(|e| !e.starts_with('.') || e.len() < 2 || e.contains('/'))
+            {
+                return Err(ConfigError::Invalid {
+                    key: format!("files.categories.{name}"),
+                    message: format!("{bad:?} is not an extension like \".pdf\""),
+                });
+            }
+        }
+        let journal = raw.journal.map(|p| self.file_path(p)).ok_or_else(|| ConfigError::Invalid {
+            key: "files.journal".into(),
+            message: "not set: the organizer writes ahead to a journal outside the workspace, so it can always undo".into(),
+        })?;
+        Ok(FilesPolicy {
+            workspace_root,
+            journal: Some(journal),
+            max_plan_moves: raw.max_plan_moves.unwrap_or(500),
+            categories,
+            skip,
+        })
+    }
+}
+
+/// Reads the HMAC key: mode 0600, at least 16 bytes, outside every root and every path a
+/// command may read, so that no command can learn it.
+fn hmac_key(
+    path: &Path,
+    roots: &[PathBuf],
+    read_paths: &[PathBuf],
+) -> Result<Vec<u8>, ConfigError> {
+    use std::os::unix::fs::PermissionsExt;
+    let key = "audit_hmac_key_file";
+    let invalid = |message: String| ConfigError::Invalid {
+        key: key.to_owned(),
+        message,
+    };
+    let real =
+        std::fs::canonicalize(path).map_err(|e| invalid(format!("{}: {e}", path.display())))?;
+    let meta = std::fs::metadata(&real).map_err(|e| invalid(format!("{}: {e}", path.display())))?;
+    if !meta.is_file() || meta.permissions().mode() & 0o077 != 0 {
+        return Err(invalid(format!(
+            "{} must be a regular file with mode 0600",
+            path.display()
+        )));
+    }
+    for root in roots {
+        if real.starts_with(root) {
+            return Err(ConfigError::InsideRoot {
+                key,
+                path: path.to_path_buf(),
+                root: root.clone(),
+            });
+        }
+    }
+    for readable in read_paths {
+        let readable = std::fs::canonicalize(readable).unwrap_or_else(|_| readable.clone());
+        if real.starts_with(&readable) {
+            return Err(invalid(format!(
+                "{} lies under the sandbox read path {}, where commands could read it",
+                path.display(),
+                readable.display()
+            )));
+        }
+    }
+    let bytes = std::fs::read(&real).map_err(|e| invalid(format!("{}: {e}", path.display())))?;
+    if bytes.len() < 16 {
+        return Err(invalid("the key must hold at least 16 bytes".into()));
+    }
+    Ok(bytes)
+}
+
+fn program_names(key: &str, names: Vec<String>) -> Result<BTreeSet<String>, ConfigError> {
+    let mut set = BTreeSet::new();
+    for name in names {
+        if name.is_empty()
+            || name.contains('/')
+            || name.chars().any(|c| c.is_whitespace() || c.is_control())
+        {
+            return Err(ConfigError::Invalid {
+                key: key.to_owned(),
+                message: format!("{name:?} is not a bare program name"),
+            });
+        }
+        set.insert(name);
+    }
+    Ok(set)
+}
+
+fn existing_root(key: &'static str, path: &Path) -> Result<PathBuf, ConfigError> {
+    let real = std::fs::canonicalize(path)
+        .ok()
+        .filter(|p| p.is_dir())
+        .ok_or_else(|| ConfigError::RootNotDirectory {
+            key,
+            path: path.to_path_buf(),
+        })?;
+    if real == Path::new("/") {
+        return Err(ConfigError::Invalid {
+            key: key.to_owned(),
+            message: "the filesystem root cannot be a jail".into(),
+        });
+    }
+    Ok(real)
+}
+
+/// Resolves `path` (whose parent must exist) and refuses it inside any root.
+fn outside_roots(
+    key: &'static str,
+    path: &Path,
+    roots: &[PathBuf],
+) -> Result<PathBuf, ConfigError> {
+    let normal = lexical_normalize(path);
+    let (parent, name) = match (normal.parent(), normal.file_name()) {
+        (Some(parent), Some(name)) => (parent, name),
+        _ => {
+            return Err(ConfigError::Invalid {
+                key: key.to_owned(),
+                message: format!("{} is not a file path", path.display()),
+            });
+        }
+    };
+    let parent = std::fs::canonicalize(parent).map_err(|e| ConfigError::Invalid {
+        key: key.to_owned(),
+        message: format!("directory {} is not usable: {e}", parent.display()),
+    })?;
+    let mut real = parent.join(name);
+    if let Ok(target) = std::fs::canonicalize(&real) {
+        real = target; // an existing symlink is judged by where it points
+    }
+    for root in roots {
+        if real.starts_with(root) {
+            return Err(ConfigError::InsideRoot {
+                key,
+                path: path.to_path_buf(),
+                root: root.clone(),
+            });
+        }
+    }
+    Ok(real)
+}

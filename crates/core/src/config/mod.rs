@@ -1,0 +1,403 @@
+//! The policy file (DESIGN §4): the validated types both servers are configured with.
+//!
+//! Owns the one TOML file both servers read, split by job: this file holds the public policy
+//! types, `raw.rs` the serde shapes that mirror the file (unknown keys refused), `load.rs` the
+//! turning of those shapes into validated types (paths, roots, environment overrides, the
+//! older flat layout) and `error.rs` the typed [`ConfigError`]. It fails closed: unknown keys,
+//! missing roots, an audit log inside a root, a bad operator regex, an unlabelled skip rule:
+//! each is a [`ConfigError`], and the binary prints `fatal: <reason>` and exits.
+//!
+//! This is the ground floor of the crate. It must never import `policy`, `audit`, `jail`,
+//! `terminal` or `tools` (only [`crate::paths`]): what needs those, running the policy's own
+//! examples and building the audit options, is in [`crate::load`], above. It must never guess
+//! a default location for the policy or a root: no policy path means no server.
+
+mod error;
+mod load;
+mod raw;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+pub use error::ConfigError;
+pub use load::{Env, ProcessEnv};
+pub(crate) use load::{from_toml, read};
+
+/// Environment variable naming the policy file (the `--config` flag wins).
+pub const ENV_POLICY_FILE: &str = "SAFE_MCP_POLICY_FILE";
+/// The older single-server variable, honoured after [`ENV_POLICY_FILE`].
+pub const ENV_LEGACY_POLICY_FILE: &str = "HTMCP_POLICY_FILE";
+
+/// Which server is starting: each needs only its own section.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Section {
+    /// `safe-mcp terminal`, `explain`.
+    Terminal,
+    /// `safe-mcp files`.
+    Files,
+    /// `policy check`: validate whatever sections are present, require none.
+    Any,
+}
+
+/// What the audit trail does when the attempt record cannot be written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AuditFailMode {
+    /// Nothing runs (AUDIT_UNAVAILABLE). The default.
+    Closed,
+    /// The command runs and the server warns on stderr.
+    Open,
+}
+
+pub use safe_mcp_contract::SandboxMode;
+
+/// A validated policy.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// The file it came from (canonical).
+    pub source: PathBuf,
+    /// Audit settings.
+    pub audit: AuditSettings,
+    /// Redaction settings.
+    pub redaction: RedactionSettings,
+    /// The terminal section, when present.
+    pub terminal: Option<TerminalPolicy>,
+    /// The files section, when present.
+    pub files: Option<FilesPolicy>,
+}
+
+/// `audit_log`, `audit_fail_mode`, rotation and the HMAC key.
+#[derive(Clone)]
+pub struct AuditSettings {
+    /// Where the JSON Lines trail goes; `None` only when no server section needs it.
+    pub log: Option<PathBuf>,
+    /// Closed (default) or open.
+    pub fail_mode: AuditFailMode,
+    /// Rotate past this size (0: never). Default 64 MiB.
+    pub max_bytes: u64,
+    /// Rotated files kept. Default 5.
+    pub keep: usize,
+    /// The HMAC key read from `audit_hmac_key_file`.
+    pub hmac_key: Option<Vec<u8>>,
+    /// Where the key came from.
+    pub hmac_key_file: Option<PathBuf>,
+}
+
+impl fmt::Debug for AuditSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Never print the key.
+        f.debug_struct("AuditSettings")
+            .field("log", &self.log)
+            .field("fail_mode", &self.fail_mode)
+            .field("max_bytes", &self.max_bytes)
+            .field("keep", &self.keep)
+            .field("hmac_key_file", &self.hmac_key_file)
+            .finish()
+    }
+}
+
+/// `[redaction]`.
+#[derive(Debug, Clone)]
+pub struct RedactionSettings {
+    /// Redaction on (default true).
+    pub enabled: bool,
+    /// High-entropy fallback (default false).
+    pub entropy_fallback: bool,
+    /// Operator patterns, already checked to compile.
+    pub extra_patterns: Vec<ExtraPattern>,
+}
+
+/// One `extra_patterns` entry.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExtraPattern {
+    /// The `<kind>` in `[REDACTED:<kind>]`.
+    pub name: String,
+    /// A `regex` crate pattern.
+    pub regex: String,
+}
+
+/// `[terminal]`.
+#[derive(Debug, Clone)]
+pub struct TerminalPolicy {
+    /// The jail root, canonical.
+    pub jail_root: PathBuf,
+    /// `[terminal.limits]`.
+    pub limits: Limits,
+    /// Allowlisted program names.
+    pub allow: BTreeSet<String>,
+    /// Denylisted program names (always win).
+    pub deny: BTreeSet<String>,
+    /// `[[terminal.rules]]`.
+    pub rules: Vec<ArgRule>,
+    /// `[terminal.sandbox]`.
+    pub sandbox: SandboxSettings,
+    /// The scrubbed PATH programs resolve through (absolute, outside the jail).
+    pub path: Vec<PathBuf>,
+    /// `[[terminal.examples]]`.
+    pub examples: Vec<PolicyExamples>,
+}
+
+/// `[terminal.limits]`.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Wall-clock limit for one call.
+    pub timeout_seconds: u64,
+    /// Cap on stdout and on stderr, each, after redaction.
+    pub max_output_bytes: usize,
+    /// RLIMIT_CPU of each command.
+    pub cpu_seconds: u64,
+    /// RLIMIT_AS of each command.
+    pub memory_bytes: u64,
+    /// RLIMIT_FSIZE of each command.
+    pub file_size_bytes: u64,
+    /// RLIMIT_NOFILE of each command.
+    pub open_files: u64,
+    /// RLIMIT_NPROC of each command (per user, see the README's ceilings).
+    pub processes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            timeout_seconds: 30,
+            max_output_bytes: 64 * 1024,
+            cpu_seconds: 60,
+            memory_bytes: 4 << 30,
+            file_size_bytes: 256 << 20,
+            open_files: 1024,
+            processes: 4096,
+        }
+    }
+}
+
+/// One `[[terminal.rules]]` entry.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArgRule {
+    /// The program this rule applies to.
+    pub command: String,
+    /// Token patterns; any one that matches denies.
+    #[serde(default)]
+    pub deny_args: Vec<String>,
+    /// Why, shown to the model.
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// Escapes of the built-in tool knowledge the operator opts in, by name (`-exec`,
+    /// `--pre`, `config`, ...). Each is linted by `safe-mcp policy check`.
+    #[serde(default)]
+    pub allow_escapes: Vec<String>,
+    /// Lets an interpreter, shell or trampoline run (refused by default).
+    #[serde(default)]
+    pub allow_interpreter: bool,
+    /// Commands this policy must allow; checked at startup.
+    #[serde(default)]
+    pub should_allow: Vec<String>,
+    /// Commands this policy must refuse; checked at startup.
+    #[serde(default)]
+    pub should_deny: Vec<String>,
+}
+
+/// A top-level `[[terminal.examples]]` entry: commands the policy must allow or refuse.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyExamples {
+    /// Commands that must be allowed.
+    #[serde(default)]
+    pub should_allow: Vec<String>,
+    /// Commands that must be refused.
+    #[serde(default)]
+    pub should_deny: Vec<String>,
+}
+
+/// `[terminal.sandbox]`.
+#[derive(Debug, Clone)]
+pub struct SandboxSettings {
+    /// Enforce (default), best-effort, off.
+    pub mode: SandboxMode,
+    /// Whether commands may open non-unix sockets and TCP.
+    pub network: bool,
+    /// Read+execute paths outside the jail.
+    pub read_paths: Vec<PathBuf>,
+    /// Whether files inside the jail may be executed (default false: a program the model
+    /// writes into the jail cannot be run, even by an allowlisted tool).
+    pub exec_in_jail: bool,
+    /// Whether commands may create unix sockets (default true). Landlock does not restrict
+    /// connecting to a named socket, so `false` is what keeps a command off daemon sockets
+    /// such as Docker's.
+    pub unix_sockets: bool,
+}
+
+/// The read+execute paths a default command needs: the loader, libraries, locale, /dev/null.
+pub const DEFAULT_READ_PATHS: &[&str] = &[
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib64",
+    "/lib32",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/locale.alias",
+    "/etc/localtime",
+    "/etc/nsswitch.conf",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/alternatives",
+    "/dev/null",
+    "/dev/zero",
+    "/dev/urandom",
+    "/dev/random",
+];
+
+/// The default scrubbed PATH.
+pub const DEFAULT_PATH: &[&str] = &["/usr/local/bin", "/usr/bin", "/bin"];
+
+/// `[files]`.
+#[derive(Debug, Clone)]
+pub struct FilesPolicy {
+    /// The workspace root, canonical.
+    pub workspace_root: PathBuf,
+    /// The journal path (outside the workspace).
+    pub journal: Option<PathBuf>,
+    /// Largest plan.
+    pub max_plan_moves: usize,
+    /// Category name → extensions (lower case, with the dot).
+    pub categories: BTreeMap<String, Vec<String>>,
+    /// Skip rules, each with its layer.
+    pub skip: Vec<SkipRule>,
+}
+
+/// A condition a `[[files.skip]]` rule may name, spelt in the file as in kebab case
+/// (`unsafe-name`, `partial-download`, ...).
+///
+/// An enum, not a string, so that a misspelt condition is a load error naming it, and so that
+/// the organizer's `match` on it is exhaustive: a condition cannot silently never hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SkipCondition {
+    /// The name has control characters or is not valid UTF-8.
+    UnsafeName,
+    /// The name starts with `.`.
+    Dotfile,
+    /// An installer or package by extension (`.exe`, `.dmg`, `.deb`, ...).
+    Installer,
+    /// A regular file with an execute bit, or a script by extension.
+    Executable,
+    /// A directory named `*.app`.
+    AppBundle,
+    /// Operating-system bookkeeping (`desktop.ini`, `.DS_Store`, `Thumbs.db`, ...).
+    SystemFile,
+    /// A directory.
+    Directory,
+    /// Credentials and repository metadata (`.git`, `.ssh`, `.env*`, keys, ...).
+    Sensitive,
+    /// Modified within the organizer's "recent" window.
+    Recent,
+    /// A partial download by extension (`.part`, `.crdownload`, ...).
+    PartialDownload,
+    /// A regular file with more than one hard link.
+    Hardlink,
+    /// A regular file whose extension no category lists.
+    Uncategorized,
+}
+
+impl SkipCondition {
+    /// Every condition, in the order the error message lists them.
+    pub const ALL: [SkipCondition; 12] = [
+        SkipCondition::UnsafeName,
+        SkipCondition::Dotfile,
+        SkipCondition::Installer,
+        SkipCondition::Executable,
+        SkipCondition::AppBundle,
+        SkipCondition::SystemFile,
+        SkipCondition::Directory,
+        SkipCondition::Sensitive,
+        SkipCondition::Recent,
+        SkipCondition::PartialDownload,
+        SkipCondition::Hardlink,
+        SkipCondition::Uncategorized,
+    ];
+
+    /// The policy-file spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SkipCondition::UnsafeName => "unsafe-name",
+            SkipCondition::Dotfile => "dotfile",
+            SkipCondition::Installer => "installer",
+            SkipCondition::Executable => "executable",
+            SkipCondition::AppBundle => "app-bundle",
+            SkipCondition::SystemFile => "system-file",
+            SkipCondition::Directory => "directory",
+            SkipCondition::Sensitive => "sensitive",
+            SkipCondition::Recent => "recent",
+            SkipCondition::PartialDownload => "partial-download",
+            SkipCondition::Hardlink => "hardlink",
+            SkipCondition::Uncategorized => "uncategorized",
+        }
+    }
+}
+
+impl fmt::Display for SkipCondition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A condition name that is not a [`SkipCondition`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownSkipCondition(pub String);
+
+impl fmt::Display for UnknownSkipCondition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let known: Vec<&str> = SkipCondition::ALL.iter().map(|c| c.as_str()).collect();
+        write!(
+            f,
+            "unknown condition {:?}; known: {}",
+            self.0,
+            known.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for UnknownSkipCondition {}
+
+impl std::str::FromStr for SkipCondition {
+    type Err = UnknownSkipCondition;
+
+    /// Parses the policy-file spelling through the same serde names the file is read with.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        use serde::de::IntoDeserializer;
+        use serde::de::value::{Error, StrDeserializer};
+        let de: StrDeserializer<'_, Error> = s.into_deserializer();
+        SkipCondition::deserialize(de).map_err(|_| UnknownSkipCondition(s.to_owned()))
+    }
+}
+
+/// The two skip layers of the files server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SkipLayer {
+    /// Every tool, no override.
+    Protection,
+    /// plan_organize only.
+    Restraint,
+}
+
+/// One `[[files.skip]]` rule.
+#[derive(Debug, Clone)]
+pub struct SkipRule {
+    /// Its layer (required in the file).
+    pub layer: SkipLayer,
+    /// Conditions: the rule holds when any one does.
+    pub when: Vec<SkipCondition>,
+    /// Why.
+    pub reason: String,
+}

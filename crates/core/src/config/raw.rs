@@ -1,0 +1,97 @@
+//! The serde shapes of the policy file, exactly as written: every key optional, nothing
+//! resolved.
+//!
+//! Owns which keys exist: each struct refuses unknown fields, so a misspelt key is a load
+//! error, never silently ignored. The older flat layout (the terminal section's keys at top
+//! level) is accepted here and folded into `[terminal]` by [`super::load`]. It must never
+//! validate, resolve a path or read the environment: that is [`super::load`]'s job.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use super::{ArgRule, AuditFailMode, ExtraPattern, Limits, PolicyExamples, SandboxMode, SkipLayer};
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPolicy {
+    pub(super) audit_log: Option<PathBuf>,
+    pub(super) audit_fail_mode: Option<AuditFailMode>,
+    pub(super) audit_max_bytes: Option<u64>,
+    pub(super) audit_keep: Option<usize>,
+    pub(super) audit_hmac_key_file: Option<PathBuf>,
+    pub(super) redaction: Option<RawRedaction>,
+    pub(super) terminal: Option<RawTerminal>,
+    pub(super) files: Option<RawFiles>,
+    // The older flat layout: the terminal section's keys at top level.
+    pub(super) jail_root: Option<PathBuf>,
+    pub(super) limits: Option<Limits>,
+    pub(super) allowlist: Option<RawNames>,
+    pub(super) denylist: Option<RawNames>,
+    pub(super) rules: Option<Vec<ArgRule>>,
+    pub(super) sandbox: Option<RawSandbox>,
+    pub(super) path: Option<Vec<PathBuf>>,
+    pub(super) examples: Option<Vec<PolicyExamples>>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawRedaction {
+    pub(super) enabled: Option<bool>,
+    pub(super) entropy_fallback: Option<bool>,
+    pub(super) extra_patterns: Vec<ExtraPattern>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTerminal {
+    pub(super) examples: Option<Vec<PolicyExamples>>,
+    pub(super) jail_root: Option<PathBuf>,
+    pub(super) limits: Option<Limits>,
+    pub(super) allowlist: Option<RawNames>,
+    pub(super) denylist: Option<RawNames>,
+    pub(super) rules: Option<Vec<ArgRule>>,
+    pub(super) sandbox: Option<RawSandbox>,
+    pub(super) path: Option<Vec<PathBuf>>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawNames {
+    #[serde(default)]
+    pub(super) commands: Vec<String>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSandbox {
+    pub(super) mode: Option<SandboxMode>,
+    pub(super) network: Option<bool>,
+    pub(super) read_paths: Option<Vec<PathBuf>>,
+    pub(super) exec_in_jail: Option<bool>,
+    pub(super) unix_sockets: Option<bool>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawFiles {
+    pub(super) workspace_root: Option<PathBuf>,
+    pub(super) journal: Option<PathBuf>,
+    pub(super) max_plan_moves: Option<usize>,
+    pub(super) categories: Option<BTreeMap<String, Vec<String>>>,
+    #[serde(default)]
+    pub(super) skip: Vec<RawSkip>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSkip {
+    pub(super) layer: Option<SkipLayer>,
+    /// Read as text and parsed into [`super::SkipCondition`] by the loader, so that a
+    /// misspelt condition is reported with the rule's index and every known name.
+    #[serde(default)]
+    pub(super) when: Vec<String>,
+    #[serde(default)]
+    pub(super) reason: String,
+}

@@ -1,0 +1,248 @@
+//! Unit tests of the policy loader: both layouts, environment overrides, every startup
+//! failure.
+//!
+//! Owns nothing but tests. It must never run a policy example (that is tested in
+//! [`crate::load`]) nor touch the process environment: every test injects its [`Env`].
+
+use std::ffi::OsString;
+
+use super::*;
+
+fn no_env(_: &str) -> Option<OsString> {
+    None
+}
+
+struct Fixture {
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("jail")).unwrap();
+        std::fs::create_dir(dir.path().join("inbox")).unwrap();
+        Fixture { dir }
+    }
+    fn load(&self, text: &str, section: Section) -> Result<Policy, ConfigError> {
+        self.load_env(text, section, &no_env)
+    }
+    fn load_env(&self, text: &str, section: Section, env: &dyn Env) -> Result<Policy, ConfigError> {
+        let path = self.dir.path().join("policy.toml");
+        std::fs::write(&path, text).unwrap();
+        super::read(Some(&path), env, section)
+    }
+}
+
+const SECTIONED: &str = r#"
+audit_log = "audit.jsonl"
+[terminal]
+jail_root = "jail"
+[terminal.allowlist]
+commands = ["ls", "git"]
+[terminal.denylist]
+commands = ["rm"]
+[[terminal.rules]]
+command = "git"
+deny_args = ["push --force"]
+reason = "history"
+"#;
+
+#[test]
+fn sectioned_layout_resolves_relative_to_the_file() {
+    let f = Fixture::new();
+    let p = f.load(SECTIONED, Section::Terminal).unwrap();
+    let t = p.terminal.unwrap();
+    let base = std::fs::canonicalize(f.dir.path()).unwrap();
+    assert_eq!(t.jail_root, base.join("jail"));
+    assert_eq!(p.audit.log.unwrap(), base.join("audit.jsonl"));
+    assert!(t.allow.contains("git") && t.deny.contains("rm"));
+    assert_eq!(t.rules[0].deny_args, ["push --force"]);
+    assert_eq!(t.sandbox.mode, SandboxMode::Enforce);
+    assert_eq!(p.audit.fail_mode, AuditFailMode::Closed);
+}
+
+#[test]
+fn flat_layout_loads_as_the_terminal_section() {
+    let f = Fixture::new();
+    let text = "audit_log = \"a.jsonl\"\njail_root = \"jail\"\n[allowlist]\ncommands = [\"ls\"]\n[denylist]\ncommands = [\"rm\"]\n[[rules]]\ncommand = \"ls\"\ndeny_args = [\"-R\"]\n";
+    let t = f.load(text, Section::Terminal).unwrap().terminal.unwrap();
+    assert!(t.allow.contains("ls") && t.deny.contains("rm"));
+    assert_eq!(t.rules.len(), 1);
+    let mixed = format!("{text}[terminal]\njail_root = \"jail\"\n");
+    assert!(matches!(
+        f.load(&mixed, Section::Terminal),
+        Err(ConfigError::Invalid { .. })
+    ));
+}
+
+#[test]
+fn env_overrides() {
+    let f = Fixture::new();
+    let other = f.dir.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    let other_s = other.clone().into_os_string();
+    let env = move |k: &str| match k {
+        "SAFE_MCP_JAIL_ROOT" => Some(other_s.clone()),
+        "SAFE_MCP_ALLOW_COMMANDS" => Some("echo, cat,,".into()),
+        "SAFE_MCP_AUDIT_FAIL_MODE" => Some("open".into()),
+        _ => None,
+    };
+    let p = f.load_env(SECTIONED, Section::Terminal, &env).unwrap();
+    let t = p.terminal.unwrap();
+    assert_eq!(t.jail_root, std::fs::canonicalize(other).unwrap());
+    assert_eq!(t.allow.iter().cloned().collect::<Vec<_>>(), ["cat", "echo"]);
+    assert_eq!(p.audit.fail_mode, AuditFailMode::Open);
+}
+
+#[test]
+fn startup_failures() {
+    let f = Fixture::new();
+    assert!(matches!(
+        read(None, &no_env, Section::Terminal),
+        Err(ConfigError::NoPolicyPath)
+    ));
+    let missing = f.dir.path().join("nope.toml");
+    assert!(matches!(
+        read(Some(&missing), &no_env, Section::Terminal),
+        Err(ConfigError::Read { .. })
+    ));
+    assert!(matches!(
+        f.load("[terminal", Section::Terminal),
+        Err(ConfigError::Parse { .. })
+    ));
+    let unknown = SECTIONED.replace("[terminal.allowlist]", "[terminal.allowlist]\ncomands = []");
+    let err = f.load(&unknown, Section::Terminal).unwrap_err().to_string();
+    assert!(err.contains("comands"), "{err}");
+    let no_root = SECTIONED.replace("jail_root = \"jail\"", "");
+    assert!(matches!(
+        f.load(&no_root, Section::Terminal),
+        Err(ConfigError::RootUnset { .. })
+    ));
+    let file_root = SECTIONED.replace("jail_root = \"jail\"", "jail_root = \"policy.toml\"");
+    assert!(matches!(
+        f.load(&file_root, Section::Terminal),
+        Err(ConfigError::RootNotDirectory { .. })
+    ));
+    let inside = SECTIONED.replace("audit.jsonl", "jail/audit.jsonl");
+    assert!(matches!(
+        f.load(&inside, Section::Terminal),
+        Err(ConfigError::InsideRoot { .. })
+    ));
+    let regex =
+        format!("{SECTIONED}[redaction]\nextra_patterns = [{{ name = \"x\", regex = \"(\" }}]\n");
+    assert!(
+        f.load(&regex, Section::Terminal)
+            .unwrap_err()
+            .to_string()
+            .contains("regex")
+    );
+    let unlabelled = format!(
+        "{SECTIONED}[files]\nworkspace_root = \"inbox\"\n[[files.skip]]\nwhen = [\"dotfile\"]\nreason = \"x\"\n"
+    );
+    assert!(
+        f.load(&unlabelled, Section::Files)
+            .unwrap_err()
+            .to_string()
+            .contains("layer")
+    );
+    assert!(matches!(
+        f.load(SECTIONED, Section::Files),
+        Err(ConfigError::MissingSection("files"))
+    ));
+    let no_audit = SECTIONED.replace("audit_log = \"audit.jsonl\"", "");
+    assert!(
+        f.load(&no_audit, Section::Terminal)
+            .unwrap_err()
+            .to_string()
+            .contains("audit_log")
+    );
+    let slash = SECTIONED.replace("\"ls\", \"git\"", "\"/bin/ls\"");
+    assert!(
+        f.load(&slash, Section::Terminal)
+            .unwrap_err()
+            .to_string()
+            .contains("bare program")
+    );
+    let jail_path = SECTIONED.replace(
+        "[terminal.allowlist]",
+        "path = [\"jail\"]\n[terminal.allowlist]",
+    );
+    assert!(f.load(&jail_path, Section::Terminal).is_err());
+}
+
+#[test]
+fn files_starts_without_terminal() {
+    let f = Fixture::new();
+    let text =
+        "audit_log = \"a.jsonl\"\n[files]\nworkspace_root = \"inbox\"\njournal = \"j.json\"\n";
+    let p = f.load(text, Section::Files).unwrap();
+    assert!(p.terminal.is_none());
+    assert!(p.files.unwrap().journal.is_some());
+    let bad = text.replace("\"j.json\"", "\"inbox/j.json\"");
+    assert!(matches!(
+        f.load(&bad, Section::Files),
+        Err(ConfigError::InsideRoot { .. })
+    ));
+}
+
+const FILES: &str =
+    "audit_log = \"a.jsonl\"\n[files]\nworkspace_root = \"inbox\"\njournal = \"j.json\"\n";
+
+#[test]
+fn skip_conditions_keep_their_spellings() {
+    let spelt = [
+        "unsafe-name",
+        "dotfile",
+        "installer",
+        "executable",
+        "app-bundle",
+        "system-file",
+        "directory",
+        "sensitive",
+        "recent",
+        "partial-download",
+        "hardlink",
+        "uncategorized",
+    ];
+    let all: Vec<&str> = SkipCondition::ALL.iter().map(|c| c.as_str()).collect();
+    assert_eq!(all, spelt);
+    for c in SkipCondition::ALL {
+        assert_eq!(c.as_str().parse::<SkipCondition>(), Ok(c));
+    }
+    let f = Fixture::new();
+    let text = format!(
+        "{FILES}[[files.skip]]\nlayer = \"protection\"\nwhen = [{}]\nreason = \"all\"\n",
+        spelt.map(|s| format!("{s:?}")).join(", ")
+    );
+    let files = f.load(&text, Section::Files).unwrap().files.unwrap();
+    assert_eq!(files.skip[0].when, SkipCondition::ALL);
+    assert_eq!(files.skip[0].layer, SkipLayer::Protection);
+}
+
+#[test]
+fn an_unknown_skip_condition_fails_to_load_naming_it() {
+    let f = Fixture::new();
+    let text = format!(
+        "{FILES}[[files.skip]]\nlayer = \"protection\"\nwhen = [\"dotfile\"]\nreason = \"x\"\n[[files.skip]]\nlayer = \"protection\"\nwhen = [\"sensitive\", \"sensitve\"]\nreason = \"typo\"\n"
+    );
+    let err = f.load(&text, Section::Files).unwrap_err();
+    assert!(
+        matches!(&err, ConfigError::UnknownCondition { key, error }
+            if key == "files.skip[1].when" && error.0 == "sensitve"),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "invalid `files.skip[1].when`: unknown condition \"sensitve\"; known: unsafe-name, \
+         dotfile, installer, executable, app-bundle, system-file, directory, sensitive, recent, \
+         partial-download, hardlink, uncategorized"
+    );
+    // Case matters: the file's spellings are exact.
+    let upper = text.replace("\"sensitve\"", "\"Dotfile\"");
+    assert!(
+        f.load(&upper, Section::Files)
+            .unwrap_err()
+            .to_string()
+            .contains("unknown condition \"Dotfile\"")
+    );
+}

@@ -1,0 +1,169 @@
+//! The policy lint: what a reviewer should look at twice in a policy that loads.
+//!
+//! Owns the findings `safe-mcp policy check` prints as `warning: ...`: interpreters, shells
+//! and trampolines on the allowlist (refused, or opted in with `allow_interpreter`), escapes
+//! opted in with `allow_escapes`, and allowlisted tools the built-in knowledge
+//! ([`crate::tools`]) does not know. Each is a typed [`Finding`] whose `Display` is the line
+//! the CLI prints. It must never refuse a policy or change a verdict: what may run is decided
+//! by [`crate::config`] at load and [`crate::policy`] per command, never here.
+
+use std::fmt;
+
+use crate::config::TerminalPolicy;
+use crate::tools::{Kind, lookup};
+
+/// One thing worth a second look.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Finding {
+    /// An interpreter, shell or trampoline opted in with `allow_interpreter = true`.
+    InterpreterAllowed {
+        /// The program name.
+        name: String,
+        /// Why it counts as one (from the built-in knowledge).
+        why: String,
+    },
+    /// An interpreter, shell or trampoline on the allowlist: every call to it is refused.
+    InterpreterRefused {
+        /// The program name.
+        name: String,
+        /// Why it counts as one (from the built-in knowledge).
+        why: String,
+    },
+    /// A tool with no built-in knowledge: its arguments get generic path checks only.
+    UnknownTool {
+        /// The program name.
+        name: String,
+    },
+    /// An escape opted in with `allow_escapes`.
+    EscapeOptedIn {
+        /// The program name.
+        name: String,
+        /// The escape, as written in `allow_escapes`.
+        escape: String,
+    },
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Finding::InterpreterAllowed { name, why } => write!(
+                f,
+                "`{name}` is allowlisted with allow_interpreter = true: {why}; the model can run any code it can express, inside the sandbox"
+            ),
+            Finding::InterpreterRefused { name, why } => write!(
+                f,
+                "`{name}` is allowlisted but is an interpreter, shell or trampoline ({why}); it is refused until allow_interpreter = true"
+            ),
+            Finding::UnknownTool { name } => write!(
+                f,
+                "`{name}` has no built-in knowledge: its arguments get generic path checks only; check its manual for options that run programs"
+            ),
+            Finding::EscapeOptedIn { name, escape } => write!(
+                f,
+                "`{name}` opts in the escape `{escape}`: the model can use it"
+            ),
+        }
+    }
+}
+
+/// The findings for a terminal policy, by allowlisted program in name order; a program that
+/// is also denylisted is skipped (the denylist wins, so nothing about it can run).
+pub fn lint(t: &TerminalPolicy) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for name in &t.allow {
+        if t.deny.contains(name) {
+            continue;
+        }
+        let rules: Vec<_> = t.rules.iter().filter(|r| &r.command == name).collect();
+        match lookup(name).map(|s| s.kind) {
+            Some(Kind::Interpreter(why)) => {
+                let why = why.to_string();
+                let name = name.clone();
+                if rules.iter().any(|r| r.allow_interpreter) {
+                    out.push(Finding::InterpreterAllowed { name, why });
+                } else {
+                    out.push(Finding::InterpreterRefused { name, why });
+                }
+            }
+            Some(Kind::Tool) => {}
+            None => out.push(Finding::UnknownTool { name: name.clone() }),
+        }
+        for rule in rules {
+            for escape in &rule.allow_escapes {
+                out.push(Finding::EscapeOptedIn {
+                    name: name.clone(),
+                    escape: escape.clone(),
+                });
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Section;
+
+    fn terminal(extra: &str) -> (tempfile::TempDir, TerminalPolicy) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("jail")).unwrap();
+        let text = format!(
+            "audit_log = \"a.jsonl\"\n[terminal]\njail_root = \"jail\"\n[terminal.allowlist]\ncommands = [\"ls\", \"zsh\", \"find\", \"python3\", \"frobnicate\", \"perl\"]\n[terminal.denylist]\ncommands = [\"perl\"]\n{extra}"
+        );
+        let source = dir.path().join("p.toml");
+        let env = |_: &str| None;
+        let policy = crate::config::from_toml(&text, &source, &env, Section::Terminal).unwrap();
+        (dir, policy.terminal.unwrap())
+    }
+
+    #[test]
+    fn findings_and_their_printed_text() {
+        let (_dir, t) = terminal(
+            "[[terminal.rules]]\ncommand = \"find\"\nallow_escapes = [\"-delete\"]\n[[terminal.rules]]\ncommand = \"python3\"\nallow_interpreter = true\n",
+        );
+        let findings = lint(&t);
+        let names: Vec<&str> = findings
+            .iter()
+            .map(|f| match f {
+                Finding::InterpreterAllowed { name, .. }
+                | Finding::InterpreterRefused { name, .. }
+                | Finding::UnknownTool { name }
+                | Finding::EscapeOptedIn { name, .. } => name.as_str(),
+            })
+            .collect();
+        // BTreeSet order; `ls` is a known tool, `perl` is denylisted.
+        assert_eq!(names, ["find", "frobnicate", "python3", "zsh"]);
+        let text: Vec<String> = findings.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            text[0],
+            "`find` opts in the escape `-delete`: the model can use it"
+        );
+        assert_eq!(
+            text[1],
+            "`frobnicate` has no built-in knowledge: its arguments get generic path checks only; check its manual for options that run programs"
+        );
+        assert!(
+            text[2].starts_with("`python3` is allowlisted with allow_interpreter = true: ")
+                && text[2]
+                    .ends_with("; the model can run any code it can express, inside the sandbox"),
+            "{}",
+            text[2]
+        );
+        assert!(
+            text[3]
+                .starts_with("`zsh` is allowlisted but is an interpreter, shell or trampoline (")
+                && text[3].ends_with("); it is refused until allow_interpreter = true"),
+            "{}",
+            text[3]
+        );
+    }
+
+    #[test]
+    fn a_plain_policy_has_nothing_to_say() {
+        let (_dir, mut t) = terminal("");
+        t.allow.retain(|n| n == "ls" || n == "perl");
+        assert_eq!(lint(&t), []);
+    }
+}
