@@ -23,6 +23,9 @@ use crate::syntax::{self, CommandList, SyntaxError};
 /// Extra raw bytes read past the cap, so a secret straddling the cap is redacted whole.
 pub const REDACTION_SLACK_BYTES: usize = 16 * 1024;
 
+/// The longest `stdin` a call may carry; like the command's own cap, an input bound.
+pub const MAX_STDIN_BYTES: usize = 1024 * 1024;
+
 /// `command`: a string split without a shell, or an argv array (one simple command).
 #[derive(Debug, Clone)]
 pub enum CommandInput {
@@ -287,6 +290,20 @@ impl TerminalService {
             Ok(list) => list,
             Err(e) => return Err((self.redacted(syntax_refusal(RUN, &e)), attempt)),
         };
+        if req
+            .stdin
+            .as_ref()
+            .is_some_and(|s| s.len() > MAX_STDIN_BYTES)
+        {
+            let result = OperationResult::new(
+                RUN,
+                ResultCode::InvalidRequest,
+                format!(
+                    "stdin is too long (at most {MAX_STDIN_BYTES} bytes); write the data to a file in the jail and pass its name"
+                ),
+            );
+            return Err((result, attempt));
+        }
         if req.timeout_seconds == Some(0) {
             let result = OperationResult::new(
                 RUN,

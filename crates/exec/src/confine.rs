@@ -182,41 +182,41 @@ impl CapabilityDrop {
     /// # Safety
     /// Only in the child made by [`crate::spawn::spawn`]; it changes credentials for good.
     unsafe fn apply(self) -> Result<(), libc::c_int> {
-        // SAFETY (whole body): prctl and capset on values on this stack; nothing allocates.
-        unsafe {
-            if self == CapabilityDrop::Everything {
-                if libc::prctl(libc::PR_SET_SECUREBITS, SECUREBITS_LOCKED, 0, 0, 0) != 0 {
-                    return Err(errno());
-                }
-                for cap in 0..64 as libc::c_ulong {
-                    if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 {
-                        // EINVAL: past the kernel's last capability.
-                        match errno() {
-                            libc::EINVAL => break,
-                            other => return Err(other),
-                        }
+        if self == CapabilityDrop::Everything {
+            // SAFETY: prctl with integer arguments only; it sets and locks this process's
+            // securebits, which needs CAP_SETPCAP (held: see `for_this_process`).
+            if unsafe { libc::prctl(libc::PR_SET_SECUREBITS, SECUREBITS_LOCKED, 0, 0, 0) } != 0 {
+                return Err(errno());
+            }
+            for cap in 0..64 as libc::c_ulong {
+                // SAFETY: prctl with integer arguments only; it shrinks the bounding set.
+                if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) } != 0 {
+                    // EINVAL: past the kernel's last capability.
+                    match errno() {
+                        libc::EINVAL => break,
+                        other => return Err(other),
                     }
                 }
             }
-            if libc::prctl(
-                libc::PR_CAP_AMBIENT,
-                libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
-                0,
-                0,
-                0,
-            ) != 0
-                && errno() != libc::EINVAL
-            {
-                return Err(errno());
-            }
-            let header = CapHeader {
-                version: LINUX_CAPABILITY_VERSION_3,
-                pid: 0,
-            };
-            let none = [CapData::default(); 2];
-            if libc::syscall(libc::SYS_capset, std::ptr::from_ref(&header), none.as_ptr()) != 0 {
-                return Err(crate::step::errno());
-            }
+        }
+        let clear_all = libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong;
+        // SAFETY: prctl with integer arguments only; it empties the ambient set (EINVAL on a
+        // kernel without ambient capabilities, where there is nothing to clear).
+        let ambient = unsafe { libc::prctl(libc::PR_CAP_AMBIENT, clear_all, 0, 0, 0) };
+        if ambient != 0 && errno() != libc::EINVAL {
+            return Err(errno());
+        }
+        let header = CapHeader {
+            version: LINUX_CAPABILITY_VERSION_3,
+            pid: 0,
+        };
+        let none = [CapData::default(); 2];
+        // SAFETY: capset reads the header and the two data structs on this stack, as
+        // version 3 says; it clears the effective, permitted and inheritable sets.
+        let rc =
+            unsafe { libc::syscall(libc::SYS_capset, std::ptr::from_ref(&header), none.as_ptr()) };
+        if rc != 0 {
+            return Err(errno());
         }
         Ok(())
     }
@@ -315,56 +315,67 @@ impl Confinement {
     /// calling process's limits and credentials for good.
     pub(crate) unsafe fn apply_in_child(&self) -> Result<(), (Step, libc::c_int)> {
         let fail = |step: Step| (step, errno());
-        // SAFETY (whole body): plain syscalls on descriptors, limits and the BPF program built
-        // in `Confinement::new`, which the caller keeps alive; nothing here allocates.
-        unsafe {
-            if let Some(cgroup) = &self.pids_cgroup {
-                // "0" is the writing thread, here the whole child; joined before it can fork.
-                // The raw syscall: glibc's write() is a cancellation point and would touch
-                // the parent thread's control block, which this child shares.
-                if libc::syscall(
+        if let Some(cgroup) = &self.pids_cgroup {
+            // "0" is the writing thread, here the whole child; joined before it can fork.
+            // The raw syscall: glibc's write() is a cancellation point and would touch the
+            // parent thread's control block, which this child shares.
+            // SAFETY: writes one byte from a static string to a descriptor this
+            // confinement owns and keeps open.
+            let n = unsafe {
+                libc::syscall(
                     libc::SYS_write,
                     cgroup.tasks.as_raw_fd(),
                     b"0".as_ptr(),
                     1usize,
-                ) != 1
-                {
-                    return Err(fail(Step::Limits));
-                }
+                )
+            };
+            if n != 1 {
+                return Err(fail(Step::Limits));
             }
-            for (resource, limit) in &self.rlimits {
-                if libc::setrlimit(*resource, limit) != 0 {
-                    return Err(fail(Step::Limits));
-                }
+        }
+        for (resource, limit) in &self.rlimits {
+            // SAFETY: setrlimit reads the limit, which lives in this confinement.
+            if unsafe { libc::setrlimit(*resource, limit) } != 0 {
+                return Err(fail(Step::Limits));
             }
-            if self.mode == SandboxMode::Off {
-                return Ok(());
-            }
-            if let Some(drop) = self.capabilities {
-                drop.apply().map_err(|errno| (Step::Capabilities, errno))?;
-            }
-            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+        }
+        if self.mode == SandboxMode::Off {
+            return Ok(());
+        }
+        if let Some(drop) = self.capabilities {
+            // SAFETY: we are the spawn child, before exec, as `apply` requires.
+            unsafe { drop.apply() }.map_err(|errno| (Step::Capabilities, errno))?;
+        }
+        // SAFETY: prctl with integer arguments only.
+        if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+            return Err(fail(Step::Sandbox));
+        }
+        if let Some(ruleset) = &self.landlock {
+            // SAFETY: restricts this process with a ruleset descriptor this confinement owns.
+            let rc = unsafe {
+                libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32)
+            };
+            if rc != 0 {
                 return Err(fail(Step::Sandbox));
             }
-            if let Some(ruleset) = &self.landlock
-                && libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32) != 0
-            {
-                return Err(fail(Step::Sandbox));
-            }
-            if let Some(program) = &self.seccomp {
-                let fprog = libc::sock_fprog {
-                    len: program.len() as libc::c_ushort,
-                    filter: program.as_ptr().cast_mut(),
-                };
-                if libc::syscall(
+        }
+        if let Some(program) = &self.seccomp {
+            let fprog = libc::sock_fprog {
+                len: program.len() as libc::c_ushort,
+                filter: program.as_ptr().cast_mut(),
+            };
+            // SAFETY: the kernel copies the program that `fprog` points at (kept alive by
+            // this confinement; its length was checked against BPF_MAXINSNS when built).
+            let rc = unsafe {
+                libc::syscall(
                     libc::SYS_seccomp,
                     libc::SECCOMP_SET_MODE_FILTER,
                     0u32,
                     std::ptr::from_ref(&fprog),
-                ) != 0
-                {
-                    return Err(fail(Step::Sandbox));
-                }
+                )
+            };
+            if rc != 0 {
+                return Err(fail(Step::Sandbox));
             }
         }
         Ok(())

@@ -18,6 +18,11 @@
 //! # Ok(()) }
 //! ```
 
+#![deny(
+    clippy::undocumented_unsafe_blocks,
+    clippy::multiple_unsafe_ops_per_block
+)]
+
 pub mod confine;
 pub mod reap;
 mod run;

@@ -305,75 +305,96 @@ fn set_signal_mask(mask: KernelSigset) -> Result<KernelSigset, c_int> {
 /// Must run in a `CLONE_VM` child made by [`spawn`], with every signal blocked.
 unsafe fn run_child(p: &Prepared) -> Result<std::convert::Infallible, (Step, c_int)> {
     let fail = |step: Step| (step, errno());
-    // SAFETY (whole body): every call below is a plain syscall wrapper on pointers and
-    // descriptors that `spawn` prepared; none allocates or locks.
-    unsafe {
-        // Caught signals back to their defaults (exec would do it, but a handler must never
-        // run on this stack first); SIGPIPE back to default, as std does for children.
-        for sig in 1..=libc::SIGRTMAX() {
-            let mut current: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(sig, std::ptr::null(), &mut current) != 0 {
-                continue; // signals reserved by libc
-            }
-            let caught =
-                current.sa_sigaction != libc::SIG_DFL && current.sa_sigaction != libc::SIG_IGN;
-            if caught || sig == libc::SIGPIPE {
-                let mut default: libc::sigaction = std::mem::zeroed();
-                default.sa_sigaction = libc::SIG_DFL;
-                if libc::sigaction(sig, &default, std::ptr::null_mut()) != 0 {
-                    return Err(fail(Step::Signals));
-                }
-            }
+    // Each call below is a plain syscall wrapper on values on this stack or on pointers and
+    // descriptors that `spawn` prepared and keeps alive; none allocates or takes a lock.
+
+    // Caught signals back to their defaults (exec would do it, but a handler must never run
+    // on this stack first); SIGPIPE back to default, as std does for children.
+    for sig in 1..=libc::SIGRTMAX() {
+        // SAFETY: sigaction is plain data, for which all zeroes is a valid value.
+        let mut current: libc::sigaction = unsafe { std::mem::zeroed() };
+        // SAFETY: reads the disposition of `sig` into `current`, on this stack.
+        if unsafe { libc::sigaction(sig, std::ptr::null(), &mut current) } != 0 {
+            continue; // signals reserved by libc
         }
-        if libc::setpgid(0, p.pgid) != 0 {
-            return Err(fail(Step::ProcessGroup));
-        }
-        for (target, &fd) in p.stdio.iter().enumerate() {
-            if libc::dup2(fd, target as c_int) < 0 {
-                return Err(fail(Step::Stdio));
+        let caught = current.sa_sigaction != libc::SIG_DFL && current.sa_sigaction != libc::SIG_IGN;
+        if caught || sig == libc::SIGPIPE {
+            // SAFETY: as above, all zeroes is a valid sigaction.
+            let mut default: libc::sigaction = unsafe { std::mem::zeroed() };
+            default.sa_sigaction = libc::SIG_DFL;
+            // SAFETY: sets the default disposition from `default`, on this stack.
+            if unsafe { libc::sigaction(sig, &default, std::ptr::null_mut()) } != 0 {
+                return Err(fail(Step::Signals));
             }
         }
-        if libc::chdir(p.cwd) != 0 {
-            return Err(fail(Step::Chdir));
+    }
+    // SAFETY: integer arguments only; moves this child into its stage's process group.
+    if unsafe { libc::setpgid(0, p.pgid) } != 0 {
+        return Err(fail(Step::ProcessGroup));
+    }
+    for (target, &fd) in p.stdio.iter().enumerate() {
+        // SAFETY: descriptors the parent keeps open for the clone; 0..=2 belong to nobody
+        // else in this child.
+        if unsafe { libc::dup2(fd, target as c_int) } < 0 {
+            return Err(fail(Step::Stdio));
         }
-        // Every inherited descriptor >= 3 closes at exec (the gate and the confinement's
-        // descriptors stay usable until then).
-        if libc::syscall(
+    }
+    // SAFETY: `p.cwd` is a NUL-terminated string the parent keeps alive.
+    if unsafe { libc::chdir(p.cwd) } != 0 {
+        return Err(fail(Step::Chdir));
+    }
+    // Every inherited descriptor >= 3 closes at exec (the gate and the confinement's
+    // descriptors stay usable until then).
+    // SAFETY: integer arguments only; it marks descriptors close-on-exec.
+    let rc = unsafe {
+        libc::syscall(
             libc::SYS_close_range,
             3u32,
             u32::MAX,
             libc::CLOSE_RANGE_CLOEXEC,
-        ) != 0
-        {
-            return Err(fail(Step::Descriptors));
-        }
-        (*p.confinement).apply_in_child()?;
-        // The gate: die with the server while waiting; exec only with a ticket of 1.
-        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
-            return Err(fail(Step::Gate));
-        }
-        if libc::getppid() != p.server {
-            return Err((Step::Gate, GATE_CLOSED));
-        }
-        let mut ticket = 0u8;
-        // The raw syscall: glibc's read() is a cancellation point and would touch the parent
-        // thread's control block, which this child shares.
-        let n = libc::syscall(
+        )
+    };
+    if rc != 0 {
+        return Err(fail(Step::Descriptors));
+    }
+    // SAFETY: `p.confinement` points at the caller's Confinement, alive for the clone.
+    let confinement = unsafe { &*p.confinement };
+    // SAFETY: this is the spawn child, before exec, as `apply_in_child` requires.
+    unsafe { confinement.apply_in_child() }?;
+    // The gate: die with the server while waiting; exec only with a ticket of 1.
+    let kill = libc::SIGKILL as libc::c_ulong;
+    // SAFETY: prctl with integer arguments only.
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, kill) } != 0 {
+        return Err(fail(Step::Gate));
+    }
+    // SAFETY: no arguments.
+    if unsafe { libc::getppid() } != p.server {
+        return Err((Step::Gate, GATE_CLOSED));
+    }
+    let mut ticket = 0u8;
+    // The raw syscall: glibc's read() is a cancellation point and would touch the parent
+    // thread's control block, which this child shares.
+    // SAFETY: reads at most one byte into `ticket`, on this stack, from the gate descriptor.
+    let n = unsafe {
+        libc::syscall(
             libc::SYS_read,
             p.gate,
             std::ptr::from_mut(&mut ticket),
             1usize,
-        );
-        if n != 1 || ticket != 1 {
-            return Err((Step::Gate, GATE_CLOSED));
-        }
-        if libc::prctl(libc::PR_SET_PDEATHSIG, 0 as libc::c_ulong) != 0 {
-            return Err(fail(Step::Gate));
-        }
-        if let Err(errno) = set_signal_mask(0) {
-            return Err((Step::Signals, errno));
-        }
-        libc::execve(p.program, p.argv, p.envp);
-        Err(fail(Step::Exec))
+        )
+    };
+    if n != 1 || ticket != 1 {
+        return Err((Step::Gate, GATE_CLOSED));
     }
+    // SAFETY: prctl with integer arguments only.
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, 0 as libc::c_ulong) } != 0 {
+        return Err(fail(Step::Gate));
+    }
+    if let Err(errno) = set_signal_mask(0) {
+        return Err((Step::Signals, errno));
+    }
+    // SAFETY: NUL-terminated program, and NULL-terminated argv and envp arrays of
+    // NUL-terminated strings, all prepared and kept alive by the parent.
+    unsafe { libc::execve(p.program, p.argv, p.envp) };
+    Err(fail(Step::Exec))
 }

@@ -61,7 +61,9 @@ impl Step {
 
 /// This thread's errno, read without a libc call that could take a lock.
 pub(crate) fn errno() -> c_int {
-    // SAFETY: reads this thread's errno slot (shared with the sleeping parent thread, whose
-    // errno it may overwrite: the parent reads errno only right after its own failing calls).
-    unsafe { *libc::__errno_location() }
+    // SAFETY: returns the address of this thread's errno slot; no arguments.
+    let slot = unsafe { libc::__errno_location() };
+    // SAFETY: the slot is valid for the thread's life (shared with the sleeping parent thread,
+    // whose errno it may overwrite: the parent reads errno only right after its own calls).
+    unsafe { *slot }
 }

@@ -3,6 +3,8 @@
 //! Every startup failure prints `fatal: <reason>` on stderr and exits non-zero. Nothing here
 //! decides what may run; that is `safe_mcp_core`.
 
+#![forbid(unsafe_code)]
+
 mod audit_cli;
 mod demo;
 mod files_server;

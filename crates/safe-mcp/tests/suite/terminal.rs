@@ -135,6 +135,18 @@ async fn invalid_requests() {
         )
         .await;
     assert_eq!(r["code"], "INVALID_REQUEST");
+    // stdin is bounded like the command: 1 MiB at most, refused whole (and audited) beyond.
+    let big = "x".repeat(1024 * 1024 + 1);
+    let r = s
+        .call("run_command", json!({"command": "wc -c", "stdin": big}))
+        .await;
+    assert_eq!(r["code"], "INVALID_REQUEST", "{r}");
+    assert!(r["reason"].as_str().unwrap().contains("stdin is too long"));
+    let fits = "x".repeat(1024 * 1024);
+    let r = s
+        .call("run_command", json!({"command": "wc -c", "stdin": fits}))
+        .await;
+    assert_eq!(r["detail"]["stdout"], "1048576\n", "{r}");
     let r = s
         .call(
             "run_command",

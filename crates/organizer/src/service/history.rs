@@ -1,0 +1,192 @@
+//! `undo_last_action` and `redo_last_action`: replay the last journaled action backwards or
+//! forwards as one action, never overwriting; a file that moved since, or an occupied way
+//! back, refuses the whole replay with CONFLICT.
+
+use std::time::Instant;
+
+use safe_mcp_core::{OperationResult, ResultCode};
+use serde_json::json;
+
+use super::{FilesService, fs_error};
+use crate::journal::{Action, Move};
+
+impl FilesService {
+    /// `undo_last_action()`: restores the last move or applied plan as one action.
+    pub fn undo_last_action(&self) -> OperationResult {
+        self.reverse(Direction::Undo)
+    }
+
+    /// `redo_last_action()`: re-applies the last undone action.
+    pub fn redo_last_action(&self) -> OperationResult {
+        self.reverse(Direction::Redo)
+    }
+
+    /// Why `action` cannot be undone (or redone) as it stands: every file must be exactly
+    /// where the action left it, and its way back clear.
+    fn blocked_reversal(&self, action: &Action, direction: Direction) -> Option<String> {
+        for m in &action.moves {
+            let (here, there) = direction.ends(m);
+            let at_here = self
+                .ws
+                .stat(here)
+                .ok()
+                .flatten()
+                .is_some_and(|e| e.ino == m.ino && e.dev == m.dev);
+            if !at_here {
+                return Some(format!(
+                    "{here} is no longer the file that was moved; nothing changed"
+                ));
+            }
+            if !matches!(self.ws.stat(there), Ok(None)) {
+                return Some(format!(
+                    "{there} is occupied and is never overwritten; nothing changed"
+                ));
+            }
+        }
+        None
+    }
+
+    fn reverse(&self, direction: Direction) -> OperationResult {
+        let tool = direction.tool();
+        let undo = direction == Direction::Undo;
+        let started = Instant::now();
+        let (call, attempt) = self.attempt(tool, json!({}));
+        if let Err(r) = self.admit(started, &attempt) {
+            return r;
+        }
+        let Ok(mut journal) = self.journal.lock() else {
+            return self.finish(&call, started, OperationResult::internal(tool));
+        };
+        let last = if undo {
+            journal.last_undo()
+        } else {
+            journal.last_redo()
+        };
+        let Some(action) = last.cloned() else {
+            let what = if undo {
+                "nothing to undo"
+            } else {
+                "nothing to redo (new work clears redo)"
+            };
+            drop(journal);
+            return self.finish(
+                &call,
+                started,
+                OperationResult::new(tool, ResultCode::InvalidRequest, what),
+            );
+        };
+        if let Some(conflict) = self.blocked_reversal(&action, direction) {
+            drop(journal);
+            return self.finish(
+                &call,
+                started,
+                OperationResult::new(tool, ResultCode::Conflict, conflict),
+            );
+        }
+        let opened = if undo {
+            journal.start_undo(&self.ws, action.id)
+        } else {
+            journal.start_redo(&self.ws, action.id)
+        };
+        if let Err(e) = opened {
+            drop(journal);
+            return self.finish(
+                &call,
+                started,
+                OperationResult::new(
+                    tool,
+                    ResultCode::OperationFailed,
+                    format!("the journal could not be written, so nothing changed: {e}"),
+                ),
+            );
+        }
+        if !undo {
+            for d in &action.dirs {
+                if let Err(e) = self.ws.ensure_dirs(d) {
+                    drop(journal);
+                    return self.finish(&call, started, fs_error(tool, &e));
+                }
+            }
+        }
+        let order: Vec<&Move> = if undo {
+            action.moves.iter().rev().collect()
+        } else {
+            action.moves.iter().collect()
+        };
+        for m in order {
+            let (from, to) = direction.ends(m);
+            if let Err(e) = self.ws.rename_noreplace(from, to) {
+                // The journal's open undo/redo record lets the next start reconcile this.
+                drop(journal);
+                return self.finish(&call, started, fs_error(tool, &e));
+            }
+        }
+        self.sync_dirs(&action);
+        if undo {
+            for d in action.dirs.iter().rev() {
+                self.ws.rmdir_if_empty(d);
+            }
+        }
+        let done = if undo {
+            journal.finish_undo(action.id)
+        } else {
+            journal.finish_redo(action.id)
+        };
+        drop(journal);
+        if let Err(e) = done {
+            return self.finish(
+                &call,
+                started,
+                OperationResult::new(
+                    tool,
+                    ResultCode::OperationFailed,
+                    format!("done, but the journal could not record it: {e}"),
+                ),
+            );
+        }
+        let verb = if undo { "restored" } else { "re-applied" };
+        self.finish(
+            &call,
+            started,
+            OperationResult::new(
+                tool,
+                ResultCode::Ok,
+                format!(
+                    "{verb} action {} ({}, {} file(s))",
+                    action.id,
+                    action.tool,
+                    action.moves.len()
+                ),
+            )
+            .with_detail(
+                json!({"action_id": action.id, "tool": action.tool, "files": action.moves.len()}),
+            ),
+        )
+    }
+}
+
+/// Which way a journaled action is replayed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    /// Back to where the files were.
+    Undo,
+    /// Forward again, after an undo.
+    Redo,
+}
+
+impl Direction {
+    fn tool(self) -> &'static str {
+        match self {
+            Direction::Undo => "undo_last_action",
+            Direction::Redo => "redo_last_action",
+        }
+    }
+
+    /// Where a moved file is before this replay, and where it goes.
+    fn ends(self, m: &Move) -> (&str, &str) {
+        match self {
+            Direction::Undo => (&m.dst, &m.src),
+            Direction::Redo => (&m.src, &m.dst),
+        }
+    }
+}

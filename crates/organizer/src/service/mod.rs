@@ -1,0 +1,191 @@
+//! The six files tools as core calls: list, plan, apply, move, undo, redo. None deletes.
+//!
+//! Owns the order of each action: audit the attempt, re-check the filesystem, write the
+//! journal ahead, rename with no-replace between directory descriptors, fsync the folders,
+//! commit. Any mismatch (a file changed, vanished or appeared) refuses the whole action with
+//! CONFLICT before anything moves; a failure mid-way rolls the finished moves back.
+//!
+//! This file holds the service's state, start-up and audit plumbing (every acting call goes
+//! through [`FilesService::attempt`], then `admit` or `refuse`, then `finish`); the tools
+//! live in [`plan`] (list, plan: read-only), [`transaction`] (apply, move: journaled moves)
+//! and [`history`] (undo, redo).
+
+mod history;
+mod plan;
+mod transaction;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::AtomicU64;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use safe_mcp_core::audit::{Attempt, AuditLog, CallId, Gate, Outcome, Server};
+use safe_mcp_core::config::Policy;
+use safe_mcp_core::{OperationResult, ResultCode};
+use serde_json::Value;
+
+use crate::fsroot::{EntryInfo, FsError, Workspace, split};
+use crate::journal::{Journal, Move};
+use crate::rules::Rules;
+
+/// Plans kept for apply_plan; older ones are dropped (apply then says "unknown plan id").
+const MAX_PLANS: usize = 16;
+
+struct StoredPlan {
+    serial: u64,
+    moves: Vec<PlannedMove>,
+}
+
+struct PlannedMove {
+    mv: Move,
+    info: EntryInfo,
+}
+
+/// Why the service could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// No `[files]` section or no journal.
+    #[error("the policy has no [files] section with a journal")]
+    NoFiles,
+    /// No audit log.
+    #[error("the policy sets no audit_log")]
+    NoAudit,
+    /// The workspace or the journal could not be opened.
+    #[error("{0}")]
+    Io(String),
+}
+
+/// The files server's core.
+pub struct FilesService {
+    ws: Workspace,
+    root: PathBuf,
+    rules: Rules,
+    max_moves: usize,
+    journal: Mutex<Journal>,
+    plans: Mutex<HashMap<String, StoredPlan>>,
+    gate: Gate,
+    /// Numbers plans (their ids and their age).
+    counter: AtomicU64,
+}
+
+impl std::fmt::Debug for FilesService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FilesService")
+            .field("root", &self.root)
+            .finish()
+    }
+}
+
+fn now_ns() -> i128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i128)
+}
+
+fn fs_error(action: &str, e: &FsError) -> OperationResult {
+    let code = match e {
+        FsError::Escape(_) => ResultCode::PathEscape,
+        FsError::Occupied(_) => ResultCode::Conflict,
+        FsError::NotFound(_) | FsError::BadPath(_) => ResultCode::InvalidRequest,
+        FsError::CrossDevice(_) | FsError::Io { .. } => ResultCode::OperationFailed,
+    };
+    OperationResult::new(action, code, e.to_string())
+}
+
+fn parent(rel: &str) -> &str {
+    rel.rsplit_once('/').map_or("", |(p, _)| p)
+}
+
+impl FilesService {
+    /// Opens the workspace and the journal (reconciling after a crash). Returns the service
+    /// and notes for the operator's log.
+    pub fn start(policy: &Policy) -> Result<(Self, Vec<String>), StartError> {
+        let files = policy.files.as_ref().ok_or(StartError::NoFiles)?;
+        let journal_path = files.journal.as_ref().ok_or(StartError::NoFiles)?;
+        let log = policy.audit.log.as_ref().ok_or(StartError::NoAudit)?;
+        let ws = Workspace::open(&files.workspace_root).map_err(|e| {
+            StartError::Io(format!(
+                "cannot open the workspace {}: {e}",
+                files.workspace_root.display()
+            ))
+        })?;
+        let (journal, notes) = Journal::open(journal_path, &ws).map_err(|e| {
+            StartError::Io(format!(
+                "cannot open the journal {}: {e}",
+                journal_path.display()
+            ))
+        })?;
+        let service = FilesService {
+            ws,
+            root: files.workspace_root.clone(),
+            rules: Rules::from_policy(files),
+            max_moves: files.max_plan_moves,
+            journal: Mutex::new(journal),
+            plans: Mutex::new(HashMap::new()),
+            gate: Gate::new(AuditLog::open(log, policy.audit_options()), Server::Files),
+            counter: AtomicU64::new(0),
+        };
+        Ok((service, notes))
+    }
+
+    /// The audit trail (for a startup check).
+    pub fn audit(&self) -> &AuditLog {
+        self.gate.log()
+    }
+
+    /// A path as given (relative, or absolute inside the workspace) → relative.
+    fn relative(&self, given: &str) -> Result<String, FsError> {
+        let p = Path::new(given);
+        let rel = if p.is_absolute() {
+            p.strip_prefix(&self.root)
+                .map_err(|_| FsError::Escape(given.to_owned()))?
+                .to_string_lossy()
+                .into_owned()
+        } else {
+            given.to_owned()
+        };
+        split(&rel)?;
+        Ok(rel.trim_end_matches('/').to_owned())
+    }
+
+    /// Starts an acting call: names it and describes it for the trail.
+    fn attempt(&self, tool: &'static str, args: Value) -> (CallId, Attempt) {
+        let call = self.gate.begin();
+        let attempt = Attempt {
+            args: Some(args.clone()),
+            ..Attempt::new(&call, tool, format!("{tool} {args}"))
+        };
+        (call, attempt)
+    }
+
+    /// Records `result` as a refusal of a call that never acted, and returns it.
+    fn refuse(
+        &self,
+        started: Instant,
+        attempt: Attempt,
+        result: OperationResult,
+    ) -> OperationResult {
+        let result = result.with_duration(started.elapsed());
+        self.gate.refuse(attempt, &result);
+        result
+    }
+
+    /// Writes the attempt; `Err` is the AUDIT_UNAVAILABLE result (already recorded as far
+    /// as the trail allows) when nothing may change.
+    fn admit(&self, started: Instant, attempt: &Attempt) -> Result<(), OperationResult> {
+        self.gate
+            .admit(attempt)
+            .map_err(|refused| self.finish(&attempt.call, started, refused.result(attempt.tool)))
+    }
+
+    /// Records how an admitted call ended, and returns its result.
+    fn finish(&self, call: &CallId, started: Instant, result: OperationResult) -> OperationResult {
+        let result = result.with_duration(started.elapsed());
+        let mut outcome = Outcome::of(call, &result);
+        outcome.reason = Some(result.reason.clone());
+        self.gate.finish(&outcome);
+        result
+    }
+}

@@ -1,0 +1,173 @@
+//! The read-only tools: `list_files` and `plan_organize`. A plan changes nothing, not even
+//! folders; it is stored (the newest few) for `apply_plan` to re-check and perform.
+
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use safe_mcp_core::{OperationResult, ResultCode};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::{FilesService, MAX_PLANS, PlannedMove, StoredPlan, fs_error, now_ns};
+use crate::fsroot::{EntryInfo, Kind};
+use crate::journal::Move;
+use crate::rules::Skip;
+
+impl FilesService {
+    fn entry_json(
+        &self,
+        rel: &str,
+        e: &EntryInfo,
+        verdict: Option<&Skip>,
+        destination: Option<&str>,
+    ) -> Value {
+        json!({
+            "name": e.name,
+            "path": rel,
+            "kind": e.kind,
+            "size": e.size,
+            "category": if e.kind == Kind::File { self.rules.category(&e.name) } else { None },
+            "would_move": verdict.is_none() && destination.is_some(),
+            "destination": destination,
+            "skip": verdict,
+        })
+    }
+
+    /// The verdict of `plan_organize` for one top-level entry: a destination or a skip.
+    fn plan_entry(&self, e: &EntryInfo, now: i128) -> Result<String, Skip> {
+        if let Some(skip) = self.rules.classify(e, now) {
+            return Err(skip);
+        }
+        let Some(category) = self.rules.category(&e.name) else {
+            return Err(Skip {
+                layer: "restraint",
+                code: ResultCode::NeedsExplicitRequest,
+                rule: "uncategorized".into(),
+                reason: "no category matches this file's extension".into(),
+            });
+        };
+        let dst = format!("{category}/{}", e.name);
+        match self.ws.stat(&dst) {
+            Ok(None) => Ok(dst),
+            Ok(Some(_)) => Err(Skip {
+                layer: "protection",
+                code: ResultCode::Conflict,
+                rule: "occupied-target".into(),
+                reason: format!("{dst} already exists and is never overwritten"),
+            }),
+            Err(e) => Err(Skip {
+                layer: "protection",
+                code: ResultCode::PathEscape,
+                rule: "escape".into(),
+                reason: e.to_string(),
+            }),
+        }
+    }
+
+    /// `list_files(subdir?)`.
+    pub fn list_files(&self, subdir: Option<&str>) -> OperationResult {
+        const A: &str = "list_files";
+        let started = Instant::now();
+        let rel = match subdir.filter(|s| !s.is_empty() && *s != ".") {
+            Some(s) => match self.relative(s) {
+                Ok(r) => r,
+                Err(e) => return fs_error(A, &e),
+            },
+            None => String::new(),
+        };
+        let entries = match self.ws.list(&rel) {
+            Ok(e) => e,
+            Err(e) => return fs_error(A, &e),
+        };
+        let now = now_ns();
+        let items: Vec<Value> = entries
+            .iter()
+            .map(|e| {
+                let path = if rel.is_empty() {
+                    e.name.clone()
+                } else {
+                    format!("{rel}/{}", e.name)
+                };
+                if rel.is_empty() {
+                    match self.plan_entry(e, now) {
+                        Ok(dst) => self.entry_json(&path, e, None, Some(&dst)),
+                        Err(skip) => self.entry_json(&path, e, Some(&skip), None),
+                    }
+                } else {
+                    let skip = self.rules.protection(e, now).unwrap_or(Skip {
+                        layer: "restraint",
+                        code: ResultCode::NeedsExplicitRequest,
+                        rule: "top-level-only".into(),
+                        reason: "plan_organize tidies only the top level of the workspace".into(),
+                    });
+                    self.entry_json(&path, e, Some(&skip), None)
+                }
+            })
+            .collect();
+        OperationResult::new(A, ResultCode::Ok, format!("{} entries", items.len()))
+            .with_detail(json!({"dir": rel, "entries": items}))
+            .with_duration(started.elapsed())
+    }
+
+    /// `plan_organize()`: changes nothing, not even folders.
+    pub fn plan_organize(&self) -> OperationResult {
+        const A: &str = "plan_organize";
+        let started = Instant::now();
+        let entries = match self.ws.list("") {
+            Ok(e) => e,
+            Err(e) => return fs_error(A, &e),
+        };
+        let now = now_ns();
+        let mut moves: Vec<PlannedMove> = Vec::new();
+        let mut skips: Vec<Value> = Vec::new();
+        let mut truncated = 0usize;
+        for e in entries {
+            match self.plan_entry(&e, now) {
+                Ok(dst) if moves.len() < self.max_moves => {
+                    moves.push(PlannedMove { mv: Move { src: e.name.clone(), dst, dev: e.dev, ino: e.ino }, info: e });
+                }
+                Ok(_) => truncated += 1,
+                Err(skip) => skips.push(json!({"path": e.name, "code": skip.code, "layer": skip.layer, "rule": skip.rule, "reason": skip.reason})),
+            }
+        }
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        let id_source = format!("{}:{n}:{}", std::process::id(), now);
+        let plan_id = hex::encode(&Sha256::digest(id_source.as_bytes())[..12]);
+        let move_list: Vec<Value> = moves
+            .iter()
+            .map(|m| json!({"src": m.mv.src, "dst": m.mv.dst}))
+            .collect();
+        let detail = json!({
+            "plan_id": plan_id,
+            "moves": move_list,
+            "skips": skips,
+            "move_count": moves.len(),
+            "skip_count": skips.len(),
+            "truncated": truncated > 0,
+            "not_planned_over_limit": truncated,
+            "max_plan_moves": self.max_moves,
+        });
+        let reason = format!(
+            "{} moves planned, {} entries skipped; nothing has changed yet",
+            moves.len(),
+            skips.len()
+        );
+        if let Ok(mut plans) = self.plans.lock() {
+            // Keep the newest few plans only: planning in a loop must not grow memory.
+            while plans.len() >= MAX_PLANS {
+                let Some(oldest) = plans
+                    .iter()
+                    .min_by_key(|(_, p)| p.serial)
+                    .map(|(id, _)| id.clone())
+                else {
+                    break;
+                };
+                plans.remove(&oldest);
+            }
+            plans.insert(plan_id, StoredPlan { serial: n, moves });
+        }
+        OperationResult::new(A, ResultCode::Ok, reason)
+            .with_detail(detail)
+            .with_duration(started.elapsed())
+    }
+}

@@ -1,0 +1,288 @@
+//! The tools that move files: `apply_plan` (all or nothing, re-checking every file of the
+//! plan) and `move_file` (protection rules only). Both journal the action ahead, rename with
+//! no-replace, fsync the folders and commit; a failure mid-way rolls back what moved.
+
+use std::collections::BTreeSet;
+use std::time::Instant;
+
+use safe_mcp_core::audit::Attempt;
+use safe_mcp_core::{OperationResult, ResultCode};
+use serde_json::json;
+
+use super::{FilesService, fs_error, now_ns, parent};
+use crate::journal::{Action, Journal, Move};
+
+impl FilesService {
+    /// `apply_plan(plan_id)`: all or nothing; the id is single-use.
+    pub fn apply_plan(&self, plan_id: &str) -> OperationResult {
+        const A: &str = "apply_plan";
+        let started = Instant::now();
+        let (call, attempt) = self.attempt(A, json!({"plan_id": plan_id}));
+        let Some(plan) = self
+            .plans
+            .lock()
+            .ok()
+            .and_then(|mut p| p.remove(plan_id))
+            .map(|p| p.moves)
+        else {
+            let unknown = OperationResult::new(
+                A,
+                ResultCode::InvalidRequest,
+                "unknown plan id (plans are single-use; call plan_organize again)",
+            );
+            return self.refuse(started, attempt, unknown);
+        };
+        let attempt = Attempt {
+            args: Some(json!({"plan_id": plan_id, "moves": plan.len()})),
+            ..attempt
+        };
+        if let Err(r) = self.admit(started, &attempt) {
+            return r;
+        }
+        let now = now_ns();
+        for p in &plan {
+            let current = match self.ws.stat(&p.mv.src) {
+                Ok(c) => c,
+                Err(e) => return self.finish(&call, started, fs_error(A, &e)),
+            };
+            let unchanged = current.as_ref().is_some_and(|c| {
+                c.dev == p.info.dev
+                    && c.ino == p.info.ino
+                    && c.size == p.info.size
+                    && c.mtime_ns == p.info.mtime_ns
+                    && c.kind == p.info.kind
+            });
+            if !unchanged {
+                let what = if current.is_none() {
+                    "vanished"
+                } else {
+                    "changed"
+                };
+                return self.finish(
+                    &call,
+                    started,
+                    OperationResult::new(
+                        A,
+                        ResultCode::Conflict,
+                        format!(
+                            "{} {what} since the plan was made; nothing was moved",
+                            p.mv.src
+                        ),
+                    )
+                    .with_detail(json!({"path": p.mv.src})),
+                );
+            }
+            if let Some(skip) = self.rules.protection(&p.info, now) {
+                return self.finish(
+                    &call,
+                    started,
+                    OperationResult::new(
+                        A,
+                        skip.code,
+                        format!("{}: {}; nothing was moved", p.mv.src, skip.reason),
+                    ),
+                );
+            }
+            if let Some(refusal) = self.refuse_if_occupied(
+                A,
+                &p.mv.dst,
+                "appeared since the plan was made; nothing was moved",
+            ) {
+                return self.finish(
+                    &call,
+                    started,
+                    refusal.with_detail(json!({"path": p.mv.dst})),
+                );
+            }
+        }
+        let moves: Vec<Move> = plan.into_iter().map(|p| p.mv).collect();
+        let result = self.perform(A, moves);
+        self.finish(&call, started, result)
+    }
+
+    /// `None` when nothing is at `rel`; otherwise the refusal: CONFLICT saying `rel` and
+    /// `why`, or the error met while looking.
+    fn refuse_if_occupied(&self, tool: &str, rel: &str, why: &str) -> Option<OperationResult> {
+        match self.ws.stat(rel) {
+            Ok(None) => None,
+            Ok(Some(_)) => Some(OperationResult::new(
+                tool,
+                ResultCode::Conflict,
+                format!("{rel} {why}"),
+            )),
+            Err(e) => Some(fs_error(tool, &e)),
+        }
+    }
+
+    /// Journals and performs `moves` as one action, rolling back on failure.
+    fn perform(&self, tool: &str, moves: Vec<Move>) -> OperationResult {
+        let Ok(mut journal) = self.journal.lock() else {
+            return OperationResult::internal(tool);
+        };
+        let dirs: BTreeSet<String> = moves
+            .iter()
+            .map(|m| parent(&m.dst).to_owned())
+            .filter(|d| !d.is_empty())
+            .collect();
+        let missing: Vec<String> = dirs
+            .iter()
+            .filter(|d| !matches!(self.ws.stat(d), Ok(Some(_))))
+            .cloned()
+            .collect();
+        let action = match journal.begin(&self.ws, tool, moves, missing.clone()) {
+            Ok(a) => a,
+            Err(e) => {
+                return OperationResult::new(
+                    tool,
+                    ResultCode::OperationFailed,
+                    format!("the journal could not be written, so nothing moved: {e}"),
+                );
+            }
+        };
+        let mut created: Vec<String> = Vec::new();
+        for d in &missing {
+            match self.ws.ensure_dirs(d) {
+                Ok(c) => created.extend(c),
+                Err(e) => {
+                    self.rollback(&mut journal, &action, 0, &created);
+                    return fs_error(tool, &e);
+                }
+            }
+        }
+        for (i, m) in action.moves.iter().enumerate() {
+            if let Err(e) = self.ws.rename_noreplace(&m.src, &m.dst) {
+                self.rollback(&mut journal, &action, i, &created);
+                let mut r = fs_error(tool, &e);
+                r.reason = format!(
+                    "{}; the {i} moves already made were rolled back, so nothing changed",
+                    r.reason
+                );
+                return r;
+            }
+        }
+        self.sync_dirs(&action);
+        let n = action.moves.len();
+        let id = action.id;
+        if let Err(e) = journal.commit(action) {
+            return OperationResult::new(
+                tool,
+                ResultCode::OperationFailed,
+                format!("moved, but the journal commit failed: {e}"),
+            );
+        }
+        OperationResult::new(
+            tool,
+            ResultCode::Ok,
+            format!("moved {n} file(s); undo_last_action restores them"),
+        )
+        .with_detail(json!({"moved": n, "action_id": id, "created_folders": created}))
+    }
+
+    fn rollback(&self, journal: &mut Journal, action: &Action, done: usize, created: &[String]) {
+        for m in action.moves[..done].iter().rev() {
+            if let Err(e) = self.ws.rename_noreplace(&m.dst, &m.src) {
+                eprintln!(
+                    "safe-mcp: rollback of {} failed: {e}; the journal keeps the action for reconciliation",
+                    m.dst
+                );
+                return;
+            }
+        }
+        for d in created.iter().rev() {
+            self.ws.rmdir_if_empty(d);
+        }
+        let _ = journal.abort(action.id);
+    }
+
+    pub(super) fn sync_dirs(&self, action: &Action) {
+        let dirs: BTreeSet<&str> = action
+            .moves
+            .iter()
+            .flat_map(|m| [parent(&m.src), parent(&m.dst)])
+            .collect();
+        for d in dirs {
+            self.ws.sync_dir(d);
+        }
+    }
+
+    /// `move_file(src, dest)`: PROTECTION rules only; never overwrites.
+    pub fn move_file(&self, src: &str, dest: &str) -> OperationResult {
+        const A: &str = "move_file";
+        let started = Instant::now();
+        let (call, attempt) = self.attempt(A, json!({"src": src, "dest": dest}));
+        let (src_rel, dst_rel) = match (self.relative(src), self.relative(dest)) {
+            (Ok(s), Ok(d)) => (s, d),
+            (Err(e), _) | (_, Err(e)) => return self.refuse(started, attempt, fs_error(A, &e)),
+        };
+        let attempt = Attempt {
+            args: Some(json!({"src": src_rel, "dest": dst_rel})),
+            ..attempt
+        };
+        if let Err(r) = self.admit(started, &attempt) {
+            return r;
+        }
+        let info = match self.ws.stat(&src_rel) {
+            Ok(Some(i)) => i,
+            Ok(None) => {
+                return self.finish(
+                    &call,
+                    started,
+                    OperationResult::new(
+                        A,
+                        ResultCode::InvalidRequest,
+                        format!("{src_rel} does not exist"),
+                    ),
+                );
+            }
+            Err(e) => return self.finish(&call, started, fs_error(A, &e)),
+        };
+        if let Some(skip) = self
+            .rules
+            .path_protection(&src_rel)
+            .or_else(|| self.rules.path_protection(&dst_rel))
+        {
+            return self.finish(
+                &call,
+                started,
+                OperationResult::new(A, skip.code, skip.reason)
+                    .with_detail(json!({"rule": skip.rule, "layer": skip.layer})),
+            );
+        }
+        if let Some(skip) = self.rules.protection(&info, now_ns()) {
+            return self.finish(
+                &call,
+                started,
+                OperationResult::new(A, skip.code, format!("{src_rel}: {}", skip.reason))
+                    .with_detail(json!({"rule": skip.rule, "layer": skip.layer})),
+            );
+        }
+        if dst_rel == src_rel || dst_rel.starts_with(&format!("{src_rel}/")) {
+            return self.finish(
+                &call,
+                started,
+                OperationResult::new(
+                    A,
+                    ResultCode::InvalidRequest,
+                    "a folder cannot move into itself",
+                ),
+            );
+        }
+        if let Some(refusal) = self.refuse_if_occupied(
+            A,
+            &dst_rel,
+            "already exists and is never overwritten or renamed around",
+        ) {
+            return self.finish(&call, started, refusal);
+        }
+        let result = self.perform(
+            A,
+            vec![Move {
+                src: src_rel,
+                dst: dst_rel,
+                dev: info.dev,
+                ino: info.ino,
+            }],
+        );
+        self.finish(&call, started, result)
+    }
+}
