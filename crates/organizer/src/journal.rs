@@ -104,6 +104,17 @@ impl Journal {
             .mode(0o600)
             .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
             .open(path)?;
+        // One files server per journal: two would hand out the same action ids and undo
+        // each other's moves. The lock lives as long as this descriptor.
+        match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => {}
+            Err(rustix::io::Errno::WOULDBLOCK) => {
+                return Err(std::io::Error::other(
+                    "another files server is using it; give each files server its own journal",
+                ));
+            }
+            Err(e) => return Err(e.into()),
+        }
         let mut journal = Journal {
             file,
             undo: Vec::new(),

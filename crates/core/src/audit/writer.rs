@@ -58,6 +58,32 @@ struct Writer {
     len: u64,
     prev: String,
     seq: u64,
+    /// `<trail>.lock`, held (flock) across each append so that servers sharing one trail
+    /// (both servers started from one policy) take turns and continue each other's chain.
+    lock: Option<File>,
+}
+
+/// Holds the trail's cross-process lock until released or dropped (closing the file on an
+/// early return releases it too).
+struct SharedLock(Option<File>);
+
+impl SharedLock {
+    /// Unlocks and hands the lock file back, to be reused by the next append.
+    fn release(mut self) -> Option<File> {
+        let file = self.0.take();
+        if let Some(f) = &file {
+            let _ = rustix::fs::flock(f, rustix::fs::FlockOperation::Unlock);
+        }
+        file
+    }
+}
+
+impl Drop for SharedLock {
+    fn drop(&mut self) {
+        if let Some(f) = &self.0 {
+            let _ = rustix::fs::flock(f, rustix::fs::FlockOperation::Unlock);
+        }
+    }
 }
 
 #[derive(Default)]
@@ -104,6 +130,7 @@ impl AuditLog {
                 len: 0,
                 prev: GENESIS.to_owned(),
                 seq: 0,
+                lock: None,
             }),
             sync: Mutex::new(SyncState::default()),
             synced: Condvar::new(),
@@ -116,7 +143,10 @@ impl AuditLog {
             .writer
             .lock()
             .map_err(|_| self.error("writer lock poisoned"))?;
-        self.ensure_open(&mut w)
+        let held = SharedLock(Some(self.shared_lock(&mut w)?));
+        self.ensure_open(&mut w)?;
+        w.lock = held.release();
+        Ok(())
     }
 
     /// Closed or open.
@@ -152,7 +182,9 @@ impl AuditLog {
                 .writer
                 .lock()
                 .map_err(|_| self.error("writer lock poisoned"))?;
+            let held = SharedLock(Some(self.shared_lock(&mut w)?));
             self.ensure_open(&mut w)?;
+            self.catch_up(&mut w)?;
             let seq = w.seq + 1;
             let mut record = Map::new();
             record.insert("time".into(), json!(rfc3339_now()));
@@ -178,12 +210,63 @@ impl AuditLog {
             if let Ok(mut s) = self.sync.lock() {
                 s.written = seq;
             }
+            w.lock = held.release();
             seq
         };
         if durable {
             self.wait_durable(seq)?;
         }
         Ok(seq)
+    }
+
+    /// Takes the trail's cross-process lock (blocking while another server appends). The
+    /// lock file is returned to the writer by the caller after the append.
+    fn shared_lock(&self, w: &mut Writer) -> Result<File, AuditError> {
+        let file = match w.lock.take() {
+            Some(f) => f,
+            None => {
+                let mut name = self.path.clone().into_os_string();
+                name.push(".lock");
+                OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .mode(0o600)
+                    .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                    .open(PathBuf::from(name))
+                    .map_err(|e| self.error(format!("cannot open its lock file: {e}")))?
+            }
+        };
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
+            .map_err(|e| self.error(format!("cannot lock: {e}")))?;
+        Ok(file)
+    }
+
+    /// Another server sharing the trail appended since our last write: continue its chain.
+    /// Called under the shared lock, so no record is half written.
+    fn catch_up(&self, w: &mut Writer) -> Result<(), AuditError> {
+        let Some(file) = w.file.clone() else {
+            return Ok(());
+        };
+        let len = file
+            .metadata()
+            .map_err(|e| self.error(format!("cannot stat: {e}")))?
+            .len();
+        if len == w.len {
+            return Ok(());
+        }
+        let tail = read_tail(&mut &*file)
+            .map_err(|e| self.error(format!("cannot read the chain's tail: {e}")))?;
+        if let Some(line) = &tail.last_line {
+            w.prev = self.chain.digest(line);
+            w.seq = seq_of(line);
+        }
+        w.len = tail.len;
+        if let Some(torn) = tail.torn {
+            self.seal_torn(w, torn)?;
+        }
+        Ok(())
     }
 
     fn write_line(&self, w: &mut Writer, line: &str) -> Result<(), AuditError> {
@@ -293,15 +376,18 @@ impl AuditLog {
     fn ensure_open(&self, w: &mut Writer) -> Result<(), AuditError> {
         let mut replaced = false;
         if let Some(file) = &w.file {
-            let same = match (file.metadata(), std::fs::symlink_metadata(&self.path)) {
-                (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+            let ours = file.metadata().ok();
+            let same_as = |path: &Path| match (&ours, std::fs::symlink_metadata(path)) {
+                (Some(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
                 _ => false,
             };
-            if same {
+            if same_as(&self.path) {
                 return Ok(());
             }
+            // Our file now at `.1`: a server sharing the trail rotated it, and the chain goes
+            // on in the new file. Anything else is a deletion or a swap.
+            replaced = !same_as(&self.rotated(1));
             w.file = None;
-            replaced = true;
         }
         let memory = (w.prev.clone(), w.seq);
         let mut file = OpenOptions::new()
@@ -353,19 +439,23 @@ impl AuditLog {
             )?;
         }
         if let Some(torn) = tail.torn {
-            // Seal the torn line: end it, then link past it with a record that names it.
-            self.write_line(w, "")?;
-            w.len += 1;
-            let mut fields = Map::new();
-            fields.insert("torn_line".into(), json!(torn.line));
-            fields.insert("torn_digest".into(), json!(self.chain.digest(&torn.bytes)));
-            fields.insert(
-                "reason".into(),
-                json!("the last line was cut by a crash; it is kept, unlinked"),
-            );
-            self.seal_extra(w, "recovered", fields)?;
+            self.seal_torn(w, torn)?;
         }
         Ok(())
+    }
+
+    /// Seals a torn last line: ends it, then links past it with a record that names it.
+    fn seal_torn(&self, w: &mut Writer, torn: Torn) -> Result<(), AuditError> {
+        self.write_line(w, "")?;
+        w.len += 1;
+        let mut fields = Map::new();
+        fields.insert("torn_line".into(), json!(torn.line));
+        fields.insert("torn_digest".into(), json!(self.chain.digest(&torn.bytes)));
+        fields.insert(
+            "reason".into(),
+            json!("the last line was cut by a crash; it is kept, unlinked"),
+        );
+        self.seal_extra(w, "recovered", fields)
     }
 }
 
@@ -414,7 +504,7 @@ struct Tail {
 }
 
 /// The last complete line of a trail, and a torn fragment after it, if any.
-fn read_tail(file: &mut File) -> std::io::Result<Tail> {
+fn read_tail(mut file: impl Read + Seek) -> std::io::Result<Tail> {
     let len = file.seek(SeekFrom::End(0))?;
     if len == 0 {
         return Ok(Tail {

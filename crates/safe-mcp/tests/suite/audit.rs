@@ -339,3 +339,118 @@ async fn records_are_safe_to_print_and_tail_follows() {
         "tail -f printed the new call"
     );
 }
+
+async fn echo_many(s: &Session, tag: &str) {
+    for i in 0..15 {
+        let r = s.run(&format!("echo {tag}-{i}")).await;
+        assert_eq!(r["code"], "OK", "{r}");
+    }
+}
+
+/// Adds a `[files]` section to the sandbox's policy, so one policy serves both servers as
+/// the README's quick start shows.
+fn with_files_section(sb: &Sandbox) {
+    std::fs::create_dir_all(sb.base().join("inbox")).unwrap();
+    for i in 0..8 {
+        std::fs::write(sb.base().join(format!("inbox/f{i}.txt")), "x").unwrap();
+    }
+    let text = std::fs::read_to_string(&sb.policy).unwrap();
+    std::fs::write(
+        &sb.policy,
+        format!("{text}\n[files]\nworkspace_root = \"inbox\"\njournal = \"journal.jsonl\"\n"),
+    )
+    .unwrap();
+}
+
+/// Both servers from one policy, and a second terminal server beside them, append to one
+/// trail at once (rotating it too): the trail stays one chain, every seq once, nothing
+/// reported as a discontinuity.
+#[tokio::test(flavor = "multi_thread")]
+async fn servers_sharing_one_trail_keep_one_chain() {
+    let sb = Sandbox::new("");
+    let text = std::fs::read_to_string(&sb.policy).unwrap();
+    std::fs::write(
+        &sb.policy,
+        format!("audit_max_bytes = 8192\naudit_keep = 100\n{text}"),
+    )
+    .unwrap();
+    with_files_section(&sb);
+    let t1 = sb.session().await;
+    let t2 = sb.session().await;
+    let files =
+        Session::start_server("files", &sb.policy, |_| {}, std::process::Stdio::inherit()).await;
+    let moves = async {
+        for i in 0..8 {
+            let r = files
+                .call(
+                    "move_file",
+                    json!({"src": format!("f{i}.txt"), "dest": format!("moved/f{i}.txt")}),
+                )
+                .await;
+            assert_eq!(r["code"], "OK", "{r}");
+        }
+    };
+    tokio::join!(echo_many(&t1, "one"), echo_many(&t2, "two"), moves);
+    drop((t1, t2, files));
+
+    let (code, out) = verify(&sb.audit, &[]);
+    assert_eq!(code, 0, "{out}");
+    let mut records = Vec::new();
+    let mut n = 1;
+    loop {
+        let mut name = sb.audit.clone().into_os_string();
+        name.push(format!(".{n}"));
+        let path = std::path::PathBuf::from(name);
+        if !path.exists() {
+            break;
+        }
+        records.extend(
+            std::fs::read_to_string(path)
+                .unwrap()
+                .lines()
+                .map(str::to_owned),
+        );
+        n += 1;
+    }
+    assert!(n > 2, "the trail was meant to rotate");
+    records.extend(
+        std::fs::read_to_string(&sb.audit)
+            .unwrap()
+            .lines()
+            .map(str::to_owned),
+    );
+    let mut seqs: Vec<u64> = records
+        .iter()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["seq"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    seqs.sort_unstable();
+    let want: Vec<u64> = (1..=seqs.len() as u64).collect();
+    assert_eq!(seqs, want, "every seq exactly once");
+    assert!(!records.iter().any(|l| l.contains("discontinuity")));
+    let tools = |t: &str| records.iter().filter(|l| l.contains(t)).count();
+    assert_eq!(tools("\"tool\":\"run_command\""), 60);
+    assert_eq!(tools("\"tool\":\"move_file\""), 16);
+}
+
+/// Two files servers on one journal would hand out the same action ids: the second one
+/// refuses to start and says why.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_files_server_on_one_journal_refuses_to_start() {
+    let sb = Sandbox::new("");
+    with_files_section(&sb);
+    let first =
+        Session::start_server("files", &sb.policy, |_| {}, std::process::Stdio::inherit()).await;
+    let out = safe_mcp(&["files", "--config", sb.policy.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with("fatal: ") && stderr.contains("another files server is using it"),
+        "{stderr}"
+    );
+    let r = first.call("list_files", json!({})).await;
+    assert_eq!(r["code"], "OK", "the first server still serves: {r}");
+}
