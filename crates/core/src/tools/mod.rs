@@ -5,10 +5,13 @@
 //! Owns one question per simple command: "can this argv turn an allowlisted tool into a
 //! shell?". Every tool's argv goes through one normaliser ([`parse`]): bundled short flags,
 //! attached values (`-Icmd`, `-oKey=V`), `--opt=value` and `--opt value`, unique long-option
-//! prefixes, options after operands (GNU permutation) and `--`. Escapes are refused with a
-//! reason that names them unless the operator opts that exact escape in
-//! (`allow_escapes`); interpreters and trampolines are refused unless `allow_interpreter`.
-//! A tool this module does not know keeps the generic, fail-closed path checks.
+//! prefixes, options after operands (GNU permutation), `--`, and old-style key bundles
+//! (`tar cf a.tar f`). Escapes are refused with a reason that names them unless the operator
+//! opts that exact escape in (`allow_escapes`); interpreters and trampolines are refused
+//! unless `allow_interpreter`. The facts, tool by tool, are in the catalog.
+//!
+//! It must never pass what it cannot read: a tool this module does not know keeps the
+//! generic, fail-closed path checks on every argument.
 
 mod catalog;
 pub mod parse;

@@ -5,6 +5,12 @@
 //! take `=value` or the next token, a long option may be abbreviated to any unique prefix,
 //! options may follow operands, and `--` ends options. An abbreviation that matches several
 //! long options is kept as given and flagged ambiguous, so a rule can still refuse it.
+//!
+//! Also the old-style key bundle some tools keep from before getopt (GNU tar's `tar cf a.tar
+//! f`), read as GNU tar reads it ([`parse_old_style`]).
+//!
+//! It must never guess in the tool's favour: where the real tool would read a token as an
+//! option, this reads it as an option too, so the rules that look for escapes see it.
 
 /// Whether a long option takes a value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,8 +98,63 @@ fn resolve_long<'g>(grammar: &'g Grammar, given: &str) -> (Option<&'g (&'static 
 /// Parses `args` under `grammar`.
 pub fn parse(grammar: &Grammar, args: &[String]) -> Parsed {
     let mut out = Vec::new();
-    let mut i = 0;
+    parse_options(grammar, args, 0, false, &mut out);
+    Parsed { args: out }
+}
+
+/// Parses `args` under `grammar` for a tool whose first argument, when it does not start
+/// with `-`, is an old-style key bundle: GNU tar's `tar cf a.tar f`, `tar xzf a.tgz`.
+///
+/// GNU tar's semantics (tar.c, "Convert old-style tar call"): every letter of the bundle is
+/// a short option, and each letter that takes a value takes the next unused word, in order.
+/// `tar cfb a.tar 20 f` is `-c -f a.tar -b 20 f`, and `tar cfI a.tar prog f` is
+/// `-c -f a.tar -I prog f`; the rest of the argv is then parsed as usual. Reading the bundle
+/// as `-cfI` instead would let `f` swallow `I` and hide `-I`, which runs a program.
+pub fn parse_old_style(grammar: &Grammar, args: &[String]) -> Parsed {
+    let Some(bundle) = args.first().filter(|a| !a.starts_with('-')) else {
+        return parse(grammar, args);
+    };
+    let mut out = Vec::new();
+    let mut next = 1;
     let mut options_done = false;
+    for c in bundle.chars() {
+        // GNU tar turns a `-` in the bundle into `--`, which ends options: every later letter,
+        // its value and every later word are operands.
+        if c == '-' {
+            options_done = true;
+            continue;
+        }
+        let value = if grammar.short_value.contains(c) {
+            let word = args.get(next).cloned();
+            next += usize::from(word.is_some());
+            word
+        } else {
+            None
+        };
+        if options_done {
+            out.push(Arg::Operand(format!("-{c}")));
+            out.extend(value.map(Arg::Operand));
+        } else {
+            out.push(Arg::Opt {
+                name: format!("-{c}"),
+                value,
+                ambiguous: false,
+            });
+        }
+    }
+    parse_options(grammar, args, next, options_done, &mut out);
+    Parsed { args: out }
+}
+
+/// The getopt_long loop over `args[start..]`, appending to `out`.
+fn parse_options(
+    grammar: &Grammar,
+    args: &[String],
+    start: usize,
+    mut options_done: bool,
+    out: &mut Vec<Arg>,
+) {
+    let mut i = start;
     while i < args.len() {
         let a = &args[i];
         i += 1;
@@ -170,7 +231,6 @@ pub fn parse(grammar: &Grammar, args: &[String]) -> Parsed {
             });
         }
     }
-    Parsed { args: out }
 }
 
 #[cfg(test)]
@@ -238,6 +298,111 @@ mod tests {
         assert_eq!(
             parse(&g, &args).args,
             [Arg::Operand("sub".into()), Arg::Operand("--force".into())]
+        );
+    }
+
+    /// A few of GNU tar's value-taking letters.
+    const TAR: Grammar = Grammar {
+        short_value: "bfIC",
+        long: &[("file", Val::Required), ("create", Val::No)],
+        permute: true,
+    };
+
+    fn old(args: &[&str]) -> Vec<Arg> {
+        parse_old_style(
+            &TAR,
+            &args.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+        )
+        .args
+    }
+
+    fn operand(s: &str) -> Arg {
+        Arg::Operand(s.into())
+    }
+
+    #[test]
+    fn old_style_letters_take_the_next_words_in_order() {
+        assert_eq!(
+            old(&["cfb", "a.tar", "20", "f"]),
+            [
+                opt("-c", None),
+                opt("-f", Some("a.tar")),
+                opt("-b", Some("20")),
+                operand("f")
+            ]
+        );
+        assert_eq!(
+            old(&["cfI", "a.tar", "prog", "x"]),
+            [
+                opt("-c", None),
+                opt("-f", Some("a.tar")),
+                opt("-I", Some("prog")),
+                operand("x")
+            ],
+            "`I` takes its own word: `f` must not swallow it"
+        );
+        assert_eq!(
+            old(&["cIf", "prog", "a.tar"]),
+            [
+                opt("-c", None),
+                opt("-I", Some("prog")),
+                opt("-f", Some("a.tar"))
+            ]
+        );
+        assert_eq!(
+            old(&["xf", "a.tar", "f", "--cre", "-C", "d"]),
+            [
+                opt("-x", None),
+                opt("-f", Some("a.tar")),
+                operand("f"),
+                opt("--create", None),
+                opt("-C", Some("d"))
+            ],
+            "the rest of the argv parses as usual"
+        );
+        assert_eq!(
+            old(&["cf"]),
+            [opt("-c", None), opt("-f", None)],
+            "no word left"
+        );
+        assert_eq!(
+            old(&[""]),
+            Vec::<Arg>::new(),
+            "an empty bundle has no letters"
+        );
+    }
+
+    #[test]
+    fn only_a_first_argument_without_a_dash_is_an_old_style_bundle() {
+        assert_eq!(
+            old(&["-cfI", "x"]),
+            [opt("-c", None), opt("-f", Some("I")), operand("x")],
+            "a dash-led bundle is an ordinary getopt bundle"
+        );
+        assert_eq!(
+            old(&["-c", "cfI", "x"]),
+            [opt("-c", None), operand("cfI"), operand("x")]
+        );
+        assert_eq!(
+            parse(&TAR, &["cfI".to_string(), "x".to_string()]).args,
+            [operand("cfI"), operand("x")],
+            "the plain parser knows no old style"
+        );
+    }
+
+    #[test]
+    fn a_dash_inside_an_old_style_bundle_ends_options() {
+        // GNU tar explodes `cI-b` into `-c -I prog -- -b 20`: after `--` all are operands.
+        assert_eq!(
+            old(&["cI-b", "prog", "20", "-f", "x"]),
+            [
+                opt("-c", None),
+                opt("-I", Some("prog")),
+                operand("-b"),
+                operand("20"),
+                operand("-f"),
+                operand("x")
+            ]
         );
     }
 }

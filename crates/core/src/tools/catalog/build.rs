@@ -1,0 +1,260 @@
+//! Build tools and package managers: make, npm (pnpm, yarn), cargo, go, pip.
+//!
+//! Owns which of their subcommands only read (`cargo tree`, `npm ls`, `go version`, `pip
+//! list`) and which build, install or run code from the workspace: build scripts,
+//! procedural macros, lifecycle scripts, setup.py, generators, recipes. make runs the
+//! recipes of a Makefile the model can write, so it counts as an interpreter.
+//!
+//! It must never allow a subcommand by default: the read-only ones are listed, and anything
+//! else (including a subcommand a newer version adds) is refused.
+
+use std::path::Path;
+
+use super::super::Inspection;
+use super::super::parse::{Grammar, Parsed, Val};
+use super::{BASE, Kind, Operands, Spec, first_operand};
+
+pub(super) const SPECS: &[Spec] = &[
+    Spec {
+        names: &["make", "gmake"],
+        kind: Kind::Interpreter("make runs the recipes of a Makefile, which the model can write"),
+        grammar: Grammar {
+            short_value: "CfIjlEoW",
+            long: &[
+                ("eval", Val::Required),
+                ("file", Val::Required),
+                ("makefile", Val::Required),
+                ("directory", Val::Required),
+                ("include-dir", Val::Required),
+                ("jobs", Val::Optional),
+                ("load-average", Val::Optional),
+                ("old-file", Val::Required),
+                ("what-if", Val::Required),
+                ("new-file", Val::Required),
+            ],
+            permute: true,
+        },
+        escapes: &[
+            (
+                "--eval",
+                "`make --eval` evaluates makefile text, where `$(shell …)` runs commands",
+            ),
+            (
+                "-E",
+                "`make -E` evaluates makefile text, where `$(shell …)` runs commands",
+            ),
+        ],
+        path_opts: &[
+            "-f",
+            "--file",
+            "--makefile",
+            "-C",
+            "--directory",
+            "-I",
+            "--include-dir",
+        ],
+        operands: Operands::NotPaths,
+        ..BASE
+    },
+    Spec {
+        names: &["npm", "pnpm", "yarn"],
+        grammar: Grammar {
+            short_value: "",
+            long: &[
+                ("prefix", Val::Required),
+                ("userconfig", Val::Required),
+                ("globalconfig", Val::Required),
+                ("cache", Val::Required),
+                ("script-shell", Val::Required),
+            ],
+            permute: false,
+        },
+        escapes: &[(
+            "--script-shell",
+            "`npm --script-shell` chooses the shell that runs scripts",
+        )],
+        operands: Operands::NotPaths,
+        custom: Some(npm),
+        ..BASE
+    },
+    Spec {
+        names: &["cargo"],
+        grammar: Grammar {
+            short_value: "CZ",
+            long: &[
+                ("config", Val::Required),
+                ("manifest-path", Val::Required),
+                ("target-dir", Val::Required),
+                ("color", Val::Required),
+            ],
+            permute: false,
+        },
+        escapes: &[
+            (
+                "--config",
+                "`cargo --config` can set target runners, linkers and aliases (programs)",
+            ),
+            ("-Z", "`cargo -Z` enables unstable behaviour"),
+        ],
+        path_opts: &["--manifest-path", "--target-dir", "-C"],
+        operands: Operands::NotPaths,
+        custom: Some(cargo),
+        ..BASE
+    },
+    Spec {
+        names: &["go"],
+        operands: Operands::NotPaths,
+        inject_env: &[("GOTOOLCHAIN", "local"), ("GOFLAGS", "")],
+        custom: Some(go),
+        ..BASE
+    },
+    Spec {
+        names: &["pip", "pip3"],
+        grammar: Grammar {
+            short_value: "r",
+            long: &[
+                ("requirement", Val::Required),
+                ("config-file", Val::Required),
+            ],
+            permute: false,
+        },
+        operands: Operands::NotPaths,
+        custom: Some(pip),
+        ..BASE
+    },
+];
+
+/// npm: the read-only subcommands; every other one can run lifecycle scripts from
+/// package.json, and `audit fix`, `config set` and `pkg set` write.
+fn npm(p: &Parsed, _: &[String], _: Option<&Path>, insp: &mut Inspection) {
+    const SAFE: &[&str] = &[
+        "ls", "list", "ll", "la", "view", "info", "show", "outdated", "help", "search", "version",
+        "config", "root", "prefix", "bin", "ping", "doctor", "explain", "why", "fund", "audit",
+        "query", "pkg",
+    ];
+    match first_operand(p) {
+        None => {}
+        Some(sub) if SAFE.contains(&sub) && !(sub == "audit" && p.operands().nth(1) == Some("fix")) && !(sub == "config" && p.operands().nth(1) == Some("set")) && !(sub == "pkg" && p.operands().nth(1) == Some("set")) => {}
+        Some(sub) => insp.escape(sub, format!("`npm {sub}` runs package scripts or installs code that runs (lifecycle scripts from package.json)")),
+    }
+}
+
+/// cargo: the subcommands that neither compile (build scripts and proc macros run then)
+/// nor install.
+fn cargo(p: &Parsed, _: &[String], _: Option<&Path>, insp: &mut Inspection) {
+    const SAFE: &[&str] = &[
+        "tree",
+        "metadata",
+        "pkgid",
+        "locate-project",
+        "read-manifest",
+        "verify-project",
+        "version",
+        "help",
+        "search",
+        "info",
+        "fmt",
+    ];
+    if let Some(sub) = first_operand(p)
+        && !SAFE.contains(&sub)
+    {
+        insp.escape(sub, format!("`cargo {sub}` compiles and runs build scripts and procedural macros (code from the workspace), or installs code"));
+    }
+}
+
+/// go: the read-only subcommands, and the writes hidden in two of them (`env -w`,
+/// `vet -vettool`). go's flags are single-dash long options, so the raw args are read.
+fn go(_: &Parsed, args: &[String], _: Option<&Path>, insp: &mut Inspection) {
+    const SAFE: &[&str] = &["version", "env", "list", "doc", "help", "fmt", "vet"];
+    if let Some(sub) = args.iter().find(|a| !a.starts_with('-')) {
+        if !SAFE.contains(&sub.as_str()) {
+            insp.escape(sub, format!("`go {sub}` compiles and runs code, runs generators, or downloads toolchains and modules"));
+        }
+        if sub == "env" && args.iter().any(|a| a == "-w" || a == "-u") {
+            insp.escape(
+                "env -w",
+                "`go env -w` writes configuration (GOFLAGS, toolchains) that later runs code",
+            );
+        }
+        if sub == "vet" && args.iter().any(|a| a.starts_with("-vettool")) {
+            insp.escape(
+                "-vettool",
+                "`go vet -vettool` runs a program of the caller's choosing",
+            );
+        }
+    }
+}
+
+/// pip: the subcommands that neither build nor install packages (a build runs setup.py or
+/// a build backend).
+fn pip(p: &Parsed, _: &[String], _: Option<&Path>, insp: &mut Inspection) {
+    const SAFE: &[&str] = &[
+        "list", "show", "freeze", "check", "help", "search", "inspect", "index", "hash", "cache",
+        "debug",
+    ];
+    if let Some(sub) = first_operand(p)
+        && !SAFE.contains(&sub)
+    {
+        insp.escape(sub, format!("`pip {sub}` can run a package's build code (setup.py, build backends) or change the environment"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{cmd, escapes, paths};
+
+    #[test]
+    fn make_is_an_interpreter_with_eval_escapes() {
+        let insp = cmd("make all");
+        assert!(insp.interpreter.is_some_and(|w| w.contains("Makefile")));
+        assert_eq!(escapes("make --eval=x"), ["--eval"]);
+        assert_eq!(escapes("make -E x"), ["-E"]);
+        assert_eq!(paths("make -C /src -f ../M all"), ["/src", "../M"]);
+    }
+
+    #[test]
+    fn npm_reads_are_allowed_and_everything_else_runs_scripts() {
+        assert!(escapes("npm ls").is_empty());
+        assert!(escapes("npm audit").is_empty());
+        assert!(escapes("npm config get x").is_empty());
+        assert_eq!(escapes("npm run build"), ["run"]);
+        assert_eq!(escapes("npm install"), ["install"]);
+        assert_eq!(escapes("npm audit fix"), ["audit"]);
+        assert_eq!(escapes("npm config set x y"), ["config"]);
+        assert_eq!(escapes("npm --script-shell=x ls"), ["--script-shell"]);
+        assert_eq!(escapes("yarn add x"), ["add"]);
+    }
+
+    #[test]
+    fn cargo_reads_are_allowed_and_builds_are_escapes() {
+        assert!(escapes("cargo tree").is_empty());
+        assert!(escapes("cargo --manifest-path x/Cargo.toml metadata").is_empty());
+        assert_eq!(escapes("cargo build"), ["build"]);
+        assert_eq!(escapes("cargo --config x=1 tree"), ["--config"]);
+        assert_eq!(escapes("cargo -Zx tree"), ["-Z"]);
+        assert_eq!(paths("cargo --target-dir ../t tree"), ["../t"]);
+    }
+
+    #[test]
+    fn go_reads_and_the_writes_that_hide_in_them() {
+        assert!(escapes("go version").is_empty());
+        assert!(escapes("go env GOPATH").is_empty());
+        assert_eq!(escapes("go run ."), ["run"]);
+        assert_eq!(escapes("go generate ./..."), ["generate"]);
+        assert_eq!(escapes("go env -w GOFLAGS=x"), ["env -w"]);
+        assert_eq!(escapes("go vet -vettool=x ./..."), ["-vettool"]);
+        assert!(
+            cmd("go version")
+                .inject_env
+                .contains(&("GOTOOLCHAIN".to_owned(), "local".to_owned()))
+        );
+    }
+
+    #[test]
+    fn pip_reads_are_allowed_and_installs_are_escapes() {
+        assert!(escapes("pip list").is_empty());
+        assert!(escapes("pip3 show x").is_empty());
+        assert_eq!(escapes("pip install x"), ["install"]);
+        assert_eq!(escapes("pip -r req.txt download"), ["download"]);
+    }
+}

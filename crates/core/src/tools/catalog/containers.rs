@@ -1,0 +1,89 @@
+//! Container clients: docker and podman.
+//!
+//! Owns which of their subcommands only read through the daemon (`ps`, `images`, `inspect`,
+//! `logs`, …) and the global options that pick another daemon or client config. The daemon
+//! is root-equivalent (`docker run -v /:/h` is the host's root), so everything else is
+//! refused.
+//!
+//! It must never allow a subcommand that creates, changes or enters a container or image,
+//! nor one it does not know.
+
+use std::path::Path;
+
+use super::super::Inspection;
+use super::super::parse::{Grammar, Parsed, Val};
+use super::{BASE, Operands, Spec, first_operand};
+
+pub(super) const SPECS: &[Spec] = &[Spec {
+    names: &["docker", "podman"],
+    grammar: Grammar {
+        short_value: "Hc",
+        long: &[
+            ("host", Val::Required),
+            ("context", Val::Required),
+            ("config", Val::Required),
+        ],
+        permute: false,
+    },
+    escapes: &[
+        (
+            "-H",
+            "`docker -H` talks to a daemon of the caller's choosing",
+        ),
+        (
+            "--host",
+            "`docker --host` talks to a daemon of the caller's choosing",
+        ),
+        ("-c", "`docker -c` chooses another daemon context"),
+        (
+            "--context",
+            "`docker --context` chooses another daemon context",
+        ),
+        (
+            "--config",
+            "`docker --config` loads a client config (credential helpers are programs)",
+        ),
+    ],
+    operands: Operands::NotPaths,
+    custom: Some(docker),
+    ..BASE
+}];
+
+/// docker/podman: the subcommands that only read; `image` only with a read-only second
+/// word.
+fn docker(p: &Parsed, _: &[String], _: Option<&Path>, insp: &mut Inspection) {
+    const SAFE: &[&str] = &[
+        "ps", "images", "image", "version", "info", "inspect", "logs", "stats", "top", "history",
+        "search", "help", "events", "port", "diff",
+    ];
+    if let Some(sub) = first_operand(p) {
+        let second = p.operands().nth(1).unwrap_or("");
+        let safe = SAFE.contains(&sub)
+            && (sub != "image" || matches!(second, "ls" | "list" | "inspect" | "history"));
+        if !safe {
+            insp.escape(sub, format!("`docker {sub}` changes containers or images through the daemon, which is root-equivalent"));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::escapes;
+
+    #[test]
+    fn reads_are_allowed_and_everything_else_is_root_equivalent() {
+        assert!(escapes("docker ps").is_empty());
+        assert!(escapes("docker image ls").is_empty());
+        assert!(escapes("podman logs c").is_empty());
+        assert_eq!(escapes("docker run -v /:/h alpine"), ["run"]);
+        assert_eq!(escapes("docker image rm x"), ["image"]);
+        assert_eq!(escapes("docker exec c sh"), ["exec"]);
+    }
+
+    #[test]
+    fn another_daemon_or_config_is_an_escape() {
+        assert_eq!(escapes("docker -H tcp://x ps"), ["-H"]);
+        assert_eq!(escapes("docker --context=x ps"), ["--context"]);
+        assert_eq!(escapes("docker --config /c ps"), ["--config"]);
+    }
+}

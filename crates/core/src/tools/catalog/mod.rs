@@ -1,0 +1,402 @@
+//! The catalog: what each allowlisted tool can be made to do, held as data, and the one
+//! matcher that reads every tool's argv against it.
+//!
+//! Owns the shared vocabulary ([`Spec`], [`Kind`], [`Operands`], and the subcommand tables of
+//! [`subcommands`]), the lookup by program name, and [`inspect_known`]. The facts live in one
+//! file per tool family, each spec next to the few checks that need code and the unit tests
+//! that pin them:
+//!
+//! - `interpreters.rs`: shells, interpreters, trampolines, editors (refused outright)
+//! - `fs.rs`: coreutils-style file tools (cp, mv, ls, cat, tee, chmod, dd, echo, …)
+//! - `search.rs`: grep, rg, find
+//! - `text.rs`: sort, sed, awk, jq
+//! - `archive.rs`: tar, zip
+//! - `net.rs`: rsync, ssh, scp/sftp, curl, wget
+//! - `pagers.rs`: less/more/most, man
+//! - `sqlite.rs`: sqlite3
+//! - `vcs.rs`: git
+//! - `build.rs`: make, npm, cargo, go, pip
+//! - `containers.rs`: docker, podman
+//!
+//! Sources: the tools' own manuals (GNU coreutils, findutils, tar, sed, gawk, git, OpenSSH,
+//! sqlite3), and the escape lists that GTFOBins and Codex's exec policy keep.
+//!
+//! This file must never hold a fact about one tool: a tool's quirks belong in its family's
+//! spec, as data where the matcher can read them. And nothing here may open, stat or run what
+//! an argv names; the only file-system look is awk resolving its own binary.
+
+mod archive;
+mod build;
+mod containers;
+mod fs;
+mod interpreters;
+mod net;
+mod pagers;
+mod search;
+mod sqlite;
+mod subcommands;
+mod text;
+mod vcs;
+
+use std::path::Path;
+
+use super::parse::{Arg, Grammar, Parsed, parse, parse_old_style};
+use super::{Inspection, PathCheck};
+pub use subcommands::Subcommands;
+
+/// What kind of program this is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A tool whose escapes are listed.
+    Tool,
+    /// Runs code it is given (a shell, an interpreter, an editor with a command line) or runs
+    /// another program (a trampoline): refused unless `allow_interpreter`.
+    Interpreter(&'static str),
+}
+
+/// How the operands (non-option arguments) are treated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operands {
+    /// Every operand is a path.
+    Paths,
+    /// No operand is ever opened (echo, printf).
+    NotPaths,
+    /// The first operand is a pattern or program (grep, sed, awk, jq, rg) unless one of the
+    /// `program_opts` supplied it; the rest are paths.
+    AfterProgram,
+    /// Unknown: generic checks.
+    Generic,
+}
+
+/// A check that needs code: the parsed args, the raw args, the resolved program.
+pub type CustomCheck = fn(&Parsed, &[String], Option<&Path>, &mut Inspection);
+
+/// One tool family.
+#[derive(Debug, Clone, Copy)]
+pub struct Spec {
+    /// Program names this spec covers.
+    pub names: &'static [&'static str],
+    /// Tool or interpreter.
+    pub kind: Kind,
+    /// Its option grammar.
+    pub grammar: Grammar,
+    /// The first argument, when it does not start with `-`, is an old-style key bundle whose
+    /// letters take the next words as their values (GNU tar's `tar cf a.tar f`): read by
+    /// [`parse_old_style`].
+    pub old_style_keys: bool,
+    /// Options that are escapes: (canonical name, reason).
+    pub escapes: &'static [(&'static str, &'static str)],
+    /// Options whose value is a path.
+    pub path_opts: &'static [&'static str],
+    /// Options that supply the program/pattern instead of the first operand.
+    pub program_opts: &'static [&'static str],
+    /// Operand treatment.
+    pub operands: Operands,
+    /// The first operand names a subcommand with its own options and escapes (git). The
+    /// grammar above is then the one of the options before the subcommand, and must not
+    /// permute: everything after the subcommand belongs to it.
+    pub subcommands: Option<&'static Subcommands>,
+    /// Arguments inserted after the program name.
+    pub inject_args: &'static [&'static str],
+    /// Environment added.
+    pub inject_env: &'static [(&'static str, &'static str)],
+    /// Checks that need code.
+    pub custom: Option<CustomCheck>,
+    /// The grammar is precise: values of known, non-path options are never paths. When
+    /// false, every option value gets the generic check.
+    pub typed_values: bool,
+}
+
+const NO_GRAMMAR: Grammar = Grammar {
+    short_value: "",
+    long: &[],
+    permute: true,
+};
+
+/// The defaults every spec starts from (`..BASE`): a tool with no known options whose
+/// operands are paths.
+const BASE: Spec = Spec {
+    names: &[],
+    kind: Kind::Tool,
+    grammar: NO_GRAMMAR,
+    old_style_keys: false,
+    escapes: &[],
+    path_opts: &[],
+    program_opts: &[],
+    operands: Operands::Paths,
+    subcommands: None,
+    inject_args: &[],
+    inject_env: &[],
+    custom: None,
+    typed_values: true,
+};
+
+/// Every family's specs. Order does not matter; names are unique (a test checks).
+static FAMILIES: &[&[Spec]] = &[
+    interpreters::SPECS,
+    fs::SPECS,
+    search::SPECS,
+    text::SPECS,
+    archive::SPECS,
+    net::SPECS,
+    pagers::SPECS,
+    sqlite::SPECS,
+    vcs::SPECS,
+    build::SPECS,
+    containers::SPECS,
+];
+
+/// Every spec of every family.
+fn all_specs() -> impl Iterator<Item = &'static Spec> {
+    FAMILIES.iter().flat_map(|family| family.iter())
+}
+
+/// The spec for `name`, if the catalog knows it.
+pub fn lookup(name: &str) -> Option<&'static Spec> {
+    all_specs().find(|s| s.names.contains(&name))
+}
+
+/// Reads `args` (program excluded) against `spec`: its escapes, the paths to contain, its
+/// hardening, then its subcommand table and its custom check, in that order.
+pub(super) fn inspect_known(
+    spec: &'static Spec,
+    name: &str,
+    args: &[String],
+    program: Option<&Path>,
+) -> Inspection {
+    let mut insp = Inspection::default();
+    if let Kind::Interpreter(why) = spec.kind {
+        insp.interpreter = Some(why.to_owned());
+        if spec.escapes.is_empty() {
+            insp.paths = args.iter().map(|a| PathCheck::Generic(a.clone())).collect();
+            return insp;
+        }
+    }
+    let parsed = if spec.old_style_keys {
+        parse_old_style(&spec.grammar, args)
+    } else {
+        parse(&spec.grammar, args)
+    };
+    let mut program_supplied = false;
+    for arg in &parsed.args {
+        let Arg::Opt {
+            name,
+            value,
+            ambiguous,
+        } = arg
+        else {
+            continue;
+        };
+        if *ambiguous {
+            // Refuse an abbreviation that could mean a dangerous option.
+            let given = name.trim_start_matches('-');
+            if let Some((esc, why)) = spec
+                .escapes
+                .iter()
+                .find(|(e, _)| e.starts_with("--") && e[2..].starts_with(given))
+            {
+                insp.escape(
+                    esc,
+                    format!("{why} (`{name}` is an ambiguous abbreviation that could mean it)"),
+                );
+            }
+        }
+        if let Some((esc, why)) = spec.escapes.iter().find(|(e, _)| e == name) {
+            insp.escape(esc, *why);
+        }
+        if spec.program_opts.contains(&name.as_str()) {
+            program_supplied = true;
+        }
+        if let Some(v) = value {
+            if spec.path_opts.contains(&name.as_str()) {
+                insp.paths.push(PathCheck::Path(v.clone()));
+            } else if !spec.typed_values || !known_option(&spec.grammar, name) {
+                insp.paths.push(PathCheck::Generic(v.clone()));
+            }
+        }
+    }
+    let mut operands = parsed.operands();
+    match spec.operands {
+        Operands::Paths => insp
+            .paths
+            .extend(operands.map(|o| PathCheck::Path(o.to_owned()))),
+        Operands::NotPaths => {}
+        Operands::Generic => insp
+            .paths
+            .extend(operands.map(|o| PathCheck::Generic(o.to_owned()))),
+        Operands::AfterProgram => {
+            if !program_supplied {
+                operands.next();
+            }
+            insp.paths
+                .extend(operands.map(|o| PathCheck::Path(o.to_owned())));
+        }
+    }
+    // The spec's hardening first: a custom check may add more (gawk's `--sandbox`), and
+    // must not see it replaced.
+    insp.inject_args = spec.inject_args.iter().map(|s| (*s).to_owned()).collect();
+    insp.inject_env = spec
+        .inject_env
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    if let Some(table) = spec.subcommands {
+        subcommands::inspect(table, name, &parsed, &mut insp);
+    }
+    if let Some(check) = spec.custom {
+        check(&parsed, args, program, &mut insp);
+    }
+    insp
+}
+
+/// Whether the grammar knows `name` as an option that takes a value.
+fn known_option(grammar: &Grammar, name: &str) -> bool {
+    match name.strip_prefix("--") {
+        Some(long) => grammar.long.iter().any(|(n, _)| *n == long),
+        None => name
+            .chars()
+            .nth(1)
+            .is_some_and(|c| grammar.short_value.contains(c)),
+    }
+}
+
+// ----- helpers several families share -------------------------------------------------------
+
+/// `host:path`, the way rsync, scp and tar name a remote file: a colon before any slash.
+fn is_remote(v: &str) -> bool {
+    match v.split_once(':') {
+        Some((host, _)) => !host.is_empty() && !host.contains('/'),
+        None => false,
+    }
+}
+
+/// The first operand: the subcommand of tools whose safe subcommands are listed in code.
+fn first_operand(p: &Parsed) -> Option<&str> {
+    p.operands().next()
+}
+
+/// Helpers for the families' unit tests: inspect an argv the way the policy does, without a
+/// resolved program.
+#[cfg(test)]
+mod testing {
+    use super::super::{Inspection, PathCheck, inspect};
+
+    /// Inspects `argv` (program first).
+    pub(super) fn run(argv: &[&str]) -> Inspection {
+        let argv: Vec<String> = argv.iter().map(|s| (*s).to_owned()).collect();
+        inspect(&argv, None)
+    }
+
+    /// Inspects a command split on whitespace (no quoting).
+    pub(super) fn cmd(command: &str) -> Inspection {
+        run(&command.split_whitespace().collect::<Vec<_>>())
+    }
+
+    /// The ids of the escapes `command` contains, in order, each once: a subcommand's
+    /// options are read twice (see `subcommands`), so the same escape can be found twice.
+    pub(super) fn escapes(command: &str) -> Vec<String> {
+        distinct(cmd(command).escapes.into_iter().map(|e| e.id))
+    }
+
+    /// The arguments `command` must contain as paths (`Path`), in order, each once.
+    pub(super) fn paths(command: &str) -> Vec<String> {
+        distinct(cmd(command).paths.into_iter().filter_map(|c| match c {
+            PathCheck::Path(p) => Some(p),
+            PathCheck::Generic(_) => None,
+        }))
+    }
+
+    /// The arguments `command` gives the generic check, in order, each once.
+    pub(super) fn generic(command: &str) -> Vec<String> {
+        distinct(cmd(command).paths.into_iter().filter_map(|c| match c {
+            PathCheck::Generic(p) => Some(p),
+            PathCheck::Path(_) => None,
+        }))
+    }
+
+    fn distinct(items: impl Iterator<Item = String>) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for item in items {
+            if !out.contains(&item) {
+                out.push(item);
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::{cmd, escapes, generic, paths};
+    use super::*;
+
+    #[test]
+    fn every_name_belongs_to_one_spec() {
+        let mut seen = std::collections::BTreeSet::new();
+        for spec in all_specs() {
+            for name in spec.names {
+                assert!(seen.insert(*name), "`{name}` is in two specs");
+            }
+        }
+        assert!(seen.len() > 150, "{} names", seen.len());
+    }
+
+    #[test]
+    fn a_subcommand_table_comes_after_a_non_permuting_grammar() {
+        for spec in all_specs().filter(|s| s.subcommands.is_some()) {
+            assert!(!spec.grammar.permute, "{:?}", spec.names);
+        }
+    }
+
+    #[test]
+    fn an_unknown_tool_gets_the_generic_check_of_every_argument() {
+        assert!(lookup("frobnicate").is_none());
+        let insp = cmd("frobnicate -x /etc a");
+        assert!(insp.escapes.is_empty() && insp.interpreter.is_none());
+        assert_eq!(generic("frobnicate -x /etc a"), ["-x", "/etc", "a"]);
+    }
+
+    #[test]
+    fn an_ambiguous_abbreviation_of_an_escape_is_refused() {
+        // rg knows `--pre` and `--pre-glob`: `--pr` could mean either.
+        let insp = cmd("rg --pr CMD x");
+        assert_eq!(insp.escapes[0].id, "--pre");
+        assert!(insp.escapes[0].reason.contains("ambiguous abbreviation"));
+        assert!(
+            escapes("rg --pre-g '*.rs' x").is_empty(),
+            "unique: --pre-glob"
+        );
+    }
+
+    #[test]
+    fn option_values_are_typed_only_when_the_grammar_knows_the_option() {
+        // sort knows `-k` (not a path) and `-o` (a path); `--frob=` is unknown.
+        assert_eq!(paths("sort -k /x -o out f"), ["out", "f"]);
+        assert_eq!(generic("sort -k /x --frob=/y f"), ["/y"]);
+        // The plain file tools are not typed: every value is checked.
+        assert_eq!(generic("head -n /x f"), ["/x", "f"]);
+    }
+
+    #[test]
+    fn hardening_comes_from_the_spec() {
+        let insp = cmd("sed -n 1p f");
+        assert_eq!(insp.inject_args, ["--sandbox"]);
+        let insp = cmd("tar tf a.tar");
+        assert_eq!(
+            insp.inject_env,
+            [(
+                "TAR_OPTIONS".to_owned(),
+                "--no-same-owner --no-same-permissions".to_owned()
+            )]
+        );
+    }
+
+    #[test]
+    fn remote_means_a_colon_before_any_slash() {
+        assert!(is_remote("host:a.tar"));
+        assert!(is_remote("user@host:/x"));
+        assert!(!is_remote("./a:b"));
+        assert!(!is_remote(":x"));
+        assert!(!is_remote("a.tar"));
+    }
+}

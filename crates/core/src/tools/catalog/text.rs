@@ -1,0 +1,405 @@
+//! Text filters with a language of their own: sort, sed, awk (gawk, mawk, nawk), jq.
+//!
+//! Owns the options that run programs (`sort --compress-program`, `awk --load`), which
+//! operand is the script, and the checks inside the scripts: sed's `e`/`r`/`w` commands and
+//! flags, awk's `system()`, pipes, `getline` and redirection. gawk and GNU sed also get their
+//! sandbox flags injected, as defence in depth behind those checks.
+//!
+//! It must never pass a script it cannot read to the end: a script check fails closed, and
+//! an awk program in a file (`-f`) is refused where no sandbox can stand behind the check.
+
+use std::path::Path;
+
+use super::super::parse::{Arg, Grammar, Parsed, Val};
+use super::super::{Inspection, PathCheck};
+use super::{BASE, Operands, Spec};
+
+pub(super) const SPECS: &[Spec] = &[
+    Spec {
+        names: &["sort"],
+        grammar: Grammar {
+            short_value: "oTSkt",
+            long: &[
+                ("output", Val::Required),
+                ("temporary-directory", Val::Required),
+                ("compress-program", Val::Required),
+                ("files0-from", Val::Required),
+                ("key", Val::Required),
+                ("field-separator", Val::Required),
+                ("buffer-size", Val::Required),
+                ("parallel", Val::Required),
+                ("batch-size", Val::Required),
+                ("random-source", Val::Required),
+                ("reverse", Val::No),
+                ("numeric-sort", Val::No),
+                ("unique", Val::No),
+            ],
+            permute: true,
+        },
+        escapes: &[(
+            "--compress-program",
+            "`sort --compress-program` runs a program of the caller's choosing",
+        )],
+        path_opts: &[
+            "-o",
+            "--output",
+            "-T",
+            "--temporary-directory",
+            "--files0-from",
+            "--random-source",
+        ],
+        ..BASE
+    },
+    Spec {
+        names: &["sed"],
+        grammar: Grammar {
+            short_value: "efl",
+            long: &[
+                ("expression", Val::Required),
+                ("file", Val::Required),
+                ("line-length", Val::Required),
+                ("in-place", Val::Optional),
+                ("sandbox", Val::No),
+                ("separate", Val::No),
+            ],
+            permute: true,
+        },
+        path_opts: &["-f", "--file"],
+        program_opts: &["-e", "--expression", "-f", "--file"],
+        operands: Operands::AfterProgram,
+        // GNU sed's sandbox refuses the `e`, `r` and `w` commands and the `s///e` and `s///w`
+        // flags at run time too: defence in depth behind the script check.
+        inject_args: &["--sandbox"],
+        custom: Some(sed),
+        ..BASE
+    },
+    Spec {
+        names: &["awk", "gawk", "mawk", "nawk"],
+        grammar: Grammar {
+            short_value: "fvFWe",
+            long: &[
+                ("file", Val::Required),
+                ("assign", Val::Required),
+                ("field-separator", Val::Required),
+                ("sandbox", Val::No),
+                ("load", Val::Required),
+                ("include", Val::Required),
+                ("source", Val::Required),
+                ("exec", Val::Required),
+            ],
+            permute: false,
+        },
+        escapes: &[
+            ("--load", "`awk --load` loads a shared-library extension"),
+            ("-l", "`awk -l` loads a shared-library extension"),
+            (
+                "--exec",
+                "`awk --exec` runs a program file given as the last option",
+            ),
+            (
+                "-E",
+                "`awk -E` runs a program file given as the last option",
+            ),
+        ],
+        path_opts: &["-f", "--file", "--include", "-i"],
+        program_opts: &["-f", "--file", "--source", "-e"],
+        operands: Operands::AfterProgram,
+        custom: Some(awk),
+        ..BASE
+    },
+    Spec {
+        names: &["jq"],
+        grammar: Grammar {
+            short_value: "fL",
+            long: &[
+                ("from-file", Val::Required),
+                ("arg", Val::Required),
+                ("argjson", Val::Required),
+                ("slurpfile", Val::Required),
+                ("rawfile", Val::Required),
+                ("indent", Val::Required),
+            ],
+            permute: true,
+        },
+        path_opts: &["-f", "--from-file", "-L"],
+        program_opts: &["-f", "--from-file"],
+        operands: Operands::AfterProgram,
+        custom: Some(jq),
+        ..BASE
+    },
+];
+
+/// mawk and busybox awk have no sandbox: refuse the constructs that run commands or write
+/// files. gawk gets `--sandbox`, which refuses them itself.
+fn awk(p: &Parsed, args: &[String], program: Option<&Path>, insp: &mut Inspection) {
+    let is_gawk = program
+        .and_then(|p| std::fs::canonicalize(p).ok())
+        .is_some_and(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("gawk"))
+        });
+    if is_gawk {
+        insp.inject_args.push("--sandbox".into());
+    }
+    if p.has("-f") || p.has("--file") {
+        insp.escape(
+            "-f",
+            "awk here has no sandbox, so a program file cannot be checked: pass the program inline",
+        );
+        return;
+    }
+    // The program is the first operand, or the text of every -e / --source option.
+    let sources: Vec<&str> = p.opts("-e").chain(p.opts("--source")).flatten().collect();
+    let text: String = if sources.is_empty() {
+        match p.operands().next() {
+            Some(t) => t.to_owned(),
+            None => return,
+        }
+    } else {
+        sources.join("\n")
+    };
+    let _ = args;
+    let checks = [
+        ("system", "`system()`, which runs a shell command"),
+        ("|", "`|`, which pipes to or from a shell command"),
+        (
+            "getline",
+            "`getline`, which can read a command's output or any file",
+        ),
+        (
+            ">",
+            "`>`, which can redirect output into any file (this awk has no sandbox; allowlist gawk to compare with `>`)",
+        ),
+        ("ENVIRON", "ENVIRON, which reads the environment"),
+    ];
+    for (needle, why) in checks {
+        // gawk's sandbox already refuses output redirection; `>` is then only a comparison.
+        if text.contains(needle) && !(is_gawk && needle == ">") {
+            insp.escape(needle, format!("awk program uses {why}"));
+        }
+    }
+    // Operands after the program that look like `var=value` are assignments, not paths.
+    insp.paths
+        .retain(|c| !matches!(c, PathCheck::Path(v) if v.contains('=') && !v.starts_with('/')));
+}
+
+/// Refuses sed scripts that run commands or touch files: the `e`, `r`, `R`, `w`, `W`
+/// commands and the `e` and `w` flags of `s`. Fail closed: anything unparsable counts.
+fn sed(p: &Parsed, _: &[String], _: Option<&Path>, insp: &mut Inspection) {
+    let mut scripts: Vec<&str> = p
+        .opts("-e")
+        .chain(p.opts("--expression"))
+        .flatten()
+        .collect();
+    let from_opts = !scripts.is_empty() || p.has("-f") || p.has("--file");
+    if !from_opts && let Some(first) = p.operands().next() {
+        scripts.push(first);
+    }
+    for script in scripts {
+        if let Some((id, why)) = sed_script_escape(script) {
+            insp.escape(id, format!("sed script uses {why}"));
+        }
+    }
+}
+
+/// The first escape in one sed script, as (id, what it does).
+fn sed_script_escape(script: &str) -> Option<(&'static str, &'static str)> {
+    let chars: Vec<char> = script.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        // Skip separators, addresses (`1,5`, `$`, `/re/`, `\%re%`) and negation.
+        let c = chars[i];
+        if c.is_whitespace()
+            || matches!(c, ';' | '{' | '}' | ',' | '!' | '$' | '~' | '+')
+            || c.is_ascii_digit()
+        {
+            i += 1;
+            continue;
+        }
+        if c == '/' || c == '\\' {
+            let delim = if c == '\\' {
+                chars.get(i + 1).copied().unwrap_or('/')
+            } else {
+                '/'
+            };
+            i += if c == '\\' { 2 } else { 1 };
+            while i < chars.len() && chars[i] != delim {
+                i += if chars[i] == '\\' { 2 } else { 1 };
+            }
+            i += 1;
+            // Address flags such as `I` and `M`.
+            while i < chars.len() && matches!(chars[i], 'I' | 'M') {
+                i += 1;
+            }
+            continue;
+        }
+        match c {
+            'e' => return Some(("e", "the `e` command, which runs a shell command")),
+            'r' | 'R' => {
+                return Some((
+                    "r",
+                    "the `r`/`R` command, which reads a file of the caller's choosing",
+                ));
+            }
+            'w' | 'W' => {
+                return Some((
+                    "w",
+                    "the `w`/`W` command, which writes a file of the caller's choosing",
+                ));
+            }
+            's' | 'y' => {
+                let &delim = chars.get(i + 1)?;
+                i += 2;
+                for _ in 0..2 {
+                    while i < chars.len() && chars[i] != delim {
+                        i += if chars[i] == '\\' { 2 } else { 1 };
+                    }
+                    i += 1;
+                }
+                if c == 's' {
+                    while i < chars.len() && !matches!(chars[i], ';' | '}' | '\n') {
+                        match chars[i] {
+                            'e' => {
+                                return Some((
+                                    "s///e",
+                                    "the `e` flag of `s`, which runs the pattern space as a command",
+                                ));
+                            }
+                            'w' | 'W' => {
+                                return Some((
+                                    "s///w",
+                                    "the `w` flag of `s`, which writes a file of the caller's choosing",
+                                ));
+                            }
+                            _ => i += 1,
+                        }
+                    }
+                }
+            }
+            // Commands with a text argument to end of line: a, i, c, and labels b, t, T, :
+            'a' | 'i' | 'c' | 'b' | 't' | 'T' | ':' => {
+                while i < chars.len() && chars[i] != '\n' && chars[i] != ';' {
+                    i += 1;
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    None
+}
+
+/// jq: the FILE of `--slurpfile NAME FILE` and `--rawfile NAME FILE`.
+fn jq(p: &Parsed, _: &[String], _: Option<&Path>, insp: &mut Inspection) {
+    // --slurpfile NAME FILE and --rawfile NAME FILE take two values; the second is a path.
+    let args = &p.args;
+    for (i, a) in args.iter().enumerate() {
+        if let Arg::Opt { name, .. } = a
+            && (name == "--slurpfile" || name == "--rawfile")
+            && let Some(Arg::Operand(path)) = args.get(i + 1)
+        {
+            insp.paths.push(PathCheck::Path(path.clone()));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{cmd, escapes, paths, run};
+    use super::sed_script_escape;
+
+    #[test]
+    fn sort_compress_program_is_an_escape_and_its_files_are_paths() {
+        assert_eq!(
+            escapes("sort f --compress-prog=CMD"),
+            ["--compress-program"]
+        );
+        assert_eq!(
+            escapes("sort --compress-program CMD f"),
+            ["--compress-program"]
+        );
+        assert_eq!(paths("sort -o../../x f"), ["../../x", "f"]);
+        assert_eq!(paths("sort -k2 -t, -T /tmp f"), ["/tmp", "f"]);
+    }
+
+    #[test]
+    fn sed_commands_and_flags_that_run_or_touch_files() {
+        for (script, id) in [
+            ("s/x/CMD/e", "s///e"),
+            ("1e", "e"),
+            ("w /tmp/out", "w"),
+            ("s/a/b/w /tmp/x", "s///w"),
+            ("1r /etc/passwd", "r"),
+            ("/x/R f", "r"),
+            ("$W f", "w"),
+            ("\\%a%e", "e"),
+        ] {
+            assert_eq!(
+                sed_script_escape(script).map(|(i, _)| i),
+                Some(id),
+                "{script}"
+            );
+        }
+        for script in [
+            "s/a/b/g",
+            "s|/api/v1|/api/v2|",
+            "1,5p",
+            "/re/I d",
+            "y/abc/xyz/",
+            "a text with e and w",
+            ":loop",
+            "s/e/w/",
+        ] {
+            assert_eq!(sed_script_escape(script), None, "{script}");
+        }
+    }
+
+    #[test]
+    fn sed_reads_the_script_from_e_or_the_first_operand() {
+        assert_eq!(escapes("sed -e 1e f"), ["e"]);
+        assert_eq!(escapes("sed -n 1p f"), Vec::<String>::new());
+        assert_eq!(escapes("sed --expression=1e f"), ["e"]);
+        assert_eq!(paths("sed -e s/a/b/ f g"), ["f", "g"]);
+        assert_eq!(paths("sed -i -E s/a/b/ /etc/hosts"), ["/etc/hosts"]);
+        assert_eq!(paths("sed -f /etc/x.sed f"), ["/etc/x.sed", "f"]);
+        assert_eq!(cmd("sed -n 1p f").inject_args, ["--sandbox"]);
+    }
+
+    #[test]
+    fn awk_without_a_sandbox_refuses_commands_pipes_and_redirection() {
+        assert_eq!(escapes("awk BEGIN{system(\"id\")}"), ["system"]);
+        assert_eq!(escapes("awk -e BEGIN{system(\"id\")}"), ["system"]);
+        assert_eq!(run(&["awk", "BEGIN{print | \"sh\"}"]).escapes[0].id, "|");
+        assert_eq!(
+            run(&["awk", "{print > \"/tmp/x\"}", "f"]).escapes[0].id,
+            ">"
+        );
+        assert_eq!(
+            run(&["awk", "BEGIN{print ENVIRON[\"HOME\"]}"]).escapes[0].id,
+            "ENVIRON"
+        );
+        assert_eq!(escapes("awk -f prog.awk f"), ["-f"]);
+        assert_eq!(escapes("awk --load=x 1"), ["--load"]);
+        assert!(escapes("awk -F: {print} f").is_empty());
+    }
+
+    #[test]
+    fn awk_assignments_are_not_paths() {
+        assert_eq!(paths("awk {print} x=1 f /a=b"), ["f", "/a=b"]);
+    }
+
+    #[test]
+    fn jq_file_options_are_paths() {
+        assert_eq!(paths("jq -f /etc/x.jq . f"), ["/etc/x.jq", ".", "f"]);
+        // `--rawfile NAME FILE`: the grammar takes NAME as the value; FILE is then read as
+        // the filter, and the check adds it back as a path.
+        assert_eq!(
+            paths("jq --rawfile x /etc/passwd . f"),
+            [".", "f", "/etc/passwd"]
+        );
+        assert_eq!(
+            paths("jq --slurpfile x ../y .name f"),
+            [".name", "f", "../y"]
+        );
+        assert_eq!(paths("jq .name f"), ["f"]);
+    }
+}

@@ -1,0 +1,538 @@
+//! git: its global options, its subcommands and what each subcommand's options mean, as
+//! data the shared matcher reads ([`Subcommands`]).
+//!
+//! Owns the options before the subcommand that set configuration or choose programs (`-c`,
+//! `--config-env`, `--exec-path`, `-p`); the options after it that run programs
+//! (`--upload-pack`, `--receive-pack`, `--exec`, `--extcmd`, `--open-files-in-pager`) or name
+//! files (`--output`, `--template`, …); the short spellings that mean them under one
+//! subcommand only (`-u` is `--upload-pack` for fetch, a flag for push); the subcommands that
+//! are escapes in themselves (`config` without `--get`, `submodule foreach`, `bisect run`,
+//! `filter-branch`, the servers); the list of built-ins, since any other name is an alias or
+//! a `git-*` program; and the configuration and environment injected so that none of the
+//! repository's own settings can run a program.
+//!
+//! It must never let an option that sets configuration or names a program git runs pass, nor
+//! a subcommand it does not list: git resolves those through configuration, which the
+//! repository (and so the model) controls. The injected settings are defence in depth, not a
+//! reason to allow.
+
+use super::super::parse::{Grammar, Val};
+use super::subcommands::{OptEscape, PLAIN, Refusal, Sub, Subcommands, Unknown, Word};
+use super::{BASE, Operands, Spec};
+
+pub(super) const SPECS: &[Spec] = &[Spec {
+    names: &["git"],
+    // The options before the subcommand. git stops at the first operand: the rest belong
+    // to the subcommand, whose grammar is in SUBCOMMANDS.
+    grammar: Grammar {
+        short_value: "Cc",
+        long: &[
+            ("git-dir", Val::Required),
+            ("work-tree", Val::Required),
+            ("namespace", Val::Required),
+            ("exec-path", Val::Optional),
+            ("config-env", Val::Required),
+            ("super-prefix", Val::Required),
+            ("list-cmds", Val::Required),
+            ("paginate", Val::No),
+            ("no-pager", Val::No),
+            ("bare", Val::No),
+            ("literal-pathspecs", Val::No),
+            ("no-replace-objects", Val::No),
+            ("attr-source", Val::Required),
+        ],
+        permute: false,
+    },
+    escapes: &[
+        (
+            "-c",
+            "`git -c` sets configuration, which can run programs (core.fsmonitor, core.sshCommand, core.pager, alias.*)",
+        ),
+        (
+            "--config-env",
+            "`git --config-env` sets configuration, which can run programs",
+        ),
+        (
+            "--exec-path",
+            "`git --exec-path` chooses where git finds the programs it runs",
+        ),
+        ("-p", "`git -p` pipes output through a pager program"),
+        (
+            "--paginate",
+            "`git --paginate` pipes output through a pager program",
+        ),
+    ],
+    path_opts: &["-C", "--git-dir", "--work-tree"],
+    // Every word after the subcommand keeps the generic check (the subcommand's own
+    // grammar below only adds to it): git's pathspecs, revisions and options mix freely.
+    operands: Operands::Generic,
+    // Command-line configuration outranks every config file, including the repository's
+    // own `.git/config`, which the model can write.
+    inject_args: &[
+        "--no-pager",
+        "-c",
+        "core.fsmonitor=false",
+        "-c",
+        "core.hooksPath=/dev/null",
+        "-c",
+        "core.pager=cat",
+        "-c",
+        "core.sshCommand=false",
+        "-c",
+        "core.editor=true",
+        "-c",
+        "sequence.editor=true",
+        "-c",
+        "diff.external=",
+        "-c",
+        "protocol.ext.allow=never",
+        "-c",
+        "credential.helper=",
+        "-c",
+        "safe.bareRepository=explicit",
+    ],
+    inject_env: &[
+        ("GIT_CONFIG_GLOBAL", "/dev/null"),
+        ("GIT_CONFIG_NOSYSTEM", "1"),
+        ("GIT_PAGER", "cat"),
+        ("GIT_EDITOR", "true"),
+        ("GIT_SEQUENCE_EDITOR", "true"),
+        ("GIT_TERMINAL_PROMPT", "0"),
+        ("GIT_ASKPASS", "false"),
+    ],
+    subcommands: Some(&SUBCOMMANDS),
+    ..BASE
+}];
+
+/// What follows the subcommand.
+const SUBCOMMANDS: Subcommands = Subcommands {
+    // One grammar for every subcommand: their long options, and the short letters that take
+    // a value under some subcommand (`-o` for format-patch, `-u` for fetch, `-x` for rebase,
+    // `-O` for grep). Where a letter is a flag instead (`git push -u`), the matcher's second
+    // reading, with no values at all, still sees what follows it.
+    grammar: Grammar {
+        short_value: "ouxO",
+        long: &[
+            ("upload-pack", Val::Required),
+            ("receive-pack", Val::Required),
+            ("exec", Val::Required),
+            ("output", Val::Required),
+            ("output-directory", Val::Required),
+            ("extcmd", Val::Required),
+            ("tool", Val::Required),
+            ("open-files-in-pager", Val::Optional),
+            ("ext-diff", Val::No),
+            ("textconv", Val::No),
+            ("remote", Val::Required),
+            ("template", Val::Required),
+            ("separate-git-dir", Val::Required),
+            ("reference", Val::Required),
+            ("upload-archive", Val::No),
+            ("config", Val::Required),
+            ("get", Val::No),
+            ("get-all", Val::No),
+            ("get-regexp", Val::No),
+            ("list", Val::No),
+            ("follow", Val::No),
+            ("format", Val::Required),
+            ("stat", Val::Optional),
+            ("oneline", Val::No),
+            ("untracked-files", Val::Optional),
+        ],
+        permute: true,
+    },
+    // Refused after any subcommand: no read-only subcommand needs them, and several accept
+    // them (fetch, pull, clone, ls-remote, push, rebase, difftool, mergetool, grep).
+    escapes: &[
+        OptEscape {
+            id: "--upload-pack",
+            also: &[],
+            why: "runs a program of the caller's choosing",
+        },
+        OptEscape {
+            id: "--receive-pack",
+            also: &[],
+            why: "runs a program of the caller's choosing",
+        },
+        OptEscape {
+            id: "--exec",
+            also: &[],
+            why: "runs a command of the caller's choosing",
+        },
+        OptEscape {
+            id: "--extcmd",
+            also: &["--tool"],
+            why: "runs a diff or merge program of the caller's choosing",
+        },
+        OptEscape {
+            id: "--open-files-in-pager",
+            also: &[],
+            why: "runs a pager program of the caller's choosing",
+        },
+    ],
+    path_opts: &[
+        "--template",
+        "--separate-git-dir",
+        "--reference",
+        "--output",
+        "--output-directory",
+    ],
+    table: &[
+        Sub {
+            names: &["clone"],
+            aliases: &[("-u", "--upload-pack")],
+            escapes: &[CONFIG],
+            ..PLAIN
+        },
+        Sub {
+            names: &["fetch", "pull", "ls-remote"],
+            aliases: &[("-u", "--upload-pack")],
+            ..PLAIN
+        },
+        Sub {
+            names: &["rebase"],
+            aliases: &[("-x", "--exec")],
+            ..PLAIN
+        },
+        Sub {
+            names: &["difftool", "mergetool"],
+            aliases: &[("-x", "--extcmd")],
+            ..PLAIN
+        },
+        Sub {
+            names: &["grep"],
+            aliases: &[("-O", "--open-files-in-pager")],
+            ..PLAIN
+        },
+        Sub {
+            names: &["format-patch"],
+            aliases: &[("-o", "--output")],
+            ..PLAIN
+        },
+        Sub {
+            names: &["archive"],
+            aliases: &[("-o", "--output")],
+            escapes: &[OptEscape {
+                id: "--remote",
+                also: &[],
+                why: "runs a remote upload-archive program",
+            }],
+            ..PLAIN
+        },
+        Sub {
+            names: &["config"],
+            refuse: Some(Refusal {
+                why: "writes configuration that later runs programs (core.fsmonitor, filters, aliases); only --get and --list are read-only",
+                unless: &["--get", "--get-all", "--get-regexp", "--list", "-l"],
+            }),
+            ..PLAIN
+        },
+        Sub {
+            names: &["submodule"],
+            escapes: &[CONFIG],
+            words: &[Word {
+                names: &["foreach"],
+                refuse: Some(Refusal::always("runs a command of the caller's choosing")),
+                path_operands: 0,
+            }],
+            ..PLAIN
+        },
+        Sub {
+            names: &["bisect"],
+            words: &[Word {
+                names: &["run"],
+                refuse: Some(Refusal::always("runs a command of the caller's choosing")),
+                path_operands: 0,
+            }],
+            ..PLAIN
+        },
+        Sub {
+            names: &["bundle"],
+            words: &[Word {
+                names: &["create"],
+                refuse: None,
+                path_operands: 1,
+            }],
+            ..PLAIN
+        },
+        Sub {
+            names: &["filter-branch"],
+            refuse: Some(Refusal::always(
+                "runs shell filters of the caller's choosing",
+            )),
+            ..PLAIN
+        },
+        Sub {
+            names: &[
+                "daemon",
+                "instaweb",
+                "http-backend",
+                "shell",
+                "upload-pack",
+                "receive-pack",
+                "remote-ext",
+                "credential",
+            ],
+            refuse: Some(Refusal::always("starts a server or runs helper programs")),
+            ..PLAIN
+        },
+        // The other built-ins: only the options above concern them.
+        Sub {
+            names: &[
+                "add",
+                "am",
+                "annotate",
+                "apply",
+                "blame",
+                "branch",
+                "cat-file",
+                "check-attr",
+                "check-ignore",
+                "check-mailmap",
+                "check-ref-format",
+                "checkout",
+                "cherry",
+                "cherry-pick",
+                "clean",
+                "commit",
+                "commit-graph",
+                "commit-tree",
+                "count-objects",
+                "describe",
+                "diff",
+                "diff-files",
+                "diff-index",
+                "diff-tree",
+                "for-each-ref",
+                "fsck",
+                "gc",
+                "hash-object",
+                "help",
+                "init",
+                "log",
+                "ls-files",
+                "ls-tree",
+                "merge",
+                "merge-base",
+                "merge-file",
+                "merge-tree",
+                "mktag",
+                "mktree",
+                "mv",
+                "name-rev",
+                "notes",
+                "push",
+                "range-diff",
+                "read-tree",
+                "reflog",
+                "remote",
+                "repack",
+                "replace",
+                "reset",
+                "restore",
+                "rev-list",
+                "rev-parse",
+                "revert",
+                "rm",
+                "shortlog",
+                "show",
+                "show-branch",
+                "show-ref",
+                "sparse-checkout",
+                "stash",
+                "status",
+                "stripspace",
+                "switch",
+                "symbolic-ref",
+                "tag",
+                "update-index",
+                "update-ref",
+                "var",
+                "verify-commit",
+                "verify-pack",
+                "verify-tag",
+                "version",
+                "whatchanged",
+                "worktree",
+                "write-tree",
+            ],
+            ..PLAIN
+        },
+    ],
+    unknown: Some(Unknown {
+        id: "alias",
+        why: "is not a built-in subcommand: git would run an alias (which repository config can make a shell command) or an external git-{sub} program",
+    }),
+};
+
+/// `clone --config` and `submodule --config` write configuration into the new repository,
+/// where it runs programs like any other.
+const CONFIG: OptEscape = OptEscape {
+    id: "--config",
+    also: &[],
+    why: "sets configuration, which can run programs",
+};
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{cmd, escapes, generic, paths};
+    use super::*;
+
+    #[test]
+    fn global_options_that_set_configuration_or_programs() {
+        assert_eq!(escapes("git -c core.fsmonitor=CMD status"), ["-c"]);
+        assert_eq!(escapes("git -ccore.fsmonitor=CMD status"), ["-c"]);
+        assert_eq!(
+            escapes("git --config-env=core.pager=X log"),
+            ["--config-env"]
+        );
+        assert_eq!(escapes("git --exec-path=/tmp status"), ["--exec-path"]);
+        assert_eq!(escapes("git -p log"), ["-p"]);
+        assert_eq!(paths("git -C /etc status"), ["/etc"]);
+        assert!(escapes("git --no-pager log").is_empty());
+    }
+
+    #[test]
+    fn subcommand_options_that_run_programs() {
+        for (command, id) in [
+            ("git ls-remote --upl=CMD .", "--upload-pack"),
+            ("git ls-remote --upload-pack CMD .", "--upload-pack"),
+            ("git fetch -u CMD origin", "--upload-pack"),
+            ("git clone -uCMD repo", "--upload-pack"),
+            ("git push --receive-pack=CMD origin", "--receive-pack"),
+            ("git rebase -x CMD main", "--exec"),
+            ("git rebase --exec=CMD main", "--exec"),
+            ("git difftool --extcmd=CMD", "--extcmd"),
+            ("git difftool --tool=x", "--extcmd"),
+            ("git mergetool -x CMD", "--extcmd"),
+            ("git grep -O CMD pattern", "--open-files-in-pager"),
+            (
+                "git grep --open-files-in-pager=CMD x",
+                "--open-files-in-pager",
+            ),
+            ("git clone --config core.x=y repo", "--config"),
+            ("git archive --remote=x HEAD", "--remote"),
+        ] {
+            assert_eq!(escapes(command), [id], "{command}");
+        }
+        let insp = cmd("git fetch -u CMD origin");
+        assert_eq!(
+            insp.escapes[0].reason,
+            "`git fetch --upload-pack` runs a program of the caller's choosing"
+        );
+    }
+
+    #[test]
+    fn short_spellings_mean_an_escape_only_under_their_subcommand() {
+        assert!(escapes("git push -u origin main").is_empty());
+        assert!(escapes("git log -x").is_empty());
+        assert!(escapes("git diff -O order").is_empty());
+        assert!(
+            escapes("git log --config x").is_empty(),
+            "only clone and submodule"
+        );
+    }
+
+    #[test]
+    fn options_hidden_behind_a_misread_value_are_found() {
+        assert_eq!(
+            escapes("git push -u --receive-pack=CMD . HEAD"),
+            ["--receive-pack"]
+        );
+        assert_eq!(
+            escapes("git grep -o --open-files-in-pager=CMD x"),
+            ["--open-files-in-pager"]
+        );
+    }
+
+    #[test]
+    fn an_ambiguous_abbreviation_means_every_escape_it_abbreviates() {
+        // `--e` abbreviates --exec, --extcmd and --ext-diff.
+        assert_eq!(escapes("git log --e=x"), ["--exec", "--extcmd"]);
+        assert!(escapes("git log --ext-diff").is_empty());
+    }
+
+    #[test]
+    fn subcommands_that_are_escapes_in_themselves() {
+        assert_eq!(escapes("git config core.fsmonitor CMD"), ["config"]);
+        assert!(escapes("git config --get user.name").is_empty());
+        assert!(escapes("git config -l").is_empty());
+        assert_eq!(escapes("git submodule foreach CMD"), ["submodule foreach"]);
+        assert!(escapes("git submodule update --init").is_empty());
+        assert_eq!(escapes("git bisect run CMD"), ["bisect run"]);
+        assert!(escapes("git bisect good").is_empty());
+        assert_eq!(escapes("git filter-branch x"), ["filter-branch"]);
+        assert_eq!(escapes("git daemon"), ["daemon"]);
+        assert_eq!(escapes("git credential fill"), ["credential"]);
+        let insp = cmd("git submodule foreach CMD");
+        assert_eq!(
+            insp.escapes[0].reason,
+            "`git submodule foreach` runs a command of the caller's choosing"
+        );
+    }
+
+    #[test]
+    fn an_unknown_subcommand_is_an_alias_or_a_git_program() {
+        assert_eq!(escapes("git x"), ["alias"]);
+        let insp = cmd("git frobnicate --now");
+        assert!(insp.escapes[0].reason.contains("not a built-in"));
+        assert!(insp.escapes[0].reason.contains("git-frobnicate"));
+        for sub in ["status", "log", "push", "commit", "worktree", "difftool"] {
+            assert!(
+                !escapes(&format!("git {sub}")).contains(&"alias".to_owned()),
+                "{sub}"
+            );
+        }
+        assert!(escapes("git").is_empty(), "no subcommand");
+        assert!(escapes("git --version").is_empty());
+    }
+
+    #[test]
+    fn files_the_subcommand_writes_are_paths() {
+        assert_eq!(paths("git diff --output=/outside"), ["/outside"]);
+        assert_eq!(paths("git diff --out=/outside"), ["/outside"]);
+        assert_eq!(paths("git format-patch -o ../out HEAD~1"), ["../out"]);
+        assert_eq!(paths("git archive -o /x HEAD"), ["/x"]);
+        assert!(
+            paths("git log -o /x").is_empty(),
+            "`-o` names a file only there"
+        );
+        assert_eq!(paths("git clone --template=/t repo"), ["/t"]);
+        assert_eq!(paths("git bundle create ../b HEAD"), ["../b"]);
+    }
+
+    #[test]
+    fn every_word_after_the_subcommand_keeps_the_generic_check() {
+        assert_eq!(generic("git diff HEAD~1 -- ../f"), ["HEAD~1", "--", "../f"]);
+        assert!(!generic("git status").contains(&"status".to_owned()));
+    }
+
+    #[test]
+    fn hardening_turns_off_what_repository_config_could_run() {
+        let insp = cmd("git status");
+        assert_eq!(insp.inject_args[0], "--no-pager");
+        for setting in [
+            "core.fsmonitor=false",
+            "core.hooksPath=/dev/null",
+            "core.sshCommand=false",
+            "safe.bareRepository=explicit",
+        ] {
+            assert!(insp.inject_args.iter().any(|a| a == setting), "{setting}");
+        }
+        assert!(
+            insp.inject_env
+                .contains(&("GIT_CONFIG_GLOBAL".to_owned(), "/dev/null".to_owned()))
+        );
+    }
+
+    #[test]
+    fn the_subcommand_table_lists_each_name_once() {
+        let mut seen = std::collections::BTreeSet::new();
+        for sub in SUBCOMMANDS.table {
+            for name in sub.names {
+                assert!(seen.insert(*name), "`{name}` twice");
+            }
+        }
+        assert_eq!(seen.len(), 99);
+    }
+}
