@@ -15,6 +15,7 @@ use serde_json::{Map, Value, json};
 use crate::audit::{Attempt, AuditLog, CallId, Gate, Outcome, OutputCounts, Server};
 use crate::config::{Policy, TerminalPolicy};
 use crate::envelope::{OperationResult, ResultCode};
+use crate::home::PrivateHome;
 use crate::jail::JailRoot;
 use crate::policy::{Decision, evaluate};
 use crate::redact::{PatternError, Redactor};
@@ -103,6 +104,9 @@ pub enum ServiceError {
     /// A redaction pattern failed to compile.
     #[error(transparent)]
     Pattern(#[from] PatternError),
+    /// The commands' HOME could not be made.
+    #[error(transparent)]
+    Home(#[from] crate::home::HomeError),
 }
 
 /// The terminal server's core: every rule, no transport.
@@ -113,6 +117,8 @@ pub struct TerminalService {
     redactor: Redactor,
     gate: Gate,
     env: Vec<(String, String)>,
+    /// Every command's HOME: empty, outside the jail, read-only to commands.
+    home: PrivateHome,
 }
 
 /// What the outcome record says of a command beyond its code.
@@ -140,11 +146,14 @@ impl TerminalService {
             .map(|p| p.to_string_lossy().into_owned())
             .collect::<Vec<_>>()
             .join(":");
+        let home = PrivateHome::create(&std::env::temp_dir(), &terminal.jail_root)?;
         let env = vec![
             ("PATH".to_owned(), path),
+            // Not the jail: an rc file the model writes there must not configure the next
+            // command (see `home`).
             (
                 "HOME".to_owned(),
-                terminal.jail_root.to_string_lossy().into_owned(),
+                home.path().to_string_lossy().into_owned(),
             ),
             ("LANG".to_owned(), "C.UTF-8".to_owned()),
             // Pins: no system git config, no credential prompts waiting on a terminal.
@@ -160,7 +169,16 @@ impl TerminalService {
             jail,
             redactor,
             env,
+            home,
         })
+    }
+
+    /// The confinement this server's commands get: the policy's, plus read access to
+    /// their HOME.
+    pub fn confinement_spec(&self) -> ConfinementSpec {
+        let mut spec = confinement_spec(&self.policy);
+        spec.read_paths.push(self.home.path().to_path_buf());
+        spec
     }
 
     /// The terminal policy in force.

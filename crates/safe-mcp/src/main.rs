@@ -173,7 +173,7 @@ fn serve_terminal(config: Option<&Path>) -> ExitCode {
         Err(e) => return fatal(e),
     };
     let terminal = service.policy();
-    let executor = match LocalExecutor::new(&confinement_spec(terminal)) {
+    let executor = match LocalExecutor::new(&service.confinement_spec()) {
         Ok(x) => x,
         Err(e) => {
             return fatal(format!(
@@ -253,7 +253,7 @@ fn explain(config: Option<&Path>, cwd: Option<&str>, command: String) -> ExitCod
         Err(e) => return fatal(e),
     };
     // Described, not built: a read-only call makes no cgroup and no ruleset.
-    let confinement = planned_report(&confinement_spec(service.policy()));
+    let confinement = planned_report(&service.confinement_spec());
     let result = service.explain(&CommandInput::Line(command), cwd, &confinement);
     match serde_json::to_string_pretty(&result) {
         Ok(text) => println!("{text}"),

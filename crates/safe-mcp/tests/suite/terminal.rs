@@ -287,7 +287,32 @@ async fn environment_is_scrubbed() {
             "{k} leaked: {out}"
         );
     }
-    assert!(out.contains(&format!("HOME={}", sb.jail.display())));
+    // HOME is never the jail: an rc file the model writes there must not configure the
+    // next command. It is an empty directory the command can read but not write.
+    let home = out
+        .lines()
+        .find_map(|l| l.strip_prefix("HOME="))
+        .unwrap()
+        .to_owned();
+    assert!(!std::path::Path::new(&home).starts_with(&sb.jail), "{home}");
+    assert!(std::path::Path::new(&home).is_dir(), "{home}");
+    std::fs::write(sb.jail.join(".planted-rc"), "planted").unwrap();
+    let r = s
+        .call(
+            "run_command",
+            json!({"command": ["sh", "-c", "ls -A \"$HOME\"; cat \"$HOME/.planted-rc\"; touch \"$HOME/.gitconfig\" && echo wrote; mkdir \"$HOME/.config\" && echo made"]}),
+        )
+        .await;
+    assert_eq!(r["detail"]["stdout"], "", "{r}");
+    assert!(
+        std::fs::read_dir(&home).unwrap().next().is_none(),
+        "HOME stays empty"
+    );
+    drop(s);
+    assert!(
+        super::support::eventually(5, || !std::path::Path::new(&home).exists()).await,
+        "the server removes its HOME when it ends"
+    );
 }
 
 /// A stage can leave the process group the tree kill aims at: the first into the server's own
