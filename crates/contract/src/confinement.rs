@@ -8,6 +8,18 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+/// Device files every command may name and open, with whether it may write them: they hold
+/// nothing and lead nowhere (`git diff --no-index /dev/null new.txt`, `head -c 16
+/// /dev/urandom`). The path checks allow exactly these names; Landlock grants exactly these
+/// files (and no device ioctl).
+pub const HARMLESS_DEVICES: &[(&str, bool)] = &[
+    ("/dev/null", true),
+    ("/dev/zero", true),
+    ("/dev/full", true),
+    ("/dev/random", false),
+    ("/dev/urandom", false),
+];
+
 /// How strictly kernel confinement is required.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -26,8 +26,8 @@ mod confinement;
 mod plan;
 
 pub use confinement::{
-    ConfinementReport, ConfinementSpec, ConfinementSummary, KernelReport, LandlockReport,
-    ProcessLimits, RlimitReport, SandboxMode, SeccompReport,
+    ConfinementReport, ConfinementSpec, ConfinementSummary, HARMLESS_DEVICES, KernelReport,
+    LandlockReport, ProcessLimits, RlimitReport, SandboxMode, SeccompReport,
 };
 pub use plan::{
     Cancel, Durable, ExecFailure, ExecFuture, ExecOutcome, ExecPlan, ExecStage, Executor, Sequence,

@@ -15,8 +15,8 @@ use landlock::{
     RulesetCreated, RulesetCreatedAttr, Scope, path_beneath_rules,
 };
 use safe_mcp_contract::{
-    ConfinementReport, ConfinementSpec, ConfinementSummary, LandlockReport, ProcessLimits,
-    RlimitReport, SandboxMode, SeccompReport,
+    ConfinementReport, ConfinementSpec, ConfinementSummary, HARMLESS_DEVICES, LandlockReport,
+    ProcessLimits, RlimitReport, SandboxMode, SeccompReport,
 };
 
 use crate::seccomp;
@@ -407,7 +407,14 @@ fn describe(spec: &ConfinementSpec, pids_cgroup: bool) -> (ConfinementReport, Co
             requested_abi: TARGET_ABI as i64,
             enforced: landlock_state,
             read_paths: spec.read_paths.clone(),
-            read_write: vec![spec.jail_root.clone(), PathBuf::from("/dev/null")],
+            read_write: std::iter::once(spec.jail_root.clone())
+                .chain(
+                    HARMLESS_DEVICES
+                        .iter()
+                        .filter(|(_, w)| *w)
+                        .map(|(n, _)| PathBuf::from(n)),
+                )
+                .collect(),
             never_granted: strings(&["make_char", "make_block", "ioctl_dev"]),
             exec_in_jail: spec.exec_in_jail,
             tcp: if spec.network || off {
@@ -535,16 +542,24 @@ fn build_ruleset(spec: &ConfinementSpec, hard: bool) -> Result<RulesetCreated, C
         .map(PathBuf::as_path)
         .filter(|p| p.exists())
         .collect();
-    let rw_files = [Path::new("/dev/null")];
+    let device = |writable: bool| {
+        HARMLESS_DEVICES
+            .iter()
+            .filter(move |(_, w)| *w == writable)
+            .map(|(name, _)| Path::new(*name))
+            .filter(|p| p.exists())
+    };
     ruleset
         .create()
         .map_err(err)?
         .add_rules(path_beneath_rules(read_paths, read_exec))
         .map_err(err)?
         .add_rules(path_beneath_rules(
-            rw_files,
-            AccessFs::from_read(TARGET_ABI) | AccessFs::WriteFile,
+            device(true),
+            AccessFs::ReadFile | AccessFs::WriteFile,
         ))
+        .map_err(err)?
+        .add_rules(path_beneath_rules(device(false), AccessFs::ReadFile))
         .map_err(err)?
         .add_rules(path_beneath_rules([spec.jail_root.as_path()], jail_access))
         .map_err(err)

@@ -716,3 +716,32 @@ async fn refusals_and_explanations_redact_the_arguments_they_echo() {
     let trail = std::fs::read_to_string(&sb.audit).unwrap();
     assert!(!trail.contains("ghp_0123456789"), "{trail}");
 }
+
+/// The harmless device files may be named as paths (`/dev/null` as an empty side of a
+/// diff, `/dev/urandom` for random bytes); any other device, or a path through one, may not.
+#[tokio::test(flavor = "multi_thread")]
+async fn harmless_device_files_can_be_named() {
+    let sb = Sandbox::new("");
+    std::fs::write(sb.jail.join("new.txt"), "fresh\n").unwrap();
+    let s = sb.session().await;
+    let r = s.run("grep -H alpha /dev/null notes.txt").await;
+    assert_eq!(r["detail"]["stdout"], "notes.txt:alpha\n", "{r}");
+    let r = s.run("git diff --no-index /dev/null new.txt").await;
+    assert_eq!(r["code"], "OK", "{r}");
+    assert!(
+        r["detail"]["stdout"].as_str().unwrap().contains("+fresh"),
+        "{r}"
+    );
+    let r = s.run("head -c 16 /dev/urandom | wc -c").await;
+    assert_eq!(r["detail"]["stdout"], "16\n", "{r}");
+    let r = s.run("head -c 3 /dev/zero | wc -c").await;
+    assert_eq!(r["detail"]["stdout"], "3\n", "{r}");
+    for refused in [
+        "cat /dev/kmsg",
+        "head -c 1 /dev/sda",
+        "cat /dev/null/../../etc/shadow",
+    ] {
+        let r = s.run(refused).await;
+        assert_eq!(r["code"], "PATH_ESCAPE", "{refused}: {r}");
+    }
+}
