@@ -13,18 +13,20 @@ use safe_mcp_core::config::{ProcessEnv, Section};
 use safe_mcp_core::load::load_policy;
 use serde_json::Value;
 
+use crate::exit::fatal;
+
 /// Verifies the given files (a single live file brings its rotated siblings along).
 pub fn verify_cmd(config: Option<&Path>, key_file: Option<&Path>, files: &[PathBuf]) -> ExitCode {
     let key = match (config, key_file) {
         (_, Some(k)) => match std::fs::read(k) {
             Ok(bytes) => Some(bytes),
             Err(e) => {
-                return crate::fatal(format!("cannot read the key file {}: {e}", k.display()));
+                return fatal(format!("cannot read the key file {}: {e}", k.display()));
             }
         },
         (Some(c), None) => match load_policy(Some(c), &ProcessEnv, Section::Any) {
             Ok(p) => p.audit.hmac_key,
-            Err(e) => return crate::fatal(e),
+            Err(e) => return fatal(e),
         },
         (None, None) => None,
     };
@@ -55,12 +57,12 @@ pub fn tail_cmd(path: &Path, follow: bool) -> ExitCode {
     let mut attempts: HashMap<String, Value> = HashMap::new();
     let mut file = match std::fs::File::open(path) {
         Ok(f) => f,
-        Err(e) => return crate::fatal(format!("cannot open {}: {e}", path.display())),
+        Err(e) => return fatal(format!("cannot open {}: {e}", path.display())),
     };
     let mut offset = 0u64;
     loop {
         if file.seek(SeekFrom::Start(offset)).is_err() {
-            return crate::fatal("cannot seek");
+            return fatal("cannot seek");
         }
         let mut reader = BufReader::new(&file);
         let mut line = String::new();

@@ -14,6 +14,8 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use serde_json::{Value, json};
 
+use crate::exit::fatal;
+
 const FILES: &[(&str, &str)] = &[
     (
         "notes.txt",
@@ -100,7 +102,7 @@ pub fn run() -> ExitCode {
         .build()
     {
         Ok(r) => r,
-        Err(e) => return crate::fatal(format!("cannot start the async runtime: {e}")),
+        Err(e) => return fatal(format!("cannot start the async runtime: {e}")),
     };
     match runtime.block_on(showcase()) {
         Ok(true) => ExitCode::SUCCESS,
@@ -108,7 +110,7 @@ pub fn run() -> ExitCode {
             eprintln!("demo: some envelopes differed from what was expected");
             ExitCode::from(1)
         }
-        Err(e) => crate::fatal(format!("demo failed: {e}")),
+        Err(e) => fatal(format!("demo failed: {e}")),
     }
 }
 

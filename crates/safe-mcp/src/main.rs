@@ -7,6 +7,7 @@
 
 mod audit_cli;
 mod demo;
+mod exit;
 mod files_server;
 mod stdio;
 mod terminal_server;
@@ -25,6 +26,8 @@ use safe_mcp_core::redact::Redactor;
 use safe_mcp_core::terminal::confinement_spec;
 use safe_mcp_core::terminal::{CommandInput, TerminalService};
 use safe_mcp_exec::{LocalExecutor, planned_report};
+
+use exit::fatal;
 
 #[derive(Parser)]
 #[command(
@@ -122,11 +125,6 @@ enum PolicyCmd {
         #[arg(long)]
         config: Option<PathBuf>,
     },
-}
-
-fn fatal(reason: impl std::fmt::Display) -> ExitCode {
-    eprintln!("fatal: {reason}");
-    ExitCode::from(2)
 }
 
 fn load(config: Option<&Path>, section: Section) -> Result<Policy, String> {

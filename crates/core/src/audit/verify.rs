@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use super::{Chain, GENESIS};
+use super::chain::{Chain, GENESIS};
 
 /// What is wrong at the first broken record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

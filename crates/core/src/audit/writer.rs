@@ -15,7 +15,7 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use serde_json::{Map, Value, json};
 
-use super::{Chain, GENESIS, rfc3339_now, sanitize};
+use super::chain::{Chain, GENESIS, rfc3339_now, sanitize};
 use crate::config::AuditFailMode;
 
 /// Why a record could not be made durable.
@@ -330,7 +330,7 @@ impl AuditLog {
         }
     }
 
-    pub(super) fn error(&self, message: impl Into<String>) -> AuditError {
+    pub(crate) fn error(&self, message: impl Into<String>) -> AuditError {
         AuditError {
             path: self.path.clone(),
             message: message.into(),

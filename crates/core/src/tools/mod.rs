@@ -14,52 +14,12 @@
 //! generic, fail-closed path checks on every argument.
 
 mod catalog;
+mod inspection;
 pub mod parse;
 
 pub use catalog::{Kind, Spec, lookup};
+pub use inspection::{Escape, Inspection, PathCheck};
 pub use parse::{Arg, Parsed};
-
-/// How an argument must be contained.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PathCheck {
-    /// A path the tool opens: it must resolve inside the jail.
-    Path(String),
-    /// Not known either way: absolute, `..` and `~` arguments must resolve inside the jail.
-    Generic(String),
-}
-
-/// An escape found in an argv.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Escape {
-    /// The name an operator uses to opt in (`allow_escapes = ["-exec"]`).
-    pub id: String,
-    /// Why it is refused, naming the escape.
-    pub reason: String,
-}
-
-/// What the knowledge base says about one simple command.
-#[derive(Debug, Clone, Default)]
-pub struct Inspection {
-    /// Every escape found (the first one refuses the command unless opted in).
-    pub escapes: Vec<Escape>,
-    /// The command is an interpreter or trampoline.
-    pub interpreter: Option<String>,
-    /// Arguments to contain in the jail.
-    pub paths: Vec<PathCheck>,
-    /// Arguments inserted right after the program name (hardening).
-    pub inject_args: Vec<String>,
-    /// Environment added for this program (hardening).
-    pub inject_env: Vec<(String, String)>,
-}
-
-impl Inspection {
-    pub(crate) fn escape(&mut self, id: &str, reason: impl Into<String>) {
-        self.escapes.push(Escape {
-            id: id.to_owned(),
-            reason: reason.into(),
-        });
-    }
-}
 
 /// Long options an argv means without spelling them, so that operator rules written with
 /// the option also catch the shorthand: `git push origin +main` forces like `--force`.

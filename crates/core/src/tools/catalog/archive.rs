@@ -11,11 +11,11 @@
 
 use std::path::Path;
 
-use super::super::Inspection;
-use super::super::parse::{Arg, Grammar, Parsed, Val};
-use super::{BASE, Spec, is_remote};
+use super::spec::{BASE, Spec, is_remote};
+use crate::tools::inspection::Inspection;
+use crate::tools::parse::{Arg, Grammar, Parsed, Val};
 
-pub(super) const SPECS: &[Spec] = &[
+pub(crate) const SPECS: &[Spec] = &[
     Spec {
         names: &["tar"],
         grammar: Grammar {

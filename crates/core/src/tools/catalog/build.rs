@@ -10,11 +10,11 @@
 
 use std::path::Path;
 
-use super::super::Inspection;
-use super::super::parse::{Grammar, Parsed, Val};
-use super::{BASE, Kind, Operands, Spec, first_operand};
+use super::spec::{BASE, Kind, Operands, Spec, first_operand};
+use crate::tools::inspection::Inspection;
+use crate::tools::parse::{Grammar, Parsed, Val};
 
-pub(super) const SPECS: &[Spec] = &[
+pub(crate) const SPECS: &[Spec] = &[
     Spec {
         names: &["make", "gmake"],
         kind: Kind::Interpreter("make runs the recipes of a Makefile, which the model can write"),

@@ -10,11 +10,11 @@
 
 use std::path::Path;
 
-use super::super::Inspection;
-use super::super::parse::{Grammar, Parsed, Val};
-use super::{BASE, Operands, Spec, first_operand};
+use super::spec::{BASE, Operands, Spec, first_operand};
+use crate::tools::inspection::Inspection;
+use crate::tools::parse::{Grammar, Parsed, Val};
 
-pub(super) const SPECS: &[Spec] = &[Spec {
+pub(crate) const SPECS: &[Spec] = &[Spec {
     names: &["docker", "podman"],
     grammar: Grammar {
         short_value: "Hc",

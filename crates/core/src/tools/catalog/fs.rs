@@ -11,11 +11,11 @@
 
 use std::path::Path;
 
-use super::super::parse::{Grammar, Parsed, Val};
-use super::super::{Inspection, PathCheck};
-use super::{BASE, Operands, Spec};
+use super::spec::{BASE, Operands, Spec};
+use crate::tools::inspection::{Inspection, PathCheck};
+use crate::tools::parse::{Grammar, Parsed, Val};
 
-pub(super) const SPECS: &[Spec] = &[
+pub(crate) const SPECS: &[Spec] = &[
     // Their operands are words to print or compute with, never files they open.
     Spec {
         names: &[

@@ -9,7 +9,7 @@
 //! It must never try to tell a "safe" use of one of these from an unsafe one by its
 //! arguments: `python3 script.py`, `env ls` and `vim f` run code as surely as `sh -c`.
 
-use super::{BASE, Kind, Operands, Spec};
+use super::spec::{BASE, Kind, Operands, Spec};
 
 /// An interpreter spec: refused as a whole, every argument checked generically.
 const fn interpreter(names: &'static [&'static str], why: &'static str) -> Spec {
@@ -28,7 +28,7 @@ const TRAMPOLINE: &str =
     "a trampoline runs another program of the caller's choosing, outside this policy";
 const EDITOR: &str = "an editor can run shell commands (`:!cmd`, `!cmd`) and write any file";
 
-pub(super) const SPECS: &[Spec] = &[
+pub(crate) const SPECS: &[Spec] = &[
     interpreter(
         &[
             "sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "csh", "tcsh", "busybox",

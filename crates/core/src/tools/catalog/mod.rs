@@ -1,8 +1,10 @@
 //! The catalog: what each allowlisted tool can be made to do, held as data, and the one
 //! matcher that reads every tool's argv against it.
 //!
-//! Owns the shared vocabulary ([`Spec`], [`Kind`], [`Operands`], and the subcommand tables of
-//! [`subcommands`]), the lookup by program name, and [`inspect_known`]. The facts live in one
+//! Owns the lookup by program name and [`inspect_known`]. The shared vocabulary ([`Spec`],
+//! [`Kind`], [`Operands`], `BASE` and the helpers several families call) lives in the leaf
+//! `spec.rs`, the subcommand tables in [`subcommands`]; the family files import those, never
+//! this file. The facts live in one
 //! file per tool family, each spec next to the few checks that need code and the unit tests
 //! that pin them:
 //!
@@ -33,6 +35,7 @@ mod interpreters;
 mod net;
 mod pagers;
 mod search;
+mod spec;
 mod sqlite;
 mod subcommands;
 mod text;
@@ -40,96 +43,11 @@ mod vcs;
 
 use std::path::Path;
 
-use super::parse::{Arg, Grammar, Parsed, parse, parse_old_style};
-use super::{Inspection, PathCheck};
-pub use subcommands::Subcommands;
+use spec::Operands;
+pub use spec::{Kind, Spec};
 
-/// What kind of program this is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// A tool whose escapes are listed.
-    Tool,
-    /// Runs code it is given (a shell, an interpreter, an editor with a command line) or runs
-    /// another program (a trampoline): refused unless `allow_interpreter`.
-    Interpreter(&'static str),
-}
-
-/// How the operands (non-option arguments) are treated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Operands {
-    /// Every operand is a path.
-    Paths,
-    /// No operand is ever opened (echo, printf).
-    NotPaths,
-    /// The first operand is a pattern or program (grep, sed, awk, jq, rg) unless one of the
-    /// `program_opts` supplied it; the rest are paths.
-    AfterProgram,
-    /// Unknown: generic checks.
-    Generic,
-}
-
-/// A check that needs code: the parsed args, the raw args, the resolved program.
-pub type CustomCheck = fn(&Parsed, &[String], Option<&Path>, &mut Inspection);
-
-/// One tool family.
-#[derive(Debug, Clone, Copy)]
-pub struct Spec {
-    /// Program names this spec covers.
-    pub names: &'static [&'static str],
-    /// Tool or interpreter.
-    pub kind: Kind,
-    /// Its option grammar.
-    pub grammar: Grammar,
-    /// The first argument, when it does not start with `-`, is an old-style key bundle whose
-    /// letters take the next words as their values (GNU tar's `tar cf a.tar f`): read by
-    /// [`parse_old_style`].
-    pub old_style_keys: bool,
-    /// Options that are escapes: (canonical name, reason).
-    pub escapes: &'static [(&'static str, &'static str)],
-    /// Options whose value is a path.
-    pub path_opts: &'static [&'static str],
-    /// Options that supply the program/pattern instead of the first operand.
-    pub program_opts: &'static [&'static str],
-    /// Operand treatment.
-    pub operands: Operands,
-    /// The first operand names a subcommand with its own options and escapes (git). The
-    /// grammar above is then the one of the options before the subcommand, and must not
-    /// permute: everything after the subcommand belongs to it.
-    pub subcommands: Option<&'static Subcommands>,
-    /// Arguments inserted after the program name.
-    pub inject_args: &'static [&'static str],
-    /// Environment added.
-    pub inject_env: &'static [(&'static str, &'static str)],
-    /// Checks that need code.
-    pub custom: Option<CustomCheck>,
-    /// The grammar is precise: values of known, non-path options are never paths. When
-    /// false, every option value gets the generic check.
-    pub typed_values: bool,
-}
-
-const NO_GRAMMAR: Grammar = Grammar {
-    short_value: "",
-    long: &[],
-    permute: true,
-};
-
-/// The defaults every spec starts from (`..BASE`): a tool with no known options whose
-/// operands are paths.
-const BASE: Spec = Spec {
-    names: &[],
-    kind: Kind::Tool,
-    grammar: NO_GRAMMAR,
-    old_style_keys: false,
-    escapes: &[],
-    path_opts: &[],
-    program_opts: &[],
-    operands: Operands::Paths,
-    subcommands: None,
-    inject_args: &[],
-    inject_env: &[],
-    custom: None,
-    typed_values: true,
-};
+use crate::tools::inspection::{Inspection, PathCheck};
+use crate::tools::parse::{Arg, Grammar, parse, parse_old_style};
 
 /// Every family's specs. Order does not matter; names are unique (a test checks).
 static FAMILIES: &[&[Spec]] = &[
@@ -158,7 +76,7 @@ pub fn lookup(name: &str) -> Option<&'static Spec> {
 
 /// Reads `args` (program excluded) against `spec`: its escapes, the paths to contain, its
 /// hardening, then its subcommand table and its custom check, in that order.
-pub(super) fn inspect_known(
+pub(crate) fn inspect_known(
     spec: &'static Spec,
     name: &str,
     args: &[String],
@@ -258,21 +176,6 @@ fn known_option(grammar: &Grammar, name: &str) -> bool {
             .nth(1)
             .is_some_and(|c| grammar.short_value.contains(c)),
     }
-}
-
-// ----- helpers several families share -------------------------------------------------------
-
-/// `host:path`, the way rsync, scp and tar name a remote file: a colon before any slash.
-fn is_remote(v: &str) -> bool {
-    match v.split_once(':') {
-        Some((host, _)) => !host.is_empty() && !host.contains('/'),
-        None => false,
-    }
-}
-
-/// The first operand: the subcommand of tools whose safe subcommands are listed in code.
-fn first_operand(p: &Parsed) -> Option<&str> {
-    p.operands().next()
 }
 
 /// Helpers for the families' unit tests: inspect an argv the way the policy does, without a
@@ -389,14 +292,5 @@ mod tests {
                 "--no-same-owner --no-same-permissions".to_owned()
             )]
         );
-    }
-
-    #[test]
-    fn remote_means_a_colon_before_any_slash() {
-        assert!(is_remote("host:a.tar"));
-        assert!(is_remote("user@host:/x"));
-        assert!(!is_remote("./a:b"));
-        assert!(!is_remote(":x"));
-        assert!(!is_remote("a.tar"));
     }
 }

@@ -10,11 +10,11 @@
 
 use std::path::Path;
 
-use super::super::parse::Parsed;
-use super::super::{Inspection, PathCheck};
-use super::{BASE, Operands, Spec};
+use super::spec::{BASE, Operands, Spec};
+use crate::tools::inspection::{Inspection, PathCheck};
+use crate::tools::parse::Parsed;
 
-pub(super) const SPECS: &[Spec] = &[Spec {
+pub(crate) const SPECS: &[Spec] = &[Spec {
     names: &["sqlite3"],
     operands: Operands::Generic,
     // -safe refuses .system, .shell, .load, load_extension() and writing outside the db.

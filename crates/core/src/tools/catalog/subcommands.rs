@@ -1,5 +1,5 @@
 //! Subcommand tables: the grammar of programs whose first operand picks what they do (git),
-//! as data a [`Spec`](super::Spec) points to, and the matcher that reads an argv against it.
+//! as data a [`Spec`](super::spec::Spec) points to, and the matcher that reads an argv against it.
 //!
 //! Owns the second half of such an argv: which subcommand it names, what that subcommand's
 //! options mean (`-u` is `--upload-pack` for `git fetch` but a flag for `git push`), which of
@@ -10,8 +10,8 @@
 //! on the subcommand, so the options are read twice, once with the table's value-taking
 //! letters and once with none, and an escape found in either reading counts.
 
-use super::super::parse::{Arg, Grammar, Parsed, parse};
-use super::super::{Inspection, PathCheck};
+use crate::tools::inspection::{Inspection, PathCheck};
+use crate::tools::parse::{Arg, Grammar, Parsed, parse};
 
 /// The subcommands of one program and the options that may follow them.
 #[derive(Debug, Clone, Copy)]
@@ -108,7 +108,7 @@ impl Refusal {
 
 /// Reads the subcommand part of `parsed` (the whole argv, parsed with the program's global,
 /// non-permuting grammar) against `table`. `program` names the tool in the reasons.
-pub(super) fn inspect(table: &Subcommands, program: &str, parsed: &Parsed, insp: &mut Inspection) {
+pub(crate) fn inspect(table: &Subcommands, program: &str, parsed: &Parsed, insp: &mut Inspection) {
     // The subcommand is the first operand. The global grammar stops at it, so every later
     // argument is an operand here, still unparsed: its meaning is the subcommand's.
     let mut after = parsed

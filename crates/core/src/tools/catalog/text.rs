@@ -10,11 +10,11 @@
 
 use std::path::Path;
 
-use super::super::parse::{Arg, Grammar, Parsed, Val};
-use super::super::{Inspection, PathCheck};
-use super::{BASE, Operands, Spec};
+use super::spec::{BASE, Operands, Spec};
+use crate::tools::inspection::{Inspection, PathCheck};
+use crate::tools::parse::{Arg, Grammar, Parsed, Val};
 
-pub(super) const SPECS: &[Spec] = &[
+pub(crate) const SPECS: &[Spec] = &[
     Spec {
         names: &["sort"],
         grammar: Grammar {
