@@ -263,7 +263,12 @@ fn judge_stage(
     let mut run_argv = Vec::with_capacity(argv.len() + insp.inject_args.len());
     run_argv.push(argv[0].clone());
     run_argv.extend(insp.inject_args.iter().cloned());
-    run_argv.extend(argv[1..].iter().cloned());
+    for (i, arg) in argv[1..].iter().enumerate() {
+        run_argv.push(arg.clone());
+        for (_, extra) in insp.inject_after.iter().filter(|(at, _)| *at == i) {
+            run_argv.extend(extra.iter().cloned());
+        }
+    }
     StageVerdict {
         program: Some(program),
         run_argv: Some(run_argv),

@@ -36,6 +36,9 @@ pub struct Inspection {
     pub inject_args: Vec<String>,
     /// Environment added for this program (hardening).
     pub inject_env: Vec<(String, String)>,
+    /// Arguments inserted after argument `n` of the argv (program excluded, 0-based): right
+    /// after a subcommand, where only it reads them (`git diff --no-ext-diff`).
+    pub inject_after: Vec<(usize, Vec<String>)>,
 }
 
 impl Inspection {

@@ -745,3 +745,58 @@ async fn harmless_device_files_can_be_named() {
         assert_eq!(r["code"], "PATH_ESCAPE", "{refused}: {r}");
     }
 }
+
+/// `git diff`, `show`, `log -p` and `stash show -p` work on real changes: the hardening that
+/// keeps a repository's own diff.external or textconv from running no longer breaks them.
+#[tokio::test(flavor = "multi_thread")]
+async fn git_shows_real_diffs() {
+    let sb = Sandbox::new("");
+    let repo = sb.jail.join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(["-c", "user.name=T", "-c", "user.email=t@example.com"])
+            .args(args)
+            .current_dir(&repo)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("HOME", sb.base())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+    };
+    git(&["init", "-q"]);
+    std::fs::write(repo.join("a.txt"), "one\n").unwrap();
+    git(&["add", "a.txt"]);
+    git(&["commit", "-qm", "first"]);
+    std::fs::write(repo.join("a.txt"), "one\ntwo\n").unwrap();
+    git(&["commit", "-qam", "second"]);
+    std::fs::write(repo.join("a.txt"), "one\ntwo\nstashed\n").unwrap();
+    git(&["stash", "-q"]);
+    std::fs::write(repo.join("a.txt"), "one\ntwo\nthree\n").unwrap();
+    // A planted external diff program must not run.
+    std::fs::write(
+        repo.join(".git/config"),
+        std::fs::read_to_string(repo.join(".git/config")).unwrap()
+            + "[diff]\n\texternal = touch planted-marker\n",
+    )
+    .unwrap();
+    let s = sb.session().await;
+    for (command, want) in [
+        ("git diff", "+three"),
+        ("git show", "+two"),
+        ("git log -p -1", "+two"),
+        ("git stash show -p", "+stashed"),
+        ("git diff HEAD~1 --stat", "a.txt"),
+    ] {
+        let r = s
+            .call("run_command", json!({"command": command, "cwd": "repo"}))
+            .await;
+        assert_eq!(r["detail"]["exit_code"], 0, "{command}: {r}");
+        assert!(
+            r["detail"]["stdout"].as_str().unwrap().contains(want),
+            "{command}: {r}"
+        );
+    }
+    assert!(!repo.join("planted-marker").exists());
+    assert!(!sb.jail.join("planted-marker").exists());
+}

@@ -159,7 +159,7 @@ pub(crate) fn inspect_known(
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect();
     if let Some(table) = spec.subcommands {
-        subcommands::inspect(table, name, &parsed, &mut insp);
+        subcommands::inspect(table, name, &parsed, args.len(), &mut insp);
     }
     if let Some(check) = spec.custom {
         check(&parsed, args, program, &mut insp);

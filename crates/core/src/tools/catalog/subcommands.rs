@@ -64,6 +64,8 @@ pub struct Sub {
     pub refuse: Option<Refusal>,
     /// Second words with a meaning of their own (`submodule foreach`, `bundle create`).
     pub words: &'static [Word],
+    /// Hardening inserted right after the subcommand (`git diff --no-ext-diff`).
+    pub inject: &'static [&'static str],
 }
 
 /// A subcommand plain enough that only the table's own options concern it.
@@ -73,6 +75,7 @@ pub const PLAIN: Sub = Sub {
     escapes: &[],
     refuse: None,
     words: &[],
+    inject: &[],
 };
 
 /// A second word after a subcommand: the first operand of the subcommand's options.
@@ -84,6 +87,9 @@ pub struct Word {
     pub refuse: Option<Refusal>,
     /// How many operands after the word are paths (`bundle create FILE`).
     pub path_operands: usize,
+    /// Hardening inserted right after the word, when it directly follows the subcommand
+    /// (`git stash show --no-ext-diff`).
+    pub inject: &'static [&'static str],
 }
 
 /// Why a subcommand or word is an escape, unless it is read-only.
@@ -107,8 +113,15 @@ impl Refusal {
 }
 
 /// Reads the subcommand part of `parsed` (the whole argv, parsed with the program's global,
-/// non-permuting grammar) against `table`. `program` names the tool in the reasons.
-pub(crate) fn inspect(table: &Subcommands, program: &str, parsed: &Parsed, insp: &mut Inspection) {
+/// non-permuting grammar) against `table`. `program` names the tool in the reasons;
+/// `words` is how many arguments the argv has (program excluded), to place injections.
+pub(crate) fn inspect(
+    table: &Subcommands,
+    program: &str,
+    parsed: &Parsed,
+    words: usize,
+    insp: &mut Inspection,
+) {
     // The subcommand is the first operand. The global grammar stops at it, so every later
     // argument is an operand here, still unparsed: its meaning is the subcommand's.
     let mut after = parsed
@@ -137,6 +150,15 @@ pub(crate) fn inspect(table: &Subcommands, program: &str, parsed: &Parsed, insp:
         );
     }
     let entry = listed.unwrap_or(&PLAIN);
+    // The global grammar stops at the subcommand, so each later word is one operand: the
+    // subcommand is argument `words - rest.len() - 1`.
+    let at = words.checked_sub(rest.len() + 1);
+    if let Some(at) = at
+        && !entry.inject.is_empty()
+    {
+        insp.inject_after
+            .push((at, entry.inject.iter().map(|a| (*a).to_owned()).collect()));
+    }
     let options = parse(&table.grammar, &rest);
     // The second reading: no short option swallows the next token, so an option hidden
     // behind a misread value (`git push -u --receive-pack=CMD`) is still found.
@@ -197,6 +219,16 @@ pub(crate) fn inspect(table: &Subcommands, program: &str, parsed: &Parsed, insp:
                 .take(word.path_operands)
                 .map(|o| PathCheck::Path(o.to_owned())),
         );
+        // Only where the word is the very next argument is its place certain.
+        if let Some(at) = at
+            && !word.inject.is_empty()
+            && rest.first().map(String::as_str) == Some(first)
+        {
+            insp.inject_after.push((
+                at + 1,
+                word.inject.iter().map(|a| (*a).to_owned()).collect(),
+            ));
+        }
     }
 }
 
@@ -244,11 +276,13 @@ mod tests {
                         names: &["exec"],
                         refuse: Some(Refusal::always("runs a command")),
                         path_operands: 0,
+                        inject: &[],
                     },
                     Word {
                         names: &["save"],
                         refuse: None,
                         path_operands: 1,
+                        inject: &[],
                     },
                 ],
                 ..PLAIN
@@ -276,7 +310,7 @@ mod tests {
                 .collect(),
             ..Inspection::default()
         };
-        inspect(&TABLE, "prog", &parsed, &mut insp);
+        inspect(&TABLE, "prog", &parsed, args.len(), &mut insp);
         insp
     }
 

@@ -20,10 +20,6 @@ use super::spec::{BASE, Operands, Spec};
 use super::subcommands::{OptEscape, PLAIN, Refusal, Sub, Subcommands, Unknown, Word};
 use crate::tools::parse::{Grammar, Val};
 
-/// git's `--super-prefix`, the same string, spelled in two pieces only because the
-/// file-import checker reads the word `super` anywhere as a path to the parent module.
-const SUPER_PREFIX: &str = concat!("sup", "er-prefix");
-
 pub(crate) const SPECS: &[Spec] = &[Spec {
     names: &["git"],
     // The options before the subcommand. git stops at the first operand: the rest belong
@@ -36,7 +32,7 @@ pub(crate) const SPECS: &[Spec] = &[Spec {
             ("namespace", Val::Required),
             ("exec-path", Val::Optional),
             ("config-env", Val::Required),
-            (SUPER_PREFIX, Val::Required),
+            ("super-prefix", Val::Required),
             ("list-cmds", Val::Required),
             ("paginate", Val::No),
             ("no-pager", Val::No),
@@ -184,7 +180,9 @@ const SUBCOMMANDS: Subcommands = Subcommands {
     table: &[
         Sub {
             names: &["clone"],
-            aliases: &[("-u", "--upload-pack")],
+            // `clone -c key=value` is `--config`: applied to the new repository before its
+            // checkout runs filters.
+            aliases: &[("-u", "--upload-pack"), ("-c", "--config")],
             escapes: &[CONFIG],
             ..PLAIN
         },
@@ -238,6 +236,7 @@ const SUBCOMMANDS: Subcommands = Subcommands {
                 names: &["foreach"],
                 refuse: Some(Refusal::always("runs a command of the caller's choosing")),
                 path_operands: 0,
+                inject: &[],
             }],
             ..PLAIN
         },
@@ -247,6 +246,7 @@ const SUBCOMMANDS: Subcommands = Subcommands {
                 names: &["run"],
                 refuse: Some(Refusal::always("runs a command of the caller's choosing")),
                 path_operands: 0,
+                inject: &[],
             }],
             ..PLAIN
         },
@@ -256,7 +256,31 @@ const SUBCOMMANDS: Subcommands = Subcommands {
                 names: &["create"],
                 refuse: None,
                 path_operands: 1,
+                inject: &[],
             }],
+            ..PLAIN
+        },
+        // The commands that show diffs: never through an external diff program or a
+        // textconv filter, which a repository's own config names (and the model can write).
+        // `-c diff.external=` above stays as the fail-closed default for any other path.
+        Sub {
+            names: &["diff", "log", "show", "whatchanged"],
+            inject: &["--no-ext-diff", "--no-textconv"],
+            ..PLAIN
+        },
+        Sub {
+            names: &["stash"],
+            words: &[Word {
+                names: &["show"],
+                refuse: None,
+                path_operands: 0,
+                inject: &["--no-ext-diff", "--no-textconv"],
+            }],
+            ..PLAIN
+        },
+        Sub {
+            names: &["blame", "annotate"],
+            inject: &["--no-textconv"],
             ..PLAIN
         },
         Sub {
@@ -285,9 +309,7 @@ const SUBCOMMANDS: Subcommands = Subcommands {
             names: &[
                 "add",
                 "am",
-                "annotate",
                 "apply",
-                "blame",
                 "branch",
                 "cat-file",
                 "check-attr",
@@ -303,7 +325,6 @@ const SUBCOMMANDS: Subcommands = Subcommands {
                 "commit-tree",
                 "count-objects",
                 "describe",
-                "diff",
                 "diff-files",
                 "diff-index",
                 "diff-tree",
@@ -313,7 +334,6 @@ const SUBCOMMANDS: Subcommands = Subcommands {
                 "hash-object",
                 "help",
                 "init",
-                "log",
                 "ls-files",
                 "ls-tree",
                 "merge",
@@ -339,11 +359,9 @@ const SUBCOMMANDS: Subcommands = Subcommands {
                 "revert",
                 "rm",
                 "shortlog",
-                "show",
                 "show-branch",
                 "show-ref",
                 "sparse-checkout",
-                "stash",
                 "status",
                 "stripspace",
                 "switch",
@@ -356,7 +374,6 @@ const SUBCOMMANDS: Subcommands = Subcommands {
                 "verify-pack",
                 "verify-tag",
                 "version",
-                "whatchanged",
                 "worktree",
                 "write-tree",
             ],
@@ -538,5 +555,42 @@ mod tests {
             }
         }
         assert_eq!(seen.len(), 99);
+    }
+
+    #[test]
+    fn clone_c_is_config() {
+        assert_eq!(
+            escapes("git clone -c filter.x.smudge=CMD url"),
+            ["--config"]
+        );
+        assert_eq!(
+            escapes("git clone --config=core.fsmonitor=CMD url"),
+            ["--config"]
+        );
+    }
+
+    #[test]
+    fn diff_commands_never_use_an_external_diff_or_textconv() {
+        let no_ext = vec!["--no-ext-diff".to_owned(), "--no-textconv".to_owned()];
+        for (command, at) in [
+            ("git diff", 0),
+            ("git log -p -3", 0),
+            ("git -C sub show HEAD", 2),
+            ("git --no-pager -c x=y whatchanged", 3),
+            ("git stash show -p", 1),
+        ] {
+            assert_eq!(
+                cmd(command).inject_after,
+                vec![(at, no_ext.clone())],
+                "{command}"
+            );
+        }
+        assert_eq!(
+            cmd("git blame f").inject_after,
+            vec![(0, vec!["--no-textconv".to_owned()])]
+        );
+        // Where the place is not certain, nothing is inserted: diff.external stays empty.
+        assert!(cmd("git stash -q show").inject_after.is_empty());
+        assert!(cmd("git status").inject_after.is_empty());
     }
 }
