@@ -222,6 +222,40 @@ impl TerminalService {
         self.redacted(result).with_duration(started.elapsed())
     }
 
+    /// `explain`, recorded in the audit trail as every call of every tool is (the CLI's
+    /// `explain` uses the unrecorded one).
+    pub fn explain_call(
+        &self,
+        command: &CommandInput,
+        cwd: Option<&str>,
+        confinement: &ConfinementReport,
+    ) -> OperationResult {
+        let result = self.explain(command, cwd, confinement);
+        let mut attempt = self.attempt_for(EXPLAIN, &command.display());
+        attempt.cwd = cwd.map(str::to_owned);
+        self.gate.record(attempt, &result);
+        result
+    }
+
+    /// `describe`, recorded.
+    pub fn describe_call(&self, confinement: &ConfinementReport) -> OperationResult {
+        let result = self.describe(confinement);
+        self.gate
+            .record(self.attempt_for(DESCRIBE, DESCRIBE), &result);
+        result
+    }
+
+    /// Records a call refused before the core saw it (arguments that do not parse).
+    /// `request` is what was asked, rendered; it is redacted.
+    pub fn record_refusal(&self, tool: &'static str, request: &str, result: &OperationResult) {
+        let attempt = self.attempt_for(tool, request);
+        self.gate.record(attempt, &self.redacted(result.clone()));
+    }
+
+    fn attempt_for(&self, tool: &'static str, request: &str) -> Attempt {
+        Attempt::new(&self.gate.begin(), tool, self.redactor.redact(request))
+    }
+
     /// The policy as a model should read it.
     pub fn describe(&self, confinement: &ConfinementReport) -> OperationResult {
         let p = &self.policy;
@@ -277,7 +311,7 @@ impl TerminalService {
         match self.run_inner(&call, req, executor, cancel).await {
             Err((result, attempt)) => {
                 let result = result.with_duration(started.elapsed());
-                self.gate.refuse(attempt, &result);
+                self.gate.record(attempt, &result);
                 result
             }
             Ok((result, facts)) => {

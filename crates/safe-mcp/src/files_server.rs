@@ -12,7 +12,7 @@ use safe_mcp_organizer::FilesService;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::terminal_server::{envelope_schema, input, parse_args, to_result};
+use crate::terminal_server::{RecordRefusal, envelope_schema, input, parse_args, to_result};
 
 /// Arguments of `list_files`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -45,6 +45,21 @@ pub struct MoveArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NoArgs {}
+
+impl RecordRefusal for FilesService {
+    fn record_refusal(
+        &self,
+        tool: &'static str,
+        args: &JsonObject,
+        result: &safe_mcp_core::OperationResult,
+    ) {
+        self.record_call(
+            tool,
+            serde_json::Value::Object(args.clone()),
+            result.clone(),
+        );
+    }
+}
 
 /// The files MCP server.
 #[derive(Clone)]
@@ -79,7 +94,7 @@ impl FilesServer {
         annotations(title = "List files", read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn list_files(&self, args: JsonObject) -> CallToolResult {
-        let args: ListArgs = match parse_args("list_files", args) {
+        let args: ListArgs = match parse_args("list_files", args, self.service.as_ref()) {
             Ok(a) => a,
             Err(r) => return r,
         };
@@ -95,7 +110,7 @@ impl FilesServer {
         annotations(title = "Plan an organisation", read_only_hint = true, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
     )]
     async fn plan_organize(&self, args: JsonObject) -> CallToolResult {
-        if let Err(r) = parse_args::<NoArgs>("plan_organize", args) {
+        if let Err(r) = parse_args::<NoArgs>("plan_organize", args, self.service.as_ref()) {
             return r;
         }
         let s = Arc::clone(&self.service);
@@ -110,7 +125,7 @@ impl FilesServer {
         annotations(title = "Apply a plan", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
     )]
     async fn apply_plan(&self, args: JsonObject) -> CallToolResult {
-        let args: ApplyArgs = match parse_args("apply_plan", args) {
+        let args: ApplyArgs = match parse_args("apply_plan", args, self.service.as_ref()) {
             Ok(a) => a,
             Err(r) => return r,
         };
@@ -126,7 +141,7 @@ impl FilesServer {
         annotations(title = "Move a file", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
     )]
     async fn move_file(&self, args: JsonObject) -> CallToolResult {
-        let args: MoveArgs = match parse_args("move_file", args) {
+        let args: MoveArgs = match parse_args("move_file", args, self.service.as_ref()) {
             Ok(a) => a,
             Err(r) => return r,
         };
@@ -141,7 +156,7 @@ impl FilesServer {
         annotations(title = "Undo", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
     )]
     async fn undo_last_action(&self, args: JsonObject) -> CallToolResult {
-        if let Err(r) = parse_args::<NoArgs>("undo_last_action", args) {
+        if let Err(r) = parse_args::<NoArgs>("undo_last_action", args, self.service.as_ref()) {
             return r;
         }
         let s = Arc::clone(&self.service);
@@ -155,7 +170,7 @@ impl FilesServer {
         annotations(title = "Redo", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
     )]
     async fn redo_last_action(&self, args: JsonObject) -> CallToolResult {
-        if let Err(r) = parse_args::<NoArgs>("redo_last_action", args) {
+        if let Err(r) = parse_args::<NoArgs>("redo_last_action", args, self.service.as_ref()) {
             return r;
         }
         let s = Arc::clone(&self.service);

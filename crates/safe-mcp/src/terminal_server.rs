@@ -94,16 +94,32 @@ pub(crate) fn to_result(envelope: OperationResult) -> CallToolResult {
     }
 }
 
+/// Records a call the wiring refused before the core saw it (its arguments do not parse).
+pub(crate) trait RecordRefusal {
+    fn record_refusal(&self, tool: &'static str, args: &JsonObject, result: &OperationResult);
+}
+
+impl RecordRefusal for TerminalService {
+    fn record_refusal(&self, tool: &'static str, args: &JsonObject, result: &OperationResult) {
+        let request = format!("{tool} {}", serde_json::Value::Object(args.clone()));
+        TerminalService::record_refusal(self, tool, &request, result);
+    }
+}
+
+/// The arguments of `action` as `T`, or an INVALID_REQUEST envelope, recorded by `audit`.
 pub(crate) fn parse_args<T: DeserializeOwned>(
-    action: &str,
+    action: &'static str,
     args: JsonObject,
+    audit: &dyn RecordRefusal,
 ) -> Result<T, CallToolResult> {
-    serde_json::from_value(serde_json::Value::Object(args)).map_err(|e| {
-        to_result(OperationResult::new(
+    serde_json::from_value(serde_json::Value::Object(args.clone())).map_err(|e| {
+        let result = OperationResult::new(
             action,
             ResultCode::InvalidRequest,
             format!("invalid arguments: {e}"),
-        ))
+        );
+        audit.record_refusal(action, &args, &result);
+        to_result(result)
     })
 }
 
@@ -124,7 +140,7 @@ impl TerminalServer {
                     idempotent_hint = false, open_world_hint = false)
     )]
     async fn run_command(&self, args: JsonObject, ct: CancellationToken) -> CallToolResult {
-        let args: RunArgs = match parse_args("run_command", args) {
+        let args: RunArgs = match parse_args("run_command", args, self.service.as_ref()) {
             Ok(a) => a,
             Err(r) => return r,
         };
@@ -147,11 +163,11 @@ impl TerminalServer {
                     idempotent_hint = true, open_world_hint = false)
     )]
     async fn explain_command(&self, args: JsonObject) -> CallToolResult {
-        let args: ExplainArgs = match parse_args("explain_command", args) {
+        let args: ExplainArgs = match parse_args("explain_command", args, self.service.as_ref()) {
             Ok(a) => a,
             Err(r) => return r,
         };
-        to_result(self.service.explain(
+        to_result(self.service.explain_call(
             &args.command.into(),
             args.cwd.as_deref(),
             self.executor.confinement(),
@@ -167,10 +183,10 @@ impl TerminalServer {
                     idempotent_hint = true, open_world_hint = false)
     )]
     async fn describe_policy(&self, args: JsonObject) -> CallToolResult {
-        if let Err(r) = parse_args::<NoArgs>("describe_policy", args) {
+        if let Err(r) = parse_args::<NoArgs>("describe_policy", args, self.service.as_ref()) {
             return r;
         }
-        to_result(self.service.describe(self.executor.confinement()))
+        to_result(self.service.describe_call(self.executor.confinement()))
     }
 }
 

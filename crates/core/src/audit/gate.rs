@@ -4,7 +4,8 @@
 //! Owns the call ids (passed on as values, never kept in thread state) and the fail-mode
 //! decision: under `audit_fail_mode = "closed"` a call whose attempt record cannot be made
 //! durable does not act; under `"open"` it acts and the server warns. A refusal is recorded
-//! too, attempt and outcome, so every call of an acting tool leaves the same two records.
+//! too, attempt and outcome, and so is every call of a read-only tool, so every call of
+//! every tool leaves the same two records.
 //! It must never let a caller act before [`Gate::admit`] has returned `Ok`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -105,15 +106,15 @@ impl Gate {
         }
     }
 
-    /// Records a call that was refused before it could act: the attempt with the refusal's
-    /// code and reason, then its outcome. Nothing acts, so nothing waits for the disk; a
-    /// failure is reported on stderr.
-    pub fn refuse(&self, attempt: Attempt, result: &OperationResult) {
+    /// Records a call that did not act: refused before it could, or a read-only tool. The
+    /// attempt carries the result's code and reason, then comes its outcome. Nothing acts,
+    /// so nothing waits for the disk; a failure is reported on stderr.
+    pub fn record(&self, attempt: Attempt, result: &OperationResult) {
         let outcome = Outcome::of(&attempt.call, result);
         let attempt = attempt.refused(result);
         if let Err(e) = self.append("attempt", &attempt, false) {
             eprintln!(
-                "safe-mcp: warning: refused call {} was not audited: {e}",
+                "safe-mcp: warning: call {} was not audited: {e}",
                 attempt.call
             );
         }

@@ -168,7 +168,20 @@ impl FilesService {
         result: OperationResult,
     ) -> OperationResult {
         let result = result.with_duration(started.elapsed());
-        self.gate.refuse(attempt, &result);
+        self.gate.record(attempt, &result);
+        result
+    }
+
+    /// Records a call that did not act (a read-only tool, or arguments that do not parse)
+    /// and returns its result.
+    pub fn record_call(
+        &self,
+        tool: &'static str,
+        args: Value,
+        result: OperationResult,
+    ) -> OperationResult {
+        let (_, attempt) = self.attempt(tool, args);
+        self.gate.record(attempt, &result);
         result
     }
 

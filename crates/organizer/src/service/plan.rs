@@ -66,6 +66,11 @@ impl FilesService {
 
     /// `list_files(subdir?)`.
     pub fn list_files(&self, subdir: Option<&str>) -> OperationResult {
+        let result = self.list(subdir);
+        self.record_call("list_files", json!({"subdir": subdir}), result)
+    }
+
+    fn list(&self, subdir: Option<&str>) -> OperationResult {
         const A: &str = "list_files";
         let started = Instant::now();
         let rel = match subdir.filter(|s| !s.is_empty() && *s != ".") {
@@ -111,6 +116,11 @@ impl FilesService {
 
     /// `plan_organize()`: changes nothing, not even folders.
     pub fn plan_organize(&self) -> OperationResult {
+        let result = self.plan();
+        self.record_call("plan_organize", json!({}), result)
+    }
+
+    fn plan(&self) -> OperationResult {
         const A: &str = "plan_organize";
         let started = Instant::now();
         let entries = match self.ws.list("") {

@@ -564,8 +564,9 @@ async fn planning_in_a_loop_keeps_only_the_newest_plans() {
     assert_eq!(r["code"], "INVALID_REQUEST", "an old plan was dropped: {r}");
 }
 
-/// Every call of an acting tool leaves an attempt and an outcome record, refusals that
-/// happen before anything is looked at included: an unknown plan id and a path that escapes.
+/// Every call of every tool leaves an attempt and an outcome record, refusals that happen
+/// before anything is looked at included: an unknown plan id, a path that escapes, a
+/// read-only call, arguments that do not parse.
 #[tokio::test(flavor = "multi_thread")]
 async fn every_refusal_is_audited_and_the_trail_still_verifies() {
     let ws = Workspace::new(true);
@@ -588,6 +589,11 @@ async fn every_refusal_is_audited_and_the_trail_still_verifies() {
         )
         .await;
     assert_eq!(r["code"], "PATH_ESCAPE", "{r}");
+    // Read-only tools and calls whose arguments do not parse are recorded the same way.
+    let r = s.call("list_files", json!({"subdir": "../.."})).await;
+    assert_eq!(r["code"], "PATH_ESCAPE", "{r}");
+    let r = s.call("apply_plan", json!({"plan": 1})).await;
+    assert_eq!(r["code"], "INVALID_REQUEST", "{r}");
     drop(s);
 
     let records: Vec<Value> = std::fs::read_to_string(&ws.audit)
@@ -616,6 +622,8 @@ async fn every_refusal_is_audited_and_the_trail_still_verifies() {
         pair("apply_plan", "INVALID_REQUEST"),
         pair("move_file", "PATH_ESCAPE"),
         pair("move_file", "PATH_ESCAPE"),
+        pair("list_files", "PATH_ESCAPE"),
+        pair("apply_plan", "INVALID_REQUEST"),
     ]
     .concat();
     assert_eq!(shape, want);

@@ -443,11 +443,40 @@ async fn explain_never_executes() {
         .await;
     assert_eq!(r["code"], "POLICY_DENIED");
     assert!(r["reason"].as_str().unwrap().contains("force-push"));
-    assert!(
-        sb.audit_records().is_empty(),
-        "explain is read-only and writes no audit record"
-    );
     let d = s.call("describe_policy", json!({})).await;
+    // Read-only calls are recorded like every other call (attempt and outcome, not waited
+    // for on disk), and a call with arguments that do not parse is too.
+    let bad = s.call("run_command", json!({"command": 5})).await;
+    assert_eq!(bad["code"], "INVALID_REQUEST");
+    let records = sb.audit_records();
+    let seen: Vec<(String, String, String)> = records
+        .iter()
+        .map(|r| {
+            let code = r.get("verdict").or_else(|| r.get("code")).unwrap();
+            (
+                r["kind"].as_str().unwrap().to_owned(),
+                r["tool"].as_str().unwrap().to_owned(),
+                code.as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let pair = |tool: &str, code: &str| {
+        [
+            ("attempt".to_owned(), tool.to_owned(), code.to_owned()),
+            ("outcome".to_owned(), tool.to_owned(), code.to_owned()),
+        ]
+    };
+    assert_eq!(
+        seen,
+        [
+            pair("explain_command", "OK"),
+            pair("explain_command", "POLICY_DENIED"),
+            pair("describe_policy", "OK"),
+            pair("run_command", "INVALID_REQUEST"),
+        ]
+        .concat()
+    );
+    assert_eq!(records[0]["command"], "touch explain-marker | wc -c");
     assert_eq!(d["code"], "OK");
     assert!(
         d["detail"]["allowlist"]
