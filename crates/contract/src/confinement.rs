@@ -43,6 +43,31 @@ impl SandboxMode {
     }
 }
 
+/// Whether each command gets a private view of the machine (its own mount, ipc, uts and
+/// network namespaces, with a fresh root holding only what the policy grants).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NamespaceMode {
+    /// Where the server can make namespaces (root, or unprivileged user namespaces); the
+    /// host's view otherwise, and every report says which. The default.
+    Auto,
+    /// The server refuses to start where it cannot make them.
+    Required,
+    /// The host's view, confined by Landlock, seccomp and the rest.
+    Off,
+}
+
+impl NamespaceMode {
+    /// The policy-file spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NamespaceMode::Auto => "auto",
+            NamespaceMode::Required => "required",
+            NamespaceMode::Off => "off",
+        }
+    }
+}
+
 /// The rlimits (and pids cap) of every command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProcessLimits {
@@ -73,6 +98,10 @@ pub struct ConfinementSpec {
     pub read_paths: Vec<PathBuf>,
     /// Whether files inside the jail may be executed.
     pub exec_in_jail: bool,
+    /// Whether commands get a private view of the machine.
+    pub namespaces: NamespaceMode,
+    /// The commands' HOME (read-only), when the server made one.
+    pub home: Option<PathBuf>,
     /// Limits of each command.
     pub limits: ProcessLimits,
 }
@@ -134,11 +163,26 @@ pub struct RlimitReport {
     pub core_bytes: u64,
 }
 
+/// Which view of the machine commands get.
+#[derive(Debug, Clone, Serialize)]
+pub struct ViewReport {
+    /// The policy's `namespaces` setting.
+    pub setting: &'static str,
+    /// `private` (own namespaces, fresh root) or `host`.
+    pub view: &'static str,
+    /// The namespaces each command enters.
+    pub namespaces: Vec<&'static str>,
+    /// What is visible, for a private view; why the host view, otherwise.
+    pub detail: String,
+}
+
 /// The confinement in full, for `describe_policy`, `explain_command` and `doctor`.
 #[derive(Debug, Clone, Serialize)]
 pub struct ConfinementReport {
     /// The policy's sandbox mode.
     pub mode: &'static str,
+    /// The view of the machine.
+    pub view: ViewReport,
     /// Landlock.
     pub landlock: LandlockReport,
     /// seccomp.
@@ -167,6 +211,8 @@ pub struct ConfinementSummary {
     pub seccomp: bool,
     /// `all dropped`, `none held` or `kept`.
     pub capabilities: &'static str,
+    /// `private` or `host`.
+    pub view: &'static str,
     /// Whether commands may use the network.
     pub network: bool,
 }

@@ -27,7 +27,8 @@ mod plan;
 
 pub use confinement::{
     ConfinementReport, ConfinementSpec, ConfinementSummary, HARMLESS_DEVICES, KernelReport,
-    LandlockReport, ProcessLimits, RlimitReport, SandboxMode, SeccompReport,
+    LandlockReport, NamespaceMode, ProcessLimits, RlimitReport, SandboxMode, SeccompReport,
+    ViewReport,
 };
 pub use plan::{
     Cancel, Durable, ExecFailure, ExecFuture, ExecOutcome, ExecPlan, ExecStage, Executor, Sequence,

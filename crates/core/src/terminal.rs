@@ -81,6 +81,8 @@ pub fn confinement_spec(policy: &TerminalPolicy) -> ConfinementSpec {
         unix_sockets: sandbox.unix_sockets,
         read_paths: sandbox.read_paths.clone(),
         exec_in_jail: sandbox.exec_in_jail,
+        namespaces: sandbox.namespaces,
+        home: None,
         limits: ProcessLimits {
             cpu_seconds: l.cpu_seconds,
             memory_bytes: l.memory_bytes,
@@ -177,7 +179,7 @@ impl TerminalService {
     /// their HOME.
     pub fn confinement_spec(&self) -> ConfinementSpec {
         let mut spec = confinement_spec(&self.policy);
-        spec.read_paths.push(self.home.path().to_path_buf());
+        spec.home = Some(self.home.path().to_path_buf());
         spec
     }
 
@@ -437,7 +439,12 @@ impl TerminalService {
     /// detail redacted, since both echo the arguments (a `--password` value, say).
     fn redacted(&self, mut result: OperationResult) -> OperationResult {
         result.reason = self.redactor.redact(&result.reason);
+        // The confinement report is the server's own text; everything else may echo input.
+        let confinement = result.detail.remove("confinement");
         result.detail = redact_strings(&self.redactor, std::mem::take(&mut result.detail));
+        if let Some(c) = confinement {
+            result.detail.insert("confinement".into(), c);
+        }
         result
     }
 

@@ -16,11 +16,12 @@ use landlock::{
 };
 use safe_mcp_contract::{
     ConfinementReport, ConfinementSpec, ConfinementSummary, HARMLESS_DEVICES, LandlockReport,
-    ProcessLimits, RlimitReport, SandboxMode, SeccompReport,
+    NamespaceMode, ProcessLimits, RlimitReport, SandboxMode, SeccompReport, ViewReport,
 };
 
 use crate::seccomp;
 use crate::step::{Step, errno};
+use crate::view::View;
 
 /// The Landlock ABI whose rights we request: filesystem (incl. truncate, ioctl on devices),
 /// TCP bind/connect (v4) and signal / abstract-socket scoping (v6).
@@ -36,6 +37,9 @@ pub enum ConfineError {
     /// The seccomp program could not be compiled.
     #[error("the seccomp filter could not be built: {0}")]
     Seccomp(String),
+    /// `namespaces = "required"` and no private view could be made.
+    #[error("namespaces = \"required\", but no private view of the machine could be made: {0}")]
+    Namespaces(String),
 }
 
 /// The confinement applied to every command of one server.
@@ -48,6 +52,8 @@ pub struct Confinement {
     rlimits: Vec<(libc::__rlimit_resource_t, libc::rlimit)>,
     /// Which capability sets the child clears; `None` under `off`.
     capabilities: Option<CapabilityDrop>,
+    /// The private view every command enters, where one could be made.
+    view: Option<View>,
     pids_cgroup: Option<PidsCgroup>,
     report: ConfinementReport,
     summary: ConfinementSummary,
@@ -262,10 +268,33 @@ impl Confinement {
         // Under enforce the ruleset is built with HardRequirement: it is complete, or building
         // it fails and the server does not start. Each child restricts itself with its
         // descriptor; a kernel refusal there refuses the command (SANDBOX_UNAVAILABLE).
+        let (view, view_state) = match (spec.mode, spec.namespaces) {
+            (SandboxMode::Off, _) => (None, ViewState::Host("sandbox mode off".into())),
+            (_, NamespaceMode::Off) => (None, ViewState::Host("namespaces = \"off\"".into())),
+            (_, setting) => match View::create(spec) {
+                Ok(view) => {
+                    let names = view.names();
+                    (Some(view), ViewState::Private(names))
+                }
+                Err(why) if setting == NamespaceMode::Required => {
+                    return Err(ConfineError::Namespaces(why));
+                }
+                Err(why) => {
+                    eprintln!(
+                        "safe-mcp: warning: namespaces = \"auto\": no private view of the machine could be made ({why}); commands see the host's filesystem, confined by Landlock and seccomp"
+                    );
+                    (
+                        None,
+                        ViewState::Host(format!("no private view could be made: {why}")),
+                    )
+                }
+            },
+        };
         let (landlock, seccomp) = match spec.mode {
             SandboxMode::Off => (None, None),
             mode => {
-                let ruleset = build_ruleset(spec, mode == SandboxMode::Enforce)?;
+                let extra = view.as_ref().map_or(Vec::new(), View::own_files);
+                let ruleset = build_ruleset(spec, mode == SandboxMode::Enforce, &extra)?;
                 (
                     Option::<OwnedFd>::from(ruleset),
                     Some(
@@ -275,7 +304,13 @@ impl Confinement {
                 )
             }
         };
-        let (report, summary) = describe(spec, pids_cgroup.is_some());
+        // In a user namespace of its own the child holds every capability of it, so it can
+        // and must drop them all, bounding set included.
+        let capabilities = match (capabilities, &view) {
+            (Some(_), Some(v)) if v.user => Some(CapabilityDrop::Everything),
+            (c, _) => c,
+        };
+        let (report, summary) = describe(spec, pids_cgroup.is_some(), &view_state, capabilities);
         if spec.mode == SandboxMode::BestEffort && report.landlock.enforced != "full" {
             eprintln!(
                 "safe-mcp: warning: sandbox mode best-effort: Landlock is {} on this kernel (ABI {}); commands run less confined",
@@ -288,6 +323,7 @@ impl Confinement {
             seccomp,
             rlimits,
             capabilities,
+            view,
             pids_cgroup,
             report,
             summary,
@@ -302,6 +338,19 @@ impl Confinement {
     /// The compact form recorded with every run: mode, Landlock state, seccomp, network.
     pub fn summary(&self) -> &ConfinementSummary {
         &self.summary
+    }
+
+    /// Enters the private view, when there is one. Runs in the `CLONE_VM` child before its
+    /// chdir (the view's root becomes its root and cwd).
+    ///
+    /// # Safety
+    /// Only for the child made by [`crate::spawn::spawn`], before exec.
+    pub(crate) unsafe fn enter_view(&self) -> Result<(), (Step, libc::c_int)> {
+        match &self.view {
+            // SAFETY: we are the spawn child, as `enter` requires.
+            Some(view) => unsafe { view.enter() }.map_err(|e| (Step::View, e)),
+            None => Ok(()),
+        }
     }
 
     /// Runs in the `CLONE_VM` child before exec (see [`crate::spawn`]): syscalls on state
@@ -382,14 +431,47 @@ impl Confinement {
     }
 }
 
+/// Which view of the machine commands get.
+enum ViewState {
+    /// Their own namespaces, these ones.
+    Private(Vec<&'static str>),
+    /// The host's, for this reason.
+    Host(String),
+    /// Not built (explain, doctor): what a server would try.
+    Planned(&'static str),
+}
+
 /// The confinement `spec` would get here, described without building any of it: no
-/// cgroup, no ruleset. What `explain` and `doctor` show; a read-only call has no side effect.
+/// cgroup, no ruleset, no namespace. What `explain` and `doctor` show; a read-only call has
+/// no side effect.
 pub fn planned_report(spec: &ConfinementSpec) -> ConfinementReport {
-    describe(spec, PidsCgroup::would_be_used()).0
+    let view = match (spec.mode, spec.namespaces) {
+        (SandboxMode::Off, _) => ViewState::Host("sandbox mode off".into()),
+        (_, NamespaceMode::Off) => ViewState::Host("namespaces = \"off\"".into()),
+        _ if namespaces_possible() => ViewState::Planned(
+            "private where the server can make its namespaces at start (it tries, and says so)",
+        ),
+        _ => ViewState::Host("this user cannot make namespaces here".into()),
+    };
+    let capabilities = (spec.mode != SandboxMode::Off).then(CapabilityDrop::for_this_process);
+    describe(spec, PidsCgroup::would_be_used(), &view, capabilities).0
+}
+
+/// Whether this user could make the view's namespaces: root, or user namespaces allowed.
+fn namespaces_possible() -> bool {
+    let read = |p: &str| std::fs::read_to_string(p).ok().map(|s| s.trim().to_owned());
+    rustix::process::geteuid().is_root()
+        || (read("/proc/sys/user/max_user_namespaces").is_some_and(|n| n != "0")
+            && read("/proc/sys/kernel/unprivileged_userns_clone").is_none_or(|v| v != "0"))
 }
 
 /// The report and summary for `spec` on this kernel, for this user.
-fn describe(spec: &ConfinementSpec, pids_cgroup: bool) -> (ConfinementReport, ConfinementSummary) {
+fn describe(
+    spec: &ConfinementSpec,
+    pids_cgroup: bool,
+    view: &ViewState,
+    capabilities: Option<CapabilityDrop>,
+) -> (ConfinementReport, ConfinementSummary) {
     let abi = landlock_abi();
     let off = spec.mode == SandboxMode::Off;
     let landlock_state = match (spec.mode, abi) {
@@ -398,10 +480,30 @@ fn describe(spec: &ConfinementSpec, pids_cgroup: bool) -> (ConfinementReport, Co
         (_, 0) => "none",
         _ => "partial",
     };
-    let capabilities = (!off).then(CapabilityDrop::for_this_process);
     let strings = |names: &[&'static str]| if off { Vec::new() } else { names.to_vec() };
+    let view_report = match view {
+        ViewState::Private(names) => ViewReport {
+            setting: spec.namespaces.as_str(),
+            view: "private",
+            namespaces: names.clone(),
+            detail: crate::view::VISIBLE.to_owned(),
+        },
+        ViewState::Host(why) => ViewReport {
+            setting: spec.namespaces.as_str(),
+            view: "host",
+            namespaces: Vec::new(),
+            detail: why.clone(),
+        },
+        ViewState::Planned(what) => ViewReport {
+            setting: spec.namespaces.as_str(),
+            view: "planned",
+            namespaces: Vec::new(),
+            detail: (*what).to_owned(),
+        },
+    };
     let report = ConfinementReport {
         mode: spec.mode.as_str(),
+        view: view_report,
         landlock: LandlockReport {
             kernel_abi: abi,
             requested_abi: TARGET_ABI as i64,
@@ -471,6 +573,11 @@ fn describe(spec: &ConfinementSpec, pids_cgroup: bool) -> (ConfinementReport, Co
             Some(CapabilityDrop::HeldSets) => "none held",
             None => "kept",
         },
+        view: if matches!(view, ViewState::Private(_)) {
+            "private"
+        } else {
+            "host"
+        },
         network: spec.network,
     };
     (report, summary)
@@ -510,7 +617,13 @@ fn rlimits(limits: &ProcessLimits) -> Vec<(libc::__rlimit_resource_t, libc::rlim
         .collect()
 }
 
-fn build_ruleset(spec: &ConfinementSpec, hard: bool) -> Result<RulesetCreated, ConfineError> {
+/// `extra_read`: files a command may read besides the read paths (the view's synthetic
+/// `/etc` files, which are other inodes than the host's).
+fn build_ruleset(
+    spec: &ConfinementSpec,
+    hard: bool,
+    extra_read: &[PathBuf],
+) -> Result<RulesetCreated, ConfineError> {
     let err = |e: landlock::RulesetError| ConfineError::Landlock(e.to_string());
     let level = if hard {
         CompatLevel::HardRequirement
@@ -539,6 +652,8 @@ fn build_ruleset(spec: &ConfinementSpec, hard: bool) -> Result<RulesetCreated, C
     let read_paths: Vec<&Path> = spec
         .read_paths
         .iter()
+        .chain(spec.home.iter())
+        .chain(extra_read)
         .map(PathBuf::as_path)
         .filter(|p| p.exists())
         .collect();

@@ -29,6 +29,7 @@ mod run;
 mod seccomp;
 mod spawn;
 mod step;
+mod view;
 
 use std::os::fd::OwnedFd;
 use std::sync::Arc;

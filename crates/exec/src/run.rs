@@ -385,6 +385,9 @@ fn spawn_failure(program: &str, e: &SpawnError) -> ExecFailure {
             step: Step::Capabilities,
             ..
         } => ExecFailure::Sandbox(format!("the capabilities could not be dropped ({e})")),
+        SpawnError::Child {
+            step: Step::View, ..
+        } => ExecFailure::Sandbox(format!("the private view could not be entered ({e})")),
         // A failed exec, a NUL byte in a configured variable, clone refused for lack of
         // processes or memory: the command could not be started, and says why.
         SpawnError::Child { .. } | SpawnError::Parent(_) => ExecFailure::Spawn {

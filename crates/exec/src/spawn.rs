@@ -339,6 +339,10 @@ unsafe fn run_child(p: &Prepared) -> Result<std::convert::Infallible, (Step, c_i
             return Err(fail(Step::Stdio));
         }
     }
+    // SAFETY: `p.confinement` points at the caller's Confinement, alive for the clone.
+    let confinement = unsafe { &*p.confinement };
+    // SAFETY: this is the spawn child, before its chdir, as `enter_view` requires.
+    unsafe { confinement.enter_view() }?;
     // SAFETY: `p.cwd` is a NUL-terminated string the parent keeps alive.
     if unsafe { libc::chdir(p.cwd) } != 0 {
         return Err(fail(Step::Chdir));
@@ -357,8 +361,6 @@ unsafe fn run_child(p: &Prepared) -> Result<std::convert::Infallible, (Step, c_i
     if rc != 0 {
         return Err(fail(Step::Descriptors));
     }
-    // SAFETY: `p.confinement` points at the caller's Confinement, alive for the clone.
-    let confinement = unsafe { &*p.confinement };
     // SAFETY: this is the spawn child, before exec, as `apply_in_child` requires.
     unsafe { confinement.apply_in_child() }?;
     // The gate: die with the server while waiting; exec only with a ticket of 1.

@@ -13,6 +13,8 @@ pub(crate) enum Step {
     Signals = 1,
     ProcessGroup,
     Stdio,
+    /// Entering the private view's namespaces.
+    View,
     Chdir,
     Descriptors,
     /// The pids cgroup or an rlimit.
@@ -31,6 +33,7 @@ impl Step {
             Step::Signals,
             Step::ProcessGroup,
             Step::Stdio,
+            Step::View,
             Step::Chdir,
             Step::Descriptors,
             Step::Limits,
@@ -48,6 +51,7 @@ impl Step {
             Step::Signals => "signal reset",
             Step::ProcessGroup => "setpgid",
             Step::Stdio => "dup2",
+            Step::View => "entering the private view (setns)",
             Step::Chdir => "chdir",
             Step::Descriptors => "close_range",
             Step::Limits => "process limits",

@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use super::raw::{RawFiles, RawPolicy, RawRedaction, RawTerminal};
 use super::{
     AuditFailMode, AuditSettings, ConfigError, DEFAULT_PATH, DEFAULT_READ_PATHS,
-    ENV_LEGACY_POLICY_FILE, ENV_POLICY_FILE, FilesPolicy, Policy, RedactionSettings, SandboxMode,
-    SandboxSettings, Section, SkipCondition, SkipRule, TerminalPolicy,
+    ENV_LEGACY_POLICY_FILE, ENV_POLICY_FILE, FilesPolicy, NamespaceMode, Policy, RedactionSettings,
+    SandboxMode, SandboxSettings, Section, SkipCondition, SkipRule, TerminalPolicy,
 };
 use crate::paths::lexical_normalize;
 
@@ -365,6 +365,7 @@ impl Builder<'_> {
                 read_paths,
                 exec_in_jail: sb.exec_in_jail.unwrap_or(false),
                 unix_sockets: sb.unix_sockets.unwrap_or(true),
+                namespaces: sb.namespaces.unwrap_or(NamespaceMode::Auto),
             },
             path,
         })

@@ -54,7 +54,7 @@ pub enum AuditFailMode {
     Open,
 }
 
-pub use safe_mcp_contract::SandboxMode;
+pub use safe_mcp_contract::{NamespaceMode, SandboxMode};
 
 /// A validated policy.
 #[derive(Debug, Clone)]
@@ -232,6 +232,9 @@ pub struct SandboxSettings {
     /// connecting to a named socket, so `false` is what keeps a command off daemon sockets
     /// such as Docker's.
     pub unix_sockets: bool,
+    /// Whether each command gets its own view of the machine (mount, ipc, uts and network
+    /// namespaces): `auto` (default) where the server can make them, `required`, or `off`.
+    pub namespaces: NamespaceMode,
 }
 
 /// The read+execute paths a default command needs: the loader, libraries, locale, /dev/null.

@@ -11,7 +11,10 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use super::{ArgRule, AuditFailMode, ExtraPattern, Limits, PolicyExamples, SandboxMode, SkipLayer};
+use super::{
+    ArgRule, AuditFailMode, ExtraPattern, Limits, NamespaceMode, PolicyExamples, SandboxMode,
+    SkipLayer,
+};
 
 #[derive(Debug, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -71,6 +74,7 @@ pub(super) struct RawSandbox {
     pub(super) read_paths: Option<Vec<PathBuf>>,
     pub(super) exec_in_jail: Option<bool>,
     pub(super) unix_sockets: Option<bool>,
+    pub(super) namespaces: Option<NamespaceMode>,
 }
 
 #[derive(Debug, Deserialize, Default)]

@@ -8,3 +8,4 @@ mod python_sdk;
 mod support;
 mod terminal;
 mod tools;
+mod view;

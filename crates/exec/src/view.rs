@@ -1,0 +1,629 @@
+//! The private view of the machine (DESIGN §5, step 1): namespaces of the server's own, made
+//! once at startup, that every command enters.
+//!
+//! A command confined only by Landlock still sees the host's filesystem: `/etc/passwd`, the
+//! audit log's directory, files it may not open but may `chmod` or `touch` through a symlink
+//! (Landlock does not mediate metadata). Here, at startup, a short-lived child makes new
+//! mount, ipc, uts and network namespaces (and a user namespace when the server is not
+//! root), builds a fresh root in them and keeps nothing else: the jail read-write
+//! (`nosuid,nodev`, `noexec` unless `exec_in_jail`), the read paths and the commands' HOME
+//! read-only, five harmless device files, and a synthetic `/etc/passwd`, `/etc/group` and
+//! `/etc/hosts`. Everything else of the host is absent. The network namespace has loopback
+//! only. The server keeps a descriptor to each namespace; each command's child enters them
+//! with `setns` before anything else ([`View::enter`]), which costs microseconds where making
+//! a network namespace per command would cost milliseconds. Landlock, seccomp, the capability
+//! drop and the rlimits still apply inside, as a second wall.
+//!
+//! Every path keeps its host name inside the view, so the cwd and the resolved programs need
+//! no translation. The root is a skeleton directory beneath the server's temporary
+//! directory (empty directories, empty files and symlinks that mirror the host's, as mount
+//! points), removed when the server ends and, for servers that were killed, at the next start.
+//!
+//! This module must never mount anything in the server's own namespace: every mount happens
+//! in the setup child, after it has left the host's mount namespace.
+
+use std::ffi::{CString, c_int, c_ulong};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use safe_mcp_contract::{ConfinementSpec, HARMLESS_DEVICES};
+
+use crate::step::errno;
+
+/// The namespaces every command enters, made once.
+pub(crate) struct View {
+    /// (descriptor, CLONE_NEW* type), the user namespace first when there is one.
+    entries: Vec<(OwnedFd, c_int)>,
+    /// Whether the view has a user namespace of its own (an unprivileged server).
+    pub(crate) user: bool,
+    /// The runtime directory holding the skeleton root; removed on drop.
+    dir: PathBuf,
+}
+
+impl std::fmt::Debug for View {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("View")
+            .field("namespaces", &self.names())
+            .finish()
+    }
+}
+
+/// What a command can see in the view, for the reports.
+pub(crate) const VISIBLE: &str = "the jail (read-write, nosuid, nodev), the read paths and HOME (read-only), /dev/{null,zero,full,random,urandom}, a synthetic /etc/passwd, /etc/group and /etc/hosts; nothing else of the host; loopback-only network";
+
+const PREFIX: &str = "safe-mcp-view-";
+
+/// The `/etc` files the view makes up instead of showing the host's.
+const SYNTHETIC: &[&str] = &["passwd", "group", "hosts"];
+
+/// One bind mount of the setup: `source` at `target`, then remounted with `flags`.
+struct Bind {
+    source: CString,
+    target: CString,
+    flags: c_ulong,
+}
+
+/// Everything the setup child reads, prepared before the fork.
+struct Setup {
+    user: bool,
+    setgroups: CString,
+    uid_map_path: CString,
+    gid_map_path: CString,
+    uid_map: Vec<u8>,
+    gid_map: Vec<u8>,
+    root: CString,
+    binds: Vec<Bind>,
+    hostname: &'static [u8],
+}
+
+impl View {
+    /// Makes the namespaces and the fresh root for `spec`, or says why it cannot.
+    pub(crate) fn create(spec: &ConfinementSpec) -> Result<View, String> {
+        let parent = std::env::temp_dir();
+        let parent = std::fs::canonicalize(&parent)
+            .map_err(|e| format!("the temporary directory {}: {e}", parent.display()))?;
+        if parent.starts_with(&spec.jail_root) {
+            return Err("the server's temporary directory lies inside the jail".into());
+        }
+        remove_stale(&parent);
+        let dir = make_dir(&parent)?;
+        let view = match build(spec, &dir) {
+            Ok((entries, user)) => View { entries, user, dir },
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(e);
+            }
+        };
+        Ok(view)
+    }
+
+    /// The files of the view that are not the host's (its synthetic `/etc`), which the
+    /// Landlock ruleset must let commands read.
+    pub(crate) fn own_files(&self) -> Vec<PathBuf> {
+        SYNTHETIC
+            .iter()
+            .map(|name| self.dir.join("etc").join(name))
+            .collect()
+    }
+
+    /// The namespaces a command enters, for the reports.
+    pub(crate) fn names(&self) -> Vec<&'static str> {
+        self.entries
+            .iter()
+            .map(|(_, t)| match *t {
+                libc::CLONE_NEWUSER => "user",
+                libc::CLONE_NEWNS => "mount",
+                libc::CLONE_NEWIPC => "ipc",
+                libc::CLONE_NEWUTS => "uts",
+                libc::CLONE_NEWNET => "net",
+                _ => "other",
+            })
+            .collect()
+    }
+
+    /// Enters every namespace of the view. Runs in the spawn child, before its chdir: the
+    /// mount namespace's root becomes its root and cwd.
+    ///
+    /// # Safety
+    /// Only in the child made by [`crate::spawn::spawn`]: it changes its namespaces for good.
+    pub(crate) unsafe fn enter(&self) -> Result<(), c_int> {
+        for (fd, nstype) in &self.entries {
+            // SAFETY: setns on a namespace descriptor this view owns and keeps open.
+            if unsafe { libc::syscall(libc::SYS_setns, fd.as_raw_fd(), *nstype) } != 0 {
+                return Err(errno());
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for View {
+    fn drop(&mut self) {
+        // The skeleton holds only empty directories, empty files and symlinks (removed, not
+        // followed); the mounts on it lived in the view's namespace, never the host's.
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn make_dir(parent: &Path) -> Result<PathBuf, String> {
+    use std::os::unix::fs::DirBuilderExt;
+    let pid = std::process::id();
+    for n in 0..1000u32 {
+        let dir = parent.join(format!("{PREFIX}{pid}-{n}"));
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(format!("cannot make {}: {e}", dir.display())),
+        }
+    }
+    Err("no free name for the view's directory".into())
+}
+
+/// Removes the runtime directories of servers that are no longer running.
+fn remove_stale(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix(PREFIX)
+            .and_then(|rest| rest.split('-').next())
+        else {
+            continue;
+        };
+        if !Path::new("/proc").join(pid).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+fn cstring(path: &Path) -> Result<CString, String> {
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| format!("{} contains a NUL byte", path.display()))
+}
+
+/// `root` joined with the absolute `path`.
+fn under(root: &Path, path: &Path) -> PathBuf {
+    root.join(path.strip_prefix("/").unwrap_or(path))
+}
+
+/// Lays out the skeleton and the bind list, then makes the namespaces in a child.
+fn build(spec: &ConfinementSpec, dir: &Path) -> Result<(Vec<(OwnedFd, c_int)>, bool), String> {
+    let root = dir.join("root");
+    let etc = dir.join("etc");
+    for d in [&root, &etc] {
+        std::fs::create_dir(d).map_err(|e| format!("cannot make {}: {e}", d.display()))?;
+    }
+    let user = !rustix::process::geteuid().is_root();
+    let uid = rustix::process::getuid().as_raw();
+    let gid = rustix::process::getgid().as_raw();
+
+    let synthetic = synthetic_etc(uid, gid);
+    let mut binds: Vec<(PathBuf, PathBuf, c_ulong)> = Vec::new();
+    let ro = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV;
+    for (name, body) in &synthetic {
+        let source = etc.join(name);
+        std::fs::write(&source, body).map_err(|e| format!("cannot write {name}: {e}"))?;
+        binds.push((source, Path::new("/etc").join(name), ro));
+    }
+    let devices: Vec<&Path> = HARMLESS_DEVICES
+        .iter()
+        .map(|(d, _)| Path::new(*d))
+        .filter(|d| d.exists())
+        .collect();
+    for d in &devices {
+        binds.push((
+            d.to_path_buf(),
+            d.to_path_buf(),
+            libc::MS_NOSUID | libc::MS_NOEXEC,
+        ));
+    }
+    let mut jail_flags = libc::MS_NOSUID | libc::MS_NODEV;
+    if !spec.exec_in_jail {
+        jail_flags |= libc::MS_NOEXEC;
+    }
+    binds.push((spec.jail_root.clone(), spec.jail_root.clone(), jail_flags));
+    if let Some(home) = &spec.home {
+        binds.push((home.clone(), home.clone(), ro));
+    }
+    for p in &spec.read_paths {
+        let synthetic_file = synthetic
+            .iter()
+            .any(|(name, _)| p == &Path::new("/etc").join(name));
+        if !p.exists() || synthetic_file || devices.contains(&p.as_path()) {
+            continue;
+        }
+        mirror_symlinks(&root, p)?;
+        let real = std::fs::canonicalize(p).map_err(|e| format!("{}: {e}", p.display()))?;
+        binds.push((real.clone(), real, ro));
+    }
+    // Parents before children, so that a bind inside another lands on top of it.
+    binds.sort_by_key(|(_, target, _)| target.components().count());
+    binds.dedup_by(|a, b| a.1 == b.1);
+    let mut prepared = Vec::with_capacity(binds.len());
+    for (source, target, flags) in &binds {
+        let at = under(&root, target);
+        let is_dir = std::fs::metadata(source)
+            .map_err(|e| format!("{}: {e}", source.display()))?
+            .is_dir();
+        make_mount_point(&root, &at, is_dir)?;
+        prepared.push(Bind {
+            source: cstring(source)?,
+            target: cstring(&at)?,
+            flags: *flags,
+        });
+    }
+    let setup = Setup {
+        user,
+        setgroups: cstring(Path::new("/proc/self/setgroups"))?,
+        uid_map_path: cstring(Path::new("/proc/self/uid_map"))?,
+        gid_map_path: cstring(Path::new("/proc/self/gid_map"))?,
+        uid_map: format!("{uid} {uid} 1\n").into_bytes(),
+        gid_map: format!("{gid} {gid} 1\n").into_bytes(),
+        root: cstring(&root)?,
+        binds: prepared,
+        hostname: b"safe-mcp",
+    };
+    let entries = run_setup(&setup)?;
+    Ok((entries, user))
+}
+
+/// passwd and group with root, nobody and the server's own user; hosts with localhost.
+fn synthetic_etc(uid: u32, gid: u32) -> Vec<(&'static str, String)> {
+    let mut passwd = String::from(
+        "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+    );
+    let mut group = String::from("root:x:0:\nnogroup:x:65534:\n");
+    if uid != 0 && uid != 65534 {
+        passwd.push_str(&format!(
+            "safe-mcp:x:{uid}:{gid}:safe-mcp server:/nonexistent:/usr/sbin/nologin\n"
+        ));
+    }
+    if gid != 0 && gid != 65534 {
+        group.push_str(&format!("safe-mcp:x:{gid}:\n"));
+    }
+    vec![
+        ("passwd", passwd),
+        ("group", group),
+        ("hosts", "127.0.0.1\tlocalhost\n::1\tlocalhost\n".to_owned()),
+    ]
+}
+
+/// Where a read path is, or passes through, a symlink on the host, the skeleton gets the
+/// same symlink (`/bin -> usr/bin`), so the path resolves in the view as on the host.
+fn mirror_symlinks(root: &Path, path: &Path) -> Result<(), String> {
+    let mut prefix = PathBuf::from("/");
+    for component in path.components().skip(1) {
+        prefix.push(component);
+        let Ok(meta) = std::fs::symlink_metadata(&prefix) else {
+            return Ok(());
+        };
+        if meta.file_type().is_symlink() {
+            let target =
+                std::fs::read_link(&prefix).map_err(|e| format!("{}: {e}", prefix.display()))?;
+            let at = under(root, &prefix);
+            if std::fs::symlink_metadata(&at).is_err() {
+                make_mount_point(root, at.parent().unwrap_or(root), true)?;
+                std::os::unix::fs::symlink(&target, &at)
+                    .map_err(|e| format!("cannot mirror {}: {e}", prefix.display()))?;
+            }
+            // The rest resolves through the link, to a canonical path bound on its own.
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+/// Makes `at` (a directory or an empty file) and its parents inside the skeleton, never
+/// through a symlink: every mount target is a canonical host path, whose prefixes are real
+/// directories, while the skeleton's symlinks sit only where the host has symlinks.
+fn make_mount_point(root: &Path, at: &Path, dir: bool) -> Result<(), String> {
+    let parent = if dir { at } else { at.parent().unwrap_or(root) };
+    let mut built = root.to_path_buf();
+    for component in parent
+        .strip_prefix(root)
+        .unwrap_or(Path::new(""))
+        .components()
+    {
+        built.push(component);
+        match std::fs::symlink_metadata(&built) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                return Err(format!(
+                    "{} is not a directory in the view's skeleton",
+                    built.display()
+                ));
+            }
+            Err(_) => std::fs::create_dir(&built)
+                .map_err(|e| format!("cannot make {}: {e}", built.display()))?,
+        }
+    }
+    if !dir && std::fs::symlink_metadata(at).is_err() {
+        std::fs::File::create(at).map_err(|e| format!("cannot make {}: {e}", at.display()))?;
+    }
+    Ok(())
+}
+
+/// What the setup child was doing when it failed.
+const SETUP_STEPS: &[&str] = &[
+    "",
+    "unshare(CLONE_NEWUSER)",
+    "writing the uid and gid maps",
+    "unshare(mount, ipc, uts, net)",
+    "making mounts private",
+    "binding the root",
+    "a bind mount",
+    "remounting a bind mount",
+    "remounting the root read-only",
+    "bringing up loopback",
+    "sethostname",
+    "pivot_root",
+];
+
+/// Forks the setup child, waits until it stands in the finished view, opens its namespaces,
+/// then lets it exit.
+fn run_setup(setup: &Setup) -> Result<Vec<(OwnedFd, c_int)>, String> {
+    let (ready_r, ready_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+        .map_err(|e| format!("pipe: {e}"))?;
+    let (go_r, go_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+        .map_err(|e| format!("pipe: {e}"))?;
+    // SAFETY: the child only makes raw syscalls on data prepared above (no allocation, no
+    // lock), then `_exit`s; it is async-signal-safe as a fork of a threaded process requires.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(format!("fork: {}", std::io::Error::last_os_error()));
+    }
+    if pid == 0 {
+        // SAFETY: in the forked child, which never returns from here.
+        unsafe { setup_child(setup, ready_w.as_raw_fd(), go_r.as_raw_fd()) }
+    }
+    drop(ready_w);
+    drop(go_r);
+    let mut report = [0u8; 8];
+    let n = rustix::io::read(&ready_r, &mut report).unwrap_or(0);
+    let result = if n == 8 && report[0] == 0 {
+        let mut entries = Vec::new();
+        let mut kinds = vec![];
+        if setup.user {
+            kinds.push(("user", libc::CLONE_NEWUSER));
+        }
+        kinds.extend([
+            ("mnt", libc::CLONE_NEWNS),
+            ("ipc", libc::CLONE_NEWIPC),
+            ("uts", libc::CLONE_NEWUTS),
+            ("net", libc::CLONE_NEWNET),
+        ]);
+        let mut failure = None;
+        for (name, kind) in kinds {
+            match std::fs::File::open(format!("/proc/{pid}/ns/{name}")) {
+                Ok(f) => entries.push((OwnedFd::from(f), kind)),
+                Err(e) => {
+                    failure = Some(format!("cannot open the view's {name} namespace: {e}"));
+                    break;
+                }
+            }
+        }
+        failure.map_or(Ok(entries), Err)
+    } else if n == 8 {
+        let step = usize::from(report[0]);
+        let code = i32::from_ne_bytes([report[4], report[5], report[6], report[7]]);
+        Err(format!(
+            "{}: {}",
+            SETUP_STEPS.get(step).unwrap_or(&"setup"),
+            std::io::Error::from_raw_os_error(code)
+        ))
+    } else {
+        Err("the setup child ended without a word".into())
+    };
+    let _ = rustix::io::write(&go_w, &[1]);
+    drop(go_w);
+    let mut status = 0;
+    // SAFETY: waits for the child forked above; writes only `status`.
+    unsafe {
+        libc::waitpid(pid, &mut status, 0);
+    }
+    result
+}
+
+/// The setup child: leaves the host's namespaces, builds the view, reports, waits, exits.
+///
+/// # Safety
+/// Only in the child forked by [`run_setup`]. Raw syscalls on `setup` only.
+unsafe fn setup_child(setup: &Setup, ready: c_int, go: c_int) -> ! {
+    // Always eight bytes: the step (0 when the view stands), then the errno.
+    let mut report = [0u8; 8];
+    // SAFETY: see `build_in_child`; it runs here, in the forked child.
+    if let Err((step, code)) = unsafe { build_in_child(setup) } {
+        report[0] = step;
+        report[4..].copy_from_slice(&code.to_ne_bytes());
+    }
+    // SAFETY: writes the report, on this stack, to the ready pipe.
+    unsafe { libc::write(ready, report.as_ptr().cast(), report.len()) };
+    let mut byte = 0u8;
+    // SAFETY: blocks until the parent has opened the namespaces (or closed the pipe).
+    unsafe { libc::read(go, std::ptr::from_mut(&mut byte).cast(), 1) };
+    // SAFETY: ends only this child.
+    unsafe { libc::_exit(0) }
+}
+
+/// The view's steps, in order. Returns the failed step's index and errno.
+///
+/// # Safety
+/// Only in the forked setup child.
+unsafe fn build_in_child(s: &Setup) -> Result<(), (u8, c_int)> {
+    let fail = |step: u8| (step, errno());
+    if s.user {
+        // SAFETY: integer argument only.
+        if unsafe { libc::unshare(libc::CLONE_NEWUSER) } != 0 {
+            return Err(fail(1));
+        }
+        for (path, data) in [
+            (&s.setgroups, b"deny".as_slice()),
+            (&s.uid_map_path, s.uid_map.as_slice()),
+            (&s.gid_map_path, s.gid_map.as_slice()),
+        ] {
+            // SAFETY: opens a NUL-terminated path prepared by the parent.
+            let fd = unsafe { libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
+            if fd < 0 {
+                return Err(fail(2));
+            }
+            // SAFETY: writes prepared bytes to the descriptor just opened.
+            let n = unsafe { libc::write(fd, data.as_ptr().cast(), data.len()) };
+            // SAFETY: closes the descriptor just opened.
+            unsafe { libc::close(fd) };
+            if n < 0 {
+                return Err(fail(2));
+            }
+        }
+    }
+    let flags = libc::CLONE_NEWNS | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS | libc::CLONE_NEWNET;
+    // SAFETY: integer argument only.
+    if unsafe { libc::unshare(flags) } != 0 {
+        return Err(fail(3));
+    }
+    let none = std::ptr::null::<libc::c_char>();
+    // SAFETY: "/" is a static NUL-terminated string; no data argument.
+    let rc = unsafe {
+        libc::mount(
+            none,
+            c"/".as_ptr(),
+            none,
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        )
+    };
+    if rc != 0 {
+        return Err(fail(4));
+    }
+    // SAFETY: binds the prepared skeleton onto itself, making it a mount point.
+    let rc = unsafe {
+        libc::mount(
+            s.root.as_ptr(),
+            s.root.as_ptr(),
+            none,
+            libc::MS_BIND,
+            std::ptr::null(),
+        )
+    };
+    if rc != 0 {
+        return Err(fail(5));
+    }
+    for b in &s.binds {
+        // SAFETY: prepared NUL-terminated source and target.
+        let rc = unsafe {
+            libc::mount(
+                b.source.as_ptr(),
+                b.target.as_ptr(),
+                none,
+                libc::MS_BIND,
+                std::ptr::null(),
+            )
+        };
+        if rc != 0 {
+            return Err(fail(6));
+        }
+        // SAFETY: see `remount`.
+        unsafe { remount(&b.target, b.flags) }.map_err(|e| (7, e))?;
+    }
+    let ro = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV;
+    // SAFETY: see `remount`.
+    unsafe { remount(&s.root, ro) }.map_err(|e| (8, e))?;
+    // SAFETY: see `loopback_up`.
+    unsafe { loopback_up() }.map_err(|e| (9, e))?;
+    // SAFETY: a static name and its length.
+    if unsafe { libc::sethostname(s.hostname.as_ptr().cast(), s.hostname.len()) } != 0 {
+        return Err(fail(10));
+    }
+    // pivot_root(".", "."): the old root is stacked under the new one, then detached.
+    // SAFETY: a prepared NUL-terminated path.
+    if unsafe { libc::chdir(s.root.as_ptr()) } != 0 {
+        return Err(fail(11));
+    }
+    let dot = c".".as_ptr();
+    // SAFETY: static NUL-terminated strings.
+    if unsafe { libc::syscall(libc::SYS_pivot_root, dot, dot) } != 0 {
+        return Err(fail(11));
+    }
+    // SAFETY: a static NUL-terminated string.
+    if unsafe { libc::umount2(dot, libc::MNT_DETACH) } != 0 {
+        return Err(fail(11));
+    }
+    // SAFETY: a static NUL-terminated string.
+    if unsafe { libc::chdir(c"/".as_ptr()) } != 0 {
+        return Err(fail(11));
+    }
+    Ok(())
+}
+
+/// Remounts the bind mount at `target` with `flags` added to the ones it already has: in a
+/// user namespace the kernel refuses to drop a flag the host's mount carries (it is locked).
+///
+/// # Safety
+/// Only in the setup child; `target` is a prepared NUL-terminated path.
+unsafe fn remount(target: &CString, flags: c_ulong) -> Result<(), c_int> {
+    // SAFETY: statvfs is plain data, for which all zeroes is valid.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: fills `st`, on this stack, for a prepared path.
+    if unsafe { libc::statvfs(target.as_ptr(), &mut st) } != 0 {
+        return Err(errno());
+    }
+    let have = st.f_flag;
+    let mut keep: c_ulong = 0;
+    for (st_flag, ms_flag) in [
+        (libc::ST_RDONLY, libc::MS_RDONLY),
+        (libc::ST_NOSUID, libc::MS_NOSUID),
+        (libc::ST_NODEV, libc::MS_NODEV),
+        (libc::ST_NOEXEC, libc::MS_NOEXEC),
+        (libc::ST_NOATIME, libc::MS_NOATIME),
+        (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
+        (libc::ST_RELATIME, libc::MS_RELATIME),
+    ] {
+        if have & st_flag != 0 {
+            keep |= ms_flag;
+        }
+    }
+    let none = std::ptr::null::<libc::c_char>();
+    // SAFETY: a prepared NUL-terminated target; no data argument.
+    let rc = unsafe {
+        libc::mount(
+            none,
+            target.as_ptr(),
+            none,
+            libc::MS_BIND | libc::MS_REMOUNT | flags | keep,
+            std::ptr::null(),
+        )
+    };
+    if rc != 0 { Err(errno()) } else { Ok(()) }
+}
+
+/// Brings `lo` up in the view's network namespace: the only interface it has.
+///
+/// # Safety
+/// Only in the setup child.
+unsafe fn loopback_up() -> Result<(), c_int> {
+    // SAFETY: integer arguments only.
+    let sock = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if sock < 0 {
+        return Err(errno());
+    }
+    // SAFETY: the descriptor just made is ours alone.
+    let sock = unsafe { OwnedFd::from_raw_fd(sock) };
+    // SAFETY: ifreq is plain data, for which all zeroes is valid.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (slot, byte) in req.ifr_name.iter_mut().zip(b"lo") {
+        *slot = *byte as libc::c_char;
+    }
+    // SAFETY: reads the flags of `lo` into `req`, on this stack.
+    if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) } != 0 {
+        return Err(errno());
+    }
+    // SAFETY: the union's flags member was just filled by SIOCGIFFLAGS.
+    unsafe { req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short };
+    // SAFETY: sets the flags of `lo` from `req`, on this stack.
+    if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) } != 0 {
+        return Err(errno());
+    }
+    Ok(())
+}

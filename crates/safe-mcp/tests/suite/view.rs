@@ -1,0 +1,231 @@
+//! Confinement v2: each command enters the server's private view of the machine (mount,
+//! ipc, uts and network namespaces with a fresh root). Seen from outside: what is not in the
+//! view cannot be read, listed or changed, not even its metadata through a symlink; read
+//! paths are read-only; the network has loopback only. A `namespaces = "off"` control shows
+//! each probe can tell the difference.
+
+use serde_json::{Value, json};
+
+use super::support::{BIN, DEFAULT_ALLOW, Sandbox, Session};
+
+fn sandbox(extra: &str) -> Sandbox {
+    Sandbox::with(
+        &format!("{DEFAULT_ALLOW}, \"python3\", \"stat\""),
+        "timeout_seconds = 20\nmax_output_bytes = 65536",
+        "closed",
+        extra,
+    )
+}
+
+fn sh(script: &str) -> Value {
+    json!({"command": ["sh", "-c", script]})
+}
+
+/// A read path of the test's own, with one file in it.
+fn read_path_with_file(sb: &Sandbox) -> std::path::PathBuf {
+    let dir = sb.base().join("readonly");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("f"), "read me").unwrap();
+    dir
+}
+
+fn policy_with_read_path(ro: &std::path::Path, namespaces: &str) -> String {
+    let defaults: Vec<String> = [
+        "/usr",
+        "/bin",
+        "/lib",
+        "/lib64",
+        "/etc/ld.so.cache",
+        "/etc/alternatives",
+        "/etc/passwd",
+        "/etc/group",
+        "/etc/nsswitch.conf",
+        "/dev/null",
+        "/dev/urandom",
+    ]
+    .iter()
+    .map(|p| format!("\"{p}\""))
+    .collect();
+    format!(
+        "[terminal.sandbox]\nnamespaces = \"{namespaces}\"\nnetwork = true\nread_paths = [{}, \"{}\"]",
+        defaults.join(", "),
+        ro.display()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_command_sees_only_its_view_of_the_machine() {
+    let outside = |sb: &Sandbox| {
+        let f = sb.base().join("outside.txt");
+        std::fs::write(&f, "outside").unwrap();
+        f
+    };
+    for namespaces in ["auto", "off"] {
+        let probe_dir = tempfile::tempdir().unwrap();
+        let sb = sandbox("");
+        let ro = read_path_with_file(&sb);
+        let text = std::fs::read_to_string(&sb.policy).unwrap();
+        std::fs::write(
+            &sb.policy,
+            format!("{text}\n{}", policy_with_read_path(&ro, namespaces)),
+        )
+        .unwrap();
+        let secret = outside(&sb);
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let s = sb.session().await;
+        let d = s.call("describe_policy", json!({})).await;
+        let view = d["detail"]["confinement"]["view"]["view"].clone();
+        let private = namespaces == "auto";
+        assert_eq!(view, if private { "private" } else { "host" }, "{d}");
+
+        // What is not in the view is not there: the host's accounts, the audit log, the
+        // policy, a file beside the jail.
+        let r = s
+            .call(
+                "run_command",
+                sh(&format!(
+                    "cat /etc/passwd; ls /etc/shadow {} {} {} 2>&1; cat {} 2>&1; hostname",
+                    sb.audit.display(),
+                    sb.policy.display(),
+                    secret.display(),
+                    secret.display()
+                )),
+            )
+            .await;
+        let out = r["detail"]["stdout"].as_str().unwrap();
+        assert!(out.contains("root:x:0:0"), "{r}");
+        if private {
+            assert!(!out.contains("daemon:"), "the host's passwd leaked: {out}");
+            assert_eq!(out.matches("No such file or directory").count(), 5, "{out}");
+            assert!(out.trim_end().ends_with("safe-mcp"), "{out}");
+        } else {
+            assert!(
+                out.contains("daemon:"),
+                "control: the host's passwd is visible: {out}"
+            );
+        }
+
+        // Metadata through a symlink to a file outside the jail, and of a read path's file:
+        // Landlock does not mediate chmod or utimes; the view does.
+        let before = std::fs::metadata(&secret).unwrap();
+        let ro_before = std::fs::metadata(ro.join("f")).unwrap();
+        let script = format!(
+            "ln -s {out} lnk; touch -c -d 2001-01-01 lnk; chmod 600 lnk; touch -c -d 2001-01-01 {ro}/f; chmod 600 {ro}/f",
+            out = secret.display(),
+            ro = ro.display()
+        );
+        s.call("run_command", sh(&script)).await;
+        let after = std::fs::metadata(&secret).unwrap();
+        let ro_after = std::fs::metadata(ro.join("f")).unwrap();
+        use std::os::unix::fs::MetadataExt;
+        if private {
+            assert_eq!(
+                before.mtime(),
+                after.mtime(),
+                "mtime changed outside the jail"
+            );
+            assert_eq!(before.mode(), after.mode(), "mode changed outside the jail");
+            assert_eq!(
+                ro_before.mtime(),
+                ro_after.mtime(),
+                "a read path was changed"
+            );
+            assert_eq!(ro_before.mode(), ro_after.mode(), "a read path was changed");
+            let r = s
+                .call("run_command", sh(&format!("cat {}/f", ro.display())))
+                .await;
+            assert_eq!(r["detail"]["stdout"], "read me", "{r}");
+        } else {
+            assert!(
+                before.mtime() != after.mtime() || before.mode() != after.mode(),
+                "control: through a symlink, the host view lets metadata change"
+            );
+        }
+
+        // Loopback of its own: the host's listener is not reachable even with network on.
+        let probe = format!(
+            "import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=2); print('connected')\nexcept OSError as e:\n    print('refused', e.errno)"
+        );
+        let r = s
+            .call("run_command", json!({"command": ["python3", "-c", probe]}))
+            .await;
+        let connected = listener.accept().is_ok();
+        if private {
+            assert!(!connected, "the host's loopback was reached");
+            assert!(
+                r["detail"]["stdout"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("refused"),
+                "{r}"
+            );
+        } else {
+            assert!(
+                connected,
+                "control: with network on, the host view reaches loopback: {r}"
+            );
+        }
+        drop(probe_dir);
+    }
+}
+
+/// An unprivileged server makes the same view in a user namespace of its own.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unprivileged_server_gets_the_same_view() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipping: switching to an unprivileged user (setpriv --reuid=65534) needs root");
+        return;
+    }
+    let sb = sandbox("");
+    for entry in [
+        sb.base().to_path_buf(),
+        sb.jail.clone(),
+        sb.jail.join("sub"),
+        sb.jail.join("notes.txt"),
+        sb.policy.clone(),
+    ] {
+        std::os::unix::fs::chown(&entry, Some(65534), Some(65534)).unwrap();
+    }
+    let s = Session::start_with_stderr(
+        &sb.policy,
+        |c| {
+            let program = std::mem::replace(c, tokio::process::Command::new("setpriv"));
+            let args: Vec<_> = program.as_std().get_args().map(|a| a.to_owned()).collect();
+            c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+                .arg(BIN)
+                .args(args)
+                .env_clear();
+        },
+        std::process::Stdio::inherit(),
+    )
+    .await;
+    let d = s.call("describe_policy", json!({})).await;
+    let view = &d["detail"]["confinement"]["view"];
+    assert_eq!(view["view"], "private", "{d}");
+    assert_eq!(view["namespaces"][0], "user", "{d}");
+    assert_eq!(
+        d["detail"]["confinement"]["capabilities"]
+            .as_str()
+            .unwrap()
+            .split(' ')
+            .next(),
+        Some("all"),
+        "{d}"
+    );
+    let r = s
+        .call(
+            "run_command",
+            sh("id -u; cat /etc/passwd; ls /etc/shadow 2>&1; echo made > made.txt; cat made.txt"),
+        )
+        .await;
+    let out = r["detail"]["stdout"].as_str().unwrap();
+    assert!(out.starts_with("65534\n"), "{r}");
+    assert!(
+        out.contains("nobody:x:65534") && !out.contains("daemon:"),
+        "{out}"
+    );
+    assert!(out.contains("No such file or directory"), "{out}");
+    assert!(out.ends_with("made\n"), "{out}");
+}
