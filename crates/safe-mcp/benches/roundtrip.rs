@@ -30,13 +30,13 @@ fn row(name: &str, samples: Vec<Duration>) -> f64 {
     p50
 }
 
-fn write_policy(dir: &Path, mode: &str) -> std::path::PathBuf {
+fn write_policy(dir: &Path, mode: &str, namespaces: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(dir.join("jail")).unwrap();
-    let policy = dir.join(format!("policy-{mode}.toml"));
+    let policy = dir.join(format!("policy-{mode}-{namespaces}.toml"));
     std::fs::write(
         &policy,
         format!(
-            "audit_log = \"audit-{mode}.jsonl\"\n[terminal]\njail_root = \"jail\"\n[terminal.allowlist]\ncommands = [\"echo\"]\n[terminal.sandbox]\nmode = \"{mode}\"\n"
+            "audit_log = \"audit-{mode}-{namespaces}.jsonl\"\n[terminal]\njail_root = \"jail\"\n[terminal.allowlist]\ncommands = [\"echo\"]\n[terminal.sandbox]\nmode = \"{mode}\"\nnamespaces = \"{namespaces}\"\n"
         ),
     )
     .unwrap();
@@ -112,23 +112,26 @@ async fn main() {
         .find_map(|a| a.parse().ok())
         .unwrap_or(1000);
     let dir = tempfile::tempdir().unwrap();
-    let enforce = write_policy(dir.path(), "enforce");
-    let off_policy = write_policy(dir.path(), "off");
+    let enforce = write_policy(dir.path(), "enforce", "auto");
+    let host_view = write_policy(dir.path(), "enforce", "off");
+    let off_policy = write_policy(dir.path(), "off", "off");
     println!("safe-mcp round-trip benchmark: {n} calls per row, one stdio session per mode\n");
 
     let (on, pid) = connect(&enforce).await;
+    let (host, _) = connect(&host_view).await;
     let (off, _) = connect(&off_policy).await;
     let explain = json!({"command": "echo hi"});
     let run = json!({"command": "echo hi"});
     for _ in 0..20 {
         timed_call(&on, "explain_command", &explain).await; // warm-up
         timed_call(&on, "run_command", &run).await;
+        timed_call(&host, "run_command", &run).await;
         timed_call(&off, "run_command", &run).await;
     }
     // Ten rounds of back-to-back blocks, one block per row per round: every row sees the
     // same stretches of this noisy machine, so the ratios compare like with like, and each
     // call still follows one of its own kind, as in a session that is in use.
-    let mut rows: [Vec<Duration>; 5] = Default::default();
+    let mut rows: [Vec<Duration>; 6] = Default::default();
     let rounds = 10;
     for round in 0..rounds {
         let block = n / rounds + usize::from(round < n % rounds);
@@ -147,6 +150,9 @@ async fn main() {
         for _ in 0..block {
             rows[4].push(timed_call(&off, "run_command", &run).await);
         }
+        for _ in 0..block {
+            rows[5].push(timed_call(&host, "run_command", &run).await);
+        }
     }
     // An agent's calls come with pauses between them: the first call after an idle spell
     // is what a user waits for most often.
@@ -161,12 +167,14 @@ async fn main() {
     }
     let rss = peak_rss_kib(pid);
     on.cancel().await.unwrap();
+    host.cancel().await.unwrap();
     off.cancel().await.unwrap();
-    let [base, forked, explained, run_on, run_off] = rows;
+    let [base, forked, explained, run_on, run_off, run_host] = rows;
     let base_p50 = row("baseline: spawn /bin/echo from Rust", base);
     row("baseline: same, with a pre_exec hook (fork)", forked);
     row("explain_command(\"echo hi\")", explained);
-    let on_p50 = row("run_command(\"echo hi\"), sandbox enforce", run_on);
+    let on_p50 = row("run_command(\"echo hi\"), enforce, private view", run_on);
+    let host_p50 = row("run_command(\"echo hi\"), enforce, host view", run_host);
     let off_p50 = row("run_command(\"echo hi\"), sandbox off", run_off);
     row("baseline: spawn after 100 ms idle", idle_base);
     row("run_command, enforce, after 100 ms idle", idle);
@@ -189,9 +197,10 @@ async fn main() {
         "confinement adds (enforce - off, p50): {:.3} ms",
         on_p50 - off_p50
     );
+    println!("private view / host view (p50): {:.2}x", on_p50 / host_p50);
     println!(
         "server peak RSS (VmHWM) after {} calls: {:.1} MiB",
-        2 * n + 70,
+        2 * n + 80,
         rss as f64 / 1024.0
     );
 }

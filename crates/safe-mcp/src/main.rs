@@ -173,6 +173,11 @@ fn serve_terminal(config: Option<&Path>) -> ExitCode {
     let terminal = service.policy();
     let executor = match LocalExecutor::new(&service.confinement_spec()) {
         Ok(x) => x,
+        Err(e @ safe_mcp_exec::ConfineError::Namespaces(_)) => {
+            return fatal(format!(
+                "{e} (set [terminal.sandbox] namespaces = \"auto\" to fall back to the host's view)"
+            ));
+        }
         Err(e) => {
             return fatal(format!(
                 "{e}; sandbox mode is \"{}\" (set [terminal.sandbox] mode = \"best-effort\" to run less confined)",
