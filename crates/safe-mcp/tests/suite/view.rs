@@ -229,3 +229,34 @@ async fn an_unprivileged_server_gets_the_same_view() {
     assert!(out.contains("No such file or directory"), "{out}");
     assert!(out.ends_with("made\n"), "{out}");
 }
+
+/// `kill -9 -1` from a command (as root, with capabilities dropped, uid 0 may still signal
+/// every uid-0 process by permission bits) kills nothing outside its own tree: Landlock's
+/// signal scoping confines it to its own domain, in either view.
+#[tokio::test(flavor = "multi_thread")]
+async fn kill_minus_one_kills_nothing_outside() {
+    for namespaces in ["auto", "off"] {
+        let sb = sandbox(&format!(
+            "[terminal.sandbox]\nnamespaces = \"{namespaces}\""
+        ));
+        let mut bystander = std::process::Command::new("sleep")
+            .arg("30.917")
+            .spawn()
+            .unwrap();
+        let s = sb.session().await;
+        let r = s.call("run_command", sh("kill -9 -1; echo survived")).await;
+        assert_eq!(r["code"], "OK", "{namespaces}: {r}");
+        assert_eq!(
+            bystander.try_wait().unwrap(),
+            None,
+            "{namespaces}: a process outside the command was killed"
+        );
+        let r = s.run("echo still-serving").await;
+        assert_eq!(
+            r["detail"]["stdout"], "still-serving\n",
+            "{namespaces}: {r}"
+        );
+        bystander.kill().unwrap();
+        let _ = bystander.wait();
+    }
+}
