@@ -154,7 +154,19 @@ fn name_holds(condition: SkipCondition, name: &str) -> bool {
     let lower = name.to_ascii_lowercase();
     let extension = ext(name).unwrap_or_default();
     match condition {
-        SkipCondition::UnsafeName => name.chars().any(char::is_control),
+        // Control characters, and the invisible ones that reorder or hide text when a name
+        // is shown (bidirectional overrides and isolates, zero-width characters).
+        SkipCondition::UnsafeName => name.chars().any(|c| {
+            c.is_control()
+                || matches!(
+                    c,
+                    '\u{200B}'..='\u{200F}'
+                        | '\u{202A}'..='\u{202E}'
+                        | '\u{2066}'..='\u{2069}'
+                        | '\u{061C}'
+                        | '\u{FEFF}'
+                )
+        }),
         SkipCondition::Dotfile => name.starts_with('.'),
         SkipCondition::Installer => matches!(
             extension.as_str(),
@@ -197,6 +209,44 @@ fn name_holds(condition: SkipCondition, name: &str) -> bool {
                     ".pem" | ".p12" | ".pfx" | ".kdbx" | ".ppk" | ".keystore" | ".jks"
                 )
         }
+        SkipCondition::ToolConfig => matches!(
+            lower.as_str(),
+            ".gitconfig"
+                | ".gitattributes"
+                | ".gitmodules"
+                | ".bashrc"
+                | ".bash_profile"
+                | ".bash_login"
+                | ".bash_logout"
+                | ".profile"
+                | ".zshrc"
+                | ".zshenv"
+                | ".zprofile"
+                | ".zlogin"
+                | ".vimrc"
+                | ".gvimrc"
+                | ".exrc"
+                | ".nanorc"
+                | ".inputrc"
+                | ".curlrc"
+                | ".wgetrc"
+                | ".yarnrc"
+                | ".yarnrc.yml"
+                | ".envrc"
+                | ".gdbinit"
+                | ".lesskey"
+                | ".manpath"
+                | ".pythonrc"
+                | ".pythonstartup"
+                | ".editorconfig"
+                | ".pre-commit-config.yaml"
+                | ".vscode"
+                | ".idea"
+                | ".devcontainer"
+                | ".config"
+                | ".cargo"
+                | ".github"
+        ),
         SkipCondition::PartialDownload => matches!(
             extension.as_str(),
             ".part" | ".crdownload" | ".tmp" | ".download" | ".partial" | ".!ut"
@@ -296,6 +346,7 @@ impl Rules {
             | SkipCondition::Installer
             | SkipCondition::SystemFile
             | SkipCondition::Sensitive
+            | SkipCondition::ToolConfig
             | SkipCondition::PartialDownload => name_holds(condition, &e.name),
         }
     }
@@ -315,6 +366,25 @@ impl Rules {
                     code: ResultCode::PolicyDenied,
                     rule: r.name.clone(),
                     reason: format!("`{component}`: {}", r.reason),
+                })
+        })
+    }
+
+    /// [`Rules::path_protection`] for a path something will be created at (a `move_file`
+    /// destination, or an entry of a folder that moves): also refused where any component is
+    /// a file tools read as their configuration on their own, since making one configures
+    /// the next program that runs. Moving such a file away stays possible.
+    pub fn destination_protection(&self, rel: &str) -> Option<Skip> {
+        self.path_protection(rel).or_else(|| {
+            rel.split('/')
+                .find(|component| name_holds(SkipCondition::ToolConfig, component))
+                .map(|component| Skip {
+                    layer: "protection",
+                    code: ResultCode::PolicyDenied,
+                    rule: "tool-config".into(),
+                    reason: format!(
+                        "`{component}`: tools read this file as their configuration on their own; creating one would configure the next program that runs"
+                    ),
                 })
         })
     }

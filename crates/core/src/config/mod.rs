@@ -302,6 +302,9 @@ pub enum SkipCondition {
     Directory,
     /// Credentials and repository metadata (`.git`, `.ssh`, `.env*`, keys, ...).
     Sensitive,
+    /// A file a tool reads as configuration on its own (`.gitconfig`, `.bashrc`, `.envrc`,
+    /// `.vscode/`, ...): creating or moving one configures the next program that runs.
+    ToolConfig,
     /// Modified within the organizer's "recent" window.
     Recent,
     /// A partial download by extension (`.part`, `.crdownload`, ...).
@@ -314,7 +317,7 @@ pub enum SkipCondition {
 
 impl SkipCondition {
     /// Every condition, in the order the error message lists them.
-    pub const ALL: [SkipCondition; 12] = [
+    pub const ALL: [SkipCondition; 13] = [
         SkipCondition::UnsafeName,
         SkipCondition::Dotfile,
         SkipCondition::Installer,
@@ -323,6 +326,7 @@ impl SkipCondition {
         SkipCondition::SystemFile,
         SkipCondition::Directory,
         SkipCondition::Sensitive,
+        SkipCondition::ToolConfig,
         SkipCondition::Recent,
         SkipCondition::PartialDownload,
         SkipCondition::Hardlink,
@@ -340,6 +344,7 @@ impl SkipCondition {
             SkipCondition::SystemFile => "system-file",
             SkipCondition::Directory => "directory",
             SkipCondition::Sensitive => "sensitive",
+            SkipCondition::ToolConfig => "tool-config",
             SkipCondition::Recent => "recent",
             SkipCondition::PartialDownload => "partial-download",
             SkipCondition::Hardlink => "hardlink",

@@ -10,9 +10,63 @@ use safe_mcp_core::{OperationResult, ResultCode};
 use serde_json::json;
 
 use super::{FilesService, fs_error, now_ns, parent};
+use crate::fsroot::Kind;
 use crate::journal::{Action, Journal, Move};
 
+/// The deepest destination `move_file` makes (folders below the workspace root).
+const MAX_DEPTH: usize = 16;
+/// The most entries a folder may hold, all levels, for `move_file` to check and move it.
+const MAX_FOLDER_ENTRIES: usize = 10_000;
+
 impl FilesService {
+    /// A folder moves whole only if every entry inside it could move on its own: none is
+    /// sensitive, a tool's config, a hard link, a symlink or special file, or badly named.
+    /// `None` when it may move; the refusal names the first entry that may not.
+    fn folder_protection(&self, tool: &str, rel: &str) -> Option<OperationResult> {
+        let now = now_ns();
+        let mut pending = vec![rel.to_owned()];
+        let mut seen = 0usize;
+        while let Some(dir) = pending.pop() {
+            let entries = match self.ws.list(&dir) {
+                Ok(e) => e,
+                Err(e) => return Some(fs_error(tool, &e)),
+            };
+            for e in entries {
+                seen += 1;
+                if seen > MAX_FOLDER_ENTRIES {
+                    return Some(OperationResult::new(
+                        tool,
+                        ResultCode::InvalidRequest,
+                        format!(
+                            "{rel} holds more than {MAX_FOLDER_ENTRIES} entries; move its parts one by one"
+                        ),
+                    ));
+                }
+                let path = format!("{dir}/{}", e.name);
+                let skip = self
+                    .rules
+                    .destination_protection(&e.name)
+                    .or_else(|| self.rules.protection(&e, now));
+                if let Some(skip) = skip {
+                    return Some(
+                        OperationResult::new(
+                            tool,
+                            skip.code,
+                            format!(
+                                "{path} is inside the folder and may not move: {}; nothing moved",
+                                skip.reason
+                            ),
+                        )
+                        .with_detail(json!({"rule": skip.rule, "layer": skip.layer, "path": path})),
+                    );
+                }
+                if e.kind == Kind::Directory {
+                    pending.push(path);
+                }
+            }
+        }
+        None
+    }
     /// `apply_plan(plan_id)`: all or nothing; the id is single-use.
     pub fn apply_plan(&self, plan_id: &str) -> OperationResult {
         const A: &str = "apply_plan";
@@ -239,7 +293,7 @@ impl FilesService {
         if let Some(skip) = self
             .rules
             .path_protection(&src_rel)
-            .or_else(|| self.rules.path_protection(&dst_rel))
+            .or_else(|| self.rules.destination_protection(&dst_rel))
         {
             return self.finish(
                 &call,
@@ -255,6 +309,25 @@ impl FilesService {
                 OperationResult::new(A, skip.code, format!("{src_rel}: {}", skip.reason))
                     .with_detail(json!({"rule": skip.rule, "layer": skip.layer})),
             );
+        }
+        let depth = dst_rel.split('/').count();
+        if depth > MAX_DEPTH {
+            return self.finish(
+                &call,
+                started,
+                OperationResult::new(
+                    A,
+                    ResultCode::InvalidRequest,
+                    format!(
+                        "the destination is {depth} folders deep; at most {MAX_DEPTH} are allowed"
+                    ),
+                ),
+            );
+        }
+        if info.kind == Kind::Directory
+            && let Some(refusal) = self.folder_protection(A, &src_rel)
+        {
+            return self.finish(&call, started, refusal);
         }
         if dst_rel == src_rel || dst_rel.starts_with(&format!("{src_rel}/")) {
             return self.finish(

@@ -643,3 +643,60 @@ async fn every_refusal_is_audited_and_the_trail_still_verifies() {
         String::from_utf8_lossy(&verify.stdout)
     );
 }
+
+/// `move_file` may not make a tool's config file, take a name that hides or reorders text,
+/// move a folder whole when something inside it could not move on its own, or nest without
+/// end. What it may do still works.
+#[tokio::test(flavor = "multi_thread")]
+async fn move_file_protects_destinations_and_every_entry_of_a_folder() {
+    let ws = Workspace::new(false);
+    let root = &ws.root;
+    std::fs::write(root.join("notes.txt"), "n").unwrap();
+    std::fs::write(root.join("evil\u{202E}txt.exe"), "x").unwrap();
+    std::fs::create_dir_all(root.join("proj/.ssh")).unwrap();
+    std::fs::write(root.join("proj/.ssh/id_ed25519"), "key").unwrap();
+    std::fs::create_dir_all(root.join("linked")).unwrap();
+    std::fs::write(root.join("linked/a.txt"), "a").unwrap();
+    std::fs::hard_link(root.join("linked/a.txt"), root.join("a-again.txt")).unwrap();
+    std::fs::create_dir_all(root.join("plain/sub")).unwrap();
+    std::fs::write(root.join("plain/sub/b.txt"), "b").unwrap();
+    let before = ws.tree();
+    let s = ws.session().await;
+    for (src, dest, code, needle) in [
+        ("notes.txt", ".gitconfig", "POLICY_DENIED", ".gitconfig"),
+        (
+            "notes.txt",
+            "repo/.vscode/tasks.json",
+            "POLICY_DENIED",
+            ".vscode",
+        ),
+        ("notes.txt", "x/.envrc", "POLICY_DENIED", ".envrc"),
+        ("evil\u{202E}txt.exe", "evil.txt", "POLICY_DENIED", "unsafe"),
+        ("notes.txt", "n\u{2066}ote.txt", "POLICY_DENIED", "unsafe"),
+        ("proj", "Archive/proj", "POLICY_DENIED", "proj/.ssh"),
+        ("linked", "Archive/linked", "POLICY_DENIED", "linked/a.txt"),
+        (
+            "notes.txt",
+            "a/b/c/d/e/f/g/h/i/j/k/l/m/n/o/p/q/notes.txt",
+            "INVALID_REQUEST",
+            "deep",
+        ),
+    ] {
+        let r = s.call("move_file", json!({"src": src, "dest": dest})).await;
+        assert_eq!(r["code"], code, "{src} -> {dest}: {r}");
+        let text = r.to_string();
+        assert!(
+            text.contains(needle) || r["detail"]["rule"].as_str().unwrap_or("").contains(needle),
+            "{src} -> {dest}: {r}"
+        );
+    }
+    assert_eq!(ws.tree(), before, "nothing moved");
+    let r = s
+        .call(
+            "move_file",
+            json!({"src": "plain", "dest": "Archive/plain"}),
+        )
+        .await;
+    assert_eq!(r["code"], "OK", "{r}");
+    assert!(root.join("Archive/plain/sub/b.txt").exists());
+}
