@@ -58,12 +58,18 @@ pub struct Decision {
     pub cwd: Option<PathBuf>,
     /// One verdict per stage, pipelines flattened in order.
     pub stages: Vec<StageVerdict>,
-    /// How many stages each pipeline has.
+    /// How many stages each pipeline has (left out for one simple command: it says nothing).
+    #[serde(skip_serializing_if = "is_one_stage")]
     pub pipeline_lengths: Vec<usize>,
-    /// The joins between pipelines (`;`, `&&`, `||`).
+    /// The joins between pipelines (`;`, `&&`, `||`); left out when there are none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub joins: Vec<&'static str>,
     #[serde(skip)]
     join_kinds: Vec<Sequence>,
+}
+
+fn is_one_stage(lengths: &[usize]) -> bool {
+    lengths == [1]
 }
 
 impl Decision {

@@ -212,7 +212,8 @@ impl TerminalService {
                 let decision = evaluate(&self.policy, &self.jail, &list, cwd);
                 let mut detail = decision_detail(&decision);
                 detail.insert("would_run".into(), json!(decision.code == ResultCode::Ok));
-                detail.insert("confinement".into(), report_value(confinement));
+                // The gist; describe_policy has the confinement in full.
+                detail.insert("confinement".into(), report_gist(confinement));
                 detail.insert(
                     "timeout_seconds".into(),
                     json!(self.policy.limits.timeout_seconds),
@@ -482,19 +483,27 @@ impl TerminalService {
                 })
             })
             .collect();
-        let detail = json!({
-            "stdout": stdout,
-            "stderr": stderr,
-            "exit_code": out.exit_code,
-            "stdout_bytes": out.stdout_bytes,
-            "stderr_bytes": out.stderr_bytes,
-            "stdout_truncated": stdout_cut,
-            "stderr_truncated": stderr_cut,
-            "stages": stages,
-            "cwd": cwd,
-            "timeout_seconds": timeout,
-            "confinement": confinement,
-        });
+        // Fields that would say nothing are left out: a model reads the text block, and
+        // every character of it costs. describe_policy has the confinement in full; a run
+        // carries it only when it did not end OK.
+        let mut detail = Map::new();
+        detail.insert("exit_code".into(), json!(out.exit_code));
+        detail.insert("stdout".into(), json!(stdout));
+        detail.insert("stderr".into(), json!(stderr));
+        for (key, bytes, cut) in [
+            ("stdout", out.stdout_bytes, stdout_cut),
+            ("stderr", out.stderr_bytes, stderr_cut),
+        ] {
+            if cut {
+                detail.insert(format!("{key}_bytes"), json!(bytes));
+                detail.insert(format!("{key}_truncated"), json!(true));
+            }
+        }
+        if stages.len() > 1 || out.exit_code.is_none() {
+            detail.insert("stages".into(), json!(stages));
+        }
+        detail.insert("cwd".into(), json!(cwd));
+        detail.insert("timeout_seconds".into(), json!(timeout));
         let (code, reason) = if out.timed_out {
             (
                 ResultCode::Timeout,
@@ -534,8 +543,11 @@ impl TerminalService {
             }),
             cancelled: out.cancelled,
         };
+        if code != ResultCode::Ok {
+            detail.insert("confinement".into(), confinement);
+        }
         (
-            OperationResult::new(RUN, code, reason).with_detail(detail),
+            OperationResult::new(RUN, code, reason).with_detail(Value::Object(detail)),
             facts,
         )
     }
@@ -545,7 +557,8 @@ impl TerminalService {
     /// so the last [`REDACTION_SLACK_BYTES`] are never shown: the cap falls before them.
     fn redact_and_cap(&self, raw: &[u8], total: u64, cap: usize, flooded: bool) -> (String, bool) {
         let text = String::from_utf8_lossy(raw);
-        let cut = flooded || total > raw.len() as u64;
+        // A stream that produced nothing was not cut, even when the other one flooded.
+        let cut = (flooded && total > 0) || total > raw.len() as u64;
         let safe_end = if cut {
             text.len().saturating_sub(REDACTION_SLACK_BYTES)
         } else {
@@ -569,6 +582,18 @@ impl TerminalService {
             true,
         )
     }
+}
+
+/// What confinement a command would get, in one line's worth of fields.
+fn report_gist(r: &ConfinementReport) -> Value {
+    json!({
+        "mode": r.mode,
+        "view": r.view.view,
+        "landlock": r.landlock.enforced,
+        "seccomp": r.seccomp.enabled,
+        "capabilities": r.capabilities,
+        "tcp": r.landlock.tcp,
+    })
 }
 
 /// A confinement report as JSON (a plain struct: serializing it cannot fail).

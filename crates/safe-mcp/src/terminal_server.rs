@@ -85,13 +85,17 @@ pub(crate) fn envelope_schema() -> Arc<JsonObject> {
     schema_for_output::<OperationResult>()
 }
 
+/// The tool result: the envelope as `structuredContent`, and the same JSON, keys in reading
+/// order, as the text block most clients show the model.
 pub(crate) fn to_result(envelope: OperationResult) -> CallToolResult {
     let value = envelope.to_value();
-    if envelope.ok {
+    let mut result = if envelope.ok {
         CallToolResult::structured(value)
     } else {
         CallToolResult::structured_error(value)
-    }
+    };
+    result.content = vec![rmcp::model::ContentBlock::text(envelope.to_reader_text())];
+    result
 }
 
 /// Records a call the wiring refused before the core saw it (its arguments do not parse).

@@ -47,7 +47,18 @@ async fn ok_and_non_zero_exit_is_still_ok() {
     assert_eq!(r["ok"], true);
     assert_eq!(r["detail"]["stdout"], "hi\n");
     assert_eq!(r["detail"]["exit_code"], 0);
-    assert_eq!(r["detail"]["stages"][0]["program"], "/usr/bin/echo");
+    // A single command's result says nothing twice: no per-stage list, no zero byte counts,
+    // no confinement (describe_policy has it); explain_command names the program.
+    for quiet in ["stages", "stdout_bytes", "stdout_truncated", "confinement", "joins"] {
+        assert!(r["detail"].get(quiet).is_none(), "{quiet}: {r}");
+    }
+    let e = s
+        .call("explain_command", json!({"command": "echo hi"}))
+        .await;
+    assert_eq!(e["detail"]["stages"][0]["program"], "/usr/bin/echo", "{e}");
+    assert!(e["detail"].get("pipeline_lengths").is_none(), "{e}");
+    let r = s.run("echo hi | tr h H").await;
+    assert_eq!(r["detail"]["stages"][1]["program"], "/usr/bin/tr", "{r}");
     let r = s.run("false").await;
     assert_eq!(
         (r["code"].as_str(), r["ok"].as_bool()),
