@@ -199,6 +199,7 @@ fn skip_conditions_keep_their_spellings() {
         "system-file",
         "directory",
         "sensitive",
+        "tool-config",
         "recent",
         "partial-download",
         "hardlink",
@@ -234,7 +235,7 @@ fn an_unknown_skip_condition_fails_to_load_naming_it() {
     assert_eq!(
         err.to_string(),
         "invalid `files.skip[1].when`: unknown condition \"sensitve\"; known: unsafe-name, \
-         dotfile, installer, executable, app-bundle, system-file, directory, sensitive, recent, \
+         dotfile, installer, executable, app-bundle, system-file, directory, sensitive, tool-config, recent, \
          partial-download, hardlink, uncategorized"
     );
     // Case matters: the file's spellings are exact.

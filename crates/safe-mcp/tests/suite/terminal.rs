@@ -49,7 +49,13 @@ async fn ok_and_non_zero_exit_is_still_ok() {
     assert_eq!(r["detail"]["exit_code"], 0);
     // A single command's result says nothing twice: no per-stage list, no zero byte counts,
     // no confinement (describe_policy has it); explain_command names the program.
-    for quiet in ["stages", "stdout_bytes", "stdout_truncated", "confinement", "joins"] {
+    for quiet in [
+        "stages",
+        "stdout_bytes",
+        "stdout_truncated",
+        "confinement",
+        "joins",
+    ] {
         assert!(r["detail"].get(quiet).is_none(), "{quiet}: {r}");
     }
     let e = s
