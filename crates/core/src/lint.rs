@@ -35,6 +35,14 @@ pub enum Finding {
         /// The program name.
         name: String,
     },
+    /// An allowlisted program that is on none of the server's PATH directories: every call
+    /// to it will fail with OPERATION_FAILED.
+    NotOnPath {
+        /// The program name.
+        name: String,
+        /// The PATH searched.
+        path: String,
+    },
     /// An escape opted in with `allow_escapes`.
     EscapeOptedIn {
         /// The program name.
@@ -58,6 +66,10 @@ impl fmt::Display for Finding {
             Finding::UnknownTool { name } => write!(
                 f,
                 "`{name}` has no built-in knowledge: its arguments get generic path checks only; check its manual for options that run programs"
+            ),
+            Finding::NotOnPath { name, path } => write!(
+                f,
+                "`{name}` is allowlisted but is not on the server's PATH ({path}); calls to it will fail until it is installed or [terminal] path names its directory"
             ),
             Finding::EscapeOptedIn { name, escape } => write!(
                 f,
@@ -88,6 +100,23 @@ pub fn lint(t: &TerminalPolicy) -> Vec<Finding> {
             }
             Some(Kind::Tool) => {}
             None => out.push(Finding::UnknownTool { name: name.clone() }),
+        }
+        let on_path = t.path.iter().any(|dir| {
+            std::fs::metadata(dir.join(name)).is_ok_and(|m| {
+                use std::os::unix::fs::PermissionsExt;
+                m.is_file() && m.permissions().mode() & 0o111 != 0
+            })
+        });
+        if !on_path {
+            out.push(Finding::NotOnPath {
+                name: name.clone(),
+                path: t
+                    .path
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(":"),
+            });
         }
         for rule in rules {
             for escape in &rule.allow_escapes {

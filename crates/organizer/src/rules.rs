@@ -134,11 +134,18 @@ const DEFAULT_RULES: &[(&str, SkipLayer, &[SkipCondition], &str)] = &[
         &[SkipCondition::Directory],
         "folders are not moved automatically",
     ),
+    // Named like the conditions, so that an operator's rule can say the same words.
     (
-        "in-use",
+        "recent",
         SkipLayer::Restraint,
-        &[SkipCondition::Recent, SkipCondition::PartialDownload],
-        "the file was modified in the last two minutes or is a partial download, so it may still be in use",
+        &[SkipCondition::Recent],
+        "the file was modified in the last two minutes, so it may still be in use",
+    ),
+    (
+        "partial-download",
+        SkipLayer::Restraint,
+        &[SkipCondition::PartialDownload],
+        "the file is a partial download, so it may still be in use",
     ),
     (
         "uncategorized",

@@ -13,7 +13,7 @@ use safe_mcp_core::config::{ProcessEnv, Section};
 use safe_mcp_core::load::load_policy;
 use serde_json::Value;
 
-use crate::exit::fatal;
+use crate::exit::{fatal, say};
 
 /// Verifies the given files (a single live file brings its rotated siblings along).
 pub fn verify_cmd(config: Option<&Path>, key_file: Option<&Path>, files: &[PathBuf]) -> ExitCode {
@@ -30,6 +30,12 @@ pub fn verify_cmd(config: Option<&Path>, key_file: Option<&Path>, files: &[PathB
         },
         (None, None) => None,
     };
+    // A file that cannot be read is an error (exit 2), never a tamper alarm (exit 1).
+    for f in files {
+        if let Err(e) = std::fs::File::open(f) {
+            return fatal(format!("cannot read {}: {e}", f.display()));
+        }
+    }
     let files: Vec<PathBuf> = match files {
         [one] => with_rotations(one),
         many => many.to_vec(),
@@ -37,16 +43,17 @@ pub fn verify_cmd(config: Option<&Path>, key_file: Option<&Path>, files: &[PathB
     match verify(&files, &Chain::new(key)) {
         Ok(report) => {
             for note in &report.notes {
-                println!("note: {note}");
+                say!("note: {note}");
             }
-            println!(
+            say!(
                 "OK: {} records in {} file(s), chain intact",
-                report.records, report.files
+                report.records,
+                report.files
             );
             ExitCode::SUCCESS
         }
         Err(b) => {
-            println!("BROKEN: {b}");
+            say!("BROKEN: {b}");
             ExitCode::from(1)
         }
     }
@@ -60,6 +67,7 @@ pub fn tail_cmd(path: &Path, follow: bool) -> ExitCode {
         Err(e) => return fatal(format!("cannot open {}: {e}", path.display())),
     };
     let mut offset = 0u64;
+    let mut records = 0u64;
     loop {
         if file.seek(SeekFrom::Start(offset)).is_err() {
             return fatal("cannot seek");
@@ -72,13 +80,24 @@ pub fn tail_cmd(path: &Path, follow: bool) -> ExitCode {
             }
             offset += n as u64;
             if let Ok(record) = serde_json::from_str::<Value>(&line)
-                && let Some(text) = render(&record, &mut attempts)
+                && record.get("seq").is_some()
+                && record.get("kind").is_some()
             {
-                println!("{text}");
+                records += 1;
+                if let Some(text) = render(&record, &mut attempts) {
+                    say!("{text}");
+                }
             }
             line.clear();
         }
         if !follow {
+            // Something that is not a trail says so, rather than printing nothing.
+            if records == 0 && offset > 0 {
+                return fatal(format!(
+                    "{} is not an audit trail: no line is a record with seq and kind",
+                    path.display()
+                ));
+            }
             return ExitCode::SUCCESS;
         }
         std::thread::sleep(Duration::from_millis(250));

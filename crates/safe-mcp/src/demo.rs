@@ -14,7 +14,7 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use serde_json::{Value, json};
 
-use crate::exit::fatal;
+use crate::exit::{fatal, say};
 
 const FILES: &[(&str, &str)] = &[
     (
@@ -25,7 +25,7 @@ const FILES: &[(&str, &str)] = &[
         "config.env",
         "AWS_ACCESS_KEY_ID=AKIAIOSFODNN7EXAMPLE\nDB_PASSWORD=correct-horse-battery\nREGION=eu-west-1\n",
     ),
-    ("src/main.rs", "fn main() { println!(\"hi\"); }\n"),
+    ("src/main.rs", "fn main() { say!(\"hi\"); }\n"),
 ];
 
 struct Step {
@@ -185,7 +185,7 @@ async fn files_showcase(dir: &Path, policy: &Path) -> Result<bool, Box<dyn Error
             .set_modified(an_hour_ago)?;
     }
     std::os::unix::fs::symlink("/etc/passwd", inbox.join("passwords.txt"))?;
-    println!(
+    say!(
         "\n=== the files server on {} (temporary) ===\n",
         inbox.display()
     );
@@ -215,8 +215,8 @@ async fn files_showcase(dir: &Path, policy: &Path) -> Result<bool, Box<dyn Error
         } else {
             "UNEXPECTED"
         };
-        println!("== F{n}. {title} ({code}, {mark})\n> {tool} {args}");
-        println!("{}\n", serde_json::to_string_pretty(v).unwrap_or_default());
+        say!("== F{n}. {title} ({code}, {mark})\n> {tool} {args}");
+        say!("{}\n", serde_json::to_string_pretty(v).unwrap_or_default());
     };
 
     let plan = call("plan_organize", json!({})).await?;
@@ -283,7 +283,7 @@ async fn files_showcase(dir: &Path, policy: &Path) -> Result<bool, Box<dyn Error
         }
     }
     tree.sort();
-    println!("the inbox now: {}", tree.join(", "));
+    say!("the inbox now: {}", tree.join(", "));
     Ok(all_ok)
 }
 
@@ -300,7 +300,7 @@ async fn showcase() -> Result<bool, Box<dyn Error>> {
         .prefix("safe-mcp-demo-")
         .tempdir()?;
     let policy = seed(dir.path())?;
-    println!(
+    say!(
         "safe-mcp demo: sandbox {} (temporary)\n",
         dir.path().join("sandbox").display()
     );
@@ -311,13 +311,14 @@ async fn showcase() -> Result<bool, Box<dyn Error>> {
     });
     let client = ().serve(TokioChildProcess::new(command)?).await?;
     if let Some(server) = client.peer_info().and_then(|info| info.server_info.clone()) {
-        println!(
+        say!(
             "connected to {} {} over stdio (MCP)",
-            server.name, server.version
+            server.name,
+            server.version
         );
     }
     let tools = client.list_all_tools().await?;
-    println!(
+    say!(
         "tools: {}\n",
         tools
             .iter()
@@ -330,11 +331,11 @@ async fn showcase() -> Result<bool, Box<dyn Error>> {
         .call_tool(CallToolRequestParams::new("describe_policy"))
         .await?;
     if let Some(v) = &described.structured_content {
-        println!("== describe_policy (excerpt)");
-        println!("allowlist: {}", v["detail"]["allowlist"]);
-        println!("denylist:  {}", v["detail"]["denylist"]);
+        say!("== describe_policy (excerpt)");
+        say!("allowlist: {}", v["detail"]["allowlist"]);
+        say!("denylist:  {}", v["detail"]["denylist"]);
         let c = &v["detail"]["confinement"];
-        println!(
+        say!(
             "confinement: sandbox {} | Landlock {} (kernel ABI {}) | seccomp {} | TCP {} | exec in jail {}\n",
             c["mode"],
             c["landlock"]["enforced"],
@@ -361,19 +362,19 @@ async fn showcase() -> Result<bool, Box<dyn Error>> {
             "UNEXPECTED"
         };
         all_ok &= code == step.expect;
-        println!("== {}. {} ({code}, {mark})", i + 1, step.title);
-        println!("> {} {}", step.tool, step.args);
-        println!("{}\n", serde_json::to_string_pretty(&shorten(envelope))?);
+        say!("== {}. {} ({code}, {mark})", i + 1, step.title);
+        say!("> {} {}", step.tool, step.args);
+        say!("{}\n", serde_json::to_string_pretty(&shorten(envelope))?);
     }
     client.cancel().await?;
 
     let trail = std::fs::read_to_string(dir.path().join("audit.jsonl")).unwrap_or_default();
-    println!(
+    say!(
         "audit trail: {} records (attempt before every run, then outcome); the last one:",
         trail.lines().count()
     );
     if let Some(last) = trail.lines().last() {
-        println!("{last}");
+        say!("{last}");
     }
     let files_ok = files_showcase(dir.path(), &policy).await?;
     Ok(all_ok && files_ok)

@@ -27,7 +27,7 @@ use safe_mcp_core::terminal::confinement_spec;
 use safe_mcp_core::terminal::{CommandInput, TerminalService};
 use safe_mcp_exec::{LocalExecutor, planned_report};
 
-use exit::fatal;
+use exit::{fatal, say};
 
 #[derive(Parser)]
 #[command(
@@ -259,7 +259,7 @@ fn explain(config: Option<&Path>, cwd: Option<&str>, command: String) -> ExitCod
     let confinement = planned_report(&service.confinement_spec());
     let result = service.explain(&CommandInput::Line(command), cwd, &confinement);
     match serde_json::to_string_pretty(&result) {
-        Ok(text) => println!("{text}"),
+        Ok(text) => say!("{text}"),
         Err(e) => return fatal(e),
     }
     if result.code == ResultCode::Ok {
@@ -269,12 +269,21 @@ fn explain(config: Option<&Path>, cwd: Option<&str>, command: String) -> ExitCod
     }
 }
 
+/// `1 rule`, `2 rules`.
+fn plural(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 fn policy_check(config: Option<&Path>) -> ExitCode {
     let policy = match load(config, Section::Any) {
         Ok(p) => p,
         Err(e) => return fatal(e),
     };
-    println!("policy {}: valid", policy.source.display());
+    say!("policy {}: valid", policy.source.display());
     if let Some(t) = &policy.terminal {
         let examples: usize = t
             .rules
@@ -285,23 +294,27 @@ fn policy_check(config: Option<&Path>) -> ExitCode {
                 .iter()
                 .map(|e| e.should_allow.len() + e.should_deny.len())
                 .sum::<usize>();
-        println!(
-            "  terminal: jail {} | {} allowed, {} denied, {} rules | sandbox {} | {examples} examples passed",
+        say!(
+            "  terminal: jail {} | {} allowed, {} denied, {} | sandbox {} | {}",
             t.jail_root.display(),
             t.allow.len(),
             t.deny.len(),
-            t.rules.len(),
-            t.sandbox.mode.as_str()
+            plural(t.rules.len(), "rule"),
+            t.sandbox.mode.as_str(),
+            match examples {
+                0 => "no examples".to_owned(),
+                n => format!("{} passed", plural(n, "example")),
+            }
         );
         for warning in safe_mcp_core::lint::lint(t) {
-            println!("warning: {warning}");
+            say!("warning: {warning}");
         }
     }
     if let Some(f) = &policy.files {
-        println!(
-            "  files: workspace {} | {} skip rules",
+        say!(
+            "  files: workspace {} | {}",
             f.workspace_root.display(),
-            f.skip.len()
+            plural(f.skip.len(), "skip rule")
         );
     }
     ExitCode::SUCCESS
@@ -344,7 +357,7 @@ fn doctor(config: Option<&Path>) -> ExitCode {
         }
     }
     match serde_json::to_string_pretty(&report) {
-        Ok(text) => println!("{text}"),
+        Ok(text) => say!("{text}"),
         Err(e) => return fatal(e),
     }
     ExitCode::SUCCESS

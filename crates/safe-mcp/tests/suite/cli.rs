@@ -219,6 +219,16 @@ fn policy_check_runs_examples_and_lints() {
         stdout.contains("warning: `frobnicate` has no built-in knowledge"),
         "{stdout}"
     );
+    // zsh and frobnicate are not installed here: every call to them would fail.
+    assert!(
+        stdout.contains("warning: `frobnicate` is allowlisted but is not on the server's PATH"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("warning: `ls` is allowlisted but is not on"),
+        "{stdout}"
+    );
+    assert!(stdout.contains(", 7 rules |"), "{stdout}");
 
     // A failing example is fatal and names the rule and the example; the server never starts.
     let text = std::fs::read_to_string(&sb.policy).unwrap().replace(
@@ -351,5 +361,45 @@ fn explain_and_doctor_make_no_cgroup() {
     assert!(
         created.iter().any(|g| g.starts_with("safe-mcp-")),
         "the watch saw no group at all, so it proves nothing: {created:?}"
+    );
+}
+
+/// Exit codes that mean what the README says: a file that cannot be read is an error (2),
+/// not a tamper alarm (1); a file that is not a trail says so; output into a closed pipe
+/// ends quietly.
+#[test]
+fn audit_and_doctor_exit_codes_match_the_docs() {
+    let sb = Sandbox::new("");
+    let missing = sb.base().join("no-such-trail.jsonl");
+    let out = run(&["audit", "verify", missing.to_str().unwrap()], &[]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("fatal: cannot read"));
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("BROKEN"));
+
+    let not_a_trail = sb.base().join("notes.txt");
+    std::fs::write(&not_a_trail, "hello\nworld\n").unwrap();
+    let out = run(&["audit", "tail", not_a_trail.to_str().unwrap()], &[]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is not an audit trail"),
+        "{out:?}"
+    );
+
+    // `safe-mcp doctor | head -1`: the reader leaves after one line.
+    let mut child = Command::new(BIN)
+        .arg("doctor")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 1];
+    std::io::Read::read_exact(&mut stdout, &mut first).unwrap();
+    drop(stdout);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("panicked"),
+        "{out:?}"
     );
 }
