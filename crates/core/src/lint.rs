@@ -43,6 +43,12 @@ pub enum Finding {
         /// The PATH searched.
         path: String,
     },
+    /// A `[terminal.env]` variable whose name looks like a secret: every command (and so
+    /// the model) can read it.
+    SecretLikeVariable {
+        /// The variable.
+        name: String,
+    },
     /// An escape opted in with `allow_escapes`.
     EscapeOptedIn {
         /// The program name.
@@ -71,6 +77,10 @@ impl fmt::Display for Finding {
                 f,
                 "`{name}` is allowlisted but is not on the server's PATH ({path}); calls to it will fail until it is installed or [terminal] path names its directory"
             ),
+            Finding::SecretLikeVariable { name } => write!(
+                f,
+                "[terminal.env] gives commands `{name}`, which looks like a secret: every command, and so the model, can read it"
+            ),
             Finding::EscapeOptedIn { name, escape } => write!(
                 f,
                 "`{name}` opts in the escape `{escape}`: the model can use it"
@@ -83,6 +93,26 @@ impl fmt::Display for Finding {
 /// is also denylisted is skipped (the denylist wins, so nothing about it can run).
 pub fn lint(t: &TerminalPolicy) -> Vec<Finding> {
     let mut out = Vec::new();
+    let names = t.env.pass.iter().chain(t.env.set.iter().map(|(n, _)| n));
+    for name in names {
+        let upper = name.to_ascii_uppercase();
+        if [
+            "TOKEN",
+            "SECRET",
+            "PASSWORD",
+            "PASSWD",
+            "CREDENTIAL",
+            "API_KEY",
+            "APIKEY",
+            "PRIVATE",
+        ]
+        .iter()
+        .any(|w| upper.contains(w))
+            || upper.ends_with("_KEY")
+        {
+            out.push(Finding::SecretLikeVariable { name: name.clone() });
+        }
+    }
     for name in &t.allow {
         if t.deny.contains(name) {
             continue;
@@ -169,6 +199,7 @@ mod tests {
                 | Finding::InterpreterRefused { name, .. }
                 | Finding::UnknownTool { name }
                 | Finding::NotOnPath { name, .. }
+                | Finding::SecretLikeVariable { name }
                 | Finding::EscapeOptedIn { name, .. } => name.as_str(),
             })
             .collect();

@@ -171,7 +171,10 @@ pub fn evaluate(
             JailError::Escape { .. } => (
                 ResultCode::PathEscape,
                 "jail".to_owned(),
-                format!("cwd {err}"),
+                format!(
+                    "cwd {err}; the jail is {}: give the cwd relative to it (for example \"src\"), or absolute beneath it",
+                    jail.path().display()
+                ),
             ),
             _ => (
                 ResultCode::InvalidRequest,

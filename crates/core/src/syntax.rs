@@ -75,6 +75,11 @@ pub enum Forbidden {
     PipeStderr,
     /// Nothing to run: an empty string, `;;`, a trailing `|`, `&&`.
     EmptyCommand,
+    /// An unquoted `*` or `?`: a shell would expand it to file names; here it would reach
+    /// the program literally, which is never what was meant.
+    Glob,
+    /// `cd`, a shell builtin: there is no shell, and the cwd is an argument.
+    ChangeDirectory,
 }
 
 impl Forbidden {
@@ -107,6 +112,12 @@ impl Forbidden {
             }
             Forbidden::PipeStderr => "`|&` is refused; stderr is returned separately",
             Forbidden::EmptyCommand => "empty command: nothing to run",
+            Forbidden::Glob => {
+                "`*` and `?` are not expanded here (no shell runs, so `ls *.py` would look for a file named `*.py`): quote the pattern when the program itself takes one (`find . -name '*.py'`), or list matching files with `find . -name '*.py'`"
+            }
+            Forbidden::ChangeDirectory => {
+                "`cd` is a shell builtin and no shell runs here: pass the directory as the `cwd` argument of run_command instead (`{\"command\": \"ls\", \"cwd\": \"src\"}`)"
+            }
         }
     }
 
@@ -123,6 +134,8 @@ impl Forbidden {
             Forbidden::Comment => "comment",
             Forbidden::PipeStderr => "pipe-stderr",
             Forbidden::EmptyCommand => "empty-command",
+            Forbidden::Glob => "glob",
+            Forbidden::ChangeDirectory => "cd",
         }
     }
 }
@@ -289,6 +302,7 @@ fn tokenize(input: &str) -> Result<Vec<Token>, SyntaxError> {
             }
             '(' | ')' => return Err(forbid(Forbidden::Subshell)),
             '#' if word.is_none() => return Err(forbid(Forbidden::Comment)),
+            '*' | '?' => return Err(forbid(Forbidden::Glob)),
             other => word.get_or_insert_with(String::new).push(other),
         }
     }
@@ -326,6 +340,9 @@ fn assemble(tokens: Vec<Token>) -> Result<CommandList, SyntaxError> {
             return Err(forbid(Forbidden::EmptyCommand));
         }
         let first = &stage[0];
+        if first == "cd" {
+            return Err(forbid(Forbidden::ChangeDirectory));
+        }
         if is_assignment(first) {
             return Err(forbid(Forbidden::LeadingAssignment));
         }

@@ -162,6 +162,18 @@ impl TerminalService {
             ("GIT_CONFIG_NOSYSTEM".to_owned(), "1".to_owned()),
             ("GIT_TERMINAL_PROMPT".to_owned(), "0".to_owned()),
         ];
+        let mut env = env;
+        // `[terminal.env]`: named variables of the server's own environment, then fixed
+        // values; the names were checked at load (never PATH, HOME, TMPDIR or LD_*).
+        let passed = terminal
+            .env
+            .pass
+            .iter()
+            .filter_map(|name| std::env::var(name).ok().map(|v| (name.clone(), v)));
+        for (name, value) in passed.chain(terminal.env.set.iter().cloned()) {
+            env.retain(|(n, _)| *n != name);
+            env.push((name, value));
+        }
         Ok(TerminalService {
             gate: Gate::new(
                 AuditLog::open(log, policy.audit_options()),
@@ -531,7 +543,15 @@ impl TerminalService {
                 Some(c) => format!("exit code {c}"),
                 None => "no exit code (killed by a signal)".to_owned(),
             };
-            (ResultCode::Ok, format!("the command ran ({status})"))
+            let mut reason = format!("the command ran ({status})");
+            let git = decision.stages.iter().any(|s| s.argv[0] == "git");
+            if git
+                && (stderr.contains("Please tell me who you are")
+                    || stderr.contains("Author identity unknown"))
+            {
+                reason.push_str("; git has no author identity here: the operator sets one in the policy, [terminal.env] set = { GIT_AUTHOR_NAME = \"…\", GIT_AUTHOR_EMAIL = \"…\", GIT_COMMITTER_NAME = \"…\", GIT_COMMITTER_EMAIL = \"…\" } (git -c and git config are refused)");
+            }
+            (ResultCode::Ok, reason)
         };
         let facts = RunFacts {
             exit_code: out.exit_code,

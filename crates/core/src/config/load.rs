@@ -16,8 +16,9 @@ use std::path::{Path, PathBuf};
 use super::raw::{RawFiles, RawPolicy, RawRedaction, RawTerminal};
 use super::{
     AuditFailMode, AuditSettings, ConfigError, DEFAULT_PATH, DEFAULT_READ_PATHS,
-    ENV_LEGACY_POLICY_FILE, ENV_POLICY_FILE, FilesPolicy, NamespaceMode, Policy, RedactionSettings,
-    SandboxMode, SandboxSettings, Section, SkipCondition, SkipRule, TerminalPolicy,
+    ENV_LEGACY_POLICY_FILE, ENV_POLICY_FILE, EnvSettings, FilesPolicy, NamespaceMode, Policy,
+    RedactionSettings, SandboxMode, SandboxSettings, Section, SkipCondition, SkipRule,
+    TerminalPolicy,
 };
 use crate::paths::lexical_normalize;
 
@@ -144,6 +145,7 @@ impl Builder<'_> {
                 sandbox: raw.sandbox.take(),
                 path: raw.path.take(),
                 examples: raw.examples.take(),
+                env: None,
             });
         }
 
@@ -368,6 +370,7 @@ impl Builder<'_> {
                 namespaces: sb.namespaces.unwrap_or(NamespaceMode::Auto),
             },
             path,
+            env: environment(raw.env.unwrap_or_default())?,
         })
     }
 
@@ -560,4 +563,52 @@ fn outside_roots(
         }
     }
     Ok(real)
+}
+
+/// Variables a command's environment keeps whatever `[terminal.env]` says: the server sets
+/// them (or pins them) and an override would undo a protection.
+const FIXED_VARIABLES: &[&str] = &[
+    "PATH",
+    "HOME",
+    "TMPDIR",
+    "LD_PRELOAD",
+    "LD_LIBRARY_PATH",
+    "LD_AUDIT",
+];
+
+/// `[terminal.env]`: valid names, none of the fixed ones.
+fn environment(raw: super::raw::RawEnv) -> Result<EnvSettings, ConfigError> {
+    let valid = |name: &str| {
+        let mut chars = name.chars();
+        chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
+    for name in raw.pass.iter().chain(raw.set.keys()) {
+        if !valid(name) {
+            return Err(ConfigError::Invalid {
+                key: "terminal.env".into(),
+                message: format!("{name:?} is not a variable name"),
+            });
+        }
+        if FIXED_VARIABLES.contains(&name.as_str()) || name.starts_with("LD_") {
+            return Err(ConfigError::Invalid {
+                key: "terminal.env".into(),
+                message: format!(
+                    "{name} is set by the server for every command and cannot be passed or set"
+                ),
+            });
+        }
+    }
+    if let Some(v) = raw.set.values().find(|v| v.contains('\0')) {
+        return Err(ConfigError::Invalid {
+            key: "terminal.env.set".into(),
+            message: format!("a value contains a NUL byte: {v:?}"),
+        });
+    }
+    Ok(EnvSettings {
+        pass: raw.pass,
+        set: raw.set.into_iter().collect(),
+    })
 }

@@ -141,6 +141,17 @@ pub struct TerminalPolicy {
     pub path: Vec<PathBuf>,
     /// `[[terminal.examples]]`.
     pub examples: Vec<PolicyExamples>,
+    /// `[terminal.env]`.
+    pub env: EnvSettings,
+}
+
+/// `[terminal.env]`: what a command's environment holds beyond the server's own variables.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EnvSettings {
+    /// Names copied from the server's environment, when set there.
+    pub pass: Vec<String>,
+    /// Fixed values, in name order.
+    pub set: Vec<(String, String)>,
 }
 
 /// `[terminal.limits]`.

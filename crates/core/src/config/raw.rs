@@ -57,6 +57,16 @@ pub(super) struct RawTerminal {
     pub(super) rules: Option<Vec<ArgRule>>,
     pub(super) sandbox: Option<RawSandbox>,
     pub(super) path: Option<Vec<PathBuf>>,
+    pub(super) env: Option<RawEnv>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawEnv {
+    #[serde(default)]
+    pub(super) pass: Vec<String>,
+    #[serde(default)]
+    pub(super) set: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Deserialize, Default)]

@@ -34,12 +34,12 @@ impl FilesService {
                 .is_some_and(|e| e.ino == m.ino && e.dev == m.dev);
             if !at_here {
                 return Some(format!(
-                    "{here} is no longer the file that was moved; nothing changed"
+                    "{here} is no longer the file that was moved, so nothing changed; undo (or redo) works again once that file is back at {here} (move_file can put it there)"
                 ));
             }
             if !matches!(self.ws.stat(there), Ok(None)) {
                 return Some(format!(
-                    "{there} is occupied and is never overwritten; nothing changed"
+                    "{there} is occupied and is never overwritten, so nothing changed; move what is at {there} elsewhere (move_file), then try again"
                 ));
             }
         }

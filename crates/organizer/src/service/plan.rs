@@ -157,11 +157,18 @@ impl FilesService {
             "not_planned_over_limit": truncated,
             "max_plan_moves": self.max_moves,
         });
-        let reason = format!(
-            "{} moves planned, {} entries skipped; nothing has changed yet",
-            moves.len(),
-            skips.len()
-        );
+        let recent = skips.iter().filter(|s| s["rule"] == "recent").count();
+        let reason = if moves.is_empty() && recent > 0 {
+            format!(
+                "nothing to move yet: {recent} file(s) changed in the last two minutes and may still be in use; plan again in 2 minutes"
+            )
+        } else {
+            format!(
+                "{} moves planned, {} entries skipped; nothing has changed yet",
+                moves.len(),
+                skips.len()
+            )
+        };
         if let Ok(mut plans) = self.plans.lock() {
             // Keep the newest few plans only: planning in a loop must not grow memory.
             while plans.len() >= MAX_PLANS {

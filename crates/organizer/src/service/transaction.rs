@@ -340,6 +340,23 @@ impl FilesService {
                 ),
             );
         }
+        if let Ok(Some(existing)) = self.ws.stat(&dst_rel)
+            && existing.kind == Kind::Directory
+        {
+            let name = src_rel.rsplit('/').next().unwrap_or(&src_rel);
+            return self.finish(
+                &call,
+                started,
+                OperationResult::new(
+                    A,
+                    ResultCode::Conflict,
+                    format!(
+                        "{dst_rel} is an existing folder, and move_file never moves into or over one on its own: give the full new path, e.g. dest = \"{dst_rel}/{name}\""
+                    ),
+                )
+                .with_detail(json!({"path": dst_rel, "suggested_dest": format!("{dst_rel}/{name}")})),
+            );
+        }
         if let Some(refusal) = self.refuse_if_occupied(
             A,
             &dst_rel,

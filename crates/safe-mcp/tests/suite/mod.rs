@@ -3,6 +3,7 @@ mod audit;
 mod cli;
 mod confinement;
 mod files;
+mod first_hour;
 mod privilege;
 mod python_sdk;
 mod support;

@@ -1,0 +1,181 @@
+//! The first hour of a new user: refusals that say what to do instead, and the environment
+//! an operator gives commands (`[terminal.env]`), over real MCP sessions.
+
+use serde_json::json;
+
+use super::files::Workspace;
+use super::support::{DEFAULT_ALLOW, Sandbox};
+
+#[tokio::test(flavor = "multi_thread")]
+async fn terminal_refusals_teach_the_next_step() {
+    let sb = Sandbox::new("");
+    let s = sb.session().await;
+    for (command, code, teaches) in [
+        ("cd sub && ls", "POLICY_DENIED", "`cwd` argument"),
+        ("ls *.txt", "POLICY_DENIED", "not expanded"),
+        ("cat notes.tx?", "POLICY_DENIED", "find . -name"),
+    ] {
+        let r = s.run(command).await;
+        assert_eq!(r["code"], code, "{command}: {r}");
+        assert!(
+            r["reason"].as_str().unwrap().contains(teaches),
+            "{command}: {r}"
+        );
+    }
+    // A quoted pattern reaches the program as it should.
+    let r = s.run("grep -c 'a*' notes.txt").await;
+    assert_eq!(r["detail"]["stdout"], "3\n", "{r}");
+    // An absolute cwd outside the jail names the jail and the way to say it.
+    let r = s
+        .call("run_command", json!({"command": "ls", "cwd": "/etc"}))
+        .await;
+    assert_eq!(r["code"], "PATH_ESCAPE", "{r}");
+    let reason = r["reason"].as_str().unwrap();
+    assert!(
+        reason.contains(&sb.jail.display().to_string()) && reason.contains("relative"),
+        "{r}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn git_without_an_identity_says_how_the_operator_gives_one() {
+    let sb = Sandbox::new("");
+    let s = sb.session().await;
+    let r = s
+        .call("run_command", json!({"command": "git init -q repo"}))
+        .await;
+    assert_eq!(r["detail"]["exit_code"], 0, "{r}");
+    std::fs::write(sb.jail.join("repo/a.txt"), "a\n").unwrap();
+    let r = s
+        .call(
+            "run_command",
+            json!({"command": "git add a.txt", "cwd": "repo"}),
+        )
+        .await;
+    assert_eq!(r["detail"]["exit_code"], 0, "{r}");
+    let r = s
+        .call(
+            "run_command",
+            json!({"command": "git commit -qm first", "cwd": "repo"}),
+        )
+        .await;
+    assert_ne!(r["detail"]["exit_code"], 0, "{r}");
+    assert!(
+        r["reason"].as_str().unwrap().contains("[terminal.env] set"),
+        "{r}"
+    );
+    drop(s);
+
+    // With the identity in [terminal.env], the same commit works; only named variables of
+    // the server's own environment are passed.
+    let text = std::fs::read_to_string(&sb.policy).unwrap();
+    std::fs::write(
+        &sb.policy,
+        format!(
+            "{text}\n[terminal.env]\npass = [\"SAFE_MCP_TEST_PASSED\", \"SAFE_MCP_TEST_UNSET\"]\nset = {{ GIT_AUTHOR_NAME = \"Ada\", GIT_AUTHOR_EMAIL = \"ada@example.com\", GIT_COMMITTER_NAME = \"Ada\", GIT_COMMITTER_EMAIL = \"ada@example.com\" }}\n"
+        ),
+    )
+    .unwrap();
+    let s = super::support::Session::start(&sb.policy, |c| {
+        c.env("SAFE_MCP_TEST_PASSED", "visible")
+            .env("SAFE_MCP_TEST_NOT_NAMED", "hidden");
+    })
+    .await;
+    let r = s
+        .call(
+            "run_command",
+            json!({"command": "git commit -qm first", "cwd": "repo"}),
+        )
+        .await;
+    assert_eq!(r["detail"]["exit_code"], 0, "{r}");
+    let r = s
+        .call(
+            "run_command",
+            json!({"command": "git log --format=%an", "cwd": "repo"}),
+        )
+        .await;
+    assert_eq!(r["detail"]["stdout"], "Ada\n", "{r}");
+    let r = s.run("env").await;
+    let out = r["detail"]["stdout"].as_str().unwrap();
+    assert!(out.contains("SAFE_MCP_TEST_PASSED=visible"), "{out}");
+    assert!(
+        !out.contains("hidden") && !out.contains("SAFE_MCP_TEST_UNSET"),
+        "{out}"
+    );
+    assert!(!out.contains("leak-me"), "{out}");
+}
+
+#[test]
+fn a_fixed_variable_cannot_be_set_and_a_secret_like_one_is_linted() {
+    let sb = Sandbox::with(DEFAULT_ALLOW, "timeout_seconds = 5", "closed", "");
+    let text = std::fs::read_to_string(&sb.policy).unwrap();
+    std::fs::write(
+        &sb.policy,
+        format!("{text}\n[terminal.env]\nset = {{ PATH = \"/tmp\" }}\n"),
+    )
+    .unwrap();
+    let out = std::process::Command::new(super::support::BIN)
+        .args(["policy", "check", "--config", sb.policy.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("PATH is set by the server"),
+        "{out:?}"
+    );
+    std::fs::write(
+        &sb.policy,
+        format!("{text}\n[terminal.env]\npass = [\"GITHUB_TOKEN\"]\n"),
+    )
+    .unwrap();
+    let out = std::process::Command::new(super::support::BIN)
+        .args(["policy", "check", "--config", sb.policy.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("`GITHUB_TOKEN`, which looks like a secret"),
+        "{out:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn files_refusals_teach_the_next_step() {
+    let ws = Workspace::new(false);
+    std::fs::write(ws.root.join("report.pdf"), "%PDF").unwrap();
+    std::fs::create_dir(ws.root.join("Documents")).unwrap();
+    let s = ws.session().await;
+    // Only a file changed just now: plan again later, says the plan.
+    let r = s.call("plan_organize", json!({})).await;
+    assert!(
+        r["reason"]
+            .as_str()
+            .unwrap()
+            .contains("plan again in 2 minutes"),
+        "{r}"
+    );
+    // Onto an existing folder: the full destination path is suggested.
+    let r = s
+        .call(
+            "move_file",
+            json!({"src": "report.pdf", "dest": "Documents"}),
+        )
+        .await;
+    assert_eq!(r["code"], "CONFLICT", "{r}");
+    assert_eq!(r["detail"]["suggested_dest"], "Documents/report.pdf", "{r}");
+    let r = s
+        .call(
+            "move_file",
+            json!({"src": "report.pdf", "dest": "Documents/report.pdf"}),
+        )
+        .await;
+    assert_eq!(r["code"], "OK", "{r}");
+    // Undo blocked by a file in the way: the reason says what unblocks it.
+    std::fs::write(ws.root.join("report.pdf"), "another").unwrap();
+    let r = s.call("undo_last_action", json!({})).await;
+    assert_eq!(r["code"], "CONFLICT", "{r}");
+    assert!(
+        r["reason"].as_str().unwrap().contains("then try again"),
+        "{r}"
+    );
+}
