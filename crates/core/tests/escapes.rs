@@ -198,27 +198,7 @@ const ESCAPES: &[(&str, ResultCode, &str)] = &[
         "`w` flag",
     ),
     ("sed '1r /etc/passwd' f", ResultCode::PolicyDenied, "`r`"),
-    // awk (mawk here: no sandbox)
-    (
-        "awk 'BEGIN{system (\"CMD\")}'",
-        ResultCode::PolicyDenied,
-        "system()",
-    ),
-    (
-        "awk 'BEGIN{print | \"sh\"}'",
-        ResultCode::PolicyDenied,
-        "`|`",
-    ),
-    (
-        "awk '{print > \"/tmp/x\"}' f",
-        ResultCode::PolicyDenied,
-        "`>`",
-    ),
-    (
-        "awk 'BEGIN{\"id\" | getline x}'",
-        ResultCode::PolicyDenied,
-        "awk program",
-    ),
+    // awk: see `every_awk_present_is_checked_as_what_it_is`, which knows which awk runs.
     // sort
     (
         "sort f --compress-prog=CMD",
@@ -401,6 +381,70 @@ const ESCAPES: &[(&str, ResultCode, &str)] = &[
     ("dd if=/dev/sda of=x", ResultCode::PathEscape, "/dev/sda"),
     ("dd if=f of=/tmp/x", ResultCode::PathEscape, "/tmp/x"),
 ];
+
+/// Where each awk lives on this machine's PATH, canonical (`awk` is an alternatives link).
+fn awk_binary(name: &str) -> Option<std::path::PathBuf> {
+    ["/usr/local/bin", "/usr/bin", "/bin"]
+        .iter()
+        .map(|d| std::path::Path::new(d).join(name))
+        .find(|p| p.is_file())
+        .and_then(|p| std::fs::canonicalize(p).ok())
+}
+
+/// Whichever awk the machine has (mawk, gawk, busybox), and whichever `awk` names: the ones
+/// without a sandbox refuse what runs commands or writes files; gawk gets `--sandbox`, so
+/// `>` is only a comparison there, and commands and pipes are refused all the same.
+#[test]
+fn every_awk_present_is_checked_as_what_it_is() {
+    let f = fixture("");
+    let mut tested = 0;
+    for name in ["awk", "mawk", "gawk"] {
+        let Some(binary) = awk_binary(name) else {
+            eprintln!("{name}: not installed here, not tested");
+            continue;
+        };
+        tested += 1;
+        let gawk = binary
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("gawk"));
+        for (program, fragment) in [
+            ("'BEGIN{system (\"CMD\")}'", "system()"),
+            ("'BEGIN{print | \"sh\"}'", "`|`"),
+            ("'BEGIN{\"id\" | getline x}'", "awk program"),
+        ] {
+            let command = format!("{name} {program}");
+            let d = decide(&f, &command);
+            assert_eq!(
+                d.code,
+                ResultCode::PolicyDenied,
+                "{command} ({}): {}",
+                binary.display(),
+                d.reason
+            );
+            assert!(d.reason.contains(fragment), "{command}: {}", d.reason);
+        }
+        let command = format!("{name} '{{print > \"/tmp/x\"}}' f");
+        let d = decide(&f, &command);
+        if gawk {
+            assert_eq!(d.code, ResultCode::Ok, "{command}: {}", d.reason);
+            let argv = d.stages[0].run_argv.clone().unwrap();
+            assert!(
+                argv.contains(&"--sandbox".to_owned()),
+                "{command}: {argv:?}"
+            );
+        } else {
+            assert_eq!(
+                d.code,
+                ResultCode::PolicyDenied,
+                "{command} ({}): {}",
+                binary.display(),
+                d.reason
+            );
+            assert!(d.reason.contains("`>`"), "{command}: {}", d.reason);
+        }
+    }
+    assert!(tested > 0, "no awk at all on this machine");
+}
 
 #[test]
 fn every_escape_is_refused_with_a_reason_that_names_it() {

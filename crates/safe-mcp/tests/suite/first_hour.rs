@@ -179,3 +179,38 @@ async fn files_refusals_teach_the_next_step() {
         "{r}"
     );
 }
+
+/// gawk gets `--sandbox` for real, even with the kernel sandbox off: a redirection to a
+/// file outside the jail is refused by gawk itself. Every awk present is tried.
+#[tokio::test(flavor = "multi_thread")]
+async fn each_awk_present_cannot_write_outside_the_jail() {
+    let mut tried = 0;
+    for name in ["gawk", "mawk", "awk"] {
+        if !["/usr/bin", "/bin", "/usr/local/bin"]
+            .iter()
+            .any(|d| std::path::Path::new(d).join(name).exists())
+        {
+            eprintln!("skipping {name}: not installed here");
+            continue;
+        }
+        tried += 1;
+        let sb = Sandbox::with(
+            &format!("{DEFAULT_ALLOW}, \"{name}\""),
+            "timeout_seconds = 10",
+            "closed",
+            "[terminal.sandbox]\nmode = \"off\"",
+        );
+        let outside = sb.base().join(format!("written-by-{name}"));
+        let s = sb.session().await;
+        let program = format!("BEGIN{{print \"x\" > \"{}\"}}", outside.display());
+        let r = s
+            .call("run_command", json!({"command": [name, program]}))
+            .await;
+        assert!(
+            r["code"] == "POLICY_DENIED" || r["detail"]["exit_code"] != 0,
+            "{name}: {r}"
+        );
+        assert!(!outside.exists(), "{name} wrote outside the jail: {r}");
+    }
+    assert!(tried > 0, "no awk on this machine");
+}
