@@ -33,6 +33,7 @@ pub mod lint;
 pub mod load;
 pub mod paths;
 pub mod policy;
+pub mod preflight;
 pub mod redact;
 pub mod syntax;
 pub mod terminal;

@@ -190,6 +190,9 @@ fn serve_terminal(config: Option<&Path>) -> ExitCode {
             "safe-mcp: WARNING: [terminal.sandbox] mode = \"off\": commands are confined by path checks only, not by the kernel"
         );
     }
+    for p in safe_mcp_core::preflight::access_problems(&policy) {
+        eprintln!("safe-mcp: warning: {p}");
+    }
     if let Err(e) = service.audit().check() {
         eprintln!(
             "safe-mcp: warning: the audit trail is not writable now ({e}); calls will get AUDIT_UNAVAILABLE until it is"
@@ -212,6 +215,9 @@ fn serve_files(config: Option<&Path>) -> ExitCode {
     };
     for note in notes {
         eprintln!("safe-mcp: files: {note}");
+    }
+    for p in safe_mcp_core::preflight::access_problems(&policy) {
+        eprintln!("safe-mcp: warning: {p}");
     }
     if let Err(e) = service.audit().check() {
         eprintln!(
@@ -317,7 +323,16 @@ fn policy_check(config: Option<&Path>) -> ExitCode {
             plural(f.skip.len(), "skip rule")
         );
     }
-    ExitCode::SUCCESS
+    // Valid is not enough: the user running this must be able to write what it names.
+    let problems = safe_mcp_core::preflight::access_problems(&policy);
+    for p in &problems {
+        say!("error: {p}");
+    }
+    if problems.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
 }
 
 fn redact(config: Option<&Path>) -> ExitCode {

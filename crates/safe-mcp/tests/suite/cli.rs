@@ -403,3 +403,54 @@ fn audit_and_doctor_exit_codes_match_the_docs() {
         "{out:?}"
     );
 }
+
+/// `policy check` run as the user the server will run as says what that user cannot write
+/// and what to chown, instead of "valid" and then AUDIT_UNAVAILABLE on every call.
+#[test]
+fn policy_check_says_what_the_server_user_cannot_write() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipping: switching to an unprivileged user (setpriv --reuid=65534) needs root");
+        return;
+    }
+    let sb = Sandbox::new("");
+    // nobody may read the policy and enter the sandbox, but write nothing.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(sb.base(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&sb.policy, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let check = |uid: &str| {
+        Command::new("setpriv")
+            .args([
+                &format!("--reuid={uid}"),
+                &format!("--regid={uid}"),
+                "--clear-groups",
+                "--",
+            ])
+            .arg(BIN)
+            .args(["policy", "check", "--config", sb.policy.to_str().unwrap()])
+            .env_clear()
+            .output()
+            .unwrap()
+    };
+    let out = check("65534");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("error: the audit log needs")
+            && stdout.contains(&format!("`chown 65534 {}`", sb.base().display())),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("error: the jail (commands write there)"),
+        "{stdout}"
+    );
+    // Once the sandbox belongs to that user, the same check passes.
+    for entry in [sb.base().to_path_buf(), sb.jail.clone()] {
+        std::os::unix::fs::chown(&entry, Some(65534), Some(65534)).unwrap();
+    }
+    let out = check("65534");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
