@@ -25,7 +25,7 @@ const FILES: &[(&str, &str)] = &[
         "config.env",
         "AWS_ACCESS_KEY_ID=AKIAIOSFODNN7EXAMPLE\nDB_PASSWORD=correct-horse-battery\nREGION=eu-west-1\n",
     ),
-    ("src/main.rs", "fn main() { say!(\"hi\"); }\n"),
+    ("src/main.rs", "fn main() { println!(\"hi\"); }\n"),
 ];
 
 struct Step {
@@ -94,8 +94,9 @@ fn steps() -> Vec<Step> {
     ]
 }
 
-/// Runs the showcase; exit 0 when every envelope had the expected code.
-pub fn run() -> ExitCode {
+/// Runs the showcase; exit 0 when every envelope had the expected code. Compact by
+/// default (the command, the verdict, the output); `json` prints every envelope in full.
+pub fn run(json: bool) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -104,7 +105,7 @@ pub fn run() -> ExitCode {
         Ok(r) => r,
         Err(e) => return fatal(format!("cannot start the async runtime: {e}")),
     };
-    match runtime.block_on(showcase()) {
+    match runtime.block_on(showcase(json)) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => {
             eprintln!("demo: some envelopes differed from what was expected");
@@ -167,7 +168,7 @@ journal = "organizer-journal.jsonl"
 }
 
 /// The files server: plan, apply, move a named installer, a symlink refused, undo, redo.
-async fn files_showcase(dir: &Path, policy: &Path) -> Result<bool, Box<dyn Error>> {
+async fn files_showcase(dir: &Path, policy: &Path, json: bool) -> Result<bool, Box<dyn Error>> {
     let inbox = dir.join("inbox");
     std::fs::create_dir_all(&inbox)?;
     let an_hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
@@ -195,6 +196,15 @@ async fn files_showcase(dir: &Path, policy: &Path) -> Result<bool, Box<dyn Error
         c.arg("files").arg("--config").arg(policy).env_clear();
     });
     let client = ().serve(TokioChildProcess::new(command)?).await?;
+    let tools = client.list_all_tools().await?;
+    say!(
+        "tools: {}\n",
+        tools
+            .iter()
+            .map(|t| t.name.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     let call = |tool: &'static str, args: Value| {
         let client = &client;
         async move {
@@ -216,7 +226,11 @@ async fn files_showcase(dir: &Path, policy: &Path) -> Result<bool, Box<dyn Error
             "UNEXPECTED"
         };
         say!("== F{n}. {title} ({code}, {mark})\n> {tool} {args}");
-        say!("{}\n", serde_json::to_string_pretty(v).unwrap_or_default());
+        if json {
+            say!("{}\n", serde_json::to_string_pretty(v).unwrap_or_default());
+        } else {
+            say!("{}\n", compact(v));
+        }
     };
 
     let plan = call("plan_organize", json!({})).await?;
@@ -295,7 +309,23 @@ fn shorten(mut v: Value) -> Value {
     v
 }
 
-async fn showcase() -> Result<bool, Box<dyn Error>> {
+/// One result, as a person scanning the demo wants it: `→ CODE: reason`, then the output.
+fn compact(v: &Value) -> String {
+    let mut text = format!(
+        "→ {}: {}",
+        v["code"].as_str().unwrap_or("?"),
+        v["reason"].as_str().unwrap_or("")
+    );
+    for stream in ["stdout", "stderr"] {
+        if let Some(out) = v["detail"][stream].as_str().filter(|o| !o.is_empty()) {
+            text.push('\n');
+            text.push_str(out.trim_end_matches('\n'));
+        }
+    }
+    text
+}
+
+async fn showcase(json: bool) -> Result<bool, Box<dyn Error>> {
     let dir = tempfile::Builder::new()
         .prefix("safe-mcp-demo-")
         .tempdir()?;
@@ -336,8 +366,9 @@ async fn showcase() -> Result<bool, Box<dyn Error>> {
         say!("denylist:  {}", v["detail"]["denylist"]);
         let c = &v["detail"]["confinement"];
         say!(
-            "confinement: sandbox {} | Landlock {} (kernel ABI {}) | seccomp {} | TCP {} | exec in jail {}\n",
+            "confinement: sandbox {} | view {} | Landlock {} (kernel ABI {}) | seccomp {} | TCP {} | exec in jail {}\n",
             c["mode"],
+            c["view"]["view"],
             c["landlock"]["enforced"],
             c["landlock"]["kernel_abi"],
             c["seccomp"]["enabled"],
@@ -363,8 +394,24 @@ async fn showcase() -> Result<bool, Box<dyn Error>> {
         };
         all_ok &= code == step.expect;
         say!("== {}. {} ({code}, {mark})", i + 1, step.title);
-        say!("> {} {}", step.tool, step.args);
-        say!("{}\n", serde_json::to_string_pretty(&shorten(envelope))?);
+        if json {
+            say!("> {} {}", step.tool, step.args);
+            say!("{}\n", serde_json::to_string_pretty(&shorten(envelope))?);
+        } else {
+            let shown = match &step.args["cwd"] {
+                Value::String(cwd) => format!(
+                    "{} (cwd {cwd})",
+                    step.args["command"].as_str().unwrap_or("")
+                ),
+                _ => step.args["command"].as_str().unwrap_or("").to_owned(),
+            };
+            let tool = if step.tool == "run_command" {
+                ""
+            } else {
+                "explain "
+            };
+            say!("> {tool}{shown}\n{}\n", compact(&envelope));
+        }
     }
     client.cancel().await?;
 
@@ -376,6 +423,9 @@ async fn showcase() -> Result<bool, Box<dyn Error>> {
     if let Some(last) = trail.lines().last() {
         say!("{last}");
     }
-    let files_ok = files_showcase(dir.path(), &policy).await?;
+    let files_ok = files_showcase(dir.path(), &policy, json).await?;
+    say!(
+        "\nnext: install it (cargo install --locked --path crates/safe-mcp), write a policy (see the\nREADME's quick start), check it (safe-mcp policy check --config FILE), and point your MCP\nclient at it: {{\"command\": \"/usr/local/bin/safe-mcp\", \"args\": [\"terminal\", \"--config\", \"FILE\"]}}.\nFull envelopes: safe-mcp demo --json"
+    );
     Ok(all_ok && files_ok)
 }

@@ -89,7 +89,11 @@ enum Cmd {
         config: Option<PathBuf>,
     },
     /// Seed a temporary sandbox, start the real server, drive it with a real MCP client.
-    Demo,
+    Demo {
+        /// Print every envelope in full, as the client receives it.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -157,7 +161,7 @@ fn main() -> ExitCode {
         } => audit_cli::tail_cmd(&file, follow),
         Cmd::Redact { config } => redact(config.as_deref()),
         Cmd::Doctor { config } => doctor(config.as_deref()),
-        Cmd::Demo => demo::run(),
+        Cmd::Demo { json } => demo::run(json),
     }
 }
 

@@ -265,6 +265,20 @@ fn the_demo_runs_and_every_envelope_is_as_expected() {
         stdout.contains("== F6. redo it (OK, as expected)"),
         "{stdout}"
     );
+    // Compact by default: the command, the verdict, the output; --json gives envelopes.
+    assert!(
+        stdout.contains("> ls -a\n→ OK: the command ran (exit code 0)"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("\"duration_ms\""), "{stdout}");
+    let out = Command::new(BIN)
+        .args(["demo", "--json"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.contains("\"duration_ms\""), "{stdout}");
 }
 
 /// With pipes (every other test) the server reads and writes stdio through epoll; anything
