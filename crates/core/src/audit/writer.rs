@@ -58,8 +58,9 @@ struct Writer {
     len: u64,
     prev: String,
     seq: u64,
-    /// `<trail>.lock`, held (flock) across each append so that servers sharing one trail
-    /// (both servers started from one policy) take turns and continue each other's chain.
+    /// The trail's directory, held (flock) across each append so that servers sharing one
+    /// trail (both servers started from one policy) take turns and continue each other's
+    /// chain.
     lock: Option<File>,
 }
 
@@ -219,23 +220,24 @@ impl AuditLog {
         Ok(seq)
     }
 
-    /// Takes the trail's cross-process lock (blocking while another server appends). The
-    /// lock file is returned to the writer by the caller after the append.
+    /// Takes the trail's cross-process lock (blocking while another server appends): a
+    /// flock on the trail's directory, which every server sharing the trail opens and which
+    /// rotation never renames, so nothing is created beside the trail. The descriptor is
+    /// returned to the writer by the caller after the append.
     fn shared_lock(&self, w: &mut Writer) -> Result<File, AuditError> {
         let file = match w.lock.take() {
             Some(f) => f,
             None => {
-                let mut name = self.path.clone().into_os_string();
-                name.push(".lock");
+                let dir = self
+                    .path
+                    .parent()
+                    .filter(|d| !d.as_os_str().is_empty())
+                    .unwrap_or(Path::new("."));
                 OpenOptions::new()
                     .read(true)
-                    .write(true)
-                    .create(true)
-                    .truncate(false)
-                    .mode(0o600)
-                    .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-                    .open(PathBuf::from(name))
-                    .map_err(|e| self.error(format!("cannot open its lock file: {e}")))?
+                    .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+                    .open(dir)
+                    .map_err(|e| self.error(format!("cannot open its directory: {e}")))?
             }
         };
         rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)

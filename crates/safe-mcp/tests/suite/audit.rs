@@ -377,8 +377,7 @@ async fn servers_sharing_one_trail_keep_one_chain() {
     with_files_section(&sb);
     let t1 = sb.session().await;
     let t2 = sb.session().await;
-    let files =
-        Session::start_server("files", &sb.policy, |_| {}, std::process::Stdio::inherit()).await;
+    let files = Session::start_server("files", &sb.policy, |_| {}, None).await;
     let moves = async {
         for i in 0..8 {
             let r = files
@@ -442,8 +441,7 @@ async fn servers_sharing_one_trail_keep_one_chain() {
 async fn a_second_files_server_on_one_journal_refuses_to_start() {
     let sb = Sandbox::new("");
     with_files_section(&sb);
-    let first =
-        Session::start_server("files", &sb.policy, |_| {}, std::process::Stdio::inherit()).await;
+    let first = Session::start_server("files", &sb.policy, |_| {}, None).await;
     let out = safe_mcp(&["files", "--config", sb.policy.to_str().unwrap()]);
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);

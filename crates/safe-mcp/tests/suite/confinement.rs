@@ -337,7 +337,7 @@ async fn as_an_unprivileged_user_the_same_confinement_holds() {
                 .args(args)
                 .env_clear();
         },
-        std::process::Stdio::inherit(),
+        None,
     )
     .await;
     let r = s.call("run_command", sh("id -u")).await;

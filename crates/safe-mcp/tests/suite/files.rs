@@ -75,13 +75,7 @@ impl Workspace {
     }
 
     pub async fn session(&self) -> Session {
-        Session::start_server(
-            "files",
-            &self.policy,
-            |_| {},
-            std::process::Stdio::inherit(),
-        )
-        .await
+        Session::start_server("files", &self.policy, |_| {}, None).await
     }
 
     /// Every entry (recursively): kind, content hash or link target, inode.

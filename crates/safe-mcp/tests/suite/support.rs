@@ -112,17 +112,31 @@ allow_interpreter = true
 /// A live MCP session with `safe-mcp terminal`.
 pub struct Session {
     pub client: RunningService<RoleClient, ()>,
+    /// What the server wrote on stderr. Expected warnings (mode off, an audit trail the test
+    /// broke) stay out of a passing run; a failing test prints them.
+    stderr: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if std::thread::panicking()
+            && let Ok(text) = self.stderr.lock()
+            && !text.is_empty()
+        {
+            eprintln!("--- the server's stderr ---\n{text}--- end ---");
+        }
+    }
 }
 
 impl Session {
     pub async fn start(policy: &Path, tweak: impl FnOnce(&mut tokio::process::Command)) -> Session {
-        Session::start_with_stderr(policy, tweak, std::process::Stdio::inherit()).await
+        Session::start_with_stderr(policy, tweak, None).await
     }
 
     pub async fn start_with_stderr(
         policy: &Path,
         tweak: impl FnOnce(&mut tokio::process::Command),
-        stderr: std::process::Stdio,
+        stderr: Option<std::process::Stdio>,
     ) -> Session {
         Session::start_server("terminal", policy, tweak, stderr).await
     }
@@ -131,7 +145,7 @@ impl Session {
         server: &str,
         policy: &Path,
         tweak: impl FnOnce(&mut tokio::process::Command),
-        stderr: std::process::Stdio,
+        stderr: Option<std::process::Stdio>,
     ) -> Session {
         let mut command = tokio::process::Command::new(BIN).configure(|c| {
             c.arg(server)
@@ -141,12 +155,32 @@ impl Session {
                 .env("SECRET_SERVER_VAR", "leak-me");
         });
         tweak(&mut command);
-        let (transport, _) = TokioChildProcess::builder(command)
-            .stderr(stderr)
+        // `None`: captured, see `Session::stderr`.
+        let (transport, child_stderr) = TokioChildProcess::builder(command)
+            .stderr(stderr.unwrap_or_else(std::process::Stdio::piped))
             .spawn()
             .unwrap();
+        let captured = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        if let Some(mut pipe) = child_stderr {
+            let sink = std::sync::Arc::clone(&captured);
+            tokio::spawn(async move {
+                use tokio::io::AsyncReadExt;
+                let mut buf = vec![0u8; 4096];
+                while let Ok(n) = pipe.read(&mut buf).await {
+                    if n == 0 {
+                        break;
+                    }
+                    if let Ok(mut text) = sink.lock() {
+                        text.push_str(&String::from_utf8_lossy(&buf[..n]));
+                    }
+                }
+            });
+        }
         let client = ().serve(transport).await.unwrap();
-        Session { client }
+        Session {
+            client,
+            stderr: captured,
+        }
     }
 
     /// Calls a tool and returns the envelope, after checking the invariants every result

@@ -605,7 +605,7 @@ async fn fail_open_runs_and_warns() {
     std::fs::write(&sb.policy, text).unwrap();
     let stderr_path = sb.base().join("stderr.txt");
     let stderr_file = std::fs::File::create(&stderr_path).unwrap();
-    let s = Session::start_with_stderr(&sb.policy, |_| {}, stderr_file.into()).await;
+    let s = Session::start_with_stderr(&sb.policy, |_| {}, Some(stderr_file.into())).await;
     let r = s.run("touch open-marker").await;
     assert_eq!(r["code"], "OK", "{r}");
     assert!(sb.jail.join("open-marker").exists());

@@ -198,7 +198,7 @@ async fn an_unprivileged_server_gets_the_same_view() {
                 .args(args)
                 .env_clear();
         },
-        std::process::Stdio::inherit(),
+        None,
     )
     .await;
     let d = s.call("describe_policy", json!({})).await;
