@@ -244,8 +244,11 @@ fn serve_stdio<S: rmcp::ServerHandler>(server: S, workers: usize) -> ExitCode {
     };
     let result = runtime.block_on(async move {
         let running = match stdio::pipes() {
-            Some(pipes) => server.serve(pipes).await?,
-            None => server.serve(rmcp::transport::stdio()).await?,
+            Some((r, w)) => server.serve(stdio::LineTransport::new(r, w)).await?,
+            None => {
+                let transport = stdio::LineTransport::new(tokio::io::stdin(), tokio::io::stdout());
+                server.serve(transport).await?
+            }
         };
         running.waiting().await?;
         Ok::<_, Box<dyn std::error::Error>>(())

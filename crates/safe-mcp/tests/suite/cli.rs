@@ -468,3 +468,79 @@ fn policy_check_says_what_the_server_user_cannot_write() {
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+/// A line that cannot be a message gets the JSON-RPC error the spec names for it, with a
+/// bounded message, and the server stays up: not JSON, not UTF-8, a lone surrogate, nesting
+/// too deep (parse error, -32700); too long, or JSON but not a message (invalid request,
+/// -32600, with its id when it has one). A notification nobody knows gets nothing.
+#[test]
+fn bad_lines_get_json_rpc_errors_and_the_server_stays_up() {
+    use std::io::{BufRead, BufReader, Write};
+    let sb = Sandbox::new("");
+    let mut child = Command::new(BIN)
+        .args(["terminal", "--config"])
+        .arg(&sb.policy)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let mut output = BufReader::new(child.stdout.take().unwrap());
+    let mut next = || {
+        let mut line = String::new();
+        output.read_line(&mut line).unwrap();
+        serde_json::from_str::<serde_json::Value>(&line).unwrap()
+    };
+    let mut send = |bytes: &[u8]| {
+        input.write_all(bytes).unwrap();
+        input.write_all(b"\n").unwrap();
+        input.flush().unwrap();
+    };
+    send(br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#);
+    assert_eq!(next()["id"], 1);
+    send(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+    let long = format!("{{\"pad\":\"{}\"}}", "x".repeat(17 * 1024 * 1024));
+    for (bytes, code) in [
+        (b"{not json".to_vec(), -32700),
+        (
+            b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\",\"x\":\"\xff\xfe\"}".to_vec(),
+            -32700,
+        ),
+        (
+            br#"{"jsonrpc":"2.0","id":3,"method":"ping","params":{"s":"\ud800"}}"#.to_vec(),
+            -32700,
+        ),
+        (deep.into_bytes(), -32700),
+        (long.into_bytes(), -32600),
+        (br#"[1, 2, 3]"#.to_vec(), -32600),
+    ] {
+        send(&bytes);
+        let reply = next();
+        assert_eq!(reply["error"]["code"], code, "{reply}");
+        assert_eq!(reply["id"], serde_json::Value::Null, "{reply}");
+        assert!(reply["error"]["message"].as_str().unwrap().chars().count() <= 200);
+    }
+    // JSON that names an id but is no message: the error carries that id.
+    send(br#"{"jsonrpc":"2.0","id":41,"method":5}"#);
+    let reply = next();
+    assert_eq!(
+        (reply["id"].clone(), reply["error"]["code"].clone()),
+        (41.into(), (-32600).into()),
+        "{reply}"
+    );
+    // An unknown notification is ignored; the next request is answered as usual.
+    send(br#"{"jsonrpc":"2.0","method":"notifications/whatever"}"#);
+    send(br#"{"jsonrpc":"2.0","id":42,"method":"tools/list"}"#);
+    let reply = next();
+    assert_eq!(reply["id"], 42, "{reply}");
+    assert!(
+        reply["result"]["tools"]
+            .as_array()
+            .is_some_and(|t| t.len() == 3),
+        "{reply}"
+    );
+    drop(input);
+    assert!(child.wait().unwrap().success());
+}
