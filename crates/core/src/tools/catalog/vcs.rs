@@ -7,9 +7,12 @@
 //! files (`--output`, `--template`, …); the short spellings that mean them under one
 //! subcommand only (`-u` is `--upload-pack` for fetch, a flag for push); the subcommands that
 //! are escapes in themselves (`config` without `--get`, `submodule foreach`, `bisect run`,
-//! `filter-branch`, the servers); the list of built-ins, since any other name is an alias or
-//! a `git-*` program; and the configuration and environment injected so that none of the
-//! repository's own settings can run a program.
+//! `filter-branch`, the servers, `difftool`/`mergetool` and `help`, which run tools that
+//! repository configuration chooses); the list of built-ins, since any other name is an alias
+//! or a `git-*` program; the spellings that force a push without `--force` (`+ref`,
+//! `--force-with-lease`), so that an operator's `deny_args` catch them; and the
+//! configuration and environment injected so that none of the repository's own settings can
+//! run a program.
 //!
 //! It must never let an option that sets configuration or names a program git runs pass, nor
 //! a subcommand it does not list: git resolves those through configuration, which the
@@ -17,7 +20,9 @@
 //! reason to allow.
 
 use super::spec::{BASE, Operands, Spec};
-use super::subcommands::{OptEscape, PLAIN, Refusal, Sub, Subcommands, Unknown, Word};
+use super::subcommands::{
+    ImpliedBy, Implies, OptEscape, PLAIN, Refusal, Sub, Subcommands, Unknown, Word,
+};
 use crate::tools::parse::{Grammar, Val};
 
 pub(crate) const SPECS: &[Spec] = &[Spec {
@@ -60,6 +65,16 @@ pub(crate) const SPECS: &[Spec] = &[Spec {
         (
             "--paginate",
             "`git --paginate` pipes output through a pager program",
+        ),
+        // git reads a leading `--help` or `-h` as the `help` subcommand (git.c), which is
+        // refused below; `git --help` alone is refused with it.
+        (
+            "--help",
+            "`git --help NAME` is `git help NAME`, which shows a manual page through the viewer that repository configuration chooses (man.viewer, man.<tool>.cmd); read it with `man git-NAME`",
+        ),
+        (
+            "-h",
+            "`git -h NAME` is `git help NAME`, which shows a manual page through the viewer that repository configuration chooses (man.viewer, man.<tool>.cmd); read it with `man git-NAME`",
         ),
     ],
     path_opts: &["-C", "--git-dir", "--work-tree"],
@@ -138,6 +153,10 @@ const SUBCOMMANDS: Subcommands = Subcommands {
             ("stat", Val::Optional),
             ("oneline", Val::No),
             ("untracked-files", Val::Optional),
+            ("force", Val::No),
+            ("force-with-lease", Val::Optional),
+            ("force-if-includes", Val::No),
+            ("stdin-paths", Val::No),
         ],
         permute: true,
     },
@@ -169,6 +188,12 @@ const SUBCOMMANDS: Subcommands = Subcommands {
             also: &[],
             why: "runs a pager program of the caller's choosing",
         },
+        // `git <sub> --help` is `git help <sub>` (git.c turns it around).
+        OptEscape {
+            id: "--help",
+            also: &[],
+            why: HELP_WHY_SUB,
+        },
     ],
     path_opts: &[
         "--template",
@@ -196,9 +221,67 @@ const SUBCOMMANDS: Subcommands = Subcommands {
             aliases: &[("-x", "--exec")],
             ..PLAIN
         },
+        // Even with no option they run the tool that `diff.tool`/`merge.tool` and
+        // `difftool.<tool>.cmd` name, which the repository's own config (writable by the
+        // model) can set to any command, and the stock tools are editors (vimdiff) that read
+        // rc files the model can plant. `-t`/`--tool` and `-x`/`--extcmd` say so first.
         Sub {
             names: &["difftool", "mergetool"],
-            aliases: &[("-x", "--extcmd")],
+            aliases: &[("-x", "--extcmd"), ("-t", "--tool")],
+            refuse: Some(Refusal::always(
+                "runs a diff or merge tool that options or repository configuration choose (difftool.<tool>.cmd, an editor reading rc files); show changes with `git diff`",
+            )),
+            ..PLAIN
+        },
+        // `git help status` (and `git status --help`) runs the man viewer that `man.viewer`
+        // and `man.<tool>.cmd` in repository config name; the listing modes print only.
+        Sub {
+            names: &["help"],
+            refuse: Some(Refusal {
+                why: HELP_WHY,
+                unless: &[
+                    "-a",
+                    "--all",
+                    "-g",
+                    "--guides",
+                    "-c",
+                    "--config",
+                    "--user-interfaces",
+                    "--developer-interfaces",
+                ],
+            }),
+            ..PLAIN
+        },
+        Sub {
+            names: &["push"],
+            // An operator's `deny_args = ["push --force"]` means every forcing spelling.
+            implies: &[
+                Implies {
+                    by: ImpliedBy::Option("-f"),
+                    means: "force",
+                },
+                Implies {
+                    by: ImpliedBy::Option("--force-with-lease"),
+                    means: "force",
+                },
+                Implies {
+                    by: ImpliedBy::Option("--force-if-includes"),
+                    means: "force",
+                },
+                Implies {
+                    by: ImpliedBy::OperandPrefix("+"),
+                    means: "force",
+                },
+            ],
+            ..PLAIN
+        },
+        Sub {
+            names: &["hash-object"],
+            escapes: &[OptEscape {
+                id: "--stdin-paths",
+                also: &[],
+                why: "reads the names of the files to hash from standard input, which the server cannot check (they could name files outside the jail); name the files as arguments",
+            }],
             ..PLAIN
         },
         Sub {
@@ -331,8 +414,6 @@ const SUBCOMMANDS: Subcommands = Subcommands {
                 "for-each-ref",
                 "fsck",
                 "gc",
-                "hash-object",
-                "help",
                 "init",
                 "ls-files",
                 "ls-tree",
@@ -345,7 +426,6 @@ const SUBCOMMANDS: Subcommands = Subcommands {
                 "mv",
                 "name-rev",
                 "notes",
-                "push",
                 "range-diff",
                 "read-tree",
                 "reflog",
@@ -386,6 +466,12 @@ const SUBCOMMANDS: Subcommands = Subcommands {
     }),
 };
 
+/// Why `git help` (in any spelling) is refused.
+const HELP_WHY: &str = "shows a manual page through the viewer that repository configuration chooses (man.viewer, man.<tool>.cmd, help.format), which the model can write; read the page with `man git-<command>`, or list commands with `git help -a`";
+
+/// Why `git <sub> --help` is refused, after "`git <sub> --help` ".
+const HELP_WHY_SUB: &str = "is `git help <sub>`, which shows a manual page through the viewer that repository configuration chooses (man.viewer, man.<tool>.cmd); read the page with `man git-<sub>`, or use `-h` for the usage";
+
 /// `clone --config` and `submodule --config` write configuration into the new repository,
 /// where it runs programs like any other.
 const CONFIG: OptEscape = OptEscape {
@@ -423,9 +509,6 @@ mod tests {
             ("git push --receive-pack=CMD origin", "--receive-pack"),
             ("git rebase -x CMD main", "--exec"),
             ("git rebase --exec=CMD main", "--exec"),
-            ("git difftool --extcmd=CMD", "--extcmd"),
-            ("git difftool --tool=x", "--extcmd"),
-            ("git mergetool -x CMD", "--extcmd"),
             ("git grep -O CMD pattern", "--open-files-in-pager"),
             (
                 "git grep --open-files-in-pager=CMD x",
@@ -441,6 +524,124 @@ mod tests {
             insp.escapes[0].reason,
             "`git fetch --upload-pack` runs a program of the caller's choosing"
         );
+    }
+
+    #[test]
+    fn difftool_and_mergetool_are_refused_outright() {
+        // The review's case: `-t vimdiff` starts an editor that reads a planted rc file. With
+        // no option at all, repository config picks the tool (difftool.<tool>.cmd).
+        for (command, first) in [
+            ("git difftool -t vimdiff", "--extcmd"),
+            ("git difftool --tool=vimdiff HEAD", "--extcmd"),
+            ("git difftool --too vimdiff", "--extcmd"),
+            ("git difftool --extcmd=CMD", "--extcmd"),
+            ("git mergetool -x CMD", "--extcmd"),
+            ("git mergetool -t meld", "--extcmd"),
+            ("git difftool", "difftool"),
+            ("git difftool -g HEAD~1", "difftool"),
+            ("git -C sub mergetool --no-prompt", "mergetool"),
+        ] {
+            let found = escapes(command);
+            assert_eq!(found.first().map(String::as_str), Some(first), "{command}");
+            assert!(
+                found.iter().any(|e| e == "difftool" || e == "mergetool"),
+                "{command}: {found:?}"
+            );
+        }
+        let insp = cmd("git difftool");
+        assert!(
+            insp.escapes[0].reason.contains("repository configuration"),
+            "{}",
+            insp.escapes[0].reason
+        );
+    }
+
+    #[test]
+    fn help_through_a_configured_viewer_is_refused_in_every_spelling() {
+        for (command, id) in [
+            ("git help status", "help"),
+            ("git help -m status", "help"),
+            ("git help --web log", "help"),
+            ("git help", "help"),
+            ("git status --help", "--help"),
+            ("git -C sub log --help", "--help"),
+            ("git --help log", "--help"),
+            ("git -h log", "-h"),
+        ] {
+            assert_eq!(
+                escapes(command).first().map(String::as_str),
+                Some(id),
+                "{command}"
+            );
+        }
+        assert!(
+            cmd("git help status").escapes[0]
+                .reason
+                .contains("man git-")
+        );
+        for command in [
+            "git help -a",
+            "git help --all",
+            "git help -g",
+            "git help --config",
+        ] {
+            assert!(escapes(command).is_empty(), "{command}");
+        }
+        assert!(
+            escapes("git log -h").is_empty(),
+            "`-h` after a subcommand prints usage"
+        );
+    }
+
+    #[test]
+    fn hash_object_never_reads_names_from_stdin() {
+        assert_eq!(escapes("git hash-object --stdin-paths"), ["--stdin-paths"]);
+        assert_eq!(escapes("git hash-object -w --stdin-p"), ["--stdin-paths"]);
+        assert!(
+            cmd("git hash-object --stdin-paths").escapes[0]
+                .reason
+                .contains("standard input")
+        );
+        assert!(escapes("git hash-object -w f").is_empty());
+        assert_eq!(generic("git hash-object /etc/passwd"), ["/etc/passwd"]);
+    }
+
+    fn implied(command: &str) -> Vec<&'static str> {
+        let argv: Vec<String> = command.split_whitespace().map(str::to_owned).collect();
+        crate::tools::implied_options(&argv)
+    }
+
+    #[test]
+    fn every_forcing_push_spelling_implies_force() {
+        for command in [
+            "git push --force-with-lease",
+            "git push --force-with-lease=main:abc123 origin main",
+            "git push --force-w origin main",
+            "git push --force-if-includes --force-with-lease",
+            "git push --force-i origin",
+            "git push -f origin main",
+            "git push -uf origin main",
+            "git push -fu origin main",
+            "git push origin +main",
+            "git push origin +refs/heads/a:refs/heads/b",
+            "git -C sub push --forc origin",
+            "git push -o ci.skip origin +main",
+        ] {
+            assert_eq!(implied(command), ["force"], "{command}");
+        }
+        for command in [
+            "git push origin main",
+            "git push --follow-tags origin main",
+            "git push -u origin main",
+            "git log +x",
+            "git -C push status",
+            "git push --mirror",
+            "git push --delete origin x",
+            "git push origin :x",
+            "ls +x",
+        ] {
+            assert!(implied(command).is_empty(), "{command}");
+        }
     }
 
     #[test]
