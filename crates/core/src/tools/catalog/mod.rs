@@ -9,14 +9,14 @@
 //! that pin them:
 //!
 //! - `interpreters.rs`: shells, interpreters, trampolines, editors (refused outright)
-//! - `fs.rs`: coreutils-style file tools (cp, mv, ls, cat, tee, chmod, dd, echo, …)
+//! - `fs.rs`: coreutils-style file tools (cp, mv, ls, cat, tee, chmod, dd, echo, wc, xz, …)
 //! - `search.rs`: grep, rg, find
 //! - `text.rs`: sort, sed, awk, jq
-//! - `archive.rs`: tar, zip
-//! - `net.rs`: rsync, ssh, scp/sftp, curl, wget
+//! - `archive.rs`: tar, zip, cpio
+//! - `net.rs`: rsync, ssh, scp, sftp, curl, wget
 //! - `pagers.rs`: less/more/most, man
 //! - `sqlite.rs`: sqlite3
-//! - `vcs.rs`: git
+//! - `vcs/`: git (its unit tests in `vcs/tests.rs`)
 //! - `build.rs`: make, npm, cargo, go, pip
 //! - `containers.rs`: docker, podman
 //!

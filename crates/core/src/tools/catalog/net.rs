@@ -575,7 +575,11 @@ mod tests {
             ("ControlPath=/run/s", "-o controlpath"),
             ("PKCS11Provider=lib.so", "-o pkcs11provider"),
         ] {
-            assert_eq!(run(&["ssh", "-o", value, "h"]).escapes[0].id, key, "{value}");
+            assert_eq!(
+                run(&["ssh", "-o", value, "h"]).escapes[0].id,
+                key,
+                "{value}"
+            );
             assert_eq!(run(&["scp", "-o", value, "f", "h:"]).escapes[0].id, key);
             assert_eq!(run(&["sftp", "-o", value, "h"]).escapes[0].id, key);
         }
@@ -628,7 +632,11 @@ mod tests {
         assert_eq!(escapes("scp -D /usr/bin/touch f h:x"), ["-D"]);
         assert_eq!(escapes("sftp -D CMD h"), ["-D"]);
         assert_eq!(escapes("sftp -b batch h"), ["-b"]);
-        assert!(cmd("sftp -D CMD h").escapes[0].reason.contains("local program"));
+        assert!(
+            cmd("sftp -D CMD h").escapes[0]
+                .reason
+                .contains("local program")
+        );
         assert!(escapes("sftp -P 2222 h").is_empty());
         assert!(paths("sftp h").is_empty(), "the destination is not a file");
     }
