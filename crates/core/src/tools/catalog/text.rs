@@ -192,8 +192,10 @@ fn awk(p: &Parsed, _: &[String], program: Option<&Path>, insp: &mut Inspection) 
         ),
     ];
     for (needle, why) in checks {
-        // gawk's sandbox already refuses output redirection; `>` is then only a comparison.
-        if text.contains(needle) && !(is_gawk && needle == ">") {
+        // gawk's sandbox already refuses output redirection (`>` is then only a comparison)
+        // and adding a file to ARGV ("cannot add a new file to ARGV in sandbox mode", gawk
+        // 5.2); it does not refuse `@include`, checked below for every awk.
+        if text.contains(needle) && !(is_gawk && matches!(needle, ">" | "ARGV" | "SYMTAB")) {
             insp.escape(needle, format!("awk program uses {why}"));
         }
     }
