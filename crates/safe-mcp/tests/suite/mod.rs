@@ -5,6 +5,7 @@ mod confinement;
 mod files;
 mod privilege;
 mod python_sdk;
+mod round2_rules;
 mod support;
 mod terminal;
 mod tools;
