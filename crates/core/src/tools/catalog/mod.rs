@@ -121,6 +121,9 @@ pub(crate) fn inspect_known(
         if spec.program_opts.contains(&name.as_str()) {
             program_supplied = true;
         }
+        // A list of names on stdin could come from any earlier stage (`echo /etc/shadow |`),
+        // and no argument check would see them. (An optional value left out means stdin
+        // too: `xz --files`.)
         if spec.name_lists.contains(&name.as_str()) && value.as_deref().is_none_or(|v| v == "-") {
             insp.escape(
                 &format!("{name} -"),
