@@ -11,7 +11,7 @@ use safe_mcp_core::load::load_policy;
 use safe_mcp_core::policy::{Decision, evaluate};
 use safe_mcp_core::syntax::parse;
 
-const TOOLS: &str = r#""git", "find", "tar", "sed", "awk", "gawk", "mawk", "sort", "xargs", "env", "zip", "unzip", "rsync", "ssh", "scp", "make", "rg", "grep", "less", "more", "man", "vim", "vi", "ed", "sqlite3", "npm", "npx", "cargo", "go", "pip", "python3", "node", "perl", "ruby", "docker", "curl", "wget", "jq", "cp", "mv", "ln", "tee", "dd", "bash", "sh", "zsh", "ls", "wc", "cat", "echo", "sudo""#;
+const TOOLS: &str = r#""git", "find", "tar", "sed", "awk", "gawk", "mawk", "sort", "xargs", "env", "zip", "unzip", "rsync", "ssh", "scp", "make", "rg", "grep", "less", "more", "man", "vim", "vi", "ed", "sqlite3", "npm", "npx", "cargo", "go", "pip", "python3", "node", "perl", "ruby", "docker", "curl", "wget", "jq", "cp", "mv", "ln", "tee", "dd", "bash", "sh", "zsh", "ls", "wc", "cat", "echo", "sudo", "sftp", "cpio", "xz", "du", "sha256sum""#;
 
 struct Fixture {
     _dir: tempfile::TempDir,
@@ -129,7 +129,7 @@ const ESCAPES: &[(&str, ResultCode, &str)] = &[
         "not a built-in",
     ),
     (
-        "find -L /home -name 'id_*'",
+        "find -P /home -name 'id_*'",
         ResultCode::PathEscape,
         "/home",
     ),
@@ -380,6 +380,160 @@ const ESCAPES: &[(&str, ResultCode, &str)] = &[
     ("tee /tmp/x", ResultCode::PathEscape, "/tmp/x"),
     ("dd if=/dev/sda of=x", ResultCode::PathEscape, "/dev/sda"),
     ("dd if=f of=/tmp/x", ResultCode::PathEscape, "/tmp/x"),
+    // round 2, class 1: zip's -TT inside a bundle
+    ("zip -qTT CMD a.zip f", ResultCode::PolicyDenied, "-TT"),
+    ("zip -TqTT CMD a.zip f", ResultCode::PolicyDenied, "-TT"),
+    ("zip -T -qTTCMD a.zip f", ResultCode::PolicyDenied, "-TT"),
+    // class 2: ssh -o keywords in every spelling, and options after the destination
+    (
+        "ssh -o '\"ProxyCommand\"=CMD' h",
+        ResultCode::PolicyDenied,
+        "proxycommand",
+    ),
+    (
+        "ssh -o 'ProxyCommand CMD' h",
+        ResultCode::PolicyDenied,
+        "proxycommand",
+    ),
+    (
+        "ssh -o '  ProxyCommand=CMD' h",
+        ResultCode::PolicyDenied,
+        "proxycommand",
+    ),
+    (
+        "ssh -o 'Proxy\"Command\"=CMD' h",
+        ResultCode::PolicyDenied,
+        "proxycommand",
+    ),
+    (
+        "ssh -o '=proxycommand CMD' h",
+        ResultCode::PolicyDenied,
+        "proxycommand",
+    ),
+    (
+        "ssh h -o ProxyCommand=CMD",
+        ResultCode::PolicyDenied,
+        "proxycommand",
+    ),
+    (
+        "scp -o '\"ProxyCommand\"=CMD' f h:",
+        ResultCode::PolicyDenied,
+        "proxycommand",
+    ),
+    (
+        "sftp -o 'KnownHostsCommand CMD' h",
+        ResultCode::PolicyDenied,
+        "knownhostscommand",
+    ),
+    ("sftp -D CMD h", ResultCode::PolicyDenied, "local program"),
+    (
+        "scp -D /usr/bin/touch f h:x",
+        ResultCode::PolicyDenied,
+        "local program",
+    ),
+    // class 3: git tools and viewers that repository config chooses
+    (
+        "git difftool -t vimdiff",
+        ResultCode::PolicyDenied,
+        "difftool",
+    ),
+    (
+        "git difftool",
+        ResultCode::PolicyDenied,
+        "repository configuration",
+    ),
+    ("git mergetool", ResultCode::PolicyDenied, "mergetool"),
+    ("git help status", ResultCode::PolicyDenied, "man git-"),
+    ("git log --help", ResultCode::PolicyDenied, "git help"),
+    // class 4: man pages that are files
+    ("man ../x.1", ResultCode::PathEscape, "../x.1"),
+    ("man -l /etc/x.1", ResultCode::PathEscape, "/etc/x.1"),
+    ("man -M /tmp/m ls", ResultCode::PathEscape, "/tmp/m"),
+    // class 6: tar members placed outside the jail, links followed
+    ("tar -xPf a.tar", ResultCode::PolicyDenied, "absolute"),
+    (
+        "tar xf a.tar --transform 's,^,../,'",
+        ResultCode::PolicyDenied,
+        "rewrites member names",
+    ),
+    (
+        "tar -xf a.tar --xform=s,^,/tmp/,",
+        ResultCode::PolicyDenied,
+        "rewrites member names",
+    ),
+    (
+        "tar -chf a.tar f",
+        ResultCode::PolicyDenied,
+        "symbolic links",
+    ),
+    // class 7: lists of names: a path, never stdin
+    (
+        "sort --files0-from=-",
+        ResultCode::PolicyDenied,
+        "standard input",
+    ),
+    (
+        "sort --files0-from=/etc/list",
+        ResultCode::PathEscape,
+        "/etc/list",
+    ),
+    (
+        "tar -cf a.tar -T -",
+        ResultCode::PolicyDenied,
+        "standard input",
+    ),
+    (
+        "tar -cf a.tar -T ../list",
+        ResultCode::PathEscape,
+        "../list",
+    ),
+    ("zip -@ a.zip", ResultCode::PolicyDenied, "standard input"),
+    (
+        "git hash-object --stdin-paths",
+        ResultCode::PolicyDenied,
+        "standard input",
+    ),
+    (
+        "wc --files0-from=-",
+        ResultCode::PolicyDenied,
+        "standard input",
+    ),
+    (
+        "du --files0-from - -s",
+        ResultCode::PolicyDenied,
+        "standard input",
+    ),
+    (
+        "rsync -a --files-from=- . g",
+        ResultCode::PolicyDenied,
+        "standard input",
+    ),
+    ("cpio -o", ResultCode::PolicyDenied, "standard input"),
+    (
+        "echo x | sha256sum -c",
+        ResultCode::PolicyDenied,
+        "standard input",
+    ),
+    ("xz --files", ResultCode::PolicyDenied, "standard input"),
+    // class 8: tree walks that follow symbolic links
+    ("grep -R x .", ResultCode::PolicyDenied, "grep -r"),
+    ("rg -L x", ResultCode::PolicyDenied, "symbolic links"),
+    ("find -L . -name x", ResultCode::PolicyDenied, "find -L"),
+    ("cp -rL f g", ResultCode::PolicyDenied, "cp -r"),
+    ("rsync -aL f g", ResultCode::PolicyDenied, "symbolic links"),
+    // class 9: awk files, directives and ARGV
+    (
+        "awk '@include \"/etc/passwd\"'",
+        ResultCode::PolicyDenied,
+        "@include",
+    ),
+    ("awk '@load \"x\"' f", ResultCode::PolicyDenied, "@load"),
+    (
+        "awk '{print}' ./a=b/../../x",
+        ResultCode::PathEscape,
+        "./a=b/../../x",
+    ),
+    ("awk -W exec p.awk", ResultCode::PolicyDenied, "-W exec"),
 ];
 
 /// Where each awk lives on this machine's PATH, canonical (`awk` is an alternatives link).
@@ -441,6 +595,11 @@ fn every_awk_present_is_checked_as_what_it_is() {
                 d.reason
             );
             assert!(d.reason.contains("`>`"), "{command}: {}", d.reason);
+            // Without a sandbox, ARGV can point the main loop at any file.
+            let command = format!("{name} 'BEGIN{{ARGV[1]=\"/etc/passwd\"; ARGC=2}}{{print}}'");
+            let d = decide(&f, &command);
+            assert_eq!(d.code, ResultCode::PolicyDenied, "{command}: {}", d.reason);
+            assert!(d.reason.contains("ARGV"), "{command}: {}", d.reason);
         }
     }
     assert!(tested > 0, "no awk at all on this machine");
@@ -510,6 +669,31 @@ const LEGIT: &[&str] = &[
     "zip z f",
     "unzip -l z.zip",
     "rsync -a f g",
+    // round 2: the everyday forms beside each refused one
+    "zip -r out.zip f",
+    "zip -T z f",
+    "ssh -o ConnectTimeout=5 -o 'StrictHostKeyChecking no' h",
+    "ssh h ls -la",
+    "scp f h:",
+    "git push origin main",
+    "git help -a",
+    "git log -h",
+    "man 5 crontab",
+    "man ./f",
+    "tar xf a.tar",
+    "tar -tf a.tar --transform s,a,b,",
+    "tar -cf a.tar -T f",
+    "sort f",
+    "sort --files0-from=f",
+    "wc -l f",
+    "du -s .",
+    "sha256sum -c f",
+    "grep -r x .",
+    "rg x .",
+    "find . -type f",
+    "cp -r f g",
+    "awk '{print}' x=1 f",
+    "awk -W version",
 ];
 
 #[test]
@@ -528,6 +712,39 @@ fn everyday_uses_stay_allowed() {
         "legitimate commands refused:\n{}",
         failures.join("\n")
     );
+}
+
+#[test]
+fn every_forcing_push_matches_an_operator_force_rule() {
+    let f = fixture(
+        "[[terminal.rules]]\ncommand = \"git\"\ndeny_args = [\"push --force\"]\nreason = \"no force-push\"\n",
+    );
+    for command in [
+        "git push --force origin main",
+        "git push -f origin main",
+        "git push --force-with-lease origin main",
+        "git push --force-with-lease=main:abc123 origin main",
+        "git push --force-w origin main",
+        "git push --force-if-includes --force-with-lease origin main",
+        "git push origin +main",
+    ] {
+        let d = decide(&f, command);
+        assert_eq!(d.code, ResultCode::PolicyDenied, "{command}: {}", d.reason);
+        assert_eq!(d.rule, "rules[0]", "{command}: {}", d.reason);
+    }
+    for command in [
+        "git push origin main",
+        "git push --follow-tags -u origin main",
+        "git push --delete origin old",
+    ] {
+        let d = decide(&f, command);
+        assert!(
+            matches!(d.code, ResultCode::Ok | ResultCode::OperationFailed),
+            "{command}: {} {}",
+            d.code,
+            d.reason
+        );
+    }
 }
 
 #[test]
@@ -565,6 +782,12 @@ fn hardening_is_injected_and_shown() {
     assert_eq!(
         &d.stages[0].run_argv.as_ref().unwrap()[1..3],
         ["-F", "/dev/null"]
+    );
+    let d = decide(&f, "man ls");
+    assert_eq!(
+        &d.stages[0].run_argv.as_ref().unwrap()[1..3],
+        ["-C", "/dev/null"],
+        "no user config (~/.manpath DEFINE lines name programs)"
     );
     let d = decide(&f, "sqlite3 db 'select 1'");
     assert_eq!(d.stages[0].run_argv.as_ref().unwrap()[1], "-safe");

@@ -22,16 +22,15 @@ pub use inspection::{Escape, Inspection, PathCheck};
 pub use parse::{Arg, Parsed};
 
 /// Long options an argv means without spelling them, so that operator rules written with
-/// the option also catch the shorthand: `git push origin +main` forces like `--force`.
+/// the option also catch the other spellings: `git push origin +main` and `git push
+/// --force-with-lease` force like `--force`. The facts are the catalog's (a subcommand table
+/// says which of its options and operands imply which option).
 pub fn implied_options(argv: &[String]) -> Vec<&'static str> {
+    let name = argv.first().map(String::as_str).unwrap_or("");
     let args = argv.get(1..).unwrap_or(&[]);
-    match argv.first().map(String::as_str) {
-        Some("git")
-            if args.iter().any(|a| a == "push") && args.iter().any(|a| a.starts_with('+')) =>
-        {
-            vec!["force"]
-        }
-        _ => Vec::new(),
+    match lookup(name) {
+        Some(spec) => catalog::implied_known(spec, args),
+        None => Vec::new(),
     }
 }
 

@@ -7,7 +7,8 @@
 //! long options is kept as given and flagged ambiguous, so a rule can still refuse it.
 //!
 //! Also the old-style key bundle some tools keep from before getopt (GNU tar's `tar cf a.tar
-//! f`), read as GNU tar reads it ([`parse_old_style`]).
+//! f`), read as GNU tar reads it ([`parse_old_style`]), and OpenSSH's restart of option
+//! parsing after the destination (`ssh host -o Key=V cmd`, [`parse_around_first_operand`]).
 //!
 //! It must never guess in the tool's favour: where the real tool would read a token as an
 //! option, this reads it as an option too, so the rules that look for escapes see it.
@@ -98,7 +99,26 @@ fn resolve_long<'g>(grammar: &'g Grammar, given: &str) -> (Option<&'g (&'static 
 /// Parses `args` under `grammar`.
 pub fn parse(grammar: &Grammar, args: &[String]) -> Parsed {
     let mut out = Vec::new();
-    parse_options(grammar, args, 0, false, &mut out);
+    parse_options(grammar, args, 0, false, false, &mut out);
+    Parsed { args: out }
+}
+
+/// Parses `args` the way OpenSSH's ssh reads its command line: options, the destination,
+/// then options again up to the first word of the remote command, after which every word is
+/// an operand. ssh.c restarts getopt once it has taken the destination (`goto again`), so
+/// `ssh host -o ProxyCommand=CMD` sets the option just like `ssh -o ProxyCommand=CMD host`;
+/// a `--` before the destination ends options for good. `grammar.permute` is ignored: ssh's
+/// getopt (OpenSSH's own, on glibc systems too) never permutes.
+pub fn parse_around_first_operand(grammar: &Grammar, args: &[String]) -> Parsed {
+    let strict = Grammar {
+        permute: false,
+        ..*grammar
+    };
+    let mut out = Vec::new();
+    if let Some(first) = parse_options(&strict, args, 0, false, true, &mut out) {
+        out.push(Arg::Operand(args[first].clone()));
+        parse_options(&strict, args, first + 1, false, false, &mut out);
+    }
     Parsed { args: out }
 }
 
@@ -142,22 +162,28 @@ pub fn parse_old_style(grammar: &Grammar, args: &[String]) -> Parsed {
             });
         }
     }
-    parse_options(grammar, args, next, options_done, &mut out);
+    parse_options(grammar, args, next, options_done, false, &mut out);
     Parsed { args: out }
 }
 
-/// The getopt_long loop over `args[start..]`, appending to `out`.
+/// The getopt_long loop over `args[start..]`, appending to `out`. With `stop_at_operand`,
+/// the first operand met while options are still being read is not appended: the loop stops
+/// and returns its index instead (`None` when there was none).
 fn parse_options(
     grammar: &Grammar,
     args: &[String],
     start: usize,
     mut options_done: bool,
+    stop_at_operand: bool,
     out: &mut Vec<Arg>,
-) {
+) -> Option<usize> {
     let mut i = start;
     while i < args.len() {
         let a = &args[i];
         i += 1;
+        if stop_at_operand && !options_done && (a == "-" || !a.starts_with('-')) {
+            return Some(i - 1);
+        }
         if options_done || a == "-" || !a.starts_with('-') {
             out.push(Arg::Operand(a.clone()));
             if !grammar.permute && !options_done {
@@ -231,6 +257,7 @@ fn parse_options(
             });
         }
     }
+    None
 }
 
 #[cfg(test)]
@@ -404,5 +431,35 @@ mod tests {
                 operand("x")
             ]
         );
+    }
+
+    fn around(args: &[&str]) -> Vec<Arg> {
+        parse_around_first_operand(&G, &args.iter().map(|s| s.to_string()).collect::<Vec<_>>()).args
+    }
+
+    #[test]
+    fn options_resume_once_after_the_first_operand() {
+        // `ssh host -o X cmd -o Y`: the second `-o` belongs to the remote command.
+        assert_eq!(
+            around(&["-I", "a", "host", "-oX", "cmd", "-o", "Y"]),
+            [
+                opt("-I", Some("a")),
+                operand("host"),
+                opt("-o", Some("X")),
+                operand("cmd"),
+                operand("-o"),
+                operand("Y")
+            ]
+        );
+        assert_eq!(
+            around(&["--", "host", "-oX"]),
+            [operand("host"), operand("-oX")],
+            "`--` before the destination ends options for good"
+        );
+        assert_eq!(
+            around(&["host", "--", "-oX"]),
+            [operand("host"), operand("-oX")]
+        );
+        assert_eq!(around(&["-oX"]), [opt("-o", Some("X"))], "no operand");
     }
 }

@@ -6,6 +6,7 @@ mod files;
 mod first_hour;
 mod privilege;
 mod python_sdk;
+mod round2_rules;
 mod support;
 mod terminal;
 mod tools;

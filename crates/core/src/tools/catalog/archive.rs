@@ -1,17 +1,26 @@
-//! Archivers: GNU tar and Info-ZIP zip.
+//! Archivers: GNU tar, Info-ZIP zip and GNU cpio.
 //!
 //! Owns their options that run programs (tar's `-I`, `--to-command`, `--checkpoint-action`,
-//! info and volume scripts, remote shells; zip's `-TT`/`--unzip-command`), their options that
-//! name files, and tar's remote archives (`-f host:a.tar`, which runs rsh). tar's old-style
-//! key bundle (`tar cf a.tar f`) is data on the spec ([`Spec::old_style_keys`]), read by the
-//! shared parser as GNU tar reads it.
+//! info and volume scripts, remote shells; zip's `-TT`/`--unzip-command`, which hides in any
+//! bundle; cpio's `--rsh-command`), the options that place members outside the jail (tar's
+//! `-P`, a name rewrite on extraction, cpio's `--absolute-filenames`) or follow symbolic links
+//! out of it (tar's `-h`; zip follows them unless told `-y`, which is injected), the options
+//! that read the names to archive from a list (`tar -T`, `zip -@`, cpio's copy-out), their
+//! options that name files, and remote archives (`-f host:a.tar`, which runs rsh). tar's
+//! old-style key bundle (`tar cf a.tar f`) is data on the spec
+//! ([`Layout::OldStyleKeys`](super::spec::Layout)), read by the shared parser as GNU tar
+//! reads it.
+//!
+//! A list file's names (`tar -T list`) are not arguments the server sees: the list file is
+//! checked as a path, and the names in it are contained by the kernel only (GNU tar is told
+//! `--verbatim-files-from`, so a line of the list cannot be an option such as `-C /`).
 //!
 //! It must never read an old-style bundle differently from GNU tar: each letter that takes a
 //! value takes the next word, so `tar cfI a.tar prog` runs `prog` and is refused for `-I`.
 
 use std::path::Path;
 
-use super::spec::{BASE, Spec, is_remote};
+use super::spec::{BASE, Layout, Operands, Spec, is_remote};
 use crate::tools::inspection::Inspection;
 use crate::tools::parse::{Arg, Grammar, Parsed, Val};
 
@@ -44,12 +53,16 @@ pub(crate) const SPECS: &[Spec] = &[
                 ("format", Val::Required),
                 ("force-local", Val::No),
                 ("extract", Val::No),
+                ("get", Val::No),
                 ("create", Val::No),
                 ("list", Val::No),
+                ("absolute-names", Val::No),
+                ("dereference", Val::No),
+                ("verbatim-files-from", Val::No),
             ],
             permute: true,
         },
-        old_style_keys: true,
+        layout: Layout::OldStyleKeys,
         escapes: &[
             (
                 "--checkpoint-action",
@@ -84,26 +97,49 @@ pub(crate) const SPECS: &[Spec] = &[
                 "--rmt-command",
                 "`tar --rmt-command` runs a program of the caller's choosing",
             ),
+            // Without -P, GNU tar strips a leading `/` and refuses members with `..`.
+            (
+                "-P",
+                "`tar -P` (`--absolute-names`) keeps absolute and `..` member names, so extraction writes wherever the archive says, outside the jail included; drop it",
+            ),
+            (
+                "--absolute-names",
+                "`tar --absolute-names` keeps absolute and `..` member names, so extraction writes wherever the archive says, outside the jail included; drop it",
+            ),
+            // The paths a command names are checked through their symlinks; what a link
+            // inside a named directory points to is not.
+            (
+                "-h",
+                "`tar -h` (`--dereference`) follows symbolic links: it archives what a link in the jail points to (outside files included) and extracts through links; archive the links themselves (the default)",
+            ),
+            (
+                "--dereference",
+                "`tar --dereference` follows symbolic links: it archives what a link in the jail points to (outside files included) and extracts through links; archive the links themselves (the default)",
+            ),
         ],
         path_opts: &[
             "-f",
             "--file",
             "-C",
             "--directory",
-            "-T",
-            "--files-from",
             "-X",
             "--exclude-from",
             "--index-file",
             "--listed-incremental",
             "-g",
         ],
+        name_lists: &["-T", "--files-from"],
         // GNU tar reads TAR_OPTIONS before its command line, old-style bundles included.
         // As root it would otherwise restore owners and modes from the archive: a setuid-root
         // program in the jail. The seccomp filter refuses set-id modes too; this keeps the
-        // everyday `tar xf` from failing on them.
-        inject_env: &[("TAR_OPTIONS", "--no-same-owner --no-same-permissions")],
-        custom: Some(remote_archive),
+        // everyday `tar xf` from failing on them. `--verbatim-files-from` (GNU tar 1.29+)
+        // makes every line of a `-T` list a name: otherwise a line `-C /etc` would change
+        // directory where no argument check sees it.
+        inject_env: &[(
+            "TAR_OPTIONS",
+            "--no-same-owner --no-same-permissions --verbatim-files-from",
+        )],
+        custom: Some(tar),
         ..BASE
     },
     Spec {
@@ -115,22 +151,138 @@ pub(crate) const SPECS: &[Spec] = &[
                 ("temp-path", Val::Required),
                 ("exclude", Val::Required),
                 ("include", Val::Required),
+                ("names-stdin", Val::No),
+                ("symlinks", Val::No),
+                ("recurse-paths", Val::No),
+                ("test", Val::No),
             ],
             permute: true,
         },
-        escapes: &[(
-            "--unzip-command",
-            "`zip --unzip-command` (`-TT`) runs a program of the caller's choosing to test the archive",
-        )],
+        escapes: &[
+            (
+                "--unzip-command",
+                "`zip --unzip-command` (`-TT`) runs a program of the caller's choosing to test the archive",
+            ),
+            (
+                "-@",
+                "`zip -@` reads the names of the files to archive from standard input, which the server cannot check; name the files as arguments",
+            ),
+            (
+                "--names-stdin",
+                "`zip --names-stdin` reads the names of the files to archive from standard input, which the server cannot check; name the files as arguments",
+            ),
+        ],
         path_opts: &["-b", "--temp-path"],
+        // zip stores what a symbolic link points to unless told `-y`: `zip -r a.zip dir`
+        // would copy the outside file a planted link names into the archive. `-y` is not
+        // negatable (`-y-` is an error), so nothing later in the argv undoes it.
+        inject_args: &["-y"],
         custom: Some(zip),
+        ..BASE
+    },
+    Spec {
+        names: &["cpio"],
+        grammar: Grammar {
+            short_value: "CDEFHIMOR",
+            long: &[
+                ("create", Val::No),
+                ("extract", Val::No),
+                ("pass-through", Val::No),
+                ("list", Val::No),
+                ("file", Val::Required),
+                ("pattern-file", Val::Required),
+                ("directory", Val::Required),
+                ("rsh-command", Val::Required),
+                ("absolute-filenames", Val::No),
+                ("no-absolute-filenames", Val::No),
+                ("force-local", Val::No),
+                ("format", Val::Required),
+                ("owner", Val::Required),
+                ("message", Val::Required),
+                ("io-size", Val::Required),
+                ("block-size", Val::Required),
+            ],
+            permute: true,
+        },
+        escapes: &[
+            (
+                "-o",
+                "`cpio -o` reads the names of the files to archive from standard input, which the server cannot check; archive with `tar` instead",
+            ),
+            (
+                "--create",
+                "`cpio --create` reads the names of the files to archive from standard input, which the server cannot check; archive with `tar` instead",
+            ),
+            (
+                "-p",
+                "`cpio -p` reads the names of the files to copy from standard input, which the server cannot check; copy with `cp` instead",
+            ),
+            (
+                "--pass-through",
+                "`cpio --pass-through` reads the names of the files to copy from standard input, which the server cannot check; copy with `cp` instead",
+            ),
+            (
+                "--rsh-command",
+                "`cpio --rsh-command` runs a remote shell program",
+            ),
+            (
+                "--absolute-filenames",
+                "`cpio --absolute-filenames` extracts members wherever their absolute names say, outside the jail included",
+            ),
+        ],
+        path_opts: &[
+            "-F",
+            "--file",
+            "-I",
+            "-O",
+            "-E",
+            "--pattern-file",
+            "-D",
+            "--directory",
+        ],
+        // In copy-in mode the operands are patterns of member names.
+        operands: Operands::NotPaths,
+        // Members land relative to the cwd even when the archive names them absolutely (the
+        // only mode left: copy-out and copy-pass are refused above).
+        inject_args: &["--no-absolute-filenames"],
+        custom: Some(cpio),
         ..BASE
     },
 ];
 
-/// `tar -f host:a.tar` opens the archive on another host through rsh, unless
-/// `--force-local` says the colon is part of a local name.
-fn remote_archive(p: &Parsed, _: &[String], _: Option<&Path>, insp: &mut Inspection) {
+/// tar: remote archives, and the options that rewrite member names when extracting.
+fn tar(p: &Parsed, _: &[String], _: Option<&Path>, insp: &mut Inspection) {
+    remote_archive(p, &["-f", "--file"], "tar", insp);
+    let extracting = p.has("-x") || p.has("--extract") || p.has("--get");
+    if !extracting {
+        return;
+    }
+    // Listing (`tar t --transform`) and creating are harmless: names change in the output or
+    // in the archive only. On extraction they decide where each member is written, which no
+    // argument check sees, and GNU tar's own sanitising of the rewritten names is all that
+    // would stand behind them (a member renamed into a directory that an earlier member made
+    // a symlink, and bsdtar, have no such safeguard).
+    for name in ["--transform", "--xform"] {
+        if p.has(name) {
+            insp.escape(
+                name,
+                format!(
+                    "`tar {name}` rewrites member names on extraction, so members can be written where no checked argument says (through a symlink the archive made, or outside the jail); extract, then rename"
+                ),
+            );
+        }
+    }
+    if p.has("-s") {
+        insp.escape(
+            "-s",
+            "`tar -s` on extraction is bsdtar's member-name substitution (`-s /old/new/`), which can write members where no checked argument says; GNU tar's `-s` (`--same-order`) is not needed: drop it",
+        );
+    }
+}
+
+/// `-f host:a.tar` (and cpio's `-F`, `-I`, `-O`) opens the archive on another host through
+/// rsh, unless `--force-local` says the colon is part of a local name.
+fn remote_archive(p: &Parsed, opts: &[&str], tool: &str, insp: &mut Inspection) {
     if p.has("--force-local") {
         return;
     }
@@ -140,27 +292,37 @@ fn remote_archive(p: &Parsed, _: &[String], _: Option<&Path>, insp: &mut Inspect
             value: Some(v),
             ..
         } = a
-            && (name == "-f" || name == "--file")
+            && opts.contains(&name.as_str())
             && is_remote(v)
         {
             insp.escape(
                 "remote-archive",
-                format!("`tar -f {v}` names a remote archive (host:path), which runs rsh"),
+                format!("`{tool} {name} {v}` names a remote archive (host:path), which runs rsh"),
             );
         }
     }
 }
 
-/// zip's `-TT cmd` is a two-letter option, which getopt's reading splits into `-T -T`.
+/// zip's short options are not getopt's: some are two letters (`-TT cmd`), and a bundle may
+/// mix them with one-letter flags, so `-qTT cmd` and `-TqTT cmd` both set the unzip command
+/// (the review reproduced both). Any single-dash word with `TT` in it is read as that
+/// option; that also refuses the odd value spelled with `TT`, which is the safe side.
 fn zip(_: &Parsed, args: &[String], _: Option<&Path>, insp: &mut Inspection) {
     for a in args {
-        if a.starts_with("-TT") {
+        if a.starts_with('-') && !a.starts_with("--") && a.contains("TT") {
             insp.escape(
                 "--unzip-command",
-                "`zip -TT` runs a program of the caller's choosing to test the archive",
+                format!(
+                    "`zip {a}` holds `-TT`, which runs a program of the caller's choosing to test the archive"
+                ),
             );
         }
     }
+}
+
+/// cpio: remote archives.
+fn cpio(p: &Parsed, _: &[String], _: Option<&Path>, insp: &mut Inspection) {
+    remote_archive(p, &["-F", "--file", "-I", "-O"], "cpio", insp);
 }
 
 #[cfg(test)]
@@ -237,7 +399,7 @@ mod tests {
             cmd("tar xf a.tar").inject_env,
             [(
                 "TAR_OPTIONS".to_owned(),
-                "--no-same-owner --no-same-permissions".to_owned()
+                "--no-same-owner --no-same-permissions --verbatim-files-from".to_owned()
             )]
         );
     }
@@ -246,7 +408,129 @@ mod tests {
     fn zip_test_commands_are_escapes() {
         assert_eq!(escapes("zip z f -T -TT CMD"), ["--unzip-command"]);
         assert_eq!(escapes("zip z f --unzip-command=CMD"), ["--unzip-command"]);
+        assert_eq!(escapes("zip z f --unzip=CMD"), ["--unzip-command"]);
         assert_eq!(paths("zip -b /tmp z f"), ["/tmp", "z", "f"]);
         assert!(escapes("zip z f").is_empty());
+    }
+
+    #[test]
+    fn zip_unzip_command_hides_in_any_bundle() {
+        // The review's cases: zip reads `TT` as one option wherever it sits in a bundle, with
+        // its value attached or in the next word.
+        for command in [
+            "zip -qTT CMD a.zip f",
+            "zip -TqTT CMD a.zip f",
+            "zip -T -qTTCMD a.zip f",
+            "zip -qTTv CMD a.zip f",
+            "zip a.zip f -rTT CMD",
+        ] {
+            let insp = cmd(command);
+            assert_eq!(insp.escapes[0].id, "--unzip-command", "{command}");
+            assert!(insp.escapes[0].reason.contains("-TT"), "{command}");
+        }
+        // Two separate `-T` words are two test flags, not the unzip command.
+        assert!(escapes("zip -T -T a.zip f").is_empty());
+        assert!(escapes("zip -qT a.zip f").is_empty());
+    }
+
+    #[test]
+    fn zip_names_from_stdin_are_refused_and_links_are_stored_as_links() {
+        assert_eq!(escapes("zip -@ a.zip"), ["-@"]);
+        assert_eq!(escapes("zip -r@ a.zip"), ["-@"]);
+        assert_eq!(escapes("zip --names-stdin a.zip"), ["--names-stdin"]);
+        assert!(
+            cmd("zip -@ a.zip").escapes[0]
+                .reason
+                .contains("standard input")
+        );
+        assert_eq!(cmd("zip -r out.zip dir").inject_args, ["-y"]);
+        assert!(escapes("zip -r out.zip dir").is_empty());
+        assert_eq!(paths("zip -r out.zip dir"), ["out.zip", "dir"]);
+    }
+
+    #[test]
+    fn tar_absolute_names_are_refused() {
+        for (command, id) in [
+            ("tar -xPf a.tar", "-P"),
+            ("tar xPf a.tar", "-P"),
+            ("tar -cPf a.tar /etc/hostname", "-P"),
+            ("tar -xf a.tar --absolute-names", "--absolute-names"),
+            ("tar -xf a.tar --absolute", "--absolute-names"),
+        ] {
+            assert_eq!(escapes(command), [id], "{command}");
+        }
+        assert!(
+            cmd("tar xPf a.tar").escapes[0]
+                .reason
+                .contains("outside the jail")
+        );
+    }
+
+    #[test]
+    fn tar_name_rewrites_are_refused_on_extraction_only() {
+        for (command, id) in [
+            ("tar -xf a.tar --transform s,^,../,", "--transform"),
+            ("tar xf a.tar --xform=s,^,/tmp/,", "--xform"),
+            ("tar --extract --trans=s,a,b, -f a.tar", "--transform"),
+            ("tar --get -f a.tar --transform=s,a,b,", "--transform"),
+            ("tar -x -s ,^,../, -f a.tar", "-s"),
+            ("tar xsf a.tar", "-s"),
+        ] {
+            assert_eq!(escapes(command), [id], "{command}");
+        }
+        assert!(escapes("tar -tf a.tar --transform s,a,b,").is_empty());
+        assert!(escapes("tar -cf a.tar --transform s,^,pkg/, dir").is_empty());
+    }
+
+    #[test]
+    fn tar_never_follows_symlinks() {
+        assert_eq!(escapes("tar -chf a.tar dir"), ["-h"]);
+        assert_eq!(escapes("tar chf a.tar dir"), ["-h"]);
+        assert_eq!(
+            escapes("tar -cf a.tar --dereference dir"),
+            ["--dereference"]
+        );
+        assert_eq!(escapes("tar -cf a.tar --deref dir"), ["--dereference"]);
+        assert!(
+            cmd("tar chf a.tar d").escapes[0]
+                .reason
+                .contains("symbolic links")
+        );
+    }
+
+    #[test]
+    fn tar_list_files_are_paths_but_never_stdin() {
+        assert_eq!(paths("tar -cf a.tar -T ../list"), ["a.tar", "../list"]);
+        assert_eq!(paths("tar cTf list a.tar"), ["list", "a.tar"]);
+        for (command, id) in [
+            ("tar -cf a.tar -T -", "-T -"),
+            ("tar cTf - a.tar", "-T -"),
+            ("tar -c --files-from=- -f a.tar", "--files-from -"),
+            ("tar -c --files-from - -f a.tar", "--files-from -"),
+            ("tar -c -f a.tar --files-fr=-", "--files-from -"),
+            ("tar -c -f a.tar -T", "-T -"),
+        ] {
+            assert_eq!(escapes(command), [id], "{command}");
+        }
+        let reason = &cmd("tar -cf a.tar -T -").escapes[0].reason;
+        assert!(reason.contains("standard input") && reason.contains("cannot check"));
+    }
+
+    #[test]
+    fn cpio_reads_names_from_stdin_only_to_create_or_copy() {
+        assert_eq!(escapes("cpio -o"), ["-o"]);
+        assert_eq!(escapes("cpio -ov -H newc"), ["-o"]);
+        assert_eq!(escapes("cpio --create -F a.cpio"), ["--create"]);
+        assert_eq!(escapes("cpio -pdm dest"), ["-p"]);
+        assert_eq!(
+            escapes("cpio -i --absolute-filenames"),
+            ["--absolute-filenames"]
+        );
+        assert_eq!(escapes("cpio -i -F host:a.cpio"), ["remote-archive"]);
+        assert_eq!(escapes("cpio -i --rsh-command=CMD"), ["--rsh-command"]);
+        assert!(escapes("cpio -idv -F a.cpio").is_empty());
+        assert!(escapes("cpio -it -I a.cpio").is_empty());
+        assert_eq!(paths("cpio -i -F ../a.cpio '*.txt'"), ["../a.cpio"]);
+        assert_eq!(cmd("cpio -i -F a").inject_args, ["--no-absolute-filenames"]);
     }
 }

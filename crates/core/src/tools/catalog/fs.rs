@@ -1,10 +1,14 @@
 //! Plain file tools in the coreutils mould: printing (echo, printf, …), copying and linking
 //! (cp, mv, ln, install), reading and listing (cat, ls, stat, diff, …), and the few with an
-//! argument shape of their own (tee, chmod/chown/chgrp, dd).
+//! argument shape of their own (tee, chmod/chown/chgrp, dd), or a list of names to open (wc,
+//! du, xz, the checksum tools' `--check`).
 //!
 //! Owns which of their arguments are paths. Nothing in their options runs a program, loads
-//! code or config, or writes anywhere but the paths they are given, so they have no escapes;
-//! the jail check on those paths is their whole policy.
+//! code or config, or writes anywhere but the paths they are given, so the jail check on
+//! those paths is nearly their whole policy. The exceptions are the names they read from a
+//! list (`wc --files0-from`, `sha256sum -c`): a list file is a path whose names only the
+//! kernel contains, and a list on standard input is refused; and `cp -rL`, which copies what
+//! the links inside a tree point to, wherever that is.
 //!
 //! It must never mark an argument "not a path" unless the tool's own grammar says so
 //! (chmod's MODE, dd's `bs=`): when unsure, an argument gets at least the generic check.
@@ -27,7 +31,26 @@ pub(crate) const SPECS: &[Spec] = &[
         ..BASE
     },
     Spec {
-        names: &["cp", "mv", "ln", "install"],
+        names: &["cp"],
+        grammar: Grammar {
+            short_value: "tS",
+            long: &[
+                ("target-directory", Val::Required),
+                ("suffix", Val::Required),
+                ("backup", Val::Optional),
+                ("dereference", Val::No),
+                ("no-dereference", Val::No),
+                ("recursive", Val::No),
+                ("archive", Val::No),
+            ],
+            permute: true,
+        },
+        path_opts: &["-t", "--target-directory"],
+        custom: Some(cp),
+        ..BASE
+    },
+    Spec {
+        names: &["mv", "ln", "install"],
         grammar: Grammar {
             short_value: "tSm",
             long: &[
@@ -44,21 +67,44 @@ pub(crate) const SPECS: &[Spec] = &[
     // anywhere but the paths they are given, which get the generic check.
     Spec {
         names: &[
-            "cat",
-            "head",
-            "tail",
-            "wc",
-            "ls",
-            "stat",
-            "file",
-            "du",
-            "df",
-            "tac",
-            "nl",
-            "od",
-            "hexdump",
-            "xxd",
-            "strings",
+            "cat", "head", "tail", "ls", "stat", "file", "df", "tac", "nl", "od", "hexdump", "xxd",
+            "strings", "cmp", "diff", "comm", "cut", "paste", "join", "tr", "fold", "fmt",
+            "column", "uniq", "rev", "mkdir", "rmdir", "touch", "rm", "realpath", "readlink",
+            "tree", "base64", "gzip", "gunzip", "zcat", "bzip2",
+        ],
+        operands: Operands::Generic,
+        typed_values: false,
+        ..BASE
+    },
+    // Tools that can read the names of the files to open from a list. Their values stay
+    // untyped, as above: every option value gets the generic check.
+    Spec {
+        names: &["wc", "du"],
+        grammar: Grammar {
+            short_value: "",
+            long: &[("files0-from", Val::Required)],
+            permute: true,
+        },
+        name_lists: &["--files0-from"],
+        operands: Operands::Generic,
+        typed_values: false,
+        ..BASE
+    },
+    Spec {
+        names: &["xz"],
+        grammar: Grammar {
+            short_value: "SFCTM",
+            long: &[("files", Val::Optional), ("files0", Val::Optional)],
+            permute: true,
+        },
+        // `xz --files` with no value reads the names from standard input.
+        name_lists: &["--files", "--files0"],
+        operands: Operands::Generic,
+        typed_values: false,
+        ..BASE
+    },
+    Spec {
+        names: &[
             "md5sum",
             "sha1sum",
             "sha224sum",
@@ -67,33 +113,15 @@ pub(crate) const SPECS: &[Spec] = &[
             "sha512sum",
             "b2sum",
             "cksum",
-            "cmp",
-            "diff",
-            "comm",
-            "cut",
-            "paste",
-            "join",
-            "tr",
-            "fold",
-            "fmt",
-            "column",
-            "uniq",
-            "rev",
-            "mkdir",
-            "rmdir",
-            "touch",
-            "rm",
-            "realpath",
-            "readlink",
-            "tree",
-            "base64",
-            "gzip",
-            "gunzip",
-            "zcat",
-            "bzip2",
-            "xz",
         ],
+        grammar: Grammar {
+            // b2sum's and cksum's `-l LENGTH`, cksum's `-a ALGORITHM`.
+            short_value: "al",
+            long: &[("check", Val::No)],
+            permute: true,
+        },
         operands: Operands::Generic,
+        custom: Some(checksums),
         typed_values: false,
         ..BASE
     },
@@ -122,6 +150,44 @@ fn first_operand_not_path(p: &Parsed, _: &[String], _: Option<&Path>, insp: &mut
     if let Some(first) = p.operands().next() {
         insp.paths
             .retain(|c| !matches!(c, PathCheck::Path(v) if v == first));
+    }
+}
+
+/// cp: with `-r` (or `-a`), `-L` and `-H` make cp copy what the symbolic links inside the tree
+/// (or given) point to. The operands are checked through their own links, but not the links
+/// inside a directory, which can point anywhere: the default copies them as links.
+fn cp(p: &Parsed, _: &[String], _: Option<&Path>, insp: &mut Inspection) {
+    let recursive = ["-r", "-R", "--recursive", "-a", "--archive"]
+        .iter()
+        .any(|o| p.has(o));
+    if !recursive {
+        return;
+    }
+    for opt in ["-L", "--dereference", "-H"] {
+        if p.has(opt) {
+            insp.escape(
+                opt,
+                format!(
+                    "`cp -r {opt}` copies what symbolic links point to, which can be outside the jail; copy the links as links (`cp -r` without {opt}, or `-P`)"
+                ),
+            );
+        }
+    }
+}
+
+/// The checksum tools' `--check` opens every file its checksum lists name; with no list
+/// operand (or `-`) the list is read from standard input, where the server cannot see it.
+fn checksums(p: &Parsed, _: &[String], _: Option<&Path>, insp: &mut Inspection) {
+    let Some(opt) = ["-c", "--check"].into_iter().find(|o| p.has(o)) else {
+        return;
+    };
+    if p.operands().next().is_none() || p.operands().any(|o| o == "-") {
+        insp.escape(
+            &format!("{opt} -"),
+            format!(
+                "`{opt}` with the checksum list on standard input opens the files it names, which the server cannot check; give the list as a file in the jail"
+            ),
+        );
     }
 }
 
@@ -163,6 +229,60 @@ mod tests {
         assert_eq!(generic("ls -la ../x"), ["../x"]);
         assert!(escapes("rm -rf x").is_empty());
         assert_eq!(paths("tee /tmp/x"), ["/tmp/x"]);
+    }
+
+    #[test]
+    fn cp_never_follows_links_inside_a_copied_tree() {
+        for (command, id) in [
+            ("cp -rL d e", "-L"),
+            ("cp -RL d e", "-L"),
+            ("cp -a --dereference d e", "--dereference"),
+            ("cp -r --deref d e", "--dereference"),
+            ("cp --recursive -H d e", "-H"),
+            ("cp -Lr d e", "-L"),
+        ] {
+            assert_eq!(escapes(command), [id], "{command}");
+        }
+        assert!(cmd("cp -rL d e").escapes[0].reason.contains("cp -r"));
+        assert!(escapes("cp -r d e").is_empty());
+        assert!(
+            escapes("cp -L f g").is_empty(),
+            "without -r, cp follows its operands anyway"
+        );
+        assert!(escapes("mv -L f g").is_empty());
+        assert_eq!(paths("cp -rL d /tmp/e"), ["d", "/tmp/e"]);
+    }
+
+    #[test]
+    fn lists_of_names_are_paths_but_never_stdin() {
+        assert_eq!(paths("wc --files0-from=../l"), ["../l"]);
+        assert_eq!(paths("du -s --files0-from l"), ["l"]);
+        assert_eq!(paths("xz --files=l"), ["l"]);
+        for (command, id) in [
+            ("wc --files0-from=-", "--files0-from -"),
+            ("wc -l --files0-from -", "--files0-from -"),
+            ("du --files0-from=-", "--files0-from -"),
+            ("xz --files", "--files -"),
+            ("xz -k --files0", "--files0 -"),
+            ("xz --files=-", "--files -"),
+            ("sha256sum -c", "-c -"),
+            ("sha256sum --check -", "--check -"),
+            ("md5sum -c --quiet", "-c -"),
+            ("b2sum -l 256 -c", "-c -"),
+            ("cksum -a sha256 --check", "--check -"),
+        ] {
+            assert_eq!(escapes(command), [id], "{command}");
+        }
+        assert!(
+            cmd("wc --files0-from=-").escapes[0]
+                .reason
+                .contains("standard input")
+        );
+        assert!(escapes("sha256sum -c sums").is_empty());
+        assert!(escapes("sha256sum f").is_empty());
+        assert!(escapes("wc -l f").is_empty());
+        assert_eq!(generic("sha256sum -c /etc/sums"), ["/etc/sums"]);
+        assert_eq!(generic("du -d 1 /etc"), ["1", "/etc"]);
     }
 
     #[test]

@@ -9,14 +9,14 @@
 //! that pin them:
 //!
 //! - `interpreters.rs`: shells, interpreters, trampolines, editors (refused outright)
-//! - `fs.rs`: coreutils-style file tools (cp, mv, ls, cat, tee, chmod, dd, echo, …)
+//! - `fs.rs`: coreutils-style file tools (cp, mv, ls, cat, tee, chmod, dd, echo, wc, xz, …)
 //! - `search.rs`: grep, rg, find
 //! - `text.rs`: sort, sed, awk, jq
-//! - `archive.rs`: tar, zip
-//! - `net.rs`: rsync, ssh, scp/sftp, curl, wget
+//! - `archive.rs`: tar, zip, cpio
+//! - `net.rs`: rsync, ssh, scp, sftp, curl, wget
 //! - `pagers.rs`: less/more/most, man
 //! - `sqlite.rs`: sqlite3
-//! - `vcs.rs`: git
+//! - `vcs/`: git (its unit tests in `vcs/tests.rs`)
 //! - `build.rs`: make, npm, cargo, go, pip
 //! - `containers.rs`: docker, podman
 //!
@@ -43,11 +43,11 @@ mod vcs;
 
 use std::path::Path;
 
-use spec::Operands;
 pub use spec::{Kind, Spec};
+use spec::{Layout, Operands};
 
 use crate::tools::inspection::{Inspection, PathCheck};
-use crate::tools::parse::{Arg, Grammar, parse, parse_old_style};
+use crate::tools::parse::{Arg, Grammar, parse, parse_around_first_operand, parse_old_style};
 
 /// Every family's specs. Order does not matter; names are unique (a test checks).
 static FAMILIES: &[&[Spec]] = &[
@@ -78,7 +78,7 @@ pub fn lookup(name: &str) -> Option<&'static Spec> {
 /// hardening, then its subcommand table and its custom check, in that order.
 pub(crate) fn inspect_known(
     spec: &'static Spec,
-    name: &str,
+    tool: &str,
     args: &[String],
     program: Option<&Path>,
 ) -> Inspection {
@@ -90,11 +90,7 @@ pub(crate) fn inspect_known(
             return insp;
         }
     }
-    let parsed = if spec.old_style_keys {
-        parse_old_style(&spec.grammar, args)
-    } else {
-        parse(&spec.grammar, args)
-    };
+    let parsed = parse_spec(spec, args);
     let mut program_supplied = false;
     for arg in &parsed.args {
         let Arg::Opt {
@@ -125,8 +121,19 @@ pub(crate) fn inspect_known(
         if spec.program_opts.contains(&name.as_str()) {
             program_supplied = true;
         }
+        // A list of names on stdin could come from any earlier stage (`echo /etc/shadow |`),
+        // and no argument check would see them. (An optional value left out means stdin
+        // too: `xz --files`.)
+        if spec.name_lists.contains(&name.as_str()) && value.as_deref().is_none_or(|v| v == "-") {
+            insp.escape(
+                &format!("{name} -"),
+                format!(
+                    "`{tool} {name} -` reads the names of the files to open from standard input, which the server cannot check; name the files as arguments, or list them in a file in the jail"
+                ),
+            );
+        }
         if let Some(v) = value {
-            if spec.path_opts.contains(&name.as_str()) {
+            if spec.path_opts.contains(&name.as_str()) || spec.name_lists.contains(&name.as_str()) {
                 insp.paths.push(PathCheck::Path(v.clone()));
             } else if !spec.typed_values || !known_option(&spec.grammar, name) {
                 insp.paths.push(PathCheck::Generic(v.clone()));
@@ -159,12 +166,30 @@ pub(crate) fn inspect_known(
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect();
     if let Some(table) = spec.subcommands {
-        subcommands::inspect(table, name, &parsed, args.len(), &mut insp);
+        subcommands::inspect(table, tool, &parsed, args.len(), &mut insp);
     }
     if let Some(check) = spec.custom {
         check(&parsed, args, program, &mut insp);
     }
     insp
+}
+
+/// `args` read under the spec's grammar and layout.
+fn parse_spec(spec: &Spec, args: &[String]) -> crate::tools::parse::Parsed {
+    match spec.layout {
+        Layout::Getopt => parse(&spec.grammar, args),
+        Layout::OldStyleKeys => parse_old_style(&spec.grammar, args),
+        Layout::OptionsAroundFirstOperand => parse_around_first_operand(&spec.grammar, args),
+    }
+}
+
+/// The long options `args` (program excluded) mean without spelling them, by the spec's
+/// subcommand table (`git push +main` means `--force`).
+pub(crate) fn implied_known(spec: &Spec, args: &[String]) -> Vec<&'static str> {
+    match spec.subcommands {
+        Some(table) => subcommands::implied(table, &parse_spec(spec, args)),
+        None => Vec::new(),
+    }
 }
 
 /// Whether the grammar knows `name` as an option that takes a value.
@@ -289,7 +314,7 @@ mod tests {
             insp.inject_env,
             [(
                 "TAR_OPTIONS".to_owned(),
-                "--no-same-owner --no-same-permissions".to_owned()
+                "--no-same-owner --no-same-permissions --verbatim-files-from".to_owned()
             )]
         );
     }

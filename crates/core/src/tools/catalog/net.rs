@@ -1,17 +1,25 @@
 //! Network clients: rsync, OpenSSH's ssh, scp and sftp, curl, wget.
 //!
 //! Owns the options that run programs (remote shells, `ProxyCommand` and friends in any
-//! spelling of `-o`, askpass helpers), that load config which can set them (`-F`, `-K`,
-//! `--config`, `-e` wgetrc commands), or that reach local daemons (`--unix-socket`); which
-//! operands are local files and which name a remote host; and the hardening that keeps the
-//! jail's own config files (~/.ssh/config, ~/.curlrc, ~/.wgetrc) from being read.
+//! spelling of `-o`, a local sftp server, askpass helpers), that load config which can set
+//! them (`-F`, `-K`, `--config`, `-e` wgetrc commands), or that reach local daemons
+//! (`--unix-socket`); rsync's options that follow symbolic links out of the tree and its
+//! list of names from stdin; which operands are local files and which name a remote host;
+//! and the hardening that keeps the jail's own config files (~/.ssh/config, ~/.curlrc,
+//! ~/.wgetrc) from being read.
+//!
+//! ssh reads a `-o` value as one line of its config file: the keyword is case-insensitive,
+//! may be quoted (`"ProxyCommand"=x`, `Proxy"Command"`), and may be led by blanks or `=`;
+//! [`ssh_keyword`] reads it as OpenSSH's `strdelim` does, and a looser reading stands behind
+//! it. ssh also takes options after the destination (`ssh host -o X`), which its spec's
+//! layout says.
 //!
 //! It must never let a URL or operand read local files by another name: `file:`, `scp:` and
 //! `sftp:` URLs are refused, and `@file` uploads are paths like any other.
 
 use std::path::Path;
 
-use super::spec::{BASE, Operands, Spec, is_remote};
+use super::spec::{BASE, Layout, Operands, Spec, is_remote};
 use crate::tools::inspection::{Inspection, PathCheck};
 use crate::tools::parse::{Arg, Grammar, Parsed, Val};
 
@@ -42,6 +50,11 @@ pub(crate) const SPECS: &[Spec] = &[
                 ("filter", Val::Required),
                 ("daemon", Val::No),
                 ("config", Val::Required),
+                ("copy-links", Val::No),
+                ("copy-unsafe-links", Val::No),
+                ("safe-links", Val::No),
+                ("copy-dirlinks", Val::No),
+                ("keep-dirlinks", Val::No),
             ],
             permute: true,
         },
@@ -63,11 +76,25 @@ pub(crate) const SPECS: &[Spec] = &[
                 "`rsync --daemon` starts a server and reads its own config",
             ),
             ("--config", "`rsync --config` loads a daemon config"),
+            // The operands are checked through their symlinks; the links inside a copied
+            // tree are not, so they must stay links.
+            ("-L", RSYNC_LINKS),
+            ("--copy-links", RSYNC_LINKS),
+            ("--copy-unsafe-links", RSYNC_LINKS),
+            ("-k", RSYNC_LINKS),
+            ("--copy-dirlinks", RSYNC_LINKS),
+            (
+                "-K",
+                "`rsync -K` (`--keep-dirlinks`) writes through symbolic links to directories in the destination, which can point outside the jail",
+            ),
+            (
+                "--keep-dirlinks",
+                "`rsync --keep-dirlinks` writes through symbolic links to directories in the destination, which can point outside the jail",
+            ),
         ],
         path_opts: &[
             "-T",
             "--temp-dir",
-            "--files-from",
             "--exclude-from",
             "--include-from",
             "--log-file",
@@ -81,6 +108,7 @@ pub(crate) const SPECS: &[Spec] = &[
             "--copy-dest",
             "--link-dest",
         ],
+        name_lists: &["--files-from"],
         custom: Some(remote_operands),
         ..BASE
     },
@@ -91,6 +119,9 @@ pub(crate) const SPECS: &[Spec] = &[
             long: &[],
             permute: false,
         },
+        // ssh.c restarts getopt after the destination: `ssh host -o ProxyCommand=x` sets it
+        // (reproduced), so the options there are read too.
+        layout: Layout::OptionsAroundFirstOperand,
         escapes: &[
             (
                 "-F",
@@ -112,12 +143,14 @@ pub(crate) const SPECS: &[Spec] = &[
         custom: Some(ssh),
         ..BASE
     },
+    // scp's getopt stops at the first operand (OpenSSH's own getopt, which does not permute):
+    // `scp f h: -o X` copies files named `-o` and `X`, so they are local operands, not options.
     Spec {
-        names: &["scp", "sftp"],
+        names: &["scp"],
         grammar: Grammar {
-            short_value: "cDFiJloPSX",
+            short_value: "cDFiJlMoPSX",
             long: &[],
-            permute: true,
+            permute: false,
         },
         escapes: &[
             (
@@ -132,11 +165,51 @@ pub(crate) const SPECS: &[Spec] = &[
                 "-J",
                 "`scp -J` jumps through hosts with their own configuration",
             ),
+            (
+                "-D",
+                "`scp -D` runs a local program of the caller's choosing as the sftp server",
+            ),
         ],
         path_opts: &["-i"],
         operands: Operands::NotPaths,
         inject_args: &["-F", "/dev/null"],
         custom: Some(scp),
+        ..BASE
+    },
+    Spec {
+        names: &["sftp"],
+        grammar: Grammar {
+            short_value: "bBcDFiJloPRsSX",
+            long: &[],
+            permute: false,
+        },
+        escapes: &[
+            (
+                "-F",
+                "`sftp -F` loads a config file, which can set ProxyCommand",
+            ),
+            (
+                "-S",
+                "`sftp -S` runs a program of the caller's choosing instead of ssh",
+            ),
+            (
+                "-J",
+                "`sftp -J` jumps through hosts with their own configuration",
+            ),
+            (
+                "-D",
+                "`sftp -D` runs a local program of the caller's choosing as the sftp server",
+            ),
+            (
+                "-b",
+                "`sftp -b` runs a batch file, whose `!command` lines run local shell commands",
+            ),
+        ],
+        path_opts: &["-i"],
+        // The destination (`[user@]host[:path]`): local files are named by sftp's commands.
+        operands: Operands::NotPaths,
+        inject_args: &["-F", "/dev/null"],
+        custom: Some(ssh),
         ..BASE
     },
     Spec {
@@ -282,37 +355,95 @@ fn remote_operands(p: &Parsed, _: &[String], _: Option<&Path>, insp: &mut Inspec
     }
 }
 
-/// ssh/scp: `-o` options that run programs, in any spelling (`-oProxyCommand=x`,
-/// `-o 'proxycommand x'`).
+/// ssh's `-o` keywords that run a program, load code or configuration (which can set the
+/// others), or reach a local socket of the caller's choosing, lowercased.
+const RUNS: &[&str] = &[
+    "proxycommand",
+    "proxyusefdpass",
+    "proxyjump",
+    "localcommand",
+    "permitlocalcommand",
+    "knownhostscommand",
+    "remotecommand",
+    "include",
+    "match",
+    "pkcs11provider",
+    "securitykeyprovider",
+    "sshaskpass",
+    "xauthlocation",
+    "controlpath",
+    "identityagent",
+];
+
+/// Why the rsync options that copy what links point to are refused.
+const RSYNC_LINKS: &str = "copies what symbolic links point to instead of the links, which can be outside the jail; keep links as links (the default, or `--safe-links`)";
+
+/// ssh, scp, sftp: `-o` options that run programs, in any spelling (`-oProxyCommand=x`,
+/// `-o 'proxycommand x'`, `-o '"ProxyCommand"=x'`, `-o '=ProxyCommand x'`).
 fn ssh(p: &Parsed, _: &[String], _: Option<&Path>, insp: &mut Inspection) {
-    const RUNS: &[&str] = &[
-        "proxycommand",
-        "localcommand",
-        "permitlocalcommand",
-        "knownhostscommand",
-        "remotecommand",
-        "include",
-        "pkcs11provider",
-        "securitykeyprovider",
-        "sshaskpass",
-    ];
     for value in p.opts("-o").flatten() {
-        let key: String = value
-            .trim_start()
+        let exact = ssh_keyword(value);
+        // The looser reading: every quote dropped, any blank or `=` before the keyword, and a
+        // dangerous keyword at the start is enough. It can only refuse more than ssh's own.
+        let loose: String = value
             .chars()
-            .take_while(|c| !c.is_whitespace() && *c != '=')
+            .filter(|c| *c != '"')
             .collect::<String>()
+            .trim_start_matches(|c: char| c.is_whitespace() || c == '=')
             .to_ascii_lowercase();
-        if RUNS.contains(&key.as_str()) {
+        let found = RUNS
+            .iter()
+            .find(|k| exact.as_deref() == Some(**k))
+            .or_else(|| RUNS.iter().find(|k| loose.starts_with(**k)));
+        if let Some(key) = found {
             insp.escape(
                 &format!("-o {key}"),
-                format!("`ssh -o {key}` runs a program or loads code of the caller's choosing"),
+                format!(
+                    "`ssh -o {key}` runs a program, loads code or configuration, or reaches a local socket of the caller's choosing (ssh reads `-o` keywords in any case, quoted or not)"
+                ),
             );
         }
     }
 }
 
-/// scp/sftp: ssh's `-o` checks, and the local operands as paths.
+/// The keyword ssh reads from one `-o` value, lowercased, as OpenSSH's readconf.c does: the
+/// first word split by `strdelim` (blanks, one `=`, and a quoted stretch whose quotes are
+/// dropped: `Proxy"Command"` is `ProxyCommand`), or the second when the first is empty (a
+/// value led by blanks or `=`). `None` when ssh would ignore the line (an unmatched quote).
+fn ssh_keyword(value: &str) -> Option<String> {
+    let (first, rest) = strdelim(value)?;
+    let keyword = if first.is_empty() {
+        strdelim(rest)?.0
+    } else {
+        first
+    };
+    Some(keyword.to_ascii_lowercase())
+}
+
+/// One word of an ssh config line, and the rest: misc.c `strdelim_internal` with
+/// `split_equals`.
+fn strdelim(s: &str) -> Option<(String, &str)> {
+    const BLANK: &[char] = &[' ', '\t', '\r', '\n'];
+    let Some(at) = s.find(|c: char| BLANK.contains(&c) || c == '"' || c == '=') else {
+        return Some((s.to_owned(), ""));
+    };
+    let (word, after) = s.split_at(at);
+    if let Some(quoted) = after.strip_prefix('"') {
+        // The quote is dropped and the word runs to the next quote.
+        let close = quoted.find('"')?;
+        let token = format!("{word}{}", &quoted[..close]);
+        let rest = &quoted[close + 1..];
+        return Some((token, rest.trim_start_matches(BLANK)));
+    }
+    let equals = after.starts_with('=');
+    let mut rest = after[1..].trim_start_matches(BLANK);
+    if !equals && let Some(r) = rest.strip_prefix('=') {
+        rest = r.trim_start_matches(BLANK);
+    }
+    Some((word.to_owned(), rest))
+}
+
+/// scp: ssh's `-o` checks, and the local operands as paths.
 fn scp(p: &Parsed, args: &[String], program: Option<&Path>, insp: &mut Inspection) {
     ssh(p, args, program, insp);
     // Local operands (no `host:` prefix) are files scp reads or writes.
@@ -367,6 +498,7 @@ fn curl(p: &Parsed, _: &[String], _: Option<&Path>, insp: &mut Inspection) {
 #[cfg(test)]
 mod tests {
     use super::super::testing::{cmd, escapes, paths, run};
+    use super::ssh_keyword;
 
     #[test]
     fn rsync_remote_shells_and_daemon_mode() {
@@ -382,25 +514,106 @@ mod tests {
     }
 
     #[test]
+    fn rsync_keeps_links_as_links_and_never_reads_names_from_stdin() {
+        for (command, id) in [
+            ("rsync -aL d e", "-L"),
+            ("rsync -a --copy-links d e", "--copy-links"),
+            ("rsync -a --copy-l d e", "--copy-links"),
+            ("rsync -a --copy-unsafe-links d e", "--copy-unsafe-links"),
+            ("rsync -rk d e", "-k"),
+            ("rsync -rK d e", "-K"),
+            ("rsync -a --files-from=- . e", "--files-from -"),
+            ("rsync -a --files-from - . e", "--files-from -"),
+        ] {
+            assert_eq!(escapes(command), [id], "{command}");
+        }
+        assert!(escapes("rsync -a --safe-links d e").is_empty());
+        assert_eq!(paths("rsync -a --files-from=../l . e"), ["../l", ".", "e"]);
+    }
+
+    #[test]
     fn ssh_options_that_run_programs_in_any_spelling() {
         for argv in [
             &["ssh", "-o", "proxycommand CMD", "h"][..],
             &["ssh", "-oProxyCommand=CMD", "h"],
             &["ssh", "-o", "PROXYCOMMAND=CMD", "h"],
             &["ssh", "-o", " ProxyCommand CMD", "h"],
+            // The review's spellings, each reproduced against OpenSSH 9.2.
+            &["ssh", "-o", "\"ProxyCommand\"=CMD", "h"],
+            &["ssh", "-o", "ProxyCommand CMD", "h"],
+            &["ssh", "-o", "proxycommand=CMD", "h"],
+            &["ssh", "-o", "  ProxyCommand=CMD", "h"],
+            &["ssh", "-o", "\tProxyCommand=CMD", "h"],
+            &["ssh", "-o", "\"ProxyCommand\"CMD", "h"],
+            &["ssh", "-o", "Proxy\"Command\"=CMD", "h"],
+            &["ssh", "-o", "=ProxyCommand=CMD", "h"],
+            &["ssh", "-o", "\"\"ProxyCommand=CMD", "h"],
+            &["ssh", "-vo", "ProxyCommand=CMD", "h"],
+            // Options after the destination are options too.
+            &["ssh", "h", "-o", "ProxyCommand=CMD"],
+            &["ssh", "h", "-oProxyCommand=CMD", "ls"],
         ] {
             let insp = run(argv);
-            assert_eq!(insp.escapes[0].id, "-o proxycommand", "{argv:?}");
+            assert_eq!(
+                insp.escapes.first().map(|e| e.id.as_str()),
+                Some("-o proxycommand"),
+                "{argv:?}"
+            );
         }
         assert_eq!(
             escapes("ssh -o LocalCommand=CMD -o PermitLocalCommand=yes h"),
             ["-o localcommand", "-o permitlocalcommand"]
         );
+        for (value, key) in [
+            ("KnownHostsCommand=CMD", "-o knownhostscommand"),
+            ("ProxyUseFdpass=yes", "-o proxyusefdpass"),
+            ("ProxyJump=j", "-o proxyjump"),
+            ("Include=cfg", "-o include"),
+            ("Match=exec CMD", "-o match"),
+            ("match exec CMD", "-o match"),
+            ("XAuthLocation=CMD", "-o xauthlocation"),
+            ("ControlPath=/run/s", "-o controlpath"),
+            ("PKCS11Provider=lib.so", "-o pkcs11provider"),
+        ] {
+            assert_eq!(
+                run(&["ssh", "-o", value, "h"]).escapes[0].id,
+                key,
+                "{value}"
+            );
+            assert_eq!(run(&["scp", "-o", value, "f", "h:"]).escapes[0].id, key);
+            assert_eq!(run(&["sftp", "-o", value, "h"]).escapes[0].id, key);
+        }
         assert_eq!(escapes("ssh -F cfg h"), ["-F"]);
+        assert_eq!(escapes("ssh h -F cfg"), ["-F"]);
         assert_eq!(escapes("ssh -J jump h"), ["-J"]);
         assert!(escapes("ssh -p 2222 -o ConnectTimeout=5 host").is_empty());
+        assert_eq!(
+            escapes("ssh -o Compression=yes -o ProxyCommandx h"),
+            ["-o proxycommand"],
+            "the looser reading refuses a keyword that only starts like one"
+        );
         assert_eq!(cmd("ssh h").inject_args, ["-F", "/dev/null"]);
         assert_eq!(paths("ssh -i ../key h ls /etc"), ["../key"]);
+        assert_eq!(paths("ssh h -i ../key ls -i /etc"), ["../key"]);
+        // After the remote command starts, `-o` is the command's.
+        assert!(escapes("ssh h grep -o ProxyCommand=x f").is_empty());
+    }
+
+    #[test]
+    fn ssh_keywords_are_read_as_openssh_reads_them() {
+        for (value, keyword) in [
+            ("ProxyCommand=x", Some("proxycommand")),
+            ("ProxyCommand x", Some("proxycommand")),
+            ("ProxyCommand = x", Some("proxycommand")),
+            ("\"ProxyCommand\"=x", Some("proxycommand")),
+            ("Proxy\"Command\" x", Some("proxycommand")),
+            ("  =ProxyCommand x", Some("proxycommand")),
+            ("\"Proxy\"Command=x", Some("proxy")),
+            ("\"ProxyCommand=x", None),
+            ("Port=22", Some("port")),
+        ] {
+            assert_eq!(ssh_keyword(value).as_deref(), keyword, "{value}");
+        }
     }
 
     #[test]
@@ -409,7 +622,23 @@ mod tests {
         assert_eq!(paths("scp /etc/passwd h:"), ["/etc/passwd"]);
         assert_eq!(paths("scp h:/etc/passwd ."), ["."]);
         assert_eq!(escapes("scp -o ProxyCommand=x f h:"), ["-o proxycommand"]);
+        // scp stops reading options at its first operand: later words are files.
+        assert_eq!(paths("scp h:x -o /etc/x"), ["-o", "/etc/x"]);
         assert_eq!(cmd("sftp h").inject_args, ["-F", "/dev/null"]);
+    }
+
+    #[test]
+    fn scp_and_sftp_never_start_a_local_server_or_batch() {
+        assert_eq!(escapes("scp -D /usr/bin/touch f h:x"), ["-D"]);
+        assert_eq!(escapes("sftp -D CMD h"), ["-D"]);
+        assert_eq!(escapes("sftp -b batch h"), ["-b"]);
+        assert!(
+            cmd("sftp -D CMD h").escapes[0]
+                .reason
+                .contains("local program")
+        );
+        assert!(escapes("sftp -P 2222 h").is_empty());
+        assert!(paths("sftp h").is_empty(), "the destination is not a file");
     }
 
     #[test]

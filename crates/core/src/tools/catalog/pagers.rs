@@ -1,9 +1,14 @@
 //! Pagers and the manual: less (and more, most), man.
 //!
 //! Owns the options that write log files, load key bindings, or choose the pager, browser,
-//! preprocessors or config that man runs; less's `+cmd` startup commands; and the
-//! environment that turns off less's shell escapes and input preprocessors and makes man
-//! print instead of paging.
+//! preprocessors or config that man runs; less's `+cmd` startup commands; which of man's
+//! operands are files (`man ./x.1`, `man -l x.1`) rather than page names; and the hardening
+//! that turns off less's shell escapes and input preprocessors, makes man print instead of
+//! paging, and keeps man-db from reading a user config (`~/.manpath`), whose `DEFINE` lines
+//! name the programs man runs (`DEFINE nroff CMD`, reproduced).
+//!
+//! A page man formats can include other files (`.so /etc/x`); those reads are contained by
+//! the kernel only.
 //!
 //! It must never leave an interactive pager able to run a command: a pager started here has
 //! LESSSECURE set, and man is told to use `cat`.
@@ -51,14 +56,55 @@ pub(crate) const SPECS: &[Spec] = &[
     Spec {
         names: &["man"],
         grammar: Grammar {
-            short_value: "CMPHLmSsepEIR",
+            // man-db 2.x: the short options that take a value (`-H`, `-T`, `-X` take one only
+            // attached, like their long forms).
+            short_value: "CRLmMSsePprE",
             long: &[
-                ("pager", Val::Required),
-                ("html", Val::Optional),
                 ("config-file", Val::Required),
+                ("debug", Val::No),
+                ("default", Val::No),
+                ("warnings", Val::Optional),
+                ("whatis", Val::No),
+                ("apropos", Val::No),
+                ("global-apropos", Val::No),
+                ("local-file", Val::No),
+                ("where", Val::No),
+                ("path", Val::No),
+                ("location", Val::No),
+                ("where-cat", Val::No),
+                ("location-cat", Val::No),
+                ("catman", Val::No),
+                ("recode", Val::Required),
+                ("locale", Val::Required),
+                ("systems", Val::Required),
                 ("manpath", Val::Required),
+                ("sections", Val::Required),
+                ("extension", Val::Required),
+                ("ignore-case", Val::No),
+                ("match-case", Val::No),
+                ("regex", Val::No),
+                ("wildcard", Val::No),
+                ("names-only", Val::No),
+                ("all", Val::No),
+                ("update", Val::No),
+                ("no-subpages", Val::No),
+                ("pager", Val::Required),
+                ("prompt", Val::Required),
+                ("ascii", Val::No),
+                ("encoding", Val::Required),
+                ("no-hyphenation", Val::No),
+                ("nh", Val::No),
+                ("no-justification", Val::No),
+                ("nj", Val::No),
                 ("preprocessor", Val::Required),
-                ("browser", Val::Optional),
+                ("troff", Val::No),
+                ("troff-device", Val::Optional),
+                ("html", Val::Optional),
+                ("gxditview", Val::Optional),
+                ("ditroff", Val::No),
+                ("help", Val::No),
+                ("usage", Val::No),
+                ("version", Val::No),
             ],
             permute: true,
         },
@@ -87,11 +133,29 @@ pub(crate) const SPECS: &[Spec] = &[
                 "`man --preprocessor` chooses preprocessors to run",
             ),
         ],
+        // A directory of pages the caller planted would be formatted like any other.
+        path_opts: &["-M", "--manpath"],
+        // Page names and sections; the custom check types the operands that are files.
         operands: Operands::NotPaths,
+        // man-db's `-C` names the user config file, read instead of ~/.manpath: an empty one
+        // means no user `DEFINE` can name the formatter or pager. `-D` does not undo it.
+        inject_args: &["-C", "/dev/null"],
         inject_env: &[("MANPAGER", "cat"), ("PAGER", "cat")],
+        custom: Some(man),
         ..BASE
     },
 ];
+
+/// man: with `-l`/`--local-file` every operand is a file; without it, man-db reads an operand
+/// with a `/` in it as a file too (`man ./x.1`). Page names and sections are not paths.
+fn man(p: &Parsed, _: &[String], _: Option<&Path>, insp: &mut Inspection) {
+    let local = p.has("-l") || p.has("--local-file");
+    for o in p.operands() {
+        if local || o.contains('/') {
+            insp.paths.push(PathCheck::Path(o.to_owned()));
+        }
+    }
+}
 
 /// less: an operand starting with `+` is a command run at startup, not a file.
 fn less(p: &Parsed, _: &[String], _: Option<&Path>, insp: &mut Inspection) {
@@ -137,14 +201,34 @@ mod tests {
         assert_eq!(escapes("man -C cfg ls"), ["-C"]);
         assert_eq!(escapes("man -p t ls"), ["-p"]);
         assert!(escapes("man ls").is_empty());
-        assert!(
-            cmd("man /etc/passwd").paths.is_empty(),
-            "page names, not files"
-        );
+        assert!(cmd("man 1 ls").paths.is_empty(), "page names, not files");
         assert!(
             cmd("man ls")
                 .inject_env
                 .contains(&("MANPAGER".to_owned(), "cat".to_owned()))
         );
+    }
+
+    #[test]
+    fn man_never_reads_a_user_config() {
+        assert_eq!(cmd("man ls").inject_args, ["-C", "/dev/null"]);
+        assert_eq!(escapes("man -C ~/.manpath ls"), ["-C"]);
+        assert_eq!(escapes("man --config=x ls"), ["--config-file"]);
+        assert!(escapes("man -D ls").is_empty(), "-D does not reset -C");
+    }
+
+    #[test]
+    fn man_pages_given_as_files_are_paths() {
+        assert_eq!(paths("man ./x.1"), ["./x.1"]);
+        assert_eq!(paths("man /etc/x.1"), ["/etc/x.1"]);
+        assert_eq!(paths("man -l x.1 y.1"), ["x.1", "y.1"]);
+        assert_eq!(paths("man --local-file ../x.1"), ["../x.1"]);
+        assert_eq!(paths("man -M /opt/man ls"), ["/opt/man"]);
+        assert_eq!(paths("man --manpath=../m ls"), ["../m"]);
+        assert!(paths("man 5 crontab").is_empty());
+        assert!(paths("man -k printf").is_empty());
+        // `-I` is a flag (match case): the page after it is a name, not its value.
+        assert!(paths("man -I ls").is_empty() && escapes("man -I ls").is_empty());
+        assert_eq!(paths("man -a ./x.1"), ["./x.1"], "`-a` is a flag too");
     }
 }

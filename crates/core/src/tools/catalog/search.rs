@@ -1,8 +1,11 @@
 //! Searching tools: grep (and egrep, fgrep), ripgrep, find.
 //!
 //! Owns where their patterns end and their paths begin (grep's first operand is a pattern
-//! unless `-e`/`-f` gave one), rg's preprocessor options, and find's expression language,
-//! whose `-exec` family runs commands and whose `-fprint` family writes files.
+//! unless `-e`/`-f` gave one), rg's preprocessor options, find's expression language, whose
+//! `-exec` family runs commands and whose `-fprint` family writes files, and the options that
+//! follow symbolic links while walking a tree (`grep -R`, `rg -L`, `find -L`): the starting
+//! points are checked through their links, but a link met inside the tree can point
+//! anywhere, so these are refused with the form that does not follow them.
 //!
 //! It must never treat a pattern as harmless because it looks like a path (`grep /etc f`
 //! searches for the text), nor a starting point as harmless because it looks like an option:
@@ -37,9 +40,20 @@ pub(crate) const SPECS: &[Spec] = &[
                 ("directories", Val::Required),
                 ("binary-files", Val::Required),
                 ("recursive", Val::No),
+                ("dereference-recursive", Val::No),
             ],
             permute: true,
         },
+        escapes: &[
+            (
+                "-R",
+                "`grep -R` follows every symbolic link in the tree, which can point outside the jail; use `grep -r`, which does not",
+            ),
+            (
+                "--dereference-recursive",
+                "`grep --dereference-recursive` follows every symbolic link in the tree, which can point outside the jail; use `grep -r`, which does not",
+            ),
+        ],
         path_opts: &["-f", "--file", "--exclude-from"],
         program_opts: &["-e", "--regexp", "-f", "--file"],
         operands: Operands::AfterProgram,
@@ -68,6 +82,7 @@ pub(crate) const SPECS: &[Spec] = &[
                 ("path-separator", Val::Required),
                 ("hostname-bin", Val::Required),
                 ("files", Val::No),
+                ("follow", Val::No),
             ],
             permute: true,
         },
@@ -79,6 +94,14 @@ pub(crate) const SPECS: &[Spec] = &[
             (
                 "--hostname-bin",
                 "`rg --hostname-bin` runs a program of the caller's choosing",
+            ),
+            (
+                "-L",
+                "`rg -L` follows symbolic links, which can point outside the jail; rg does not follow them by default",
+            ),
+            (
+                "--follow",
+                "`rg --follow` follows symbolic links, which can point outside the jail; rg does not follow them by default",
             ),
         ],
         path_opts: &["-f", "--file", "--ignore-file"],
@@ -95,6 +118,9 @@ pub(crate) const SPECS: &[Spec] = &[
     },
 ];
 
+/// Why `find -L` and `-follow` are refused.
+const FIND_FOLLOWS: &str = "`find -L` (and `-follow`) follows symbolic links into whatever they point to, outside the jail included; find does not follow them by default (`-P`)";
+
 /// find: starting points are paths; the expression has its own escapes.
 fn find(_: &Parsed, args: &[String], _: Option<&Path>, insp: &mut Inspection) {
     // find's options are not getopt's: the generic reading above does not apply.
@@ -104,7 +130,11 @@ fn find(_: &Parsed, args: &[String], _: Option<&Path>, insp: &mut Inspection) {
     let mut start = 0;
     while let Some(a) = args.get(start) {
         match a.as_str() {
-            "-H" | "-L" | "-P" => start += 1,
+            "-L" => {
+                insp.escape("-L", FIND_FOLLOWS);
+                start += 1;
+            }
+            "-H" | "-P" => start += 1,
             "-D" => start += 2,
             o if o.starts_with("-O") => start += 1,
             _ => break,
@@ -127,12 +157,21 @@ fn find(_: &Parsed, args: &[String], _: Option<&Path>, insp: &mut Inspection) {
                 );
             }
             "-delete" => insp.escape(a, "`find -delete` deletes every matching file"),
+            "-follow" => insp.escape(a, FIND_FOLLOWS),
+            // find 4.9: the starting points are read from a file, or from stdin with `-`.
+            "-files0-from" => match iter.next() {
+                Some(v) if v != "-" => insp.paths.push(PathCheck::Path(v.clone())),
+                _ => insp.escape(
+                    "-files0-from -",
+                    "`find -files0-from -` reads the starting points from standard input, which the server cannot check; name them as arguments",
+                ),
+            },
             "-fprint" | "-fprint0" | "-fprintf" | "-fls" => {
                 if let Some(v) = iter.next() {
                     insp.paths.push(PathCheck::Path(v.clone()));
                 }
             }
-            "-newer" | "-anewer" | "-cnewer" | "-samefile" | "-files0-from" => {
+            "-newer" | "-anewer" | "-cnewer" | "-samefile" => {
                 if let Some(v) = iter.next() {
                     insp.paths.push(PathCheck::Path(v.clone()));
                 }
@@ -153,6 +192,41 @@ mod tests {
         assert_eq!(paths("grep -f /etc/pats f"), ["/etc/pats", "f"]);
         assert_eq!(paths("grep x f --exclude-from=/x"), ["/x", "f"]);
         assert!(escapes("grep -rn x .").is_empty());
+    }
+
+    #[test]
+    fn tree_walks_never_follow_symbolic_links() {
+        for (command, id) in [
+            ("grep -R x .", "-R"),
+            ("grep -nR x .", "-R"),
+            (
+                "grep x . --dereference-recursive",
+                "--dereference-recursive",
+            ),
+            ("grep --deref x .", "--dereference-recursive"),
+            ("rg -L x", "-L"),
+            ("rg --follow x .", "--follow"),
+            ("rg x -uL", "-L"),
+            ("find -L . -name x", "-L"),
+            ("find . -follow -name x", "-follow"),
+        ] {
+            assert_eq!(escapes(command), [id], "{command}");
+        }
+        assert!(cmd("grep -R x .").escapes[0].reason.contains("grep -r"));
+        assert!(escapes("grep -r x .").is_empty());
+        assert!(escapes("rg x .").is_empty());
+        assert!(escapes("find -P . -name x").is_empty());
+        assert!(
+            escapes("find -H . -name x").is_empty(),
+            "-H follows only checked operands"
+        );
+    }
+
+    #[test]
+    fn find_reads_starting_points_from_a_file_never_from_stdin() {
+        assert_eq!(paths("find -files0-from ../l -name x"), ["../l"]);
+        assert_eq!(escapes("find -files0-from - -name x"), ["-files0-from -"]);
+        assert_eq!(escapes("find . -files0-from"), ["-files0-from -"]);
     }
 
     #[test]
@@ -181,6 +255,7 @@ mod tests {
     fn find_starting_points_and_file_arguments_are_paths() {
         assert_eq!(paths("find /etc -name passwd"), ["/etc"]);
         assert_eq!(paths("find -L /home -name x"), ["/home"]);
+        assert_eq!(paths("find -P /home -name x"), ["/home"]);
         assert_eq!(paths("find -H -D stat /etc"), ["/etc"]);
         assert_eq!(paths("find -O3 a b -type f"), ["a", "b"]);
         assert_eq!(paths("find . -fprint /tmp/out"), [".", "/tmp/out"]);

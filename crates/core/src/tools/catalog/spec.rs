@@ -1,5 +1,5 @@
 //! The catalog's shared vocabulary: what a [`Spec`] says about a tool ([`Kind`],
-//! [`Operands`], [`CustomCheck`]), the defaults every spec starts from ([`BASE`]), and the
+//! [`Layout`], [`Operands`], [`CustomCheck`]), the defaults every spec starts from ([`BASE`]), and the
 //! few helpers several families' checks call.
 //!
 //! Owns these types and helpers only; the family files and the matcher in the catalog's
@@ -22,6 +22,21 @@ pub enum Kind {
     /// Runs code it is given (a shell, an interpreter, an editor with a command line) or runs
     /// another program (a trampoline): refused unless `allow_interpreter`.
     Interpreter(&'static str),
+}
+
+/// How a tool lays out its argv, beyond what its option grammar says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// getopt_long under the grammar ([`parse`](crate::tools::parse::parse)).
+    Getopt,
+    /// The first argument, when it does not start with `-`, is an old-style key bundle whose
+    /// letters take the next words as their values (GNU tar's `tar cf a.tar f`): read by
+    /// [`parse_old_style`](crate::tools::parse::parse_old_style).
+    OldStyleKeys,
+    /// Options, the first operand, then options again up to the next operand (OpenSSH's
+    /// `ssh host -o Key=V cmd`): read by
+    /// [`parse_around_first_operand`](crate::tools::parse::parse_around_first_operand).
+    OptionsAroundFirstOperand,
 }
 
 /// How the operands (non-option arguments) are treated.
@@ -50,14 +65,17 @@ pub struct Spec {
     pub kind: Kind,
     /// Its option grammar.
     pub grammar: Grammar,
-    /// The first argument, when it does not start with `-`, is an old-style key bundle whose
-    /// letters take the next words as their values (GNU tar's `tar cf a.tar f`): read by
-    /// [`parse_old_style`](crate::tools::parse::parse_old_style).
-    pub old_style_keys: bool,
+    /// How the argv is laid out around the grammar.
+    pub layout: Layout,
     /// Options that are escapes: (canonical name, reason).
     pub escapes: &'static [(&'static str, &'static str)],
     /// Options whose value is a path.
     pub path_opts: &'static [&'static str],
+    /// Options whose value is a file listing the names the tool then opens (`tar -T`,
+    /// `sort --files0-from`). The list file is a path. The names in it are not arguments the
+    /// server sees, so only the kernel's confinement stands behind them; read from standard
+    /// input (`-`, or no value at all), the list could come from anywhere, so it is refused.
+    pub name_lists: &'static [&'static str],
     /// Options that supply the program/pattern instead of the first operand.
     pub program_opts: &'static [&'static str],
     /// Operand treatment.
@@ -89,9 +107,10 @@ pub(crate) const BASE: Spec = Spec {
     names: &[],
     kind: Kind::Tool,
     grammar: NO_GRAMMAR,
-    old_style_keys: false,
+    layout: Layout::Getopt,
     escapes: &[],
     path_opts: &[],
+    name_lists: &[],
     program_opts: &[],
     operands: Operands::Paths,
     subcommands: None,

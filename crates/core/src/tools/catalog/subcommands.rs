@@ -4,7 +4,9 @@
 //! Owns the second half of such an argv: which subcommand it names, what that subcommand's
 //! options mean (`-u` is `--upload-pack` for `git fetch` but a flag for `git push`), which of
 //! them are escapes or paths, which subcommands (or second words, `submodule foreach`) are
-//! escapes in themselves, and what to say about a subcommand the table does not list.
+//! escapes in themselves, what to say about a subcommand the table does not list, and which
+//! options or operands mean an option they do not spell (`git push +main` forces), for the
+//! operator's argument rules.
 //!
 //! It must never let a misread hide an option: whether a short option takes a value depends
 //! on the subcommand, so the options are read twice, once with the table's value-taking
@@ -66,6 +68,9 @@ pub struct Sub {
     pub words: &'static [Word],
     /// Hardening inserted right after the subcommand (`git diff --no-ext-diff`).
     pub inject: &'static [&'static str],
+    /// Spellings under this subcommand that mean a long option they do not spell, so that an
+    /// operator's `deny_args` written with the option catch them too.
+    pub implies: &'static [Implies],
 }
 
 /// A subcommand plain enough that only the table's own options concern it.
@@ -76,7 +81,27 @@ pub const PLAIN: Sub = Sub {
     refuse: None,
     words: &[],
     inject: &[],
+    implies: &[],
 };
+
+/// One spelling that means a long option without spelling it.
+#[derive(Debug, Clone, Copy)]
+pub struct Implies {
+    /// The spelling.
+    pub by: ImpliedBy,
+    /// The long option it means, without dashes (`"force"`).
+    pub means: &'static str,
+}
+
+/// Where an implied option hides.
+#[derive(Debug, Clone, Copy)]
+pub enum ImpliedBy {
+    /// An option (canonical, with dashes; its abbreviations and the subcommand's aliases
+    /// count): `--force-with-lease`, `-f`.
+    Option(&'static str),
+    /// An operand that starts with this text: `+` in `git push origin +main`.
+    OperandPrefix(&'static str),
+}
 
 /// A second word after a subcommand: the first operand of the subcommand's options.
 #[derive(Debug, Clone, Copy)]
@@ -112,6 +137,82 @@ impl Refusal {
     }
 }
 
+/// The subcommand and the words after it, unparsed. The subcommand is the first operand;
+/// the program's global grammar does not permute, so it stops there and every later word is
+/// an operand of `parsed`, whose meaning is the subcommand's.
+fn split_subcommand(parsed: &Parsed) -> Option<(&str, Vec<String>)> {
+    let mut after = parsed
+        .args
+        .iter()
+        .skip_while(|a| matches!(a, Arg::Opt { .. }));
+    let Some(Arg::Operand(sub)) = after.next() else {
+        return None;
+    };
+    let rest = after
+        .filter_map(|a| match a {
+            Arg::Operand(s) => Some(s.clone()),
+            Arg::Opt { .. } => None,
+        })
+        .collect();
+    Some((sub, rest))
+}
+
+/// `rest` read twice: with the table's value-taking letters, and with none, so that an
+/// option hidden behind a misread value (`git push -u --receive-pack=CMD`) is still found.
+fn both_readings(table: &Subcommands, rest: &[String]) -> (Parsed, Parsed) {
+    let flags = Grammar {
+        short_value: "",
+        ..table.grammar
+    };
+    (parse(&table.grammar, rest), parse(&flags, rest))
+}
+
+/// Whether option `name` as parsed (after alias resolution) means `full`: it is `full`, or an
+/// ambiguous abbreviation that could be it.
+fn means(name: &str, ambiguous: bool, full: &str) -> bool {
+    let given = name.trim_start_matches('-');
+    name == full || (ambiguous && full.trim_start_matches('-').starts_with(given))
+}
+
+/// The long options the subcommand part of `parsed` means without spelling them, by the
+/// subcommand's [`Implies`], in both readings (an implied option can only make an operator's
+/// rule deny more).
+pub(crate) fn implied(table: &Subcommands, parsed: &Parsed) -> Vec<&'static str> {
+    let Some((sub, rest)) = split_subcommand(parsed) else {
+        return Vec::new();
+    };
+    let Some(entry) = table.table.iter().find(|s| s.names.contains(&sub)) else {
+        return Vec::new();
+    };
+    let (options, flags_only) = both_readings(table, &rest);
+    let mut out = Vec::new();
+    for arg in options.args.iter().chain(&flags_only.args) {
+        for imp in entry.implies {
+            let hit = match (arg, imp.by) {
+                (
+                    Arg::Opt {
+                        name, ambiguous, ..
+                    },
+                    ImpliedBy::Option(opt),
+                ) => {
+                    let name = entry
+                        .aliases
+                        .iter()
+                        .find(|(short, _)| short == name)
+                        .map_or(name.as_str(), |(_, long)| *long);
+                    means(name, *ambiguous, opt)
+                }
+                (Arg::Operand(o), ImpliedBy::OperandPrefix(prefix)) => o.starts_with(prefix),
+                _ => false,
+            };
+            if hit && !out.contains(&imp.means) {
+                out.push(imp.means);
+            }
+        }
+    }
+    out
+}
+
 /// Reads the subcommand part of `parsed` (the whole argv, parsed with the program's global,
 /// non-permuting grammar) against `table`. `program` names the tool in the reasons;
 /// `words` is how many arguments the argv has (program excluded), to place injections.
@@ -122,25 +223,13 @@ pub(crate) fn inspect(
     words: usize,
     insp: &mut Inspection,
 ) {
-    // The subcommand is the first operand. The global grammar stops at it, so every later
-    // argument is an operand here, still unparsed: its meaning is the subcommand's.
-    let mut after = parsed
-        .args
-        .iter()
-        .skip_while(|a| matches!(a, Arg::Opt { .. }));
-    let Some(Arg::Operand(sub)) = after.next() else {
+    let Some((sub, rest)) = split_subcommand(parsed) else {
         return;
     };
-    let rest: Vec<String> = after
-        .filter_map(|a| match a {
-            Arg::Operand(s) => Some(s.clone()),
-            Arg::Opt { .. } => None,
-        })
-        .collect();
     // The subcommand's name is not a path.
     insp.paths
         .retain(|c| !matches!(c, PathCheck::Generic(v) if v == sub));
-    let listed = table.table.iter().find(|s| s.names.contains(&sub.as_str()));
+    let listed = table.table.iter().find(|s| s.names.contains(&sub));
     if listed.is_none()
         && let Some(unknown) = &table.unknown
     {
@@ -159,14 +248,7 @@ pub(crate) fn inspect(
         insp.inject_after
             .push((at, entry.inject.iter().map(|a| (*a).to_owned()).collect()));
     }
-    let options = parse(&table.grammar, &rest);
-    // The second reading: no short option swallows the next token, so an option hidden
-    // behind a misread value (`git push -u --receive-pack=CMD`) is still found.
-    let flags = Grammar {
-        short_value: "",
-        ..table.grammar
-    };
-    let flags_only = parse(&flags, &rest);
+    let (options, flags_only) = both_readings(table, &rest);
     for arg in options.args.iter().chain(&flags_only.args) {
         let Arg::Opt {
             name,
@@ -182,17 +264,14 @@ pub(crate) fn inspect(
             .find(|(short, _)| short == name)
             .map_or(name.as_str(), |(_, long)| *long);
         // An ambiguous abbreviation means every option it abbreviates.
-        let given = name.trim_start_matches('-');
-        let means = |full: &str| {
-            name == full || (*ambiguous && full.trim_start_matches('-').starts_with(given))
-        };
+        let is = |full: &str| means(name, *ambiguous, full);
         for esc in table.escapes.iter().chain(entry.escapes) {
-            if means(esc.id) || esc.also.iter().any(|o| means(o)) {
+            if is(esc.id) || esc.also.iter().any(|o| is(o)) {
                 insp.escape(esc.id, format!("`{program} {sub} {}` {}", esc.id, esc.why));
             }
         }
         if let Some(v) = value
-            && table.path_opts.iter().any(|o| means(o))
+            && table.path_opts.iter().any(|o| is(o))
         {
             insp.paths.push(PathCheck::Path(v.clone()));
         }
@@ -259,6 +338,16 @@ mod tests {
             Sub {
                 names: &["get"],
                 aliases: &[("-r", "--run"), ("-o", "--out")],
+                implies: &[
+                    Implies {
+                        by: ImpliedBy::Option("--out"),
+                        means: "write",
+                    },
+                    Implies {
+                        by: ImpliedBy::OperandPrefix("+"),
+                        means: "force",
+                    },
+                ],
                 ..PLAIN
             },
             Sub {
@@ -397,5 +486,29 @@ mod tests {
             "one operand"
         );
         assert!(check(&["job", "list", "exec"]).escapes.is_empty());
+    }
+
+    fn implied_by(args: &[&str]) -> Vec<&'static str> {
+        let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
+        implied(&TABLE, &parse(&GLOBAL, &args))
+    }
+
+    #[test]
+    fn implied_options_through_aliases_abbreviations_and_operands() {
+        assert_eq!(implied_by(&["get", "--out=x"]), ["write"]);
+        assert_eq!(implied_by(&["get", "--ou", "x"]), ["write"]);
+        assert_eq!(implied_by(&["get", "-o", "x"]), ["write"], "alias");
+        assert_eq!(implied_by(&["get", "a", "+b", "-ox"]), ["force", "write"]);
+        // `-r` takes a value in the first reading and hides `+b`; the second finds it.
+        assert_eq!(implied_by(&["get", "-r", "+b"]), ["force"]);
+        assert!(
+            implied_by(&["set", "--out=x", "+b"]).is_empty(),
+            "only under `get`"
+        );
+        assert!(
+            implied_by(&["frob", "+b"]).is_empty(),
+            "an unlisted subcommand"
+        );
+        assert!(implied_by(&[]).is_empty());
     }
 }

@@ -1,12 +1,16 @@
 //! Text filters with a language of their own: sort, sed, awk (gawk, mawk, nawk), jq.
 //!
-//! Owns the options that run programs (`sort --compress-program`, `awk --load`), which
-//! operand is the script, and the checks inside the scripts: sed's `e`/`r`/`w` commands and
-//! flags, awk's `system()`, pipes, `getline` and redirection. gawk and GNU sed also get their
-//! sandbox flags injected, as defence in depth behind those checks.
+//! Owns the options that run programs (`sort --compress-program`, `awk --load`, mawk's
+//! `-W exec`), which operand is the script, which awk operands are files and which are
+//! assignments, sort's list of names (`--files0-from`), and the checks inside the scripts:
+//! sed's `e`/`r`/`w` commands and flags, awk's `system()`, pipes, `getline`, redirection,
+//! `ARGV` (which changes the files read) and gawk's `@include`/`@load` (which read source
+//! files or load code). gawk and GNU sed also get their sandbox flags injected, as defence
+//! in depth behind those checks.
 //!
 //! It must never pass a script it cannot read to the end: a script check fails closed, and
-//! an awk program in a file (`-f`) is refused where no sandbox can stand behind the check.
+//! an awk program in a file (`-f`, `-W exec`) is refused where no sandbox can stand behind
+//! the check.
 
 use std::path::Path;
 
@@ -45,9 +49,9 @@ pub(crate) const SPECS: &[Spec] = &[
             "--output",
             "-T",
             "--temporary-directory",
-            "--files0-from",
             "--random-source",
         ],
+        name_lists: &["--files0-from"],
         ..BASE
     },
     Spec {
@@ -131,7 +135,7 @@ pub(crate) const SPECS: &[Spec] = &[
 
 /// mawk and busybox awk have no sandbox: refuse the constructs that run commands or write
 /// files. gawk gets `--sandbox`, which refuses them itself.
-fn awk(p: &Parsed, args: &[String], program: Option<&Path>, insp: &mut Inspection) {
+fn awk(p: &Parsed, _: &[String], program: Option<&Path>, insp: &mut Inspection) {
     let is_gawk = program
         .and_then(|p| std::fs::canonicalize(p).ok())
         .is_some_and(|p| {
@@ -148,6 +152,11 @@ fn awk(p: &Parsed, args: &[String], program: Option<&Path>, insp: &mut Inspectio
         );
         return;
     }
+    for value in p.opts("-W") {
+        if let Some(why) = awk_w_option(value.unwrap_or("")) {
+            insp.escape("-W", why);
+        }
+    }
     // The program is the first operand, or the text of every -e / --source option.
     let sources: Vec<&str> = p.opts("-e").chain(p.opts("--source")).flatten().collect();
     let text: String = if sources.is_empty() {
@@ -158,7 +167,6 @@ fn awk(p: &Parsed, args: &[String], program: Option<&Path>, insp: &mut Inspectio
     } else {
         sources.join("\n")
     };
-    let _ = args;
     let checks = [
         ("system", "`system()`, which runs a shell command"),
         ("|", "`|`, which pipes to or from a shell command"),
@@ -171,16 +179,131 @@ fn awk(p: &Parsed, args: &[String], program: Option<&Path>, insp: &mut Inspectio
             "`>`, which can redirect output into any file (this awk has no sandbox; allowlist gawk to compare with `>`)",
         ),
         ("ENVIRON", "ENVIRON, which reads the environment"),
+        // Each element of ARGV past the program is read as a file when the input reaches it:
+        // `BEGIN{ARGV[1]="/etc/passwd"; ARGC=2}` reads a file no argument names (reproduced
+        // with mawk). gawk's SYMTAB reaches ARGV by a name built at run time.
+        (
+            "ARGV",
+            "ARGV, which the program can change to read files no argument names",
+        ),
+        (
+            "SYMTAB",
+            "SYMTAB, which reaches ARGV and every other variable by a name built at run time",
+        ),
     ];
     for (needle, why) in checks {
-        // gawk's sandbox already refuses output redirection; `>` is then only a comparison.
-        if text.contains(needle) && !(is_gawk && needle == ">") {
+        // gawk's sandbox already refuses output redirection (`>` is then only a comparison)
+        // and adding a file to ARGV ("cannot add a new file to ARGV in sandbox mode", gawk
+        // 5.2); it does not refuse `@include`, checked below for every awk.
+        if text.contains(needle) && !(is_gawk && matches!(needle, ">" | "ARGV" | "SYMTAB")) {
             insp.escape(needle, format!("awk program uses {why}"));
         }
     }
-    // Operands after the program that look like `var=value` are assignments, not paths.
+    for (directive, why) in [
+        (
+            "include",
+            "`@include`, which reads another source file (any file: its lines show in the errors)",
+        ),
+        ("load", "`@load`, which loads a shared-library extension"),
+    ] {
+        if has_directive(&text, directive) {
+            insp.escape(&format!("@{directive}"), format!("awk program uses {why}"));
+        }
+    }
+    // Operands after the program are files, except `name=value` assignments. awk takes an
+    // operand for an assignment only when what precedes its first `=` is a variable name
+    // (POSIX: an underscore or letter, then underscores, digits and letters); anything else
+    // is a file name, `./a=b/../../x` included, and stays a path.
     insp.paths
-        .retain(|c| !matches!(c, PathCheck::Path(v) if v.contains('=') && !v.starts_with('/')));
+        .retain(|c| !matches!(c, PathCheck::Path(v) if is_awk_assignment(v)));
+}
+
+/// Whether an awk operand is a variable assignment (`name=value`) rather than a file.
+fn is_awk_assignment(operand: &str) -> bool {
+    let Some((name, _)) = operand.split_once('=') else {
+        return false;
+    };
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
+        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
+}
+
+/// Whether `text` holds gawk's `@directive`. gawk's lexer skips blanks (and a backslash
+/// line continuation) between the `@` and the word, so `@ include` counts; a match inside a
+/// string only refuses more.
+fn has_directive(text: &str, directive: &str) -> bool {
+    text.match_indices('@').any(|(at, _)| {
+        let mut rest = &text[at + 1..];
+        loop {
+            let trimmed = rest.trim_start_matches([' ', '\t', '\r']);
+            match trimmed.strip_prefix("\\\n") {
+                Some(after) => rest = after,
+                None => {
+                    rest = trimmed;
+                    break;
+                }
+            }
+        }
+        rest.starts_with(directive)
+    })
+}
+
+/// Why one `-W` option (mawk's implementation options, gawk's spelling of any long option)
+/// is refused, if it is. mawk takes any abbreviation (`-W e file` is `-W exec file`: the
+/// program is read from `file`, reproduced), and gawk reads `-W name` as `--name`, so a
+/// name is allowed only when it abbreviates a harmless option and nothing that reads a
+/// program or source file, loads code, or writes a file of the caller's choosing.
+fn awk_w_option(value: &str) -> Option<String> {
+    const HARMLESS: &[&str] = &[
+        "version",
+        "help",
+        "usage",
+        "interactive",
+        "posix_space",
+        "random",
+        "sprintf",
+        "lint",
+        "posix",
+        "traditional",
+        "sandbox",
+        "copyright",
+        "characters-as-bytes",
+        "re-interval",
+        "optimize",
+        "no-optimize",
+        "use-lc-numeric",
+        "non-decimal-data",
+    ];
+    const DANGEROUS: &[&str] = &[
+        "exec",
+        "file",
+        "source",
+        "include",
+        "load",
+        "dump",
+        "dump-variables",
+        "profile",
+        "pretty-print",
+        "debug",
+    ];
+    let name = value
+        .split('=')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    let dangerous = DANGEROUS
+        .iter()
+        .any(|d| d.starts_with(name.as_str()) || name.starts_with(d));
+    let harmless = !name.is_empty() && HARMLESS.iter().any(|h| h.starts_with(name.as_str()));
+    if harmless && !dangerous {
+        return None;
+    }
+    Some(format!(
+        "`awk -W {value}` could read the program or a source file from a file (mawk's `-W exec`, gawk's `-W file`/`-W source`), load code or write a file: only `-W version`, `-W interactive` and other harmless options are allowed"
+    ))
 }
 
 /// Refuses sed scripts that run commands or touch files: the `e`, `r`, `R`, `w`, `W`
@@ -305,7 +428,7 @@ fn jq(p: &Parsed, _: &[String], _: Option<&Path>, insp: &mut Inspection) {
 #[cfg(test)]
 mod tests {
     use super::super::testing::{cmd, escapes, paths, run};
-    use super::sed_script_escape;
+    use super::{awk_w_option, has_directive, is_awk_assignment, sed_script_escape};
 
     #[test]
     fn sort_compress_program_is_an_escape_and_its_files_are_paths() {
@@ -319,6 +442,21 @@ mod tests {
         );
         assert_eq!(paths("sort -o../../x f"), ["../../x", "f"]);
         assert_eq!(paths("sort -k2 -t, -T /tmp f"), ["/tmp", "f"]);
+    }
+
+    #[test]
+    fn sort_lists_of_names_are_paths_but_never_stdin() {
+        assert_eq!(paths("sort --files0-from=../list"), ["../list"]);
+        assert_eq!(paths("sort --files0-from list -o out"), ["list", "out"]);
+        assert_eq!(escapes("sort --files0-from=-"), ["--files0-from -"]);
+        assert_eq!(escapes("sort --files0-from -"), ["--files0-from -"]);
+        assert_eq!(escapes("sort --files0=-"), ["--files0-from -"]);
+        assert!(
+            cmd("sort --files0-from=-").escapes[0]
+                .reason
+                .contains("cannot check")
+        );
+        assert!(escapes("sort f").is_empty());
     }
 
     #[test]
@@ -385,6 +523,96 @@ mod tests {
     #[test]
     fn awk_assignments_are_not_paths() {
         assert_eq!(paths("awk {print} x=1 f /a=b"), ["f", "/a=b"]);
+        assert_eq!(paths("awk {print} _x9=/etc/passwd f"), ["f"]);
+    }
+
+    #[test]
+    fn awk_operands_with_an_equals_sign_are_files_unless_a_name_precedes_it() {
+        // The review's case: awk opens `./a=b/../../x` as a file, outside the jail.
+        assert_eq!(paths("awk {print} ./a=b/../../x"), ["./a=b/../../x"]);
+        assert_eq!(
+            paths("awk {print} a.b=c 9x=1 =y a-b=c"),
+            ["a.b=c", "9x=1", "=y", "a-b=c"]
+        );
+        for operand in ["x=1", "_=y", "Name_2=../../etc", "x="] {
+            assert!(is_awk_assignment(operand), "{operand}");
+        }
+        for operand in ["./a=b", "a/b=c", "=x", "é=1", "f", "1x=2", "a b=c"] {
+            assert!(!is_awk_assignment(operand), "{operand}");
+        }
+    }
+
+    #[test]
+    fn awk_include_and_load_directives_are_refused() {
+        for (program, id) in [
+            ("@include \"/etc/passwd\"", "@include"),
+            ("@include\"x.awk\" BEGIN{}", "@include"),
+            ("@ include \"x\"", "@include"),
+            ("@\\\ninclude \"x\"", "@include"),
+            ("@load \"filefuncs\"", "@load"),
+            ("BEGIN{x=1}\n\t@load \"rwarray\"", "@load"),
+        ] {
+            assert_eq!(run(&["awk", program, "f"]).escapes[0].id, id, "{program}");
+        }
+        assert_eq!(
+            run(&["awk", "-e", "@include \"x\""]).escapes[0].id,
+            "@include"
+        );
+        assert!(!has_directive("{print $1 \"@\" $2}", "include"));
+        assert!(run(&["awk", "{print $1 \"@\" $2}", "f"]).escapes.is_empty());
+    }
+
+    #[test]
+    fn awk_argv_changes_are_refused() {
+        // Reproduced with mawk: the program reads a file no argument names.
+        let insp = run(&["awk", "BEGIN{ARGV[1]=\"/etc/passwd\"; ARGC=2}{print}"]);
+        assert_eq!(insp.escapes[0].id, "ARGV");
+        assert_eq!(
+            run(&["gawk", "BEGIN{SYMTAB[\"AR\" \"GV\"][1]=\"x\"}"]).escapes[0].id,
+            "SYMTAB"
+        );
+        assert!(
+            run(&["awk", "{print FILENAME, $1}", "f"])
+                .escapes
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn awk_w_options_that_read_programs_are_refused() {
+        // mawk: `-W exec FILE` runs the program in FILE, in any abbreviation (reproduced).
+        for command in [
+            "awk -W exec p.awk",
+            "awk -Wexec p.awk",
+            "awk -We p.awk",
+            "awk -W ex p.awk",
+            "awk -W file=p.awk x",
+            "awk -W source=BEGIN{} x",
+            "awk -W load=ext 1",
+            "awk -W dump=/tmp/x 1",
+            "awk -W i x",
+            "awk -W d 1",
+            "awk -W every p.awk",
+            "awk -W",
+        ] {
+            assert_eq!(
+                escapes(command).first().map(String::as_str),
+                Some("-W"),
+                "{command}"
+            );
+        }
+        for value in [
+            "version",
+            "v",
+            "interactive",
+            "posix_space",
+            "random=3",
+            "sprintf=99",
+            "us",
+        ] {
+            assert_eq!(awk_w_option(value), None, "{value}");
+        }
+        assert!(escapes("awk -W interactive {print} f").is_empty());
     }
 
     #[test]

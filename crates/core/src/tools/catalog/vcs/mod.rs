@@ -7,9 +7,12 @@
 //! files (`--output`, `--template`, …); the short spellings that mean them under one
 //! subcommand only (`-u` is `--upload-pack` for fetch, a flag for push); the subcommands that
 //! are escapes in themselves (`config` without `--get`, `submodule foreach`, `bisect run`,
-//! `filter-branch`, the servers); the list of built-ins, since any other name is an alias or
-//! a `git-*` program; and the configuration and environment injected so that none of the
-//! repository's own settings can run a program.
+//! `filter-branch`, the servers, `difftool`/`mergetool` and `help`, which run tools that
+//! repository configuration chooses); the list of built-ins, since any other name is an alias
+//! or a `git-*` program; the spellings that force a push without `--force` (`+ref`,
+//! `--force-with-lease`), so that an operator's `deny_args` catch them; and the
+//! configuration and environment injected so that none of the repository's own settings can
+//! run a program.
 //!
 //! It must never let an option that sets configuration or names a program git runs pass, nor
 //! a subcommand it does not list: git resolves those through configuration, which the
@@ -17,7 +20,9 @@
 //! reason to allow.
 
 use super::spec::{BASE, Operands, Spec};
-use super::subcommands::{OptEscape, PLAIN, Refusal, Sub, Subcommands, Unknown, Word};
+use super::subcommands::{
+    ImpliedBy, Implies, OptEscape, PLAIN, Refusal, Sub, Subcommands, Unknown, Word,
+};
 use crate::tools::parse::{Grammar, Val};
 
 pub(crate) const SPECS: &[Spec] = &[Spec {
@@ -60,6 +65,16 @@ pub(crate) const SPECS: &[Spec] = &[Spec {
         (
             "--paginate",
             "`git --paginate` pipes output through a pager program",
+        ),
+        // git reads a leading `--help` or `-h` as the `help` subcommand (git.c), which is
+        // refused below; `git --help` alone is refused with it.
+        (
+            "--help",
+            "`git --help NAME` is `git help NAME`, which shows a manual page through the viewer that repository configuration chooses (man.viewer, man.<tool>.cmd); read it with `man git-NAME`",
+        ),
+        (
+            "-h",
+            "`git -h NAME` is `git help NAME`, which shows a manual page through the viewer that repository configuration chooses (man.viewer, man.<tool>.cmd); read it with `man git-NAME`",
         ),
     ],
     path_opts: &["-C", "--git-dir", "--work-tree"],
@@ -138,6 +153,10 @@ const SUBCOMMANDS: Subcommands = Subcommands {
             ("stat", Val::Optional),
             ("oneline", Val::No),
             ("untracked-files", Val::Optional),
+            ("force", Val::No),
+            ("force-with-lease", Val::Optional),
+            ("force-if-includes", Val::No),
+            ("stdin-paths", Val::No),
         ],
         permute: true,
     },
@@ -169,6 +188,12 @@ const SUBCOMMANDS: Subcommands = Subcommands {
             also: &[],
             why: "runs a pager program of the caller's choosing",
         },
+        // `git <sub> --help` is `git help <sub>` (git.c turns it around).
+        OptEscape {
+            id: "--help",
+            also: &[],
+            why: HELP_WHY_SUB,
+        },
     ],
     path_opts: &[
         "--template",
@@ -196,9 +221,67 @@ const SUBCOMMANDS: Subcommands = Subcommands {
             aliases: &[("-x", "--exec")],
             ..PLAIN
         },
+        // Even with no option they run the tool that `diff.tool`/`merge.tool` and
+        // `difftool.<tool>.cmd` name, which the repository's own config (writable by the
+        // model) can set to any command, and the stock tools are editors (vimdiff) that read
+        // rc files the model can plant. `-t`/`--tool` and `-x`/`--extcmd` say so first.
         Sub {
             names: &["difftool", "mergetool"],
-            aliases: &[("-x", "--extcmd")],
+            aliases: &[("-x", "--extcmd"), ("-t", "--tool")],
+            refuse: Some(Refusal::always(
+                "runs a diff or merge tool that options or repository configuration choose (difftool.<tool>.cmd, an editor reading rc files); show changes with `git diff`",
+            )),
+            ..PLAIN
+        },
+        // `git help status` (and `git status --help`) runs the man viewer that `man.viewer`
+        // and `man.<tool>.cmd` in repository config name; the listing modes print only.
+        Sub {
+            names: &["help"],
+            refuse: Some(Refusal {
+                why: HELP_WHY,
+                unless: &[
+                    "-a",
+                    "--all",
+                    "-g",
+                    "--guides",
+                    "-c",
+                    "--config",
+                    "--user-interfaces",
+                    "--developer-interfaces",
+                ],
+            }),
+            ..PLAIN
+        },
+        Sub {
+            names: &["push"],
+            // An operator's `deny_args = ["push --force"]` means every forcing spelling.
+            implies: &[
+                Implies {
+                    by: ImpliedBy::Option("-f"),
+                    means: "force",
+                },
+                Implies {
+                    by: ImpliedBy::Option("--force-with-lease"),
+                    means: "force",
+                },
+                Implies {
+                    by: ImpliedBy::Option("--force-if-includes"),
+                    means: "force",
+                },
+                Implies {
+                    by: ImpliedBy::OperandPrefix("+"),
+                    means: "force",
+                },
+            ],
+            ..PLAIN
+        },
+        Sub {
+            names: &["hash-object"],
+            escapes: &[OptEscape {
+                id: "--stdin-paths",
+                also: &[],
+                why: "reads the names of the files to hash from standard input, which the server cannot check (they could name files outside the jail); name the files as arguments",
+            }],
             ..PLAIN
         },
         Sub {
@@ -331,8 +414,6 @@ const SUBCOMMANDS: Subcommands = Subcommands {
                 "for-each-ref",
                 "fsck",
                 "gc",
-                "hash-object",
-                "help",
                 "init",
                 "ls-files",
                 "ls-tree",
@@ -345,7 +426,6 @@ const SUBCOMMANDS: Subcommands = Subcommands {
                 "mv",
                 "name-rev",
                 "notes",
-                "push",
                 "range-diff",
                 "read-tree",
                 "reflog",
@@ -386,6 +466,12 @@ const SUBCOMMANDS: Subcommands = Subcommands {
     }),
 };
 
+/// Why `git help` (in any spelling) is refused.
+const HELP_WHY: &str = "shows a manual page through the viewer that repository configuration chooses (man.viewer, man.<tool>.cmd, help.format), which the model can write; read the page with `man git-<command>`, or list commands with `git help -a`";
+
+/// Why `git <sub> --help` is refused, after "`git <sub> --help` ".
+const HELP_WHY_SUB: &str = "is `git help <sub>`, which shows a manual page through the viewer that repository configuration chooses (man.viewer, man.<tool>.cmd); read the page with `man git-<sub>`, or use `-h` for the usage";
+
 /// `clone --config` and `submodule --config` write configuration into the new repository,
 /// where it runs programs like any other.
 const CONFIG: OptEscape = OptEscape {
@@ -395,202 +481,4 @@ const CONFIG: OptEscape = OptEscape {
 };
 
 #[cfg(test)]
-mod tests {
-    use super::super::testing::{cmd, escapes, generic, paths};
-    use super::*;
-
-    #[test]
-    fn global_options_that_set_configuration_or_programs() {
-        assert_eq!(escapes("git -c core.fsmonitor=CMD status"), ["-c"]);
-        assert_eq!(escapes("git -ccore.fsmonitor=CMD status"), ["-c"]);
-        assert_eq!(
-            escapes("git --config-env=core.pager=X log"),
-            ["--config-env"]
-        );
-        assert_eq!(escapes("git --exec-path=/tmp status"), ["--exec-path"]);
-        assert_eq!(escapes("git -p log"), ["-p"]);
-        assert_eq!(paths("git -C /etc status"), ["/etc"]);
-        assert!(escapes("git --no-pager log").is_empty());
-    }
-
-    #[test]
-    fn subcommand_options_that_run_programs() {
-        for (command, id) in [
-            ("git ls-remote --upl=CMD .", "--upload-pack"),
-            ("git ls-remote --upload-pack CMD .", "--upload-pack"),
-            ("git fetch -u CMD origin", "--upload-pack"),
-            ("git clone -uCMD repo", "--upload-pack"),
-            ("git push --receive-pack=CMD origin", "--receive-pack"),
-            ("git rebase -x CMD main", "--exec"),
-            ("git rebase --exec=CMD main", "--exec"),
-            ("git difftool --extcmd=CMD", "--extcmd"),
-            ("git difftool --tool=x", "--extcmd"),
-            ("git mergetool -x CMD", "--extcmd"),
-            ("git grep -O CMD pattern", "--open-files-in-pager"),
-            (
-                "git grep --open-files-in-pager=CMD x",
-                "--open-files-in-pager",
-            ),
-            ("git clone --config core.x=y repo", "--config"),
-            ("git archive --remote=x HEAD", "--remote"),
-        ] {
-            assert_eq!(escapes(command), [id], "{command}");
-        }
-        let insp = cmd("git fetch -u CMD origin");
-        assert_eq!(
-            insp.escapes[0].reason,
-            "`git fetch --upload-pack` runs a program of the caller's choosing"
-        );
-    }
-
-    #[test]
-    fn short_spellings_mean_an_escape_only_under_their_subcommand() {
-        assert!(escapes("git push -u origin main").is_empty());
-        assert!(escapes("git log -x").is_empty());
-        assert!(escapes("git diff -O order").is_empty());
-        assert!(
-            escapes("git log --config x").is_empty(),
-            "only clone and submodule"
-        );
-    }
-
-    #[test]
-    fn options_hidden_behind_a_misread_value_are_found() {
-        assert_eq!(
-            escapes("git push -u --receive-pack=CMD . HEAD"),
-            ["--receive-pack"]
-        );
-        assert_eq!(
-            escapes("git grep -o --open-files-in-pager=CMD x"),
-            ["--open-files-in-pager"]
-        );
-    }
-
-    #[test]
-    fn an_ambiguous_abbreviation_means_every_escape_it_abbreviates() {
-        // `--e` abbreviates --exec, --extcmd and --ext-diff.
-        assert_eq!(escapes("git log --e=x"), ["--exec", "--extcmd"]);
-        assert!(escapes("git log --ext-diff").is_empty());
-    }
-
-    #[test]
-    fn subcommands_that_are_escapes_in_themselves() {
-        assert_eq!(escapes("git config core.fsmonitor CMD"), ["config"]);
-        assert!(escapes("git config --get user.name").is_empty());
-        assert!(escapes("git config -l").is_empty());
-        assert_eq!(escapes("git submodule foreach CMD"), ["submodule foreach"]);
-        assert!(escapes("git submodule update --init").is_empty());
-        assert_eq!(escapes("git bisect run CMD"), ["bisect run"]);
-        assert!(escapes("git bisect good").is_empty());
-        assert_eq!(escapes("git filter-branch x"), ["filter-branch"]);
-        assert_eq!(escapes("git daemon"), ["daemon"]);
-        assert_eq!(escapes("git credential fill"), ["credential"]);
-        let insp = cmd("git submodule foreach CMD");
-        assert_eq!(
-            insp.escapes[0].reason,
-            "`git submodule foreach` runs a command of the caller's choosing"
-        );
-    }
-
-    #[test]
-    fn an_unknown_subcommand_is_an_alias_or_a_git_program() {
-        assert_eq!(escapes("git x"), ["alias"]);
-        let insp = cmd("git frobnicate --now");
-        assert!(insp.escapes[0].reason.contains("not a built-in"));
-        assert!(insp.escapes[0].reason.contains("git-frobnicate"));
-        for sub in ["status", "log", "push", "commit", "worktree", "difftool"] {
-            assert!(
-                !escapes(&format!("git {sub}")).contains(&"alias".to_owned()),
-                "{sub}"
-            );
-        }
-        assert!(escapes("git").is_empty(), "no subcommand");
-        assert!(escapes("git --version").is_empty());
-    }
-
-    #[test]
-    fn files_the_subcommand_writes_are_paths() {
-        assert_eq!(paths("git diff --output=/outside"), ["/outside"]);
-        assert_eq!(paths("git diff --out=/outside"), ["/outside"]);
-        assert_eq!(paths("git format-patch -o ../out HEAD~1"), ["../out"]);
-        assert_eq!(paths("git archive -o /x HEAD"), ["/x"]);
-        assert!(
-            paths("git log -o /x").is_empty(),
-            "`-o` names a file only there"
-        );
-        assert_eq!(paths("git clone --template=/t repo"), ["/t"]);
-        assert_eq!(paths("git bundle create ../b HEAD"), ["../b"]);
-    }
-
-    #[test]
-    fn every_word_after_the_subcommand_keeps_the_generic_check() {
-        assert_eq!(generic("git diff HEAD~1 -- ../f"), ["HEAD~1", "--", "../f"]);
-        assert!(!generic("git status").contains(&"status".to_owned()));
-    }
-
-    #[test]
-    fn hardening_turns_off_what_repository_config_could_run() {
-        let insp = cmd("git status");
-        assert_eq!(insp.inject_args[0], "--no-pager");
-        for setting in [
-            "core.fsmonitor=false",
-            "core.hooksPath=/dev/null",
-            "core.sshCommand=false",
-            "safe.bareRepository=explicit",
-        ] {
-            assert!(insp.inject_args.iter().any(|a| a == setting), "{setting}");
-        }
-        assert!(
-            insp.inject_env
-                .contains(&("GIT_CONFIG_GLOBAL".to_owned(), "/dev/null".to_owned()))
-        );
-    }
-
-    #[test]
-    fn the_subcommand_table_lists_each_name_once() {
-        let mut seen = std::collections::BTreeSet::new();
-        for sub in SUBCOMMANDS.table {
-            for name in sub.names {
-                assert!(seen.insert(*name), "`{name}` twice");
-            }
-        }
-        assert_eq!(seen.len(), 99);
-    }
-
-    #[test]
-    fn clone_c_is_config() {
-        assert_eq!(
-            escapes("git clone -c filter.x.smudge=CMD url"),
-            ["--config"]
-        );
-        assert_eq!(
-            escapes("git clone --config=core.fsmonitor=CMD url"),
-            ["--config"]
-        );
-    }
-
-    #[test]
-    fn diff_commands_never_use_an_external_diff_or_textconv() {
-        let no_ext = vec!["--no-ext-diff".to_owned(), "--no-textconv".to_owned()];
-        for (command, at) in [
-            ("git diff", 0),
-            ("git log -p -3", 0),
-            ("git -C sub show HEAD", 2),
-            ("git --no-pager -c x=y whatchanged", 3),
-            ("git stash show -p", 1),
-        ] {
-            assert_eq!(
-                cmd(command).inject_after,
-                vec![(at, no_ext.clone())],
-                "{command}"
-            );
-        }
-        assert_eq!(
-            cmd("git blame f").inject_after,
-            vec![(0, vec!["--no-textconv".to_owned()])]
-        );
-        // Where the place is not certain, nothing is inserted: diff.external stays empty.
-        assert!(cmd("git stash -q show").inject_after.is_empty());
-        assert!(cmd("git status").inject_after.is_empty());
-    }
-}
+mod tests;
