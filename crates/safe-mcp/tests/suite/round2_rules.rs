@@ -232,23 +232,6 @@ async fn git_tools_chosen_by_repository_config_never_run() {
     assert_runs(&s, "git help -a").await;
 }
 
-/// Class 3, control: the planted tool really runs once `difftool` is opted in.
-#[tokio::test(flavor = "multi_thread")]
-async fn git_difftool_runs_the_planted_tool_when_opted_in() {
-    if !tools_present("git_difftool_runs_the_planted_tool_when_opted_in", &["git"]) {
-        return;
-    }
-    let sb = sandbox("[[terminal.rules]]\ncommand = \"git\"\nallow_escapes = [\"difftool\"]\n");
-    repo_with_planted_tools(&sb);
-    let s = sb.session().await;
-    let r = s.run("git difftool -y").await;
-    assert_eq!(r["code"], "OK", "{r}");
-    assert!(
-        sb.jail.join("m-difftool").exists(),
-        "the control shows repository config picks the tool: {r}"
-    );
-}
-
 /// A repository in the jail whose config (writable by the model) names a difftool, a
 /// mergetool and a man viewer that touch markers, with an uncommitted change.
 fn repo_with_planted_tools(sb: &Sandbox) {
@@ -476,13 +459,9 @@ async fn lists_of_names_from_stdin_are_refused() {
     std::fs::write(sb.jail.join("names0"), format!("notes.txt\0{secret}\0")).unwrap();
     let r = assert_runs(&s, "sort --files0-from=names0").await;
     assert_no_secret(&r, "sort --files0-from=names0");
-    assert!(
-        r["detail"]["stdout"]
-            .as_str()
-            .unwrap_or("")
-            .contains("alpha"),
-        "the name inside the jail was read: {r}"
-    );
+    // sort reads every input before it prints: the outside name (absent in the private
+    // view, refused by Landlock in the host view) fails the whole call.
+    assert_ne!(r["detail"]["exit_code"], 0, "{r}");
     assert_runs(&s, "sort notes.txt").await;
 }
 
