@@ -40,6 +40,22 @@ pub enum ResultCode {
 }
 
 impl ResultCode {
+    /// Every code, in the order of the table in DESIGN §2.
+    pub const ALL: [ResultCode; 12] = [
+        ResultCode::Ok,
+        ResultCode::PolicyDenied,
+        ResultCode::InvalidRequest,
+        ResultCode::PathEscape,
+        ResultCode::Timeout,
+        ResultCode::OutputTruncated,
+        ResultCode::OperationFailed,
+        ResultCode::Conflict,
+        ResultCode::NeedsExplicitRequest,
+        ResultCode::SandboxUnavailable,
+        ResultCode::AuditUnavailable,
+        ResultCode::InternalError,
+    ];
+
     /// `ok` is true only for these two codes.
     pub fn is_ok(self) -> bool {
         matches!(self, ResultCode::Ok | ResultCode::OutputTruncated)

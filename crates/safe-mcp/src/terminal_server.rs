@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use rmcp::handler::server::common::{schema_for_input, schema_for_output};
+use rmcp::handler::server::common::schema_for_input;
 use rmcp::model::{CallToolResult, Implementation, JsonObject, ServerCapabilities, ServerConfig};
 use rmcp::{ServerHandler, tool, tool_handler, tool_router};
 use safe_mcp_core::terminal::{CommandInput, Executor, RunRequest, TerminalService};
@@ -78,11 +78,53 @@ pub struct TerminalServer {
 
 pub(crate) fn input<T: JsonSchema + 'static>() -> Arc<JsonObject> {
     // Our argument types always produce an object schema; fall back to an open object.
-    schema_for_input::<T>().unwrap_or_default()
+    let schema = schema_for_input::<T>().unwrap_or_default();
+    // schemars marks integers `format: "uint64"`, which no JSON Schema validator knows and
+    // the TypeScript SDK warns about for every tool; the type and minimum say enough.
+    fn strip_formats(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(map) => {
+                if map
+                    .get("format")
+                    .and_then(|f| f.as_str())
+                    .is_some_and(|f| f.starts_with("uint") || f.starts_with("int"))
+                {
+                    map.remove("format");
+                }
+                map.values_mut().for_each(strip_formats);
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(strip_formats),
+            _ => {}
+        }
+    }
+    let mut value = serde_json::Value::Object((*schema).clone());
+    strip_formats(&mut value);
+    match value {
+        serde_json::Value::Object(map) => Arc::new(map),
+        _ => schema,
+    }
 }
 
+/// The envelope's `outputSchema`, shaped for the clients that validate every result: flat
+/// (no `$ref`, no `$defs`), the verdict typed (`ok`, and `code` as a plain enum), no
+/// non-standard `format`, `detail` an open object. The Python SDK 1.x re-checks a schema
+/// against the 2020-12 metaschema on every call, so each typed property costs its users
+/// time per call (the client-speed issue measured 16 ms for the schemars shape under load);
+/// the fields are documented in the tool descriptions instead.
 pub(crate) fn envelope_schema() -> Arc<JsonObject> {
-    schema_for_output::<OperationResult>()
+    let codes: Vec<&str> = ResultCode::ALL.iter().map(|c| c.as_str()).collect();
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "ok": {"type": "boolean"},
+            "code": {"enum": codes},
+        },
+        "required": ["ok", "code", "reason", "detail", "action", "duration_ms"],
+    });
+    match schema {
+        serde_json::Value::Object(map) => Arc::new(map),
+        _ => Arc::new(JsonObject::new()),
+    }
 }
 
 /// The tool result: the envelope as `structuredContent`, and the same JSON, keys in reading

@@ -24,6 +24,19 @@ async fn tools_are_listed_with_schemas_annotations_and_our_server_info() {
             .as_ref()
             .expect("every tool declares an outputSchema");
         assert!(schema["properties"].get("code").is_some(), "{}", tool.name);
+        // Shaped for clients that validate every result: flat, a plain enum, no formats.
+        let text = serde_json::to_string(schema).unwrap();
+        for shape in ["$ref", "$defs", "\"format\"", "oneOf"] {
+            assert!(!text.contains(shape), "{}: {shape} in {text}", tool.name);
+        }
+        let input = serde_json::to_string(&*tool.input_schema).unwrap();
+        assert!(!input.contains("\"format\""), "{}: {input}", tool.name);
+        assert_eq!(
+            schema["properties"]["code"]["enum"].as_array().map(Vec::len),
+            Some(12),
+            "{}",
+            tool.name
+        );
         let a = tool.annotations.as_ref().expect("annotations");
         let read_only = tool.name != "run_command";
         assert_eq!(a.read_only_hint, Some(read_only), "{}", tool.name);
