@@ -3,7 +3,8 @@
 
 usage: benches/clients.py [--calls N] [--binary PATH]
 Makes three venvs under target/bench-clients/ (Python SDK 1.x, Python SDK 2.x, and the peer
-`mcp-shell-server`, which pins mcp<2), then, for each client and each server, in one run
+`mcp-shell-server`, which pins mcp<2) and installs the TypeScript SDK from npm beside them
+(benches/clients_ts.mjs drives it), then, for each client and each server, in one run
 and alternating: cold start (spawn until initialize is answered), run_command("echo hi")
 round trips (p50, p99), calls/s at concurrency 1 and 16 on one session, and the server's
 peak RSS. Percentiles only; nothing here passes or fails.
@@ -157,6 +158,18 @@ def main():
         if ours and peer_r:
             m = lambda rows, k: sorted(r[k] for r in rows)[len(rows) // 2]
             print(f"| {client_name} | ours vs peer | {m(peer_r,'cold_p50_ms')/m(ours,'cold_p50_ms'):.1f}× faster | {m(peer_r,'p50_ms')/m(ours,'p50_ms'):.2f}× faster | | | {m(ours,'calls_per_s_16')/m(peer_r,'calls_per_s_16'):.1f}× | |")
+    # The TypeScript SDK (Claude Desktop/Code, Cursor and Inspector build on it), when node
+    # and npm are here; it also reports whether the client warned about our schemas.
+    ts = os.path.join(WORK, "ts")
+    if shutil.which("node") and shutil.which("npm"):
+        if not os.path.isdir(os.path.join(ts, "node_modules", "@modelcontextprotocol", "sdk")):
+            os.makedirs(ts, exist_ok=True)
+            subprocess.run(["npm", "install", "--silent", "--no-audit", "--no-fund", "@modelcontextprotocol/sdk@1"], cwd=ts, check=True)
+        out = subprocess.run(["node", os.path.join(ROOT, "benches", "clients_ts.mjs"), ts, os.path.abspath(a.binary), policy,
+                              servers["peer"][0], os.path.join(box, "jail"), str(a.calls)], capture_output=True, text=True, timeout=900)
+        for line in out.stdout.splitlines():
+            if line.startswith("|") or line.startswith("client warnings"):
+                print(line)
     shutil.rmtree(box, ignore_errors=True)
 
 
