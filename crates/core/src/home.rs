@@ -45,15 +45,18 @@ impl PrivateHome {
         }
         remove_stale(&parent);
         let pid = std::process::id();
-        for n in 0..1000u32 {
-            let path = parent.join(format!("{PREFIX}{pid}-{n}"));
-            match std::fs::create_dir(&path) {
-                Ok(()) => {
-                    use std::os::unix::fs::PermissionsExt;
-                    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o555))
-                        .map_err(|e| err(e.to_string()))?;
-                    return Ok(PrivateHome { path });
-                }
+        for _ in 0..16 {
+            // A name nobody can guess and pre-create, read-only from the moment it exists:
+            // there is no window in which another user could plant an rc file in it.
+            let mut tag = [0u8; 8];
+            let mut urandom =
+                std::fs::File::open("/dev/urandom").map_err(|e| err(e.to_string()))?;
+            std::io::Read::read_exact(&mut urandom, &mut tag).map_err(|e| err(e.to_string()))?;
+            let tag: String = tag.iter().map(|b| format!("{b:02x}")).collect();
+            let path = parent.join(format!("{PREFIX}{pid}-{tag}"));
+            use std::os::unix::fs::DirBuilderExt;
+            match std::fs::DirBuilder::new().mode(0o555).create(&path) {
+                Ok(()) => return Ok(PrivateHome { path }),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
                 Err(e) => return Err(err(e.to_string())),
             }
@@ -84,6 +87,7 @@ fn remove_stale(parent: &Path) {
         let Some(pid) = name
             .strip_prefix(PREFIX)
             .and_then(|rest| rest.split('-').next())
+            .filter(|pid| pid.bytes().all(|b| b.is_ascii_digit()))
         else {
             continue;
         };

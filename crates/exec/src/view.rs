@@ -146,11 +146,19 @@ impl Drop for View {
     }
 }
 
+/// 64 random bits in hex: names nobody can guess and pre-create.
+fn random_hex() -> Result<String, String> {
+    let mut bytes = [0u8; 8];
+    let mut urandom = std::fs::File::open("/dev/urandom").map_err(|e| e.to_string())?;
+    std::io::Read::read_exact(&mut urandom, &mut bytes).map_err(|e| e.to_string())?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
 fn make_dir(parent: &Path) -> Result<PathBuf, String> {
     use std::os::unix::fs::DirBuilderExt;
     let pid = std::process::id();
-    for n in 0..1000u32 {
-        let dir = parent.join(format!("{PREFIX}{pid}-{n}"));
+    for _ in 0..16 {
+        let dir = parent.join(format!("{PREFIX}{pid}-{}", random_hex()?));
         match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
             Ok(()) => return Ok(dir),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
@@ -165,15 +173,27 @@ fn remove_stale(parent: &Path) {
     let Ok(entries) = std::fs::read_dir(parent) else {
         return;
     };
+    use std::os::unix::fs::MetadataExt;
+    let (uid, parent_dev) = (
+        rustix::process::geteuid().as_raw(),
+        std::fs::metadata(parent).map(|m| m.dev()).unwrap_or(0),
+    );
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name
+        // Exactly our own names: `<prefix><pid>-<hex>`, a directory we own, on this device.
+        let Some((pid, tag)) = name
             .strip_prefix(PREFIX)
-            .and_then(|rest| rest.split('-').next())
+            .and_then(|rest| rest.split_once('-'))
         else {
             continue;
         };
-        if !Path::new("/proc").join(pid).exists() {
+        let ours = pid.bytes().all(|b| b.is_ascii_digit())
+            && tag.bytes().all(|b| b.is_ascii_hexdigit())
+            && entry
+                .path()
+                .symlink_metadata()
+                .is_ok_and(|m| m.is_dir() && m.uid() == uid && m.dev() == parent_dev);
+        if ours && !Path::new("/proc").join(pid).exists() {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }
@@ -214,11 +234,10 @@ fn build(spec: &ConfinementSpec, dir: &Path) -> Result<(Vec<(OwnedFd, c_int)>, b
         .filter(|d| d.exists())
         .collect();
     for d in &devices {
-        binds.push((
-            d.to_path_buf(),
-            d.to_path_buf(),
-            libc::MS_NOSUID | libc::MS_NOEXEC,
-        ));
+        // Read-only: writes to a device file ignore it, but chmod and chown of the host's
+        // inode (uid 0 owns /dev/null) are refused.
+        let flags = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NOEXEC;
+        binds.push((d.to_path_buf(), d.to_path_buf(), flags));
     }
     let mut jail_flags = libc::MS_NOSUID | libc::MS_NODEV;
     if !spec.exec_in_jail {
@@ -376,6 +395,14 @@ fn run_setup(setup: &Setup) -> Result<Vec<(OwnedFd, c_int)>, String> {
         return Err(format!("fork: {}", std::io::Error::last_os_error()));
     }
     if pid == 0 {
+        // The parent's ends are closed here, so that the child sees end-of-file if the parent
+        // dies; and the child dies with it.
+        // SAFETY: closes a descriptor this forked process holds a copy of.
+        unsafe { libc::close(ready_r.as_raw_fd()) };
+        // SAFETY: as above.
+        unsafe { libc::close(go_w.as_raw_fd()) };
+        // SAFETY: prctl with integer arguments only.
+        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as c_ulong) };
         // SAFETY: in the forked child, which never returns from here.
         unsafe { setup_child(setup, ready_w.as_raw_fd(), go_r.as_raw_fd()) }
     }
@@ -579,6 +606,8 @@ unsafe fn remount(target: &CString, flags: c_ulong) -> Result<(), c_int> {
         (libc::ST_NOATIME, libc::MS_NOATIME),
         (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
         (libc::ST_RELATIME, libc::MS_RELATIME),
+        // ST_NOSYMFOLLOW (statfs(2); not in the libc crate).
+        (0x2000, libc::MS_NOSYMFOLLOW),
     ] {
         if have & st_flag != 0 {
             keep |= ms_flag;

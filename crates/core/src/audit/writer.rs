@@ -58,9 +58,8 @@ struct Writer {
     len: u64,
     prev: String,
     seq: u64,
-    /// The trail's directory, held (flock) across each append so that servers sharing one
-    /// trail (both servers started from one policy) take turns and continue each other's
-    /// chain.
+    /// `<trail>.lock`, held (flock) across each append so that servers sharing one trail
+    /// (both servers started from one policy) take turns and continue each other's chain.
     lock: Option<File>,
 }
 
@@ -144,7 +143,7 @@ impl AuditLog {
             .writer
             .lock()
             .map_err(|_| self.error("writer lock poisoned"))?;
-        let held = SharedLock(Some(self.shared_lock(&mut w)?));
+        let held = SharedLock(self.shared_lock(&mut w)?);
         self.ensure_open(&mut w)?;
         w.lock = held.release();
         Ok(())
@@ -183,7 +182,7 @@ impl AuditLog {
                 .writer
                 .lock()
                 .map_err(|_| self.error("writer lock poisoned"))?;
-            let held = SharedLock(Some(self.shared_lock(&mut w)?));
+            let held = SharedLock(self.shared_lock(&mut w)?);
             self.ensure_open(&mut w)?;
             self.catch_up(&mut w)?;
             let seq = w.seq + 1;
@@ -221,28 +220,43 @@ impl AuditLog {
     }
 
     /// Takes the trail's cross-process lock (blocking while another server appends): a
-    /// flock on the trail's directory, which every server sharing the trail opens and which
-    /// rotation never renames, so nothing is created beside the trail. The descriptor is
-    /// returned to the writer by the caller after the append.
-    fn shared_lock(&self, w: &mut Writer) -> Result<File, AuditError> {
+    /// flock on `<trail>.lock`, a 0600 file of the server's own user beside the trail, so
+    /// that no other user can open it to hold the lock. A trail that is not a regular file
+    /// (`/dev/full`) is never shared and needs none. The descriptor is returned to the
+    /// writer by the caller after the append.
+    fn shared_lock(&self, w: &mut Writer) -> Result<Option<File>, AuditError> {
+        use std::os::unix::fs::MetadataExt;
+        if std::fs::symlink_metadata(&self.path).is_ok_and(|m| !m.is_file()) {
+            return Ok(None);
+        }
         let file = match w.lock.take() {
             Some(f) => f,
             None => {
-                let dir = self
-                    .path
-                    .parent()
-                    .filter(|d| !d.as_os_str().is_empty())
-                    .unwrap_or(Path::new("."));
-                OpenOptions::new()
+                let mut name = self.path.clone().into_os_string();
+                name.push(".lock");
+                let f = OpenOptions::new()
                     .read(true)
-                    .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
-                    .open(dir)
-                    .map_err(|e| self.error(format!("cannot open its directory: {e}")))?
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .mode(0o600)
+                    .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                    .open(PathBuf::from(name))
+                    .map_err(|e| self.error(format!("cannot open its lock file: {e}")))?;
+                let meta = f
+                    .metadata()
+                    .map_err(|e| self.error(format!("cannot stat its lock file: {e}")))?;
+                if !meta.is_file() || meta.uid() != rustix::process::geteuid().as_raw() {
+                    return Err(self.error(
+                        "its lock file belongs to another user; remove it (only the server's user may hold the trail's lock)",
+                    ));
+                }
+                f
             }
         };
         rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
             .map_err(|e| self.error(format!("cannot lock: {e}")))?;
-        Ok(file)
+        Ok(Some(file))
     }
 
     /// Another server sharing the trail appended since our last write: continue its chain.
@@ -257,6 +271,19 @@ impl AuditLog {
             .len();
         if len == w.len {
             return Ok(());
+        }
+        if len < w.len {
+            // Shrunk in place: not another server's appends, but a cut. The chain goes on
+            // from memory and says so, as for a deleted or replaced file.
+            w.len = len;
+            return self.seal_extra(
+                w,
+                "discontinuity",
+                Map::from_iter([(
+                    "reason".to_owned(),
+                    json!("the trail file shrank while the server ran; the chain continues from the server's memory"),
+                )]),
+            );
         }
         let tail = read_tail(&mut &*file)
             .map_err(|e| self.error(format!("cannot read the chain's tail: {e}")))?;

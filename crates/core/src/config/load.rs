@@ -350,10 +350,31 @@ impl Builder<'_> {
         }
 
         let sb = raw.sandbox.unwrap_or_default();
-        let read_paths = match sb.read_paths {
+        let read_paths: Vec<PathBuf> = match sb.read_paths {
             Some(paths) => paths.into_iter().map(|p| self.file_path(p)).collect(),
             None => DEFAULT_READ_PATHS.iter().map(PathBuf::from).collect(),
         };
+        // A read path in the jail is a path the model can replace with a symlink to anything
+        // (and it would be executable there); `/` or `/proc` would show the whole machine.
+        for p in &read_paths {
+            let real = std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
+            if real.starts_with(&jail_root) {
+                return Err(ConfigError::InsideRoot {
+                    key: "terminal.sandbox.read_paths",
+                    path: p.clone(),
+                    root: jail_root.clone(),
+                });
+            }
+            if real == Path::new("/") || real.starts_with("/proc") {
+                return Err(ConfigError::Invalid {
+                    key: "terminal.sandbox.read_paths".into(),
+                    message: format!(
+                        "{} would show commands the whole machine; name the directories they need",
+                        p.display()
+                    ),
+                });
+            }
+        }
         Ok(TerminalPolicy {
             jail_root,
             limits,

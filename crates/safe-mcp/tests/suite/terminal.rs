@@ -32,7 +32,9 @@ async fn tools_are_listed_with_schemas_annotations_and_our_server_info() {
         let input = serde_json::to_string(&*tool.input_schema).unwrap();
         assert!(!input.contains("\"format\""), "{}: {input}", tool.name);
         assert_eq!(
-            schema["properties"]["code"]["enum"].as_array().map(Vec::len),
+            schema["properties"]["code"]["enum"]
+                .as_array()
+                .map(Vec::len),
             Some(12),
             "{}",
             tool.name

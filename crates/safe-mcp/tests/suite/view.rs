@@ -260,3 +260,49 @@ async fn kill_minus_one_kills_nothing_outside() {
         let _ = bystander.wait();
     }
 }
+
+/// The device files in the view are read-only binds of the host's: writing them works,
+/// changing their mode does not (uid 0 owns the host's /dev/null). The probe asks for the
+/// mode /dev/null already has, so the host is unchanged whatever happens.
+#[tokio::test(flavor = "multi_thread")]
+async fn device_files_in_the_view_cannot_be_chmodded() {
+    let sb = sandbox("");
+    let s = sb.session().await;
+    let d = s.call("describe_policy", json!({})).await;
+    if d["detail"]["confinement"]["view"]["view"] != "private" {
+        eprintln!("skipping: no private view here");
+        return;
+    }
+    let r = s
+        .call(
+            "run_command",
+            sh("echo x > /dev/null && echo wrote; chmod 666 /dev/null && echo chmodded"),
+        )
+        .await;
+    assert_eq!(r["detail"]["stdout"], "wrote\n", "{r}");
+}
+
+/// A read path inside the jail is a path the model could swap for a symlink to anything:
+/// the policy does not load.
+#[test]
+fn a_read_path_inside_the_jail_is_fatal() {
+    let sb = sandbox("");
+    let text = std::fs::read_to_string(&sb.policy).unwrap();
+    std::fs::write(
+        &sb.policy,
+        format!(
+            "{text}\n[terminal.sandbox]\nread_paths = [\"/usr\", \"{}\"]\n",
+            sb.jail.join("sub").display()
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(BIN)
+        .args(["policy", "check", "--config", sb.policy.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("read_paths"),
+        "{out:?}"
+    );
+}
