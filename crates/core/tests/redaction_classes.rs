@@ -708,6 +708,65 @@ fn class_8_directories_in_pwd_like_variables_stay() {
 }
 
 #[test]
+fn related_variants_are_hidden_too() {
+    check_positives(&[
+        (
+            "1 a PuTTY key file",
+            "PuTTY-User-Key-File-2: ssh-rsa\nEncryption: none\nComment: deploy\nPublic-Lines: 1\nAAAAB3NzaC1yc2EAAAADAQABAAABAQC7\nPrivate-Lines: 2\nAAABAQCmXk3f5Rk2qzsV9m1F3yYt7pQ8aLwzJ0cN4dHx1vR6uBk9eWq2sT\nZmM3nH8kP1xQ7vL2cR4tY6uI9oA0sD3fG5hJ8kL1zX4cV7bN0mQ2wE5rT8yU\nPrivate-MAC: 7b0a6b1c",
+            &[
+                "AAABAQCmXk3f5Rk2qzsV9m1F3yYt7pQ8aLwzJ0cN4dHx1vR6uBk9eWq2sT",
+                "ZmM3nH8kP1xQ7vL2cR4tY6uI9oA0sD3fG5hJ8kL1zX4cV7bN0mQ2wE5rT8yU",
+            ],
+        ),
+        (
+            "6 a raw @ and : in a URL password",
+            "mongodb://admin:p@ss:w0rd!x@db.internal:27017/admin",
+            &["p@ss:w0rd!x"],
+        ),
+        (
+            "9 a Set-Cookie header in JSON",
+            "{\"headers\": {\"set-cookie\": \"sid=Zq8Lk2VbT9xR4mWn7YpC; Path=/; HttpOnly\"}}",
+            &["Zq8Lk2VbT9xR4mWn7YpC"],
+        ),
+        (
+            "4 a prefix alone at the end of an 80-column line",
+            "curl: (22) The requested URL returned error: 401 Unauthorized; token sent:  ghp_\nu8jzPde0IgxLd6GncfBAepfJBd0Kh8oOOL8d (check scopes)\n",
+            &["u8jzPde0IgxLd6GncfBAepfJBd0Kh8oOOL8d"],
+        ),
+    ]);
+    assert_eq!(
+        "curl: (22) The requested URL returned error: 401 Unauthorized; token sent:  ghp_".len(),
+        80
+    );
+    let r = redactor();
+    let out = r.redact(
+        "Private-Lines: 1\nAAABAQCmXk3f5Rk2qzsV9m1F3yYt7pQ8aLwzJ0cN\nPrivate-MAC: 7b0a6b1c",
+    );
+    assert!(
+        out.ends_with("\nPrivate-MAC: 7b0a6b1c") || out.ends_with("]Private-MAC: 7b0a6b1c"),
+        "{out}"
+    );
+    let out = r.redact("{\"set-cookie\": \"sid=Zq8Lk2VbT9xR4mWn7YpC; Path=/; HttpOnly\"}");
+    assert_eq!(
+        out,
+        "{\"set-cookie\": \"sid=[REDACTED:http_cookie]; Path=/; HttpOnly\"}"
+    );
+    let words = argv(&[
+        "curl",
+        "--user=bob:CurlGluedPw1",
+        "-ualice:CurlShortPw2",
+        "https://x",
+    ]);
+    let out = r.redact_argv(&words);
+    assert_eq!(out[1], "--user=bob:[REDACTED:cli_password_flag]");
+    assert_eq!(out[2], "-ualice:[REDACTED:cli_password_flag]");
+    check_negatives(&[
+        ("10 a Windows variable", "set DB_PASSWORD=%DB_PASSWORD%"),
+        ("10 REPLACE_ME", "api_key: REPLACE_ME"),
+    ]);
+}
+
+#[test]
 fn class_9_cookie_attributes_stay() {
     let r = redactor();
     let cases = [

@@ -208,6 +208,22 @@ pub(crate) fn hidden(argv: &[String]) -> Vec<Hide> {
         {
             tool = Tool::Login { logged: true };
         }
+        // `curl --user=bob:pw`, `curl -ubob:pw`: the credentials glued to their flag.
+        if tool == Tool::Curl
+            && let Some(glued) = ["--user=", "--proxy-user=", "-u", "-U"]
+                .iter()
+                .find(|f| word.starts_with(**f) && word.len() > f.len())
+            && let Some(colon) = word[glued.len()..].find(':')
+        {
+            let from = glued.len() + colon + 1;
+            if from < word.len() && !is_placeholder(&word[from..]) {
+                out.push(Hide {
+                    word: i,
+                    from,
+                    kind: "cli_password_flag",
+                });
+            }
+        }
         // `mysql -pSECRET`: the password glued to its flag.
         if tool == Tool::Mysql
             && word.len() > 2

@@ -114,7 +114,7 @@ fn join_at(
         cut: content_end,
         resume,
     };
-    if tail >= 8 && (FOLD_WIDTHS.contains(&width) || FOLD_WIDTHS.contains(&(width - indent))) {
+    if tail >= 4 && (FOLD_WIDTHS.contains(&width) || FOLD_WIDTHS.contains(&(width - indent))) {
         return Some(join);
     }
     if tail < 4 || head < 8 {

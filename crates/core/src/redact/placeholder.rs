@@ -22,6 +22,7 @@ fn plain_placeholder(value: &str) -> bool {
     let mut chars = v.chars();
     let first = chars.next();
     (v.starts_with("${") || v.starts_with('$') || v.starts_with("{{"))
+        || windows_variable(v)
         || (v.starts_with('<') && v.ends_with('>'))
         || first.is_some_and(|f| v.chars().all(|c| c == f))
         || v.chars()
@@ -32,6 +33,10 @@ fn plain_placeholder(value: &str) -> bool {
                 | "change_me"
                 | "change-me"
                 | "changeit"
+                | "replaceme"
+                | "replace_me"
+                | "replace-me"
+                | "example"
                 | "placeholder"
                 | "redacted"
                 | "hidden"
@@ -42,6 +47,10 @@ fn plain_placeholder(value: &str) -> bool {
                 | "sensitive"
                 | "deleted"
                 | "none"
+                | "nil"
+                | "n/a"
+                | "unset"
+                | "empty"
                 | "null"
                 | "undefined"
                 | "true"
@@ -62,6 +71,16 @@ fn plain_placeholder(value: &str) -> bool {
             .any(|s| lower.ends_with(s))
         || v.starts_with("[REDACTED:")
         || is_masked(v)
+}
+
+/// `%TOKEN%`, `%DB_PASSWORD%`: a Windows environment variable, not its value.
+fn windows_variable(v: &str) -> bool {
+    v.len() > 2
+        && v.starts_with('%')
+        && v.ends_with('%')
+        && v[1..v.len() - 1]
+            .bytes()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == b'_')
 }
 
 /// A value shown masked: a run of mask characters (`***`, `…`, `•`, `xxxx`, `...`, `###`)

@@ -532,6 +532,12 @@ pub const RULES: &[(&str, &[&str], &str)] = &[
         r#"-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----(?P<secret>(?:\\r|\\n|\s)*(?:(?:Proc-Type|DEK-Info|Version|Comment|Hash|Charset)[ \t]*:[^\r\n\\]*(?:\\r|\\n|\s)+)*(?:[A-Za-z0-9+/=]{16}[\s\S]*?|[A-Za-z0-9+/=]{1,15}\z))(?:-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----|\z|["'\x60]|(?:\r?\n|\\r?\\n)[ \t]*(?:[A-Za-z0-9+/=]*[^A-Za-z0-9+/=\s\\-]|[A-Za-z0-9+/=]+[ \t]+[^\s]))"#,
     ),
     (
+        // A PuTTY key file: the base64 lines after `Private-Lines: N`.
+        "private_key",
+        &["private-lines:"],
+        r"(?i)Private-Lines:[ \t]*[0-9]+\r?\n(?P<secret>(?:[ \t]*[A-Za-z0-9+/=]{4,}(?:\r?\n|\z))+)",
+    ),
+    (
         // kubeconfig: the client key, base64 (of a PEM file or of DER) whatever its label.
         "private_key",
         &["client-key-data"],
@@ -552,7 +558,9 @@ pub const RULES: &[(&str, &[&str], &str)] = &[
     (
         "url_credentials",
         &["://"],
-        r#"(?-u:\b)[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s:@/?#"'<>]*:(?P<secret>[^\s:@/?#"'<>${*][^\s:@/?#"'<>]*)@[A-Za-z0-9._\[\]-]+"#,
+        // The password runs to the last `@` before the host: one that holds a raw `:` or
+        // `@` (`p@ss`) is hidden whole.
+        r#"(?-u:\b)[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s:@/?#"'<>]*:(?P<secret>[^\s:@/?#"'<>${*][^\s/?#"'<>]*)@[A-Za-z0-9._\[\]-]+"#,
     ),
     (
         "http_authorization_header",
@@ -564,14 +572,14 @@ pub const RULES: &[(&str, &[&str], &str)] = &[
         // it too); `Set-Cookie` is the next rule's.
         "http_cookie",
         &["cookie"],
-        r#"(?im)(?:^|[\s>"'{,;(\[])cookie[ \t]*:[ \t]*[^\s=;"'$<{*\[][^\s=;"']*=(?P<secret>[^\s;"'$<{*\[][^\r\n"']*)"#,
+        r#"(?im)(?:^|[\s>"'{,;(\[])cookie["']?[ \t]*:[ \t]*["']?[^\s=;"'$<{*\[][^\s=;"']*=(?P<secret>[^\s;"'$<{*\[][^\r\n"']*)"#,
     ),
     (
         // `Set-Cookie: name=VALUE; Path=/; HttpOnly`: only the value; the attributes are
         // not secret and stay.
         "http_cookie",
         &["set-cookie"],
-        r#"(?i)set-cookie[ \t]*:[ \t]*[^\s=;"',]+="?(?P<secret>[^\s;"'$<{*\[][^;\r\n"]*?)"?(?:;|[ \t]*$|[ \t]*\r?\n)"#,
+        r#"(?i)set-cookie["']?[ \t]*:[ \t]*["']?[^\s=;"',]+=\\?"?(?P<secret>[^\s;"'$<{*\[\\][^\s;"'\\]*)"#,
     ),
     (
         "netrc_password",

@@ -2,8 +2,8 @@
 //!
 //! Owns the Aho-Corasick DFA over every keyword (ASCII case-insensitive, overlapping
 //! matches) and the loop that walks it. A DFA step is a chain of two dependent loads, so one
-//! walk is bound by memory latency, not bandwidth; the loop walks four quarters of a long
-//! text at once, each quarter running on past its end by the longest keyword's length, so a
+//! walk is bound by memory latency, not bandwidth; the loop walks eight stretches of a long
+//! text at once, each stretch running on past its end by the longest keyword's length, so a
 //! keyword that straddles a boundary is still seen whole. It must never miss a keyword that
 //! occurs (a missed keyword keeps a rule from running and lets its secret through); seeing
 //! one twice is harmless. It imports nothing from the engine.
@@ -14,6 +14,9 @@ use aho_corasick::{Anchored, MatchKind, StartKind};
 
 /// Texts shorter than this are walked in one lane: splitting them gains nothing.
 const SPLIT_AT: usize = 1 << 14;
+
+/// Independent walks interleaved in the loop.
+const LANES: usize = 8;
 
 /// The keyword automaton.
 pub(crate) struct Keywords {
@@ -57,22 +60,37 @@ impl Keywords {
             self.walk(text, 0, text.len(), self.start, &mut seen);
             return seen.flags;
         }
-        let quarter = text.len() / 4;
-        let (a, rest) = text.split_at(quarter);
-        let (b, rest) = rest.split_at(quarter);
-        let (c, rest) = rest.split_at(quarter);
-        let d = &rest[..quarter];
+        let stretch = text.len() / LANES;
+        let lane = |k: usize| &text[k * stretch..(k + 1) * stretch];
         let dfa = &self.dfa;
-        let mut s = [self.start; 4];
-        for (((&x0, &x1), &x2), &x3) in a.iter().zip(b).zip(c).zip(d) {
+        let mut s = [self.start; LANES];
+        let lanes = lane(0)
+            .iter()
+            .zip(lane(1))
+            .zip(lane(2))
+            .zip(lane(3))
+            .zip(lane(4))
+            .zip(lane(5))
+            .zip(lane(6))
+            .zip(lane(7));
+        for (((((((&x0, &x1), &x2), &x3), &x4), &x5), &x6), &x7) in lanes {
             s[0] = dfa.next_state(Anchored::No, s[0], x0);
             s[1] = dfa.next_state(Anchored::No, s[1], x1);
             s[2] = dfa.next_state(Anchored::No, s[2], x2);
             s[3] = dfa.next_state(Anchored::No, s[3], x3);
+            s[4] = dfa.next_state(Anchored::No, s[4], x4);
+            s[5] = dfa.next_state(Anchored::No, s[5], x5);
+            s[6] = dfa.next_state(Anchored::No, s[6], x6);
+            s[7] = dfa.next_state(Anchored::No, s[7], x7);
+            // Non-short-circuit `|`: one branch per step, not eight.
             if dfa.is_special(s[0])
-                || dfa.is_special(s[1])
-                || dfa.is_special(s[2])
-                || dfa.is_special(s[3])
+                | dfa.is_special(s[1])
+                | dfa.is_special(s[2])
+                | dfa.is_special(s[3])
+                | dfa.is_special(s[4])
+                | dfa.is_special(s[5])
+                | dfa.is_special(s[6])
+                | dfa.is_special(s[7])
             {
                 for &sid in &s {
                     self.record(sid, &mut seen);
@@ -82,12 +100,12 @@ impl Keywords {
                 }
             }
         }
-        // Each lane runs on from where the common loop stopped: the first three into the
-        // next quarter by the longest keyword, so a match that began before the next lane's
+        // Each lane runs on from where the common loop stopped: all but the last into the
+        // next stretch by the longest keyword, so a match that began before the next lane's
         // start is found whole; the last to the end of the text.
         for (lane, &sid) in s.iter().enumerate() {
-            let from = lane * quarter + quarter;
-            let to = if lane < 3 {
+            let from = lane * stretch + stretch;
+            let to = if lane + 1 < LANES {
                 (from + self.longest.saturating_sub(1)).min(text.len())
             } else {
                 text.len()
@@ -141,8 +159,13 @@ mod tests {
     fn keywords_across_lane_boundaries_are_seen() {
         let words: Vec<String> = ["ghp_", "private key", "pass"].map(String::from).to_vec();
         let k = Keywords::new(&words).unwrap();
-        let n = 1 << 16;
-        for at in [0, n / 4 - 5, n / 4 - 1, n / 2 - 3, 3 * n / 4 - 2, n - 11] {
+        let n = (1 << 16) + 3;
+        let stretch = n / LANES;
+        let mut places = vec![0, n - 11];
+        for lane in 1..LANES {
+            places.extend((0..11).map(|back| lane * stretch - back));
+        }
+        for at in places {
             let mut text = vec![b'a'; n];
             text[at..at + 11].copy_from_slice(b"PRIVATE KEY");
             assert_eq!(k.scan(&text), vec![false, true, false], "at {at}");
