@@ -1008,3 +1008,32 @@ fn hostile_text_never_panics_and_never_grows_a_secret() {
         );
     }
 }
+
+#[test]
+fn hostile_shapes_stay_fast() {
+    // Shapes that would be quadratic if a pass re-read what it had read: many key-start
+    // lines in one body, many markers under many spans, many folds, many END lines.
+    let r = redactor();
+    let key_line = "MIIEpAIBAAKCAQEA1h2YfE1vWKTjHRH1yb0wdvuZvpknqu6SsVDa5+abL7WbT/ML\n";
+    let texts = [
+        key_line.repeat(20_000),
+        "token=[REDACTED:x]".repeat(20_000),
+        format!("{}\n", "Q".repeat(76)).repeat(20_000),
+        "AAAA\n-----END PRIVATE KEY-----\n".repeat(20_000),
+        "\u{1b}[1mx".repeat(50_000),
+        format!("password={}b1", "a".repeat(200_000)),
+        format!("{}\n", "ab=".repeat(30)).repeat(20_000),
+    ];
+    for text in &texts {
+        let started = std::time::Instant::now();
+        let out = r.redact(text);
+        // Generous even for an unoptimised build on a busy machine; quadratic would take minutes.
+        assert!(
+            started.elapsed().as_secs() < 20,
+            "{} bytes took {:?}",
+            text.len(),
+            started.elapsed()
+        );
+        assert!(!out.is_empty());
+    }
+}

@@ -474,7 +474,9 @@ fn outside_markers(text: &str, spans: Vec<Span>) -> Vec<Span> {
     let mut out = Vec::new();
     for (s, e, mark) in spans {
         let mut at = s;
-        for &(ms, me) in markers.iter().filter(|&&(ms, me)| ms < e && me > s) {
+        // Markers are sorted and disjoint: start at the first that ends after the span starts.
+        let first = markers.partition_point(|&(_, me)| me <= s);
+        for &(ms, me) in markers[first..].iter().take_while(|&&(ms, _)| ms < e) {
             out.push((at, ms.max(at), mark));
             at = me.max(at);
         }

@@ -47,12 +47,19 @@ pub(crate) fn headless_bodies(
             }
         }
     }
+    // Lines inside a body already found are not walked again: each line is read once.
+    let mut covered = 0;
     for &start in key_lines {
+        if start < covered {
+            continue;
+        }
         let line_end = text[start..]
             .find(['\r', '\n'])
             .map_or(text.len(), |p| start + p);
         if starts_private_key(&text[start..line_end]) {
-            out.push((start, body_end(text, start, line_end - start)));
+            let end = body_end(text, start, line_end - start);
+            out.push((start, end));
+            covered = end;
         }
     }
     out

@@ -94,6 +94,7 @@ pub(crate) fn is_masked(value: &str) -> bool {
     let mut i = 0;
     while i < chars.len() {
         let c = chars[i];
+        // Each character is looked at once: a run is measured and then stepped over whole.
         let run = chars[i..].iter().take_while(|&&d| same_mask(c, d)).count();
         let is_mask = match c {
             '*' | '•' | '●' | '·' | '∙' | '…' => true,
@@ -104,12 +105,11 @@ pub(crate) fn is_masked(value: &str) -> bool {
         if is_mask {
             masked |= c != '*' || run >= 3;
             segment = 0;
-            i += run;
         } else {
-            segment += 1;
+            segment += run;
             longest = longest.max(segment);
-            i += 1;
         }
+        i += run;
     }
     masked && longest < 12
 }
