@@ -719,6 +719,18 @@ fn related_variants_are_hidden_too() {
             ],
         ),
         (
+            "2 a Secret's .dockerconfigjson",
+            "apiVersion: v1\ndata:\n  .dockerconfigjson: eyJhdXRocyI6eyJnaGNyLmlvIjp7ImF1dGgiOiJZbTkwT21kb2NGOTFPR3A2VUdSbE1FbG5lRXhrTmtkdVkyWkNRV1Z3WmtwQ1pEQkxhRGh2VDA5TU9HUT0ifX19\nkind: Secret\n",
+            &[
+                "eyJhdXRocyI6eyJnaGNyLmlvIjp7ImF1dGgiOiJZbTkwT21kb2NGOTFPR3A2VUdSbE1FbG5lRXhrTmtkdVkyWkNRV1Z3WmtwQ1pEQkxhRGh2VDA5TU9HUT0ifX19",
+            ],
+        ),
+        (
+            "a bare Google access token",
+            "$ gcloud auth print-access-token\nya29.a0AfB_byC8kQ2zVx9Lm3NpR7sT1uW4yE6iO0pA5dF8gH2jK9lZ3xC7vB1nM4qW6eR8tY0uI2oP\n",
+            &["ya29.a0AfB_byC8kQ2zVx9Lm3NpR7sT1uW4yE6iO0pA5dF8gH2jK9lZ3xC7vB1nM4qW6eR8tY0uI2oP"],
+        ),
+        (
             "6 a raw @ and : in a URL password",
             "mongodb://admin:p@ss:w0rd!x@db.internal:27017/admin",
             &["p@ss:w0rd!x"],

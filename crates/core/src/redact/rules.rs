@@ -7,7 +7,9 @@
 //! group `secret` marks the part to hide; without one the whole match is hidden. Values that
 //! a regex cannot tell from placeholders are dropped by [`super::is_placeholder`].
 //!
-//! Each kind has positive and negative cases in `crates/core/tests/redaction.rs`.
+//! Each kind has positive and negative cases in `crates/core/tests/redaction_cases.rs`, and
+//! the classes a held-out corpus found have theirs in `crates/core/tests/redaction_classes.rs`.
+//! Finders that are not one regex (headless and base64-encoded PEM keys) live in `pem.rs`.
 
 /// (kind, keywords, regex).
 pub const RULES: &[(&str, &[&str], &str)] = &[
@@ -32,6 +34,12 @@ pub const RULES: &[(&str, &[&str], &str)] = &[
         r#""private_key"[ \t]*:[ \t]*"(?P<secret>-----BEGIN[A-Z ]{0,30}PRIVATE KEY-----[^"]*)""#,
     ),
     ("gcp_api_key", &["aiza"], r"(?-u:\b)AIza[0-9A-Za-z_-]{35}"),
+    (
+        // What `gcloud auth print-access-token` prints, bare.
+        "gcp_oauth_access_token",
+        &["ya29."],
+        r"(?-u:\b)ya29\.[0-9A-Za-z_-]{30,}",
+    ),
     (
         "azure_storage_account_key",
         &["accountkey", "account_key", "azure_storage"],
@@ -530,6 +538,12 @@ pub const RULES: &[(&str, &[&str], &str)] = &[
         "private_key",
         &["private key"],
         r#"-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----(?P<secret>(?:\\r|\\n|\s)*(?:(?:Proc-Type|DEK-Info|Version|Comment|Hash|Charset)[ \t]*:[^\r\n\\]*(?:\\r|\\n|\s)+)*(?:[A-Za-z0-9+/=]{16}[\s\S]*?|[A-Za-z0-9+/=]{1,15}\z))(?:-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----|\z|["'\x60]|(?:\r?\n|\\r?\\n)[ \t]*(?:[A-Za-z0-9+/=]*[^A-Za-z0-9+/=\s\\-]|[A-Za-z0-9+/=]+[ \t]+[^\s]))"#,
+    ),
+    (
+        // A Secret's `.dockerconfigjson` / `.dockercfg`: base64 of registry credentials.
+        "docker_config_auth",
+        &[".dockerconfigjson", ".dockercfg"],
+        r#"(?i)\.docker(?:configjson|cfg)["']?[ \t]*:[ \t]*["']?(?P<secret>[A-Za-z0-9+/]{16,}={0,2})"#,
     ),
     (
         // A PuTTY key file: the base64 lines after `Private-Lines: N`.
