@@ -383,7 +383,7 @@ impl TerminalService {
         let argv: Vec<Vec<String>> = decision
             .stages
             .iter()
-            .map(|s| s.argv.iter().map(|a| self.redactor.redact(a)).collect())
+            .map(|s| self.redactor.redact_argv(&s.argv))
             .collect();
         attempt.argv = Some(argv.clone());
         attempt.rule = Some(decision.rule.clone());

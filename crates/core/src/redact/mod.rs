@@ -1,26 +1,43 @@
-//! Secret redaction: one entry point, [`Redactor::redact`].
+//! Secret redaction: one entry point, [`Redactor::redact`] (and [`Redactor::redact_argv`]
+//! for argument vectors).
 //!
 //! Owns turning text that may hold credentials into text that does not: each secret becomes
 //! `[REDACTED:<kind>]`. It runs on command output *before* truncation, on command arguments,
-//! and on every audited field. An Aho-Corasick pass over the rules' keywords picks the few
-//! rules worth running, so secret-free text costs one scan. It must never emit any fragment
-//! of a matched secret: overlapping matches are merged, and [`Redactor::redact_until`] tells
-//! the caller where output that was cut mid-stream stops being safe to show.
+//! and on every audited field. One keyword scan (`scan`) picks the few rules worth running,
+//! so secret-free text costs one pass for the keywords and one for the lines (`lines`).
+//! Secrets a text splits are looked for again in views where they are whole (`view`):
+//! without ANSI escapes, and with folded lines joined. Keys that lost their armour are
+//! found by structure (`pem`), and flags whose value is the next argv word by `argv`. It
+//! must never emit any fragment of a matched secret: overlapping matches are merged, and
+//! [`Redactor::redact_until`] tells the caller where output that was cut mid-stream stops
+//! being safe to show. Its children import only leaf siblings, never this module.
 
+mod argv;
+mod entropy;
+mod lines;
+mod pem;
+mod placeholder;
 mod rules;
+mod scan;
+mod view;
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 use std::sync::OnceLock;
 
 use regex::Regex;
 
 use crate::config::RedactionSettings;
+use lines::Lines;
+use placeholder::{is_path_like, is_placeholder};
+use view::View;
 
 /// A rule's regex is compiled on first use: startup pays only for the keyword automaton,
 /// and secret-free output compiles only the rules its keywords trigger.
 struct Rule {
     kind: String,
     pattern: String,
+    /// A path in the secret's place is not a secret (`PWD=/srv/app`,
+    /// `--from-file=password=./pw.txt`): for rules keyed on a name, not a value's shape.
+    paths_are_not_secrets: bool,
     compiled: OnceLock<Option<(Regex, bool)>>,
 }
 
@@ -29,6 +46,10 @@ impl Rule {
         Rule {
             kind: kind.to_owned(),
             pattern: pattern.to_owned(),
+            paths_are_not_secrets: matches!(
+                kind,
+                "generic_secret_assignment" | "cli_password_flag"
+            ),
             compiled: OnceLock::new(),
         }
     }
@@ -47,14 +68,42 @@ impl Rule {
     }
 }
 
+/// Finders that are not one regex, triggered by keywords like the rules.
+#[derive(Clone, Copy)]
+enum Detector {
+    /// Key bodies above an `-----END … PRIVATE KEY-----` line (their BEGIN line gone).
+    PemEnd,
+    /// base64 of a whole PEM private key (`client-key-data: LS0tLS1CRUdJTi…`).
+    EncodedPem,
+    /// Our own markers: text redacted once is not redacted again (a rule that matches
+    /// across a marker, `https://[REDACTED:sentry_dsn]@host`, keeps only what lies outside).
+    Markers,
+}
+
+const DETECTORS: &[(Detector, &[&str])] = &[
+    (Detector::PemEnd, &["-----end "]),
+    (Detector::EncodedPem, &["ls0tls1crudjti"]),
+    (Detector::Markers, &["[redacted:"]),
+];
+
+/// What a span's marker names: a rule's kind, or a fixed kind.
+#[derive(Clone, Copy, Debug)]
+enum Mark {
+    Rule(usize),
+    Kind(&'static str),
+}
+
 /// A compiled set of secret rules.
 pub struct Redactor {
     rules: Vec<Rule>,
-    prefilter: AhoCorasick,
-    /// For each prefilter pattern, the rules it triggers.
+    keywords: scan::Keywords,
+    /// For each keyword, the rules (`< rules.len()`) and detectors (`rules.len() + d`) it
+    /// triggers.
     triggers: Vec<Vec<usize>>,
-    /// Rules without keywords (operator patterns): always run.
+    /// Rules without keywords (operator patterns, one-character keywords): always run.
     always: Vec<usize>,
+    /// The `.pgpass` rule, which runs on candidate lines only.
+    pgpass: Option<usize>,
     enabled: bool,
     entropy: bool,
 }
@@ -78,8 +127,8 @@ pub struct PatternError {
     pub message: String,
 }
 
-/// A secret found in text: byte span and rule.
-type Span = (usize, usize, usize);
+/// A secret found in text: byte span and what to call it.
+type Span = (usize, usize, Mark);
 
 impl Redactor {
     /// Builds the built-in rules plus the operator's `extra_patterns`.
@@ -88,6 +137,17 @@ impl Redactor {
         let mut keywords: Vec<String> = Vec::new();
         let mut triggers: Vec<Vec<usize>> = Vec::new();
         let mut always = Vec::new();
+        let mut add = |target: usize, words: &[&str]| {
+            for word in words {
+                match keywords.iter().position(|k| k == word) {
+                    Some(p) => triggers[p].push(target),
+                    None => {
+                        keywords.push((*word).to_owned());
+                        triggers.push(vec![target]);
+                    }
+                }
+            }
+        };
         for (kind, words, pattern) in rules::RULES {
             let index = rules.len();
             rules.push(Rule::new(kind, pattern));
@@ -95,20 +155,15 @@ impl Redactor {
             // than running the rule, so such a rule always runs.
             if words.iter().any(|w| w.len() < 2) {
                 always.push(index);
-                continue;
-            }
-            for word in *words {
-                match keywords.iter().position(|k| k == word) {
-                    Some(p) => triggers[p].push(index),
-                    None => {
-                        keywords.push((*word).to_owned());
-                        triggers.push(vec![index]);
-                    }
-                }
+            } else {
+                add(index, words);
             }
         }
+        let builtin = rules.len();
+        for (d, (_, words)) in DETECTORS.iter().enumerate() {
+            add(builtin + d, words);
+        }
         for extra in &settings.extra_patterns {
-            let rule = Rule::new(&extra.name, &extra.regex);
             // Operators' patterns are checked now: a bad one is fatal at startup.
             if let Err(e) = Regex::new(&extra.regex) {
                 return Err(PatternError {
@@ -117,22 +172,27 @@ impl Redactor {
                 });
             }
             always.push(rules.len());
-            rules.push(rule);
+            rules.push(Rule::new(&extra.name, &extra.regex));
         }
-        let prefilter = AhoCorasickBuilder::new()
-            .ascii_case_insensitive(true)
-            .match_kind(MatchKind::Standard)
-            .kind(Some(AhoCorasickKind::DFA))
-            .build(&keywords)
-            .map_err(|e| PatternError {
-                name: "prefilter".into(),
-                message: e.to_string(),
-            })?;
+        // Detectors are numbered after every rule, operators' included.
+        for list in &mut triggers {
+            for t in list.iter_mut() {
+                if *t >= builtin {
+                    *t += rules.len() - builtin;
+                }
+            }
+        }
+        let keywords = scan::Keywords::new(&keywords).map_err(|message| PatternError {
+            name: "prefilter".into(),
+            message,
+        })?;
+        let pgpass = rules.iter().position(|r| r.kind == "pgpass_password");
         Ok(Redactor {
             rules,
-            prefilter,
+            keywords,
             triggers,
             always,
+            pgpass,
             enabled: settings.enabled,
             entropy: settings.entropy_fallback,
         })
@@ -173,6 +233,24 @@ impl Redactor {
         self.redact_until(text, text.len()).0
     }
 
+    /// Redacts each word of an argument vector, and also the word after a flag that takes a
+    /// secret (`--password X`, `--api-key X`, `mysql -p X`, `curl -u user:X`, `openssl …
+    /// -passout pass:X`), which a word-by-word [`Redactor::redact`] cannot see. The result
+    /// has one word per word of `argv`.
+    pub fn redact_argv(&self, argv: &[String]) -> Vec<String> {
+        let mut out: Vec<String> = argv.iter().map(|w| self.redact(w)).collect();
+        if !self.enabled {
+            return out;
+        }
+        for hide in argv::hidden(argv) {
+            if let (Some(word), Some(slot)) = (argv.get(hide.word), out.get_mut(hide.word)) {
+                let kept = word.get(..hide.from).unwrap_or("");
+                *slot = format!("{}[REDACTED:{}]", self.redact(kept), hide.kind);
+            }
+        }
+        out
+    }
+
     /// Like [`Redactor::redact`], and also maps the byte offset `safe_end` of `text` to the
     /// redacted text: output that was cut mid-stream is safe to show only up to there, since
     /// a secret may run past the cut. An offset inside a secret maps to the start of its
@@ -189,7 +267,7 @@ impl Redactor {
         let mut cursor = 0;
         let mut mapped = None;
         let mut iter = spans.into_iter().peekable();
-        while let Some((start, mut end, rule)) = iter.next() {
+        while let Some((start, mut end, mark)) = iter.next() {
             while let Some(&(s, e, _)) = iter.peek() {
                 if s < end {
                     end = end.max(e);
@@ -207,9 +285,9 @@ impl Redactor {
             }
             out.push_str(&text[cursor..start]);
             out.push_str("[REDACTED:");
-            out.push_str(match rule {
-                usize::MAX => "high_entropy",
-                r => &self.rules[r].kind,
+            out.push_str(match mark {
+                Mark::Rule(r) => &self.rules[r].kind,
+                Mark::Kind(kind) => kind,
             });
             out.push(']');
             cursor = end;
@@ -231,74 +309,133 @@ impl Redactor {
             .collect()
     }
 
-    /// Which rules to run: one overlapping scan of the keyword automaton (a DFA), stopping
-    /// early once every keyword has been seen.
+    /// Which rules and detectors to run: one keyword scan, stopping early once every
+    /// keyword has been seen.
     fn triggered(&self, text: &str) -> Vec<bool> {
-        let mut run = vec![false; self.rules.len()];
+        let mut run = vec![false; self.rules.len() + DETECTORS.len()];
         for &r in &self.always {
             run[r] = true;
         }
-        let ac = &self.prefilter;
-        let mut remaining = self.triggers.len();
-        let mut seen = vec![false; self.triggers.len()];
-        for m in ac.find_overlapping_iter(text) {
-            let p = m.pattern().as_usize();
-            if !seen[p] {
-                seen[p] = true;
-                remaining -= 1;
-                for &r in &self.triggers[p] {
-                    run[r] = true;
-                }
-                if remaining == 0 {
-                    break;
+        for (p, seen) in self.keywords.scan(text.as_bytes()).into_iter().enumerate() {
+            if seen {
+                for &t in &self.triggers[p] {
+                    run[t] = true;
                 }
             }
         }
         run
     }
 
+    /// Every secret in `text`, sorted by start (longest first), possibly overlapping.
     fn spans(&self, text: &str) -> Vec<Span> {
+        let mut spans = self.layer(text);
+        if let Some(plain) = view::without_ansi(text) {
+            let found = self.layer(&plain.text);
+            spans.extend(mapped(&plain, found, false));
+        }
+        if self.entropy {
+            spans.extend(
+                entropy::high_entropy_tokens(text)
+                    .into_iter()
+                    .map(|(s, e)| (s, e, Mark::Kind("high_entropy"))),
+            );
+        }
+        spans.sort_by_key(|&(s, e, _)| (s, std::cmp::Reverse(e)));
+        spans
+    }
+
+    /// The secrets in `text` and, mapped back, those that only its joined windows (folded
+    /// or continued tokens) show whole.
+    fn layer(&self, text: &str) -> Vec<Span> {
+        let lines = lines::scan(text, self.pgpass.is_some());
+        let mut spans = self.detect(text, &lines);
+        for window in view::joined(text, &lines.joins) {
+            let inner = lines::scan(&window.text, self.pgpass.is_some());
+            let found = self.detect(&window.text, &inner);
+            spans.extend(mapped(&window, found, true));
+        }
+        spans
+    }
+
+    /// The rules' and detectors' matches in `text`, as it stands.
+    fn detect(&self, text: &str, lines: &Lines) -> Vec<Span> {
         let run = self.triggered(text);
         let mut spans: Vec<Span> = Vec::new();
         for (i, rule) in self.rules.iter().enumerate() {
             if !run[i] {
                 continue;
             }
-            let Some((regex, has_secret_group)) = rule.get() else {
+            let Some((regex, secret_group)) = rule.get() else {
                 continue;
             };
-            if rule.kind == "pgpass_password" {
-                // A whole-text scan for a line shape has no literal to skip ahead on; test
-                // each line's shape by hand first, and run the regex on candidates only.
-                let mut offset = 0;
-                for line in text.split_inclusive('\n') {
-                    if could_be_pgpass(line) {
-                        push_matches(regex, *has_secret_group, line, offset, i, &mut spans);
-                    }
-                    offset += line.len();
+            if Some(i) == self.pgpass {
+                // A whole-text scan for a line shape has no literal to skip ahead on: the
+                // line pass nominated candidate lines; the regex runs on those only.
+                for &(s, e) in &lines.pgpass {
+                    push_matches(
+                        rule,
+                        regex,
+                        *secret_group,
+                        &text[s..e],
+                        s,
+                        Mark::Rule(i),
+                        &mut spans,
+                    );
                 }
             } else {
-                push_matches(regex, *has_secret_group, text, 0, i, &mut spans);
+                push_matches(
+                    rule,
+                    regex,
+                    *secret_group,
+                    text,
+                    0,
+                    Mark::Rule(i),
+                    &mut spans,
+                );
             }
         }
-        if self.entropy {
-            spans.extend(
-                high_entropy_tokens(text)
-                    .into_iter()
-                    .map(|(s, e)| (s, e, usize::MAX)),
-            );
+        let detector = |d: usize| run.get(self.rules.len() + d).copied().unwrap_or(false);
+        let key = Mark::Kind("private_key");
+        for (d, (which, _)) in DETECTORS.iter().enumerate() {
+            match which {
+                Detector::PemEnd => {
+                    let found = pem::headless_bodies(text, &lines.key_lines, detector(d));
+                    spans.extend(found.into_iter().map(|(s, e)| (s, e, key)));
+                }
+                Detector::EncodedPem if detector(d) => {
+                    spans.extend(
+                        pem::encoded_pems(text)
+                            .into_iter()
+                            .map(|(s, e)| (s, e, key)),
+                    );
+                }
+                Detector::Markers if detector(d) => spans = outside_markers(text, spans),
+                Detector::EncodedPem | Detector::Markers => {}
+            }
         }
-        spans.sort_by_key(|&(s, e, _)| (s, std::cmp::Reverse(e)));
         spans
     }
 }
 
+/// Spans found in `view`, mapped to the original; with `seams_only`, just those that reach
+/// across a place the view joined (the rest the original shows by itself).
+fn mapped(view: &View, found: Vec<Span>, seams_only: bool) -> impl Iterator<Item = Span> + '_ {
+    found
+        .into_iter()
+        .filter(move |&(s, e, _)| !seams_only || view.crosses_seam(s, e))
+        .map(|(s, e, mark)| {
+            let (s, e) = view.map(s, e);
+            (s, e, mark)
+        })
+}
+
 fn push_matches(
+    rule: &Rule,
     regex: &Regex,
     secret_group: bool,
     text: &str,
     offset: usize,
-    rule: usize,
+    mark: Mark,
     spans: &mut Vec<Span>,
 ) {
     for m in regex.find_iter(text) {
@@ -313,115 +450,46 @@ fn push_matches(
         } else {
             (m.start(), m.end())
         };
-        if e > s && !is_placeholder(&text[s..e]) {
-            spans.push((offset + s, offset + e, rule));
+        let value = &text[s..e];
+        if e <= s || is_placeholder(value) || (rule.paths_are_not_secrets && is_path_like(value)) {
+            continue;
         }
+        spans.push((offset + s, offset + e, mark));
     }
 }
 
-/// `host:port:database:user:password`: at least four colons, and a port field of digits or `*`.
-fn could_be_pgpass(line: &str) -> bool {
-    let b = line.as_bytes();
-    let Some(first) = b.iter().position(|&c| c == b':') else {
-        return false;
-    };
-    let rest = &b[first + 1..];
-    let port_len = rest
-        .iter()
-        .take_while(|c| c.is_ascii_digit() || **c == b'*')
-        .count();
-    port_len > 0
-        && rest.get(port_len) == Some(&b':')
-        && rest[port_len + 1..].iter().filter(|&&c| c == b':').count() >= 2
-}
-
-/// Values that are obviously not secrets: `${DB_PASSWORD}`, `<token>`, `****`, `changeme`,
-/// `your-api-key-here`, a marker we already wrote.
-pub(crate) fn is_placeholder(value: &str) -> bool {
-    let v = value.trim_matches(|c| c == '"' || c == '\'');
-    let lower = v.to_ascii_lowercase();
-    let mut chars = v.chars();
-    let first = chars.next();
-    (v.starts_with("${") || v.starts_with('$') || v.starts_with("{{"))
-        || (v.starts_with('<') && v.ends_with('>'))
-        || first.is_some_and(|f| v.chars().all(|c| c == f))
-        || v.chars()
-            .all(|c| c == '*' || c == 'x' || c == 'X' || c == '.')
-        || matches!(
-            lower.as_str(),
-            "changeme"
-                | "change_me"
-                | "change-me"
-                | "changeit"
-                | "placeholder"
-                | "redacted"
-                | "none"
-                | "null"
-                | "undefined"
-                | "true"
-                | "false"
-                | "dummy"
-                | "password"
-                | "passwd"
-                | "secret"
-                | "token"
-        )
-        || ["your-", "your_", "your ", "my-", "my_", "my "]
-            .iter()
-            .any(|p| lower.starts_with(p))
-        || ["-here", "_here", " here"]
-            .iter()
-            .any(|s| lower.ends_with(s))
-        || v.starts_with("[REDACTED:")
-}
-
-/// Tokens of 24+ characters from the base64/hex alphabet with high Shannon entropy and
-/// mixed character classes. Pure hex (SHAs, checksums) and UUIDs never qualify.
-fn high_entropy_tokens(text: &str) -> Vec<(usize, usize)> {
-    let is_token = |c: char| c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '=' | '_' | '-');
+/// `spans` with the markers already in `text` cut out of them; what is left of a span counts
+/// only if it still holds six letters or digits.
+fn outside_markers(text: &str, spans: Vec<Span>) -> Vec<Span> {
+    let mut markers = Vec::new();
+    let mut from = 0;
+    while let Some(i) = text[from..].find("[REDACTED:") {
+        let start = from + i;
+        let end = text[start..]
+            .find(']')
+            .map_or(text.len(), |p| start + p + 1);
+        markers.push((start, end));
+        from = end;
+    }
     let mut out = Vec::new();
-    let bytes = text.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        if !is_token(bytes[i] as char) {
-            i += 1;
-            continue;
+    for (s, e, mark) in spans {
+        let mut at = s;
+        // Markers are sorted and disjoint: start at the first that ends after the span starts.
+        let first = markers.partition_point(|&(_, me)| me <= s);
+        for &(ms, me) in markers[first..].iter().take_while(|&&(ms, _)| ms < e) {
+            out.push((at, ms.max(at), mark));
+            at = me.max(at);
         }
-        let start = i;
-        while i < bytes.len() && is_token(bytes[i] as char) {
-            i += 1;
-        }
-        let token = &text[start..i];
-        if token.len() < 24 {
-            continue;
-        }
-        let hex = token.chars().all(|c| c.is_ascii_hexdigit() || c == '-');
-        let (upper, lower, digit) = (
-            token.chars().any(|c| c.is_ascii_uppercase()),
-            token.chars().any(|c| c.is_ascii_lowercase()),
-            token.chars().any(|c| c.is_ascii_digit()),
-        );
-        if !hex && upper && lower && digit && shannon(token) >= 4.2 {
-            out.push((start, i));
-        }
+        out.push((at, e.max(at), mark));
     }
+    out.retain(|&(s, e, _)| {
+        text[s..e]
+            .chars()
+            .filter(char::is_ascii_alphanumeric)
+            .count()
+            >= 6
+    });
     out
-}
-
-fn shannon(s: &str) -> f64 {
-    let mut counts = [0usize; 256];
-    for b in s.bytes() {
-        counts[b as usize] += 1;
-    }
-    let n = s.len() as f64;
-    counts
-        .iter()
-        .filter(|&&c| c > 0)
-        .map(|&c| {
-            let p = c as f64 / n;
-            -p * p.log2()
-        })
-        .sum()
 }
 
 #[cfg(test)]

@@ -7,7 +7,9 @@
 //! group `secret` marks the part to hide; without one the whole match is hidden. Values that
 //! a regex cannot tell from placeholders are dropped by [`super::is_placeholder`].
 //!
-//! Each kind has positive and negative cases in `crates/core/tests/redaction.rs`.
+//! Each kind has positive and negative cases in `crates/core/tests/redaction_cases.rs`, and
+//! the classes a held-out corpus found have theirs in `crates/core/tests/redaction_classes.rs`.
+//! Finders that are not one regex (headless and base64-encoded PEM keys) live in `pem.rs`.
 
 /// (kind, keywords, regex).
 pub const RULES: &[(&str, &[&str], &str)] = &[
@@ -32,6 +34,12 @@ pub const RULES: &[(&str, &[&str], &str)] = &[
         r#""private_key"[ \t]*:[ \t]*"(?P<secret>-----BEGIN[A-Z ]{0,30}PRIVATE KEY-----[^"]*)""#,
     ),
     ("gcp_api_key", &["aiza"], r"(?-u:\b)AIza[0-9A-Za-z_-]{35}"),
+    (
+        // What `gcloud auth print-access-token` prints, bare.
+        "gcp_oauth_access_token",
+        &["ya29."],
+        r"(?-u:\b)ya29\.[0-9A-Za-z_-]{30,}",
+    ),
     (
         "azure_storage_account_key",
         &["accountkey", "account_key", "azure_storage"],
@@ -522,14 +530,51 @@ pub const RULES: &[(&str, &[&str], &str)] = &[
         r"(?-u:\b)eyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}",
     ),
     (
+        // A header only counts with a body after it: a line break (or, in one-line env
+        // values, a space) and 16 base64 characters, after any armour headers. The body ends
+        // at the END line, at the end of the text (a key cut short), at a quote, or before
+        // the first line that cannot be base64 (a prompt, prose with spaces) — so a header
+        // named in prose hides nothing, and output after a cut key stays.
         "private_key",
         &["private key"],
-        r"-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----(?P<secret>(?:\\r|\\n|\s)*[A-Za-z0-9+/=][\s\S]*?)(?:-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----|\z)",
+        r#"-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----(?P<secret>(?:\\r|\\n|\s)*(?:(?:Proc-Type|DEK-Info|Version|Comment|Hash|Charset)[ \t]*:[^\r\n\\]*(?:\\r|\\n|\s)+)*(?:[A-Za-z0-9+/=]{16}[\s\S]*?|[A-Za-z0-9+/=]{1,15}\z))(?:-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----|\z|["'\x60]|(?:\r?\n|\\r?\\n)[ \t]*(?:[A-Za-z0-9+/=]*[^A-Za-z0-9+/=\s\\-]|[A-Za-z0-9+/=]+[ \t]+[^\s]))"#,
+    ),
+    (
+        // A Secret's `.dockerconfigjson` / `.dockercfg`: base64 of registry credentials.
+        "docker_config_auth",
+        &[".dockerconfigjson", ".dockercfg"],
+        r#"(?i)\.docker(?:configjson|cfg)["']?[ \t]*:[ \t]*["']?(?P<secret>[A-Za-z0-9+/]{16,}={0,2})"#,
+    ),
+    (
+        // A PuTTY key file: the base64 lines after `Private-Lines: N`.
+        "private_key",
+        &["private-lines:"],
+        r"(?i)Private-Lines:[ \t]*[0-9]+\r?\n(?P<secret>(?:[ \t]*[A-Za-z0-9+/=]{4,}(?:\r?\n|\z))+)",
+    ),
+    (
+        // kubeconfig: the client key, base64 (of a PEM file or of DER) whatever its label.
+        "private_key",
+        &["client-key-data"],
+        r#"(?i)client-key-data["']?[ \t]*:[ \t]*["']?(?P<secret>[A-Za-z0-9+/]{16,}={0,2})"#,
+    ),
+    (
+        // `scheme://user%3Apassword@host`: the separator itself percent-encoded.
+        "url_credentials",
+        &["%3a"],
+        r#"(?i)(?-u:\b)[a-z][a-z0-9+.-]{1,20}://(?:[^\s:@/?#"'<>%]|%[0-9a-f]{2})*?%3a(?P<secret>[^\s:@/?#"'<>$*{][^\s:@/?#"'<>]*)@[a-z0-9._\[\]-]+"#,
+    ),
+    (
+        // A whole URL percent-encoded into another (`next=https%3A%2F%2Fuser%3Apw%40host`).
+        "url_credentials",
+        &["%3a%2f%2f"],
+        r#"(?i)(?-u:\b)[a-z][a-z0-9+.-]{1,20}%3a%2f%2f(?:[^\s:@/?#"'<>%&]|%[0-9a-f]{2})*?(?::|%3a)(?P<secret>(?:[^\s:@/?#"'<>%&$*{]|%[0-9a-f]{2})(?:[^\s:@/?#"'<>%&]|%[0-9a-f]{2})*?)%40[a-z0-9._-]+"#,
     ),
     (
         "url_credentials",
         &["://"],
-        r#"(?-u:\b)[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s:@/?#"'<>]*:(?P<secret>[^\s:@/?#"'<>${*][^\s:@/?#"'<>]*)@[A-Za-z0-9._\[\]-]+"#,
+        // The password runs to the last `@` before the host: one that holds a raw `:` or
+        // `@` (`p@ss`) is hidden whole.
+        r#"(?-u:\b)[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s:@/?#"'<>]*:(?P<secret>[^\s:@/?#"'<>${*][^\s/?#"'<>]*)@[A-Za-z0-9._\[\]-]+"#,
     ),
     (
         "http_authorization_header",
@@ -537,9 +582,18 @@ pub const RULES: &[(&str, &[&str], &str)] = &[
         r#"(?i)(?-u:\b)(?:proxy-)?authorization["']?[ \t]*[:=][ \t]*["']?(?:bearer|basic|token|bot|ssws|apikey|api-key|dsn|negotiate|ntlm)[ \t]+(?P<secret>[^\s"'$<{*,;][^\s"',;]{5,})"#,
     ),
     (
+        // A request's `Cookie:` header: everything from the first value on (the pairs after
+        // it too); `Set-Cookie` is the next rule's.
         "http_cookie",
         &["cookie"],
-        r#"(?i)(?-u:\b)cookie[ \t]*:[ \t]*(?P<secret>[^\s=;"'$<{*][^\s=;"']*=[^\r\n"']+)"#,
+        r#"(?im)(?:^|[\s>"'{,;(\[])cookie["']?[ \t]*:[ \t]*["']?[^\s=;"'$<{*\[][^\s=;"']*=(?P<secret>[^\s;"'$<{*\[][^\r\n"']*)"#,
+    ),
+    (
+        // `Set-Cookie: name=VALUE; Path=/; HttpOnly`: only the value; the attributes are
+        // not secret and stay.
+        "http_cookie",
+        &["set-cookie"],
+        r#"(?i)set-cookie["']?[ \t]*:[ \t]*["']?[^\s=;"',]+=\\?"?(?P<secret>[^\s;"'$<{*\[\\][^\s;"'\\]*)"#,
     ),
     (
         "netrc_password",
