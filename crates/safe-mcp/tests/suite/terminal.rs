@@ -861,3 +861,71 @@ async fn git_shows_real_diffs() {
     assert!(!repo.join("planted-marker").exists());
     assert!(!sb.jail.join("planted-marker").exists());
 }
+
+/// The redaction classes of the round-2 review, end to end: what a command prints or is
+/// given comes back without the secret, and what is not a secret comes back whole.
+#[tokio::test(flavor = "multi_thread")]
+async fn redaction_classes_hold_over_a_session() {
+    let sb = Sandbox::with(
+        &format!("{DEFAULT_ALLOW}, \"tail\", \"printf\""),
+        "timeout_seconds = 10\nmax_output_bytes = 65536",
+        "closed",
+        "",
+    );
+    let key = std::process::Command::new("openssl")
+        .args([
+            "genpkey",
+            "-algorithm",
+            "RSA",
+            "-pkeyopt",
+            "rsa_keygen_bits:1024",
+        ])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8(o.stdout).unwrap());
+    let token = "ghp_0123456789abcdefghijklmnopqrstuvwxyz";
+    std::fs::write(
+        sb.jail.join("colored.txt"),
+        format!("token: \u{1b}[32m{token}\u{1b}[0m\nPWD=/srv/app\nSet-Cookie: session=9f8e7d6c5b4a39281706f5e4d3c2b1a0; Path=/; HttpOnly\n"),
+    )
+    .unwrap();
+    let s = sb.session().await;
+    let r = s.run("cat colored.txt").await;
+    let out = r["detail"]["stdout"].as_str().unwrap();
+    assert!(!out.contains("ghp_0123456789"), "{out}");
+    assert!(
+        out.contains("PWD=/srv/app"),
+        "a directory is not a password: {out}"
+    );
+    assert!(
+        out.contains("Path=/; HttpOnly"),
+        "cookie attributes stay: {out}"
+    );
+    assert!(!out.contains("9f8e7d6c5b4a39281706f5e4d3c2b1a0"), "{out}");
+    // A secret as the word after --password: redacted in the echo and in the trail.
+    let r = s.run("echo --password hunter2-Xq9-correct").await;
+    assert!(!r.to_string().contains("hunter2-Xq9-correct"), "{r}");
+    assert!(
+        !std::fs::read_to_string(&sb.audit)
+            .unwrap()
+            .contains("hunter2-Xq9-correct")
+    );
+    // URL-encoded basic-auth credentials.
+    let r = s
+        .run("echo https://deploy:p%40ssw0rd%21Secret@git.example.com/repo")
+        .await;
+    assert!(!r.to_string().contains("p%40ssw0rd"), "{r}");
+    match key {
+        Some(key) => {
+            std::fs::write(sb.jail.join("key.pem"), &key).unwrap();
+            let body = key.lines().nth(2).unwrap().to_owned();
+            // The BEGIN line dropped: the body is still a key.
+            let r = s.run("tail -n +2 key.pem").await;
+            let out = r["detail"]["stdout"].as_str().unwrap();
+            assert!(!out.contains(&body[..24]), "{out}");
+            assert!(out.contains("[REDACTED:"), "{out}");
+        }
+        None => eprintln!("skipping the key-body case: openssl is not installed here"),
+    }
+}
