@@ -9,9 +9,10 @@ use std::path::Path;
 
 use std::process::ExitCode;
 
-use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
+use rmcp::service::RunningService;
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
 use crate::exit::{fatal, say};
@@ -196,15 +197,7 @@ async fn files_showcase(dir: &Path, policy: &Path, json: bool) -> Result<bool, B
         c.arg("files").arg("--config").arg(policy).env_clear();
     });
     let client = ().serve(TokioChildProcess::new(command)?).await?;
-    let tools = client.list_all_tools().await?;
-    say!(
-        "tools: {}\n",
-        tools
-            .iter()
-            .map(|t| t.name.to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
+    say_tools(&client).await?;
     let call = |tool: &'static str, args: Value| {
         let client = &client;
         async move {
@@ -309,6 +302,18 @@ fn shorten(mut v: Value) -> Value {
     v
 }
 
+/// Prints the server's tools on one line.
+async fn say_tools(client: &RunningService<RoleClient, ()>) -> Result<(), Box<dyn Error>> {
+    let names: Vec<String> = client
+        .list_all_tools()
+        .await?
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    say!("tools: {}\n", names.join(", "));
+    Ok(())
+}
+
 /// One result, as a person scanning the demo wants it: `→ CODE: reason`, then the output.
 fn compact(v: &Value) -> String {
     let mut text = format!(
@@ -347,15 +352,7 @@ async fn showcase(json: bool) -> Result<bool, Box<dyn Error>> {
             server.version
         );
     }
-    let tools = client.list_all_tools().await?;
-    say!(
-        "tools: {}\n",
-        tools
-            .iter()
-            .map(|t| t.name.to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
+    say_tools(&client).await?;
 
     let described = client
         .call_tool(CallToolRequestParams::new("describe_policy"))

@@ -595,23 +595,8 @@ async fn every_refusal_is_audited_and_the_trail_still_verifies() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    let shape: Vec<(String, String, String)> = records
-        .iter()
-        .map(|r| {
-            let code = r.get("verdict").or_else(|| r.get("code")).unwrap();
-            (
-                r["kind"].as_str().unwrap().to_owned(),
-                r["tool"].as_str().unwrap().to_owned(),
-                code.as_str().unwrap().to_owned(),
-            )
-        })
-        .collect();
-    let pair = |tool: &str, code: &str| {
-        [
-            ("attempt".to_owned(), tool.to_owned(), code.to_owned()),
-            ("outcome".to_owned(), tool.to_owned(), code.to_owned()),
-        ]
-    };
+    let shape = super::support::record_shapes(&records);
+    let pair = super::support::record_pair;
     let want: Vec<_> = [
         pair("apply_plan", "INVALID_REQUEST"),
         pair("move_file", "PATH_ESCAPE"),

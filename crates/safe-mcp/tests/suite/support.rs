@@ -272,3 +272,26 @@ pub async fn eventually(secs: u64, mut f: impl FnMut() -> bool) -> bool {
     }
     f()
 }
+
+/// Each record of a trail as (kind, tool, verdict or code), to compare a trail's shape.
+pub fn record_shapes(records: &[Value]) -> Vec<(String, String, String)> {
+    records
+        .iter()
+        .map(|r| {
+            let code = r.get("verdict").or_else(|| r.get("code")).unwrap();
+            (
+                r["kind"].as_str().unwrap().to_owned(),
+                r["tool"].as_str().unwrap().to_owned(),
+                code.as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// The attempt and the outcome of one call of `tool` that ended with `code`.
+pub fn record_pair(tool: &str, code: &str) -> [(String, String, String); 2] {
+    [
+        ("attempt".to_owned(), tool.to_owned(), code.to_owned()),
+        ("outcome".to_owned(), tool.to_owned(), code.to_owned()),
+    ]
+}

@@ -481,23 +481,8 @@ async fn explain_never_executes() {
     let bad = s.call("run_command", json!({"command": 5})).await;
     assert_eq!(bad["code"], "INVALID_REQUEST");
     let records = sb.audit_records();
-    let seen: Vec<(String, String, String)> = records
-        .iter()
-        .map(|r| {
-            let code = r.get("verdict").or_else(|| r.get("code")).unwrap();
-            (
-                r["kind"].as_str().unwrap().to_owned(),
-                r["tool"].as_str().unwrap().to_owned(),
-                code.as_str().unwrap().to_owned(),
-            )
-        })
-        .collect();
-    let pair = |tool: &str, code: &str| {
-        [
-            ("attempt".to_owned(), tool.to_owned(), code.to_owned()),
-            ("outcome".to_owned(), tool.to_owned(), code.to_owned()),
-        ]
-    };
+    let seen = super::support::record_shapes(&records);
+    let pair = super::support::record_pair;
     assert_eq!(
         seen,
         [
