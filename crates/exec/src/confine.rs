@@ -519,10 +519,10 @@ fn describe(
                 .collect(),
             never_granted: strings(&["make_char", "make_block", "ioctl_dev"]),
             exec_in_jail: spec.exec_in_jail,
-            tcp: if spec.network || off {
-                "allowed"
-            } else {
-                "denied"
+            tcp: match (spec.network || off, matches!(view, ViewState::Private(_))) {
+                (true, true) => "loopback only (the private view's own network namespace)",
+                (true, false) => "allowed",
+                (false, _) => "denied",
             },
             scoped: strings(&["signal", "abstract-unix-socket"]),
         },

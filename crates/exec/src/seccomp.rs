@@ -17,7 +17,9 @@
 //!    so does a `mknod` of a character or block device: a root server's command must not
 //!    leave a setuid-root program or a raw device behind (the capability drop and
 //!    Landlock refuse the same things again). `openat2` answers ENOSYS, since it passes its
-//!    mode in memory, and libc falls back to `openat`;
+//!    mode in memory, and libc falls back to `openat`; `execveat` of a descriptor itself
+//!    (`AT_EMPTY_PATH`, as `fexecve` does) fails with EPERM, since a memfd the command wrote
+//!    would run past every mount's `noexec`;
 //! 7. the deny-list fails with EPERM; everything else is allowed.
 //!
 //! We assemble it ourselves instead of using seccompiler for two reasons. Every command
@@ -190,6 +192,8 @@ enum Label {
     Mode(u32),
     /// As `Mode`, and refuse device nodes.
     Node(u32),
+    /// `execveat` of a descriptor itself (`AT_EMPTY_PATH`).
+    ExecFd,
 }
 
 enum Insn {
@@ -253,6 +257,7 @@ pub(crate) fn build(network: bool, unix_sockets: bool) -> Result<Program, String
         code.push(eq(nr(libc::SYS_socket)?, Label::Socket));
     }
     code.push(eq(nr(libc::SYS_openat2)?, Label::Enosys));
+    code.push(eq(nr(libc::SYS_execveat)?, Label::ExecFd));
     for &(_, n, arg) in MODE_SETTERS {
         code.push(eq(nr(n)?, Label::Mode(arg)));
     }
@@ -294,6 +299,18 @@ pub(crate) fn build(network: bool, unix_sockets: bool) -> Result<Program, String
             },
         ]);
     }
+    // execveat(fd, "", …, AT_EMPTY_PATH) runs whatever the descriptor holds: a memfd the
+    // command filled, which no mount's noexec and no Landlock rule covers.
+    code.extend([
+        Mark(Label::ExecFd),
+        Load(arg_low(4)),
+        Jump {
+            op: libc::BPF_JSET,
+            k: libc::AT_EMPTY_PATH as u32,
+            then: Label::Eperm,
+            otherwise: Label::Allow,
+        },
+    ]);
     code.extend([
         Mark(Label::Clone),
         Load(ARG0_LOW),
@@ -561,5 +578,14 @@ mod tests {
             RET_ALLOW
         );
         assert_eq!(run(&p, AUDIT_ARCH, nr(libc::SYS_openat2), 0), RET_ENOSYS);
+        let empty_path = [3, 0, 0, 0, libc::AT_EMPTY_PATH as u64, 0];
+        assert_eq!(
+            run_args(&p, AUDIT_ARCH, nr(libc::SYS_execveat), empty_path),
+            RET_EPERM
+        );
+        assert_eq!(
+            run_args(&p, AUDIT_ARCH, nr(libc::SYS_execveat), [3, 0, 0, 0, 0, 0]),
+            RET_ALLOW
+        );
     }
 }

@@ -282,3 +282,23 @@ async fn a_command_holds_no_capability_even_when_the_server_is_root() {
     assert_eq!(got["chown_other"], "ok", "{r}");
     assert_eq!(got["mknod_char"], "ok", "{r}");
 }
+
+/// A program the command writes into a memfd cannot be run through the descriptor
+/// (`fexecve`, i.e. `execveat(AT_EMPTY_PATH)`): no mount's `noexec` and no Landlock rule
+/// covers a memfd, so seccomp refuses it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_memfd_cannot_be_executed() {
+    let probe = "import os\nfd = os.memfd_create('x')\nos.write(fd, open('/usr/bin/echo', 'rb').read())\ntry:\n    os.execve(fd, ['echo', 'ran-from-memfd'], {})\nexcept OSError as e:\n    print('refused', e.errno)\n";
+    for (mode, want) in [("enforce", "refused 1"), ("off", "ran-from-memfd")] {
+        let sb = sandbox(mode);
+        let s = sb.session().await;
+        let r = s
+            .call("run_command", json!({"command": ["python3", "-c", probe]}))
+            .await;
+        assert_eq!(
+            r["detail"]["stdout"].as_str().unwrap().trim(),
+            want,
+            "{mode}: {r}"
+        );
+    }
+}
