@@ -95,6 +95,18 @@ fn spawn_echo(fork_path: bool) -> Duration {
     elapsed
 }
 
+/// One append of a record-sized line (the size of a run's attempt record) and its
+/// `fdatasync`, on the disk the trail is on: what every run must wait for before it execs.
+fn durable_append(file: &mut std::fs::File) -> Duration {
+    use std::io::Write;
+    let line = [b'x'; 480];
+    let t = Instant::now();
+    file.write_all(&line).unwrap();
+    file.write_all(b"\n").unwrap();
+    file.sync_data().unwrap();
+    t.elapsed()
+}
+
 fn peak_rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
@@ -131,7 +143,12 @@ async fn main() {
     // Ten rounds of back-to-back blocks, one block per row per round: every row sees the
     // same stretches of this noisy machine, so the ratios compare like with like, and each
     // call still follows one of its own kind, as in a session that is in use.
-    let mut rows: [Vec<Duration>; 6] = Default::default();
+    let mut rows: [Vec<Duration>; 7] = Default::default();
+    let mut trail = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.path().join("floor.jsonl"))
+        .unwrap();
     let rounds = 10;
     for round in 0..rounds {
         let block = n / rounds + usize::from(round < n % rounds);
@@ -153,6 +170,9 @@ async fn main() {
         for _ in 0..block {
             rows[5].push(timed_call(&host, "run_command", &run).await);
         }
+        for _ in 0..block {
+            rows[6].push(durable_append(&mut trail));
+        }
     }
     // An agent's calls come with pauses between them: the first call after an idle spell
     // is what a user waits for most often.
@@ -169,10 +189,11 @@ async fn main() {
     on.cancel().await.unwrap();
     host.cancel().await.unwrap();
     off.cancel().await.unwrap();
-    let [base, forked, explained, run_on, run_off, run_host] = rows;
+    let [base, forked, explained, run_on, run_off, run_host, fsynced] = rows;
     let base_p50 = row("baseline: spawn /bin/echo from Rust", base);
     row("baseline: same, with a pre_exec hook (fork)", forked);
-    row("explain_command(\"echo hi\")", explained);
+    let explain_p50 = row("explain_command(\"echo hi\")", explained);
+    let fsync_p50 = row("baseline: append a record-sized line + fdatasync", fsynced);
     let on_p50 = row("run_command(\"echo hi\"), enforce, private view", run_on);
     let host_p50 = row("run_command(\"echo hi\"), enforce, host view", run_host);
     let off_p50 = row("run_command(\"echo hi\"), sandbox off", run_off);
@@ -192,6 +213,13 @@ async fn main() {
     println!(
         "run (enforce) p50 / bare spawn p50: {:.2}x",
         on_p50 / base_p50
+    );
+    // The floor a durable attempt record allows: a bare spawn, the record made durable, and
+    // one MCP round trip (explain is one without a spawn or a record).
+    let floor = base_p50 + fsync_p50 + explain_p50;
+    println!(
+        "floor (bare spawn + fdatasync'd append + explain round trip, p50): {floor:.3} ms; run (enforce) p50 / floor: {:.2}x",
+        on_p50 / floor
     );
     println!(
         "confinement adds (enforce - off, p50): {:.3} ms",
