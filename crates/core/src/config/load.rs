@@ -205,6 +205,31 @@ impl Builder<'_> {
             None => None,
         };
 
+        // What commands may read must not hold the trail or the journal.
+        if let Some(t) = &terminal {
+            let kept = log.iter().map(|l| ("audit_log", l)).chain(
+                files
+                    .iter()
+                    .filter_map(|f| f.journal.as_ref().map(|j| ("files.journal", j))),
+            );
+            for (what, path) in kept {
+                let readable = t.sandbox.read_paths.iter().find(|rp| {
+                    let real = std::fs::canonicalize(rp).unwrap_or_else(|_| (*rp).clone());
+                    path.starts_with(real)
+                });
+                if let Some(rp) = readable {
+                    return Err(ConfigError::Invalid {
+                        key: "terminal.sandbox.read_paths".into(),
+                        message: format!(
+                            "{} lets commands read the {what} {}; keep it outside every read path",
+                            rp.display(),
+                            path.display()
+                        ),
+                    });
+                }
+            }
+        }
+
         let keep = raw.audit_keep.unwrap_or(5);
         if keep == 0 || keep > 1000 {
             return Err(ConfigError::Invalid {

@@ -306,3 +306,28 @@ fn a_read_path_inside_the_jail_is_fatal() {
         "{out:?}"
     );
 }
+
+/// A read path that holds the audit trail would let commands read it: the policy does not
+/// load.
+#[test]
+fn a_read_path_over_the_audit_log_is_fatal() {
+    let sb = sandbox("");
+    let text = std::fs::read_to_string(&sb.policy).unwrap();
+    std::fs::write(
+        &sb.policy,
+        format!(
+            "{text}\n[terminal.sandbox]\nread_paths = [\"/usr\", \"{}\"]\n",
+            sb.base().display()
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(BIN)
+        .args(["policy", "check", "--config", sb.policy.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("lets commands read the audit_log"),
+        "{out:?}"
+    );
+}
