@@ -149,7 +149,7 @@ impl TerminalService {
             .collect::<Vec<_>>()
             .join(":");
         let home = PrivateHome::create(&std::env::temp_dir(), &terminal.jail_root)?;
-        let env = vec![
+        let mut env = vec![
             ("PATH".to_owned(), path),
             // Not the jail: an rc file the model writes there must not configure the next
             // command (see `home`).
@@ -162,7 +162,6 @@ impl TerminalService {
             ("GIT_CONFIG_NOSYSTEM".to_owned(), "1".to_owned()),
             ("GIT_TERMINAL_PROMPT".to_owned(), "0".to_owned()),
         ];
-        let mut env = env;
         // `[terminal.env]`: named variables of the server's own environment, then fixed
         // values; the names were checked at load (never PATH, HOME, TMPDIR or LD_*).
         let passed = terminal

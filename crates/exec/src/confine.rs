@@ -538,7 +538,11 @@ fn describe(
             } else {
                 seccomp::refused_by_argument().collect()
             },
-            refused_device_nodes: strings(seccomp::DEVICE_NODE_CALLS),
+            refused_device_nodes: if off {
+                Vec::new()
+            } else {
+                seccomp::device_node_calls().collect()
+            },
             sockets: match (off, spec.network, spec.unix_sockets) {
                 (true, _, _) | (false, true, true) => "any",
                 (false, true, false) => "any but AF_UNIX (socketpair allowed)",

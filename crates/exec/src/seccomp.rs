@@ -146,14 +146,13 @@ pub(crate) fn refused_by_argument() -> impl Iterator<Item = &'static str> {
     MODE_SETTERS
         .iter()
         .map(|(name, _, _)| *name)
-        .chain(NODE_MAKERS.iter().map(|(name, _, _)| *name))
+        .chain(device_node_calls())
 }
 
 /// The calls refused for a character or block device, for the confinement report.
-#[cfg(target_arch = "x86_64")]
-pub(crate) const DEVICE_NODE_CALLS: &[&str] = &["mknod", "mknodat"];
-#[cfg(not(target_arch = "x86_64"))]
-pub(crate) const DEVICE_NODE_CALLS: &[&str] = &["mknodat"];
+pub(crate) fn device_node_calls() -> impl Iterator<Item = &'static str> {
+    NODE_MAKERS.iter().map(|(name, _, _)| *name)
+}
 
 /// `AUDIT_ARCH_*` of the architecture we were built for (EM_* | 64-bit | little-endian).
 #[cfg(target_arch = "x86_64")]

@@ -33,8 +33,9 @@ use crate::step::errno;
 
 /// The namespaces every command enters, made once.
 pub(crate) struct View {
-    /// (descriptor, CLONE_NEW* type), the user namespace first when there is one.
-    entries: Vec<(OwnedFd, c_int)>,
+    /// Each namespace's descriptor, in [`NAMESPACES`] order (the user namespace first, when
+    /// there is one).
+    entries: Vec<(OwnedFd, &'static Namespace)>,
     /// Whether the view has a user namespace of its own (an unprivileged server).
     pub(crate) user: bool,
     /// The runtime directory holding the skeleton root; removed on drop.
@@ -50,9 +51,47 @@ impl std::fmt::Debug for View {
 }
 
 /// What a command can see in the view, for the reports.
-pub(crate) const VISIBLE: &str = "the jail (read-write, nosuid, nodev), the read paths and HOME (read-only), /dev/{null,zero,full,random,urandom}, a synthetic /etc/passwd, /etc/group and /etc/hosts; nothing else of the host; loopback-only network";
+pub(crate) const VISIBLE: &str = "the jail (read-write, nosuid, nodev), the read paths and HOME (read-only), /dev/{null,zero,full,random,urandom} (read-only binds), a synthetic /etc/passwd, /etc/group and /etc/hosts; nothing else of the host's filesystem; loopback-only network; the host's pid namespace (no /proc; Landlock's scoping refuses signals to other processes)";
 
 const PREFIX: &str = "safe-mcp-view-";
+
+/// One namespace of the view: its name under `/proc/<pid>/ns/`, its `CLONE_NEW*` flag, and
+/// its name in the reports.
+struct Namespace {
+    proc_name: &'static str,
+    flag: c_int,
+    report: &'static str,
+}
+
+/// The view's namespaces, in the order a child enters them: the user namespace first, since
+/// it is what grants the right to enter the others.
+const NAMESPACES: &[Namespace] = &[
+    Namespace {
+        proc_name: "user",
+        flag: libc::CLONE_NEWUSER,
+        report: "user",
+    },
+    Namespace {
+        proc_name: "mnt",
+        flag: libc::CLONE_NEWNS,
+        report: "mount",
+    },
+    Namespace {
+        proc_name: "ipc",
+        flag: libc::CLONE_NEWIPC,
+        report: "ipc",
+    },
+    Namespace {
+        proc_name: "uts",
+        flag: libc::CLONE_NEWUTS,
+        report: "uts",
+    },
+    Namespace {
+        proc_name: "net",
+        flag: libc::CLONE_NEWNET,
+        report: "net",
+    },
+];
 
 /// The `/etc` files the view makes up instead of showing the host's.
 const SYNTHETIC: &[&str] = &["passwd", "group", "hosts"];
@@ -109,17 +148,7 @@ impl View {
 
     /// The namespaces a command enters, for the reports.
     pub(crate) fn names(&self) -> Vec<&'static str> {
-        self.entries
-            .iter()
-            .map(|(_, t)| match *t {
-                libc::CLONE_NEWUSER => "user",
-                libc::CLONE_NEWNS => "mount",
-                libc::CLONE_NEWIPC => "ipc",
-                libc::CLONE_NEWUTS => "uts",
-                libc::CLONE_NEWNET => "net",
-                _ => "other",
-            })
-            .collect()
+        self.entries.iter().map(|(_, ns)| ns.report).collect()
     }
 
     /// Enters every namespace of the view. Runs in the spawn child, before its chdir: the
@@ -128,9 +157,9 @@ impl View {
     /// # Safety
     /// Only in the child made by [`crate::spawn::spawn`]: it changes its namespaces for good.
     pub(crate) unsafe fn enter(&self) -> Result<(), c_int> {
-        for (fd, nstype) in &self.entries {
+        for (fd, ns) in &self.entries {
             // SAFETY: setns on a namespace descriptor this view owns and keeps open.
-            if unsafe { libc::syscall(libc::SYS_setns, fd.as_raw_fd(), *nstype) } != 0 {
+            if unsafe { libc::syscall(libc::SYS_setns, fd.as_raw_fd(), ns.flag) } != 0 {
                 return Err(errno());
             }
         }
@@ -210,7 +239,9 @@ fn under(root: &Path, path: &Path) -> PathBuf {
 }
 
 /// Lays out the skeleton and the bind list, then makes the namespaces in a child.
-fn build(spec: &ConfinementSpec, dir: &Path) -> Result<(Vec<(OwnedFd, c_int)>, bool), String> {
+type Entries = Vec<(OwnedFd, &'static Namespace)>;
+
+fn build(spec: &ConfinementSpec, dir: &Path) -> Result<(Entries, bool), String> {
     let root = dir.join("root");
     let etc = dir.join("etc");
     for d in [&root, &etc] {
@@ -383,7 +414,7 @@ const SETUP_STEPS: &[&str] = &[
 
 /// Forks the setup child, waits until it stands in the finished view, opens its namespaces,
 /// then lets it exit.
-fn run_setup(setup: &Setup) -> Result<Vec<(OwnedFd, c_int)>, String> {
+fn run_setup(setup: &Setup) -> Result<Entries, String> {
     let (ready_r, ready_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
         .map_err(|e| format!("pipe: {e}"))?;
     let (go_r, go_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
@@ -411,28 +442,15 @@ fn run_setup(setup: &Setup) -> Result<Vec<(OwnedFd, c_int)>, String> {
     let mut report = [0u8; 8];
     let n = rustix::io::read(&ready_r, &mut report).unwrap_or(0);
     let result = if n == 8 && report[0] == 0 {
-        let mut entries = Vec::new();
-        let mut kinds = vec![];
-        if setup.user {
-            kinds.push(("user", libc::CLONE_NEWUSER));
-        }
-        kinds.extend([
-            ("mnt", libc::CLONE_NEWNS),
-            ("ipc", libc::CLONE_NEWIPC),
-            ("uts", libc::CLONE_NEWUTS),
-            ("net", libc::CLONE_NEWNET),
-        ]);
-        let mut failure = None;
-        for (name, kind) in kinds {
-            match std::fs::File::open(format!("/proc/{pid}/ns/{name}")) {
-                Ok(f) => entries.push((OwnedFd::from(f), kind)),
-                Err(e) => {
-                    failure = Some(format!("cannot open the view's {name} namespace: {e}"));
-                    break;
-                }
-            }
-        }
-        failure.map_or(Ok(entries), Err)
+        NAMESPACES
+            .iter()
+            .filter(|ns| setup.user || ns.flag != libc::CLONE_NEWUSER)
+            .map(|ns| {
+                std::fs::File::open(format!("/proc/{pid}/ns/{}", ns.proc_name))
+                    .map(|f| (OwnedFd::from(f), ns))
+                    .map_err(|e| format!("cannot open the view's {} namespace: {e}", ns.proc_name))
+            })
+            .collect()
     } else if n == 8 {
         let step = usize::from(report[0]);
         let code = i32::from_ne_bytes([report[4], report[5], report[6], report[7]]);
@@ -505,7 +523,12 @@ unsafe fn build_in_child(s: &Setup) -> Result<(), (u8, c_int)> {
             }
         }
     }
-    let flags = libc::CLONE_NEWNS | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS | libc::CLONE_NEWNET;
+    // The user namespace was made above, on its own: its maps must be written before the
+    // others are made in it.
+    let flags = NAMESPACES
+        .iter()
+        .filter(|ns| ns.flag != libc::CLONE_NEWUSER)
+        .fold(0, |all, ns| all | ns.flag);
     // SAFETY: integer argument only.
     if unsafe { libc::unshare(flags) } != 0 {
         return Err(fail(3));

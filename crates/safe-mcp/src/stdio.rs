@@ -74,8 +74,8 @@ impl<R: tokio::io::AsyncRead + Send + Unpin> LineTransport<R> {
         }
     }
 
-    /// Writes `bytes` (one whole line) under the writer's lock, off the read path, so that a
-    /// cancelled `receive` cannot cut it short.
+    /// Sends the JSON-RPC error `code` for `id` as one whole line, under the writer's lock
+    /// and off the read path, so that a cancelled `receive` cannot cut it short.
     fn answer(&self, id: serde_json::Value, code: i64, message: String) {
         let message: String = message.chars().take(MAX_ERROR_CHARS).collect();
         let reply = serde_json::json!({
