@@ -318,28 +318,8 @@ async fn as_an_unprivileged_user_the_same_confinement_holds() {
     std::fs::write(&outside, "root only").unwrap();
     // The sandbox belongs to nobody; the outside file stays readable to nobody by DAC, so
     // only Landlock can refuse it.
-    for entry in [
-        sb.base().to_path_buf(),
-        sb.jail.clone(),
-        sb.jail.join("sub"),
-        sb.jail.join("notes.txt"),
-        sb.policy.clone(),
-    ] {
-        std::os::unix::fs::chown(&entry, Some(65534), Some(65534)).unwrap();
-    }
-    let s = Session::start_with_stderr(
-        &sb.policy,
-        |c| {
-            let program = std::mem::replace(c, tokio::process::Command::new("setpriv"));
-            let args: Vec<_> = program.as_std().get_args().map(|a| a.to_owned()).collect();
-            c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-                .arg(super::support::BIN)
-                .args(args)
-                .env_clear();
-        },
-        None,
-    )
-    .await;
+    sb.give_to(65534);
+    let s = sb.session_as(65534).await;
     let r = s.call("run_command", sh("id -u")).await;
     assert_eq!(r["detail"]["stdout"], "65534\n", "{r}");
     let r = s

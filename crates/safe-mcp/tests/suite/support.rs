@@ -107,6 +107,42 @@ allow_interpreter = true
     pub async fn session(&self) -> Session {
         Session::start(&self.policy, |_| {}).await
     }
+
+    /// Gives the sandbox (its directory, the jail and its seeded entries, the policy) to
+    /// `uid`, as an operator would for an unprivileged server.
+    pub fn give_to(&self, uid: u32) {
+        for entry in [
+            self.base().to_path_buf(),
+            self.jail.clone(),
+            self.jail.join("sub"),
+            self.jail.join("notes.txt"),
+            self.policy.clone(),
+        ] {
+            std::os::unix::fs::chown(&entry, Some(uid), Some(uid)).unwrap();
+        }
+    }
+
+    /// A session with the server run as `uid` (through setpriv; the caller must be root).
+    pub async fn session_as(&self, uid: u32) -> Session {
+        Session::start_with_stderr(
+            &self.policy,
+            |c| {
+                let program = std::mem::replace(c, tokio::process::Command::new("setpriv"));
+                let args: Vec<_> = program.as_std().get_args().map(|a| a.to_owned()).collect();
+                c.args([
+                    format!("--reuid={uid}"),
+                    format!("--regid={uid}"),
+                    "--clear-groups".to_owned(),
+                    "--".to_owned(),
+                ])
+                .arg(BIN)
+                .args(args)
+                .env_clear();
+            },
+            None,
+        )
+        .await
+    }
 }
 
 /// A live MCP session with `safe-mcp terminal`.

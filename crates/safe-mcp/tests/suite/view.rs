@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use super::support::{BIN, DEFAULT_ALLOW, Sandbox, Session};
+use super::support::{BIN, DEFAULT_ALLOW, Sandbox};
 
 fn sandbox(extra: &str) -> Sandbox {
     Sandbox::with(
@@ -179,28 +179,8 @@ async fn an_unprivileged_server_gets_the_same_view() {
         return;
     }
     let sb = sandbox("");
-    for entry in [
-        sb.base().to_path_buf(),
-        sb.jail.clone(),
-        sb.jail.join("sub"),
-        sb.jail.join("notes.txt"),
-        sb.policy.clone(),
-    ] {
-        std::os::unix::fs::chown(&entry, Some(65534), Some(65534)).unwrap();
-    }
-    let s = Session::start_with_stderr(
-        &sb.policy,
-        |c| {
-            let program = std::mem::replace(c, tokio::process::Command::new("setpriv"));
-            let args: Vec<_> = program.as_std().get_args().map(|a| a.to_owned()).collect();
-            c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-                .arg(BIN)
-                .args(args)
-                .env_clear();
-        },
-        None,
-    )
-    .await;
+    sb.give_to(65534);
+    let s = sb.session_as(65534).await;
     let d = s.call("describe_policy", json!({})).await;
     let view = &d["detail"]["confinement"]["view"];
     assert_eq!(view["view"], "private", "{d}");
