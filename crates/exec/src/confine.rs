@@ -272,10 +272,15 @@ impl Confinement {
             (SandboxMode::Off, _) => (None, ViewState::Host("sandbox mode off".into())),
             (_, NamespaceMode::Off) => (None, ViewState::Host("namespaces = \"off\"".into())),
             (_, setting) => match View::create(spec) {
-                Ok(view) => {
-                    let names = view.names();
-                    (Some(view), ViewState::Private(names))
-                }
+                Ok(view) => match (&view.pid, setting) {
+                    (Err(why), NamespaceMode::Required) => {
+                        return Err(ConfineError::Namespaces(why.clone()));
+                    }
+                    _ => {
+                        let state = ViewState::Private(view.names(), view.visible());
+                        (Some(view), state)
+                    }
+                },
                 Err(why) if setting == NamespaceMode::Required => {
                     return Err(ConfineError::Namespaces(why));
                 }
@@ -294,7 +299,13 @@ impl Confinement {
             SandboxMode::Off => (None, None),
             mode => {
                 let extra = view.as_ref().map_or(Vec::new(), View::own_files);
-                let ruleset = build_ruleset(spec, mode == SandboxMode::Enforce, &extra)?;
+                let proc_dir = view.as_ref().and_then(View::proc_dir);
+                let ruleset = build_ruleset(
+                    spec,
+                    mode == SandboxMode::Enforce,
+                    &extra,
+                    proc_dir.as_deref(),
+                )?;
                 (
                     Option::<OwnedFd>::from(ruleset),
                     Some(
@@ -338,6 +349,11 @@ impl Confinement {
     /// The compact form recorded with every run: mode, Landlock state, seccomp, network.
     pub fn summary(&self) -> &ConfinementSummary {
         &self.summary
+    }
+
+    /// Whether each command gets a pid namespace (and an init) of its own in the view.
+    pub(crate) fn pid_namespace(&self) -> bool {
+        self.view.as_ref().is_some_and(|v| v.pid.is_ok())
     }
 
     /// Enters the private view, when there is one. Runs in the `CLONE_VM` child before its
@@ -433,8 +449,8 @@ impl Confinement {
 
 /// Which view of the machine commands get.
 enum ViewState {
-    /// Their own namespaces, these ones.
-    Private(Vec<&'static str>),
+    /// Their own namespaces, these ones, and what they see.
+    Private(Vec<&'static str>, String),
     /// The host's, for this reason.
     Host(String),
     /// Not built (explain, doctor): what a server would try.
@@ -482,11 +498,11 @@ fn describe(
     };
     let strings = |names: &[&'static str]| if off { Vec::new() } else { names.to_vec() };
     let view_report = match view {
-        ViewState::Private(names) => ViewReport {
+        ViewState::Private(names, visible) => ViewReport {
             setting: spec.namespaces.as_str(),
             view: "private",
             namespaces: names.clone(),
-            detail: crate::view::VISIBLE.to_owned(),
+            detail: visible.clone(),
         },
         ViewState::Host(why) => ViewReport {
             setting: spec.namespaces.as_str(),
@@ -519,7 +535,7 @@ fn describe(
                 .collect(),
             never_granted: strings(&["make_char", "make_block", "ioctl_dev"]),
             exec_in_jail: spec.exec_in_jail,
-            tcp: match (spec.network || off, matches!(view, ViewState::Private(_))) {
+            tcp: match (spec.network || off, matches!(view, ViewState::Private(..))) {
                 (true, true) => "loopback only (the private view's own network namespace)",
                 (true, false) => "allowed",
                 (false, _) => "denied",
@@ -577,7 +593,7 @@ fn describe(
             Some(CapabilityDrop::HeldSets) => "none held",
             None => "kept",
         },
-        view: if matches!(view, ViewState::Private(_)) {
+        view: if matches!(view, ViewState::Private(..)) {
             "private"
         } else {
             "host"
@@ -627,6 +643,7 @@ fn build_ruleset(
     spec: &ConfinementSpec,
     hard: bool,
     extra_read: &[PathBuf],
+    proc_dir: Option<&Path>,
 ) -> Result<RulesetCreated, ConfineError> {
     let err = |e: landlock::RulesetError| ConfineError::Landlock(e.to_string());
     let level = if hard {
@@ -679,6 +696,13 @@ fn build_ruleset(
         ))
         .map_err(err)?
         .add_rules(path_beneath_rules(device(false), AccessFs::ReadFile))
+        .map_err(err)?
+        // The command's own /proc is mounted on this directory of the view's skeleton;
+        // Landlock matches the mount point on the way up from any file beneath it.
+        .add_rules(path_beneath_rules(
+            proc_dir,
+            AccessFs::ReadFile | AccessFs::ReadDir,
+        ))
         .map_err(err)?
         .add_rules(path_beneath_rules([spec.jail_root.as_path()], jail_access))
         .map_err(err)

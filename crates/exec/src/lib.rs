@@ -31,7 +31,7 @@ mod spawn;
 mod step;
 mod view;
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 
 use rustix::pipe::{PipeFlags, pipe_with};
@@ -89,9 +89,17 @@ impl Executor for LocalExecutor {
             // Each child reads one byte from the gate as the last step before exec: cloning
             // and confining overlap the attempt record's fsync, but no program runs before it.
             let (gate_r, gate_w) = pipe_with(PipeFlags::CLOEXEC).map_err(internal)?;
+            let gate_writer = gate_w.as_raw_fd();
             let stages: usize = plan.pipelines.iter().map(Vec::len).sum();
             let mut task = tokio::task::spawn_blocking(move || {
-                run::run_plan(&plan, &confinement, &dev_null, &cancel_r, &gate_r)
+                run::run_plan(
+                    &plan,
+                    &confinement,
+                    &dev_null,
+                    &cancel_r,
+                    &gate_r,
+                    gate_writer,
+                )
             });
             let released = durable.await;
             // One ticket per stage: 1 lets it exec, 0 sends it away. A ticket is written either

@@ -6,7 +6,7 @@
 //! killed *before* the last member is reaped: while an unreaped zombie holds the group id it
 //! cannot be reused, so `killpg` can never hit a stranger's group.
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -76,8 +76,18 @@ impl Capture {
 struct Stage {
     pid: Pid,
     pidfd: OwnedFd,
+    /// The process group of the stage's pipeline (its first stage leads it).
+    pgid: Pid,
+    /// The memory of the stage's init, where it has one; freed once it is reaped.
+    init: Option<spawn::InitMemory>,
     exited: bool,
     index: usize,
+}
+
+/// How a stage ended: its exit code, or the signal that killed it.
+struct StageExit {
+    code: Option<i32>,
+    signal: Option<i32>,
 }
 
 struct StdinFeed {
@@ -116,6 +126,7 @@ pub(crate) fn run_plan(
     dev_null: &OwnedFd,
     cancel: &OwnedFd,
     gate: &OwnedFd,
+    gate_writer: RawFd,
 ) -> Result<ExecOutcome, ExecFailure> {
     let deadline = Instant::now() + plan.timeout;
     let io = |e: std::io::Error| ExecFailure::Internal(e.to_string());
@@ -165,6 +176,7 @@ pub(crate) fn run_plan(
             confinement,
             dev_null,
             gate,
+            gate_writer,
         };
         let mut stages = spawn_pipeline(&wiring, pipeline, base, stdin, &mut feed)?;
         for s in &stages {
@@ -189,8 +201,8 @@ pub(crate) fn run_plan(
         for s in &mut stages {
             let exit = reap_stage(s).map_err(|e| io(e.into()))?;
             let o = &mut outcome.stages[s.index];
-            o.exit_code = exit.exit_status();
-            o.signal = exit.terminating_signal();
+            o.exit_code = exit.code;
+            o.signal = exit.signal;
         }
         status = stages.last().map(|s| {
             let o = &outcome.stages[s.index];
@@ -244,10 +256,14 @@ struct Wiring<'a> {
     confinement: &'a Arc<Confinement>,
     dev_null: &'a OwnedFd,
     gate: &'a OwnedFd,
+    gate_writer: RawFd,
 }
 
 /// Waits for a stage's exit (it has exited or been killed) and reaps it.
-fn reap_stage(s: &Stage) -> Result<rustix::process::WaitIdStatus, Errno> {
+/// Reaps the stage and says how its program ended: the init's record of the command's wait
+/// status where the stage has an init that lived to make it, the stage's own otherwise (an
+/// init killed on timeout reads as the signal that killed it, as a command would).
+fn reap_stage(s: &mut Stage) -> Result<StageExit, Errno> {
     let status = loop {
         match waitid(WaitId::PidFd(s.pidfd.as_fd()), WaitIdOptions::EXITED) {
             Ok(Some(status)) => break Ok(status),
@@ -257,7 +273,26 @@ fn reap_stage(s: &Stage) -> Result<rustix::process::WaitIdStatus, Errno> {
         }
     };
     reap::forget(s.pid);
-    status
+    let status = status?;
+    let command = s.init.take().and_then(|memory| {
+        let raw = memory.command_status();
+        memory.free();
+        raw
+    });
+    Ok(match command {
+        Some(raw) if libc::WIFEXITED(raw) => StageExit {
+            code: Some(libc::WEXITSTATUS(raw)),
+            signal: None,
+        },
+        Some(raw) if libc::WIFSIGNALED(raw) => StageExit {
+            code: None,
+            signal: Some(libc::WTERMSIG(raw)),
+        },
+        _ => StageExit {
+            code: status.exit_status(),
+            signal: status.terminating_signal(),
+        },
+    })
 }
 
 /// Spawns every stage of a pipeline; if any step fails, the stages already started are
@@ -294,6 +329,7 @@ fn spawn_stages(
         confinement,
         dev_null,
         gate,
+        gate_writer,
     } = *w;
     let io = |e: std::io::Error| ExecFailure::Internal(e.to_string());
     let mut next_stdin: Option<OwnedFd> = match stdin {
@@ -336,18 +372,19 @@ fn spawn_stages(
                 pgid,
                 confinement,
                 gate: gate.as_fd(),
+                gate_writer,
             })
         });
         let child = match spawned {
             Ok(child) => child,
             Err(e) => return Err(spawn_failure(&stage.argv[0], &e)),
         };
-        if pgid == 0 {
-            pgid = child.pid.as_raw_nonzero().get();
-        }
+        pgid = child.pgid;
         stages.push(Stage {
             pid: child.pid,
             pidfd: child.pidfd,
+            pgid: Pid::from_raw(child.pgid).unwrap_or(child.pid),
+            init: child.init,
             exited: false,
             index: base + k,
         });
@@ -400,7 +437,7 @@ fn spawn_failure(program: &str, e: &SpawnError) -> ExecFailure {
 /// Kills the group of the stages started so far (the first is its leader) and reaps them.
 fn kill_started(stages: &mut [Stage]) {
     kill_stages(stages);
-    for s in stages.iter() {
+    for s in stages.iter_mut() {
         let _ = reap_stage(s);
     }
 }
@@ -410,7 +447,7 @@ fn kill_started(stages: &mut [Stage]) {
 /// still runs would wait for it past every deadline.
 fn kill_stages(stages: &[Stage]) {
     if let Some(first) = stages.first() {
-        let _ = kill_process_group(first.pid, Signal::KILL);
+        let _ = kill_process_group(first.pgid, Signal::KILL);
     }
     for s in stages.iter().filter(|s| !s.exited) {
         let _ = pidfd_send_signal(&s.pidfd, Signal::KILL);

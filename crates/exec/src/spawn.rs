@@ -9,18 +9,34 @@
 //! then waits at the exec gate until the attempt record is durable.
 //!
 //! Because the child shares the server's memory while other server threads keep running, it
-//! must not allocate, take a lock or write anything of the parent's except the one error slot
-//! it is given: every string, pointer array and descriptor is prepared here, in the parent
+//! must not allocate, take a lock or write anything of the parent's except the slots it is
+//! given: every string, pointer array and descriptor is prepared here, in the parent
 //! ([`Prepared`]), and the child ([`child_main`]) only reads them and makes syscalls, through
 //! libc wrappers that take no lock (raw ones for read, write and the signal mask). All
 //! signals are blocked across the clone and the child resets every caught signal to its
 //! default before unblocking, so no server signal handler can run on the child's stack.
+//!
+//! In a private view with pid namespaces, one stage is three processes, all on stacks of
+//! their own in the server's memory:
+//! 1. the **first child** enters the view, unshares a pid and a mount namespace and starts
+//! 2. the namespace's **init** (pid 1; `CLONE_PARENT`, so the server is its parent and the
+//!    stage's pid is the init's), which mounts the namespace's `/proc` and vforks
+//! 3. the **command**, which confines itself, waits at the gate and execs.
+//!
+//! The first child waits for the init's word that the command has exec'd (or failed), then
+//! exits, and the server's thread resumes as with one process. The init then closes every
+//! descriptor, reaps until the command exits, stores the command's wait status in a slot of
+//! the server's ([`InitMemory`]) and exits; the kernel kills whatever else is left in the
+//! namespace. From its word on, the init runs beside the server's threads, so it makes only
+//! raw syscalls that never write the shared `errno` (rustix's, not libc's) and touches
+//! nothing but its own stack and that slot, both of which the server keeps until it has
+//! reaped the init.
 
 use std::ffi::{CString, OsStr, c_char, c_int, c_void};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
 use rustix::process::Pid;
 
@@ -76,12 +92,52 @@ pub(crate) struct StageSpawn<'a> {
     pub confinement: &'a Confinement,
     /// The exec gate's read end.
     pub gate: BorrowedFd<'a>,
+    /// The gate's write end, as the number the child's copy of it has: the child closes it,
+    /// so that a gate the server closes without a ticket (or a server that dies) reads as
+    /// closed instead of leaving the child waiting forever on its own copy.
+    pub gate_writer: RawFd,
 }
 
-/// A started stage: its pid and a pidfd opened atomically by `clone`.
+/// A started stage: its pid (the init's, in a pid namespace of its own), a pidfd, its
+/// process group, and the memory its init still uses.
 pub(crate) struct Spawned {
     pub pid: Pid,
     pub pidfd: OwnedFd,
+    pub pgid: i32,
+    pub init: Option<InitMemory>,
+}
+
+/// What a stage's init uses until it exits: its stack, and the slot where it leaves the
+/// command's wait status. Freed only once the init has been reaped ([`InitMemory::free`]);
+/// dropped any other way, it is leaked, never unmapped under a process that may still run.
+pub(crate) struct InitMemory {
+    stack: Option<ChildStack>,
+    status: Option<Box<AtomicU64>>,
+}
+
+/// The status slot's value once the init has stored the command's: this bit, and the raw
+/// wait status in the low 32 bits.
+const STATUS_SET: u64 = 1 << 32;
+
+impl InitMemory {
+    /// The command's raw wait status, if its init lived to store it. Call after reaping.
+    pub(crate) fn command_status(&self) -> Option<i32> {
+        let raw = self.status.as_ref()?.load(Ordering::Acquire);
+        (raw & STATUS_SET != 0).then_some(raw as u32 as i32)
+    }
+
+    /// Frees the memory. Only once the init has been reaped.
+    pub(crate) fn free(mut self) {
+        drop(self.stack.take());
+        drop(self.status.take());
+    }
+}
+
+impl Drop for InitMemory {
+    fn drop(&mut self) {
+        std::mem::forget(self.stack.take());
+        std::mem::forget(self.status.take());
+    }
 }
 
 /// Everything the child reads, laid out before the clone. The pointers point into `Strings`
@@ -96,10 +152,30 @@ struct Prepared {
     stdio: [RawFd; 3],
     pgid: libc::pid_t,
     gate: RawFd,
-    server: libc::pid_t,
+    gate_writer: RawFd,
+    /// What the command child's `getppid()` must be at the gate: the server, or 1 (its
+    /// init) in a pid namespace of its own.
+    parent: libc::pid_t,
     confinement: *const Confinement,
-    /// Written by the child only, before it exits: `step << 16 | errno`, or 0.
+    /// Written by a child only, before it exits: `step << 16 | errno`, or 0. The first
+    /// failure wins.
     failure: AtomicI32,
+    /// With a pid namespace: the init's and the command's stacks, the status slot, and what
+    /// the first child tells the others.
+    pid_ns: Option<PidNamespaceStage>,
+}
+
+/// The parts of [`Prepared`] only a stage with a pid namespace of its own uses.
+#[repr(C)]
+struct PidNamespaceStage {
+    init_stack: *mut c_void,
+    command_stack: *mut c_void,
+    status: *const AtomicU64,
+    /// Written by the first child: the init's pid.
+    init_pid: AtomicI32,
+    /// Written by the first child: the write end of the pipe on which the init says that
+    /// the command has exec'd or failed (the same number in the init's descriptor table).
+    report: AtomicI32,
 }
 
 struct Strings {
@@ -200,6 +276,34 @@ pub(crate) fn spawn(s: &StageSpawn<'_>) -> Result<Spawned, SpawnError> {
     }
     let strings = prepare_strings(s)?;
     let stack = ChildStack::new()?;
+    let server = rustix::process::getpid().as_raw_nonzero().get();
+    let mut init = None;
+    let mut command_stack = None;
+    let pid_ns = if s.confinement.pid_namespace() {
+        let memory = InitMemory {
+            stack: Some(ChildStack::new()?),
+            status: Some(Box::new(AtomicU64::new(0))),
+        };
+        let command = ChildStack::new()?;
+        let stage = PidNamespaceStage {
+            init_stack: memory
+                .stack
+                .as_ref()
+                .map_or(std::ptr::null_mut(), ChildStack::top),
+            command_stack: command.top(),
+            status: memory
+                .status
+                .as_deref()
+                .map_or(std::ptr::null(), std::ptr::from_ref),
+            init_pid: AtomicI32::new(0),
+            report: AtomicI32::new(-1),
+        };
+        init = Some(memory);
+        command_stack = Some(command);
+        Some(stage)
+    } else {
+        None
+    };
     let prepared = Prepared {
         program: strings.program.as_ptr(),
         argv: strings.argv.as_ptr(),
@@ -212,9 +316,11 @@ pub(crate) fn spawn(s: &StageSpawn<'_>) -> Result<Spawned, SpawnError> {
         ],
         pgid: s.pgid,
         gate: s.gate.as_raw_fd(),
-        server: rustix::process::getpid().as_raw_nonzero().get(),
+        gate_writer: s.gate_writer,
+        parent: if pid_ns.is_some() { 1 } else { server },
         confinement: std::ptr::from_ref(s.confinement),
         failure: AtomicI32::new(0),
+        pid_ns,
     };
 
     let mut pidfd: c_int = -1;
@@ -224,7 +330,7 @@ pub(crate) fn spawn(s: &StageSpawn<'_>) -> Result<Spawned, SpawnError> {
     // SAFETY: CLONE_VM|CLONE_VFORK: the child runs `child_main` on `stack`, which is ours and
     // large enough, and reads `prepared` (alive on our frame: this thread is suspended until
     // the child has exec'd or exited, so nothing here moves or is freed meanwhile). The child
-    // makes only raw syscalls and writes only `prepared.failure` (see `child_main`).
+    // makes only raw syscalls and writes only `prepared`'s atomic slots (see `child_main`).
     // CLONE_PIDFD stores a pidfd for the child in `pidfd`.
     let pid = unsafe {
         libc::clone(
@@ -240,6 +346,7 @@ pub(crate) fn spawn(s: &StageSpawn<'_>) -> Result<Spawned, SpawnError> {
     let clone_error = std::io::Error::last_os_error();
     let _ = set_signal_mask(old);
     drop(stack);
+    drop(command_stack);
     drop(strings);
     if pid < 0 {
         return Err(SpawnError::Parent(clone_error));
@@ -247,34 +354,95 @@ pub(crate) fn spawn(s: &StageSpawn<'_>) -> Result<Spawned, SpawnError> {
     // SAFETY: with CLONE_PIDFD the kernel stored a new descriptor that we now own.
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
     let pid = Pid::from_raw(pid).ok_or_else(|| std::io::Error::other("clone returned pid 0"))?;
+    let pgid = if s.pgid == 0 {
+        pid.as_raw_nonzero().get()
+    } else {
+        s.pgid
+    };
     let failure = prepared.failure.load(Ordering::Acquire);
-    if failure != 0 {
-        // The child has exited: reap it so it leaves no zombie.
-        let _ = rustix::process::waitid(
-            rustix::process::WaitId::PidFd(pidfd.as_fd()),
-            rustix::process::WaitIdOptions::EXITED,
-        );
-        let step = Step::from_raw(failure >> 16).unwrap_or(Step::Exec);
-        return Err(SpawnError::Child {
-            step,
-            errno: failure & 0xffff,
+    let child_failed = |failure: i32| SpawnError::Child {
+        step: Step::from_raw(failure >> 16).unwrap_or(Step::Exec),
+        errno: failure & 0xffff,
+    };
+    let Some(stage) = &prepared.pid_ns else {
+        if failure != 0 {
+            // The child has exited: reap it so it leaves no zombie.
+            reap(&pidfd);
+            return Err(child_failed(failure));
+        }
+        return Ok(Spawned {
+            pid,
+            pidfd,
+            pgid,
+            init: None,
         });
+    };
+    // The first child has exited either way; the init, if there is one, is our child.
+    reap(&pidfd);
+    let init_pid = Pid::from_raw(stage.init_pid.load(Ordering::Acquire));
+    let init_fd =
+        init_pid.map(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()));
+    match (failure, init_pid, init_fd, init) {
+        (0, Some(init_pid), Some(Ok(init_fd)), Some(memory)) => Ok(Spawned {
+            pid: init_pid,
+            pidfd: init_fd,
+            pgid,
+            init: Some(memory),
+        }),
+        (failure, _, init_fd, memory) => {
+            if let Some(Ok(fd)) = &init_fd {
+                let _ = rustix::process::pidfd_send_signal(fd, rustix::process::Signal::KILL);
+                reap(fd);
+                if let Some(memory) = memory {
+                    memory.free();
+                }
+            }
+            Err(match failure {
+                0 => SpawnError::Child {
+                    step: Step::PidNamespace,
+                    errno: libc::ECHILD,
+                },
+                f => child_failed(f),
+            })
+        }
     }
-    Ok(Spawned { pid, pidfd })
 }
 
-/// The child: runs on its own stack in the server's memory until exec. Raw syscalls only.
+/// Waits for the exited child behind `pidfd`, so that it leaves no zombie.
+fn reap(pidfd: &OwnedFd) {
+    let _ = rustix::process::waitid(
+        rustix::process::WaitId::PidFd(pidfd.as_fd()),
+        rustix::process::WaitIdOptions::EXITED,
+    );
+}
+
+/// Records the first failure of any child of the stage.
+fn record_failure(p: &Prepared, step: Step, errno: c_int) {
+    let _ = p.failure.compare_exchange(
+        0,
+        ((step as i32) << 16) | (errno & 0xffff),
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    );
+}
+
+/// The first child: runs on its own stack in the server's memory until exec, or until the
+/// init it started has said that the command has exec'd. Raw syscalls only.
 extern "C" fn child_main(arg: *mut c_void) -> c_int {
     // SAFETY: `arg` is the `Prepared` the parent passed to clone; it stays alive and unchanged
     // until this child has exec'd or exited.
     let p = unsafe { &*arg.cast::<Prepared>() };
     // SAFETY: see `run_child`; it is only ever called here, in the cloned child.
-    let Err((step, errno)) = unsafe { run_child(p) };
-    p.failure
-        .store(((step as i32) << 16) | (errno & 0xffff), Ordering::Release);
+    let code = match unsafe { run_child(p) } {
+        Ok(()) => 0,
+        Err((step, errno)) => {
+            record_failure(p, step, errno);
+            127
+        }
+    };
     // SAFETY: _exit ends only this child; no atexit handler or destructor of the shared
     // memory runs.
-    unsafe { libc::_exit(127) }
+    unsafe { libc::_exit(code) }
 }
 
 /// The kernel's signal set: one bit per signal, 64 of them on Linux.
@@ -299,11 +467,12 @@ fn set_signal_mask(mask: KernelSigset) -> Result<KernelSigset, c_int> {
     if rc == 0 { Ok(old) } else { Err(errno()) }
 }
 
-/// The child's steps, in order. Returns only on failure.
+/// The first child's steps, in order. Returns only on failure, or (with a pid namespace)
+/// once the command has exec'd.
 ///
 /// # Safety
 /// Must run in a `CLONE_VM` child made by [`spawn`], with every signal blocked.
-unsafe fn run_child(p: &Prepared) -> Result<std::convert::Infallible, (Step, c_int)> {
+unsafe fn run_child(p: &Prepared) -> Result<(), (Step, c_int)> {
     let fail = |step: Step| (step, errno());
     // Each call below is a plain syscall wrapper on values on this stack or on pointers and
     // descriptors that `spawn` prepared and keeps alive; none allocates or takes a lock.
@@ -339,10 +508,193 @@ unsafe fn run_child(p: &Prepared) -> Result<std::convert::Infallible, (Step, c_i
             return Err(fail(Step::Stdio));
         }
     }
+    if p.gate_writer >= 0 {
+        // SAFETY: closes this child's own copy of the gate's write end (after the dup2s, so
+        // that, should the number have been reused, no descriptor the child needs is lost).
+        unsafe { libc::close(p.gate_writer) };
+    }
     // SAFETY: `p.confinement` points at the caller's Confinement, alive for the clone.
     let confinement = unsafe { &*p.confinement };
     // SAFETY: this is the spawn child, before its chdir, as `enter_view` requires.
     unsafe { confinement.enter_view() }?;
+    match &p.pid_ns {
+        // SAFETY: we are the first child, in the view, as `start_init` requires.
+        Some(stage) => unsafe { start_init(p, stage) },
+        // SAFETY: we are the child that execs, as `run_command` requires.
+        None => match unsafe { run_command(p) } {
+            Err(failure) => Err(failure),
+        },
+    }
+}
+
+/// Makes the stage's pid and mount namespaces, starts their init, and waits for its word
+/// that the command has exec'd (or failed, which the failure slot then says).
+///
+/// # Safety
+/// Only in the first child, after it has entered the view.
+unsafe fn start_init(p: &Prepared, stage: &PidNamespaceStage) -> Result<(), (Step, c_int)> {
+    let fail = || (Step::PidNamespace, errno());
+    // SAFETY: integer argument only; the next child is pid 1 of the new pid namespace.
+    if unsafe { libc::unshare(crate::view::PER_COMMAND) } != 0 {
+        return Err(fail());
+    }
+    let mut report: [c_int; 2] = [-1, -1];
+    // SAFETY: writes two descriptors into `report`, on this stack.
+    if unsafe { libc::pipe2(report.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(fail());
+    }
+    stage.report.store(report[1], Ordering::Release);
+    // SAFETY: CLONE_VM|CLONE_PARENT: the init runs `init_main` on its own stack, which the
+    // server keeps until it has reaped the init, and reads `p`, alive until this child
+    // exits, which it does only after the init's word (see `run_init`).
+    let init = unsafe {
+        libc::clone(
+            init_main,
+            stage.init_stack,
+            libc::CLONE_VM | libc::CLONE_PARENT | libc::SIGCHLD,
+            std::ptr::from_ref(p).cast_mut().cast::<c_void>(),
+        )
+    };
+    let clone_errno = errno();
+    // SAFETY: closes this child's copy of the write end; the init holds its own.
+    unsafe { libc::close(report[1]) };
+    if init < 0 {
+        return Err((Step::PidNamespace, clone_errno));
+    }
+    stage.init_pid.store(init, Ordering::Release);
+    let mut word = 0u8;
+    // SAFETY: reads at most one byte into `word`, on this stack. End-of-file means the init
+    // ended first, and its failure slot says why.
+    unsafe {
+        libc::syscall(
+            libc::SYS_read,
+            report[0],
+            std::ptr::from_mut(&mut word),
+            1usize,
+        )
+    };
+    Ok(())
+}
+
+/// The init: pid 1 of the stage's pid namespace.
+extern "C" fn init_main(arg: *mut c_void) -> c_int {
+    // SAFETY: `arg` is the `Prepared` of `spawn`, alive until the init's word (and the init
+    // does not touch it after that).
+    let p = unsafe { &*arg.cast::<Prepared>() };
+    // SAFETY: see `run_init`; it is only ever called here, in the init.
+    let Err((step, errno)) = unsafe { run_init(p) };
+    record_failure(p, step, errno);
+    // SAFETY: ends only the init (and so, by the kernel, its namespace).
+    unsafe { libc::_exit(127) }
+}
+
+/// The init's steps: die with the server, mount the namespace's `/proc`, vfork the command,
+/// close every descriptor, give the word, then reap until the command exits.
+///
+/// # Safety
+/// Only in the init made by [`start_init`].
+unsafe fn run_init(p: &Prepared) -> Result<std::convert::Infallible, (Step, c_int)> {
+    let fail = || (Step::PidNamespace, errno());
+    let Some(stage) = &p.pid_ns else {
+        return Err((Step::PidNamespace, libc::EINVAL));
+    };
+    // The server's thread that started the stage is our parent (CLONE_PARENT) and outlives
+    // the stage: it reaps us. If the server dies, so do we, and with us the namespace.
+    // SAFETY: prctl with integer arguments only.
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) } != 0 {
+        return Err(fail());
+    }
+    // SAFETY: static NUL-terminated strings; no data argument.
+    let rc = unsafe {
+        libc::mount(
+            c"proc".as_ptr(),
+            c"/proc".as_ptr(),
+            c"proc".as_ptr(),
+            crate::view::PROC_FLAGS,
+            std::ptr::null(),
+        )
+    };
+    if rc != 0 {
+        return Err(fail());
+    }
+    let status = stage.status;
+    let report = stage.report.load(Ordering::Acquire);
+    // SAFETY: CLONE_VM|CLONE_VFORK, as in `spawn`: the command runs `command_main` on its
+    // own stack and reads `p`; we sleep until it has exec'd or exited.
+    let command = unsafe {
+        libc::clone(
+            command_main,
+            stage.command_stack,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            std::ptr::from_ref(p).cast_mut().cast::<c_void>(),
+        )
+    };
+    if command < 0 {
+        return Err(fail());
+    }
+    // Nothing of the server's stays open here: its pipes must see end-of-file when the
+    // command's tree is done, whatever this init does.
+    let last = c_int::MAX as u32;
+    for (from, to) in [(0, report as u32 - 1), (report as u32 + 1, last)] {
+        if from <= to {
+            // SAFETY: integer arguments only; closes descriptors of this process.
+            unsafe { libc::syscall(libc::SYS_close_range, from, to, 0u32) };
+        }
+    }
+    // The word: from here on `p` may be gone, and the server's threads run beside us.
+    // SAFETY: writes one byte from a static to the report pipe.
+    unsafe { libc::syscall(libc::SYS_write, report, b"1".as_ptr(), 1usize) };
+    // SAFETY: `status` is the server's slot, kept until it has reaped us.
+    unsafe { reap_until(command, status) }
+}
+
+/// The init's life after its word: reap every child until the command itself exits, store
+/// its wait status, and exit (the kernel then kills the rest of the namespace). rustix's raw
+/// syscalls only: libc's would write the `errno` of the server thread whose memory we share.
+///
+/// # Safety
+/// Only in the init, with `status` the slot of its [`InitMemory`].
+unsafe fn reap_until(command: libc::pid_t, status: *const AtomicU64) -> ! {
+    loop {
+        match rustix::process::wait(rustix::process::WaitOptions::empty()) {
+            Ok(Some((pid, st))) if pid.as_raw_nonzero().get() == command => {
+                // SAFETY: the slot outlives us (see `InitMemory`).
+                let slot = unsafe { &*status };
+                slot.store(
+                    STATUS_SET | u64::from(st.as_raw() as u32),
+                    Ordering::Release,
+                );
+                break;
+            }
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(_) => break,
+        }
+    }
+    // SAFETY: ends only the init; the exit_group syscall cannot fail.
+    unsafe { libc::_exit(0) }
+}
+
+/// The command: confines itself and execs, in its init's pid namespace.
+extern "C" fn command_main(arg: *mut c_void) -> c_int {
+    // SAFETY: `arg` is the `Prepared` of `spawn`, alive until this child has exec'd or exited.
+    let p = unsafe { &*arg.cast::<Prepared>() };
+    // SAFETY: see `run_command`; it is only ever called here and in `run_child`.
+    let Err((step, errno)) = unsafe { run_command(p) };
+    record_failure(p, step, errno);
+    // SAFETY: ends only this child.
+    unsafe { libc::_exit(127) }
+}
+
+/// The steps of the child that execs: chdir, descriptors, confinement, the gate, exec.
+/// Returns only on failure.
+///
+/// # Safety
+/// Only in the `CLONE_VM` child that execs (the first child, or the command under an init),
+/// after it has entered the view, with every signal blocked.
+unsafe fn run_command(p: &Prepared) -> Result<std::convert::Infallible, (Step, c_int)> {
+    let fail = |step: Step| (step, errno());
+    // SAFETY: `p.confinement` points at the caller's Confinement, alive for the clone.
+    let confinement = unsafe { &*p.confinement };
     // SAFETY: `p.cwd` is a NUL-terminated string the parent keeps alive.
     if unsafe { libc::chdir(p.cwd) } != 0 {
         return Err(fail(Step::Chdir));
@@ -370,7 +722,7 @@ unsafe fn run_child(p: &Prepared) -> Result<std::convert::Infallible, (Step, c_i
         return Err(fail(Step::Gate));
     }
     // SAFETY: no arguments.
-    if unsafe { libc::getppid() } != p.server {
+    if unsafe { libc::getppid() } != p.parent {
         return Err((Step::Gate, GATE_CLOSED));
     }
     let mut ticket = 0u8;

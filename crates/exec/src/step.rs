@@ -15,6 +15,8 @@ pub(crate) enum Step {
     Stdio,
     /// Entering the private view's namespaces.
     View,
+    /// The command's own pid and mount namespaces, its `/proc`, or its init.
+    PidNamespace,
     Chdir,
     Descriptors,
     /// The pids cgroup or an rlimit.
@@ -34,6 +36,7 @@ impl Step {
             Step::ProcessGroup,
             Step::Stdio,
             Step::View,
+            Step::PidNamespace,
             Step::Chdir,
             Step::Descriptors,
             Step::Limits,
@@ -52,6 +55,7 @@ impl Step {
             Step::ProcessGroup => "setpgid",
             Step::Stdio => "dup2",
             Step::View => "entering the private view (setns)",
+            Step::PidNamespace => "the command's pid namespace (unshare, /proc, init)",
             Step::Chdir => "chdir",
             Step::Descriptors => "close_range",
             Step::Limits => "process limits",

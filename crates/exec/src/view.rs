@@ -38,6 +38,9 @@ pub(crate) struct View {
     entries: Vec<(OwnedFd, &'static Namespace)>,
     /// Whether the view has a user namespace of its own (an unprivileged server).
     pub(crate) user: bool,
+    /// Whether each command gets a pid namespace (and a mount namespace for its `/proc`) of
+    /// its own, or why not: the setup child tried one.
+    pub(crate) pid: Result<(), String>,
     /// The runtime directory holding the skeleton root; removed on drop.
     dir: PathBuf,
 }
@@ -51,7 +54,7 @@ impl std::fmt::Debug for View {
 }
 
 /// What a command can see in the view, for the reports.
-pub(crate) const VISIBLE: &str = "the jail (read-write, nosuid, nodev), the read paths and HOME (read-only), /dev/{null,zero,full,random,urandom} (read-only binds), a synthetic /etc/passwd, /etc/group and /etc/hosts; nothing else of the host's filesystem; loopback-only network; the host's pid namespace (no /proc; Landlock's scoping refuses signals to other processes)";
+const VISIBLE: &str = "the jail (read-write, nosuid, nodev), the read paths and HOME (read-only), /dev/{null,zero,full,random,urandom} (read-only binds), a synthetic /etc/passwd, /etc/group and /etc/hosts; nothing else of the host's filesystem; loopback-only network";
 
 const PREFIX: &str = "safe-mcp-view-";
 
@@ -93,6 +96,15 @@ const NAMESPACES: &[Namespace] = &[
     },
 ];
 
+/// What each command makes for itself after entering the view: a pid namespace, with a
+/// mount namespace of its own to hold that namespace's `/proc`.
+pub(crate) const PER_COMMAND: c_int = libc::CLONE_NEWPID | libc::CLONE_NEWNS;
+
+/// The flags of every `/proc` in the view: read-only (its writable files, such as
+/// `/proc/sysrq-trigger` or `/proc/sys`, stay unwritable even for uid 0), nothing to execute.
+pub(crate) const PROC_FLAGS: c_ulong =
+    libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+
 /// The `/etc` files the view makes up instead of showing the host's.
 const SYNTHETIC: &[&str] = &["passwd", "group", "hosts"];
 
@@ -114,6 +126,9 @@ struct Setup {
     root: CString,
     binds: Vec<Bind>,
     hostname: &'static [u8],
+    /// The skeleton's `proc` directory, where the setup child tries a `/proc` of a pid
+    /// namespace of its own.
+    proc_dir: CString,
 }
 
 impl View {
@@ -128,7 +143,12 @@ impl View {
         remove_stale(&parent);
         let dir = make_dir(&parent)?;
         let view = match build(spec, &dir) {
-            Ok((entries, user)) => View { entries, user, dir },
+            Ok((entries, user, pid)) => View {
+                entries,
+                user,
+                pid,
+                dir,
+            },
             Err(e) => {
                 let _ = std::fs::remove_dir_all(&dir);
                 return Err(e);
@@ -146,9 +166,32 @@ impl View {
             .collect()
     }
 
-    /// The namespaces a command enters, for the reports.
+    /// The skeleton's `proc` directory, the mount point of every command's `/proc`, which
+    /// the Landlock ruleset must let commands read; `None` without pid namespaces.
+    pub(crate) fn proc_dir(&self) -> Option<PathBuf> {
+        self.pid.is_ok().then(|| self.dir.join("root").join("proc"))
+    }
+
+    /// The namespaces a command is in, for the reports: the view's, and its own pid (and
+    /// mount) namespace where it gets one.
     pub(crate) fn names(&self) -> Vec<&'static str> {
-        self.entries.iter().map(|(_, ns)| ns.report).collect()
+        let mut names: Vec<&'static str> = self.entries.iter().map(|(_, ns)| ns.report).collect();
+        if self.pid.is_ok() {
+            names.push("pid");
+        }
+        names
+    }
+
+    /// What a command can see, for the reports.
+    pub(crate) fn visible(&self) -> String {
+        match &self.pid {
+            Ok(()) => format!(
+                "{VISIBLE}; a pid namespace of its own with its /proc (read-only): it is the child of that namespace's init, sees no other process, and every process it leaves behind dies with it"
+            ),
+            Err(why) => format!(
+                "{VISIBLE}; the host's pid namespace and no /proc ({why}); Landlock's scoping refuses signals to other processes"
+            ),
+        }
     }
 
     /// Enters every namespace of the view. Runs in the spawn child, before its chdir: the
@@ -241,10 +284,14 @@ fn under(root: &Path, path: &Path) -> PathBuf {
 /// Lays out the skeleton and the bind list, then makes the namespaces in a child.
 type Entries = Vec<(OwnedFd, &'static Namespace)>;
 
-fn build(spec: &ConfinementSpec, dir: &Path) -> Result<(Entries, bool), String> {
+fn build(
+    spec: &ConfinementSpec,
+    dir: &Path,
+) -> Result<(Entries, bool, Result<(), String>), String> {
     let root = dir.join("root");
     let etc = dir.join("etc");
-    for d in [&root, &etc] {
+    let proc_dir = root.join("proc");
+    for d in [&root, &etc, &proc_dir] {
         std::fs::create_dir(d).map_err(|e| format!("cannot make {}: {e}", d.display()))?;
     }
     let user = !rustix::process::geteuid().is_root();
@@ -315,9 +362,10 @@ fn build(spec: &ConfinementSpec, dir: &Path) -> Result<(Entries, bool), String> 
         root: cstring(&root)?,
         binds: prepared,
         hostname: b"safe-mcp",
+        proc_dir: cstring(&proc_dir)?,
     };
-    let entries = run_setup(&setup)?;
-    Ok((entries, user))
+    let (entries, pid) = run_setup(&setup)?;
+    Ok((entries, user, pid))
 }
 
 /// passwd and group with root, nobody and the server's own user; hosts with localhost.
@@ -412,9 +460,13 @@ const SETUP_STEPS: &[&str] = &[
     "pivot_root",
 ];
 
+/// The setup child's report: the failed step (0 when the view stands), whether a pid
+/// namespace with its `/proc` could be made, the step's errno, and the pid probe's errno.
+const REPORT_BYTES: usize = 12;
+
 /// Forks the setup child, waits until it stands in the finished view, opens its namespaces,
-/// then lets it exit.
-fn run_setup(setup: &Setup) -> Result<Entries, String> {
+/// then lets it exit. Also says whether commands can have pid namespaces of their own.
+fn run_setup(setup: &Setup) -> Result<(Entries, Result<(), String>), String> {
     let (ready_r, ready_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
         .map_err(|e| format!("pipe: {e}"))?;
     let (go_r, go_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
@@ -439,9 +491,25 @@ fn run_setup(setup: &Setup) -> Result<Entries, String> {
     }
     drop(ready_w);
     drop(go_r);
-    let mut report = [0u8; 8];
+    let mut report = [0u8; REPORT_BYTES];
     let n = rustix::io::read(&ready_r, &mut report).unwrap_or(0);
-    let result = if n == 8 && report[0] == 0 {
+    let errno_at = |at: usize| {
+        std::io::Error::from_raw_os_error(i32::from_ne_bytes([
+            report[at],
+            report[at + 1],
+            report[at + 2],
+            report[at + 3],
+        ]))
+    };
+    let pid_ns = if report[1] == 1 {
+        Ok(())
+    } else {
+        Err(format!(
+            "the kernel refused a pid namespace with its own /proc: {}",
+            errno_at(8)
+        ))
+    };
+    let result = if n == REPORT_BYTES && report[0] == 0 {
         NAMESPACES
             .iter()
             .filter(|ns| setup.user || ns.flag != libc::CLONE_NEWUSER)
@@ -450,14 +518,14 @@ fn run_setup(setup: &Setup) -> Result<Entries, String> {
                     .map(|f| (OwnedFd::from(f), ns))
                     .map_err(|e| format!("cannot open the view's {} namespace: {e}", ns.proc_name))
             })
-            .collect()
-    } else if n == 8 {
+            .collect::<Result<Entries, String>>()
+            .map(|entries| (entries, pid_ns))
+    } else if n == REPORT_BYTES {
         let step = usize::from(report[0]);
-        let code = i32::from_ne_bytes([report[4], report[5], report[6], report[7]]);
         Err(format!(
             "{}: {}",
             SETUP_STEPS.get(step).unwrap_or(&"setup"),
-            std::io::Error::from_raw_os_error(code)
+            errno_at(4)
         ))
     } else {
         Err("the setup child ended without a word".into())
@@ -477,12 +545,16 @@ fn run_setup(setup: &Setup) -> Result<Entries, String> {
 /// # Safety
 /// Only in the child forked by [`run_setup`]. Raw syscalls on `setup` only.
 unsafe fn setup_child(setup: &Setup, ready: c_int, go: c_int) -> ! {
-    // Always eight bytes: the step (0 when the view stands), then the errno.
-    let mut report = [0u8; 8];
+    // Always REPORT_BYTES: see there.
+    let mut report = [0u8; REPORT_BYTES];
     // SAFETY: see `build_in_child`; it runs here, in the forked child.
-    if let Err((step, code)) = unsafe { build_in_child(setup) } {
-        report[0] = step;
-        report[4..].copy_from_slice(&code.to_ne_bytes());
+    match unsafe { build_in_child(setup) } {
+        Ok(Ok(())) => report[1] = 1,
+        Ok(Err(code)) => report[8..].copy_from_slice(&code.to_ne_bytes()),
+        Err((step, code)) => {
+            report[0] = step;
+            report[4..8].copy_from_slice(&code.to_ne_bytes());
+        }
     }
     // SAFETY: writes the report, on this stack, to the ready pipe.
     unsafe { libc::write(ready, report.as_ptr().cast(), report.len()) };
@@ -493,11 +565,12 @@ unsafe fn setup_child(setup: &Setup, ready: c_int, go: c_int) -> ! {
     unsafe { libc::_exit(0) }
 }
 
-/// The view's steps, in order. Returns the failed step's index and errno.
+/// The view's steps, in order. Returns the failed step's index and errno, or whether
+/// commands can have pid namespaces of their own (see [`placeholder_proc`]).
 ///
 /// # Safety
 /// Only in the forked setup child.
-unsafe fn build_in_child(s: &Setup) -> Result<(), (u8, c_int)> {
+unsafe fn build_in_child(s: &Setup) -> Result<Result<(), c_int>, (u8, c_int)> {
     let fail = |step: u8| (step, errno());
     if s.user {
         // SAFETY: integer argument only.
@@ -586,6 +659,8 @@ unsafe fn build_in_child(s: &Setup) -> Result<(), (u8, c_int)> {
     if unsafe { libc::sethostname(s.hostname.as_ptr().cast(), s.hostname.len()) } != 0 {
         return Err(fail(10));
     }
+    // SAFETY: we are the setup child, before pivot_root, as `placeholder_proc` requires.
+    let pid = unsafe { placeholder_proc(s) };
     // pivot_root(".", "."): the old root is stacked under the new one, then detached.
     // SAFETY: a prepared NUL-terminated path.
     if unsafe { libc::chdir(s.root.as_ptr()) } != 0 {
@@ -604,7 +679,63 @@ unsafe fn build_in_child(s: &Setup) -> Result<(), (u8, c_int)> {
     if unsafe { libc::chdir(c"/".as_ptr()) } != 0 {
         return Err(fail(11));
     }
-    Ok(())
+    Ok(pid)
+}
+
+/// Tries what every command will do: make a pid namespace and mount its `/proc`. A child
+/// of the setup, pid 1 of a namespace of its own that dies with it, mounts that namespace's
+/// `/proc` on the skeleton's `proc` directory, where it stays: a `/proc` of an empty
+/// namespace, which each command covers with its own. It is also what lets an unprivileged
+/// command mount one at all: in a user namespace the kernel mounts a new `/proc` only where
+/// one is already fully visible in the mount namespace, and the view hides the host's.
+///
+/// # Safety
+/// Only in the forked (single-threaded) setup child, before pivot_root.
+unsafe fn placeholder_proc(s: &Setup) -> Result<(), c_int> {
+    // SAFETY: integer argument only; it affects the children made from here on.
+    if unsafe { libc::unshare(libc::CLONE_NEWPID) } != 0 {
+        return Err(errno());
+    }
+    // A plain fork, as the raw syscall: the child runs on its own copy of this stack.
+    // SAFETY: integer arguments only; x86_64's order is flags, stack, ptid, ctid, tls.
+    let child = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            libc::SIGCHLD as c_ulong,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        )
+    };
+    if child < 0 {
+        return Err(errno());
+    }
+    if child == 0 {
+        // SAFETY: static and prepared NUL-terminated strings; no data argument.
+        let rc = unsafe {
+            libc::mount(
+                c"proc".as_ptr(),
+                s.proc_dir.as_ptr(),
+                c"proc".as_ptr(),
+                PROC_FLAGS,
+                std::ptr::null(),
+            )
+        };
+        let code = if rc == 0 { 0 } else { errno() & 0xff };
+        // SAFETY: ends only this child.
+        unsafe { libc::_exit(code) }
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child forked above; writes only `status`.
+    if unsafe { libc::waitpid(child as libc::pid_t, &mut status, 0) } < 0 {
+        return Err(errno());
+    }
+    match (libc::WIFEXITED(status), libc::WEXITSTATUS(status)) {
+        (true, 0) => Ok(()),
+        (true, code) => Err(code),
+        (false, _) => Err(libc::ECHILD),
+    }
 }
 
 /// Remounts the bind mount at `target` with `flags` added to the ones it already has: in a

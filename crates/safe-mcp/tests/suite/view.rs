@@ -227,14 +227,22 @@ async fn an_unprivileged_server_gets_the_same_view() {
         Some("all"),
         "{d}"
     );
+    assert!(
+        view["namespaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n == "pid"),
+        "{d}"
+    );
     let r = s
         .call(
             "run_command",
-            sh("id -u; cat /etc/passwd; ls /etc/shadow 2>&1; echo made > made.txt; cat made.txt"),
+            sh("echo $$; id -u; cat /etc/passwd; ls /etc/shadow 2>&1; echo made > made.txt; cat made.txt"),
         )
         .await;
     let out = r["detail"]["stdout"].as_str().unwrap();
-    assert!(out.starts_with("65534\n"), "{r}");
+    assert!(out.starts_with("2\n65534\n"), "{r}");
     assert!(
         out.contains("nobody:x:65534") && !out.contains("daemon:"),
         "{out}"
@@ -326,4 +334,87 @@ fn read_paths_in_the_jail_or_over_the_trail_are_fatal() {
     read_path_is_fatal(&sb, &sb.jail.join("sub"), "read_paths");
     let sb = sandbox("");
     read_path_is_fatal(&sb, sb.base(), "lets commands read the audit_log");
+}
+
+/// Whether a process whose command line holds `marker` is alive on the host (zombies, which
+/// this machine's pid 1 reaps lazily, are not alive).
+fn alive_with(marker: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        let dir = e.path();
+        let cmdline = std::fs::read(dir.join("cmdline")).unwrap_or_default();
+        let stat = std::fs::read_to_string(dir.join("stat")).unwrap_or_default();
+        let zombie = stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z'));
+        !zombie && String::from_utf8_lossy(&cmdline).contains(marker)
+    })
+}
+
+/// Each command is the child of its own init, pid 1 of a namespace of its own: it is pid 2,
+/// its `/proc` lists only its own tree and is read-only, and the `namespaces = "off"`
+/// control sees the host's pids.
+#[tokio::test(flavor = "multi_thread")]
+async fn each_command_has_a_pid_namespace_of_its_own() {
+    if !namespaces_available(None) {
+        return;
+    }
+    for namespaces in ["auto", "off"] {
+        let sb = sandbox(&format!(
+            "[terminal.sandbox]\nnamespaces = \"{namespaces}\""
+        ));
+        let s = sb.session().await;
+        let d = s.call("describe_policy", json!({})).await;
+        let names = d["detail"]["confinement"]["view"]["namespaces"].clone();
+        let r = s
+            .call(
+                "run_command",
+                sh("echo $$; ls /proc | grep -c '^[0-9]'; echo x > /proc/sys/kernel/hostname 2>/dev/null || echo unwritable"),
+            )
+            .await;
+        assert_eq!(r["code"], "OK", "{namespaces}: {r}");
+        let out = r["detail"]["stdout"].as_str().unwrap().to_owned();
+        let lines: Vec<&str> = out.lines().collect();
+        if namespaces == "auto" {
+            assert!(names.as_array().unwrap().iter().any(|n| n == "pid"), "{d}");
+            assert_eq!(lines[0], "2", "the command is not its init's child: {out}");
+            // init, sh, ls and grep.
+            let count: u32 = lines[1].parse().unwrap();
+            assert!(count <= 5, "the command sees other processes: {out}");
+            assert_eq!(lines[2], "unwritable", "{out}");
+        } else {
+            assert_ne!(lines[0], "2", "control: the host's pids: {out}");
+        }
+    }
+}
+
+/// A `setsid` double-fork escapee, re-parented to the namespace's init rather than to the
+/// server, dies when the command ends: with its pid namespace.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_setsid_escapee_dies_with_the_pid_namespace() {
+    if !namespaces_available(None) {
+        return;
+    }
+    let sb = sandbox("");
+    let s = sb.session().await;
+    let d = s.call("describe_policy", json!({})).await;
+    assert!(
+        d["detail"]["confinement"]["view"]["namespaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n == "pid"),
+        "{d}"
+    );
+    let marker = "30.4711";
+    let r = s
+        .call(
+            "run_command",
+            sh(&format!(
+                "setsid sh -c 'sleep {marker} & exit 0' </dev/null >/dev/null 2>&1; sleep 0.2; echo left"
+            )),
+        )
+        .await;
+    assert_eq!(r["detail"]["stdout"], "left\n", "{r}");
+    // The kernel kills the namespace as its init exits, before the server reaps the init.
+    assert!(!alive_with(marker), "the escapee outlived its command");
 }
