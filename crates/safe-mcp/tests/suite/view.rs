@@ -94,10 +94,17 @@ async fn a_command_sees_only_its_view_of_the_machine() {
         let probe_dir = tempfile::tempdir().unwrap();
         let sb = sandbox("");
         let ro = read_path_with_file(&sb);
+        let key = sb.base().join("audit.key");
+        std::fs::write(&key, "k".repeat(64)).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
         let text = std::fs::read_to_string(&sb.policy).unwrap();
         std::fs::write(
             &sb.policy,
-            format!("{text}\n{}", policy_with_read_path(&ro, namespaces)),
+            format!(
+                "audit_hmac_key_file = \"audit.key\"\n{text}\n{}",
+                policy_with_read_path(&ro, namespaces)
+            ),
         )
         .unwrap();
         let secret = outside(&sb);
@@ -110,14 +117,15 @@ async fn a_command_sees_only_its_view_of_the_machine() {
         let private = namespaces == "auto";
         assert_eq!(view, if private { "private" } else { "host" }, "{d}");
 
-        // What is not in the view is not there: the host's accounts, the audit log, the
-        // policy, a file beside the jail.
+        // What is not in the view is not there: the host's accounts, the audit log, its
+        // HMAC key, the policy, a file beside the jail.
         let r = s
             .call(
                 "run_command",
                 sh(&format!(
-                    "cat /etc/passwd; ls /etc/shadow {} {} {} 2>&1; cat {} 2>&1; hostname",
+                    "cat /etc/passwd; ls /etc/shadow {} {} {} {} 2>&1; cat {} 2>&1; hostname",
                     sb.audit.display(),
+                    key.display(),
                     sb.policy.display(),
                     secret.display(),
                     secret.display()
@@ -128,7 +136,7 @@ async fn a_command_sees_only_its_view_of_the_machine() {
         assert!(out.contains("root:x:0:0"), "{r}");
         if private {
             assert!(!out.contains("daemon:"), "the host's passwd leaked: {out}");
-            assert_eq!(out.matches("No such file or directory").count(), 5, "{out}");
+            assert_eq!(out.matches("No such file or directory").count(), 6, "{out}");
             assert!(out.trim_end().ends_with("safe-mcp"), "{out}");
         } else {
             assert!(
