@@ -96,6 +96,8 @@ pub struct ConfinementSpec {
     pub unix_sockets: bool,
     /// Read+execute paths outside the jail.
     pub read_paths: Vec<PathBuf>,
+    /// Read+write paths outside the jail (caches), checked at load.
+    pub write_paths: Vec<PathBuf>,
     /// Whether files inside the jail may be executed.
     pub exec_in_jail: bool,
     /// Whether commands get a private view of the machine.
@@ -127,7 +129,12 @@ pub struct LandlockReport {
     pub tcp: &'static str,
     /// IPC scopes (signals, abstract unix sockets).
     pub scoped: Vec<&'static str>,
+    /// Each call's private temporary directory (read+write for that call only).
+    pub tmpdir: String,
 }
+
+/// The variables the executor sets for every call, naming its private temporary directory.
+pub const CALL_TMP_VARIABLES: &[&str] = &["TMPDIR", "TMP", "TEMP"];
 
 /// What the seccomp filter refuses.
 #[derive(Debug, Clone, Serialize)]

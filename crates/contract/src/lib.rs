@@ -26,9 +26,9 @@ mod confinement;
 mod plan;
 
 pub use confinement::{
-    ConfinementReport, ConfinementSpec, ConfinementSummary, HARMLESS_DEVICES, KernelReport,
-    LandlockReport, NamespaceMode, ProcessLimits, RlimitReport, SandboxMode, SeccompReport,
-    ViewReport,
+    CALL_TMP_VARIABLES, ConfinementReport, ConfinementSpec, ConfinementSummary, HARMLESS_DEVICES,
+    KernelReport, LandlockReport, NamespaceMode, ProcessLimits, RlimitReport, SandboxMode,
+    SeccompReport, ViewReport,
 };
 pub use plan::{
     Cancel, Durable, ExecFailure, ExecFuture, ExecOutcome, ExecPlan, ExecStage, Executor, Sequence,

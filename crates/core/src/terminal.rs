@@ -80,6 +80,7 @@ pub fn confinement_spec(policy: &TerminalPolicy) -> ConfinementSpec {
         network: sandbox.network,
         unix_sockets: sandbox.unix_sockets,
         read_paths: sandbox.read_paths.clone(),
+        write_paths: policy.write_paths.clone(),
         exec_in_jail: sandbox.exec_in_jail,
         namespaces: sandbox.namespaces,
         home: None,
@@ -298,7 +299,12 @@ impl TerminalService {
                 "expansion": "none: no globs, braces, tilde or variables; words are passed literally",
                 "programs": "bare names resolved through the server's PATH; a name containing / is refused",
             },
-            "environment": self.env.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(),
+            "environment": self
+                .env
+                .iter()
+                .map(|(k, _)| k.as_str())
+                .chain(safe_mcp_contract::CALL_TMP_VARIABLES.iter().copied())
+                .collect::<Vec<_>>(),
             "confinement": report_value(confinement),
         });
         OperationResult::new(

@@ -11,8 +11,8 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr,
-    RulesetCreated, RulesetCreatedAttr, Scope, path_beneath_rules,
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
+    Ruleset, RulesetAttr, RulesetCreatedAttr, Scope,
 };
 use safe_mcp_contract::{
     ConfinementReport, ConfinementSpec, ConfinementSummary, HARMLESS_DEVICES, LandlockReport,
@@ -21,6 +21,7 @@ use safe_mcp_contract::{
 
 use crate::seccomp;
 use crate::step::{Step, errno};
+use crate::tmp::{CallTmp, TmpRoot};
 use crate::view::View;
 
 /// The Landlock ABI whose rights we request: filesystem (incl. truncate, ioctl on devices),
@@ -37,6 +38,9 @@ pub enum ConfineError {
     /// The seccomp program could not be compiled.
     #[error("the seccomp filter could not be built: {0}")]
     Seccomp(String),
+    /// The root of the commands' temporary directories could not be made.
+    #[error("the commands' temporary directories: {0}")]
+    Tmp(String),
     /// `namespaces = "required"` and no private view could be made.
     #[error("namespaces = \"required\", but no private view of the machine could be made: {0}")]
     Namespaces(String),
@@ -45,8 +49,10 @@ pub enum ConfineError {
 /// The confinement applied to every command of one server.
 pub struct Confinement {
     mode: SandboxMode,
-    /// The Landlock ruleset's descriptor; every child restricts itself with it.
-    landlock: Option<OwnedFd>,
+    /// The Landlock rules, opened once; each call's ruleset is built from them.
+    landlock: Option<LandlockRules>,
+    /// The root of every call's private temporary directory.
+    tmp_root: TmpRoot,
     /// The seccomp filter; its length fits the kernel's 16-bit field (`seccomp::build`).
     seccomp: Option<seccomp::Program>,
     rlimits: Vec<(libc::__rlimit_resource_t, libc::rlimit)>,
@@ -263,6 +269,7 @@ impl Confinement {
     /// As root this makes the server's pids cgroup: only a server that runs commands calls it.
     pub fn new(spec: &ConfinementSpec) -> Result<Self, ConfineError> {
         let rlimits = rlimits(&spec.limits);
+        let tmp_root = TmpRoot::create(&spec.jail_root).map_err(ConfineError::Tmp)?;
         let pids_cgroup = PidsCgroup::create(spec.limits.processes);
         let capabilities = (spec.mode != SandboxMode::Off).then(CapabilityDrop::for_this_process);
         // Under enforce the ruleset is built with HardRequirement: it is complete, or building
@@ -271,7 +278,7 @@ impl Confinement {
         let (view, view_state) = match (spec.mode, spec.namespaces) {
             (SandboxMode::Off, _) => (None, ViewState::Host("sandbox mode off".into())),
             (_, NamespaceMode::Off) => (None, ViewState::Host("namespaces = \"off\"".into())),
-            (_, setting) => match View::create(spec) {
+            (_, setting) => match View::create(spec, tmp_root.path()) {
                 Ok(view) => match (&view.pid, setting) {
                     (Err(why), NamespaceMode::Required) => {
                         return Err(ConfineError::Namespaces(why.clone()));
@@ -300,14 +307,16 @@ impl Confinement {
             mode => {
                 let extra = view.as_ref().map_or(Vec::new(), View::own_files);
                 let proc_dir = view.as_ref().and_then(View::proc_dir);
-                let ruleset = build_ruleset(
+                let rules = LandlockRules::open(
                     spec,
                     mode == SandboxMode::Enforce,
                     &extra,
                     proc_dir.as_deref(),
                 )?;
+                // Built once here, so that a kernel refusal stops the start, not a call.
+                rules.ruleset(tmp_root.path())?;
                 (
-                    Option::<OwnedFd>::from(ruleset),
+                    Some(rules),
                     Some(
                         seccomp::build(spec.network, spec.unix_sockets)
                             .map_err(ConfineError::Seccomp)?,
@@ -321,7 +330,13 @@ impl Confinement {
             (Some(_), Some(v)) if v.user => Some(CapabilityDrop::Everything),
             (c, _) => c,
         };
-        let (report, summary) = describe(spec, pids_cgroup.is_some(), &view_state, capabilities);
+        let (report, summary) = describe(
+            spec,
+            pids_cgroup.is_some(),
+            &view_state,
+            capabilities,
+            Some(tmp_root.path()),
+        );
         if spec.mode == SandboxMode::BestEffort && report.landlock.enforced != "full" {
             eprintln!(
                 "safe-mcp: warning: sandbox mode best-effort: Landlock is {} on this kernel (ABI {}); commands run less confined",
@@ -331,6 +346,7 @@ impl Confinement {
         Ok(Confinement {
             mode: spec.mode,
             landlock,
+            tmp_root,
             seccomp,
             rlimits,
             capabilities,
@@ -349,6 +365,17 @@ impl Confinement {
     /// The compact form recorded with every run: mode, Landlock state, seccomp, network.
     pub fn summary(&self) -> &ConfinementSummary {
         &self.summary
+    }
+
+    /// What one call needs beyond the server's confinement: its temporary directory, and
+    /// the Landlock ruleset that lets it (and no other call) write there.
+    pub(crate) fn for_call(&self) -> Result<CallConfinement, ConfineError> {
+        let tmp = self.tmp_root.for_call().map_err(ConfineError::Tmp)?;
+        let ruleset = match &self.landlock {
+            Some(rules) => Some(rules.ruleset(tmp.path())?),
+            None => None,
+        };
+        Ok(CallConfinement { ruleset, tmp })
     }
 
     /// Whether each command gets a pid namespace (and an init) of its own in the view.
@@ -378,7 +405,10 @@ impl Confinement {
     /// # Safety
     /// Only for the child made by [`crate::spawn::spawn`], before exec: it changes the
     /// calling process's limits and credentials for good.
-    pub(crate) unsafe fn apply_in_child(&self) -> Result<(), (Step, libc::c_int)> {
+    pub(crate) unsafe fn apply_in_child(
+        &self,
+        call: &CallConfinement,
+    ) -> Result<(), (Step, libc::c_int)> {
         let fail = |step: Step| (step, errno());
         if let Some(cgroup) = &self.pids_cgroup {
             // "0" is the writing thread, here the whole child; joined before it can fork.
@@ -415,8 +445,8 @@ impl Confinement {
         if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
             return Err(fail(Step::Sandbox));
         }
-        if let Some(ruleset) = &self.landlock {
-            // SAFETY: restricts this process with a ruleset descriptor this confinement owns.
+        if let Some(ruleset) = &call.ruleset {
+            // SAFETY: restricts this process with a ruleset descriptor the call owns.
             let rc = unsafe {
                 libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32)
             };
@@ -470,7 +500,7 @@ pub fn planned_report(spec: &ConfinementSpec) -> ConfinementReport {
         _ => ViewState::Host("this user cannot make namespaces here".into()),
     };
     let capabilities = (spec.mode != SandboxMode::Off).then(CapabilityDrop::for_this_process);
-    describe(spec, PidsCgroup::would_be_used(), &view, capabilities).0
+    describe(spec, PidsCgroup::would_be_used(), &view, capabilities, None).0
 }
 
 /// Whether this user could make the view's namespaces: root, or user namespaces allowed.
@@ -487,6 +517,7 @@ fn describe(
     pids_cgroup: bool,
     view: &ViewState,
     capabilities: Option<CapabilityDrop>,
+    tmp_root: Option<&Path>,
 ) -> (ConfinementReport, ConfinementSummary) {
     let abi = landlock_abi();
     let off = spec.mode == SandboxMode::Off;
@@ -526,6 +557,7 @@ fn describe(
             enforced: landlock_state,
             read_paths: spec.read_paths.clone(),
             read_write: std::iter::once(spec.jail_root.clone())
+                .chain(spec.write_paths.iter().cloned())
                 .chain(
                     HARMLESS_DEVICES
                         .iter()
@@ -541,6 +573,13 @@ fn describe(
                 (false, _) => "denied",
             },
             scoped: strings(&["signal", "abstract-unix-socket"]),
+            tmpdir: format!(
+                "a directory of its own for each call beneath {}, named by TMPDIR, TMP and TEMP, writable by that call only, removed when it ends",
+                tmp_root.map_or_else(
+                    || "the server's temporary directory".to_owned(),
+                    |p| p.display().to_string()
+                )
+            ),
         },
         seccomp: SeccompReport {
             enabled: !off,
@@ -637,73 +676,124 @@ fn rlimits(limits: &ProcessLimits) -> Vec<(libc::__rlimit_resource_t, libc::rlim
         .collect()
 }
 
-/// `extra_read`: files a command may read besides the read paths (the view's synthetic
-/// `/etc` files, which are other inodes than the host's).
-fn build_ruleset(
-    spec: &ConfinementSpec,
-    hard: bool,
-    extra_read: &[PathBuf],
-    proc_dir: Option<&Path>,
-) -> Result<RulesetCreated, ConfineError> {
-    let err = |e: landlock::RulesetError| ConfineError::Landlock(e.to_string());
-    let level = if hard {
-        CompatLevel::HardRequirement
-    } else {
-        CompatLevel::BestEffort
-    };
-    let all = AccessFs::from_all(TARGET_ABI);
-    let read_exec = AccessFs::from_read(TARGET_ABI);
-    // A jail never needs device nodes: with MAKE_CHAR / MAKE_BLOCK a root command could
-    // extract one (`tar xf`) and read or write the raw disk through it; IOCTL_DEV is for
-    // devices only. Neither is granted beneath the jail (nor anywhere else).
-    let mut jail_access = all & !(AccessFs::MakeChar | AccessFs::MakeBlock | AccessFs::IoctlDev);
-    if !spec.exec_in_jail {
-        jail_access &= !AccessFs::Execute;
+/// One call's confinement beyond the server's: see [`Confinement::for_call`].
+pub(crate) struct CallConfinement {
+    ruleset: Option<OwnedFd>,
+    tmp: CallTmp,
+}
+
+impl CallConfinement {
+    /// The call's temporary directory, for `TMPDIR`.
+    pub(crate) fn tmp(&self) -> &Path {
+        self.tmp.path()
     }
-    let mut ruleset = Ruleset::default()
-        .set_compatibility(level)
-        .handle_access(all)
-        .map_err(err)?;
-    if !spec.network {
-        ruleset = ruleset
-            .handle_access(AccessNet::from_all(TARGET_ABI))
-            .map_err(err)?;
-    }
-    let ruleset = ruleset.scope(Scope::from_all(TARGET_ABI)).map_err(err)?;
-    let read_paths: Vec<&Path> = spec
-        .read_paths
-        .iter()
-        .chain(spec.home.iter())
-        .chain(extra_read)
-        .map(PathBuf::as_path)
-        .filter(|p| p.exists())
-        .collect();
-    let device = |writable: bool| {
-        HARMLESS_DEVICES
+}
+
+/// The Landlock rules of a server: every path opened once at start, with the rights it
+/// grants. Each call's ruleset is these plus the call's temporary directory.
+struct LandlockRules {
+    level: CompatLevel,
+    network: bool,
+    rules: Vec<(PathFd, BitFlags<AccessFs>)>,
+    /// What the jail grants, and so also the write paths and a call's temporary directory.
+    writable: BitFlags<AccessFs>,
+}
+
+impl LandlockRules {
+    /// `extra_read`: files a command may read besides the read paths (the view's synthetic
+    /// `/etc` files, which are other inodes than the host's); `proc_dir`: the mount point of
+    /// each command's `/proc` in the view.
+    fn open(
+        spec: &ConfinementSpec,
+        hard: bool,
+        extra_read: &[PathBuf],
+        proc_dir: Option<&Path>,
+    ) -> Result<LandlockRules, ConfineError> {
+        let all = AccessFs::from_all(TARGET_ABI);
+        let read_exec = AccessFs::from_read(TARGET_ABI);
+        // A jail never needs device nodes: with MAKE_CHAR / MAKE_BLOCK a root command could
+        // extract one (`tar xf`) and read or write the raw disk through it; IOCTL_DEV is for
+        // devices only. Neither is granted beneath the jail (nor anywhere else).
+        let mut writable = all & !(AccessFs::MakeChar | AccessFs::MakeBlock | AccessFs::IoctlDev);
+        if !spec.exec_in_jail {
+            writable &= !AccessFs::Execute;
+        }
+        let device = |writable: bool| {
+            HARMLESS_DEVICES
+                .iter()
+                .filter(move |(_, w)| *w == writable)
+                .map(|(name, _)| PathBuf::from(name))
+        };
+        let wanted: Vec<(PathBuf, BitFlags<AccessFs>)> = spec
+            .read_paths
             .iter()
-            .filter(move |(_, w)| *w == writable)
-            .map(|(name, _)| Path::new(*name))
-            .filter(|p| p.exists())
-    };
-    ruleset
-        .create()
-        .map_err(err)?
-        .add_rules(path_beneath_rules(read_paths, read_exec))
-        .map_err(err)?
-        .add_rules(path_beneath_rules(
-            device(true),
-            AccessFs::ReadFile | AccessFs::WriteFile,
-        ))
-        .map_err(err)?
-        .add_rules(path_beneath_rules(device(false), AccessFs::ReadFile))
-        .map_err(err)?
-        // The command's own /proc is mounted on this directory of the view's skeleton;
-        // Landlock matches the mount point on the way up from any file beneath it.
-        .add_rules(path_beneath_rules(
-            proc_dir,
-            AccessFs::ReadFile | AccessFs::ReadDir,
-        ))
-        .map_err(err)?
-        .add_rules(path_beneath_rules([spec.jail_root.as_path()], jail_access))
-        .map_err(err)
+            .chain(spec.home.iter())
+            .chain(extra_read)
+            .cloned()
+            .map(|p| (p, read_exec))
+            .chain(device(true).map(|p| (p, AccessFs::ReadFile | AccessFs::WriteFile)))
+            .chain(device(false).map(|p| (p, AccessFs::ReadFile.into())))
+            // The command's own /proc is mounted on this directory of the view's skeleton;
+            // Landlock matches the mount point on the way up from any file beneath it.
+            .chain(proc_dir.map(|p| (p.to_path_buf(), AccessFs::ReadFile | AccessFs::ReadDir)))
+            .chain(spec.write_paths.iter().cloned().map(|p| (p, writable)))
+            .chain(std::iter::once((spec.jail_root.clone(), writable)))
+            .collect();
+        let mut rules = Vec::with_capacity(wanted.len());
+        for (path, access) in wanted.into_iter().filter(|(p, _)| p.exists()) {
+            let fd = PathFd::new(&path)
+                .map_err(|e| ConfineError::Landlock(format!("{}: {e}", path.display())))?;
+            rules.push((fd, access_for(&path, access)));
+        }
+        Ok(LandlockRules {
+            level: if hard {
+                CompatLevel::HardRequirement
+            } else {
+                CompatLevel::BestEffort
+            },
+            network: spec.network,
+            rules,
+            writable,
+        })
+    }
+
+    /// A ruleset of these rules and read+write beneath `tmp`, as a descriptor.
+    fn ruleset(&self, tmp: &Path) -> Result<OwnedFd, ConfineError> {
+        let err = |e: landlock::RulesetError| ConfineError::Landlock(e.to_string());
+        let mut ruleset = Ruleset::default()
+            .set_compatibility(self.level)
+            .handle_access(AccessFs::from_all(TARGET_ABI))
+            .map_err(err)?;
+        if !self.network {
+            ruleset = ruleset
+                .handle_access(AccessNet::from_all(TARGET_ABI))
+                .map_err(err)?;
+        }
+        let tmp_fd = PathFd::new(tmp)
+            .map_err(|e| ConfineError::Landlock(format!("{}: {e}", tmp.display())))?;
+        let rules = self
+            .rules
+            .iter()
+            .map(|(fd, access)| Ok::<_, landlock::RulesetError>(PathBeneath::new(fd, *access)));
+        let created = ruleset
+            .scope(Scope::from_all(TARGET_ABI))
+            .map_err(err)?
+            .create()
+            .map_err(err)?
+            .add_rules(rules)
+            .map_err(err)?
+            .add_rule(PathBeneath::new(tmp_fd, self.writable))
+            .map_err(err)?;
+        Option::<OwnedFd>::from(created)
+            .ok_or_else(|| ConfineError::Landlock("the kernel made no ruleset".into()))
+    }
+}
+
+/// The rights of `access` that apply to `path`: a file takes only the rights of files.
+fn access_for(path: &Path, access: BitFlags<AccessFs>) -> BitFlags<AccessFs> {
+    if path.is_dir() {
+        access
+    } else {
+        access & AccessFs::from_file(TARGET_ABI)
+    }
 }

@@ -26,9 +26,11 @@
 pub mod confine;
 pub mod reap;
 mod run;
+mod rundir;
 mod seccomp;
 mod spawn;
 mod step;
+mod tmp;
 mod view;
 
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -82,6 +84,17 @@ impl Executor for LocalExecutor {
         let confinement = Arc::clone(&self.confinement);
         let dev_null = Arc::clone(&self.dev_null);
         Box::pin(async move {
+            let mut plan = plan;
+            // The call's own temporary directory and the ruleset that lets it write there;
+            // removed when this future ends, after the whole tree is gone.
+            let call = confinement
+                .for_call()
+                .map_err(|e| ExecFailure::Sandbox(e.to_string()))?;
+            let tmp = call.tmp().to_string_lossy().into_owned();
+            for name in ["TMPDIR", "TMP", "TEMP"] {
+                plan.env.retain(|(n, _)| n != name);
+                plan.env.push((name.to_owned(), tmp.clone()));
+            }
             let internal = |e: rustix::io::Errno| ExecFailure::Internal(e.to_string());
             // The blocking loop polls the read end. Closing the write end (on cancel, or when
             // this future is dropped mid-call) wakes it with POLLHUP, and the tree is killed.
@@ -92,14 +105,18 @@ impl Executor for LocalExecutor {
             let gate_writer = gate_w.as_raw_fd();
             let stages: usize = plan.pipelines.iter().map(Vec::len).sum();
             let mut task = tokio::task::spawn_blocking(move || {
-                run::run_plan(
+                let outcome = run::run_plan(
                     &plan,
                     &confinement,
+                    &call,
                     &dev_null,
                     &cancel_r,
                     &gate_r,
                     gate_writer,
-                )
+                );
+                // Every process of the call is gone: its temporary directory can go.
+                drop(call);
+                outcome
             });
             let released = durable.await;
             // One ticket per stage: 1 lets it exec, 0 sends it away. A ticket is written either

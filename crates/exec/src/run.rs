@@ -18,7 +18,7 @@ use rustix::process::{
 };
 use safe_mcp_contract::{ExecFailure, ExecOutcome, ExecPlan, ExecStage, Sequence, StageOutcome};
 
-use crate::confine::Confinement;
+use crate::confine::{CallConfinement, Confinement};
 use crate::reap;
 use crate::spawn::{self, SpawnError, StageSpawn};
 use crate::step::Step;
@@ -123,6 +123,7 @@ enum Stop {
 pub(crate) fn run_plan(
     plan: &ExecPlan,
     confinement: &Arc<Confinement>,
+    call: &CallConfinement,
     dev_null: &OwnedFd,
     cancel: &OwnedFd,
     gate: &OwnedFd,
@@ -174,6 +175,7 @@ pub(crate) fn run_plan(
             out_w,
             err_w,
             confinement,
+            call,
             dev_null,
             gate,
             gate_writer,
@@ -254,13 +256,13 @@ struct Wiring<'a> {
     out_w: &'a OwnedFd,
     err_w: &'a OwnedFd,
     confinement: &'a Arc<Confinement>,
+    call: &'a CallConfinement,
     dev_null: &'a OwnedFd,
     gate: &'a OwnedFd,
     gate_writer: RawFd,
 }
 
-/// Waits for a stage's exit (it has exited or been killed) and reaps it.
-/// Reaps the stage and says how its program ended: the init's record of the command's wait
+/// Waits for a stage's exit (it has exited or been killed), reaps it, and says how its program ended: the init's record of the command's wait
 /// status where the stage has an init that lived to make it, the stage's own otherwise (an
 /// init killed on timeout reads as the signal that killed it, as a command would).
 fn reap_stage(s: &mut Stage) -> Result<StageExit, Errno> {
@@ -327,6 +329,7 @@ fn spawn_stages(
         out_w,
         err_w,
         confinement,
+        call,
         dev_null,
         gate,
         gate_writer,
@@ -371,6 +374,7 @@ fn spawn_stages(
                 ],
                 pgid,
                 confinement,
+                call,
                 gate: gate.as_fd(),
                 gate_writer,
             })

@@ -40,7 +40,7 @@ use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
 use rustix::process::Pid;
 
-use crate::confine::Confinement;
+use crate::confine::{CallConfinement, Confinement};
 use crate::step::{Step, errno};
 
 /// errno a child reports when its gate closed without a ticket: the attempt record never
@@ -90,6 +90,8 @@ pub(crate) struct StageSpawn<'a> {
     /// The group to join; 0 makes the child the leader of a new one.
     pub pgid: i32,
     pub confinement: &'a Confinement,
+    /// What the call adds: its Landlock ruleset.
+    pub call: &'a CallConfinement,
     /// The exec gate's read end.
     pub gate: BorrowedFd<'a>,
     /// The gate's write end, as the number the child's copy of it has: the child closes it,
@@ -157,6 +159,7 @@ struct Prepared {
     /// init) in a pid namespace of its own.
     parent: libc::pid_t,
     confinement: *const Confinement,
+    call: *const CallConfinement,
     /// Written by a child only, before it exits: `step << 16 | errno`, or 0. The first
     /// failure wins.
     failure: AtomicI32,
@@ -319,6 +322,7 @@ pub(crate) fn spawn(s: &StageSpawn<'_>) -> Result<Spawned, SpawnError> {
         gate_writer: s.gate_writer,
         parent: if pid_ns.is_some() { 1 } else { server },
         confinement: std::ptr::from_ref(s.confinement),
+        call: std::ptr::from_ref(s.call),
         failure: AtomicI32::new(0),
         pid_ns,
     };
@@ -713,8 +717,10 @@ unsafe fn run_command(p: &Prepared) -> Result<std::convert::Infallible, (Step, c
     if rc != 0 {
         return Err(fail(Step::Descriptors));
     }
+    // SAFETY: `p.call` points at the caller's CallConfinement, alive for the clone.
+    let call = unsafe { &*p.call };
     // SAFETY: this is the spawn child, before exec, as `apply_in_child` requires.
-    unsafe { confinement.apply_in_child() }?;
+    unsafe { confinement.apply_in_child(call) }?;
     // The gate: die with the server while waiting; exec only with a ticket of 1.
     let kill = libc::SIGKILL as libc::c_ulong;
     // SAFETY: prctl with integer arguments only.

@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 
 use safe_mcp_contract::{ConfinementSpec, HARMLESS_DEVICES};
 
+use crate::rundir;
 use crate::step::errno;
 
 /// The namespaces every command enters, made once.
@@ -132,17 +133,18 @@ struct Setup {
 }
 
 impl View {
-    /// Makes the namespaces and the fresh root for `spec`, or says why it cannot.
-    pub(crate) fn create(spec: &ConfinementSpec) -> Result<View, String> {
+    /// Makes the namespaces and the fresh root for `spec`, with the root of the calls'
+    /// temporary directories bound read-write at its host path, or says why it cannot.
+    pub(crate) fn create(spec: &ConfinementSpec, tmp_root: &Path) -> Result<View, String> {
         let parent = std::env::temp_dir();
         let parent = std::fs::canonicalize(&parent)
             .map_err(|e| format!("the temporary directory {}: {e}", parent.display()))?;
         if parent.starts_with(&spec.jail_root) {
             return Err("the server's temporary directory lies inside the jail".into());
         }
-        remove_stale(&parent);
-        let dir = make_dir(&parent)?;
-        let view = match build(spec, &dir) {
+        rundir::remove_stale(&parent, PREFIX);
+        let dir = rundir::make(&parent, PREFIX, 0o700)?;
+        let view = match build(spec, &dir, tmp_root) {
             Ok((entries, user, pid)) => View {
                 entries,
                 user,
@@ -218,59 +220,6 @@ impl Drop for View {
     }
 }
 
-/// 64 random bits in hex: names nobody can guess and pre-create.
-fn random_hex() -> Result<String, String> {
-    let mut bytes = [0u8; 8];
-    let mut urandom = std::fs::File::open("/dev/urandom").map_err(|e| e.to_string())?;
-    std::io::Read::read_exact(&mut urandom, &mut bytes).map_err(|e| e.to_string())?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
-}
-
-fn make_dir(parent: &Path) -> Result<PathBuf, String> {
-    use std::os::unix::fs::DirBuilderExt;
-    let pid = std::process::id();
-    for _ in 0..16 {
-        let dir = parent.join(format!("{PREFIX}{pid}-{}", random_hex()?));
-        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
-            Ok(()) => return Ok(dir),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(format!("cannot make {}: {e}", dir.display())),
-        }
-    }
-    Err("no free name for the view's directory".into())
-}
-
-/// Removes the runtime directories of servers that are no longer running.
-fn remove_stale(parent: &Path) {
-    let Ok(entries) = std::fs::read_dir(parent) else {
-        return;
-    };
-    use std::os::unix::fs::MetadataExt;
-    let (uid, parent_dev) = (
-        rustix::process::geteuid().as_raw(),
-        std::fs::metadata(parent).map(|m| m.dev()).unwrap_or(0),
-    );
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        // Exactly our own names: `<prefix><pid>-<hex>`, a directory we own, on this device.
-        let Some((pid, tag)) = name
-            .strip_prefix(PREFIX)
-            .and_then(|rest| rest.split_once('-'))
-        else {
-            continue;
-        };
-        let ours = pid.bytes().all(|b| b.is_ascii_digit())
-            && tag.bytes().all(|b| b.is_ascii_hexdigit())
-            && entry
-                .path()
-                .symlink_metadata()
-                .is_ok_and(|m| m.is_dir() && m.uid() == uid && m.dev() == parent_dev);
-        if ours && !Path::new("/proc").join(pid).exists() {
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
-    }
-}
-
 fn cstring(path: &Path) -> Result<CString, String> {
     CString::new(path.as_os_str().as_bytes())
         .map_err(|_| format!("{} contains a NUL byte", path.display()))
@@ -287,6 +236,7 @@ type Entries = Vec<(OwnedFd, &'static Namespace)>;
 fn build(
     spec: &ConfinementSpec,
     dir: &Path,
+    tmp_root: &Path,
 ) -> Result<(Entries, bool, Result<(), String>), String> {
     let root = dir.join("root");
     let etc = dir.join("etc");
@@ -321,7 +271,14 @@ fn build(
     if !spec.exec_in_jail {
         jail_flags |= libc::MS_NOEXEC;
     }
-    binds.push((spec.jail_root.clone(), spec.jail_root.clone(), jail_flags));
+    for writable in std::iter::once(&spec.jail_root)
+        .chain(&spec.write_paths)
+        .map(PathBuf::as_path)
+        .chain([tmp_root])
+    {
+        // Canonical paths (the load canonicalizes them): no symlink to mirror.
+        binds.push((writable.to_path_buf(), writable.to_path_buf(), jail_flags));
+    }
     if let Some(home) = &spec.home {
         binds.push((home.clone(), home.clone(), ro));
     }

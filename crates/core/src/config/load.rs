@@ -146,6 +146,7 @@ impl Builder<'_> {
                 path: raw.path.take(),
                 examples: raw.examples.take(),
                 env: None,
+                write_paths: None,
             });
         }
 
@@ -230,6 +231,23 @@ impl Builder<'_> {
             }
         }
 
+        // What commands may write must not hold the trail, the journal, the policy, or
+        // another server's root. (The HMAC key is checked below, once it is read.)
+        if let Some(t) = &terminal {
+            let mut kept: Vec<(&str, &Path)> = vec![("policy file", source)];
+            kept.extend(log.iter().map(|l| ("audit_log", l.as_path())));
+            kept.extend(
+                files
+                    .iter()
+                    .filter_map(|f| f.journal.as_deref().map(|j| ("files.journal", j))),
+            );
+            let roots: Vec<(&str, &Path)> = files
+                .iter()
+                .map(|f| ("files.workspace_root", f.workspace_root.as_path()))
+                .collect();
+            super::writable::keep_out(&t.write_paths, &kept, &roots)?;
+        }
+
         let keep = raw.audit_keep.unwrap_or(5);
         if keep == 0 || keep > 1000 {
             return Err(ConfigError::Invalid {
@@ -251,7 +269,11 @@ impl Builder<'_> {
                     .as_ref()
                     .map(|t| t.sandbox.read_paths.clone())
                     .unwrap_or_default();
-                (Some(hmac_key(&p, &roots, &read_paths)?), Some(p))
+                let key = hmac_key(&p, &roots, &read_paths)?;
+                if let Some(t) = &terminal {
+                    super::writable::keep_out(&t.write_paths, &[("HMAC key", &p)], &[])?;
+                }
+                (Some(key), Some(p))
             }
             None => (None, None),
         };
@@ -400,8 +422,18 @@ impl Builder<'_> {
                 });
             }
         }
+        let write_paths = raw
+            .write_paths
+            .unwrap_or_default()
+            .into_iter()
+            .map(|p| self.file_path(p))
+            .collect();
+        let home = self.env.var("HOME").map(PathBuf::from);
+        let write_paths =
+            super::writable::resolve(write_paths, &jail_root, &path, home.as_deref())?;
         Ok(TerminalPolicy {
             jail_root,
+            write_paths,
             limits,
             allow,
             deny,

@@ -17,6 +17,7 @@ mod load;
 mod raw;
 #[cfg(test)]
 mod tests;
+mod writable;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -137,6 +138,8 @@ pub struct TerminalPolicy {
     pub rules: Vec<ArgRule>,
     /// `[terminal.sandbox]`.
     pub sandbox: SandboxSettings,
+    /// `[terminal] write_paths`: writable directories outside the jail, canonical.
+    pub write_paths: Vec<PathBuf>,
     /// The scrubbed PATH programs resolve through (absolute, outside the jail).
     pub path: Vec<PathBuf>,
     /// `[[terminal.examples]]`.

@@ -58,6 +58,7 @@ pub(super) struct RawTerminal {
     pub(super) sandbox: Option<RawSandbox>,
     pub(super) path: Option<Vec<PathBuf>>,
     pub(super) env: Option<RawEnv>,
+    pub(super) write_paths: Option<Vec<PathBuf>>,
 }
 
 #[derive(Debug, Deserialize, Default)]

@@ -9,5 +9,6 @@ mod python_sdk;
 mod round2_rules;
 mod support;
 mod terminal;
+mod toolchains;
 mod tools;
 mod view;

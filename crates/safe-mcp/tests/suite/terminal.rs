@@ -313,7 +313,10 @@ async fn environment_is_scrubbed() {
                 "HOME",
                 "LANG",
                 "GIT_CONFIG_NOSYSTEM",
-                "GIT_TERMINAL_PROMPT"
+                "GIT_TERMINAL_PROMPT",
+                "TMPDIR",
+                "TMP",
+                "TEMP"
             ]
             .contains(k),
             "{k} leaked: {out}"
