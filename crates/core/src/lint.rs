@@ -49,6 +49,18 @@ pub enum Finding {
         /// The variable.
         name: String,
     },
+    /// A profile's discovery found nothing: its toolchain paths are missing.
+    ProfileDiscovery {
+        /// The profile.
+        profile: String,
+        /// What was not found.
+        note: String,
+    },
+    /// `exec_in_jail` is on (by the policy or a profile): programs the model wrote run.
+    ExecInJail {
+        /// Which profile turned it on, if one did.
+        by: Option<String>,
+    },
     /// An escape opted in with `allow_escapes`.
     EscapeOptedIn {
         /// The program name.
@@ -85,6 +97,17 @@ impl fmt::Display for Finding {
                 f,
                 "`{name}` opts in the escape `{escape}`: the model can use it"
             ),
+            Finding::ProfileDiscovery { profile, note } => write!(
+                f,
+                "profile {profile}: {note}; its toolchain is not on the commands' PATH or read paths"
+            ),
+            Finding::ExecInJail { by } => write!(
+                f,
+                "exec_in_jail is on{}: programs the model writes or builds in the jail can run (confined like any command)",
+                by.as_ref()
+                    .map(|p| format!(" (by the {p} profile)"))
+                    .unwrap_or_default()
+            ),
         }
     }
 }
@@ -93,6 +116,23 @@ impl fmt::Display for Finding {
 /// is also denylisted is skipped (the denylist wins, so nothing about it can run).
 pub fn lint(t: &TerminalPolicy) -> Vec<Finding> {
     let mut out = Vec::new();
+    for profile in &t.profiles {
+        for note in &profile.notes {
+            out.push(Finding::ProfileDiscovery {
+                profile: profile.name.clone(),
+                note: note.clone(),
+            });
+        }
+    }
+    if t.sandbox.exec_in_jail {
+        out.push(Finding::ExecInJail {
+            by: t
+                .profiles
+                .iter()
+                .find(|p| p.exec_in_jail)
+                .map(|p| p.name.clone()),
+        });
+    }
     let names = t.env.pass.iter().chain(t.env.set.iter().map(|(n, _)| n));
     for name in names {
         let upper = name.to_ascii_uppercase();
@@ -201,6 +241,8 @@ mod tests {
                 | Finding::NotOnPath { name, .. }
                 | Finding::SecretLikeVariable { name }
                 | Finding::EscapeOptedIn { name, .. } => name.as_str(),
+                Finding::ProfileDiscovery { profile, .. } => profile.as_str(),
+                Finding::ExecInJail { .. } => "exec_in_jail",
             })
             .collect();
         // BTreeSet order; `ls` is a known tool, `perl` is denylisted.

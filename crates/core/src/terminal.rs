@@ -305,6 +305,8 @@ impl TerminalService {
                 .map(|(k, _)| k.as_str())
                 .chain(safe_mcp_contract::CALL_TMP_VARIABLES.iter().copied())
                 .collect::<Vec<_>>(),
+            "profiles": p.profiles,
+            "write_paths": p.write_paths,
             "confinement": report_value(confinement),
         });
         OperationResult::new(

@@ -319,6 +319,34 @@ fn policy_check(config: Option<&Path>) -> ExitCode {
                 n => format!("{} passed", plural(n, "example")),
             }
         );
+        for p in &t.profiles {
+            let list = |items: &[std::path::PathBuf]| match items {
+                [] => "none".to_owned(),
+                _ => items
+                    .iter()
+                    .map(|i| i.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            };
+            say!(
+                "  profile {}: commands {} | rules for {} | read {} | PATH {} | writable {} | env {}",
+                p.name,
+                p.commands.join(", "),
+                if p.rules.is_empty() {
+                    "none".to_owned()
+                } else {
+                    p.rules.join(", ")
+                },
+                list(&p.read_paths),
+                list(&p.path),
+                list(&p.write_paths),
+                if p.env.is_empty() {
+                    "none".to_owned()
+                } else {
+                    p.env.join(", ")
+                }
+            );
+        }
         for warning in safe_mcp_core::lint::lint(t) {
             say!("warning: {warning}");
         }

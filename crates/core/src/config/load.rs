@@ -13,6 +13,7 @@ use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+use super::profiles;
 use super::raw::{RawFiles, RawPolicy, RawRedaction, RawTerminal};
 use super::{
     AuditFailMode, AuditSettings, ConfigError, DEFAULT_PATH, DEFAULT_READ_PATHS,
@@ -147,6 +148,8 @@ impl Builder<'_> {
                 examples: raw.examples.take(),
                 env: None,
                 write_paths: None,
+                profiles: None,
+                cache_dir: None,
             });
         }
 
@@ -329,6 +332,18 @@ impl Builder<'_> {
                 env: "SAFE_MCP_JAIL_ROOT",
             })?;
         let jail_root = existing_root("terminal.jail_root", &root)?;
+        // The profiles first: what they add then meets the same checks as the operator's own
+        // keys, and the operator's own keys win wherever both say something.
+        let cache_dir = raw
+            .cache_dir
+            .clone()
+            .map(|p| self.file_path(p))
+            .or_else(|| profiles::default_cache_dir(self.env));
+        let mut expansion = profiles::expand(
+            raw.profiles.as_deref().unwrap_or_default(),
+            self.env,
+            cache_dir.as_deref(),
+        )?;
 
         let limits = raw.limits.unwrap_or_default();
         if limits.timeout_seconds == 0 || limits.timeout_seconds > 24 * 3600 {
@@ -344,7 +359,7 @@ impl Builder<'_> {
             });
         }
 
-        let allow_names = match self.env.var("SAFE_MCP_ALLOW_COMMANDS") {
+        let mut allow_names: Vec<String> = match self.env.var("SAFE_MCP_ALLOW_COMMANDS") {
             Some(v) => v
                 .to_string_lossy()
                 .split(',')
@@ -354,12 +369,18 @@ impl Builder<'_> {
                 .collect(),
             None => raw.allowlist.unwrap_or_default().commands,
         };
+        allow_names.extend(expansion.commands.iter().cloned());
         let allow = program_names("terminal.allowlist.commands", allow_names)?;
         let deny = program_names(
             "terminal.denylist.commands",
             raw.denylist.unwrap_or_default().commands,
         )?;
-        let rules = raw.rules.unwrap_or_default();
+        let mut rules = raw.rules.unwrap_or_default();
+        for rule in &expansion.rules {
+            if !rules.iter().any(|own| own.command == rule.command) {
+                rules.push(rule.clone());
+            }
+        }
         for rule in &rules {
             program_names("terminal.rules.command", vec![rule.command.clone()])?;
             if rule
@@ -374,9 +395,24 @@ impl Builder<'_> {
             }
         }
 
-        let path: Vec<PathBuf> = match raw.path {
-            Some(p) => p,
-            None => DEFAULT_PATH.iter().map(PathBuf::from).collect(),
+        // The operator's own `path` comes first; without one, the profiles' toolchains come
+        // before the system's.
+        let own_path = raw.path.is_some();
+        let base_path: Vec<PathBuf> = raw
+            .path
+            .unwrap_or_else(|| DEFAULT_PATH.iter().map(PathBuf::from).collect());
+        // A discovered directory the PATH already has stays where it is.
+        for report in &mut expansion.reports {
+            report.path.retain(|p| !base_path.contains(p));
+        }
+        let discovered = expansion
+            .reports
+            .iter()
+            .flat_map(|r| r.path.iter().cloned());
+        let path = if own_path {
+            union(base_path, discovered)
+        } else {
+            union(discovered.collect(), base_path)
         };
         for dir in &path {
             if !dir.is_absolute() {
@@ -401,6 +437,18 @@ impl Builder<'_> {
             Some(paths) => paths.into_iter().map(|p| self.file_path(p)).collect(),
             None => DEFAULT_READ_PATHS.iter().map(PathBuf::from).collect(),
         };
+        // A discovered read path beneath one the policy has already is not added again.
+        for report in &mut expansion.reports {
+            report
+                .read_paths
+                .retain(|p| !read_paths.iter().any(|r| p.starts_with(r)));
+        }
+        let discovered = expansion
+            .reports
+            .iter()
+            .flat_map(|r| r.read_paths.iter().cloned())
+            .collect::<Vec<_>>();
+        let read_paths = union(read_paths, discovered);
         // A read path in the jail is a path the model can replace with a symlink to anything
         // (and it would be executable there); `/` or `/proc` would show the whole machine.
         for p in &read_paths {
@@ -422,18 +470,21 @@ impl Builder<'_> {
                 });
             }
         }
-        let write_paths = raw
-            .write_paths
-            .unwrap_or_default()
-            .into_iter()
-            .map(|p| self.file_path(p))
-            .collect();
+        let write_paths = union(
+            raw.write_paths
+                .unwrap_or_default()
+                .into_iter()
+                .map(|p| self.file_path(p))
+                .collect(),
+            expansion.write_paths.iter().cloned(),
+        );
         let home = self.env.var("HOME").map(PathBuf::from);
         let write_paths =
             super::writable::resolve(write_paths, &jail_root, &path, home.as_deref())?;
         Ok(TerminalPolicy {
             jail_root,
             write_paths,
+            profiles: expansion.reports,
             limits,
             allow,
             deny,
@@ -443,12 +494,18 @@ impl Builder<'_> {
                 mode: sb.mode.unwrap_or(SandboxMode::Enforce),
                 network: sb.network.unwrap_or(false),
                 read_paths,
-                exec_in_jail: sb.exec_in_jail.unwrap_or(false),
+                exec_in_jail: sb.exec_in_jail.unwrap_or(expansion.exec_in_jail),
                 unix_sockets: sb.unix_sockets.unwrap_or(true),
                 namespaces: sb.namespaces.unwrap_or(NamespaceMode::Auto),
             },
             path,
-            env: environment(raw.env.unwrap_or_default())?,
+            env: environment({
+                let mut env = raw.env.unwrap_or_default();
+                for (name, value) in expansion.env_set {
+                    env.set.entry(name).or_insert(value);
+                }
+                env
+            })?,
         })
     }
 
@@ -649,10 +706,22 @@ const FIXED_VARIABLES: &[&str] = &[
     "PATH",
     "HOME",
     "TMPDIR",
+    "TMP",
+    "TEMP",
     "LD_PRELOAD",
     "LD_LIBRARY_PATH",
     "LD_AUDIT",
 ];
+
+/// `first`, then what of `more` is not in it yet, in order.
+fn union(mut first: Vec<PathBuf>, more: impl IntoIterator<Item = PathBuf>) -> Vec<PathBuf> {
+    for p in more {
+        if !first.contains(&p) {
+            first.push(p);
+        }
+    }
+    first
+}
 
 /// `[terminal.env]`: valid names, none of the fixed ones.
 fn environment(raw: super::raw::RawEnv) -> Result<EnvSettings, ConfigError> {

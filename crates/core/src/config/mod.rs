@@ -12,8 +12,10 @@
 //! examples and building the audit options, is in [`crate::load`], above. It must never guess
 //! a default location for the policy or a root: no policy path means no server.
 
+mod discover;
 mod error;
 mod load;
+mod profiles;
 mod raw;
 #[cfg(test)]
 mod tests;
@@ -28,6 +30,7 @@ use serde::Deserialize;
 pub use error::ConfigError;
 pub use load::{Env, ProcessEnv};
 pub(crate) use load::{from_toml, read};
+pub use profiles::{ProfileReport, names as profile_names};
 
 /// Environment variable naming the policy file (the `--config` flag wins).
 pub const ENV_POLICY_FILE: &str = "SAFE_MCP_POLICY_FILE";
@@ -138,8 +141,11 @@ pub struct TerminalPolicy {
     pub rules: Vec<ArgRule>,
     /// `[terminal.sandbox]`.
     pub sandbox: SandboxSettings,
-    /// `[terminal] write_paths`: writable directories outside the jail, canonical.
+    /// `[terminal] write_paths`: writable directories outside the jail, canonical (the
+    /// profiles' caches among them).
     pub write_paths: Vec<PathBuf>,
+    /// What each of `[terminal] profiles` added.
+    pub profiles: Vec<ProfileReport>,
     /// The scrubbed PATH programs resolve through (absolute, outside the jail).
     pub path: Vec<PathBuf>,
     /// `[[terminal.examples]]`.

@@ -59,6 +59,8 @@ pub(super) struct RawTerminal {
     pub(super) path: Option<Vec<PathBuf>>,
     pub(super) env: Option<RawEnv>,
     pub(super) write_paths: Option<Vec<PathBuf>>,
+    pub(super) profiles: Option<Vec<String>>,
+    pub(super) cache_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Deserialize, Default)]

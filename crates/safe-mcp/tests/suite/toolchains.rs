@@ -232,3 +232,187 @@ fn dangerous_write_paths_are_fatal() {
         "{out:?}"
     );
 }
+
+/// A session whose server has this test's PATH and HOME: profiles discover the toolchains
+/// from the server's environment, as they would for an operator.
+async fn session_with_toolchains(sb: &Sandbox) -> super::support::Session {
+    let path = std::env::var("PATH").unwrap_or_default();
+    let home = std::env::var("HOME").unwrap_or_default();
+    super::support::Session::start(&sb.policy, |c| {
+        c.env("PATH", path).env("HOME", home);
+    })
+    .await
+}
+
+/// A sandbox with `profiles` and a cache directory of its own.
+fn with_profiles(profiles: &[&str]) -> Sandbox {
+    let sb = Sandbox::with(
+        "\"echo\", \"cat\", \"ls\", \"sh\"",
+        "timeout_seconds = 120\nmax_output_bytes = 65536",
+        "closed",
+        "",
+    );
+    let list: Vec<String> = profiles.iter().map(|p| format!("\"{p}\"")).collect();
+    in_terminal_table(
+        &sb,
+        &format!("profiles = [{}]\ncache_dir = \"cache\"", list.join(", ")),
+    );
+    sb
+}
+
+fn toolchain_present(program: &str) -> bool {
+    let ok = std::process::Command::new(program)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("skipping: {program} is not installed on this machine");
+    }
+    ok
+}
+
+/// `cargo build --offline` and `cargo test --offline` of a dependency-free crate, under the
+/// rust profile alone: the toolchain is found through rustup's proxy, CARGO_HOME is the
+/// server's cache, build output and test binaries stay in the jail.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_rust_profile_builds_and_tests_a_crate() {
+    if !toolchain_present("cargo") {
+        return;
+    }
+    let sb = with_profiles(&["rust"]);
+    std::fs::create_dir_all(sb.jail.join("hello/src")).unwrap();
+    std::fs::write(
+        sb.jail.join("hello/Cargo.toml"),
+        "[package]\nname = \"hello\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        sb.jail.join("hello/src/lib.rs"),
+        "pub fn add(a: u32, b: u32) -> u32 { a + b }\n#[cfg(test)]\nmod tests { #[test] fn adds() { assert_eq!(super::add(2, 2), 4); } }\n",
+    )
+    .unwrap();
+    let s = session_with_toolchains(&sb).await;
+    let r = s
+        .call(
+            "run_command",
+            json!({"command": "cargo build --offline", "cwd": "hello"}),
+        )
+        .await;
+    assert_eq!(r["code"], "OK", "{r}");
+    let r = s
+        .call(
+            "run_command",
+            json!({"command": "cargo test --offline", "cwd": "hello"}),
+        )
+        .await;
+    assert_eq!(r["code"], "OK", "{r}");
+    assert!(
+        r["detail"]["stdout"]
+            .as_str()
+            .unwrap()
+            .contains("test tests::adds ... ok"),
+        "{r}"
+    );
+    assert!(sb.jail.join("hello/target/debug").is_dir());
+    assert!(sb.base().join("cache/cargo").is_dir());
+    // What the profile refuses: --config can name programs to run.
+    let r = s
+        .call(
+            "run_command",
+            json!({"command": "cargo build --offline --config build.rustc-wrapper='x'", "cwd": "hello"}),
+        )
+        .await;
+    assert_eq!(r["code"], "POLICY_DENIED", "{r}");
+}
+
+/// `python3 -m unittest` under the python profile, with the interpreter pyenv's shim (or the
+/// system) points at.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_python_profile_runs_unittest() {
+    if !toolchain_present("python3") {
+        return;
+    }
+    let sb = with_profiles(&["python"]);
+    std::fs::write(
+        sb.jail.join("test_math.py"),
+        "import unittest\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(1 + 1, 2)\n",
+    )
+    .unwrap();
+    let s = session_with_toolchains(&sb).await;
+    let r = s.run("python3 -m unittest -v test_math").await;
+    assert_eq!(r["code"], "OK", "{r}");
+    assert!(
+        r["detail"]["stderr"].as_str().unwrap().contains("test_add"),
+        "{r}"
+    );
+}
+
+/// The git profile alone: init, add, commit, status, diff, log, with identity from
+/// [terminal.env] and no pager; a force push is refused by its rule.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_git_profile_commits_and_diffs() {
+    let sb = with_profiles(&["git"]);
+    let text = std::fs::read_to_string(&sb.policy).unwrap();
+    std::fs::write(
+        &sb.policy,
+        format!("{text}\n[terminal.env]\nset = {{ GIT_AUTHOR_NAME = \"t\", GIT_AUTHOR_EMAIL = \"t@example.com\", GIT_COMMITTER_NAME = \"t\", GIT_COMMITTER_EMAIL = \"t@example.com\" }}\n"),
+    )
+    .unwrap();
+    let s = session_with_toolchains(&sb).await;
+    for command in [
+        "git init -q -b main",
+        "git add notes.txt",
+        "git commit -q -m first",
+    ] {
+        let r = s.run(command).await;
+        assert_eq!(r["code"], "OK", "{command}: {r}");
+    }
+    std::fs::write(sb.jail.join("notes.txt"), "changed\n").unwrap();
+    let r = s.run("git status --short").await;
+    assert_eq!(r["detail"]["stdout"], " M notes.txt\n", "{r}");
+    let r = s.run("git diff").await;
+    assert!(
+        r["detail"]["stdout"].as_str().unwrap().contains("+changed"),
+        "{r}"
+    );
+    let r = s.run("git log --oneline").await;
+    assert!(
+        r["detail"]["stdout"].as_str().unwrap().contains("first"),
+        "{r}"
+    );
+    // The sandbox's own git rule wins over the profile's.
+    let r = s.run("git push --force origin").await;
+    assert_eq!(r["code"], "POLICY_DENIED", "{r}");
+    let r = s.run("git push --mirror origin").await;
+    assert_ne!(
+        r["code"], "POLICY_DENIED",
+        "the operator's rule should win: {r}"
+    );
+    let d = s.call("describe_policy", json!({})).await;
+    assert_eq!(d["detail"]["profiles"][0]["name"], "git", "{d}");
+}
+
+/// The environment a command sees holds what the policy and its profiles name, and nothing
+/// else of the server's.
+#[tokio::test(flavor = "multi_thread")]
+async fn env_passthrough_shows_only_what_was_named() {
+    let sb = Sandbox::with("\"env\"", "timeout_seconds = 10", "closed", "");
+    in_terminal_table(
+        &sb,
+        "[terminal.env]\npass = [\"PASSED_ON\", \"NOT_SET_ANYWHERE\"]\nset = { FIXED = \"1\" }",
+    );
+    let s = super::support::Session::start(&sb.policy, |c| {
+        c.env("PASSED_ON", "yes").env("KEPT_BACK", "no");
+    })
+    .await;
+    let r = s.run("env").await;
+    let out = r["detail"]["stdout"].as_str().unwrap();
+    assert!(
+        out.contains("PASSED_ON=yes\n") && out.contains("FIXED=1\n"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("KEPT_BACK") && !out.contains("NOT_SET_ANYWHERE"),
+        "{out}"
+    );
+}

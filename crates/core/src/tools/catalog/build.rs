@@ -87,7 +87,9 @@ pub(crate) const SPECS: &[Spec] = &[
                 ("target-dir", Val::Required),
                 ("color", Val::Required),
             ],
-            permute: false,
+            // cargo reads its global options after the subcommand too: `cargo build
+            // --config …` sets a runner as surely as `cargo --config … build`.
+            permute: true,
         },
         escapes: &[
             (
@@ -231,6 +233,12 @@ mod tests {
         assert!(escapes("cargo --manifest-path x/Cargo.toml metadata").is_empty());
         assert_eq!(escapes("cargo build"), ["build"]);
         assert_eq!(escapes("cargo --config x=1 tree"), ["--config"]);
+        assert_eq!(escapes("cargo tree --config x=1"), ["--config"]);
+        assert_eq!(
+            escapes("cargo build -p x --config y=1"),
+            ["--config", "build"]
+        );
+        assert!(escapes("cargo tree -- --config").is_empty());
         assert_eq!(escapes("cargo -Zx tree"), ["-Z"]);
         assert_eq!(paths("cargo --target-dir ../t tree"), ["../t"]);
     }

@@ -1,0 +1,162 @@
+//! Where a profile's toolchain really lives, asked of the server's own environment at load.
+//!
+//! A rustup proxy (`~/.cargo/bin/cargo`) or a pyenv shim is a program that picks the real
+//! toolchain at run time from the user's home and configuration; inside the sandbox neither
+//! is available, so each discovery asks once, at start, with the server's PATH and
+//! environment, and the profile then names the real toolchain: read-only, first on PATH.
+//! Each question is one program run with a deadline; an answer that is not an absolute,
+//! existing directory is no answer.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+
+use super::Env;
+
+/// How long one question may take.
+const DEADLINE: Duration = Duration::from_secs(10);
+
+/// A discovery a profile names.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(super) enum Discovery {
+    /// `git --exec-path`: git's helper programs.
+    GitExecPath,
+    /// `rustc --print sysroot`: the toolchain (its `bin` goes on PATH).
+    RustcSysroot,
+    /// python3's `sys.base_prefix` and the directory of its real executable.
+    PythonPrefix,
+    /// The directory `node` really lives in, and its prefix.
+    NodePrefix,
+}
+
+/// What a discovery found.
+#[derive(Debug, Default)]
+pub(super) struct Found {
+    pub(super) read_paths: Vec<PathBuf>,
+    pub(super) path: Vec<PathBuf>,
+}
+
+/// Runs one discovery, or says why it found nothing.
+pub(super) fn run(discovery: Discovery, env: &dyn Env) -> Result<Found, String> {
+    let found = match discovery {
+        Discovery::GitExecPath => {
+            let dir = ask(env, "git", &["--exec-path"])?;
+            Found {
+                read_paths: vec![existing_dir(&dir)?],
+                path: Vec::new(),
+            }
+        }
+        Discovery::RustcSysroot => {
+            let sysroot = existing_dir(&ask(env, "rustc", &["--print", "sysroot"])?)?;
+            Found {
+                path: vec![existing_dir(sysroot.join("bin"))?],
+                read_paths: vec![sysroot],
+            }
+        }
+        Discovery::PythonPrefix => {
+            let answer = ask(
+                env,
+                "python3",
+                &[
+                    "-c",
+                    "import sys; print(sys.base_prefix); print(sys.executable)",
+                ],
+            )?;
+            let mut lines = answer.lines();
+            let (Some(prefix), Some(executable)) = (lines.next(), lines.next()) else {
+                return Err("python3 did not say where it lives".into());
+            };
+            let executable = std::fs::canonicalize(executable)
+                .map_err(|e| format!("python3's executable {executable}: {e}"))?;
+            Found {
+                read_paths: vec![existing_dir(prefix)?],
+                path: executable
+                    .parent()
+                    .map(Path::to_path_buf)
+                    .into_iter()
+                    .collect(),
+            }
+        }
+        Discovery::NodePrefix => {
+            let node = which(env, "node")?;
+            let real =
+                std::fs::canonicalize(&node).map_err(|e| format!("{}: {e}", node.display()))?;
+            let bin = real
+                .parent()
+                .ok_or_else(|| format!("{} has no directory", real.display()))?
+                .to_path_buf();
+            let prefix = bin.parent().unwrap_or(&bin).to_path_buf();
+            Found {
+                read_paths: vec![prefix],
+                path: vec![bin],
+            }
+        }
+    };
+    Ok(found)
+}
+
+/// `program` on the server's PATH.
+fn which(env: &dyn Env, program: &str) -> Result<PathBuf, String> {
+    let path = env
+        .var("PATH")
+        .ok_or_else(|| format!("{program}: the server has no PATH to find it on"))?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|p| {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+        .ok_or_else(|| format!("{program} is not on the server's PATH"))
+}
+
+/// Runs `program args` (found on the server's PATH, with the server's environment) and
+/// returns its trimmed standard output, or why not.
+fn ask(env: &dyn Env, program: &str, args: &[&str]) -> Result<String, String> {
+    let exe = which(env, program)?;
+    let mut child = std::process::Command::new(&exe)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| format!("{}: {e}", exe.display()))?;
+    let deadline = Instant::now() + DEADLINE;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "{program} {} took longer than {DEADLINE:?}",
+                    args.join(" ")
+                ));
+            }
+            Err(e) => return Err(format!("{program}: {e}")),
+        }
+    };
+    let mut out = String::new();
+    if let Some(mut stdout) = child.stdout.take() {
+        let _ = stdout.read_to_string(&mut out);
+    }
+    if !status.success() {
+        return Err(format!("{program} {} failed ({status})", args.join(" ")));
+    }
+    Ok(out.trim().to_owned())
+}
+
+/// `answer` as an absolute, existing directory, canonical.
+fn existing_dir(answer: impl AsRef<Path>) -> Result<PathBuf, String> {
+    let p = answer.as_ref();
+    if !p.is_absolute() {
+        return Err(format!("{} is not an absolute path", p.display()));
+    }
+    std::fs::canonicalize(p)
+        .ok()
+        .filter(|r| r.is_dir())
+        .ok_or_else(|| format!("{} is not a directory", p.display()))
+}
