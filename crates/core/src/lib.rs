@@ -27,6 +27,7 @@ pub mod args;
 pub mod audit;
 pub mod config;
 pub mod envelope;
+pub mod gitdir;
 pub mod home;
 pub mod jail;
 pub mod lint;

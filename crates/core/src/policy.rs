@@ -260,6 +260,11 @@ fn judge_stage(
                 return verdict(argv, ResultCode::PathEscape, "jail", err.to_string());
             }
         }
+        if name == "git"
+            && let Err(why) = crate::gitdir::check(argv, dir, jail.path(), &policy.write_paths)
+        {
+            return verdict(argv, ResultCode::PathEscape, "git-dir", why);
+        }
     }
     let Some(program) = program else {
         return verdict(

@@ -306,6 +306,7 @@ impl TerminalService {
                 .chain(safe_mcp_contract::CALL_TMP_VARIABLES.iter().copied())
                 .collect::<Vec<_>>(),
             "profiles": p.profiles,
+            "project_policy": p.project,
             "write_paths": p.write_paths,
             "confinement": report_value(confinement),
         });

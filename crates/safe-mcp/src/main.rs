@@ -9,6 +9,7 @@ mod audit_cli;
 mod demo;
 mod exit;
 mod files_server;
+mod init;
 mod stdio;
 mod terminal_server;
 
@@ -88,6 +89,18 @@ enum Cmd {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Write a commented, working policy for a project and print the MCP client config.
+    Init {
+        /// A built-in profile (git, rust, python, node, readonly); repeatable.
+        #[arg(long = "profile")]
+        profiles: Vec<String>,
+        /// The project directory the model works in (default: the current directory).
+        #[arg(long)]
+        jail: Option<PathBuf>,
+        /// Where to write the policy (default: $XDG_CONFIG_HOME/safe-mcp/<project>.toml).
+        #[arg(long)]
+        output: Option<PathBuf>,
+    },
     /// Seed a temporary sandbox, start the real server, drive it with a real MCP client.
     Demo {
         /// Print every envelope in full, as the client receives it.
@@ -162,6 +175,11 @@ fn main() -> ExitCode {
         Cmd::Redact { config } => redact(config.as_deref()),
         Cmd::Doctor { config } => doctor(config.as_deref()),
         Cmd::Demo { json } => demo::run(json),
+        Cmd::Init {
+            profiles,
+            jail,
+            output,
+        } => init::run(&profiles, jail.as_deref(), output.as_deref()),
     }
 }
 
@@ -344,6 +362,27 @@ fn policy_check(config: Option<&Path>) -> ExitCode {
                     "none".to_owned()
                 } else {
                     p.env.join(", ")
+                }
+            );
+        }
+        if let Some(project) = &t.project {
+            say!(
+                "  project file {}: removes {} | deny rules for {} | lowers {}",
+                project.path.display(),
+                if project.removed.is_empty() {
+                    "nothing".to_owned()
+                } else {
+                    project.removed.join(", ")
+                },
+                if project.rules.is_empty() {
+                    "nothing".to_owned()
+                } else {
+                    project.rules.join(", ")
+                },
+                if project.limits.is_empty() {
+                    "nothing".to_owned()
+                } else {
+                    project.limits.join(", ")
                 }
             );
         }

@@ -13,7 +13,6 @@ use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use super::profiles;
 use super::raw::{RawFiles, RawPolicy, RawRedaction, RawTerminal};
 use super::{
     AuditFailMode, AuditSettings, ConfigError, DEFAULT_PATH, DEFAULT_READ_PATHS,
@@ -21,6 +20,7 @@ use super::{
     RedactionSettings, SandboxMode, SandboxSettings, Section, SkipCondition, SkipRule,
     TerminalPolicy,
 };
+use super::{profiles, project};
 use crate::paths::lexical_normalize;
 
 /// Reads environment variables; injectable so tests need not touch the process environment.
@@ -345,7 +345,7 @@ impl Builder<'_> {
             cache_dir.as_deref(),
         )?;
 
-        let limits = raw.limits.unwrap_or_default();
+        let mut limits = raw.limits.unwrap_or_default();
         if limits.timeout_seconds == 0 || limits.timeout_seconds > 24 * 3600 {
             return Err(ConfigError::Invalid {
                 key: "terminal.limits.timeout_seconds".into(),
@@ -371,16 +371,24 @@ impl Builder<'_> {
         };
         allow_names.extend(expansion.commands.iter().cloned());
         let allow = program_names("terminal.allowlist.commands", allow_names)?;
-        let deny = program_names(
-            "terminal.denylist.commands",
-            raw.denylist.unwrap_or_default().commands,
-        )?;
+        let mut deny_names = raw.denylist.unwrap_or_default().commands;
         let mut rules = raw.rules.unwrap_or_default();
         for rule in &expansion.rules {
             if !rules.iter().any(|own| own.command == rule.command) {
                 rules.push(rule.clone());
             }
         }
+        // Last, the repository's own file, which may only narrow all of the above.
+        let project = match project::read(&jail_root, &limits)? {
+            Some(narrowing) => {
+                limits = narrowing.limits;
+                deny_names.extend(narrowing.removed);
+                rules.extend(narrowing.rules);
+                Some(narrowing.report)
+            }
+            None => None,
+        };
+        let deny = program_names("terminal.denylist.commands", deny_names)?;
         for rule in &rules {
             program_names("terminal.rules.command", vec![rule.command.clone()])?;
             if rule
@@ -485,6 +493,7 @@ impl Builder<'_> {
             jail_root,
             write_paths,
             profiles: expansion.reports,
+            project,
             limits,
             allow,
             deny,

@@ -16,6 +16,7 @@ mod discover;
 mod error;
 mod load;
 mod profiles;
+mod project;
 mod raw;
 #[cfg(test)]
 mod tests;
@@ -31,6 +32,7 @@ pub use error::ConfigError;
 pub use load::{Env, ProcessEnv};
 pub(crate) use load::{from_toml, read};
 pub use profiles::{ProfileReport, names as profile_names};
+pub use project::{FILE_NAME as PROJECT_FILE, ProjectReport};
 
 /// Environment variable naming the policy file (the `--config` flag wins).
 pub const ENV_POLICY_FILE: &str = "SAFE_MCP_POLICY_FILE";
@@ -146,6 +148,8 @@ pub struct TerminalPolicy {
     pub write_paths: Vec<PathBuf>,
     /// What each of `[terminal] profiles` added.
     pub profiles: Vec<ProfileReport>,
+    /// What the jail's project file (`.safe-mcp.toml`) narrowed, when there is one.
+    pub project: Option<ProjectReport>,
     /// The scrubbed PATH programs resolve through (absolute, outside the jail).
     pub path: Vec<PathBuf>,
     /// `[[terminal.examples]]`.

@@ -416,3 +416,225 @@ async fn env_passthrough_shows_only_what_was_named() {
         "{out}"
     );
 }
+
+fn policy_check(sb: &Sandbox) -> std::process::Output {
+    std::process::Command::new(BIN)
+        .args(["policy", "check", "--config", sb.policy.to_str().unwrap()])
+        .output()
+        .unwrap()
+}
+
+/// A repository's `.safe-mcp.toml` narrows: it removes a command, adds a deny rule and
+/// lowers a limit, and the server says so.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_project_file_narrows_the_policy() {
+    let sb = sandbox();
+    std::fs::write(
+        sb.jail.join(".safe-mcp.toml"),
+        "[terminal]\nremove_commands = [\"touch\"]\n[terminal.limits]\ntimeout_seconds = 5\n[[terminal.rules]]\ncommand = \"git\"\ndeny_args = [\"push\"]\nreason = \"this repository is pushed by CI only\"\n",
+    )
+    .unwrap();
+    let out = policy_check(&sb);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("project file"),
+        "{out:?}"
+    );
+    let s = sb.session().await;
+    let r = s.run("touch made.txt").await;
+    assert_eq!(r["code"], "POLICY_DENIED", "{r}");
+    let r = s.run("git push origin main").await;
+    assert_eq!(r["code"], "POLICY_DENIED", "{r}");
+    assert!(
+        r["reason"].as_str().unwrap().contains("pushed by CI only"),
+        "{r}"
+    );
+    let d = s.call("describe_policy", json!({})).await;
+    assert_eq!(d["detail"]["limits"]["timeout_seconds"], 5, "{d}");
+    assert_eq!(d["detail"]["project_policy"]["removed"][0], "touch", "{d}");
+    let r = s.run("echo still").await;
+    assert_eq!(r["detail"]["stdout"], "still\n", "{r}");
+}
+
+/// A project file that would widen anything does not load, and the error names the key.
+#[test]
+fn a_widening_project_file_is_fatal() {
+    for (text, key) in [
+        (
+            "[terminal.allowlist]\ncommands = [\"curl\"]\n",
+            "terminal.allowlist",
+        ),
+        (
+            "[terminal.limits]\ntimeout_seconds = 999\n",
+            "terminal.limits.timeout_seconds",
+        ),
+        (
+            "[[terminal.rules]]\ncommand = \"sh\"\ndeny_args = [\"x\"]\nallow_interpreter = true\n",
+            "terminal.rules[0].allow_interpreter",
+        ),
+        ("[terminal.sandbox]\nnetwork = true\n", "terminal.sandbox"),
+        ("audit_log = \"elsewhere.jsonl\"\n", "audit_log"),
+        ("[terminal]\nprofiles = [\"rust\"]\n", "terminal.profiles"),
+    ] {
+        let sb = sandbox();
+        std::fs::write(sb.jail.join(".safe-mcp.toml"), text).unwrap();
+        let out = policy_check(&sb);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{text}: {out:?}");
+        assert!(
+            stderr.contains(&format!(".safe-mcp.toml: {key}")) && stderr.contains("only narrow"),
+            "{text}: {stderr}"
+        );
+    }
+    // A symlink in its place is refused, not followed.
+    let sb = sandbox();
+    let elsewhere = sb.base().join("elsewhere.toml");
+    std::fs::write(&elsewhere, "[terminal]\nremove_commands = [\"ls\"]\n").unwrap();
+    std::os::unix::fs::symlink(&elsewhere, sb.jail.join(".safe-mcp.toml")).unwrap();
+    let out = policy_check(&sb);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("symlink is refused"),
+        "{out:?}"
+    );
+}
+
+/// A git worktree in the jail whose git directory is outside it: refused with the remedy,
+/// and working once the main repository is a write path, in the private view too.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_worktree_needs_its_gitdir_in_write_paths() {
+    let git = |dir: &std::path::Path, args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .current_dir(dir)
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    for writable in [false, true] {
+        let sb = sandbox();
+        let main = sb.base().join("main");
+        std::fs::create_dir(&main).unwrap();
+        git(&main, &["init", "-q", "-b", "main"]);
+        std::fs::write(main.join("a.txt"), "a\n").unwrap();
+        git(&main, &["add", "a.txt"]);
+        git(&main, &["commit", "-q", "-m", "first"]);
+        git(
+            &main,
+            &[
+                "worktree",
+                "add",
+                "-q",
+                sb.jail.join("wt").to_str().unwrap(),
+            ],
+        );
+        if writable {
+            in_terminal_table(&sb, &format!("write_paths = [\"{}\"]", main.display()));
+        }
+        let s = sb.session().await;
+        let r = s
+            .call(
+                "run_command",
+                json!({"command": "git status --short --branch", "cwd": "wt"}),
+            )
+            .await;
+        if writable {
+            assert_eq!(r["code"], "OK", "{r}");
+            assert!(
+                r["detail"]["stdout"].as_str().unwrap().starts_with("## wt"),
+                "{r}"
+            );
+        } else {
+            assert_eq!(r["code"], "PATH_ESCAPE", "{r}");
+            assert!(r["reason"].as_str().unwrap().contains("write_paths"), "{r}");
+        }
+    }
+}
+
+/// The first hour with `init`: `safe-mcp init --profile rust --profile git --jail proj`
+/// writes a policy that, unedited, lets an MCP client build, test, diff and commit the
+/// project; a second init refuses to overwrite it.
+#[tokio::test(flavor = "multi_thread")]
+async fn init_writes_a_policy_that_builds_tests_and_commits() {
+    if !toolchain_present("cargo") {
+        return;
+    }
+    let base = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(base.path()).unwrap();
+    let proj = base.join("proj");
+    std::fs::create_dir_all(proj.join("src")).unwrap();
+    std::fs::write(
+        proj.join("Cargo.toml"),
+        "[package]\nname = \"proj\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        proj.join("src/lib.rs"),
+        "pub fn two() -> u32 { 2 }\n#[test]\nfn is_two() { assert_eq!(two(), 2); }\n",
+    )
+    .unwrap();
+    std::fs::write(proj.join(".gitignore"), "target/\n").unwrap();
+    let policy = base.join("conf/proj.toml");
+    let init = |extra: &[&str]| {
+        std::process::Command::new(BIN)
+            .args(["init", "--profile", "rust", "--profile", "git", "--jail"])
+            .arg(&proj)
+            .arg("--output")
+            .arg(&policy)
+            .args(extra)
+            .env("XDG_CACHE_HOME", base.join("cache"))
+            .output()
+            .unwrap()
+    };
+    let out = init(&[]);
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("\"mcpServers\"") && stdout.contains("terminal"),
+        "{stdout}"
+    );
+    let again = init(&[]);
+    assert!(!again.status.success(), "{again:?}");
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("never overwrites"),
+        "{again:?}"
+    );
+
+    let (path, home) = (
+        std::env::var("PATH").unwrap_or_default(),
+        std::env::var("HOME").unwrap_or_default(),
+    );
+    let cache = base.join("cache");
+    let s = super::support::Session::start(&policy, |c| {
+        c.env("PATH", path)
+            .env("HOME", home)
+            .env("XDG_CACHE_HOME", cache);
+    })
+    .await;
+    for command in [
+        "cargo build --offline",
+        "cargo test --offline",
+        "git init -q -b main",
+        "git add .gitignore Cargo.toml src/lib.rs",
+        "git commit -q -m start",
+    ] {
+        let r = s.run(command).await;
+        assert_eq!(r["code"], "OK", "{command}: {r}");
+        assert_eq!(r["detail"]["exit_code"], 0, "{command}: {r}");
+    }
+    std::fs::write(proj.join("src/lib.rs"), "pub fn two() -> u32 { 1 + 1 }\n").unwrap();
+    let r = s.run("git diff").await;
+    assert!(
+        r["detail"]["stdout"]
+            .as_str()
+            .unwrap()
+            .contains("+pub fn two() -> u32 { 1 + 1 }"),
+        "{r}"
+    );
+    let r = s.run("git log --oneline").await;
+    assert!(
+        r["detail"]["stdout"].as_str().unwrap().contains("start"),
+        "{r}"
+    );
+}

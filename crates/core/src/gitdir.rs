@@ -1,0 +1,141 @@
+//! Where a git command's repository keeps its git directory, judged before it runs.
+//!
+//! A worktree (`git worktree add`) or a submodule has a `.git` *file* whose `gitdir:` line
+//! points at a directory elsewhere, often outside the jail. There the kernel confinement
+//! refuses git's reads and writes with errors that say nothing useful ("not a git
+//! repository", "Permission denied"). So the repository a git command starts from (its cwd,
+//! or its last `-C`) is found here first, walking up to the jail root: a `.git` directory in
+//! the jail is fine; a `.git` file or symlink pointing inside the jail or beneath a
+//! `write_paths` entry is fine (the kernel grants that); anything else is refused with the
+//! reason and the remedy. Only reads the file system; never follows a name out of the jail
+//! except to canonicalize the named git directory.
+
+use std::path::{Path, PathBuf};
+
+/// How much of a `.git` file is read.
+const MAX_BYTES: u64 = 4096;
+
+/// Checks the repository a `git argv` run from `cwd` would use.
+pub fn check(
+    argv: &[String],
+    cwd: &Path,
+    jail: &Path,
+    write_paths: &[PathBuf],
+) -> Result<(), String> {
+    let mut start = cwd.to_path_buf();
+    let mut args = argv.iter().skip(1);
+    while let Some(a) = args.next() {
+        if a == "-C"
+            && let Some(dir) = args.next()
+        {
+            start = start.join(dir);
+        } else if !a.starts_with('-') {
+            break; // the subcommand: -C only comes before it
+        }
+    }
+    let mut dir = start.as_path();
+    loop {
+        let dot_git = dir.join(".git");
+        match std::fs::symlink_metadata(&dot_git) {
+            Ok(m) if m.is_dir() => return Ok(()),
+            Ok(m) if m.is_file() => {
+                return judge(&dot_git, &gitdir_of(&dot_git)?, jail, write_paths);
+            }
+            Ok(m) if m.file_type().is_symlink() => {
+                let target = std::fs::read_link(&dot_git)
+                    .map_err(|e| format!("{}: {e}", dot_git.display()))?;
+                return judge(&dot_git, &dir.join(target), jail, write_paths);
+            }
+            _ => {}
+        }
+        if dir == jail {
+            return Ok(());
+        }
+        match dir.parent() {
+            Some(parent) if parent.starts_with(jail) => dir = parent,
+            _ => return Ok(()),
+        }
+    }
+}
+
+/// The directory a `.git` file's `gitdir:` line names, relative to the file's directory.
+fn gitdir_of(dot_git: &Path) -> Result<PathBuf, String> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(dot_git)
+        .and_then(|f| f.take(MAX_BYTES).read_to_string(&mut text))
+        .map_err(|e| format!("{}: {e}", dot_git.display()))?;
+    let named = text
+        .lines()
+        .find_map(|l| l.strip_prefix("gitdir:"))
+        .map(str::trim)
+        .ok_or_else(|| format!("{} has no gitdir: line", dot_git.display()))?;
+    let base = dot_git.parent().unwrap_or(Path::new("/"));
+    Ok(base.join(named))
+}
+
+fn judge(dot_git: &Path, named: &Path, jail: &Path, write_paths: &[PathBuf]) -> Result<(), String> {
+    let Ok(real) = std::fs::canonicalize(named) else {
+        return Err(format!(
+            "{} points at {}, which does not exist",
+            dot_git.display(),
+            named.display()
+        ));
+    };
+    if real.starts_with(jail) || write_paths.iter().any(|w| real.starts_with(w)) {
+        return Ok(());
+    }
+    Err(format!(
+        "this repository's git directory is {} (named by {}: a worktree or submodule), outside the jail; the operator can add it, or the main repository's .git, to [terminal] write_paths",
+        real.display(),
+        dot_git.display()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(s: &str) -> Vec<String> {
+        s.split(' ').map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn a_gitdir_outside_the_jail_is_refused_unless_writable() {
+        let base = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(base.path()).unwrap();
+        let (jail, main) = (base.join("jail"), base.join("main"));
+        std::fs::create_dir_all(jail.join("wt/sub")).unwrap();
+        std::fs::create_dir_all(main.join(".git/worktrees/wt")).unwrap();
+        std::fs::write(
+            jail.join("wt/.git"),
+            format!("gitdir: {}\n", main.join(".git/worktrees/wt").display()),
+        )
+        .unwrap();
+        let why = check(&argv("git status"), &jail.join("wt/sub"), &jail, &[]).unwrap_err();
+        assert!(why.contains("write_paths"), "{why}");
+        assert!(
+            check(
+                &argv("git status"),
+                &jail.join("wt/sub"),
+                &jail,
+                std::slice::from_ref(&main)
+            )
+            .is_ok()
+        );
+        // -C moves the start; a repository of the jail's own is fine.
+        std::fs::create_dir_all(jail.join("own/.git")).unwrap();
+        assert!(check(&argv("git -C ../own status"), &jail.join("wt"), &jail, &[]).is_ok());
+        assert!(check(&argv("git status"), &jail, &jail, &[]).is_ok());
+        // A relative gitdir inside the jail, and one that names nothing.
+        std::fs::create_dir_all(jail.join("mods/.git-real")).unwrap();
+        std::fs::write(jail.join("mods/.git"), "gitdir: .git-real\n").unwrap();
+        assert!(check(&argv("git status"), &jail.join("mods"), &jail, &[]).is_ok());
+        std::fs::write(jail.join("mods/.git"), "gitdir: ../nowhere\n").unwrap();
+        assert!(
+            check(&argv("git status"), &jail.join("mods"), &jail, &[])
+                .unwrap_err()
+                .contains("does not exist")
+        );
+    }
+}

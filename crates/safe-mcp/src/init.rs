@@ -1,0 +1,220 @@
+//! `safe-mcp init`: writes a commented, working policy for one project and prints the MCP
+//! client configuration that starts the server with it.
+//!
+//! Owns the first step of a new user: a policy they did not have to write, which `policy
+//! check` accepts and the server runs as written. The jail is the project directory (the
+//! current one unless `--jail` says otherwise); the policy goes outside it
+//! (`$XDG_CONFIG_HOME/safe-mcp/<project>.toml` unless `--output` says otherwise), with the
+//! audit trail beside it. It never overwrites a file, and a policy that does not load is
+//! removed again with the reason.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use safe_mcp_core::config::{ProcessEnv, Section, profile_names};
+
+use crate::exit::{fatal, say};
+
+/// Runs `init` with the given profiles, jail and output.
+pub(crate) fn run(profiles: &[String], jail: Option<&Path>, output: Option<&Path>) -> ExitCode {
+    match write_policy(profiles, jail, output) {
+        Ok(path) => {
+            let exe = std::env::current_exe()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|_| "safe-mcp".into());
+            say!("wrote {}", path.display());
+            say!(
+                "check it:  safe-mcp policy check --config {}",
+                path.display()
+            );
+            say!(
+                "add this to your MCP client's configuration (Claude Desktop, Cursor, Claude Code, ...):"
+            );
+            // The profiles find the toolchains through the server's PATH and HOME, which some
+            // clients do not pass on: the snippet names this user's.
+            let mut env = serde_json::Map::new();
+            for name in ["PATH", "HOME"] {
+                if let Ok(value) = std::env::var(name) {
+                    env.insert(name.into(), value.into());
+                }
+            }
+            let snippet = serde_json::json!({
+                "mcpServers": {
+                    "safe-terminal": {
+                        "command": exe,
+                        "args": ["terminal", "--config", path],
+                        "env": env,
+                    }
+                }
+            });
+            say!(
+                "{}",
+                serde_json::to_string_pretty(&snippet).unwrap_or_default()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => fatal(e),
+    }
+}
+
+fn write_policy(
+    profiles: &[String],
+    jail: Option<&Path>,
+    output: Option<&Path>,
+) -> Result<PathBuf, String> {
+    let known: Vec<&str> = profile_names().collect();
+    if let Some(bad) = profiles.iter().find(|p| !known.contains(&p.as_str())) {
+        return Err(format!(
+            "no profile {bad:?}; the built-in ones are {}",
+            known.join(", ")
+        ));
+    }
+    let jail = match jail {
+        Some(j) => j.to_path_buf(),
+        None => std::env::current_dir().map_err(|e| format!("the current directory: {e}"))?,
+    };
+    let jail = std::fs::canonicalize(&jail)
+        .ok()
+        .filter(|j| j.is_dir())
+        .ok_or_else(|| format!("--jail {}: not an existing directory", jail.display()))?;
+    if jail == Path::new("/") {
+        return Err("the filesystem root cannot be a jail".into());
+    }
+    let output = match output {
+        Some(o) => o.to_path_buf(),
+        None => default_output(&jail)?,
+    };
+    let parent = output
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    make_private_dir(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+    let parent = std::fs::canonicalize(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+    if parent.starts_with(&jail) {
+        return Err(format!(
+            "the policy {} would lie inside the jail {}, where the model could rewrite it; choose --output outside it",
+            output.display(),
+            jail.display()
+        ));
+    }
+    let path = parent.join(output.file_name().ok_or("--output names no file")?);
+    let text = policy_text(&jail, profiles, &git_identity());
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::AlreadyExists => format!(
+                "{} exists; init never overwrites a policy (choose another --output, or edit it)",
+                path.display()
+            ),
+            _ => format!("{}: {e}", path.display()),
+        })?;
+    file.write_all(text.as_bytes())
+        .and_then(|()| file.sync_all())
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    if let Err(e) = safe_mcp_core::load::load_policy(Some(&path), &ProcessEnv, Section::Terminal) {
+        let _ = std::fs::remove_file(&path);
+        return Err(format!(
+            "the policy it would write does not load ({e}); nothing was written"
+        ));
+    }
+    Ok(path)
+}
+
+/// `$XDG_CONFIG_HOME/safe-mcp/<jail name>.toml`, else `$HOME/.config/safe-mcp/...`.
+fn default_output(jail: &Path) -> Result<PathBuf, String> {
+    let absolute = |name: &str| {
+        std::env::var_os(name)
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+    };
+    let base = absolute("XDG_CONFIG_HOME")
+        .or_else(|| absolute("HOME").map(|h| h.join(".config")))
+        .ok_or("neither XDG_CONFIG_HOME nor HOME is set; pass --output")?;
+    let name = jail
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "project".into());
+    Ok(base.join("safe-mcp").join(format!("{name}.toml")))
+}
+
+fn make_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
+/// The user's git identity (`git config user.name` / `user.email`), or a stand-in that says
+/// what it is: commits need one, and the commands' HOME holds no git config.
+fn git_identity() -> (String, String) {
+    let ask = |key: &str| {
+        std::process::Command::new("git")
+            .args(["config", "--get", key])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .filter(|v| !v.is_empty() && !v.contains(['"', '\\', '\n']))
+    };
+    (
+        ask("user.name").unwrap_or_else(|| "safe-mcp agent".into()),
+        ask("user.email").unwrap_or_else(|| "agent@safe-mcp.invalid".into()),
+    )
+}
+
+/// `s` as a TOML basic string: JSON's string escapes are a subset of TOML's.
+fn toml_string(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
+}
+
+fn policy_text(jail: &Path, profiles: &[String], identity: &(String, String)) -> String {
+    let list = profiles
+        .iter()
+        .map(|p| toml_string(p))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let jail = toml_string(&jail.to_string_lossy());
+    let (name, email) = (toml_string(&identity.0), toml_string(&identity.1));
+    format!(
+        r#"# safe-mcp policy, written by `safe-mcp init`. Check it with `safe-mcp policy check`.
+# Reference: the README's "Policy reference". Relative paths resolve against this file's
+# directory.
+
+# Every attempt is recorded here before anything runs (a hash chain; `safe-mcp audit
+# verify` checks it). Keep it outside the jail.
+audit_log = "audit.jsonl"
+
+[terminal]
+# The directory the model works in: commands run here and may write only here (plus
+# their private TMPDIR and the profiles' caches).
+jail_root = {jail}
+
+# Built-in packs: git, rust, python, node, readonly. Each adds its commands, argument
+# rules, the toolchain it finds on this machine (read-only) and a cache of its own;
+# `safe-mcp policy check` lists what each one added.
+profiles = [{list}]
+
+# Commands beyond the profiles, by bare name. Everything not listed is refused.
+[terminal.allowlist]
+commands = ["ls", "cat", "head", "tail", "wc", "grep", "find", "sort", "diff", "mkdir", "touch", "echo"]
+
+[terminal.limits]
+timeout_seconds = 300          # a build or a test suite can take minutes
+max_output_bytes = 262144
+
+# Variables every command gets. git needs an identity to commit (the commands' HOME holds no
+# git config); a name that looks like a secret would be readable by the model.
+[terminal.env]
+set = {{ GIT_AUTHOR_NAME = {name}, GIT_AUTHOR_EMAIL = {email}, GIT_COMMITTER_NAME = {name}, GIT_COMMITTER_EMAIL = {email} }}
+
+[terminal.sandbox]
+mode = "enforce"               # refuse to run where the kernel cannot confine
+namespaces = "auto"            # each command in a private view of the machine where possible
+network = false                # commands get no network
+"#
+    )
+}
