@@ -284,7 +284,11 @@ impl Confinement {
                         return Err(ConfineError::Namespaces(why.clone()));
                     }
                     _ => {
-                        let state = ViewState::Private(view.names(), view.visible());
+                        let state = ViewState::Private(
+                            view.names(),
+                            view.visible(),
+                            view.own_pts(),
+                        );
                         (Some(view), state)
                     }
                 },
@@ -305,14 +309,7 @@ impl Confinement {
         let (landlock, seccomp) = match spec.mode {
             SandboxMode::Off => (None, None),
             mode => {
-                let extra = view.as_ref().map_or(Vec::new(), View::own_files);
-                let proc_dir = view.as_ref().and_then(View::proc_dir);
-                let rules = LandlockRules::open(
-                    spec,
-                    mode == SandboxMode::Enforce,
-                    &extra,
-                    proc_dir.as_deref(),
-                )?;
+                let rules = LandlockRules::open(spec, mode == SandboxMode::Enforce, view.as_ref())?;
                 // Built once here, so that a kernel refusal stops the start, not a call.
                 rules.ruleset(tmp_root.path())?;
                 (
@@ -381,6 +378,58 @@ impl Confinement {
     /// Whether each command gets a pid namespace (and an init) of its own in the view.
     pub(crate) fn pid_namespace(&self) -> bool {
         self.view.as_ref().is_some_and(|v| v.pid.is_ok())
+    }
+
+    /// Adds to the call's ruleset read access beneath the freshly mounted `/proc`, and, with
+    /// a devpts of the command's own, read-write and terminal ioctls beneath `/dev/pts`.
+    /// The ruleset is the call's; another stage's command restricted itself already or
+    /// gets a rule for a file system it cannot reach.
+    ///
+    /// # Safety
+    /// Only in a stage's init, after its mounts and before it starts the command.
+    pub(crate) unsafe fn add_own_mounts(&self, call: &CallConfinement) -> Result<(), libc::c_int> {
+        let Some(ruleset) = &call.ruleset else {
+            return Ok(());
+        };
+        let read = (AccessFs::ReadFile | AccessFs::ReadDir).bits();
+        let pts = (AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::ReadDir | AccessFs::IoctlDev)
+            .bits();
+        let mut mounts = [(c"/proc", read), (c"/dev/pts", pts)].into_iter();
+        let wanted = if self.private_pts() { 2 } else { 1 };
+        for (path, access) in mounts.by_ref().take(wanted) {
+            // SAFETY: opens a static NUL-terminated path as an O_PATH descriptor.
+            let fd = unsafe { libc::open(path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+            if fd < 0 {
+                return Err(errno());
+            }
+            let attr = PathBeneathAttr {
+                allowed_access: access,
+                parent_fd: fd,
+            };
+            // SAFETY: the kernel reads `attr`, a packed struct on this stack laid out as
+            // `struct landlock_path_beneath_attr`, for the ruleset this call owns.
+            let rc = unsafe {
+                libc::syscall(
+                    libc::SYS_landlock_add_rule,
+                    ruleset.as_raw_fd(),
+                    LANDLOCK_RULE_PATH_BENEATH,
+                    std::ptr::from_ref(&attr),
+                    0u32,
+                )
+            };
+            let add_errno = errno();
+            // SAFETY: closes the descriptor opened above.
+            unsafe { libc::close(fd) };
+            if rc != 0 {
+                return Err(add_errno);
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether each command's init mounts a devpts of the command's own.
+    pub(crate) fn private_pts(&self) -> bool {
+        self.view.as_ref().is_some_and(View::own_pts)
     }
 
     /// Enters the private view, when there is one. Runs in the `CLONE_VM` child before its
@@ -479,8 +528,9 @@ impl Confinement {
 
 /// Which view of the machine commands get.
 enum ViewState {
-    /// Their own namespaces, these ones, and what they see.
-    Private(Vec<&'static str>, String),
+    /// Their own namespaces, these ones, what they see, and whether each has a devpts of
+    /// its own (where terminal ioctls are granted).
+    Private(Vec<&'static str>, String, bool),
     /// The host's, for this reason.
     Host(String),
     /// Not built (explain, doctor): what a server would try.
@@ -529,7 +579,7 @@ fn describe(
     };
     let strings = |names: &[&'static str]| if off { Vec::new() } else { names.to_vec() };
     let view_report = match view {
-        ViewState::Private(names, visible) => ViewReport {
+        ViewState::Private(names, visible, _) => ViewReport {
             setting: spec.namespaces.as_str(),
             view: "private",
             namespaces: names.clone(),
@@ -565,7 +615,11 @@ fn describe(
                         .map(|(n, _)| PathBuf::from(n)),
                 )
                 .collect(),
-            never_granted: strings(&["make_char", "make_block", "ioctl_dev"]),
+            never_granted: strings(if matches!(view, ViewState::Private(_, _, true)) {
+                &["make_char", "make_block", "ioctl_dev (but on the command's own /dev/pts)"]
+            } else {
+                &["make_char", "make_block", "ioctl_dev"]
+            }),
             exec_in_jail: spec.exec_in_jail,
             tcp: match (spec.network || off, matches!(view, ViewState::Private(..))) {
                 (true, true) => "loopback only (the private view's own network namespace)",
@@ -676,6 +730,16 @@ fn rlimits(limits: &ProcessLimits) -> Vec<(libc::__rlimit_resource_t, libc::rlim
         .collect()
 }
 
+/// `LANDLOCK_RULE_PATH_BENEATH` of `landlock_add_rule(2)`.
+const LANDLOCK_RULE_PATH_BENEATH: libc::c_int = 1;
+
+/// `struct landlock_path_beneath_attr` (packed, as the kernel declares it).
+#[repr(C, packed)]
+struct PathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+
 /// One call's confinement beyond the server's: see [`Confinement::for_call`].
 pub(crate) struct CallConfinement {
     ruleset: Option<OwnedFd>,
@@ -700,15 +764,20 @@ struct LandlockRules {
 }
 
 impl LandlockRules {
-    /// `extra_read`: files a command may read besides the read paths (the view's synthetic
-    /// `/etc` files, which are other inodes than the host's); `proc_dir`: the mount point of
-    /// each command's `/proc` in the view.
+    /// With a private `view`, commands may also read its synthetic `/etc` files (other
+    /// inodes than the host's) and use `/dev/tty` (which, with no controlling terminal,
+    /// opens nothing). Each command's own `/proc` and `/dev/pts` are fresh file systems the
+    /// server cannot name beforehand (Landlock ignores the covered mount point), so their
+    /// rules are added by the command's init ([`Confinement::add_own_mounts`]).
     fn open(
         spec: &ConfinementSpec,
         hard: bool,
-        extra_read: &[PathBuf],
-        proc_dir: Option<&Path>,
+        view: Option<&View>,
     ) -> Result<LandlockRules, ConfineError> {
+        let extra_read = view.map_or(Vec::new(), View::own_files);
+        let tty = view
+            .filter(|v| v.tty())
+            .map(|_| PathBuf::from(crate::view::TTY));
         let all = AccessFs::from_all(TARGET_ABI);
         let read_exec = AccessFs::from_read(TARGET_ABI);
         // A jail never needs device nodes: with MAKE_CHAR / MAKE_BLOCK a root command could
@@ -728,14 +797,14 @@ impl LandlockRules {
             .read_paths
             .iter()
             .chain(spec.home.iter())
-            .chain(extra_read)
+            .chain(&extra_read)
             .cloned()
             .map(|p| (p, read_exec))
             .chain(device(true).map(|p| (p, AccessFs::ReadFile | AccessFs::WriteFile)))
             .chain(device(false).map(|p| (p, AccessFs::ReadFile.into())))
             // The command's own /proc is mounted on this directory of the view's skeleton;
             // Landlock matches the mount point on the way up from any file beneath it.
-            .chain(proc_dir.map(|p| (p.to_path_buf(), AccessFs::ReadFile | AccessFs::ReadDir)))
+            .chain(tty.map(|p| (p, AccessFs::ReadFile | AccessFs::WriteFile)))
             .chain(spec.write_paths.iter().cloned().map(|p| (p, writable)))
             .chain(std::iter::once((spec.jail_root.clone(), writable)))
             .collect();

@@ -174,6 +174,8 @@ struct PidNamespaceStage {
     init_stack: *mut c_void,
     command_stack: *mut c_void,
     status: *const AtomicU64,
+    /// Whether the init mounts a devpts of the command's own on `/dev/pts`.
+    pts: bool,
     /// Written by the first child: the init's pid.
     init_pid: AtomicI32,
     /// Written by the first child: the write end of the pipe on which the init says that
@@ -298,6 +300,7 @@ pub(crate) fn spawn(s: &StageSpawn<'_>) -> Result<Spawned, SpawnError> {
                 .status
                 .as_deref()
                 .map_or(std::ptr::null(), std::ptr::from_ref),
+            pts: s.confinement.private_pts(),
             init_pid: AtomicI32::new(0),
             report: AtomicI32::new(-1),
         };
@@ -317,7 +320,10 @@ pub(crate) fn spawn(s: &StageSpawn<'_>) -> Result<Spawned, SpawnError> {
             s.stdio[1].as_raw_fd(),
             s.stdio[2].as_raw_fd(),
         ],
-        pgid: s.pgid,
+        // With a pid namespace the init leaves the group for a session of its own, so each
+        // stage starts a group of its own: its init, killed through its pidfd, takes the
+        // namespace down with it.
+        pgid: if pid_ns.is_some() { 0 } else { s.pgid },
         gate: s.gate.as_raw_fd(),
         gate_writer: s.gate_writer,
         parent: if pid_ns.is_some() { 1 } else { server },
@@ -358,10 +364,10 @@ pub(crate) fn spawn(s: &StageSpawn<'_>) -> Result<Spawned, SpawnError> {
     // SAFETY: with CLONE_PIDFD the kernel stored a new descriptor that we now own.
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
     let pid = Pid::from_raw(pid).ok_or_else(|| std::io::Error::other("clone returned pid 0"))?;
-    let pgid = if s.pgid == 0 {
+    let pgid = if prepared.pgid == 0 {
         pid.as_raw_nonzero().get()
     } else {
-        s.pgid
+        prepared.pgid
     };
     let failure = prepared.failure.load(Ordering::Acquire);
     let child_failed = |failure: i32| SpawnError::Child {
@@ -592,8 +598,10 @@ extern "C" fn init_main(arg: *mut c_void) -> c_int {
     unsafe { libc::_exit(127) }
 }
 
-/// The init's steps: die with the server, mount the namespace's `/proc`, vfork the command,
-/// close every descriptor, give the word, then reap until the command exits.
+/// The init's steps: die with the server, a session of its own (so that the command has no
+/// controlling terminal: `/dev/tty` in the view must not reach the server's), mount the
+/// namespace's `/proc` (and a devpts of its own), vfork the command, close every
+/// descriptor, give the word, then reap until the command exits.
 ///
 /// # Safety
 /// Only in the init made by [`start_init`].
@@ -606,6 +614,10 @@ unsafe fn run_init(p: &Prepared) -> Result<std::convert::Infallible, (Step, c_in
     // the stage: it reaps us. If the server dies, so do we, and with us the namespace.
     // SAFETY: prctl with integer arguments only.
     if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) } != 0 {
+        return Err(fail());
+    }
+    // SAFETY: no arguments; we are not a group leader (the first child leads the group).
+    if unsafe { libc::setsid() } < 0 {
         return Err(fail());
     }
     // SAFETY: static NUL-terminated strings; no data argument.
@@ -621,6 +633,27 @@ unsafe fn run_init(p: &Prepared) -> Result<std::convert::Infallible, (Step, c_in
     if rc != 0 {
         return Err(fail());
     }
+    if stage.pts {
+        // SAFETY: static NUL-terminated strings and options.
+        let rc = unsafe {
+            libc::mount(
+                c"devpts".as_ptr(),
+                c"/dev/pts".as_ptr(),
+                c"devpts".as_ptr(),
+                crate::view::PTS_FLAGS,
+                crate::view::PTS_OPTIONS.as_ptr().cast(),
+            )
+        };
+        if rc != 0 {
+            return Err(fail());
+        }
+    }
+    // SAFETY: `p.confinement` is the caller's Confinement, alive until our word.
+    let confinement = unsafe { &*p.confinement };
+    // SAFETY: `p.call` is the caller's CallConfinement, alive until our word.
+    let call = unsafe { &*p.call };
+    // SAFETY: we are the init, after its mounts, as `add_own_mounts` requires.
+    unsafe { confinement.add_own_mounts(call) }.map_err(|e| (Step::PidNamespace, e))?;
     let status = stage.status;
     let report = stage.report.load(Ordering::Acquire);
     // SAFETY: CLONE_VM|CLONE_VFORK, as in `spawn`: the command runs `command_main` on its

@@ -42,6 +42,8 @@ pub(crate) struct View {
     /// Whether each command gets a pid namespace (and a mount namespace for its `/proc`) of
     /// its own, or why not: the setup child tried one.
     pub(crate) pid: Result<(), String>,
+    /// Whether the kernel mounts a private `devpts` here (each command then gets its own).
+    pts: bool,
     /// The runtime directory holding the skeleton root; removed on drop.
     dir: PathBuf,
 }
@@ -106,6 +108,11 @@ pub(crate) const PER_COMMAND: c_int = libc::CLONE_NEWPID | libc::CLONE_NEWNS;
 pub(crate) const PROC_FLAGS: c_ulong =
     libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
 
+/// The flags and options of every `devpts` in the view: a new instance (its own ptys only),
+/// `/dev/ptmx` usable by anyone in it.
+pub(crate) const PTS_FLAGS: c_ulong = libc::MS_NOSUID | libc::MS_NOEXEC;
+pub(crate) const PTS_OPTIONS: &std::ffi::CStr = c"newinstance,ptmxmode=0666,mode=0620";
+
 /// The `/etc` files the view makes up instead of showing the host's.
 const SYNTHETIC: &[&str] = &["passwd", "group", "hosts"];
 
@@ -130,6 +137,8 @@ struct Setup {
     /// The skeleton's `proc` directory, where the setup child tries a `/proc` of a pid
     /// namespace of its own.
     proc_dir: CString,
+    /// The skeleton's `dev/pts`, where it tries a `devpts` of its own.
+    pts_dir: CString,
 }
 
 impl View {
@@ -145,10 +154,11 @@ impl View {
         rundir::remove_stale(&parent, PREFIX);
         let dir = rundir::make(&parent, PREFIX, 0o700)?;
         let view = match build(spec, &dir, tmp_root) {
-            Ok((entries, user, pid)) => View {
+            Ok((entries, user, pid, pts)) => View {
                 entries,
                 user,
                 pid,
+                pts,
                 dir,
             },
             Err(e) => {
@@ -168,10 +178,17 @@ impl View {
             .collect()
     }
 
-    /// The skeleton's `proc` directory, the mount point of every command's `/proc`, which
-    /// the Landlock ruleset must let commands read; `None` without pid namespaces.
-    pub(crate) fn proc_dir(&self) -> Option<PathBuf> {
-        self.pid.is_ok().then(|| self.dir.join("root").join("proc"))
+    /// Whether each command gets a devpts of its own (a pid namespace, and a kernel that
+    /// mounts devpts here).
+    pub(crate) fn own_pts(&self) -> bool {
+        self.pid.is_ok() && self.pts
+    }
+
+    /// Whether commands may open `/dev/tty`: only where each is in a session of its own
+    /// (its init calls setsid), so that it has no controlling terminal and the open fails,
+    /// instead of reaching the terminal the server was started from.
+    pub(crate) fn tty(&self) -> bool {
+        self.pid.is_ok()
     }
 
     /// The namespaces a command is in, for the reports: the view's, and its own pid (and
@@ -188,7 +205,12 @@ impl View {
     pub(crate) fn visible(&self) -> String {
         match &self.pid {
             Ok(()) => format!(
-                "{VISIBLE}; a pid namespace of its own with its /proc (read-only): it is the child of that namespace's init, sees no other process, and every process it leaves behind dies with it"
+                "{VISIBLE}; a pid namespace of its own with its /proc (read-only): it is the child of that namespace's init, sees no other process, and every process it leaves behind dies with it; a session of its own (no controlling terminal, so /dev/tty opens nothing){}",
+                if self.pts {
+                    "; a devpts of its own (/dev/pts, /dev/ptmx) for pseudo-terminals"
+                } else {
+                    ""
+                }
             ),
             Err(why) => format!(
                 "{VISIBLE}; the host's pid namespace and no /proc ({why}); Landlock's scoping refuses signals to other processes"
@@ -233,17 +255,20 @@ fn under(root: &Path, path: &Path) -> PathBuf {
 /// Lays out the skeleton and the bind list, then makes the namespaces in a child.
 type Entries = Vec<(OwnedFd, &'static Namespace)>;
 
-fn build(
-    spec: &ConfinementSpec,
-    dir: &Path,
-    tmp_root: &Path,
-) -> Result<(Entries, bool, Result<(), String>), String> {
+/// What the setup found: the namespaces, whether there is a user namespace, whether pid
+/// namespaces work (or why not), and whether devpts does.
+type Built = (Entries, bool, Result<(), String>, bool);
+
+fn build(spec: &ConfinementSpec, dir: &Path, tmp_root: &Path) -> Result<Built, String> {
     let root = dir.join("root");
     let etc = dir.join("etc");
     let proc_dir = root.join("proc");
-    for d in [&root, &etc, &proc_dir] {
+    let pts_dir = root.join("dev/pts");
+    for d in [&root, &etc, &proc_dir, &root.join("dev"), &pts_dir] {
         std::fs::create_dir(d).map_err(|e| format!("cannot make {}: {e}", d.display()))?;
     }
+    std::os::unix::fs::symlink("pts/ptmx", root.join("dev/ptmx"))
+        .map_err(|e| format!("cannot make the view's /dev/ptmx: {e}"))?;
     let user = !rustix::process::geteuid().is_root();
     let uid = rustix::process::getuid().as_raw();
     let gid = rustix::process::getgid().as_raw();
@@ -259,6 +284,7 @@ fn build(
     let devices: Vec<&Path> = HARMLESS_DEVICES
         .iter()
         .map(|(d, _)| Path::new(*d))
+        .chain([Path::new(TTY)])
         .filter(|d| d.exists())
         .collect();
     for d in &devices {
@@ -320,10 +346,14 @@ fn build(
         binds: prepared,
         hostname: b"safe-mcp",
         proc_dir: cstring(&proc_dir)?,
+        pts_dir: cstring(&pts_dir)?,
     };
-    let (entries, pid) = run_setup(&setup)?;
-    Ok((entries, user, pid))
+    let (entries, pid, pts) = run_setup(&setup)?;
+    Ok((entries, user, pid, pts))
 }
+
+/// The controlling terminal's device, bound into the view (see [`View::tty`]).
+pub(crate) const TTY: &str = "/dev/tty";
 
 /// passwd and group with root, nobody and the server's own user; hosts with localhost.
 fn synthetic_etc(uid: u32, gid: u32) -> Vec<(&'static str, String)> {
@@ -418,12 +448,13 @@ const SETUP_STEPS: &[&str] = &[
 ];
 
 /// The setup child's report: the failed step (0 when the view stands), whether a pid
-/// namespace with its `/proc` could be made, the step's errno, and the pid probe's errno.
+/// namespace with its `/proc` could be made, whether a devpts could be mounted, the step's
+/// errno, and the pid probe's errno.
 const REPORT_BYTES: usize = 12;
 
 /// Forks the setup child, waits until it stands in the finished view, opens its namespaces,
 /// then lets it exit. Also says whether commands can have pid namespaces of their own.
-fn run_setup(setup: &Setup) -> Result<(Entries, Result<(), String>), String> {
+fn run_setup(setup: &Setup) -> Result<(Entries, Result<(), String>, bool), String> {
     let (ready_r, ready_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
         .map_err(|e| format!("pipe: {e}"))?;
     let (go_r, go_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
@@ -476,7 +507,7 @@ fn run_setup(setup: &Setup) -> Result<(Entries, Result<(), String>), String> {
                     .map_err(|e| format!("cannot open the view's {} namespace: {e}", ns.proc_name))
             })
             .collect::<Result<Entries, String>>()
-            .map(|entries| (entries, pid_ns))
+            .map(|entries| (entries, pid_ns, report[2] == 1))
     } else if n == REPORT_BYTES {
         let step = usize::from(report[0]);
         Err(format!(
@@ -506,8 +537,13 @@ unsafe fn setup_child(setup: &Setup, ready: c_int, go: c_int) -> ! {
     let mut report = [0u8; REPORT_BYTES];
     // SAFETY: see `build_in_child`; it runs here, in the forked child.
     match unsafe { build_in_child(setup) } {
-        Ok(Ok(())) => report[1] = 1,
-        Ok(Err(code)) => report[8..].copy_from_slice(&code.to_ne_bytes()),
+        Ok((pid, pts)) => {
+            report[2] = u8::from(pts);
+            match pid {
+                Ok(()) => report[1] = 1,
+                Err(code) => report[8..].copy_from_slice(&code.to_ne_bytes()),
+            }
+        }
         Err((step, code)) => {
             report[0] = step;
             report[4..8].copy_from_slice(&code.to_ne_bytes());
@@ -527,7 +563,7 @@ unsafe fn setup_child(setup: &Setup, ready: c_int, go: c_int) -> ! {
 ///
 /// # Safety
 /// Only in the forked setup child.
-unsafe fn build_in_child(s: &Setup) -> Result<Result<(), c_int>, (u8, c_int)> {
+unsafe fn build_in_child(s: &Setup) -> Result<(Result<(), c_int>, bool), (u8, c_int)> {
     let fail = |step: u8| (step, errno());
     if s.user {
         // SAFETY: integer argument only.
@@ -618,6 +654,17 @@ unsafe fn build_in_child(s: &Setup) -> Result<Result<(), c_int>, (u8, c_int)> {
     }
     // SAFETY: we are the setup child, before pivot_root, as `placeholder_proc` requires.
     let pid = unsafe { placeholder_proc(s) };
+    // A devpts of the view's own under each command's: the same probe as for /proc.
+    // SAFETY: a prepared mount point and static strings.
+    let pts = unsafe {
+        libc::mount(
+            c"devpts".as_ptr(),
+            s.pts_dir.as_ptr(),
+            c"devpts".as_ptr(),
+            PTS_FLAGS,
+            PTS_OPTIONS.as_ptr().cast(),
+        )
+    } == 0;
     // pivot_root(".", "."): the old root is stacked under the new one, then detached.
     // SAFETY: a prepared NUL-terminated path.
     if unsafe { libc::chdir(s.root.as_ptr()) } != 0 {
@@ -636,7 +683,7 @@ unsafe fn build_in_child(s: &Setup) -> Result<Result<(), c_int>, (u8, c_int)> {
     if unsafe { libc::chdir(c"/".as_ptr()) } != 0 {
         return Err(fail(11));
     }
-    Ok(pid)
+    Ok((pid, pts))
 }
 
 /// Tries what every command will do: make a pid namespace and mount its `/proc`. A child

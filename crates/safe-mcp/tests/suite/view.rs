@@ -376,7 +376,7 @@ async fn each_command_has_a_pid_namespace_of_its_own() {
         let r = s
             .call(
                 "run_command",
-                sh("echo $$; ls /proc | grep -c '^[0-9]'; echo x > /proc/sys/kernel/hostname 2>/dev/null || echo unwritable"),
+                sh("echo $$; ls /proc | grep -c '^[0-9]'; echo x > /proc/sys/kernel/hostname 2>/dev/null || echo unwritable; head -1 /proc/self/status"),
             )
             .await;
         assert_eq!(r["code"], "OK", "{namespaces}: {r}");
@@ -385,10 +385,14 @@ async fn each_command_has_a_pid_namespace_of_its_own() {
         if namespaces == "auto" {
             assert!(names.as_array().unwrap().iter().any(|n| n == "pid"), "{d}");
             assert_eq!(lines[0], "2", "the command is not its init's child: {out}");
-            // init, sh, ls and grep.
+            // init, sh, ls and grep: its own tree, readable, and nothing else.
             let count: u32 = lines[1].parse().unwrap();
-            assert!(count <= 5, "the command sees other processes: {out}");
+            assert!(
+                (3..=5).contains(&count),
+                "the command sees other processes, or none: {out}"
+            );
             assert_eq!(lines[2], "unwritable", "{out}");
+            assert_eq!(lines[3], "Name:\thead", "{out}");
         } else {
             assert_ne!(lines[0], "2", "control: the host's pids: {out}");
         }
@@ -425,4 +429,35 @@ async fn a_setsid_escapee_dies_with_the_pid_namespace() {
     assert_eq!(r["detail"]["stdout"], "left\n", "{r}");
     // The kernel kills the namespace as its init exits, before the server reaps the init.
     assert!(!alive_with(marker), "the escapee outlived its command");
+}
+
+/// The view's `/dev`: five harmless devices, `/dev/tty` that opens nothing (each command is
+/// in a session of its own, with no controlling terminal), and a devpts of the command's own
+/// where it can make a pseudo-terminal, numbered from 0 whatever the host has open.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_view_has_a_minimal_dev_with_private_ptys() {
+    if !namespaces_available(None) {
+        return;
+    }
+    let sb = sandbox("");
+    let s = sb.session().await;
+    let d = s.call("describe_policy", json!({})).await;
+    let detail = d["detail"]["confinement"]["view"]["detail"].as_str().unwrap();
+    assert!(detail.contains("devpts of its own"), "{d}");
+    let probe = "import os, pty\nm, s = os.openpty()\nprint(os.ttyname(s))\ntry:\n    open('/dev/tty', 'w')\n    print('tty opened')\nexcept OSError as e:\n    print('tty', e.errno)\n";
+    let r = s
+        .call("run_command", json!({"command": ["python3", "-c", probe]}))
+        .await;
+    assert_eq!(r["code"], "OK", "{r}");
+    assert_eq!(
+        r["detail"]["stdout"],
+        "/dev/pts/0\ntty 6\n", // ENXIO
+        "{r}"
+    );
+    // The host's devices are not there at all.
+    let r = s
+        .call("run_command", sh("ls /dev/mem /dev/kmsg /dev/shm /dev/mqueue 2>&1"))
+        .await;
+    let out = r["detail"]["stdout"].as_str().unwrap();
+    assert_eq!(out.matches("No such file or directory").count(), 4, "{r}");
 }
