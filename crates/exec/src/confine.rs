@@ -7,7 +7,7 @@
 //! server's other threads. We chose that over re-executing a helper binary because a second
 //! `exec` per command would double the spawn cost that the benchmark measures.
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use landlock::{
@@ -284,11 +284,8 @@ impl Confinement {
                         return Err(ConfineError::Namespaces(why.clone()));
                     }
                     _ => {
-                        let state = ViewState::Private(
-                            view.names(),
-                            view.visible(),
-                            view.own_pts(),
-                        );
+                        let state =
+                            ViewState::Private(view.names(), view.visible(), view.own_pts());
                         (Some(view), state)
                     }
                 },
@@ -311,6 +308,7 @@ impl Confinement {
             mode => {
                 let rules = LandlockRules::open(spec, mode == SandboxMode::Enforce, view.as_ref())?;
                 // Built once here, so that a kernel refusal stops the start, not a call.
+                rules.validate(tmp_root.path())?;
                 rules.ruleset(tmp_root.path())?;
                 (
                     Some(rules),
@@ -391,9 +389,13 @@ impl Confinement {
         let Some(ruleset) = &call.ruleset else {
             return Ok(());
         };
-        let read = (AccessFs::ReadFile | AccessFs::ReadDir).bits();
-        let pts = (AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::ReadDir | AccessFs::IoctlDev)
-            .bits();
+        // Only the rights this kernel handles (an older one has no IOCTL_DEV, say).
+        let handled = handled_fs().bits();
+        let read = (AccessFs::ReadFile | AccessFs::ReadDir).bits() & handled;
+        let pts =
+            (AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::ReadDir | AccessFs::IoctlDev)
+                .bits()
+                & handled;
         let mut mounts = [(c"/proc", read), (c"/dev/pts", pts)].into_iter();
         let wanted = if self.private_pts() { 2 } else { 1 };
         for (path, access) in mounts.by_ref().take(wanted) {
@@ -616,7 +618,11 @@ fn describe(
                 )
                 .collect(),
             never_granted: strings(if matches!(view, ViewState::Private(_, _, true)) {
-                &["make_char", "make_block", "ioctl_dev (but on the command's own /dev/pts)"]
+                &[
+                    "make_char",
+                    "make_block",
+                    "ioctl_dev (but on the command's own /dev/pts)",
+                ]
             } else {
                 &["make_char", "make_block", "ioctl_dev"]
             }),
@@ -826,8 +832,10 @@ impl LandlockRules {
         })
     }
 
-    /// A ruleset of these rules and read+write beneath `tmp`, as a descriptor.
-    fn ruleset(&self, tmp: &Path) -> Result<OwnedFd, ConfineError> {
+    /// A ruleset of these rules and read+write beneath `tmp`, built by the landlock crate,
+    /// which checks every right against the kernel as the compatibility level says. Done
+    /// once at start, so that a refusal stops the start rather than a call.
+    fn validate(&self, tmp: &Path) -> Result<(), ConfineError> {
         let err = |e: landlock::RulesetError| ConfineError::Landlock(e.to_string());
         let mut ruleset = Ruleset::default()
             .set_compatibility(self.level)
@@ -844,7 +852,7 @@ impl LandlockRules {
             .rules
             .iter()
             .map(|(fd, access)| Ok::<_, landlock::RulesetError>(PathBeneath::new(fd, *access)));
-        let created = ruleset
+        ruleset
             .scope(Scope::from_all(TARGET_ABI))
             .map_err(err)?
             .create()
@@ -853,9 +861,105 @@ impl LandlockRules {
             .map_err(err)?
             .add_rule(PathBeneath::new(tmp_fd, self.writable))
             .map_err(err)?;
-        Option::<OwnedFd>::from(created)
-            .ok_or_else(|| ConfineError::Landlock("the kernel made no ruleset".into()))
+        Ok(())
     }
+
+    /// The same ruleset for one call, in raw syscalls: one to create it, one per rule, with
+    /// the rights this kernel handles (what [`LandlockRules::validate`] accepted). The crate's
+    /// checks cost a `fstat` per rule on every call; they were made once at start.
+    fn ruleset(&self, tmp: &Path) -> Result<OwnedFd, ConfineError> {
+        let abi = effective_abi();
+        let fs = handled_fs().bits();
+        let (net, scoped) = if self.network {
+            (0, Scope::from_all(abi).bits())
+        } else {
+            (AccessNet::from_all(abi).bits(), Scope::from_all(abi).bits())
+        };
+        // `struct landlock_ruleset_attr` grew with the ABI: pass the size this kernel knows.
+        let attr = RawRulesetAttr {
+            handled_access_fs: fs,
+            handled_access_net: net,
+            scoped,
+        };
+        let size = match abi as i32 {
+            6.. => 24usize,
+            4 | 5 => 16,
+            _ => 8,
+        };
+        let failed = |what: &str| {
+            ConfineError::Landlock(format!("{what}: {}", std::io::Error::last_os_error()))
+        };
+        // SAFETY: the kernel reads `size` bytes of `attr`, a repr(C) struct on this stack
+        // at least that large, and returns a new descriptor (or -1).
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_create_ruleset,
+                std::ptr::from_ref(&attr),
+                size,
+                0u32,
+            )
+        };
+        let fd = i32::try_from(fd)
+            .ok()
+            .filter(|fd| *fd >= 0)
+            .ok_or_else(|| failed("landlock_create_ruleset"))?;
+        // SAFETY: the kernel made this descriptor for us alone.
+        let ruleset = unsafe { OwnedFd::from_raw_fd(fd) };
+        let tmp_fd = rustix::fs::open(
+            tmp,
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .map_err(|e| ConfineError::Landlock(format!("{}: {e}", tmp.display())))?;
+        let every = self
+            .rules
+            .iter()
+            .map(|(fd, access)| (fd.as_fd().as_raw_fd(), access.bits()))
+            .chain([(tmp_fd.as_raw_fd(), self.writable.bits())]);
+        for (parent_fd, access) in every {
+            let attr = PathBeneathAttr {
+                allowed_access: access & fs,
+                parent_fd,
+            };
+            // SAFETY: the kernel reads `attr`, a packed struct on this stack laid out as
+            // `struct landlock_path_beneath_attr`, for the ruleset made above.
+            let rc = unsafe {
+                libc::syscall(
+                    libc::SYS_landlock_add_rule,
+                    ruleset.as_raw_fd(),
+                    LANDLOCK_RULE_PATH_BENEATH,
+                    std::ptr::from_ref(&attr),
+                    0u32,
+                )
+            };
+            if rc != 0 {
+                return Err(failed("landlock_add_rule"));
+            }
+        }
+        Ok(ruleset)
+    }
+}
+
+/// The ABI whose rights a ruleset handles here: the kernel's, at most [`TARGET_ABI`].
+fn effective_abi() -> ABI {
+    ABI::from(
+        i32::try_from(landlock_abi())
+            .unwrap_or(0)
+            .min(TARGET_ABI as i32),
+    )
+}
+
+/// The filesystem rights a ruleset handles on this kernel.
+fn handled_fs() -> BitFlags<AccessFs> {
+    AccessFs::from_all(effective_abi())
+}
+
+/// `struct landlock_ruleset_attr` as of ABI 6.
+#[repr(C)]
+struct RawRulesetAttr {
+    handled_access_fs: u64,
+    handled_access_net: u64,
+    scoped: u64,
 }
 
 /// The rights of `access` that apply to `path`: a file takes only the rights of files.

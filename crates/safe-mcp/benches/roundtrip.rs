@@ -14,7 +14,13 @@ use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt, service::RunningService};
 use serde_json::{Value, json};
 
-const BIN: &str = env!("CARGO_BIN_EXE_safe-mcp");
+const BUILT: &str = env!("CARGO_BIN_EXE_safe-mcp");
+
+/// The server under test: this build, or another one named by `SAFE_MCP_BENCH_BIN` (to
+/// compare two builds on the same machine in the same hour).
+fn bin() -> String {
+    std::env::var("SAFE_MCP_BENCH_BIN").unwrap_or_else(|_| BUILT.to_owned())
+}
 
 fn percentiles(mut samples: Vec<Duration>) -> (f64, f64, f64) {
     samples.sort();
@@ -44,7 +50,7 @@ fn write_policy(dir: &Path, mode: &str, namespaces: &str) -> std::path::PathBuf 
 }
 
 async fn connect(policy: &Path) -> (RunningService<RoleClient, ()>, u32) {
-    let cmd = tokio::process::Command::new(BIN).configure(|c| {
+    let cmd = tokio::process::Command::new(bin()).configure(|c| {
         c.arg("terminal").arg("--config").arg(policy);
     });
     let transport = TokioChildProcess::new(cmd).unwrap();

@@ -442,7 +442,9 @@ async fn the_view_has_a_minimal_dev_with_private_ptys() {
     let sb = sandbox("");
     let s = sb.session().await;
     let d = s.call("describe_policy", json!({})).await;
-    let detail = d["detail"]["confinement"]["view"]["detail"].as_str().unwrap();
+    let detail = d["detail"]["confinement"]["view"]["detail"]
+        .as_str()
+        .unwrap();
     assert!(detail.contains("devpts of its own"), "{d}");
     let probe = "import os, pty\nm, s = os.openpty()\nprint(os.ttyname(s))\ntry:\n    open('/dev/tty', 'w')\n    print('tty opened')\nexcept OSError as e:\n    print('tty', e.errno)\n";
     let r = s
@@ -456,7 +458,10 @@ async fn the_view_has_a_minimal_dev_with_private_ptys() {
     );
     // The host's devices are not there at all.
     let r = s
-        .call("run_command", sh("ls /dev/mem /dev/kmsg /dev/shm /dev/mqueue 2>&1"))
+        .call(
+            "run_command",
+            sh("ls /dev/mem /dev/kmsg /dev/shm /dev/mqueue 2>&1"),
+        )
         .await;
     let out = r["detail"]["stdout"].as_str().unwrap();
     assert_eq!(out.matches("No such file or directory").count(), 4, "{r}");
