@@ -404,21 +404,7 @@ impl Confinement {
             if fd < 0 {
                 return Err(errno());
             }
-            let attr = PathBeneathAttr {
-                allowed_access: access,
-                parent_fd: fd,
-            };
-            // SAFETY: the kernel reads `attr`, a packed struct on this stack laid out as
-            // `struct landlock_path_beneath_attr`, for the ruleset this call owns.
-            let rc = unsafe {
-                libc::syscall(
-                    libc::SYS_landlock_add_rule,
-                    ruleset.as_raw_fd(),
-                    LANDLOCK_RULE_PATH_BENEATH,
-                    std::ptr::from_ref(&attr),
-                    0u32,
-                )
-            };
+            let rc = add_path_rule(ruleset.as_raw_fd(), fd, access);
             let add_errno = errno();
             // SAFETY: closes the descriptor opened above.
             unsafe { libc::close(fd) };
@@ -746,6 +732,26 @@ struct PathBeneathAttr {
     parent_fd: i32,
 }
 
+/// `landlock_add_rule(ruleset, LANDLOCK_RULE_PATH_BENEATH, {access, parent_fd}, 0)`: 0, or
+/// -1 with errno set. One raw syscall (no allocation, no lock), so a stage's init may call it.
+fn add_path_rule(ruleset: libc::c_int, parent_fd: libc::c_int, access: u64) -> libc::c_long {
+    let attr = PathBeneathAttr {
+        allowed_access: access,
+        parent_fd,
+    };
+    // SAFETY: the kernel reads `attr`, a packed struct on this stack laid out as
+    // `struct landlock_path_beneath_attr`; bad descriptors are errors, not undefined.
+    unsafe {
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset,
+            LANDLOCK_RULE_PATH_BENEATH,
+            std::ptr::from_ref(&attr),
+            0u32,
+        )
+    }
+}
+
 /// One call's confinement beyond the server's: see [`Confinement::for_call`].
 pub(crate) struct CallConfinement {
     ruleset: Option<OwnedFd>,
@@ -917,22 +923,7 @@ impl LandlockRules {
             .map(|(fd, access)| (fd.as_fd().as_raw_fd(), access.bits()))
             .chain([(tmp_fd.as_raw_fd(), self.writable.bits())]);
         for (parent_fd, access) in every {
-            let attr = PathBeneathAttr {
-                allowed_access: access & fs,
-                parent_fd,
-            };
-            // SAFETY: the kernel reads `attr`, a packed struct on this stack laid out as
-            // `struct landlock_path_beneath_attr`, for the ruleset made above.
-            let rc = unsafe {
-                libc::syscall(
-                    libc::SYS_landlock_add_rule,
-                    ruleset.as_raw_fd(),
-                    LANDLOCK_RULE_PATH_BENEATH,
-                    std::ptr::from_ref(&attr),
-                    0u32,
-                )
-            };
-            if rc != 0 {
+            if add_path_rule(ruleset.as_raw_fd(), parent_fd, access & fs) != 0 {
                 return Err(failed("landlock_add_rule"));
             }
         }

@@ -29,6 +29,16 @@ fn in_terminal_table(sb: &Sandbox, lines: &str) {
     std::fs::write(&sb.policy, text).unwrap();
 }
 
+/// Appends `[terminal.sandbox] namespaces = ...` to the sandbox's policy.
+fn set_namespaces(sb: &Sandbox, namespaces: &str) {
+    let text = std::fs::read_to_string(&sb.policy).unwrap();
+    std::fs::write(
+        &sb.policy,
+        format!("{text}\n[terminal.sandbox]\nnamespaces = \"{namespaces}\"\n"),
+    )
+    .unwrap();
+}
+
 /// Each call gets its own TMPDIR (also TMP and TEMP): writable, outside the jail, unseen by
 /// other calls (its parent is not even listable), removed when the call ends; `/tmp`
 /// itself stays unwritable.
@@ -36,12 +46,7 @@ fn in_terminal_table(sb: &Sandbox, lines: &str) {
 async fn each_call_gets_a_private_tmpdir_that_is_removed() {
     for namespaces in ["auto", "off"] {
         let sb = sandbox();
-        let text = std::fs::read_to_string(&sb.policy).unwrap();
-        std::fs::write(
-            &sb.policy,
-            format!("{text}\n[terminal.sandbox]\nnamespaces = \"{namespaces}\"\n"),
-        )
-        .unwrap();
+        set_namespaces(&sb, namespaces);
         let s = sb.session().await;
         let r = s
             .call(
@@ -124,12 +129,7 @@ async fn write_paths_are_writable() {
         let cache = sb.base().join("cache");
         std::fs::create_dir(&cache).unwrap();
         in_terminal_table(&sb, &format!("write_paths = [\"{}\"]", cache.display()));
-        let text = std::fs::read_to_string(&sb.policy).unwrap();
-        std::fs::write(
-            &sb.policy,
-            format!("{text}\n[terminal.sandbox]\nnamespaces = \"{namespaces}\"\n"),
-        )
-        .unwrap();
+        set_namespaces(&sb, namespaces);
         let s = sb.session().await;
         let r = s
             .call(
