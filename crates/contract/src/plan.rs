@@ -59,6 +59,34 @@ pub struct ExecPlan {
     pub timeout: Duration,
     /// Raw bytes to read per stream before the tree is killed as a flood.
     pub capture_limit: usize,
+    /// Told of every chunk of output as it is read, for progress; `None` when nobody asked.
+    pub observer: Option<Observer>,
+}
+
+/// Which output stream a chunk came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputStream {
+    /// Standard output (of the last stage).
+    Stdout,
+    /// Standard error (of every stage).
+    Stderr,
+}
+
+/// Receives output while a plan runs. Called on the executor's own thread for every chunk
+/// it reads, raw (before redaction): it must be quick and must never block.
+pub trait OutputObserver: Send + Sync {
+    /// `bytes` were read from `stream` (at most the capture limit in all).
+    fn output(&self, stream: OutputStream, bytes: &[u8]);
+}
+
+/// An [`OutputObserver`] a plan can carry.
+#[derive(Clone)]
+pub struct Observer(pub std::sync::Arc<dyn OutputObserver>);
+
+impl std::fmt::Debug for Observer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Observer")
+    }
 }
 
 /// How one stage ended.

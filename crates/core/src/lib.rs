@@ -35,6 +35,7 @@ pub mod load;
 pub mod paths;
 pub mod policy;
 pub mod preflight;
+pub mod progress;
 pub mod redact;
 pub mod syntax;
 pub mod terminal;

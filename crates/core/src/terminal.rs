@@ -63,11 +63,14 @@ pub struct RunRequest {
     pub stdin: Option<String>,
     /// May lower, never raise, the policy's limit.
     pub timeout_seconds: Option<u64>,
+    /// Told of the output as it comes, for progress notifications.
+    pub observer: Option<Observer>,
 }
 
 pub use safe_mcp_contract::{
     Cancel, ConfinementReport, ConfinementSpec, ConfinementSummary, Durable, ExecFailure,
-    ExecFuture, ExecOutcome, ExecPlan, ExecStage, Executor, ProcessLimits, StageOutcome,
+    ExecFuture, ExecOutcome, ExecPlan, ExecStage, Executor, Observer, OutputObserver, OutputStream,
+    ProcessLimits, StageOutcome,
 };
 
 /// The confinement `policy` asks for, in the executor's terms.
@@ -431,7 +434,8 @@ impl TerminalService {
             env: self.env.clone(),
             stdin: req.stdin.map(String::into_bytes),
             timeout: Duration::from_secs(timeout),
-            capture_limit: self.policy.limits.max_output_bytes + REDACTION_SLACK_BYTES,
+            capture_limit: self.capture_limit(),
+            observer: req.observer,
         };
         let result = match executor.execute(plan, cancel, durable).await {
             Ok(outcome) => {
@@ -454,6 +458,12 @@ impl TerminalService {
             }
         };
         Ok((result, RunFacts::default()))
+    }
+
+    /// Raw bytes the executor keeps per stream: the cap, and the slack a secret straddling
+    /// it needs to be recognised whole.
+    pub fn capture_limit(&self) -> usize {
+        self.policy.limits.max_output_bytes + REDACTION_SLACK_BYTES
     }
 
     /// A verdict as the client and the trail see it: the reason and every string of the

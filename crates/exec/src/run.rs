@@ -16,7 +16,9 @@ use rustix::pipe::{PipeFlags, pipe_with};
 use rustix::process::{
     Pid, Signal, WaitId, WaitIdOptions, kill_process_group, pidfd_send_signal, waitid,
 };
-use safe_mcp_contract::{ExecFailure, ExecOutcome, ExecPlan, ExecStage, Sequence, StageOutcome};
+use safe_mcp_contract::{
+    ExecFailure, ExecOutcome, ExecPlan, ExecStage, Observer, OutputStream, Sequence, StageOutcome,
+};
 
 use crate::confine::{CallConfinement, Confinement};
 use crate::reap;
@@ -31,14 +33,17 @@ struct Capture {
     fd: Option<OwnedFd>,
     buf: Vec<u8>,
     total: u64,
+    /// Who else sees each chunk kept (progress), and as which stream.
+    observer: Option<(Observer, OutputStream)>,
 }
 
 impl Capture {
-    fn new(fd: OwnedFd) -> Self {
+    fn new(fd: OwnedFd, observer: Option<(Observer, OutputStream)>) -> Self {
         Capture {
             fd: Some(fd),
             buf: Vec::new(),
             total: 0,
+            observer,
         }
     }
 
@@ -55,7 +60,13 @@ impl Capture {
                 Ok(n) => {
                     self.total += n as u64;
                     let room = limit.saturating_sub(self.buf.len());
-                    self.buf.extend_from_slice(&chunk[..n.min(room)]);
+                    let kept = &chunk[..n.min(room)];
+                    self.buf.extend_from_slice(kept);
+                    if let Some((observer, stream)) = &self.observer
+                        && !kept.is_empty()
+                    {
+                        observer.0.output(*stream, kept);
+                    }
                     if self.total > limit as u64 {
                         // Stop reading: the writers get EPIPE/SIGPIPE and the tree is killed.
                         self.fd = None;
@@ -136,8 +147,9 @@ pub(crate) fn run_plan(
     for fd in [&out_r, &err_r] {
         set_nonblocking(fd).map_err(io)?;
     }
-    let mut stdout = Capture::new(out_r);
-    let mut stderr = Capture::new(err_r);
+    let observed = |stream| plan.observer.clone().map(|o| (o, stream));
+    let mut stdout = Capture::new(out_r, observed(OutputStream::Stdout));
+    let mut stderr = Capture::new(err_r, observed(OutputStream::Stderr));
     let mut writers = Some((out_w, err_w));
     let mut feed = StdinFeed {
         fd: None,

@@ -10,6 +10,7 @@ mod demo;
 mod exit;
 mod files_server;
 mod init;
+mod progress;
 mod stdio;
 mod terminal_server;
 

@@ -9,13 +9,18 @@ use std::sync::Arc;
 
 use rmcp::handler::server::common::schema_for_input;
 use rmcp::model::{CallToolResult, Implementation, JsonObject, ServerCapabilities, ServerConfig};
+use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ServerHandler, tool, tool_handler, tool_router};
-use safe_mcp_core::terminal::{CommandInput, Executor, RunRequest, TerminalService};
+use safe_mcp_core::progress::CommandProgress;
+use safe_mcp_core::terminal::{
+    CommandInput, Executor, Observer, OutputObserver, RunRequest, TerminalService,
+};
+
+use crate::progress::Ticker;
 use safe_mcp_core::{OperationResult, ResultCode};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use tokio_util::sync::CancellationToken;
 
 /// `command`: a POSIX-quoted string (split without a shell) or an argv array.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -189,19 +194,42 @@ impl TerminalServer {
         annotations(title = "Run a command", read_only_hint = false, destructive_hint = true,
                     idempotent_hint = false, open_world_hint = false)
     )]
-    async fn run_command(&self, args: JsonObject, ct: CancellationToken) -> CallToolResult {
+    async fn run_command(
+        &self,
+        args: JsonObject,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
         let args: RunArgs = match parse_args("run_command", args, self.service.as_ref()) {
             Ok(a) => a,
             Err(r) => return r,
+        };
+        // With a progress token: bytes printed so far, and the latest line, redacted.
+        let watched = context
+            .meta
+            .get_progress_token()
+            .map(|_| Arc::new(CommandProgress::new(self.service.capture_limit())));
+        let ticker = match &watched {
+            Some(watched) => {
+                let (watched, service) = (Arc::clone(watched), Arc::clone(&self.service));
+                Ticker::start(&context, move || {
+                    watched
+                        .poll(service.redactor())
+                        .map(|u| (u.progress, None, u.message))
+                })
+            }
+            None => Ticker::start(&context, || None),
         };
         let req = RunRequest {
             command: args.command.into(),
             cwd: args.cwd,
             stdin: args.stdin,
             timeout_seconds: args.timeout_seconds,
+            observer: watched.map(|w| Observer(w as Arc<dyn OutputObserver>)),
         };
-        let cancel = Box::pin(ct.cancelled_owned());
-        to_result(self.service.run(req, self.executor.as_ref(), cancel).await)
+        let cancel = Box::pin(context.ct.clone().cancelled_owned());
+        let result = self.service.run(req, self.executor.as_ref(), cancel).await;
+        ticker.stop().await;
+        to_result(result)
     }
 
     /// Explain what run_command would do with this command: the verdict, the rule that

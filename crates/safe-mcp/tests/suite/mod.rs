@@ -4,6 +4,7 @@ mod cli;
 mod confinement;
 mod files;
 mod first_hour;
+mod long_work;
 mod privilege;
 mod python_sdk;
 mod round2_rules;

@@ -81,3 +81,26 @@ fn official_python_sdk_drives_the_files_server() {
     let stdout = run_client("e2e_files_client.py", &ws.policy);
     assert!(stdout.contains("validated every files result"), "{stdout}");
 }
+
+/// Progress through the Python SDK: a callback (and so a progressToken) gets the output's
+/// latest lines as it runs; a call without one gets no notification at all.
+#[test]
+fn official_python_sdk_gets_progress_only_when_it_asks() {
+    let sb = Sandbox::with(
+        "\"sh\", \"echo\", \"sleep\"",
+        "timeout_seconds = 30",
+        "closed",
+        "",
+    );
+    let stdout = run_client("progress_client.py", &sb.policy);
+    let line = stdout.lines().last().unwrap_or_default();
+    let v: serde_json::Value = serde_json::from_str(line).unwrap();
+    let seen = v["with"].as_array().unwrap();
+    assert!(seen.len() >= 3, "{stdout}");
+    assert!(
+        seen.iter()
+            .any(|p| p[1].as_str().is_some_and(|m| m.starts_with("step "))),
+        "{stdout}"
+    );
+    assert_eq!(v["without"], 0, "{stdout}");
+}

@@ -1,0 +1,48 @@
+"""Progress through the official Python SDK: with a progress callback (the SDK sends a
+progressToken) the server reports output as it comes; without one, it sends nothing.
+
+usage: progress_client.py SAFE_MCP_BINARY POLICY_FILE
+Prints one JSON line: {"with": [[progress, message], ...], "without": N}.
+"""
+import asyncio
+import json
+import sys
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp_compat import field
+
+SCRIPT = "for i in 1 2 3 4 5 6; do echo step $i; sleep 0.3; done"
+
+
+async def main(binary: str, policy: str) -> None:
+    params = StdioServerParameters(command=binary, args=["terminal", "--config", policy], env={})
+    unasked = []
+
+    async def on_message(message) -> None:
+        # Every progress notification the server sends (SDK 1.x wraps it in `.root`).
+        note = getattr(message, "root", message)
+        if getattr(note, "method", None) == "notifications/progress":
+            unasked.append(note.params.progress)
+
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write, message_handler=on_message) as session:
+            await session.initialize()
+            seen = []
+
+            async def on_progress(progress, total, message) -> None:
+                seen.append([progress, message])
+
+            result = await session.call_tool(
+                "run_command", {"command": ["sh", "-c", SCRIPT]}, progress_callback=on_progress
+            )
+            assert field(result, "structured_content", "structuredContent")["code"] == "OK", result
+            before = len(unasked)
+            result = await session.call_tool("run_command", {"command": ["sh", "-c", SCRIPT]})
+            assert field(result, "structured_content", "structuredContent")["code"] == "OK", result
+            await asyncio.sleep(0.5)
+            print(json.dumps({"with": seen, "without": len(unasked) - before}))
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], sys.argv[2]))
