@@ -308,6 +308,23 @@ impl Journal {
         Ok(())
     }
 
+    /// Only the first `done` moves of the action were made (the client cancelled between
+    /// two moves): those become one undoable action, as a reconciliation after a crash
+    /// would record them; the rest never happened.
+    pub fn commit_partial(&mut self, action: Action, done: usize) -> std::io::Result<()> {
+        let mut action = action;
+        action.moves.truncate(done);
+        let event = Event::Reconciled {
+            action,
+            state: "applied".into(),
+        };
+        self.record(&event)?;
+        let mut none = None;
+        self.apply_event(event, &mut none);
+        self.open = None;
+        Ok(())
+    }
+
     /// The action was rolled back; nothing changed.
     pub fn abort(&mut self, id: u64) -> std::io::Result<()> {
         self.record(&Event::Abort { id })?;

@@ -14,4 +14,4 @@ pub mod journal;
 pub mod rules;
 pub mod service;
 
-pub use service::FilesService;
+pub use service::{FilesService, Watch};

@@ -5,13 +5,16 @@
 //! bad argument is an INVALID_REQUEST envelope that matches the declared `outputSchema`.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rmcp::model::{CallToolResult, Implementation, JsonObject, ServerCapabilities, ServerConfig};
+use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ServerHandler, tool, tool_handler, tool_router};
-use safe_mcp_organizer::FilesService;
+use safe_mcp_organizer::{FilesService, Watch};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use crate::progress::Ticker;
 use crate::terminal_server::{RecordRefusal, envelope_schema, input, parse_args, to_result};
 
 /// Arguments of `list_files`.
@@ -124,13 +127,52 @@ impl FilesServer {
         output_schema = envelope_schema(),
         annotations(title = "Apply a plan", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
     )]
-    async fn apply_plan(&self, args: JsonObject) -> CallToolResult {
+    async fn apply_plan(
+        &self,
+        args: JsonObject,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
         let args: ApplyArgs = match parse_args("apply_plan", args, self.service.as_ref()) {
             Ok(a) => a,
             Err(r) => return r,
         };
-        let s = Arc::clone(&self.service);
-        blocking(move || s.apply_plan(&args.plan_id)).await
+        // Moves done of how many, for progress; the request's cancellation stops it between
+        // two moves.
+        let counts = Arc::new((AtomicUsize::new(0), AtomicUsize::new(0)));
+        let ticker = {
+            let counts = Arc::clone(&counts);
+            Ticker::start(&context, move || {
+                let (done, total) = (
+                    counts.0.load(Ordering::Acquire),
+                    counts.1.load(Ordering::Acquire),
+                );
+                (total > 0).then(|| {
+                    (
+                        done as f64,
+                        Some(total as f64),
+                        Some(format!("moved {done} of {total}")),
+                    )
+                })
+            })
+        };
+        let (s, ct) = (Arc::clone(&self.service), context.ct.clone());
+        let result = blocking(move || {
+            let moved = |done: usize, total: usize| {
+                counts.1.store(total, Ordering::Release);
+                counts.0.store(done, Ordering::Release);
+            };
+            let stop = || ct.is_cancelled();
+            s.apply_plan_watched(
+                &args.plan_id,
+                &Watch {
+                    stop: &stop,
+                    moved: &moved,
+                },
+            )
+        })
+        .await;
+        ticker.stop().await;
+        result
     }
 
     /// Move one named file or folder to a full destination path. Never overwrites and never

@@ -29,6 +29,25 @@ use crate::fsroot::{EntryInfo, FsError, Workspace, split};
 use crate::journal::{Journal, Move};
 use crate::rules::Rules;
 
+/// What a long action asks and tells while it runs: whether to stop (checked between two
+/// moves), and how many moves of how many are done.
+pub struct Watch<'a> {
+    /// True once the client has cancelled.
+    pub stop: &'a (dyn Fn() -> bool + Sync),
+    /// Called after each move with (done, total).
+    pub moved: &'a (dyn Fn(usize, usize) + Sync),
+}
+
+impl Watch<'_> {
+    /// Never stops, tells nobody.
+    pub fn none() -> Watch<'static> {
+        Watch {
+            stop: &|| false,
+            moved: &|_, _| {},
+        }
+    }
+}
+
 /// Plans kept for apply_plan; older ones are dropped (apply then says "unknown plan id").
 const MAX_PLANS: usize = 16;
 
@@ -195,9 +214,21 @@ impl FilesService {
 
     /// Records how an admitted call ended, and returns its result.
     fn finish(&self, call: &CallId, started: Instant, result: OperationResult) -> OperationResult {
+        self.finish_cancelled(call, started, result, false)
+    }
+
+    /// [`Self::finish`], saying in the outcome whether the client cancelled the call.
+    fn finish_cancelled(
+        &self,
+        call: &CallId,
+        started: Instant,
+        result: OperationResult,
+        cancelled: bool,
+    ) -> OperationResult {
         let result = result.with_duration(started.elapsed());
         let mut outcome = Outcome::of(call, &result);
         outcome.reason = Some(result.reason.clone());
+        outcome.cancelled = cancelled;
         self.gate.finish(&outcome);
         result
     }

@@ -9,7 +9,7 @@ use safe_mcp_core::audit::Attempt;
 use safe_mcp_core::{OperationResult, ResultCode};
 use serde_json::json;
 
-use super::{FilesService, fs_error, now_ns, parent};
+use super::{FilesService, Watch, fs_error, now_ns, parent};
 use crate::fsroot::Kind;
 use crate::journal::{Action, Journal, Move};
 
@@ -69,6 +69,13 @@ impl FilesService {
     }
     /// `apply_plan(plan_id)`: all or nothing; the id is single-use.
     pub fn apply_plan(&self, plan_id: &str) -> OperationResult {
+        self.apply_plan_watched(plan_id, &Watch::none())
+    }
+
+    /// `apply_plan`, told to stop (between two moves) and telling how far it got. Stopped
+    /// after some moves, those stand as one undoable action; stopped before the first,
+    /// nothing moved. Either way the audit outcome says `cancelled`.
+    pub fn apply_plan_watched(&self, plan_id: &str, watch: &Watch<'_>) -> OperationResult {
         const A: &str = "apply_plan";
         let started = Instant::now();
         let (call, attempt) = self.attempt(A, json!({"plan_id": plan_id}));
@@ -150,8 +157,8 @@ impl FilesService {
             }
         }
         let moves: Vec<Move> = plan.into_iter().map(|p| p.mv).collect();
-        let result = self.perform(A, moves);
-        self.finish(&call, started, result)
+        let (result, cancelled) = self.perform_watched(A, moves, watch);
+        self.finish_cancelled(&call, started, result, cancelled)
     }
 
     /// `None` when nothing is at `rel`; otherwise the refusal: CONFLICT saying `rel` and
@@ -170,8 +177,19 @@ impl FilesService {
 
     /// Journals and performs `moves` as one action, rolling back on failure.
     fn perform(&self, tool: &str, moves: Vec<Move>) -> OperationResult {
+        self.perform_watched(tool, moves, &Watch::none()).0
+    }
+
+    /// [`Self::perform`], stopping between two moves when `watch` says so; also says
+    /// whether it stopped.
+    fn perform_watched(
+        &self,
+        tool: &str,
+        moves: Vec<Move>,
+        watch: &Watch<'_>,
+    ) -> (OperationResult, bool) {
         let Ok(mut journal) = self.journal.lock() else {
-            return OperationResult::internal(tool);
+            return (OperationResult::internal(tool), false);
         };
         let dirs: BTreeSet<String> = moves
             .iter()
@@ -186,11 +204,12 @@ impl FilesService {
         let action = match journal.begin(&self.ws, tool, moves, missing.clone()) {
             Ok(a) => a,
             Err(e) => {
-                return OperationResult::new(
+                let r = OperationResult::new(
                     tool,
                     ResultCode::OperationFailed,
                     format!("the journal could not be written, so nothing moved: {e}"),
                 );
+                return (r, false);
             }
         };
         let mut created: Vec<String> = Vec::new();
@@ -199,11 +218,18 @@ impl FilesService {
                 Ok(c) => created.extend(c),
                 Err(e) => {
                     self.rollback(&mut journal, &action, 0, &created);
-                    return fs_error(tool, &e);
+                    return (fs_error(tool, &e), false);
                 }
             }
         }
+        let total = action.moves.len();
         for (i, m) in action.moves.iter().enumerate() {
+            if (watch.stop)() {
+                return (
+                    self.stop_after(&mut journal, action, i, &created, tool),
+                    true,
+                );
+            }
             if let Err(e) = self.ws.rename_noreplace(&m.src, &m.dst) {
                 self.rollback(&mut journal, &action, i, &created);
                 let mut r = fs_error(tool, &e);
@@ -211,25 +237,70 @@ impl FilesService {
                     "{}; the {i} moves already made were rolled back, so nothing changed",
                     r.reason
                 );
-                return r;
+                return (r, false);
             }
+            (watch.moved)(i + 1, total);
         }
         self.sync_dirs(&action);
         let n = action.moves.len();
         let id = action.id;
         if let Err(e) = journal.commit(action) {
-            return OperationResult::new(
+            let r = OperationResult::new(
                 tool,
                 ResultCode::OperationFailed,
                 format!("moved, but the journal commit failed: {e}"),
             );
+            return (r, false);
         }
-        OperationResult::new(
+        let r = OperationResult::new(
             tool,
             ResultCode::Ok,
             format!("moved {n} file(s); undo_last_action restores them"),
         )
-        .with_detail(json!({"moved": n, "action_id": id, "created_folders": created}))
+        .with_detail(json!({"moved": n, "action_id": id, "created_folders": created}));
+        (r, false)
+    }
+
+    /// Stops an action after its first `done` moves: with none made, it is rolled back;
+    /// otherwise those moves stand as one undoable action.
+    fn stop_after(
+        &self,
+        journal: &mut Journal,
+        action: Action,
+        done: usize,
+        created: &[String],
+        tool: &str,
+    ) -> OperationResult {
+        let total = action.moves.len();
+        if done == 0 {
+            self.rollback(journal, &action, 0, created);
+            return OperationResult::new(
+                tool,
+                ResultCode::OperationFailed,
+                format!("cancelled by the client before the first of {total} moves; nothing moved"),
+            );
+        }
+        let id = action.id;
+        let partial = Action {
+            moves: action.moves[..done].to_vec(),
+            ..action
+        };
+        self.sync_dirs(&partial);
+        if let Err(e) = journal.commit_partial(partial, done) {
+            return OperationResult::new(
+                tool,
+                ResultCode::OperationFailed,
+                format!(
+                    "cancelled after {done} of {total} moves, and the journal could not record them: {e}; the next start reconciles"
+                ),
+            );
+        }
+        OperationResult::new(
+            tool,
+            ResultCode::OperationFailed,
+            format!("cancelled by the client after {done} of {total} moves; those stand as one action, and undo_last_action restores them"),
+        )
+        .with_detail(json!({"moved": done, "of": total, "action_id": id, "created_folders": created}))
     }
 
     fn rollback(&self, journal: &mut Journal, action: &Action, done: usize, created: &[String]) {

@@ -128,3 +128,111 @@ async fn a_running_command_reports_progress() {
         "progress after the result"
     );
 }
+
+/// A run_command the client cancels: the tree dies, and the audit outcome says
+/// `"cancelled": true` instead of leaving a bare exit 137 to explain.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancelled_command_is_recorded_as_cancelled() {
+    let sb = sandbox();
+    let client = connect("terminal", &sb.policy, Recorder::default()).await;
+    let Value::Object(args) = json!({"command": ["sh", "-c", "echo started; sleep 30"]}) else {
+        unreachable!()
+    };
+    let mut pending =
+        Box::pin(client.call_tool(CallToolRequestParams::new("run_command").with_arguments(args)));
+    let started = async {
+        for _ in 0..100 {
+            if sb
+                .audit_records()
+                .iter()
+                .any(|r| r["kind"] == "attempt" && r["tool"] == "run_command")
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    tokio::select! {
+        r = &mut pending => panic!("the call ended early: {r:?}"),
+        () = started => {}
+    }
+    drop(pending); // the client sends notifications/cancelled
+    let mut outcome = None;
+    for _ in 0..100 {
+        outcome = sb
+            .audit_records()
+            .into_iter()
+            .find(|r| r["kind"] == "outcome" && r["tool"] == "run_command");
+        if outcome.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let outcome = outcome.expect("no outcome recorded");
+    assert_eq!(outcome["cancelled"], true, "{outcome}");
+}
+
+/// apply_plan cancelled as soon as it is sent, over MCP: whatever point it reached (nothing,
+/// some moves, all of them), every file is in exactly one place, the audit outcome is
+/// honest about it, and undo restores the tree whenever something moved.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancelled_apply_plan_leaves_every_file_once_and_undoable() {
+    let ws = super::files::Workspace::new(false);
+    for i in 0..400 {
+        let f = ws.root.join(format!("scan{i:03}.pdf"));
+        std::fs::write(&f, format!("scan {i}")).unwrap();
+        super::files::backdate(&f);
+    }
+    let before = ws.tree();
+    let client = connect("files", &ws.policy, Recorder::default()).await;
+    let plan = call(&client, "plan_organize", json!({})).await;
+    let id = plan["detail"]["plan_id"].as_str().unwrap().to_owned();
+    let Value::Object(args) = json!({"plan_id": id}) else {
+        unreachable!()
+    };
+    let pending = client.call_tool(CallToolRequestParams::new("apply_plan").with_arguments(args));
+    let _ = tokio::time::timeout(Duration::from_millis(2), pending).await;
+    let mut outcome = None;
+    for _ in 0..100 {
+        let trail = std::fs::read_to_string(&ws.audit).unwrap_or_default();
+        outcome = trail
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .find(|r| r["kind"] == "outcome" && r["tool"] == "apply_plan");
+        if outcome.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let outcome = outcome.expect("no apply_plan outcome");
+    let after = ws.tree();
+    let files = |t: &std::collections::BTreeMap<String, String>| {
+        t.iter()
+            .filter(|(_, v)| v.starts_with("file:"))
+            .map(|(k, v)| (k.rsplit('/').next().unwrap().to_owned(), v.clone()))
+            .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    assert_eq!(files(&after), files(&before), "a file was lost or doubled");
+    let moved = after.keys().filter(|k| k.starts_with("Documents/")).count();
+    let reason = outcome["reason"].as_str().unwrap_or_default();
+    if outcome["cancelled"] == true {
+        assert!(moved < 400, "{outcome}");
+        assert!(
+            reason.contains(&format!("after {moved} of 400"))
+                || (moved == 0 && reason.contains("nothing moved")),
+            "{outcome}"
+        );
+    } else {
+        assert_eq!(
+            (outcome["code"].as_str(), moved),
+            (Some("OK"), 400),
+            "{outcome}"
+        );
+    }
+    if moved > 0 {
+        let u = call(&client, "undo_last_action", json!({})).await;
+        assert_eq!(u["code"], "OK", "{u}");
+        assert_eq!(ws.tree(), before);
+    }
+}
