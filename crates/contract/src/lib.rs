@@ -31,6 +31,6 @@ pub use confinement::{
     SeccompReport, ViewReport,
 };
 pub use plan::{
-    Cancel, Durable, ExecFailure, ExecFuture, ExecOutcome, ExecPlan, ExecStage, Executor, Observer,
-    OutputObserver, OutputStream, Sequence, StageOutcome,
+    Cancel, Durable, ExecFailure, ExecFuture, ExecOutcome, ExecPlan, ExecStage, Executor,
+    Interactive, InteractiveIo, Observer, OutputObserver, OutputStream, Sequence, StageOutcome,
 };

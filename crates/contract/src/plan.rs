@@ -61,6 +61,27 @@ pub struct ExecPlan {
     pub capture_limit: usize,
     /// Told of every chunk of output as it is read, for progress; `None` when nobody asked.
     pub observer: Option<Observer>,
+    /// A process session: the first stage's stdin is a pipe handed to this once the stages
+    /// started, output goes only to the observer (none is kept, so none floods), and
+    /// `stdin` is ignored.
+    pub interactive: Option<Interactive>,
+}
+
+/// The other end of a process session.
+pub trait InteractiveIo: Send + Sync {
+    /// The first pipeline started: `stdin` is the write end of its first stage's stdin,
+    /// `pid` that stage's pid.
+    fn started(&self, stdin: std::os::fd::OwnedFd, pid: u32);
+}
+
+/// An [`InteractiveIo`] a plan can carry.
+#[derive(Clone)]
+pub struct Interactive(pub std::sync::Arc<dyn InteractiveIo>);
+
+impl std::fmt::Debug for Interactive {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Interactive")
+    }
 }
 
 /// Which output stream a chunk came from.

@@ -136,6 +136,25 @@ struct RunFacts {
 }
 
 const RUN: &str = "run_command";
+
+/// A call judged and planned, not yet run.
+struct Prepared {
+    decision: Decision,
+    argv: Vec<Vec<String>>,
+    attempt: Attempt,
+    plan: ExecPlan,
+    timeout: u64,
+    cwd: PathBuf,
+    confinement: Value,
+}
+
+/// How a call ends before it runs.
+enum Early {
+    /// Refused; the attempt is still to be recorded.
+    Refused(OperationResult, Attempt),
+    /// A bug; already reported on stderr.
+    Internal(OperationResult),
+}
 const EXPLAIN: &str = "explain_command";
 const DESCRIBE: &str = "describe_policy";
 
@@ -352,21 +371,27 @@ impl TerminalService {
         }
     }
 
-    /// `Err` is a refusal before admission, with the attempt to record; `Ok` is the result
-    /// of an admitted call (it may still have failed to run).
-    async fn run_inner(
+    /// Everything before execution, shared by run_command and start_process: parse, judge,
+    /// build the attempt record and the plan. `Err` is a refusal (with its attempt) or an
+    /// internal error.
+    fn prepare(
         &self,
         call: &CallId,
+        tool: &'static str,
         req: RunRequest,
         executor: &dyn Executor,
-        cancel: Cancel,
-    ) -> Result<(OperationResult, RunFacts), (OperationResult, Attempt)> {
-        let mut attempt = Attempt::new(call, RUN, self.redactor.redact(&req.command.display()));
+    ) -> Result<Prepared, Early> {
+        let mut attempt = Attempt::new(call, tool, self.redactor.redact(&req.command.display()));
         attempt.cwd = req.cwd.clone();
 
         let list = match req.command.parse() {
             Ok(list) => list,
-            Err(e) => return Err((self.redacted(syntax_refusal(RUN, &e)), attempt)),
+            Err(e) => {
+                return Err(Early::Refused(
+                    self.redacted(syntax_refusal(tool, &e)),
+                    attempt,
+                ));
+            }
         };
         if req
             .stdin
@@ -374,21 +399,21 @@ impl TerminalService {
             .is_some_and(|s| s.len() > MAX_STDIN_BYTES)
         {
             let result = OperationResult::new(
-                RUN,
+                tool,
                 ResultCode::InvalidRequest,
                 format!(
                     "stdin is too long (at most {MAX_STDIN_BYTES} bytes); write the data to a file in the jail and pass its name"
                 ),
             );
-            return Err((result, attempt));
+            return Err(Early::Refused(result, attempt));
         }
         if req.timeout_seconds == Some(0) {
             let result = OperationResult::new(
-                RUN,
+                tool,
                 ResultCode::InvalidRequest,
                 "timeout_seconds must be at least 1",
             );
-            return Err((result, attempt));
+            return Err(Early::Refused(result, attempt));
         }
         let decision = evaluate(&self.policy, &self.jail, &list, req.cwd.as_deref());
         let argv: Vec<Vec<String>> = decision
@@ -401,29 +426,24 @@ impl TerminalService {
         if decision.code != ResultCode::Ok {
             let mut detail = decision_detail(&decision);
             detail.insert("would_run".into(), json!(false));
-            let result = OperationResult::new(RUN, decision.code, decision.reason.clone())
+            let result = OperationResult::new(tool, decision.code, decision.reason.clone())
                 .with_detail(Value::Object(detail));
-            return Err((self.redacted(result), attempt));
+            return Err(Early::Refused(self.redacted(result), attempt));
         }
         let Some(approved) = decision.approve() else {
             eprintln!(
                 "safe-mcp: internal error in call {call}: an allowed decision lacks a program or its cwd"
             );
-            return Ok((OperationResult::internal(RUN), RunFacts::default()));
+            return Err(Early::Internal(OperationResult::internal(tool)));
         };
         let confinement = match serde_json::to_value(executor.confinement_summary()) {
             Ok(v) => v,
             Err(e) => {
                 eprintln!("safe-mcp: internal error in call {call}: {e}");
-                return Ok((OperationResult::internal(RUN), RunFacts::default()));
+                return Err(Early::Internal(OperationResult::internal(tool)));
             }
         };
         attempt.confinement = Some(confinement.clone());
-        // The record is made durable while the executor forks and confines the children;
-        // they wait at a gate and exec only once this resolves to true.
-        let gate = &self.gate;
-        let durable: Durable<'_> = Box::pin(async move { gate.admit(&attempt).is_ok() });
-
         let limit = self.policy.limits.timeout_seconds;
         let timeout = req.timeout_seconds.map_or(limit, |t| t.min(limit));
         let cwd = approved.cwd.clone();
@@ -436,7 +456,45 @@ impl TerminalService {
             timeout: Duration::from_secs(timeout),
             capture_limit: self.capture_limit(),
             observer: req.observer,
+            interactive: None,
         };
+        Ok(Prepared {
+            decision,
+            argv,
+            attempt,
+            plan,
+            timeout,
+            cwd,
+            confinement,
+        })
+    }
+
+    /// `Err` is a refusal before admission, with the attempt to record; `Ok` is the result
+    /// of an admitted call (it may still have failed to run).
+    async fn run_inner(
+        &self,
+        call: &CallId,
+        req: RunRequest,
+        executor: &dyn Executor,
+        cancel: Cancel,
+    ) -> Result<(OperationResult, RunFacts), (OperationResult, Attempt)> {
+        let Prepared {
+            decision,
+            argv,
+            attempt,
+            plan,
+            timeout,
+            cwd,
+            confinement,
+        } = match self.prepare(call, RUN, req, executor) {
+            Ok(p) => p,
+            Err(Early::Refused(result, attempt)) => return Err((result, attempt)),
+            Err(Early::Internal(result)) => return Ok((result, RunFacts::default())),
+        };
+        // The record is made durable while the executor forks and confines the children;
+        // they wait at a gate and exec only once this resolves to true.
+        let gate = &self.gate;
+        let durable: Durable<'_> = Box::pin(async move { gate.admit(&attempt).is_ok() });
         let result = match executor.execute(plan, cancel, durable).await {
             Ok(outcome) => {
                 return Ok(self.finish(&decision, &argv, outcome, timeout, cwd, confinement));

@@ -33,16 +33,19 @@ struct Capture {
     fd: Option<OwnedFd>,
     buf: Vec<u8>,
     total: u64,
+    /// Whether output is kept here (a call) or only handed to the observer (a session).
+    keep: bool,
     /// Who else sees each chunk kept (progress), and as which stream.
     observer: Option<(Observer, OutputStream)>,
 }
 
 impl Capture {
-    fn new(fd: OwnedFd, observer: Option<(Observer, OutputStream)>) -> Self {
+    fn new(fd: OwnedFd, observer: Option<(Observer, OutputStream)>, keep: bool) -> Self {
         Capture {
             fd: Some(fd),
             buf: Vec::new(),
             total: 0,
+            keep,
             observer,
         }
     }
@@ -56,6 +59,13 @@ impl Capture {
                 Ok(0) => {
                     self.fd = None;
                     return false;
+                }
+                Ok(n) if !self.keep => {
+                    // A session: the observer keeps what it can; nothing floods here.
+                    self.total += n as u64;
+                    if let Some((observer, stream)) = &self.observer {
+                        observer.0.output(*stream, &chunk[..n]);
+                    }
                 }
                 Ok(n) => {
                     self.total += n as u64;
@@ -148,8 +158,9 @@ pub(crate) fn run_plan(
         set_nonblocking(fd).map_err(io)?;
     }
     let observed = |stream| plan.observer.clone().map(|o| (o, stream));
-    let mut stdout = Capture::new(out_r, observed(OutputStream::Stdout));
-    let mut stderr = Capture::new(err_r, observed(OutputStream::Stderr));
+    let keep = plan.interactive.is_none();
+    let mut stdout = Capture::new(out_r, observed(OutputStream::Stdout), keep);
+    let mut stderr = Capture::new(err_r, observed(OutputStream::Stderr), keep);
     let mut writers = Some((out_w, err_w));
     let mut feed = StdinFeed {
         fd: None,
@@ -181,7 +192,19 @@ pub(crate) fn run_plan(
         let Some((out_w, err_w)) = &writers else {
             break;
         };
-        let stdin = if p == 0 { plan.stdin.as_deref() } else { None };
+        let mut session_stdin = None;
+        let stdin = match (&plan.interactive, p) {
+            (Some(_), 0) => {
+                let (r, w) = pipe_with(PipeFlags::CLOEXEC).map_err(|e| io(e.into()))?;
+                session_stdin = Some(w);
+                FirstStdin::Pipe(r)
+            }
+            (None, 0) => plan
+                .stdin
+                .as_deref()
+                .map_or(FirstStdin::Null, FirstStdin::Bytes),
+            _ => FirstStdin::Null,
+        };
         let wiring = Wiring {
             plan,
             out_w,
@@ -193,6 +216,10 @@ pub(crate) fn run_plan(
             gate_writer,
         };
         let mut stages = spawn_pipeline(&wiring, pipeline, base, stdin, &mut feed)?;
+        if let (Some(io), Some(w), Some(first)) = (&plan.interactive, session_stdin, stages.first())
+        {
+            io.0.started(w, first.pid.as_raw_nonzero().get().unsigned_abs());
+        }
         for s in &stages {
             outcome.stages[s.index].ran = true;
         }
@@ -311,11 +338,20 @@ fn reap_stage(s: &mut Stage) -> Result<StageExit, Errno> {
 
 /// Spawns every stage of a pipeline; if any step fails, the stages already started are
 /// killed and reaped before the error is returned.
+/// What the first stage of a pipeline reads.
+enum FirstStdin<'a> {
+    Null,
+    /// Bytes fed by the run loop.
+    Bytes(&'a [u8]),
+    /// The read end of a session's stdin pipe.
+    Pipe(OwnedFd),
+}
+
 fn spawn_pipeline(
     w: &Wiring<'_>,
     pipeline: &[ExecStage],
     base: usize,
-    stdin: Option<&[u8]>,
+    stdin: FirstStdin<'_>,
     feed: &mut StdinFeed,
 ) -> Result<Vec<Stage>, ExecFailure> {
     let mut stages = Vec::with_capacity(pipeline.len());
@@ -333,7 +369,7 @@ fn spawn_stages(
     w: &Wiring<'_>,
     pipeline: &[ExecStage],
     base: usize,
-    stdin: Option<&[u8]>,
+    stdin: FirstStdin<'_>,
     feed: &mut StdinFeed,
 ) -> Result<(), ExecFailure> {
     let Wiring {
@@ -348,7 +384,8 @@ fn spawn_stages(
     } = *w;
     let io = |e: std::io::Error| ExecFailure::Internal(e.to_string());
     let mut next_stdin: Option<OwnedFd> = match stdin {
-        Some(data) => {
+        FirstStdin::Pipe(r) => Some(r),
+        FirstStdin::Bytes(data) => {
             let (r, w) = pipe_with(PipeFlags::CLOEXEC).map_err(|e| io(e.into()))?;
             set_nonblocking(&w).map_err(io)?;
             *feed = StdinFeed {
@@ -358,7 +395,7 @@ fn spawn_stages(
             };
             Some(r)
         }
-        None => None,
+        FirstStdin::Null => None,
     };
     let mut pgid: i32 = 0;
     for (k, stage) in pipeline.iter().enumerate() {
