@@ -37,6 +37,7 @@ pub mod policy;
 pub mod preflight;
 pub mod progress;
 pub mod redact;
+pub mod sessions;
 pub mod syntax;
 pub mod terminal;
 pub mod tools;

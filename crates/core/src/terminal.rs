@@ -19,6 +19,7 @@ use crate::home::PrivateHome;
 use crate::jail::JailRoot;
 use crate::policy::{Decision, evaluate};
 use crate::redact::{PatternError, Redactor};
+use crate::sessions::SessionTable;
 use crate::syntax::{self, CommandList, SyntaxError};
 
 /// Extra raw bytes read past the cap, so a secret straddling the cap is redacted whole.
@@ -125,7 +126,12 @@ pub struct TerminalService {
     env: Vec<(String, String)>,
     /// Every command's HOME: empty, outside the jail, read-only to commands.
     home: PrivateHome,
+    /// The process sessions (see [`process`]).
+    sessions: SessionTable,
 }
+
+#[path = "terminal_process.rs"]
+pub mod process;
 
 /// What the outcome record says of a command beyond its code.
 #[derive(Debug, Clone, Copy, Default)]
@@ -151,7 +157,7 @@ struct Prepared {
 /// How a call ends before it runs.
 enum Early {
     /// Refused; the attempt is still to be recorded.
-    Refused(OperationResult, Attempt),
+    Refused(OperationResult, Box<Attempt>),
     /// A bug; already reported on stderr.
     Internal(OperationResult),
 }
@@ -206,6 +212,7 @@ impl TerminalService {
             redactor,
             env,
             home,
+            sessions: SessionTable::default(),
         })
     }
 
@@ -389,7 +396,7 @@ impl TerminalService {
             Err(e) => {
                 return Err(Early::Refused(
                     self.redacted(syntax_refusal(tool, &e)),
-                    attempt,
+                    Box::new(attempt),
                 ));
             }
         };
@@ -405,7 +412,7 @@ impl TerminalService {
                     "stdin is too long (at most {MAX_STDIN_BYTES} bytes); write the data to a file in the jail and pass its name"
                 ),
             );
-            return Err(Early::Refused(result, attempt));
+            return Err(Early::Refused(result, Box::new(attempt)));
         }
         if req.timeout_seconds == Some(0) {
             let result = OperationResult::new(
@@ -413,7 +420,7 @@ impl TerminalService {
                 ResultCode::InvalidRequest,
                 "timeout_seconds must be at least 1",
             );
-            return Err(Early::Refused(result, attempt));
+            return Err(Early::Refused(result, Box::new(attempt)));
         }
         let decision = evaluate(&self.policy, &self.jail, &list, req.cwd.as_deref());
         let argv: Vec<Vec<String>> = decision
@@ -428,7 +435,7 @@ impl TerminalService {
             detail.insert("would_run".into(), json!(false));
             let result = OperationResult::new(tool, decision.code, decision.reason.clone())
                 .with_detail(Value::Object(detail));
-            return Err(Early::Refused(self.redacted(result), attempt));
+            return Err(Early::Refused(self.redacted(result), Box::new(attempt)));
         }
         let Some(approved) = decision.approve() else {
             eprintln!(
@@ -488,7 +495,7 @@ impl TerminalService {
             confinement,
         } = match self.prepare(call, RUN, req, executor) {
             Ok(p) => p,
-            Err(Early::Refused(result, attempt)) => return Err((result, attempt)),
+            Err(Early::Refused(result, attempt)) => return Err((result, *attempt)),
             Err(Early::Internal(result)) => return Ok((result, RunFacts::default())),
         };
         // The record is made durable while the executor forks and confines the children;

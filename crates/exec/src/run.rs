@@ -424,6 +424,7 @@ fn spawn_stages(
                 pgid,
                 confinement,
                 call,
+                keep_death_signal: plan.interactive.is_some(),
                 gate: gate.as_fd(),
                 gate_writer,
             })

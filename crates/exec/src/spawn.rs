@@ -94,6 +94,9 @@ pub(crate) struct StageSpawn<'a> {
     pub call: &'a CallConfinement,
     /// The exec gate's read end.
     pub gate: BorrowedFd<'a>,
+    /// A session's stage: the program keeps the death signal set at the gate, so that it
+    /// dies with the server's thread that runs the session, however the server ends.
+    pub keep_death_signal: bool,
     /// The gate's write end, as the number the child's copy of it has: the child closes it,
     /// so that a gate the server closes without a ticket (or a server that dies) reads as
     /// closed instead of leaving the child waiting forever on its own copy.
@@ -160,6 +163,7 @@ struct Prepared {
     parent: libc::pid_t,
     confinement: *const Confinement,
     call: *const CallConfinement,
+    keep_death_signal: bool,
     /// Written by a child only, before it exits: `step << 16 | errno`, or 0. The first
     /// failure wins.
     failure: AtomicI32,
@@ -329,6 +333,7 @@ pub(crate) fn spawn(s: &StageSpawn<'_>) -> Result<Spawned, SpawnError> {
         parent: if pid_ns.is_some() { 1 } else { server },
         confinement: std::ptr::from_ref(s.confinement),
         call: std::ptr::from_ref(s.call),
+        keep_death_signal: s.keep_death_signal,
         failure: AtomicI32::new(0),
         pid_ns,
     };
@@ -779,8 +784,10 @@ unsafe fn run_command(p: &Prepared) -> Result<std::convert::Infallible, (Step, c
     if n != 1 || ticket != 1 {
         return Err((Step::Gate, GATE_CLOSED));
     }
-    // SAFETY: prctl with integer arguments only.
-    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, 0 as libc::c_ulong) } != 0 {
+    if !p.keep_death_signal
+        // SAFETY: prctl with integer arguments only.
+        && unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, 0 as libc::c_ulong) } != 0
+    {
         return Err(fail(Step::Gate));
     }
     if let Err(errno) = set_signal_mask(0) {

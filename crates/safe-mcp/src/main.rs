@@ -223,8 +223,21 @@ fn serve_terminal(config: Option<&Path>) -> ExitCode {
     }
     // Four workers: an attempt record's group commit blocks its worker for one fsync, and the
     // stdio transport must keep moving meanwhile.
-    let server = terminal_server::TerminalServer::new(service, Arc::new(executor));
-    serve_stdio(server, 4)
+    let server = terminal_server::TerminalServer::new(Arc::clone(&service), Arc::new(executor));
+    // When the client goes, so do the sessions: each is killed, and its start call's outcome
+    // record says "server-exit".
+    let end = async move {
+        let stopped = service.stop_all("server-exit");
+        for _ in 0..200 {
+            if stopped.iter().all(|s| !s.running()) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+        // The runs write their outcome records right after they end.
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    serve_stdio(server, 4, end)
 }
 
 fn serve_files(config: Option<&Path>) -> ExitCode {
@@ -248,11 +261,15 @@ fn serve_files(config: Option<&Path>) -> ExitCode {
         );
     }
     let server = files_server::FilesServer::new(Arc::new(service));
-    serve_stdio(server, 2)
+    serve_stdio(server, 2, async {})
 }
 
 /// Serves `server` over stdio until the client closes the session.
-fn serve_stdio<S: rmcp::ServerHandler>(server: S, workers: usize) -> ExitCode {
+fn serve_stdio<S: rmcp::ServerHandler>(
+    server: S,
+    workers: usize,
+    on_end: impl std::future::Future<Output = ()>,
+) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
         .enable_all()
@@ -269,9 +286,14 @@ fn serve_stdio<S: rmcp::ServerHandler>(server: S, workers: usize) -> ExitCode {
                 server.serve(transport).await?
             }
         };
-        running.waiting().await?;
+        let waited = running.waiting().await;
+        on_end.await;
+        waited?;
         Ok::<_, Box<dyn std::error::Error>>(())
     });
+    // Work still on a blocking thread (a session that would not die) does not hold the
+    // process past this.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fatal(format!("the MCP session failed: {e}")),

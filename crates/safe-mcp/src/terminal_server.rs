@@ -17,10 +17,12 @@ use safe_mcp_core::terminal::{
 };
 
 use crate::progress::Ticker;
+use safe_mcp_core::terminal::process;
 use safe_mcp_core::{OperationResult, ResultCode};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
+use std::time::Duration;
 
 /// `command`: a POSIX-quoted string (split without a shell) or an argv array.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -69,6 +71,52 @@ pub struct ExplainArgs {
     pub cwd: Option<String>,
 }
 
+/// Arguments of `start_process`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StartArgs {
+    /// The command, as for run_command (pipelines and sequences too).
+    pub command: CommandArg,
+    /// Working directory, as for run_command.
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// Lowers the session's wall-clock limit ([terminal.sessions] max_seconds).
+    #[serde(default)]
+    pub timeout_seconds: Option<u64>,
+}
+
+/// Arguments of `read_process_output`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadArgs {
+    /// The handle start_process returned.
+    pub handle: String,
+    /// Wait up to this many seconds (at most 30) for new output or the end.
+    #[serde(default)]
+    pub wait_seconds: Option<u64>,
+}
+
+/// Arguments of `write_process_input`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WriteArgs {
+    /// The handle start_process returned.
+    pub handle: String,
+    /// Text written to the process's stdin (add "\n" to end a line).
+    pub data: String,
+    /// Close stdin after writing (end of input).
+    #[serde(default)]
+    pub close_stdin: bool,
+}
+
+/// Arguments of `stop_process`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HandleArgs {
+    /// The handle start_process returned.
+    pub handle: String,
+}
+
 /// Arguments of `describe_policy` (none).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -79,6 +127,8 @@ pub struct NoArgs {}
 pub struct TerminalServer {
     service: Arc<TerminalService>,
     executor: Arc<dyn Executor>,
+    /// This connection: a session's handle works only here.
+    owner: Arc<str>,
 }
 
 pub(crate) fn input<T: JsonSchema + 'static>() -> Arc<JsonObject> {
@@ -182,7 +232,175 @@ pub(crate) fn parse_args<T: DeserializeOwned>(
 impl TerminalServer {
     /// Builds the server over a core service and an executor.
     pub fn new(service: Arc<TerminalService>, executor: Arc<dyn Executor>) -> Self {
-        TerminalServer { service, executor }
+        // One stdio connection per server process; 64 random bits name it.
+        let mut bytes = [0u8; 8];
+        let _ = std::fs::File::open("/dev/urandom")
+            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes));
+        let owner: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        TerminalServer {
+            service,
+            executor,
+            owner: owner.into(),
+        }
+    }
+
+    /// Start a long-running command as a session (a build, test suite, dev server, watcher,
+    /// or a REPL you feed input), confined like run_command, and return at once with its
+    /// `handle` and `pid`. Use it instead of run_command when the command runs longer than
+    /// one call should wait, never ends by itself, or needs input after it starts. Then
+    /// read_process_output (what is new, redacted), write_process_input, stop_process;
+    /// list_processes lists yours. Idle sessions are killed (no read or write for
+    /// [terminal.sessions] idle_timeout_seconds).
+    #[tool(
+        input_schema = input::<StartArgs>(),
+        output_schema = envelope_schema(),
+        annotations(title = "Start a process session", read_only_hint = false, destructive_hint = true,
+                    idempotent_hint = false, open_world_hint = false)
+    )]
+    async fn start_process(&self, args: JsonObject) -> CallToolResult {
+        let args: StartArgs = match parse_args(process::START, args, self.service.as_ref()) {
+            Ok(a) => a,
+            Err(r) => return r,
+        };
+        let req = RunRequest {
+            command: args.command.into(),
+            cwd: args.cwd,
+            stdin: None,
+            timeout_seconds: args.timeout_seconds,
+            observer: None,
+        };
+        let (session, run) =
+            match self
+                .service
+                .start_process(req, Arc::clone(&self.executor), &self.owner)
+            {
+                Ok(started) => started,
+                Err(result) => return to_result(result),
+            };
+        tokio::spawn(run);
+        // The idle check: a session nobody reads or writes is killed.
+        let (watched, idle) = (Arc::clone(&session), self.service.idle_timeout());
+        tokio::spawn(async move {
+            while watched.running() {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                if watched.idle_for() >= idle {
+                    watched.stop("idle");
+                    break;
+                }
+            }
+        });
+        // Answer once the first stage runs (its attempt record is durable) or failed.
+        for _ in 0..400 {
+            if session.pid() != 0 || session.end().is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        to_result(self.service.started_result(&session))
+    }
+
+    /// Read a session's output that is new since the last read: stdout, stderr (redacted),
+    /// running, exit_code, dropped_bytes. `wait_seconds` (at most 30) waits for new output
+    /// or the end. Once a session has ended and its last output was read, its handle is
+    /// gone.
+    #[tool(
+        input_schema = input::<ReadArgs>(),
+        output_schema = envelope_schema(),
+        annotations(title = "Read a session's output", read_only_hint = true, destructive_hint = false,
+                    idempotent_hint = false, open_world_hint = false)
+    )]
+    async fn read_process_output(&self, args: JsonObject) -> CallToolResult {
+        let args: ReadArgs = match parse_args(process::READ, args, self.service.as_ref()) {
+            Ok(a) => a,
+            Err(r) => return r,
+        };
+        let session = match self
+            .service
+            .session(process::READ, &args.handle, &self.owner)
+        {
+            Ok(s) => s,
+            Err(r) => return to_result(r),
+        };
+        let wait = args
+            .wait_seconds
+            .unwrap_or(0)
+            .min(process::MAX_WAIT_SECONDS);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(wait);
+        while !session.has_news() && tokio::time::Instant::now() < deadline {
+            session.touch();
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        to_result(self.service.read_process(&session))
+    }
+
+    /// Write text to a session's stdin (a REPL's next line, an answer to a prompt); set
+    /// close_stdin to end its input.
+    #[tool(
+        input_schema = input::<WriteArgs>(),
+        output_schema = envelope_schema(),
+        annotations(title = "Write to a session", read_only_hint = false, destructive_hint = true,
+                    idempotent_hint = false, open_world_hint = false)
+    )]
+    async fn write_process_input(&self, args: JsonObject) -> CallToolResult {
+        let args: WriteArgs = match parse_args(process::WRITE, args, self.service.as_ref()) {
+            Ok(a) => a,
+            Err(r) => return r,
+        };
+        let session = match self
+            .service
+            .session(process::WRITE, &args.handle, &self.owner)
+        {
+            Ok(s) => s,
+            Err(r) => return to_result(r),
+        };
+        to_result(
+            self.service
+                .write_process(&session, &args.data, args.close_stdin),
+        )
+    }
+
+    /// Stop a session: its whole process tree is killed; returns its last output and exit
+    /// code.
+    #[tool(
+        input_schema = input::<HandleArgs>(),
+        output_schema = envelope_schema(),
+        annotations(title = "Stop a session", read_only_hint = false, destructive_hint = true,
+                    idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn stop_process(&self, args: JsonObject) -> CallToolResult {
+        let args: HandleArgs = match parse_args(process::STOP, args, self.service.as_ref()) {
+            Ok(a) => a,
+            Err(r) => return r,
+        };
+        let session = match self
+            .service
+            .session(process::STOP, &args.handle, &self.owner)
+        {
+            Ok(s) => s,
+            Err(r) => return to_result(r),
+        };
+        session.stop("stop");
+        for _ in 0..200 {
+            if !session.running() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        to_result(self.service.stopped_result(&session))
+    }
+
+    /// List this connection's sessions: handle, command, running, exit_code, started.
+    #[tool(
+        input_schema = input::<NoArgs>(),
+        output_schema = envelope_schema(),
+        annotations(title = "List sessions", read_only_hint = true, destructive_hint = false,
+                    idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn list_processes(&self, args: JsonObject) -> CallToolResult {
+        if let Err(r) = parse_args::<NoArgs>(process::LIST, args, self.service.as_ref()) {
+            return r;
+        }
+        to_result(self.service.list_processes(&self.owner))
     }
 
     /// Run an allowlisted command inside the jail, without a shell, confined by the kernel.

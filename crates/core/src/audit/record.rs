@@ -133,6 +133,10 @@ pub struct Outcome {
     /// The client cancelled the call and its work was stopped.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub cancelled: bool,
+    /// For the start of a process session, written when the session ends: how (`exit`,
+    /// `stop`, `idle`, `timeout`, `server-exit`, `failed`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_end: Option<&'static str>,
     /// Who asked.
     #[serde(flatten)]
     pub caller: Caller,
@@ -150,6 +154,7 @@ impl Outcome {
             exit_code: None,
             output: None,
             cancelled: false,
+            session_end: None,
             caller: Caller::default(),
         }
     }

@@ -150,6 +150,7 @@ impl Builder<'_> {
                 write_paths: None,
                 profiles: None,
                 cache_dir: None,
+                sessions: None,
             });
         }
 
@@ -494,6 +495,26 @@ impl Builder<'_> {
             write_paths,
             profiles: expansion.reports,
             project,
+            sessions: {
+                let s = raw.sessions.unwrap_or_default();
+                let bad = |key: &str, message: &str| ConfigError::Invalid {
+                    key: format!("terminal.sessions.{key}"),
+                    message: message.to_owned(),
+                };
+                if s.max_sessions > 64 {
+                    return Err(bad("max_sessions", "must be at most 64"));
+                }
+                if s.idle_timeout_seconds == 0 || s.max_seconds == 0 || s.max_seconds > 7 * 86400 {
+                    return Err(bad(
+                        "max_seconds",
+                        "idle_timeout_seconds and max_seconds must be positive, max_seconds at most a week",
+                    ));
+                }
+                if s.buffer_bytes < 4096 || s.buffer_bytes > 64 << 20 {
+                    return Err(bad("buffer_bytes", "must be between 4096 and 67108864"));
+                }
+                s
+            },
             limits,
             allow,
             deny,

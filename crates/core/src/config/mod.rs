@@ -150,6 +150,8 @@ pub struct TerminalPolicy {
     pub profiles: Vec<ProfileReport>,
     /// What the jail's project file (`.safe-mcp.toml`) narrowed, when there is one.
     pub project: Option<ProjectReport>,
+    /// `[terminal.sessions]`.
+    pub sessions: SessionSettings,
     /// The scrubbed PATH programs resolve through (absolute, outside the jail).
     pub path: Vec<PathBuf>,
     /// `[[terminal.examples]]`.
@@ -238,6 +240,31 @@ pub struct PolicyExamples {
     /// Commands that must be refused.
     #[serde(default)]
     pub should_deny: Vec<String>,
+}
+
+/// `[terminal.sessions]`: process sessions (start_process and the rest).
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SessionSettings {
+    /// Sessions running at once; one more is POLICY_DENIED.
+    pub max_sessions: usize,
+    /// No read or write for this long: the tree is killed.
+    pub idle_timeout_seconds: u64,
+    /// Wall clock of one session.
+    pub max_seconds: u64,
+    /// Unread output kept per stream; older output is dropped and counted.
+    pub buffer_bytes: usize,
+}
+
+impl Default for SessionSettings {
+    fn default() -> Self {
+        SessionSettings {
+            max_sessions: 4,
+            idle_timeout_seconds: 600,
+            max_seconds: 3600,
+            buffer_bytes: 1 << 20,
+        }
+    }
 }
 
 /// `[terminal.sandbox]`.

@@ -61,6 +61,7 @@ pub(super) struct RawTerminal {
     pub(super) write_paths: Option<Vec<PathBuf>>,
     pub(super) profiles: Option<Vec<String>>,
     pub(super) cache_dir: Option<PathBuf>,
+    pub(super) sessions: Option<super::SessionSettings>,
 }
 
 #[derive(Debug, Deserialize, Default)]

@@ -35,7 +35,10 @@ async def main(binary: str, policy: str) -> None:
             info = field(init, "server_info", "serverInfo")
             assert info.name == "safe-mcp", info
             tools = {t.name: t for t in (await session.list_tools()).tools}
-            assert sorted(tools) == ["describe_policy", "explain_command", "run_command"], sorted(tools)
+            assert sorted(tools) == [
+                "describe_policy", "explain_command", "list_processes", "read_process_output",
+                "run_command", "start_process", "stop_process", "write_process_input",
+            ], sorted(tools)
             for name, tool in tools.items():
                 schema = field(tool, "output_schema", "outputSchema")
                 assert schema, f"{name} declares no outputSchema"

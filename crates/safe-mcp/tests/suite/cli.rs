@@ -314,7 +314,7 @@ fn a_session_over_non_pipe_stdio_works() {
     }
     assert!(child.wait().unwrap().success());
     assert_eq!(answers[&1]["result"]["serverInfo"]["name"], "safe-mcp");
-    assert_eq!(answers[&2]["result"]["tools"].as_array().unwrap().len(), 3);
+    assert_eq!(answers[&2]["result"]["tools"].as_array().unwrap().len(), 8);
     let run = &answers[&3]["result"]["structuredContent"];
     assert_eq!(run["detail"]["stdout"], "over-a-file\n", "{run}");
 }
@@ -538,7 +538,7 @@ fn bad_lines_get_json_rpc_errors_and_the_server_stays_up() {
     assert!(
         reply["result"]["tools"]
             .as_array()
-            .is_some_and(|t| t.len() == 3),
+            .is_some_and(|t| t.len() == 8),
         "{reply}"
     );
     drop(input);

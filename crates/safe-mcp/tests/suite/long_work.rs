@@ -236,3 +236,196 @@ async fn a_cancelled_apply_plan_leaves_every_file_once_and_undoable() {
         assert_eq!(ws.tree(), before);
     }
 }
+
+fn session_sandbox(sessions: &str) -> Sandbox {
+    let sb = Sandbox::with(
+        "\"sh\", \"echo\", \"sleep\", \"cat\"",
+        "timeout_seconds = 30\nmax_output_bytes = 65536",
+        "closed",
+        "",
+    );
+    let text = std::fs::read_to_string(&sb.policy).unwrap();
+    std::fs::write(
+        &sb.policy,
+        format!("{text}\n[terminal.sessions]\n{sessions}\n"),
+    )
+    .unwrap();
+    sb
+}
+
+/// Starts `script` under `sh -c` as a session; returns its handle.
+async fn start(client: &RunningService<RoleClient, Recorder>, script: &str) -> String {
+    let r = call(
+        client,
+        "start_process",
+        json!({"command": ["sh", "-c", script]}),
+    )
+    .await;
+    assert_eq!(r["code"], "OK", "{r}");
+    assert!(r["detail"]["pid"].as_u64().unwrap() > 0, "{r}");
+    r["detail"]["handle"].as_str().unwrap().to_owned()
+}
+
+/// Reads until `want` appears in stdout (or the session ends); returns all it read.
+async fn read_until(
+    client: &RunningService<RoleClient, Recorder>,
+    handle: &str,
+    want: &str,
+) -> String {
+    let mut all = String::new();
+    for _ in 0..20 {
+        let r = call(
+            client,
+            "read_process_output",
+            json!({"handle": handle, "wait_seconds": 2}),
+        )
+        .await;
+        assert_eq!(r["code"], "OK", "{r}");
+        all.push_str(r["detail"]["stdout"].as_str().unwrap());
+        if all.contains(want) || r["detail"]["running"] == false {
+            break;
+        }
+    }
+    all
+}
+
+/// A REPL-like session: what is written to its stdin comes back; a secret it prints comes
+/// back redacted; a run_command meanwhile does not touch it (the escapee sweep spares it);
+/// stop kills it, setsid grandchild included, and the trail says so.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_takes_input_redacts_output_and_dies_whole_at_stop() {
+    let sb = session_sandbox("max_sessions = 2");
+    let client = connect("terminal", &sb.policy, Recorder::default()).await;
+    let handle = start(
+        &client,
+        "setsid sleep 941.7 </dev/null >/dev/null 2>&1 & echo ready; while read l; do echo got $l; done",
+    )
+    .await;
+    assert!(
+        read_until(&client, &handle, "ready")
+            .await
+            .contains("ready")
+    );
+    let w = call(
+        &client,
+        "write_process_input",
+        json!({"handle": handle, "data": "hello\nghp_0123456789abcdefghijklmnopqrstuvwxyz\n"}),
+    )
+    .await;
+    assert_eq!(w["code"], "OK", "{w}");
+    let out = read_until(&client, &handle, "REDACTED").await;
+    assert!(out.contains("got hello"), "{out}");
+    assert!(!out.contains("ghp_0123"), "a secret came back: {out}");
+    // A call that ends sweeps escapees, but never a live session's processes.
+    let r = call(&client, "run_command", json!({"command": "echo between"})).await;
+    assert_eq!(r["detail"]["stdout"], "between\n", "{r}");
+    let l = call(&client, "list_processes", json!({})).await;
+    assert_eq!(l["detail"]["processes"][0]["running"], true, "{l}");
+    assert!(
+        super::view::alive_with("941.7"),
+        "the session's grandchild died early"
+    );
+
+    let s = call(&client, "stop_process", json!({"handle": handle})).await;
+    assert_eq!(s["code"], "OK", "{s}");
+    assert_eq!(s["detail"]["running"], false, "{s}");
+    assert_eq!(s["detail"]["ended"], "stop", "{s}");
+    let mut gone = false;
+    for _ in 0..40 {
+        if !super::view::alive_with("941.7") {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(gone, "the setsid grandchild outlived stop_process");
+    let again = call(&client, "read_process_output", json!({"handle": handle})).await;
+    assert_eq!(
+        again["code"], "INVALID_REQUEST",
+        "a collected handle: {again}"
+    );
+
+    let records = sb.audit_records();
+    let write = records
+        .iter()
+        .find(|r| r["kind"] == "attempt" && r["tool"] == "write_process_input")
+        .unwrap();
+    assert_eq!(write["args"]["bytes"], 47, "{write}");
+    assert!(!write.to_string().contains("ghp_0123"), "{write}");
+    let ended = records
+        .iter()
+        .find(|r| r["kind"] == "outcome" && r["tool"] == "start_process")
+        .unwrap();
+    assert_eq!(ended["session_end"], "stop", "{ended}");
+}
+
+/// max_sessions is enforced, an idle session is killed, a handle is worthless on another
+/// connection.
+#[tokio::test(flavor = "multi_thread")]
+async fn sessions_are_limited_idle_ones_die_and_handles_stay_on_their_connection() {
+    let sb = session_sandbox("max_sessions = 1\nidle_timeout_seconds = 2");
+    let client = connect("terminal", &sb.policy, Recorder::default()).await;
+    let handle = start(&client, "sleep 600").await;
+    let second = call(&client, "start_process", json!({"command": "sleep 1"})).await;
+    assert_eq!(second["code"], "POLICY_DENIED", "{second}");
+    let other = connect("terminal", &sb.policy, Recorder::default()).await;
+    let foreign = call(&other, "read_process_output", json!({"handle": handle})).await;
+    assert_eq!(foreign["code"], "INVALID_REQUEST", "{foreign}");
+    let stop = call(&other, "stop_process", json!({"handle": handle})).await;
+    assert_eq!(stop["code"], "INVALID_REQUEST", "{stop}");
+    // Nobody touches it: it idles out.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let l = call(&client, "list_processes", json!({})).await;
+    let p = &l["detail"]["processes"][0];
+    assert_eq!(
+        (p["running"].as_bool(), p["ended"].as_str()),
+        (Some(false), Some("idle")),
+        "{l}"
+    );
+    let started = call(&client, "start_process", json!({"command": "sleep 1"})).await;
+    assert_eq!(started["code"], "OK", "a slot is free again: {started}");
+}
+
+/// The server killed with SIGKILL leaves no process of a session alive.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_server_leaves_no_session_process() {
+    let sb = session_sandbox("max_sessions = 2");
+    let client = connect("terminal", &sb.policy, Recorder::default()).await;
+    let handle = start(
+        &client,
+        "setsid sleep 952.4 </dev/null >/dev/null 2>&1 & echo up; sleep 952.5",
+    )
+    .await;
+    assert!(read_until(&client, &handle, "up").await.contains("up"));
+    assert!(super::view::alive_with("952.4") && super::view::alive_with("952.5"));
+    let policy = sb.policy.to_string_lossy().into_owned();
+    let servers: Vec<i32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            // The server is our child; a session's init shares its memory, and so its
+            // command line, but is the server's child.
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            let ppid: u32 = stat.rsplit_once(") ")?.1.split(' ').nth(1)?.parse().ok()?;
+            (cmdline.contains(&policy) && ppid == std::process::id()).then_some(pid)
+        })
+        .collect();
+    assert_eq!(servers.len(), 1, "{servers:?}");
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(servers[0]).unwrap(),
+        rustix::process::Signal::KILL,
+    )
+    .unwrap();
+    let mut gone = false;
+    for _ in 0..60 {
+        if !super::view::alive_with("952.") {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(gone, "a session process outlived the server");
+}

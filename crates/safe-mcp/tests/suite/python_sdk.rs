@@ -104,3 +104,16 @@ fn official_python_sdk_gets_progress_only_when_it_asks() {
     );
     assert_eq!(v["without"], 0, "{stdout}");
 }
+
+/// A process session through the Python SDK: start, write, read, list, stop, and the
+/// handle is gone after.
+#[test]
+fn official_python_sdk_drives_a_process_session() {
+    let sb = Sandbox::with("\"sh\", \"echo\"", "timeout_seconds = 30", "closed", "");
+    let stdout = run_client("session_client.py", &sb.policy);
+    let line = stdout.lines().last().unwrap_or_default();
+    let v: serde_json::Value = serde_json::from_str(line).unwrap();
+    assert_eq!(v["read"], "echo:from python\n", "{stdout}");
+    assert_eq!(v["stopped"]["ended"], "stop", "{stdout}");
+    assert_eq!(v["after"], "INVALID_REQUEST", "{stdout}");
+}

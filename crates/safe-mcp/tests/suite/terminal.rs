@@ -17,7 +17,19 @@ async fn tools_are_listed_with_schemas_annotations_and_our_server_info() {
     let tools = s.client.list_all_tools().await.unwrap();
     let mut names: Vec<_> = tools.iter().map(|t| t.name.to_string()).collect();
     names.sort();
-    assert_eq!(names, ["describe_policy", "explain_command", "run_command"]);
+    assert_eq!(
+        names,
+        [
+            "describe_policy",
+            "explain_command",
+            "list_processes",
+            "read_process_output",
+            "run_command",
+            "start_process",
+            "stop_process",
+            "write_process_input"
+        ]
+    );
     for tool in &tools {
         let schema = tool
             .output_schema
@@ -40,7 +52,11 @@ async fn tools_are_listed_with_schemas_annotations_and_our_server_info() {
             tool.name
         );
         let a = tool.annotations.as_ref().expect("annotations");
-        let read_only = tool.name != "run_command";
+        // The tools that only look: describe, explain, list, and reading a session's output.
+        let read_only = matches!(
+            tool.name.as_ref(),
+            "describe_policy" | "explain_command" | "list_processes" | "read_process_output"
+        );
         assert_eq!(a.read_only_hint, Some(read_only), "{}", tool.name);
         assert_eq!(a.destructive_hint, Some(!read_only), "{}", tool.name);
         assert_eq!(a.open_world_hint, Some(false));

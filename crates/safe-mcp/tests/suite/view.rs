@@ -346,7 +346,7 @@ fn read_paths_in_the_jail_or_over_the_trail_are_fatal() {
 
 /// Whether a process whose command line holds `marker` is alive on the host (zombies, which
 /// this machine's pid 1 reaps lazily, are not alive).
-fn alive_with(marker: &str) -> bool {
+pub fn alive_with(marker: &str) -> bool {
     std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
         let dir = e.path();
         let cmdline = std::fs::read(dir.join("cmdline")).unwrap_or_default();

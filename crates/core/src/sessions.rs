@@ -1,0 +1,459 @@
+//! Process sessions: commands that outlive one call (builds, dev servers, watchers, REPLs),
+//! started by `start_process` and then read, written, listed and stopped by handle.
+//!
+//! Owns a session's state between those calls: the unread output of each stream (at most
+//! `buffer_bytes`, older bytes dropped and counted), the write end of its stdin, how it
+//! ended, and the rule that a read never splits a secret. A read takes what is new up to
+//! the last complete line, redacted as a whole; a trailing partial line waits until the
+//! stream has been quiet for [`QUIET`] (a prompt waiting for input) or the process ended, so
+//! a secret printed in one write reaches the reader in one piece. Handles are 128 random
+//! bits, and a handle is valid only for the owner (the connection) that started it. Holds
+//! no runtime: the executor feeds output ([`OutputObserver`]) and hands over stdin
+//! ([`InteractiveIo`]); the server schedules polls and idle checks.
+
+use std::collections::HashMap;
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Poll, Waker};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use safe_mcp_contract::{InteractiveIo, OutputObserver, OutputStream};
+
+use crate::audit::CallId;
+use crate::redact::Redactor;
+
+/// How long a trailing partial line must sit unchanged before a read hands it out.
+pub const QUIET: Duration = Duration::from_millis(300);
+
+/// One session.
+pub struct Session {
+    /// The handle the model uses.
+    pub handle: String,
+    /// Who started it (a connection); nobody else may use the handle.
+    pub owner: String,
+    /// The command, redacted, as the model wrote it.
+    pub command: String,
+    /// When it started, in seconds since the epoch.
+    pub started: u64,
+    /// The call that started it: its outcome record says how the session ended.
+    pub call: CallId,
+    pid: AtomicU32,
+    stdin: Mutex<Option<OwnedFd>>,
+    out: Mutex<[Stream; 2]>,
+    buffer_bytes: usize,
+    stop: Trigger,
+    stopped_because: Mutex<Option<&'static str>>,
+    last_used: Mutex<Instant>,
+    end: Mutex<Option<SessionEnd>>,
+}
+
+#[derive(Default)]
+struct Stream {
+    unread: Vec<u8>,
+    dropped: u64,
+    last_output: Option<Instant>,
+}
+
+/// How a session ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionEnd {
+    /// The exit code, when it exited.
+    pub exit_code: Option<i32>,
+    /// `exit`, `stop`, `idle`, `timeout`, `server-exit`, or `failed` (it never started).
+    pub how: &'static str,
+    /// Why it never started, for `failed`: the code and reason start_process answers.
+    pub failure: Option<(crate::ResultCode, String)>,
+}
+
+/// What one read hands out.
+#[derive(Debug, Clone)]
+pub struct ReadOut {
+    /// New standard output, redacted.
+    pub stdout: String,
+    /// New standard error, redacted.
+    pub stderr: String,
+    /// Output dropped so far because the buffer was full, both streams.
+    pub dropped_bytes: u64,
+    /// Whether the process still runs.
+    pub running: bool,
+    /// The exit code once it exited.
+    pub exit_code: Option<i32>,
+    /// How it ended, once it did.
+    pub ended: Option<&'static str>,
+}
+
+impl Session {
+    fn new(
+        handle: String,
+        owner: &str,
+        command: String,
+        call: CallId,
+        buffer_bytes: usize,
+    ) -> Session {
+        Session {
+            handle,
+            owner: owner.to_owned(),
+            command,
+            started: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            call,
+            pid: AtomicU32::new(0),
+            stdin: Mutex::new(None),
+            out: Mutex::new([Stream::default(), Stream::default()]),
+            buffer_bytes,
+            stop: Trigger::default(),
+            stopped_because: Mutex::new(None),
+            last_used: Mutex::new(Instant::now()),
+            end: Mutex::new(None),
+        }
+    }
+
+    /// The first stage's pid, once started (0 before).
+    pub fn pid(&self) -> u32 {
+        self.pid.load(Ordering::Acquire)
+    }
+
+    /// How it ended, if it did.
+    pub fn end(&self) -> Option<SessionEnd> {
+        lock(&self.end).clone()
+    }
+
+    /// Whether it still runs (started and not ended).
+    pub fn running(&self) -> bool {
+        self.end().is_none()
+    }
+
+    /// Marks the session as used now (reads and writes keep it from idling out).
+    pub fn touch(&self) {
+        *lock(&self.last_used) = Instant::now();
+    }
+
+    /// How long since the last read or write.
+    pub fn idle_for(&self) -> Duration {
+        lock(&self.last_used).elapsed()
+    }
+
+    /// Asks the executor to kill the tree; `why` becomes how it ended (the first reason
+    /// given wins).
+    pub fn stop(&self, why: &'static str) {
+        lock(&self.stopped_because).get_or_insert(why);
+        self.stop.fire();
+    }
+
+    /// The future the executor watches: resolves once [`Session::stop`] is called.
+    pub fn stopped(self: &Arc<Self>) -> safe_mcp_contract::Cancel {
+        let me = Arc::clone(self);
+        Box::pin(std::future::poll_fn(move |cx| me.stop.poll(cx.waker())))
+    }
+
+    /// Records how it ended: the reason it was stopped for, or `timeout`, or `exit`.
+    pub fn ended(
+        &self,
+        exit_code: Option<i32>,
+        timed_out: bool,
+        failure: Option<(crate::ResultCode, String)>,
+    ) -> SessionEnd {
+        let how = match (&failure, *lock(&self.stopped_because), timed_out) {
+            (Some(_), _, _) => "failed",
+            (None, Some(why), _) => why,
+            (None, None, true) => "timeout",
+            (None, None, false) => "exit",
+        };
+        let end = SessionEnd {
+            exit_code,
+            how,
+            failure,
+        };
+        *lock(&self.end) = Some(end.clone());
+        *lock(&self.stdin) = None;
+        end
+    }
+
+    /// Whether a read now would hand out something: output ready, or the end.
+    pub fn has_news(&self) -> bool {
+        if !self.running() {
+            return true;
+        }
+        let out = lock(&self.out);
+        out.iter().any(|s| ready(s, false) > 0)
+    }
+
+    /// Takes what is new, redacted (see the module doc).
+    pub fn read(&self, redactor: &Redactor) -> ReadOut {
+        let end = self.end();
+        let finished = end.is_some();
+        let (stdout, stderr, dropped) = {
+            let mut out = lock(&self.out);
+            let take = |s: &mut Stream| {
+                let n = ready(s, finished);
+                let taken: Vec<u8> = s.unread.drain(..n).collect();
+                String::from_utf8_lossy(&taken).into_owned()
+            };
+            let (a, b) = out.split_at_mut(1);
+            (
+                take(&mut a[0]),
+                take(&mut b[0]),
+                a[0].dropped + b[0].dropped,
+            )
+        };
+        ReadOut {
+            stdout: redactor.redact(&stdout),
+            stderr: redactor.redact(&stderr),
+            dropped_bytes: dropped,
+            running: !finished,
+            exit_code: end.as_ref().and_then(|e| e.exit_code),
+            ended: end.map(|e| e.how),
+        }
+    }
+
+    /// Writes `data` to the process's stdin (as much as the pipe takes now), then closes it
+    /// when asked. Returns the bytes written, or why nothing could be.
+    pub fn write(&self, data: &[u8], close: bool) -> Result<usize, String> {
+        let mut stdin = lock(&self.stdin);
+        let Some(fd) = stdin.as_ref() else {
+            return Err(if self.running() {
+                "its stdin is closed".into()
+            } else {
+                "the process has ended".into()
+            });
+        };
+        let mut written = 0;
+        while written < data.len() {
+            match rustix::io::write(fd, &data[written..]) {
+                Ok(n) => written += n,
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(rustix::io::Errno::AGAIN) => break,
+                Err(rustix::io::Errno::PIPE) => {
+                    *stdin = None;
+                    return Err("the process no longer reads its stdin".into());
+                }
+                Err(e) => return Err(format!("stdin: {e}")),
+            }
+        }
+        if close {
+            *stdin = None;
+        }
+        Ok(written)
+    }
+}
+
+/// Bytes of `s` a read may hand out: everything at the end, else up to the last newline,
+/// or all of it once a trailing partial line has been quiet for [`QUIET`].
+fn ready(s: &Stream, finished: bool) -> usize {
+    if finished {
+        return s.unread.len();
+    }
+    match s.unread.iter().rposition(|b| *b == b'\n') {
+        _ if s.last_output.is_some_and(|t| t.elapsed() >= QUIET) => s.unread.len(),
+        Some(i) => i + 1,
+        None => 0,
+    }
+}
+
+impl OutputObserver for Session {
+    fn output(&self, stream: OutputStream, bytes: &[u8]) {
+        let mut out = lock(&self.out);
+        let s = &mut out[match stream {
+            OutputStream::Stdout => 0,
+            OutputStream::Stderr => 1,
+        }];
+        s.unread.extend_from_slice(bytes);
+        s.last_output = Some(Instant::now());
+        if s.unread.len() > self.buffer_bytes {
+            // Drop whole lines from the front: what stays starts at a line boundary, so no
+            // read hands out the tail of a secret whose start was dropped.
+            let excess = s.unread.len() - self.buffer_bytes;
+            let cut = s.unread[excess..]
+                .iter()
+                .position(|b| *b == b'\n')
+                .map_or(s.unread.len(), |i| excess + i + 1);
+            s.unread.drain(..cut);
+            s.dropped += cut as u64;
+        }
+    }
+}
+
+impl InteractiveIo for Session {
+    fn started(&self, stdin: OwnedFd, pid: u32) {
+        // Writes never block the server: a full pipe takes what it can.
+        let _ = rustix::io::ioctl_fionbio(&stdin, true);
+        *lock(&self.stdin) = Some(stdin);
+        self.pid.store(pid, Ordering::Release);
+    }
+}
+
+/// Every session of a server.
+#[derive(Default)]
+pub struct SessionTable {
+    sessions: Mutex<HashMap<String, Arc<Session>>>,
+}
+
+impl std::fmt::Debug for SessionTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionTable")
+            .field("sessions", &lock(&self.sessions).len())
+            .finish()
+    }
+}
+
+/// Why a handle was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HandleError {
+    /// Unknown here, started by another owner, or already collected.
+    Unknown,
+}
+
+impl SessionTable {
+    /// How many are running.
+    pub fn running(&self) -> usize {
+        lock(&self.sessions)
+            .values()
+            .filter(|s| s.running())
+            .count()
+    }
+
+    /// A new session, registered under a fresh handle.
+    pub fn create(
+        &self,
+        owner: &str,
+        command: String,
+        call: CallId,
+        buffer_bytes: usize,
+    ) -> Result<Arc<Session>, String> {
+        let handle = random_handle()?;
+        let session = Arc::new(Session::new(
+            handle.clone(),
+            owner,
+            command,
+            call,
+            buffer_bytes,
+        ));
+        lock(&self.sessions).insert(handle, Arc::clone(&session));
+        Ok(session)
+    }
+
+    /// The session behind `handle`, if `owner` started it.
+    pub fn get(&self, handle: &str, owner: &str) -> Result<Arc<Session>, HandleError> {
+        lock(&self.sessions)
+            .get(handle)
+            .filter(|s| s.owner == owner)
+            .cloned()
+            .ok_or(HandleError::Unknown)
+    }
+
+    /// Forgets an ended session whose last output was read.
+    pub fn collect(&self, handle: &str) {
+        lock(&self.sessions).remove(handle);
+    }
+
+    /// `owner`'s sessions, oldest first.
+    pub fn of(&self, owner: &str) -> Vec<Arc<Session>> {
+        let mut list: Vec<Arc<Session>> = lock(&self.sessions)
+            .values()
+            .filter(|s| s.owner == owner)
+            .cloned()
+            .collect();
+        list.sort_by_key(|s| (s.started, s.call.to_string()));
+        list
+    }
+
+    /// Every running session, for a shutdown.
+    pub fn all_running(&self) -> Vec<Arc<Session>> {
+        lock(&self.sessions)
+            .values()
+            .filter(|s| s.running())
+            .cloned()
+            .collect()
+    }
+}
+
+/// 128 random bits in hex.
+fn random_handle() -> Result<String, String> {
+    use std::io::Read;
+    let mut bytes = [0u8; 16];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(|e| format!("no randomness for a handle: {e}"))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A one-shot signal a future can wait on, without a runtime.
+#[derive(Default)]
+struct Trigger {
+    state: Mutex<(bool, Option<Waker>)>,
+}
+
+impl Trigger {
+    fn fire(&self) {
+        let waker = {
+            let mut s = lock(&self.state);
+            s.0 = true;
+            s.1.take()
+        };
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+
+    fn poll(&self, waker: &Waker) -> Poll<()> {
+        let mut s = lock(&self.state);
+        if s.0 {
+            Poll::Ready(())
+        } else {
+            s.1 = Some(waker.clone());
+            Poll::Pending
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::RedactionSettings;
+
+    fn redactor() -> Redactor {
+        Redactor::new(&RedactionSettings {
+            enabled: true,
+            entropy_fallback: false,
+            extra_patterns: Vec::new(),
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn reads_hand_out_whole_lines_and_hold_a_partial_one_until_quiet() {
+        let table = SessionTable::default();
+        let s = table
+            .create("me", "x".into(), CallId::new("1"), 64)
+            .unwrap();
+        s.output(OutputStream::Stdout, b"one\ntwo ghp_0123");
+        let r = s.read(&redactor());
+        assert_eq!(r.stdout, "one\n");
+        s.output(OutputStream::Stdout, b"456789abcdefghijklmnopqrstuvwxyz\n");
+        let r = s.read(&redactor());
+        assert!(
+            r.stdout.starts_with("two ") && !r.stdout.contains("ghp_0123"),
+            "{}",
+            r.stdout
+        );
+        s.output(OutputStream::Stdout, b">>> ");
+        assert_eq!(s.read(&redactor()).stdout, "");
+        std::thread::sleep(QUIET + Duration::from_millis(50));
+        assert_eq!(s.read(&redactor()).stdout, ">>> ");
+        // Over the buffer: the oldest lines go, whole, and are counted.
+        s.output(
+            OutputStream::Stderr,
+            format!("{}\nkept\n", "x".repeat(100)).as_bytes(),
+        );
+        let r = s.read(&redactor());
+        assert_eq!((r.stderr.as_str(), r.dropped_bytes), ("kept\n", 101));
+        assert!(table.get(&s.handle, "someone else").is_err());
+        assert_eq!(s.handle.len(), 32);
+    }
+}

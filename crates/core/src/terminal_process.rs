@@ -1,0 +1,343 @@
+//! The process-session tools of the terminal server: `start_process`,
+//! `read_process_output`, `write_process_input`, `stop_process`, `list_processes`.
+//!
+//! A session takes the same path as `run_command` (parse, judge, plan, durable attempt,
+//! confinement in the executor), then lives on after the call: its output collects in the
+//! session ([`crate::sessions`]), each later call names it by handle, and the outcome record
+//! of the start call is written when the session ends, saying how. Every call of these tools
+//! leaves its own records too: a write its size and a redacted preview. The server owns the
+//! scheduling (spawning the run, long polls, idle checks); nothing here needs a runtime.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::{Early, Prepared, RunRequest, TerminalService};
+use crate::audit::{Attempt, Outcome};
+use crate::envelope::{OperationResult, ResultCode};
+use crate::sessions::{ReadOut, Session};
+use safe_mcp_contract::{ExecFailure, Executor, Interactive, Observer};
+
+/// The tool names.
+pub const START: &str = "start_process";
+/// Reads output.
+pub const READ: &str = "read_process_output";
+/// Writes stdin.
+pub const WRITE: &str = "write_process_input";
+/// Stops a session.
+pub const STOP: &str = "stop_process";
+/// Lists sessions.
+pub const LIST: &str = "list_processes";
+
+/// A session's whole run, for the server to spawn: it ends when the session does, after
+/// writing the start call's outcome record.
+pub type SessionRun = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+
+/// The longest a read may wait for news.
+pub const MAX_WAIT_SECONDS: u64 = 30;
+
+impl TerminalService {
+    /// Starts a session for `owner`, or refuses (the refusal is recorded). The run must be
+    /// spawned; the session says when it has started or failed.
+    pub fn start_process(
+        self: &Arc<Self>,
+        req: RunRequest,
+        executor: Arc<dyn Executor>,
+        owner: &str,
+    ) -> Result<(Arc<Session>, SessionRun), OperationResult> {
+        let started = Instant::now();
+        let call = self.gate.begin();
+        let settings = self.policy.sessions;
+        if self.sessions.running() >= settings.max_sessions {
+            let attempt = Attempt::new(&call, START, self.redactor.redact(&req.command.display()));
+            let result = OperationResult::new(
+                START,
+                ResultCode::PolicyDenied,
+                format!(
+                    "{} sessions are running, the most the policy allows ([terminal.sessions] max_sessions); stop one with stop_process",
+                    settings.max_sessions
+                ),
+            )
+            .with_duration(started.elapsed());
+            self.gate.record(attempt, &result);
+            return Err(result);
+        }
+        let wall = req
+            .timeout_seconds
+            .map_or(settings.max_seconds, |t| t.min(settings.max_seconds));
+        if wall == 0 {
+            let attempt = Attempt::new(&call, START, self.redactor.redact(&req.command.display()));
+            let result = OperationResult::new(
+                START,
+                ResultCode::InvalidRequest,
+                "timeout_seconds must be at least 1",
+            );
+            self.gate.record(attempt, &result);
+            return Err(result);
+        }
+        let req = RunRequest {
+            stdin: None,
+            timeout_seconds: None,
+            observer: None,
+            ..req
+        };
+        let Prepared {
+            attempt, mut plan, ..
+        } = match self.prepare(&call, START, req, executor.as_ref()) {
+            Ok(p) => p,
+            Err(Early::Refused(result, attempt)) => {
+                let result = result.with_duration(started.elapsed());
+                self.gate.record(*attempt, &result);
+                return Err(result);
+            }
+            Err(Early::Internal(result)) => return Err(result),
+        };
+        let session = self
+            .sessions
+            .create(
+                owner,
+                attempt.command.clone(),
+                call.clone(),
+                settings.buffer_bytes,
+            )
+            .map_err(|e| {
+                eprintln!("safe-mcp: internal error in call {call}: {e}");
+                OperationResult::internal(START)
+            })?;
+        plan.timeout = Duration::from_secs(wall);
+        plan.stdin = None;
+        plan.observer = Some(Observer(Arc::clone(&session) as _));
+        plan.interactive = Some(Interactive(Arc::clone(&session) as _));
+        let (me, s) = (Arc::clone(self), Arc::clone(&session));
+        let run = Box::pin(async move {
+            let admit = Arc::clone(&me);
+            let durable = Box::pin(async move { admit.gate.admit(&attempt).is_ok() });
+            let result = executor.execute(plan, s.stopped(), durable).await;
+            let (end, exit_code) = match result {
+                Ok(outcome) => (
+                    s.ended(outcome.exit_code, outcome.timed_out, None),
+                    outcome.exit_code,
+                ),
+                Err(failure) => {
+                    let (code, reason) = failure_of(&failure);
+                    if let ExecFailure::Internal(message) = &failure {
+                        eprintln!("safe-mcp: internal error in call {}: {message}", s.call);
+                    }
+                    (s.ended(None, false, Some((code, reason))), None)
+                }
+            };
+            let (code, reason) = match &end.failure {
+                Some((code, reason)) => (*code, reason.clone()),
+                None => (ResultCode::Ok, ended_reason(end.how, exit_code)),
+            };
+            let result = OperationResult::new(START, code, reason).with_duration(started.elapsed());
+            let mut outcome = Outcome::of(&s.call, &result);
+            outcome.reason = Some(result.reason.clone());
+            outcome.exit_code = exit_code;
+            outcome.session_end = Some(end.how);
+            me.gate.finish(&outcome);
+        });
+        Ok((session, run))
+    }
+
+    /// The answer to start_process once the session has started (or failed to).
+    pub fn started_result(&self, session: &Session) -> OperationResult {
+        match session.end().and_then(|e| e.failure) {
+            Some((code, reason)) => {
+                self.sessions.collect(&session.handle);
+                OperationResult::new(START, code, reason)
+            }
+            None => OperationResult::new(
+                START,
+                ResultCode::Ok,
+                "started; read its output with read_process_output, write with write_process_input, end it with stop_process",
+            )
+            .with_detail(json!({
+                "handle": session.handle,
+                "pid": session.pid(),
+                "command": session.command,
+            })),
+        }
+    }
+
+    /// The session behind `handle`, or the INVALID_REQUEST envelope (recorded).
+    pub fn session(
+        &self,
+        tool: &'static str,
+        handle: &str,
+        owner: &str,
+    ) -> Result<Arc<Session>, OperationResult> {
+        self.sessions.get(handle, owner).map_err(|_| {
+            let result = OperationResult::new(
+                tool,
+                ResultCode::InvalidRequest,
+                "unknown handle: it was never started here, belongs to another connection, or its session ended and its last output was read (list_processes shows yours)",
+            );
+            self.record_call(tool, handle, &result, None);
+            result
+        })
+    }
+
+    /// `read_process_output`: what is new (the server has waited for news, or not).
+    pub fn read_process(&self, session: &Session) -> OperationResult {
+        session.touch();
+        let out = session.read(&self.redactor);
+        if !out.running {
+            self.sessions.collect(&session.handle);
+        }
+        let result = read_result(READ, &out);
+        self.record_call(READ, &session.handle, &result, None);
+        result
+    }
+
+    /// `write_process_input`.
+    pub fn write_process(&self, session: &Session, data: &str, close: bool) -> OperationResult {
+        session.touch();
+        let preview: String = self.redactor.redact(data).chars().take(60).collect();
+        let args = json!({"handle": session.handle, "bytes": data.len(), "preview": preview, "close_stdin": close});
+        let result = if data.len() > super::MAX_STDIN_BYTES {
+            OperationResult::new(
+                WRITE,
+                ResultCode::InvalidRequest,
+                format!("at most {} bytes per write", super::MAX_STDIN_BYTES),
+            )
+        } else {
+            match session.write(data.as_bytes(), close) {
+                Ok(n) if n == data.len() => OperationResult::new(WRITE, ResultCode::Ok, format!("wrote {n} bytes"))
+                    .with_detail(json!({"written": n, "closed": close})),
+                Ok(n) => OperationResult::new(
+                    WRITE,
+                    ResultCode::Ok,
+                    format!("wrote {n} of {} bytes: the process is not reading; read its output, then write the rest", data.len()),
+                )
+                .with_detail(json!({"written": n, "closed": false})),
+                Err(why) => OperationResult::new(WRITE, ResultCode::OperationFailed, format!("nothing written: {why}")),
+            }
+        };
+        self.record_call(WRITE, &session.handle, &result, Some(args));
+        result
+    }
+
+    /// `stop_process`, once the server has stopped the session and waited for its end.
+    pub fn stopped_result(&self, session: &Session) -> OperationResult {
+        let out = session.read(&self.redactor);
+        if !out.running {
+            self.sessions.collect(&session.handle);
+        }
+        let mut result = read_result(STOP, &out);
+        if out.running {
+            result = OperationResult::new(
+                STOP,
+                ResultCode::OperationFailed,
+                "the session did not end within 5 seconds of its kill; it is still listed",
+            );
+        }
+        self.record_call(STOP, &session.handle, &result, None);
+        result
+    }
+
+    /// `list_processes`.
+    pub fn list_processes(&self, owner: &str) -> OperationResult {
+        let list: Vec<serde_json::Value> = self
+            .sessions
+            .of(owner)
+            .iter()
+            .map(|s| {
+                let end = s.end();
+                json!({
+                    "handle": s.handle,
+                    "command": s.command,
+                    "running": end.is_none(),
+                    "exit_code": end.as_ref().and_then(|e| e.exit_code),
+                    "ended": end.map(|e| e.how),
+                    "started": s.started,
+                })
+            })
+            .collect();
+        let result =
+            OperationResult::new(LIST, ResultCode::Ok, format!("{} session(s)", list.len()))
+                .with_detail(json!({"processes": list}));
+        self.record_call(LIST, "", &result, None);
+        result
+    }
+
+    /// Stops every running session, saying why (the server is exiting).
+    pub fn stop_all(&self, why: &'static str) -> Vec<Arc<Session>> {
+        let running = self.sessions.all_running();
+        for s in &running {
+            s.stop(why);
+        }
+        running
+    }
+
+    /// The settings the server schedules by: idle timeout.
+    pub fn idle_timeout(&self) -> Duration {
+        Duration::from_secs(self.policy.sessions.idle_timeout_seconds)
+    }
+
+    /// Records a session call that acted on nothing durable (its attempt and outcome).
+    fn record_call(
+        &self,
+        tool: &'static str,
+        handle: &str,
+        result: &OperationResult,
+        args: Option<serde_json::Value>,
+    ) {
+        let call = self.gate.begin();
+        let mut attempt = Attempt::new(&call, tool, format!("{tool} {handle}"));
+        attempt.args = args.or_else(|| (!handle.is_empty()).then(|| json!({"handle": handle})));
+        self.gate.record(attempt, result);
+    }
+}
+
+/// The envelope of a read (or of a stop, with its final output).
+fn read_result(tool: &'static str, out: &ReadOut) -> OperationResult {
+    let reason = match (out.running, out.ended) {
+        (true, _) => "running".to_owned(),
+        (false, Some(how)) => ended_reason(how, out.exit_code),
+        (false, None) => "ended".to_owned(),
+    };
+    OperationResult::new(tool, ResultCode::Ok, reason).with_detail(json!({
+        "stdout": out.stdout,
+        "stderr": out.stderr,
+        "running": out.running,
+        "exit_code": out.exit_code,
+        "dropped_bytes": out.dropped_bytes,
+        "ended": out.ended,
+    }))
+}
+
+/// How a session ended, in words.
+fn ended_reason(how: &str, exit_code: Option<i32>) -> String {
+    let status = exit_code.map_or_else(|| "killed".to_owned(), |c| format!("exit code {c}"));
+    match how {
+        "exit" => format!("the process ended ({status})"),
+        "stop" => format!("stopped by stop_process; its whole tree was killed ({status})"),
+        "idle" => "stopped: no read or write for [terminal.sessions] idle_timeout_seconds; its whole tree was killed".to_owned(),
+        "timeout" => "stopped: it ran past its timeout ([terminal.sessions] max_seconds); its whole tree was killed".to_owned(),
+        "server-exit" => "stopped: the server exited; its whole tree was killed".to_owned(),
+        other => format!("ended ({other})"),
+    }
+}
+
+/// The code and reason start_process answers when the executor could not start it.
+fn failure_of(e: &ExecFailure) -> (ResultCode, String) {
+    match e {
+        ExecFailure::Spawn { program, message } => (
+            ResultCode::OperationFailed,
+            format!("`{program}` could not be started: {message}"),
+        ),
+        ExecFailure::Sandbox(message) => (
+            ResultCode::SandboxUnavailable,
+            format!("kernel confinement could not be applied, so nothing ran: {message}"),
+        ),
+        ExecFailure::NotDurable => {
+            let r = crate::audit::NotAdmitted.result(START);
+            (r.code, r.reason)
+        }
+        ExecFailure::Internal(_) => (ResultCode::InternalError, "internal error".to_owned()),
+    }
+}
