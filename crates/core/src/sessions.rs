@@ -180,14 +180,20 @@ impl Session {
         out.iter().any(|s| ready(s, false) > 0)
     }
 
-    /// Takes what is new, redacted (see the module doc).
-    pub fn read(&self, redactor: &Redactor) -> ReadOut {
+    /// Whether any output is still unread.
+    pub fn has_unread(&self) -> bool {
+        lock(&self.out).iter().any(|s| !s.unread.is_empty())
+    }
+
+    /// Takes what is new, at most `limit` bytes per stream (the rest waits for the next
+    /// read), redacted (see the module doc).
+    pub fn read(&self, redactor: &Redactor, limit: usize) -> ReadOut {
         let end = self.end();
         let finished = end.is_some();
         let (stdout, stderr, dropped) = {
             let mut out = lock(&self.out);
             let take = |s: &mut Stream| {
-                let n = ready(s, finished);
+                let n = within(&s.unread, ready(s, finished), limit);
                 let taken: Vec<u8> = s.unread.drain(..n).collect();
                 String::from_utf8_lossy(&taken).into_owned()
             };
@@ -237,6 +243,19 @@ impl Session {
         }
         Ok(written)
     }
+}
+
+/// At most `limit` of the first `n` bytes of `unread`, cut after a newline, else after a
+/// blank, so that a read does not end inside a line's secret.
+fn within(unread: &[u8], n: usize, limit: usize) -> usize {
+    if n <= limit {
+        return n;
+    }
+    let head = &unread[..limit];
+    head.iter()
+        .rposition(|b| *b == b'\n')
+        .or_else(|| head.iter().rposition(u8::is_ascii_whitespace))
+        .map_or(limit, |i| i + 1)
 }
 
 /// Bytes of `s` a read may hand out: everything at the end, else up to the last newline,
@@ -433,25 +452,25 @@ mod tests {
             .create("me", "x".into(), CallId::new("1"), 64)
             .unwrap();
         s.output(OutputStream::Stdout, b"one\ntwo ghp_0123");
-        let r = s.read(&redactor());
+        let r = s.read(&redactor(), 1 << 20);
         assert_eq!(r.stdout, "one\n");
         s.output(OutputStream::Stdout, b"456789abcdefghijklmnopqrstuvwxyz\n");
-        let r = s.read(&redactor());
+        let r = s.read(&redactor(), 1 << 20);
         assert!(
             r.stdout.starts_with("two ") && !r.stdout.contains("ghp_0123"),
             "{}",
             r.stdout
         );
         s.output(OutputStream::Stdout, b">>> ");
-        assert_eq!(s.read(&redactor()).stdout, "");
+        assert_eq!(s.read(&redactor(), 1 << 20).stdout, "");
         std::thread::sleep(QUIET + Duration::from_millis(50));
-        assert_eq!(s.read(&redactor()).stdout, ">>> ");
+        assert_eq!(s.read(&redactor(), 1 << 20).stdout, ">>> ");
         // Over the buffer: the oldest lines go, whole, and are counted.
         s.output(
             OutputStream::Stderr,
             format!("{}\nkept\n", "x".repeat(100)).as_bytes(),
         );
-        let r = s.read(&redactor());
+        let r = s.read(&redactor(), 1 << 20);
         assert_eq!((r.stderr.as_str(), r.dropped_bytes), ("kept\n", 101));
         assert!(table.get(&s.handle, "someone else").is_err());
         assert_eq!(s.handle.len(), 32);

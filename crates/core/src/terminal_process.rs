@@ -184,8 +184,9 @@ impl TerminalService {
     /// `read_process_output`: what is new (the server has waited for news, or not).
     pub fn read_process(&self, session: &Session) -> OperationResult {
         session.touch();
-        let out = session.read(&self.redactor);
-        if !out.running {
+        let out = session.read(&self.redactor, self.policy.limits.max_output_bytes);
+        // Ended and read to the end: the handle is spent.
+        if !out.running && !session.has_unread() {
             self.sessions.collect(&session.handle);
         }
         let result = read_result(READ, &out);
@@ -223,7 +224,7 @@ impl TerminalService {
 
     /// `stop_process`, once the server has stopped the session and waited for its end.
     pub fn stopped_result(&self, session: &Session) -> OperationResult {
-        let out = session.read(&self.redactor);
+        let out = session.read(&self.redactor, self.policy.limits.max_output_bytes);
         if !out.running {
             self.sessions.collect(&session.handle);
         }

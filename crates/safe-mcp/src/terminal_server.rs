@@ -199,6 +199,17 @@ pub(crate) fn to_result(envelope: OperationResult) -> CallToolResult {
     result
 }
 
+/// Waits until `done` or `max` has passed, looking again after 0.5 ms, then twice as long
+/// each time up to 20 ms: quick answers stay quick, long waits cost little.
+async fn until(max: Duration, mut done: impl FnMut() -> bool) {
+    let start = tokio::time::Instant::now();
+    let mut pause = Duration::from_micros(500);
+    while !done() && start.elapsed() < max {
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(20));
+    }
+}
+
 /// Records a call the wiring refused before the core saw it (its arguments do not parse).
 pub(crate) trait RecordRefusal {
     fn record_refusal(&self, tool: &'static str, args: &JsonObject, result: &OperationResult);
@@ -290,12 +301,10 @@ impl TerminalServer {
             }
         });
         // Answer once the first stage runs (its attempt record is durable) or failed.
-        for _ in 0..400 {
-            if session.pid() != 0 || session.end().is_some() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
+        until(Duration::from_secs(10), || {
+            session.pid() != 0 || session.end().is_some()
+        })
+        .await;
         to_result(self.service.started_result(&session))
     }
 
@@ -325,11 +334,9 @@ impl TerminalServer {
             .wait_seconds
             .unwrap_or(0)
             .min(process::MAX_WAIT_SECONDS);
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(wait);
-        while !session.has_news() && tokio::time::Instant::now() < deadline {
-            session.touch();
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
+        // A reader waiting is not idle.
+        session.touch();
+        until(Duration::from_secs(wait), || session.has_news()).await;
         to_result(self.service.read_process(&session))
     }
 
@@ -380,12 +387,7 @@ impl TerminalServer {
             Err(r) => return to_result(r),
         };
         session.stop("stop");
-        for _ in 0..200 {
-            if !session.running() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
+        until(Duration::from_secs(5), || !session.running()).await;
         to_result(self.service.stopped_result(&session))
     }
 

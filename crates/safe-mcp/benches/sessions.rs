@@ -1,0 +1,136 @@
+//! Process-session benchmark: `cargo bench -p safe-mcp --bench sessions [-- N]`.
+//!
+//! Over one real stdio MCP session with the rmcp client, enforce mode, private view:
+//! - start_process of `echo hi` until its output is read (start, then a waiting read);
+//! - read_process_output with nothing new (`wait_seconds` 0) of a quiet session;
+//! - 8 sessions streaming lines at once, read round-robin for 3 seconds: bytes per second
+//!   that reached the reader, and how many were dropped.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::RunningService;
+use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_safe-mcp");
+
+fn p50_p99(mut samples: Vec<Duration>) -> (f64, f64) {
+    samples.sort();
+    let at =
+        |q: f64| samples[((samples.len() as f64 - 1.0) * q).round() as usize].as_secs_f64() * 1e3;
+    (at(0.5), at(0.99))
+}
+
+async fn call(client: &RunningService<RoleClient, ()>, tool: &'static str, args: Value) -> Value {
+    let Value::Object(args) = args else {
+        unreachable!()
+    };
+    let r = client
+        .call_tool(CallToolRequestParams::new(tool).with_arguments(args))
+        .await
+        .unwrap();
+    r.structured_content.unwrap()
+}
+
+fn policy(dir: &Path) -> std::path::PathBuf {
+    std::fs::create_dir_all(dir.join("jail")).unwrap();
+    let p = dir.join("policy.toml");
+    std::fs::write(
+        &p,
+        "audit_log = \"audit.jsonl\"\n[terminal]\njail_root = \"jail\"\n[terminal.allowlist]\ncommands = [\"echo\", \"sleep\", \"sh\"]\n[[terminal.rules]]\ncommand = \"sh\"\nallow_interpreter = true\n[terminal.sessions]\nmax_sessions = 9\n",
+    )
+    .unwrap();
+    p
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let n: usize = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(200);
+    let dir = tempfile::tempdir().unwrap();
+    let policy = policy(dir.path());
+    let cmd = tokio::process::Command::new(BIN).configure(|c| {
+        c.arg("terminal").arg("--config").arg(&policy);
+    });
+    let client = ().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap();
+    println!("safe-mcp process-session benchmark: {n} samples per row\n");
+
+    let mut first = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        let r = call(&client, "start_process", json!({"command": "echo hi"})).await;
+        let handle = r["detail"]["handle"].as_str().unwrap().to_owned();
+        loop {
+            let r = call(
+                &client,
+                "read_process_output",
+                json!({"handle": handle, "wait_seconds": 5}),
+            )
+            .await;
+            if r["detail"]["stdout"] == "hi\n" || r["detail"]["running"] == false {
+                break;
+            }
+        }
+        first.push(t.elapsed());
+        let _ = call(&client, "read_process_output", json!({"handle": handle})).await;
+    }
+    let (a, b) = p50_p99(first);
+    println!(
+        "{:<52} p50 {a:>8.3} ms   p99 {b:>8.3} ms",
+        "start_process(echo hi) until its output is read"
+    );
+
+    let quiet = call(&client, "start_process", json!({"command": "sleep 600"})).await;
+    let handle = quiet["detail"]["handle"].as_str().unwrap().to_owned();
+    let mut reads = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        let _ = call(&client, "read_process_output", json!({"handle": handle})).await;
+        reads.push(t.elapsed());
+    }
+    let (a, b) = p50_p99(reads);
+    println!(
+        "{:<52} p50 {a:>8.3} ms   p99 {b:>8.3} ms",
+        "read_process_output, nothing new"
+    );
+    let _ = call(&client, "stop_process", json!({"handle": handle})).await;
+
+    let mut handles = Vec::new();
+    for i in 0..8 {
+        let script =
+            format!("while :; do echo stream {i} 0123456789012345678901234567890123456789; done");
+        let r = call(
+            &client,
+            "start_process",
+            json!({"command": ["sh", "-c", script]}),
+        )
+        .await;
+        handles.push(r["detail"]["handle"].as_str().unwrap().to_owned());
+    }
+    let (mut bytes, mut dropped, mut calls) = (0usize, 0u64, 0usize);
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(3) {
+        for h in &handles {
+            let r = call(&client, "read_process_output", json!({"handle": h})).await;
+            bytes += r["detail"]["stdout"].as_str().unwrap().len();
+            dropped = dropped.max(r["detail"]["dropped_bytes"].as_u64().unwrap_or(0));
+            calls += 1;
+        }
+    }
+    let secs = t.elapsed().as_secs_f64();
+    println!(
+        "8 sessions streaming, read round-robin for {secs:.1} s: {:.1} MB/s read, {:.0} reads/s, largest drop count {dropped} bytes",
+        bytes as f64 / secs / 1e6,
+        calls as f64 / secs
+    );
+    for h in &handles {
+        let _ = call(&client, "stop_process", json!({"handle": h})).await;
+    }
+    client.cancel().await.unwrap();
+}
