@@ -334,6 +334,13 @@ impl TerminalService {
                 .map(|(k, _)| k.as_str())
                 .chain(safe_mcp_contract::CALL_TMP_VARIABLES.iter().copied())
                 .collect::<Vec<_>>(),
+            "sessions": {
+                "max_sessions": p.sessions.max_sessions,
+                "idle_timeout_seconds": p.sessions.idle_timeout_seconds,
+                "max_seconds": p.sessions.max_seconds,
+                "buffer_bytes": p.sessions.buffer_bytes,
+                "when": "use start_process instead of run_command for a command that runs longer than one call should wait, never ends by itself (a dev server, a watcher), or needs input after it starts (a REPL); then read_process_output, write_process_input, stop_process",
+            },
             "profiles": p.profiles,
             "project_policy": p.project,
             "write_paths": p.write_paths,
