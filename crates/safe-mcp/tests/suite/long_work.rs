@@ -429,3 +429,56 @@ async fn a_killed_server_leaves_no_session_process() {
     }
     assert!(gone, "a session process outlived the server");
 }
+
+/// A session past its timeout is killed and says so; when the client goes away (stdin
+/// closed), the server stops every session before it exits, and the trail says
+/// `server-exit`.
+#[tokio::test(flavor = "multi_thread")]
+async fn sessions_end_at_their_timeout_and_with_the_server() {
+    let sb = session_sandbox("max_sessions = 2");
+    let client = connect("terminal", &sb.policy, Recorder::default()).await;
+    let r = call(
+        &client,
+        "start_process",
+        json!({"command": "sleep 963.1", "timeout_seconds": 1}),
+    )
+    .await;
+    let handle = r["detail"]["handle"].as_str().unwrap().to_owned();
+    let read = call(
+        &client,
+        "read_process_output",
+        json!({"handle": handle, "wait_seconds": 5}),
+    )
+    .await;
+    assert_eq!(
+        (
+            read["detail"]["running"].as_bool(),
+            read["detail"]["ended"].as_str()
+        ),
+        (Some(false), Some("timeout")),
+        "{read}"
+    );
+    let _ = start(&client, "sleep 963.2").await;
+    assert!(super::view::alive_with("963.2"));
+    client.cancel().await.unwrap(); // closes the server's stdin
+    let mut ended = None;
+    for _ in 0..100 {
+        ended = sb
+            .audit_records()
+            .into_iter()
+            .find(|r| r["kind"] == "outcome" && r["session_end"] == "server-exit");
+        if ended.is_some() && !super::view::alive_with("963.2") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        ended.is_some(),
+        "no server-exit outcome: {:?}",
+        sb.audit_records()
+    );
+    assert!(
+        !super::view::alive_with("963.2"),
+        "a session outlived the server"
+    );
+}
