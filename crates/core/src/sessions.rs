@@ -51,6 +51,9 @@ pub struct Session {
 #[derive(Default)]
 struct Stream {
     unread: Vec<u8>,
+    /// Already redacted (as a whole, when it was taken from `unread`), not yet handed out
+    /// because a read takes at most its limit.
+    pending: String,
     dropped: u64,
     last_output: Option<Instant>,
 }
@@ -81,6 +84,8 @@ pub struct ReadOut {
     pub exit_code: Option<i32>,
     /// How it ended, once it did.
     pub ended: Option<&'static str>,
+    /// Whether more output is ready than this read could take.
+    pub more: bool,
 }
 
 impl Session {
@@ -177,12 +182,15 @@ impl Session {
             return true;
         }
         let out = lock(&self.out);
-        out.iter().any(|s| ready(s, false) > 0)
+        out.iter()
+            .any(|s| !s.pending.is_empty() || ready(s, false) > 0)
     }
 
     /// Whether any output is still unread.
     pub fn has_unread(&self) -> bool {
-        lock(&self.out).iter().any(|s| !s.unread.is_empty())
+        lock(&self.out)
+            .iter()
+            .any(|s| !s.unread.is_empty() || !s.pending.is_empty())
     }
 
     /// Takes what is new, at most `limit` bytes per stream (the rest waits for the next
@@ -190,23 +198,31 @@ impl Session {
     pub fn read(&self, redactor: &Redactor, limit: usize) -> ReadOut {
         let end = self.end();
         let finished = end.is_some();
-        let (stdout, stderr, dropped) = {
+        let (stdout, stderr, dropped, more) = {
             let mut out = lock(&self.out);
+            // What is ready is redacted whole, then handed out in pieces of at most `limit`
+            // cut after a newline: no secret is ever judged in parts.
             let take = |s: &mut Stream| {
-                let n = within(&s.unread, ready(s, finished), limit);
-                let taken: Vec<u8> = s.unread.drain(..n).collect();
-                String::from_utf8_lossy(&taken).into_owned()
+                if s.pending.is_empty() {
+                    let n = ready(s, finished);
+                    let taken: Vec<u8> = s.unread.drain(..n).collect();
+                    s.pending = redactor.redact(&String::from_utf8_lossy(&taken));
+                }
+                let cut = piece(&s.pending, limit);
+                let rest = s.pending.split_off(cut);
+                std::mem::replace(&mut s.pending, rest)
             };
             let (a, b) = out.split_at_mut(1);
-            (
-                take(&mut a[0]),
-                take(&mut b[0]),
-                a[0].dropped + b[0].dropped,
-            )
+            let (o, e) = (take(&mut a[0]), take(&mut b[0]));
+            let more = out
+                .iter()
+                .any(|s| !s.pending.is_empty() || (finished && !s.unread.is_empty()));
+            (o, e, out[0].dropped + out[1].dropped, more)
         };
         ReadOut {
-            stdout: redactor.redact(&stdout),
-            stderr: redactor.redact(&stderr),
+            more,
+            stdout,
+            stderr,
             dropped_bytes: dropped,
             running: !finished,
             exit_code: end.as_ref().and_then(|e| e.exit_code),
@@ -238,24 +254,24 @@ impl Session {
                 Err(e) => return Err(format!("stdin: {e}")),
             }
         }
-        if close {
+        if close && written == data.len() {
             *stdin = None;
         }
         Ok(written)
     }
 }
 
-/// At most `limit` of the first `n` bytes of `unread`, cut after a newline, else after a
-/// blank, so that a read does not end inside a line's secret.
-fn within(unread: &[u8], n: usize, limit: usize) -> usize {
-    if n <= limit {
-        return n;
+/// Where to cut the redacted `text` for one read of at most `limit` bytes: after its last
+/// newline within the limit, else at the limit's character boundary.
+fn piece(text: &str, limit: usize) -> usize {
+    if text.len() <= limit {
+        return text.len();
     }
-    let head = &unread[..limit];
-    head.iter()
-        .rposition(|b| *b == b'\n')
-        .or_else(|| head.iter().rposition(u8::is_ascii_whitespace))
-        .map_or(limit, |i| i + 1)
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].rfind('\n').map_or(end, |i| i + 1)
 }
 
 /// Bytes of `s` a read may hand out: everything at the end, else up to the last newline,
@@ -280,7 +296,9 @@ impl OutputObserver for Session {
         }];
         s.unread.extend_from_slice(bytes);
         s.last_output = Some(Instant::now());
-        if s.unread.len() > self.buffer_bytes {
+        // Trimmed once it holds twice the buffer, so that each chunk costs what it brings,
+        // not a move of the whole buffer.
+        if s.unread.len() > 2 * self.buffer_bytes {
             // Drop whole lines from the front: what stays starts at a line boundary, so no
             // read hands out the tail of a secret whose start was dropped.
             let excess = s.unread.len() - self.buffer_bytes;
@@ -296,8 +314,7 @@ impl OutputObserver for Session {
 
 impl InteractiveIo for Session {
     fn started(&self, stdin: OwnedFd, pid: u32) {
-        // Writes never block the server: a full pipe takes what it can.
-        let _ = rustix::io::ioctl_fionbio(&stdin, true);
+        // The executor made it non-blocking: a full pipe takes what it can.
         *lock(&self.stdin) = Some(stdin);
         self.pid.store(pid, Ordering::Release);
     }
@@ -317,6 +334,15 @@ impl std::fmt::Debug for SessionTable {
     }
 }
 
+/// Why no session could be made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CreateError {
+    /// `max_sessions` are running.
+    Full,
+    /// No randomness for a handle.
+    Internal(String),
+}
+
 /// Why a handle was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HandleError {
@@ -333,15 +359,31 @@ impl SessionTable {
             .count()
     }
 
-    /// A new session, registered under a fresh handle.
+    /// A new session under a fresh handle, unless `max` are running (checked and taken
+    /// under one lock, so concurrent starts cannot overshoot). Of the ended sessions whose
+    /// output nobody collected, only the newest `max` are kept (their buffers go with them).
     pub fn create(
         &self,
         owner: &str,
         command: String,
         call: CallId,
         buffer_bytes: usize,
-    ) -> Result<Arc<Session>, String> {
-        let handle = random_handle()?;
+        max: usize,
+    ) -> Result<Arc<Session>, CreateError> {
+        let handle = random_handle().map_err(CreateError::Internal)?;
+        let mut sessions = lock(&self.sessions);
+        if sessions.values().filter(|s| s.running()).count() >= max {
+            return Err(CreateError::Full);
+        }
+        let mut ended: Vec<(u64, String)> = sessions
+            .values()
+            .filter(|s| !s.running())
+            .map(|s| (s.started, s.handle.clone()))
+            .collect();
+        ended.sort();
+        for (_, old) in ended.iter().rev().skip(max) {
+            sessions.remove(old);
+        }
         let session = Arc::new(Session::new(
             handle.clone(),
             owner,
@@ -349,7 +391,7 @@ impl SessionTable {
             call,
             buffer_bytes,
         ));
-        lock(&self.sessions).insert(handle, Arc::clone(&session));
+        sessions.insert(handle, Arc::clone(&session));
         Ok(session)
     }
 
@@ -449,7 +491,7 @@ mod tests {
     fn reads_hand_out_whole_lines_and_hold_a_partial_one_until_quiet() {
         let table = SessionTable::default();
         let s = table
-            .create("me", "x".into(), CallId::new("1"), 64)
+            .create("me", "x".into(), CallId::new("1"), 64, 4)
             .unwrap();
         s.output(OutputStream::Stdout, b"one\ntwo ghp_0123");
         let r = s.read(&redactor(), 1 << 20);
@@ -465,13 +507,18 @@ mod tests {
         assert_eq!(s.read(&redactor(), 1 << 20).stdout, "");
         std::thread::sleep(QUIET + Duration::from_millis(50));
         assert_eq!(s.read(&redactor(), 1 << 20).stdout, ">>> ");
-        // Over the buffer: the oldest lines go, whole, and are counted.
+        // Over twice the buffer: the oldest lines go, whole, and are counted.
         s.output(
             OutputStream::Stderr,
-            format!("{}\nkept\n", "x".repeat(100)).as_bytes(),
+            format!("{}\nkept\n", "x".repeat(200)).as_bytes(),
         );
         let r = s.read(&redactor(), 1 << 20);
-        assert_eq!((r.stderr.as_str(), r.dropped_bytes), ("kept\n", 101));
+        assert_eq!((r.stderr.as_str(), r.dropped_bytes), ("kept\n", 201));
+        // A read takes at most its limit, cut after a newline, and says there is more.
+        s.output(OutputStream::Stdout, b"aaaa\nbbbb\ncccc\n");
+        let r = s.read(&redactor(), 11);
+        assert_eq!((r.stdout.as_str(), r.more), ("aaaa\nbbbb\n", true));
+        assert_eq!(s.read(&redactor(), 11).stdout, "cccc\n");
         assert!(table.get(&s.handle, "someone else").is_err());
         assert_eq!(s.handle.len(), 32);
     }

@@ -18,7 +18,7 @@ use serde_json::json;
 use super::{Early, Prepared, RunRequest, TerminalService};
 use crate::audit::{Attempt, Outcome};
 use crate::envelope::{OperationResult, ResultCode};
-use crate::sessions::{ReadOut, Session};
+use crate::sessions::{CreateError, ReadOut, Session};
 use safe_mcp_contract::{ExecFailure, Executor, Interactive, Observer};
 
 /// The tool names.
@@ -53,15 +53,7 @@ impl TerminalService {
         let settings = self.policy.sessions;
         if self.sessions.running() >= settings.max_sessions {
             let attempt = Attempt::new(&call, START, self.redactor.redact(&req.command.display()));
-            let result = OperationResult::new(
-                START,
-                ResultCode::PolicyDenied,
-                format!(
-                    "{} sessions are running, the most the policy allows ([terminal.sessions] max_sessions); stop one with stop_process",
-                    settings.max_sessions
-                ),
-            )
-            .with_duration(started.elapsed());
+            let result = full(settings.max_sessions).with_duration(started.elapsed());
             self.gate.record(attempt, &result);
             return Err(result);
         }
@@ -95,18 +87,24 @@ impl TerminalService {
             }
             Err(Early::Internal(result)) => return Err(result),
         };
-        let session = self
-            .sessions
-            .create(
-                owner,
-                attempt.command.clone(),
-                call.clone(),
-                settings.buffer_bytes,
-            )
-            .map_err(|e| {
+        let session = match self.sessions.create(
+            owner,
+            attempt.command.clone(),
+            call.clone(),
+            settings.buffer_bytes,
+            settings.max_sessions,
+        ) {
+            Ok(s) => s,
+            Err(CreateError::Full) => {
+                let result = full(settings.max_sessions).with_duration(started.elapsed());
+                self.gate.record(attempt, &result);
+                return Err(result);
+            }
+            Err(CreateError::Internal(e)) => {
                 eprintln!("safe-mcp: internal error in call {call}: {e}");
-                OperationResult::internal(START)
-            })?;
+                return Err(OperationResult::internal(START));
+            }
+        };
         plan.timeout = Duration::from_secs(wall);
         plan.stdin = None;
         plan.observer = Some(Observer(Arc::clone(&session) as _));
@@ -294,6 +292,17 @@ impl TerminalService {
     }
 }
 
+/// The refusal when `max` sessions are running.
+fn full(max: usize) -> OperationResult {
+    OperationResult::new(
+        START,
+        ResultCode::PolicyDenied,
+        format!(
+            "{max} sessions are running, the most the policy allows ([terminal.sessions] max_sessions); stop one with stop_process"
+        ),
+    )
+}
+
 /// The envelope of a read (or of a stop, with its final output).
 fn read_result(tool: &'static str, out: &ReadOut) -> OperationResult {
     let reason = match (out.running, out.ended) {
@@ -308,6 +317,7 @@ fn read_result(tool: &'static str, out: &ReadOut) -> OperationResult {
         "exit_code": out.exit_code,
         "dropped_bytes": out.dropped_bytes,
         "ended": out.ended,
+        "more": out.more,
     }))
 }
 

@@ -61,11 +61,14 @@ impl Capture {
                     return false;
                 }
                 Ok(n) if !self.keep => {
-                    // A session: the observer keeps what it can; nothing floods here.
+                    // A session: the observer keeps what it can; nothing floods here. One
+                    // chunk per call, so that a writer faster than the observer cannot keep
+                    // the loop from seeing a stop or the deadline.
                     self.total += n as u64;
                     if let Some((observer, stream)) = &self.observer {
                         observer.0.output(*stream, &chunk[..n]);
                     }
+                    return false;
                 }
                 Ok(n) => {
                     self.total += n as u64;
@@ -196,6 +199,8 @@ pub(crate) fn run_plan(
         let stdin = match (&plan.interactive, p) {
             (Some(_), 0) => {
                 let (r, w) = pipe_with(PipeFlags::CLOEXEC).map_err(|e| io(e.into()))?;
+                // Writes never block the server: a full pipe takes what it can.
+                set_nonblocking(&w).map_err(io)?;
                 session_stdin = Some(w);
                 FirstStdin::Pipe(r)
             }

@@ -382,7 +382,7 @@ pub(crate) fn spawn(s: &StageSpawn<'_>) -> Result<Spawned, SpawnError> {
     let Some(stage) = &prepared.pid_ns else {
         if failure != 0 {
             // The child has exited: reap it so it leaves no zombie.
-            reap(&pidfd);
+            let _ = reap(&pidfd);
             return Err(child_failed(failure));
         }
         return Ok(Spawned {
@@ -393,22 +393,26 @@ pub(crate) fn spawn(s: &StageSpawn<'_>) -> Result<Spawned, SpawnError> {
         });
     };
     // The first child has exited either way; the init, if there is one, is our child.
-    reap(&pidfd);
+    let _ = reap(&pidfd);
     let init_pid = Pid::from_raw(stage.init_pid.load(Ordering::Acquire));
     let init_fd =
         init_pid.map(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()));
     match (failure, init_pid, init_fd, init) {
+        // The init left the first child's group for a session of its own, so its group
+        // is the init's pid, pinned by the init itself until we reap it: never a stranger's.
         (0, Some(init_pid), Some(Ok(init_fd)), Some(memory)) => Ok(Spawned {
             pid: init_pid,
             pidfd: init_fd,
-            pgid,
+            pgid: init_pid.as_raw_nonzero().get(),
             init: Some(memory),
         }),
         (failure, _, init_fd, memory) => {
             if let Some(Ok(fd)) = &init_fd {
                 let _ = rustix::process::pidfd_send_signal(fd, rustix::process::Signal::KILL);
-                reap(fd);
-                if let Some(memory) = memory {
+                // Its stack is unmapped only once it is certainly gone; otherwise leaked.
+                if reap(fd)
+                    && let Some(memory) = memory
+                {
                     memory.free();
                 }
             }
@@ -423,12 +427,19 @@ pub(crate) fn spawn(s: &StageSpawn<'_>) -> Result<Spawned, SpawnError> {
     }
 }
 
-/// Waits for the exited child behind `pidfd`, so that it leaves no zombie.
-fn reap(pidfd: &OwnedFd) {
-    let _ = rustix::process::waitid(
-        rustix::process::WaitId::PidFd(pidfd.as_fd()),
-        rustix::process::WaitIdOptions::EXITED,
-    );
+/// Waits for the exited child behind `pidfd`, so that it leaves no zombie; true once it
+/// has been reaped.
+fn reap(pidfd: &OwnedFd) -> bool {
+    loop {
+        match rustix::process::waitid(
+            rustix::process::WaitId::PidFd(pidfd.as_fd()),
+            rustix::process::WaitIdOptions::EXITED,
+        ) {
+            Ok(Some(_)) => return true,
+            Ok(None) | Err(rustix::io::Errno::INTR) => continue,
+            Err(_) => return false,
+        }
+    }
 }
 
 /// Records the first failure of any child of the stage.
@@ -694,8 +705,12 @@ unsafe fn run_init(p: &Prepared) -> Result<std::convert::Infallible, (Step, c_in
 /// its wait status, and exit (the kernel then kills the rest of the namespace). rustix's raw
 /// syscalls only: libc's would write the `errno` of the server thread whose memory we share.
 ///
+/// Never inlined, and given plain values only: nothing of the caller's `Prepared`, which may
+/// be gone by now, stays reachable from here.
+///
 /// # Safety
 /// Only in the init, with `status` the slot of its [`InitMemory`].
+#[inline(never)]
 unsafe fn reap_until(command: libc::pid_t, status: *const AtomicU64) -> ! {
     loop {
         match rustix::process::wait(rustix::process::WaitOptions::empty()) {

@@ -10,8 +10,10 @@
 //!
 //! Making and removing a directory costs ~0.2 ms on this machine kind's ext4 (its journal),
 //! more than a third of a bare spawn, and most calls leave their directory as they found it.
-//! So a directory that is still exactly as made (empty, mode 0700, ours, no ACL) goes back
-//! to a small pool for a later call; anything else is removed.
+//! So a directory that is still exactly as made goes back to a small pool for a later call;
+//! anything else is removed. "As made" is its inode and change time as recorded at mkdir
+//! (every chmod, xattr, flag or entry change moves the change time), besides empty, mode
+//! 0700, ours and no ACL.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -27,8 +29,18 @@ pub(crate) struct TmpRoot {
     pool: Pool,
 }
 
-/// Directories of finished calls that are as good as new.
-type Pool = Arc<Mutex<Vec<PathBuf>>>;
+/// Directories of finished calls that are as good as new, with their stamps.
+type Pool = Arc<Mutex<Vec<(PathBuf, Stamp)>>>;
+
+/// A directory's inode and change time (seconds, nanoseconds).
+type Stamp = (u64, i64, i64);
+
+fn stamp(dir: &Path) -> Option<Stamp> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(dir)
+        .ok()
+        .map(|m| (m.ino(), m.ctime(), m.ctime_nsec()))
+}
 
 /// How many untouched directories are kept for reuse (about the calls that run at once).
 const POOL_SIZE: usize = 16;
@@ -62,9 +74,10 @@ impl TmpRoot {
     pub(crate) fn for_call(&self) -> Result<CallTmp, String> {
         use std::os::unix::fs::DirBuilderExt;
         let reused = self.pool.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        if let Some(dir) = reused {
+        if let Some((dir, made)) = reused {
             return Ok(CallTmp {
                 dir,
+                made: Some(made),
                 pool: Arc::clone(&self.pool),
             });
         }
@@ -72,8 +85,10 @@ impl TmpRoot {
             let dir = self.dir.join(rundir::random_hex()?);
             match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
                 Ok(()) => {
+                    let made = stamp(&dir);
                     return Ok(CallTmp {
                         dir,
+                        made,
                         pool: Arc::clone(&self.pool),
                     });
                 }
@@ -96,6 +111,8 @@ impl Drop for TmpRoot {
 #[derive(Debug)]
 pub(crate) struct CallTmp {
     dir: PathBuf,
+    /// Its stamp when made; `None` if it could not be read (never reused then).
+    made: Option<Stamp>,
     pool: Pool,
 }
 
@@ -107,10 +124,13 @@ impl CallTmp {
 
 impl Drop for CallTmp {
     fn drop(&mut self) {
-        if untouched(&self.dir) {
+        if let Some(made) = self.made
+            && stamp(&self.dir) == Some(made)
+            && untouched(&self.dir)
+        {
             let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
             if pool.len() < POOL_SIZE {
-                pool.push(std::mem::take(&mut self.dir));
+                pool.push((std::mem::take(&mut self.dir), made));
                 return;
             }
         }
@@ -172,5 +192,12 @@ mod tests {
             !changed.exists(),
             "a directory whose mode changed is removed"
         );
+        // A change undone still moved the change time: not reused.
+        let fourth = root.for_call().unwrap();
+        let path = fourth.path().to_path_buf();
+        std::fs::write(path.join("gone"), "x").unwrap();
+        std::fs::remove_file(path.join("gone")).unwrap();
+        drop(fourth);
+        assert!(!path.exists(), "a directory that was written in is removed");
     }
 }

@@ -223,19 +223,33 @@ fn serve_terminal(config: Option<&Path>) -> ExitCode {
     }
     // Four workers: an attempt record's group commit blocks its worker for one fsync, and the
     // stdio transport must keep moving meanwhile.
-    let server = terminal_server::TerminalServer::new(Arc::clone(&service), Arc::new(executor));
-    // When the client goes, so do the sessions: each is killed, and its start call's outcome
-    // record says "server-exit".
+    let runs = terminal_server::Runs::default();
+    let server = terminal_server::TerminalServer::new(
+        Arc::clone(&service),
+        Arc::new(executor),
+        Arc::clone(&runs),
+    );
+    // When the client goes, so do the sessions: each is killed, and its run writes the start
+    // call's outcome record ("server-exit") before the process ends.
     let end = async move {
-        let stopped = service.stop_all("server-exit");
-        for _ in 0..200 {
-            if stopped.iter().all(|s| !s.running()) {
-                break;
+        let _ = service.stop_all("server-exit");
+        let tasks: Vec<_> = runs
+            .lock()
+            .map(|mut r| r.drain(..).collect())
+            .unwrap_or_default();
+        let all = async {
+            for task in tasks {
+                let _ = task.await;
             }
-            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        };
+        if tokio::time::timeout(std::time::Duration::from_secs(5), all)
+            .await
+            .is_err()
+        {
+            eprintln!(
+                "safe-mcp: warning: a session did not end within 5 seconds of the server's exit"
+            );
         }
-        // The runs write their outcome records right after they end.
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     };
     serve_stdio(server, 4, end)
 }

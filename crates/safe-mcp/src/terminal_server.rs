@@ -129,7 +129,12 @@ pub struct TerminalServer {
     executor: Arc<dyn Executor>,
     /// This connection: a session's handle works only here.
     owner: Arc<str>,
+    /// The sessions' runs, awaited at shutdown so that each writes its outcome record.
+    runs: Runs,
 }
+
+/// The tasks that run the sessions.
+pub type Runs = Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>;
 
 pub(crate) fn input<T: JsonSchema + 'static>() -> Arc<JsonObject> {
     // Our argument types always produce an object schema; fall back to an open object.
@@ -242,7 +247,7 @@ pub(crate) fn parse_args<T: DeserializeOwned>(
 #[tool_router]
 impl TerminalServer {
     /// Builds the server over a core service and an executor.
-    pub fn new(service: Arc<TerminalService>, executor: Arc<dyn Executor>) -> Self {
+    pub fn new(service: Arc<TerminalService>, executor: Arc<dyn Executor>, runs: Runs) -> Self {
         // One stdio connection per server process; 64 random bits name it.
         let mut bytes = [0u8; 8];
         let _ = std::fs::File::open("/dev/urandom")
@@ -252,6 +257,7 @@ impl TerminalServer {
             service,
             executor,
             owner: owner.into(),
+            runs,
         }
     }
 
@@ -288,7 +294,11 @@ impl TerminalServer {
                 Ok(started) => started,
                 Err(result) => return to_result(result),
             };
-        tokio::spawn(run);
+        let task = tokio::spawn(run);
+        if let Ok(mut runs) = self.runs.lock() {
+            runs.retain(|t| !t.is_finished());
+            runs.push(task);
+        }
         // The idle check: a session nobody reads or writes is killed.
         let (watched, idle) = (Arc::clone(&session), self.service.idle_timeout());
         tokio::spawn(async move {

@@ -482,3 +482,25 @@ async fn sessions_end_at_their_timeout_and_with_the_server() {
         "a session outlived the server"
     );
 }
+
+/// A session printing as fast as it can still stops at once when asked, and a read takes
+/// at most max_output_bytes of it and says there is more.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_flooding_session_still_stops() {
+    let sb = session_sandbox("max_sessions = 2\nbuffer_bytes = 65536");
+    let client = connect("terminal", &sb.policy, Recorder::default()).await;
+    let handle = start(
+        &client,
+        "while :; do echo flood flood flood flood flood flood; done",
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let r = call(&client, "read_process_output", json!({"handle": handle})).await;
+    assert!(
+        r["detail"]["stdout"].as_str().unwrap().len() <= 65536,
+        "more than one read's worth"
+    );
+    let s = call(&client, "stop_process", json!({"handle": handle})).await;
+    assert_eq!(s["code"], "OK", "{s}");
+    assert_eq!(s["detail"]["ended"], "stop", "{s}");
+}
