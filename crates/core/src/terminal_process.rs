@@ -187,7 +187,10 @@ impl TerminalService {
         if !out.running && !session.has_unread() {
             self.sessions.collect(&session.handle);
         }
-        let result = read_result(READ, &out);
+        let mut result = read_result(READ, &out);
+        if let Some((_, why)) = session.end().and_then(|e| e.failure) {
+            result.reason = format!("it never started: {why}");
+        }
         self.record_call(READ, &session.handle, &result, None);
         result
     }
