@@ -417,7 +417,8 @@ impl TerminalServer {
 
     /// Run an allowlisted command inside the jail, without a shell, confined by the kernel.
     /// Returns stdout, stderr and the exit code (a non-zero exit is still ok). Call
-    /// describe_policy first to see what is allowed.
+    /// describe_policy first to see what is allowed. A command that runs longer than the
+    /// call's timeout, never ends (a dev server), or needs input later: start_process.
     #[tool(
         input_schema = input::<RunArgs>(),
         output_schema = envelope_schema(),
@@ -509,7 +510,8 @@ impl ServerHandler for TerminalServer {
             .with_instructions(
                 "safe-mcp terminal: runs a small allowlisted set of commands inside one directory, \
                  without a shell, confined by the kernel. Call describe_policy first; use \
-                 explain_command to check a command without running it.",
+                 explain_command to check a command without running it, and start_process for \
+                 work that outlives one call (builds, servers, REPLs).",
             )
     }
 }
