@@ -20,6 +20,31 @@ use crate::spawn::{SpawnError, Spawned};
 static STAGES: Mutex<Option<HashMap<u32, usize>>> = Mutex::new(None);
 /// Spawners hold it shared from clone to registration; the sweep holds it exclusively.
 static SPAWNING: RwLock<()> = RwLock::new(());
+/// The session ids of live process sessions in the host view (each stage leads a session
+/// of its own there): an orphan in one of them belongs to a session that still runs, and
+/// is spared until that session ends.
+static LIVE_SESSIONS: Mutex<Option<HashSet<u32>>> = Mutex::new(None);
+
+/// Spares the orphans of session `sid` from every sweep until [`release_session`].
+pub(crate) fn protect_session(sid: u32) {
+    let mut live = LIVE_SESSIONS.lock().unwrap_or_else(|e| e.into_inner());
+    live.get_or_insert_with(HashSet::new).insert(sid);
+}
+
+/// Ends the protection of session `sid`: the next sweep kills what it left behind.
+pub(crate) fn release_session(sid: u32) {
+    let mut live = LIVE_SESSIONS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(set) = live.as_mut() {
+        set.remove(&sid);
+    }
+}
+
+/// The session id of `pid`, from `/proc/<pid>/stat`.
+fn session_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command name's closing parenthesis: state, ppid, pgrp, session.
+    stat.rsplit_once(") ")?.1.split(' ').nth(3)?.parse().ok()
+}
 
 /// Makes this process the subreaper of everything it starts. Call once, at server start.
 pub fn become_subreaper() -> std::io::Result<()> {
@@ -87,9 +112,15 @@ pub fn sweep_orphans() {
             .as_ref()
             .map(|m| m.keys().copied().collect())
             .unwrap_or_default();
+        let live: HashSet<u32> = LIVE_SESSIONS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .unwrap_or_default();
         let orphans: Vec<u32> = children_of("self")
             .into_iter()
             .filter(|p| !known.contains(p))
+            .filter(|p| live.is_empty() || !session_of(*p).is_some_and(|sid| live.contains(&sid)))
             .collect();
         if orphans.is_empty() {
             return;

@@ -221,6 +221,20 @@ pub(crate) fn run_plan(
             gate_writer,
         };
         let mut stages = spawn_pipeline(&wiring, pipeline, base, stdin, &mut feed)?;
+        // A session in the host view: each stage leads a session of its own, and what it
+        // leaves behind (re-parented to the server) is spared by other calls' sweeps while
+        // it runs. In a pid namespace its init keeps them instead.
+        let protected: Vec<u32> = if plan.interactive.is_some() && !confinement.pid_namespace() {
+            stages
+                .iter()
+                .map(|s| s.pid.as_raw_nonzero().get().unsigned_abs())
+                .collect()
+        } else {
+            Vec::new()
+        };
+        for sid in &protected {
+            reap::protect_session(*sid);
+        }
         if let (Some(io), Some(w), Some(first)) = (&plan.interactive, session_stdin, stages.first())
         {
             io.0.started(w, first.pid.as_raw_nonzero().get().unsigned_abs());
@@ -254,6 +268,9 @@ pub(crate) fn run_plan(
             let o = &outcome.stages[s.index];
             o.exit_code.unwrap_or_else(|| 128 + o.signal.unwrap_or(0))
         });
+        for sid in &protected {
+            reap::release_session(*sid);
+        }
         reap::sweep_orphans();
         if stop != Stop::None {
             break;
@@ -427,6 +444,7 @@ fn spawn_stages(
                     err_w.as_fd(),
                 ],
                 pgid,
+                new_session: plan.interactive.is_some(),
                 confinement,
                 call,
                 keep_death_signal: plan.interactive.is_some(),

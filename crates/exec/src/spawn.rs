@@ -89,6 +89,9 @@ pub(crate) struct StageSpawn<'a> {
     pub stdio: [BorrowedFd<'a>; 3],
     /// The group to join; 0 makes the child the leader of a new one.
     pub pgid: i32,
+    /// Lead a session of its own instead (a process session in the host view), so that what
+    /// it leaves behind can be told apart from other orphans (see `reap`).
+    pub new_session: bool,
     pub confinement: &'a Confinement,
     /// What the call adds: its Landlock ruleset.
     pub call: &'a CallConfinement,
@@ -156,6 +159,7 @@ struct Prepared {
     cwd: *const c_char,
     stdio: [RawFd; 3],
     pgid: libc::pid_t,
+    new_session: bool,
     gate: RawFd,
     gate_writer: RawFd,
     /// What the command child's `getppid()` must be at the gate: the server, or 1 (its
@@ -327,7 +331,12 @@ pub(crate) fn spawn(s: &StageSpawn<'_>) -> Result<Spawned, SpawnError> {
         // With a pid namespace the init leaves the group for a session of its own, so each
         // stage starts a group of its own: its init, killed through its pidfd, takes the
         // namespace down with it.
-        pgid: if pid_ns.is_some() { 0 } else { s.pgid },
+        pgid: if pid_ns.is_some() || s.new_session {
+            0
+        } else {
+            s.pgid
+        },
+        new_session: s.new_session && pid_ns.is_none(),
         gate: s.gate.as_raw_fd(),
         gate_writer: s.gate_writer,
         parent: if pid_ns.is_some() { 1 } else { server },
@@ -523,8 +532,13 @@ unsafe fn run_child(p: &Prepared) -> Result<(), (Step, c_int)> {
             }
         }
     }
+    if p.new_session {
+        // SAFETY: no arguments; this fresh child leads no group yet, so setsid succeeds.
+        if unsafe { libc::setsid() } < 0 {
+            return Err(fail(Step::ProcessGroup));
+        }
     // SAFETY: integer arguments only; moves this child into its stage's process group.
-    if unsafe { libc::setpgid(0, p.pgid) } != 0 {
+    } else if unsafe { libc::setpgid(0, p.pgid) } != 0 {
         return Err(fail(Step::ProcessGroup));
     }
     for (target, &fd) in p.stdio.iter().enumerate() {

@@ -504,3 +504,42 @@ async fn a_flooding_session_still_stops() {
     assert_eq!(s["code"], "OK", "{s}");
     assert_eq!(s["detail"]["ended"], "stop", "{s}");
 }
+
+/// In the host view (no pid namespace) a session's orphan, re-parented to the server, is
+/// spared by other calls' sweeps while the session runs, and killed once it ends.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_host_view_session_keeps_its_orphans_while_it_runs() {
+    let sb = session_sandbox("max_sessions = 2");
+    let text = std::fs::read_to_string(&sb.policy).unwrap();
+    std::fs::write(
+        &sb.policy,
+        format!("{text}\n[terminal.sandbox]\nnamespaces = \"off\"\n"),
+    )
+    .unwrap();
+    let client = connect("terminal", &sb.policy, Recorder::default()).await;
+    let handle = start(
+        &client,
+        // The marker is spelled so that only the orphan's command line holds it, not sh's.
+        "(sleep 97$((8)).3 </dev/null >/dev/null 2>&1 &); echo up; sleep 600",
+    )
+    .await;
+    assert!(read_until(&client, &handle, "up").await.contains("up"));
+    // Another call ends and sweeps: the session's orphan stays.
+    let r = call(&client, "run_command", json!({"command": "echo swept"})).await;
+    assert_eq!(r["detail"]["stdout"], "swept\n", "{r}");
+    assert!(
+        super::view::alive_with("978.3"),
+        "a live session's orphan was swept"
+    );
+    let s = call(&client, "stop_process", json!({"handle": handle})).await;
+    assert_eq!(s["detail"]["ended"], "stop", "{s}");
+    let mut gone = false;
+    for _ in 0..60 {
+        if !super::view::alive_with("978.3") {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(gone, "the orphan outlived its session");
+}
