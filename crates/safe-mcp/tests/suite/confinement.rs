@@ -282,9 +282,9 @@ async fn a_fork_loop_and_a_file_size_bomb_are_stopped_by_limits() {
         "",
     );
     let s = sb.session().await;
-    let fork_loop = "i=0; while [ $i -lt 400 ]; do sleep 30 & i=$((i+1)); done; wait";
+    let fork_loop = "i=0; while [ $i -lt 400 ]; do sleep 29.71 & i=$((i+1)); done; wait";
     let r = s.call("run_command", sh(fork_loop)).await;
-    assert_fork_loop_stopped(&r, "sleep 30").await;
+    assert_fork_loop_stopped(&r, "sleep 29.71").await;
     assert_eq!(
         s.run("echo still-serving").await["detail"]["stdout"],
         "still-serving\n"

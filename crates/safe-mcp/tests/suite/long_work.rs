@@ -135,7 +135,7 @@ async fn a_running_command_reports_progress() {
 async fn a_cancelled_command_is_recorded_as_cancelled() {
     let sb = sandbox();
     let client = connect("terminal", &sb.policy, Recorder::default()).await;
-    let Value::Object(args) = json!({"command": ["sh", "-c", "echo started; sleep 30"]}) else {
+    let Value::Object(args) = json!({"command": ["sh", "-c", "echo started; sleep 931.25"]}) else {
         unreachable!()
     };
     let mut pending =
@@ -298,7 +298,7 @@ async fn a_session_takes_input_redacts_output_and_dies_whole_at_stop() {
     let client = connect("terminal", &sb.policy, Recorder::default()).await;
     let handle = start(
         &client,
-        "setsid sleep 941.7 </dev/null >/dev/null 2>&1 & echo ready; while read l; do echo got $l; done",
+        "setsid sleep 947.7 </dev/null >/dev/null 2>&1 & echo ready; while read l; do echo got $l; done",
     )
     .await;
     assert!(
@@ -322,7 +322,7 @@ async fn a_session_takes_input_redacts_output_and_dies_whole_at_stop() {
     let l = call(&client, "list_processes", json!({})).await;
     assert_eq!(l["detail"]["processes"][0]["running"], true, "{l}");
     assert!(
-        super::view::alive_with("941.7"),
+        super::view::alive_with("947.7"),
         "the session's grandchild died early"
     );
 
@@ -332,7 +332,7 @@ async fn a_session_takes_input_redacts_output_and_dies_whole_at_stop() {
     assert_eq!(s["detail"]["ended"], "stop", "{s}");
     let mut gone = false;
     for _ in 0..40 {
-        if !super::view::alive_with("941.7") {
+        if !super::view::alive_with("947.7") {
             gone = true;
             break;
         }
