@@ -386,11 +386,11 @@ impl Confinement {
     /// # Safety
     /// Only in a stage's init, after its mounts and before it starts the command.
     pub(crate) unsafe fn add_own_mounts(&self, call: &CallConfinement) -> Result<(), libc::c_int> {
-        let Some(ruleset) = &call.ruleset else {
+        let (Some(ruleset), Some(rules)) = (&call.ruleset, &self.landlock) else {
             return Ok(());
         };
         // Only the rights this kernel handles (an older one has no IOCTL_DEV, say).
-        let handled = handled_fs().bits();
+        let handled = rules.attr.handled_access_fs;
         let read = (AccessFs::ReadFile | AccessFs::ReadDir).bits() & handled;
         let pts =
             (AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::ReadDir | AccessFs::IoctlDev)
@@ -773,6 +773,10 @@ struct LandlockRules {
     rules: Vec<(PathFd, BitFlags<AccessFs>)>,
     /// What the jail grants, and so also the write paths and a call's temporary directory.
     writable: BitFlags<AccessFs>,
+    /// What each call's ruleset handles on this kernel, and the size of the attr struct
+    /// this kernel knows: asked once, at start.
+    attr: RawRulesetAttr,
+    attr_size: usize,
 }
 
 impl LandlockRules {
@@ -826,6 +830,26 @@ impl LandlockRules {
                 .map_err(|e| ConfineError::Landlock(format!("{}: {e}", path.display())))?;
             rules.push((fd, access_for(&path, access)));
         }
+        // The ABI whose rights a ruleset handles here: the kernel's, at most TARGET_ABI.
+        let abi = i32::try_from(landlock_abi())
+            .unwrap_or(0)
+            .min(TARGET_ABI as i32);
+        let handled = ABI::from(abi);
+        let attr = RawRulesetAttr {
+            handled_access_fs: AccessFs::from_all(handled).bits(),
+            handled_access_net: if spec.network {
+                0
+            } else {
+                AccessNet::from_all(handled).bits()
+            },
+            scoped: Scope::from_all(handled).bits(),
+        };
+        // `struct landlock_ruleset_attr` grew with the ABI: pass the size this kernel knows.
+        let attr_size = match abi {
+            6.. => 24usize,
+            4 | 5 => 16,
+            _ => 8,
+        };
         Ok(LandlockRules {
             level: if hard {
                 CompatLevel::HardRequirement
@@ -835,6 +859,8 @@ impl LandlockRules {
             network: spec.network,
             rules,
             writable,
+            attr,
+            attr_size,
         })
     }
 
@@ -874,24 +900,7 @@ impl LandlockRules {
     /// the rights this kernel handles (what [`LandlockRules::validate`] accepted). The crate's
     /// checks cost a `fstat` per rule on every call; they were made once at start.
     fn ruleset(&self, tmp: &Path) -> Result<OwnedFd, ConfineError> {
-        let abi = effective_abi();
-        let fs = handled_fs().bits();
-        let (net, scoped) = if self.network {
-            (0, Scope::from_all(abi).bits())
-        } else {
-            (AccessNet::from_all(abi).bits(), Scope::from_all(abi).bits())
-        };
-        // `struct landlock_ruleset_attr` grew with the ABI: pass the size this kernel knows.
-        let attr = RawRulesetAttr {
-            handled_access_fs: fs,
-            handled_access_net: net,
-            scoped,
-        };
-        let size = match abi as i32 {
-            6.. => 24usize,
-            4 | 5 => 16,
-            _ => 8,
-        };
+        let (attr, size, fs) = (&self.attr, self.attr_size, self.attr.handled_access_fs);
         let failed = |what: &str| {
             ConfineError::Landlock(format!("{what}: {}", std::io::Error::last_os_error()))
         };
@@ -900,7 +909,7 @@ impl LandlockRules {
         let fd = unsafe {
             libc::syscall(
                 libc::SYS_landlock_create_ruleset,
-                std::ptr::from_ref(&attr),
+                std::ptr::from_ref(attr),
                 size,
                 0u32,
             )
@@ -931,22 +940,9 @@ impl LandlockRules {
     }
 }
 
-/// The ABI whose rights a ruleset handles here: the kernel's, at most [`TARGET_ABI`].
-fn effective_abi() -> ABI {
-    ABI::from(
-        i32::try_from(landlock_abi())
-            .unwrap_or(0)
-            .min(TARGET_ABI as i32),
-    )
-}
-
-/// The filesystem rights a ruleset handles on this kernel.
-fn handled_fs() -> BitFlags<AccessFs> {
-    AccessFs::from_all(effective_abi())
-}
-
 /// `struct landlock_ruleset_attr` as of ABI 6.
 #[repr(C)]
+#[derive(Debug, Clone, Copy)]
 struct RawRulesetAttr {
     handled_access_fs: u64,
     handled_access_net: u64,

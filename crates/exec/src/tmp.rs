@@ -35,11 +35,9 @@ type Pool = Arc<Mutex<Vec<(PathBuf, Stamp)>>>;
 /// A directory's inode and change time (seconds, nanoseconds).
 type Stamp = (u64, i64, i64);
 
-fn stamp(dir: &Path) -> Option<Stamp> {
+fn stamp_of(meta: &std::fs::Metadata) -> Stamp {
     use std::os::unix::fs::MetadataExt;
-    std::fs::symlink_metadata(dir)
-        .ok()
-        .map(|m| (m.ino(), m.ctime(), m.ctime_nsec()))
+    (meta.ino(), meta.ctime(), meta.ctime_nsec())
 }
 
 /// How many untouched directories are kept for reuse (about the calls that run at once).
@@ -85,7 +83,7 @@ impl TmpRoot {
             let dir = self.dir.join(rundir::random_hex()?);
             match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
                 Ok(()) => {
-                    let made = stamp(&dir);
+                    let made = std::fs::symlink_metadata(&dir).ok().map(|m| stamp_of(&m));
                     return Ok(CallTmp {
                         dir,
                         made,
@@ -125,8 +123,7 @@ impl CallTmp {
 impl Drop for CallTmp {
     fn drop(&mut self) {
         if let Some(made) = self.made
-            && stamp(&self.dir) == Some(made)
-            && untouched(&self.dir)
+            && untouched(&self.dir, made)
         {
             let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
             if pool.len() < POOL_SIZE {
@@ -143,14 +140,16 @@ impl Drop for CallTmp {
     }
 }
 
-/// Whether `dir` is exactly as [`TmpRoot::for_call`] made it: a directory of ours, mode
-/// 0700, empty, with no ACL that could let another user in.
-fn untouched(dir: &Path) -> bool {
+/// Whether `dir` is exactly as [`TmpRoot::for_call`] made it: the same inode and change
+/// time as `made`, a directory of ours, mode 0700, empty, with no ACL that could let another
+/// user in.
+fn untouched(dir: &Path, made: Stamp) -> bool {
     use std::os::unix::fs::MetadataExt;
     let Ok(meta) = std::fs::symlink_metadata(dir) else {
         return false;
     };
-    let ours = meta.is_dir()
+    let ours = stamp_of(&meta) == made
+        && meta.is_dir()
         && meta.mode() & 0o7777 == 0o700
         && meta.uid() == rustix::process::geteuid().as_raw();
     let empty = std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_none());
