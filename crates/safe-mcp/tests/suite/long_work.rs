@@ -10,7 +10,7 @@ use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
-use super::support::{BIN, Sandbox};
+use super::support::{BIN, Sandbox, live_processes_with};
 
 /// A client that keeps every progress notification it gets, with when it came.
 #[derive(Clone, Default)]
@@ -322,7 +322,7 @@ async fn a_session_takes_input_redacts_output_and_dies_whole_at_stop() {
     let l = call(&client, "list_processes", json!({})).await;
     assert_eq!(l["detail"]["processes"][0]["running"], true, "{l}");
     assert!(
-        super::view::alive_with("947.7"),
+        !live_processes_with("947.7").is_empty(),
         "the session's grandchild died early"
     );
 
@@ -332,7 +332,7 @@ async fn a_session_takes_input_redacts_output_and_dies_whole_at_stop() {
     assert_eq!(s["detail"]["ended"], "stop", "{s}");
     let mut gone = false;
     for _ in 0..40 {
-        if !super::view::alive_with("947.7") {
+        if live_processes_with("947.7").is_empty() {
             gone = true;
             break;
         }
@@ -397,7 +397,7 @@ async fn a_killed_server_leaves_no_session_process() {
     )
     .await;
     assert!(read_until(&client, &handle, "up").await.contains("up"));
-    assert!(super::view::alive_with("952.4") && super::view::alive_with("952.5"));
+    assert!(!live_processes_with("952.4").is_empty() && !live_processes_with("952.5").is_empty());
     let policy = sb.policy.to_string_lossy().into_owned();
     let servers: Vec<i32> = std::fs::read_dir("/proc")
         .unwrap()
@@ -421,7 +421,7 @@ async fn a_killed_server_leaves_no_session_process() {
     .unwrap();
     let mut gone = false;
     for _ in 0..60 {
-        if !super::view::alive_with("952.") {
+        if live_processes_with("952.").is_empty() {
             gone = true;
             break;
         }
@@ -459,7 +459,7 @@ async fn sessions_end_at_their_timeout_and_with_the_server() {
         "{read}"
     );
     let _ = start(&client, "sleep 963.2").await;
-    assert!(super::view::alive_with("963.2"));
+    assert!(!live_processes_with("963.2").is_empty());
     client.cancel().await.unwrap(); // closes the server's stdin
     let mut ended = None;
     for _ in 0..100 {
@@ -467,7 +467,7 @@ async fn sessions_end_at_their_timeout_and_with_the_server() {
             .audit_records()
             .into_iter()
             .find(|r| r["kind"] == "outcome" && r["session_end"] == "server-exit");
-        if ended.is_some() && !super::view::alive_with("963.2") {
+        if ended.is_some() && live_processes_with("963.2").is_empty() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -478,7 +478,7 @@ async fn sessions_end_at_their_timeout_and_with_the_server() {
         sb.audit_records()
     );
     assert!(
-        !super::view::alive_with("963.2"),
+        live_processes_with("963.2").is_empty(),
         "a session outlived the server"
     );
 }
@@ -503,6 +503,17 @@ async fn a_flooding_session_still_stops() {
     let s = call(&client, "stop_process", json!({"handle": handle})).await;
     assert_eq!(s["code"], "OK", "{s}");
     assert_eq!(s["detail"]["ended"], "stop", "{s}");
+    // Output the stop could not hand out keeps the handle; once read to the end, it is spent.
+    let after = call(&client, "read_process_output", json!({"handle": handle})).await;
+    if s["detail"]["more"] == true {
+        assert_eq!(after["code"], "OK", "{after}");
+        assert!(
+            !after["detail"]["stdout"].as_str().unwrap().is_empty(),
+            "{after}"
+        );
+    } else {
+        assert_eq!(after["code"], "INVALID_REQUEST", "{after}");
+    }
 }
 
 /// In the host view (no pid namespace) a session's orphan, re-parented to the server, is
@@ -528,14 +539,14 @@ async fn a_host_view_session_keeps_its_orphans_while_it_runs() {
     let r = call(&client, "run_command", json!({"command": "echo swept"})).await;
     assert_eq!(r["detail"]["stdout"], "swept\n", "{r}");
     assert!(
-        super::view::alive_with("978.3"),
+        !live_processes_with("978.3").is_empty(),
         "a live session's orphan was swept"
     );
     let s = call(&client, "stop_process", json!({"handle": handle})).await;
     assert_eq!(s["detail"]["ended"], "stop", "{s}");
     let mut gone = false;
     for _ in 0..60 {
-        if !super::view::alive_with("978.3") {
+        if live_processes_with("978.3").is_empty() {
             gone = true;
             break;
         }

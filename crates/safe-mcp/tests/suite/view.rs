@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use super::support::{BIN, DEFAULT_ALLOW, Sandbox};
+use super::support::{BIN, DEFAULT_ALLOW, Sandbox, live_processes_with};
 
 /// Whether this kernel lets the server's user make the view's namespaces, asked of
 /// util-linux's `unshare` (not of the server, so that a server that fails to make them where
@@ -344,20 +344,6 @@ fn read_paths_in_the_jail_or_over_the_trail_are_fatal() {
     read_path_is_fatal(&sb, sb.base(), "lets commands read the audit_log");
 }
 
-/// Whether a process whose command line holds `marker` is alive on the host (zombies, which
-/// this machine's pid 1 reaps lazily, are not alive).
-pub fn alive_with(marker: &str) -> bool {
-    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
-        let dir = e.path();
-        let cmdline = std::fs::read(dir.join("cmdline")).unwrap_or_default();
-        let stat = std::fs::read_to_string(dir.join("stat")).unwrap_or_default();
-        let zombie = stat
-            .rsplit_once(") ")
-            .is_some_and(|(_, rest)| rest.starts_with('Z'));
-        !zombie && String::from_utf8_lossy(&cmdline).contains(marker)
-    })
-}
-
 /// Each command is the child of its own init, pid 1 of a namespace of its own: it is pid 2,
 /// its `/proc` lists only its own tree and is read-only, and the `namespaces = "off"`
 /// control sees the host's pids.
@@ -428,7 +414,10 @@ async fn a_setsid_escapee_dies_with_the_pid_namespace() {
         .await;
     assert_eq!(r["detail"]["stdout"], "left\n", "{r}");
     // The kernel kills the namespace as its init exits, before the server reaps the init.
-    assert!(!alive_with(marker), "the escapee outlived its command");
+    assert!(
+        live_processes_with(marker).is_empty(),
+        "the escapee outlived its command"
+    );
 }
 
 /// The view's `/dev`: five harmless devices, `/dev/tty` that opens nothing (each command is
