@@ -182,11 +182,7 @@ impl TerminalService {
     /// `read_process_output`: what is new (the server has waited for news, or not).
     pub fn read_process(&self, session: &Session) -> OperationResult {
         session.touch();
-        let out = session.read(&self.redactor, self.policy.limits.max_output_bytes);
-        // Ended and read to the end: the handle is spent.
-        if !out.running && !session.has_unread() {
-            self.sessions.collect(&session.handle);
-        }
+        let out = self.read_and_collect(session);
         let mut result = read_result(READ, &out);
         if let Some((_, why)) = session.end().and_then(|e| e.failure) {
             result.reason = format!("it never started: {why}");
@@ -225,10 +221,7 @@ impl TerminalService {
 
     /// `stop_process`, once the server has stopped the session and waited for its end.
     pub fn stopped_result(&self, session: &Session) -> OperationResult {
-        let out = session.read(&self.redactor, self.policy.limits.max_output_bytes);
-        if !out.running {
-            self.sessions.collect(&session.handle);
-        }
+        let out = self.read_and_collect(session);
         let mut result = read_result(STOP, &out);
         if out.running {
             result = OperationResult::new(
@@ -281,6 +274,16 @@ impl TerminalService {
     }
 
     /// Records a session call that acted on nothing durable (its attempt and outcome).
+    /// One read of `session`; once it has ended and been read to the end, its handle is
+    /// spent (output it still holds keeps the handle, for the next read).
+    fn read_and_collect(&self, session: &Session) -> ReadOut {
+        let out = session.read(&self.redactor, self.policy.limits.max_output_bytes);
+        if !out.running && !session.has_unread() {
+            self.sessions.collect(&session.handle);
+        }
+        out
+    }
+
     fn record_call(
         &self,
         tool: &'static str,
@@ -288,8 +291,7 @@ impl TerminalService {
         result: &OperationResult,
         args: Option<serde_json::Value>,
     ) {
-        let call = self.gate.begin();
-        let mut attempt = Attempt::new(&call, tool, format!("{tool} {handle}"));
+        let mut attempt = self.attempt_for(tool, &format!("{tool} {handle}"));
         attempt.args = args.or_else(|| (!handle.is_empty()).then(|| json!({"handle": handle})));
         self.gate.record(attempt, result);
     }
