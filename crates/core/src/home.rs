@@ -48,11 +48,7 @@ impl PrivateHome {
         for _ in 0..16 {
             // A name nobody can guess and pre-create, read-only from the moment it exists:
             // there is no window in which another user could plant an rc file in it.
-            let mut tag = [0u8; 8];
-            let mut urandom =
-                std::fs::File::open("/dev/urandom").map_err(|e| err(e.to_string()))?;
-            std::io::Read::read_exact(&mut urandom, &mut tag).map_err(|e| err(e.to_string()))?;
-            let tag: String = tag.iter().map(|b| format!("{b:02x}")).collect();
+            let tag = crate::random::hex(8).map_err(|e| err(e.to_string()))?;
             let path = parent.join(format!("{PREFIX}{pid}-{tag}"));
             use std::os::unix::fs::DirBuilderExt;
             match std::fs::DirBuilder::new().mode(0o555).create(&path) {

@@ -36,6 +36,7 @@ pub mod paths;
 pub mod policy;
 pub mod preflight;
 pub mod progress;
+pub mod random;
 pub mod redact;
 pub mod sessions;
 pub mod syntax;

@@ -370,7 +370,8 @@ impl SessionTable {
         buffer_bytes: usize,
         max: usize,
     ) -> Result<Arc<Session>, CreateError> {
-        let handle = random_handle().map_err(CreateError::Internal)?;
+        let handle = crate::random::hex(16)
+            .map_err(|e| CreateError::Internal(format!("no randomness for a handle: {e}")))?;
         let mut sessions = lock(&self.sessions);
         if sessions.values().filter(|s| s.running()).count() >= max {
             return Err(CreateError::Full);
@@ -428,16 +429,6 @@ impl SessionTable {
             .cloned()
             .collect()
     }
-}
-
-/// 128 random bits in hex.
-fn random_handle() -> Result<String, String> {
-    use std::io::Read;
-    let mut bytes = [0u8; 16];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .map_err(|e| format!("no randomness for a handle: {e}"))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -248,11 +248,10 @@ pub(crate) fn parse_args<T: DeserializeOwned>(
 impl TerminalServer {
     /// Builds the server over a core service and an executor.
     pub fn new(service: Arc<TerminalService>, executor: Arc<dyn Executor>, runs: Runs) -> Self {
-        // One stdio connection per server process; 64 random bits name it.
-        let mut bytes = [0u8; 8];
-        let _ = std::fs::File::open("/dev/urandom")
-            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes));
-        let owner: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        // One stdio connection per server process; 64 random bits name it (the pid, should
+        // the kernel give none: handles never leave this process anyway).
+        let owner =
+            safe_mcp_core::random::hex(8).unwrap_or_else(|_| format!("pid-{}", std::process::id()));
         TerminalServer {
             service,
             executor,
