@@ -6,10 +6,12 @@
 //! answered, and the server's peak RSS. Percentiles, never a pass/fail threshold.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use rmcp::model::CallToolRequestParams;
+use common::call;
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt, service::RunningService};
 use serde_json::{Value, json};
@@ -56,17 +58,6 @@ async fn connect(policy: &Path) -> (RunningService<RoleClient, ()>, u32) {
     let transport = TokioChildProcess::new(cmd).unwrap();
     let pid = transport.id().unwrap();
     (().serve(transport).await.unwrap(), pid)
-}
-
-async fn call(client: &RunningService<RoleClient, ()>, tool: &'static str, args: Value) -> Value {
-    let Value::Object(args) = args else {
-        unreachable!()
-    };
-    let r = client
-        .call_tool(CallToolRequestParams::new(tool).with_arguments(args))
-        .await
-        .unwrap();
-    r.structured_content.unwrap()
 }
 
 /// One timed call; panics unless the envelope is OK.

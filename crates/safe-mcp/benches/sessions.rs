@@ -7,14 +7,15 @@
 //!   that reached the reader, and how many were dropped.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use rmcp::model::CallToolRequestParams;
-use rmcp::service::RunningService;
+use common::call;
+use rmcp::ServiceExt;
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
-use rmcp::{RoleClient, ServiceExt};
-use serde_json::{Value, json};
+use serde_json::json;
 
 const BIN: &str = env!("CARGO_BIN_EXE_safe-mcp");
 
@@ -23,17 +24,6 @@ fn p50_p99(mut samples: Vec<Duration>) -> (f64, f64) {
     let at =
         |q: f64| samples[((samples.len() as f64 - 1.0) * q).round() as usize].as_secs_f64() * 1e3;
     (at(0.5), at(0.99))
-}
-
-async fn call(client: &RunningService<RoleClient, ()>, tool: &'static str, args: Value) -> Value {
-    let Value::Object(args) = args else {
-        unreachable!()
-    };
-    let r = client
-        .call_tool(CallToolRequestParams::new(tool).with_arguments(args))
-        .await
-        .unwrap();
-    r.structured_content.unwrap()
 }
 
 fn policy(dir: &Path) -> std::path::PathBuf {
