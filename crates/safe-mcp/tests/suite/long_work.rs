@@ -298,7 +298,7 @@ async fn a_session_takes_input_redacts_output_and_dies_whole_at_stop() {
     let client = connect("terminal", &sb.policy, Recorder::default()).await;
     let handle = start(
         &client,
-        "setsid sleep 947.7 </dev/null >/dev/null 2>&1 & echo ready; while read l; do echo got $l; done",
+        "setsid sleep 94$((7)).7 </dev/null >/dev/null 2>&1 & echo ready; while read l; do echo got $l; done",
     )
     .await;
     assert!(
@@ -321,10 +321,14 @@ async fn a_session_takes_input_redacts_output_and_dies_whole_at_stop() {
     assert_eq!(r["detail"]["stdout"], "between\n", "{r}");
     let l = call(&client, "list_processes", json!({})).await;
     assert_eq!(l["detail"]["processes"][0]["running"], true, "{l}");
-    assert!(
-        !live_processes_with("947.7").is_empty(),
-        "the session's grandchild died early"
-    );
+    // Its setsid grandchild left the session's process session: in a pid namespace it
+    // stays with its init; in the host view the sweep takes it (see the README).
+    if super::view::namespaces_available(None, true) {
+        assert!(
+            !live_processes_with("947.7").is_empty(),
+            "the session's grandchild died early"
+        );
+    }
 
     let s = call(&client, "stop_process", json!({"handle": handle})).await;
     assert_eq!(s["code"], "OK", "{s}");
@@ -389,6 +393,11 @@ async fn sessions_are_limited_idle_ones_die_and_handles_stay_on_their_connection
 /// The server killed with SIGKILL leaves no process of a session alive.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_killed_server_leaves_no_session_process() {
+    // Only the session's first process has the death signal; its setsid grandchild dies
+    // with the server only through the pid namespace's init.
+    if !super::view::namespaces_available(None, true) {
+        return;
+    }
     let sb = session_sandbox("max_sessions = 2");
     let client = connect("terminal", &sb.policy, Recorder::default()).await;
     let handle = start(

@@ -8,28 +8,43 @@ use serde_json::{Value, json};
 
 use super::support::{BIN, DEFAULT_ALLOW, Sandbox, live_processes_with};
 
-/// Whether this kernel lets the server's user make the view's namespaces, asked of
-/// util-linux's `unshare` (not of the server, so that a server that fails to make them where
-/// they exist fails the test instead of skipping it). Root needs no user namespace.
-fn namespaces_available(uid: Option<u32>) -> bool {
-    let mut c = std::process::Command::new("setpriv");
-    match uid {
-        Some(uid) => c.args([
+/// Whether this kernel lets the server's user make the view's namespaces (and, with
+/// `pid`, a pid namespace with its own `/proc` in them), asked of util-linux's `unshare`
+/// (not of the server, so that a server that fails to make them where they exist fails the
+/// test instead of skipping it). Root needs no user namespace.
+pub fn namespaces_available(uid: Option<u32>, pid: bool) -> bool {
+    let user = uid.is_some() || !rustix::process::geteuid().is_root();
+    let mut args: Vec<String> = Vec::new();
+    if let Some(uid) = uid {
+        args.extend([
             format!("--reuid={uid}"),
             format!("--regid={uid}"),
             "--clear-groups".to_owned(),
-            "--".to_owned(),
-            "unshare".to_owned(),
-            "-Urmin".to_owned(),
-            "true".to_owned(),
-        ]),
-        None if rustix::process::geteuid().is_root() => c.args(["--", "unshare", "-min", "true"]),
-        None => c.args(["--", "unshare", "-Urmin", "true"]),
-    };
-    let ok = c.output().is_ok_and(|o| o.status.success());
+        ]);
+    }
+    args.extend(["--".to_owned(), "unshare".to_owned()]);
+    args.push(if user { "-Urmin" } else { "-min" }.to_owned());
+    if pid {
+        args.extend(["-pf".to_owned(), "--mount-proc".to_owned()]);
+    }
+    args.push("true".to_owned());
+    let ok = std::process::Command::new("setpriv")
+        .args(&args)
+        .output()
+        .is_ok_and(|o| o.status.success());
     if !ok {
         eprintln!(
-            "skipping: this kernel or user cannot make mount, ipc and network namespaces here (unshare failed), so the server falls back to the host view"
+            "skipping: this kernel or user cannot make mount, ipc and network namespaces{} here (unshare failed), so the server falls back {}",
+            if pid {
+                " with a pid namespace and its /proc"
+            } else {
+                ""
+            },
+            if pid {
+                "to a view without a pid namespace, or to the host view"
+            } else {
+                "to the host view"
+            }
         );
     }
     ok
@@ -82,7 +97,7 @@ fn policy_with_read_path(ro: &std::path::Path, namespaces: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_command_sees_only_its_view_of_the_machine() {
-    if !namespaces_available(None) {
+    if !namespaces_available(None, false) {
         return;
     }
     let outside = |sb: &Sandbox| {
@@ -216,9 +231,11 @@ async fn an_unprivileged_server_gets_the_same_view() {
         eprintln!("skipping: switching to an unprivileged user (setpriv --reuid=65534) needs root");
         return;
     }
-    if !namespaces_available(Some(65534)) {
+    if !namespaces_available(Some(65534), false) {
         return;
     }
+    // The pid namespace needs more of the kernel (a /proc it will mount in a user namespace).
+    let pid = namespaces_available(Some(65534), true);
     let sb = sandbox("");
     sb.give_to(65534);
     let s = sb.session_as(65534).await;
@@ -235,12 +252,13 @@ async fn an_unprivileged_server_gets_the_same_view() {
         Some("all"),
         "{d}"
     );
-    assert!(
+    assert_eq!(
         view["namespaces"]
             .as_array()
             .unwrap()
             .iter()
             .any(|n| n == "pid"),
+        pid,
         "{d}"
     );
     let r = s
@@ -250,7 +268,13 @@ async fn an_unprivileged_server_gets_the_same_view() {
         )
         .await;
     let out = r["detail"]["stdout"].as_str().unwrap();
-    assert!(out.starts_with("2\n65534\n"), "{r}");
+    let (first, rest) = out.split_once('\n').unwrap();
+    assert!(rest.starts_with("65534\n"), "{r}");
+    assert_eq!(
+        first == "2",
+        pid,
+        "the command is its init's child exactly where pid namespaces work: {r}"
+    );
     assert!(
         out.contains("nobody:x:65534") && !out.contains("daemon:"),
         "{out}"
@@ -349,7 +373,7 @@ fn read_paths_in_the_jail_or_over_the_trail_are_fatal() {
 /// control sees the host's pids.
 #[tokio::test(flavor = "multi_thread")]
 async fn each_command_has_a_pid_namespace_of_its_own() {
-    if !namespaces_available(None) {
+    if !namespaces_available(None, true) {
         return;
     }
     for namespaces in ["auto", "off"] {
@@ -389,7 +413,7 @@ async fn each_command_has_a_pid_namespace_of_its_own() {
 /// server, dies when the command ends: with its pid namespace.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_setsid_escapee_dies_with_the_pid_namespace() {
-    if !namespaces_available(None) {
+    if !namespaces_available(None, true) {
         return;
     }
     let sb = sandbox("");
@@ -425,7 +449,7 @@ async fn a_setsid_escapee_dies_with_the_pid_namespace() {
 /// where it can make a pseudo-terminal, numbered from 0 whatever the host has open.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_view_has_a_minimal_dev_with_private_ptys() {
-    if !namespaces_available(None) {
+    if !namespaces_available(None, true) {
         return;
     }
     let sb = sandbox("");
