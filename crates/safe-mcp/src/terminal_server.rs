@@ -318,9 +318,9 @@ impl TerminalServer {
     }
 
     /// Read a session's output that is new since the last read: stdout, stderr (redacted),
-    /// running, exit_code, dropped_bytes. `wait_seconds` (at most 30) waits for new output
-    /// or the end. Once a session has ended and its last output was read, its handle is
-    /// gone.
+    /// running, exit_code, dropped_bytes, and `more` when more is ready than one read takes.
+    /// `wait_seconds` (at most 30) waits for new output or the end. Once a session has ended
+    /// and its last output was read, its handle is gone.
     #[tool(
         input_schema = input::<ReadArgs>(),
         output_schema = envelope_schema(),
