@@ -92,6 +92,9 @@ pub struct ConfinementSpec {
     pub mode: SandboxMode,
     /// Whether commands may open non-unix sockets and TCP.
     pub network: bool,
+    /// `[terminal.network] mode = "allowlist"`: commands reach the network only through
+    /// the server's proxy ([`crate::ExecPlan::egress`]), never directly.
+    pub egress: bool,
     /// Whether commands may create unix sockets.
     pub unix_sockets: bool,
     /// Read+execute paths outside the jail.
@@ -135,6 +138,34 @@ pub struct LandlockReport {
 
 /// The variables the executor sets for every call, naming its private temporary directory.
 pub const CALL_TMP_VARIABLES: &[&str] = &["TMPDIR", "TMP", "TEMP"];
+
+/// The variables the executor sets for a call with egress, naming the proxy
+/// (`http://127.0.0.1:PORT`); [`NO_PROXY_VARIABLES`] are set empty.
+pub const PROXY_VARIABLES: &[&str] = &[
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+];
+
+/// Set empty for a call with egress: every name goes through the proxy.
+pub const NO_PROXY_VARIABLES: &[&str] = &["NO_PROXY", "no_proxy"];
+
+/// The proxy's port inside a command's own network namespace (the namespace tier).
+pub const EGRESS_PORT: u16 = 3128;
+
+/// How commands reach the network under egress, for the reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct EgressReport {
+    /// `namespace` (each command in a network namespace of its own, whose only way out is
+    /// the proxy), `landlock` (Landlock allows TCP connect to the proxy's port alone,
+    /// seccomp refuses every socket but TCP and unix), or `unavailable` (nothing runs).
+    pub tier: &'static str,
+    /// What that means, or why no tier is available.
+    pub detail: String,
+}
 
 /// What the seccomp filter refuses.
 #[derive(Debug, Clone, Serialize)]
@@ -202,6 +233,9 @@ pub struct ConfinementReport {
     pub rlimits: RlimitReport,
     /// How the process tree is handled.
     pub process_group: &'static str,
+    /// Egress through the server's proxy, when the policy asks for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub egress: Option<EgressReport>,
 }
 
 /// The compact form recorded with every run: mode, Landlock state, seccomp, capabilities,
@@ -222,6 +256,9 @@ pub struct ConfinementSummary {
     pub view: &'static str,
     /// Whether commands may use the network.
     pub network: bool,
+    /// Egress's tier (`namespace`, `landlock`, `unavailable`), when the policy asks for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub egress: Option<&'static str>,
 }
 
 /// What this kernel and this user can enforce, for `safe-mcp doctor`.

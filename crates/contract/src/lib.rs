@@ -26,11 +26,13 @@ mod confinement;
 mod plan;
 
 pub use confinement::{
-    CALL_TMP_VARIABLES, ConfinementReport, ConfinementSpec, ConfinementSummary, HARMLESS_DEVICES,
-    KernelReport, LandlockReport, NamespaceMode, ProcessLimits, RlimitReport, SandboxMode,
-    SeccompReport, ViewReport,
+    CALL_TMP_VARIABLES, ConfinementReport, ConfinementSpec, ConfinementSummary, EGRESS_PORT,
+    EgressReport, HARMLESS_DEVICES, KernelReport, LandlockReport, NO_PROXY_VARIABLES,
+    NamespaceMode, PROXY_VARIABLES, ProcessLimits, RlimitReport, SandboxMode, SeccompReport,
+    ViewReport,
 };
 pub use plan::{
-    Cancel, Durable, ExecFailure, ExecFuture, ExecOutcome, ExecPlan, ExecStage, Executor,
-    Interactive, InteractiveIo, Observer, OutputObserver, OutputStream, Sequence, StageOutcome,
+    Cancel, Durable, Egress, EgressGate, ExecFailure, ExecFuture, ExecOutcome, ExecPlan, ExecStage,
+    Executor, Interactive, InteractiveIo, Observer, OutputObserver, OutputStream, Sequence,
+    StageOutcome,
 };

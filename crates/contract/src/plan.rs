@@ -65,6 +65,28 @@ pub struct ExecPlan {
     /// started, output goes only to the observer (none is kept, so none floods), and
     /// `stdin` is ignored.
     pub interactive: Option<Interactive>,
+    /// Egress: the proxy that serves this call's connections. `None` under egress means
+    /// the call has no way out at all.
+    pub egress: Option<Egress>,
+}
+
+/// The server's proxy, as the executor sees it: it hands over listening sockets that only
+/// this call's commands can reach, and the proxy accepts on them.
+pub trait EgressGate: Send + Sync {
+    /// Accepts and serves the connections made to `listener` (one stage's, in the stage's
+    /// own network namespace, or the call's, on loopback) until the returned guard drops,
+    /// which the executor does once every process of the call is gone.
+    fn serve(&self, listener: std::net::TcpListener) -> Box<dyn Send>;
+}
+
+/// An [`EgressGate`] a plan can carry.
+#[derive(Clone)]
+pub struct Egress(pub std::sync::Arc<dyn EgressGate>);
+
+impl std::fmt::Debug for Egress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Egress")
+    }
 }
 
 /// The other end of a process session.

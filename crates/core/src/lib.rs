@@ -26,6 +26,7 @@
 pub mod args;
 pub mod audit;
 pub mod config;
+pub mod egress;
 pub mod envelope;
 pub mod gitdir;
 pub mod home;

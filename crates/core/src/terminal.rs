@@ -69,9 +69,9 @@ pub struct RunRequest {
 }
 
 pub use safe_mcp_contract::{
-    Cancel, ConfinementReport, ConfinementSpec, ConfinementSummary, Durable, ExecFailure,
-    ExecFuture, ExecOutcome, ExecPlan, ExecStage, Executor, Observer, OutputObserver, OutputStream,
-    ProcessLimits, StageOutcome,
+    Cancel, ConfinementReport, ConfinementSpec, ConfinementSummary, Durable, Egress, EgressGate,
+    ExecFailure, ExecFuture, ExecOutcome, ExecPlan, ExecStage, Executor, Observer, OutputObserver,
+    OutputStream, ProcessLimits, StageOutcome,
 };
 
 /// The confinement `policy` asks for, in the executor's terms.
@@ -82,6 +82,7 @@ pub fn confinement_spec(policy: &TerminalPolicy) -> ConfinementSpec {
         jail_root: policy.jail_root.clone(),
         mode: sandbox.mode,
         network: sandbox.network,
+        egress: policy.network.mode == crate::egress::NetworkMode::Allowlist,
         unix_sockets: sandbox.unix_sockets,
         read_paths: sandbox.read_paths.clone(),
         write_paths: policy.write_paths.clone(),
@@ -128,6 +129,16 @@ pub struct TerminalService {
     home: PrivateHome,
     /// The process sessions (see [`process`]).
     sessions: SessionTable,
+    /// Egress: the proxy that serves each call's connections, once the transport has
+    /// started it ([`TerminalService::set_egress`]).
+    egress: std::sync::OnceLock<std::sync::Arc<dyn EgressProvider>>,
+}
+
+/// Makes the proxy of one call (egress, DESIGN §9): the binary's proxy, which knows the
+/// network policy and writes the call's `network` records.
+pub trait EgressProvider: Send + Sync + std::fmt::Debug {
+    /// The proxy for the call `call`.
+    fn for_call(&self, call: &CallId) -> safe_mcp_contract::Egress;
 }
 
 #[path = "terminal_process.rs"]
@@ -213,6 +224,7 @@ impl TerminalService {
             env,
             home,
             sessions: SessionTable::default(),
+            egress: std::sync::OnceLock::new(),
         })
     }
 
@@ -222,6 +234,12 @@ impl TerminalService {
         let mut spec = confinement_spec(&self.policy);
         spec.home = Some(self.home.path().to_path_buf());
         spec
+    }
+
+    /// Installs the proxy (once). Under egress a call without one has no way out and is
+    /// refused by the executor.
+    pub fn set_egress(&self, provider: std::sync::Arc<dyn EgressProvider>) {
+        let _ = self.egress.set(provider);
     }
 
     /// The terminal policy in force.
@@ -471,6 +489,7 @@ impl TerminalService {
             capture_limit: self.capture_limit(),
             observer: req.observer,
             interactive: None,
+            egress: self.egress.get().map(|p| p.for_call(call)),
         };
         Ok(Prepared {
             decision,

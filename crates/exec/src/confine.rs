@@ -11,15 +11,17 @@ use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
-    Ruleset, RulesetAttr, RulesetCreatedAttr, Scope,
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath,
+    PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, Scope,
 };
 use safe_mcp_contract::{
-    ConfinementReport, ConfinementSpec, ConfinementSummary, HARMLESS_DEVICES, LandlockReport,
-    NamespaceMode, ProcessLimits, RlimitReport, SandboxMode, SeccompReport, ViewReport,
+    ConfinementReport, ConfinementSpec, ConfinementSummary, EGRESS_PORT, EgressReport,
+    HARMLESS_DEVICES, LandlockReport, NamespaceMode, ProcessLimits, RlimitReport, SandboxMode,
+    SeccompReport, ViewReport,
 };
 
-use crate::seccomp;
+use crate::egress::Tier;
+use crate::seccomp::{self, Inet};
 use crate::step::{Step, errno};
 use crate::tmp::{CallTmp, TmpRoot};
 use crate::view::View;
@@ -44,6 +46,9 @@ pub enum ConfineError {
     /// `namespaces = "required"` and no private view could be made.
     #[error("namespaces = \"required\", but no private view of the machine could be made: {0}")]
     Namespaces(String),
+    /// Egress is on, but commands cannot be held to the proxy.
+    #[error("egress (mode = \"allowlist\") cannot be enforced: {0}")]
+    Egress(String),
 }
 
 /// The confinement applied to every command of one server.
@@ -61,6 +66,8 @@ pub struct Confinement {
     /// The private view every command enters, where one could be made.
     view: Option<View>,
     pids_cgroup: Option<PidsCgroup>,
+    /// Under egress: how commands reach the proxy, or why they cannot (then nothing runs).
+    egress: Option<Result<Tier, String>>,
     report: ConfinementReport,
     summary: ConfinementSummary,
 }
@@ -303,19 +310,27 @@ impl Confinement {
                 }
             },
         };
+        let egress = spec.egress.then(|| egress_tier(spec, view.is_some()));
+        if let Some(Err(why)) = &egress {
+            eprintln!(
+                "safe-mcp: warning: [terminal.network] mode = \"allowlist\", but no tier can hold commands to the proxy ({why}); every command is refused (SANDBOX_UNAVAILABLE)"
+            );
+        }
         let (landlock, seccomp) = match spec.mode {
             SandboxMode::Off => (None, None),
             mode => {
                 let rules = LandlockRules::open(spec, mode == SandboxMode::Enforce, view.as_ref())?;
                 // Built once here, so that a kernel refusal stops the start, not a call.
                 rules.validate(tmp_root.path())?;
-                rules.ruleset(tmp_root.path())?;
+                rules.ruleset(tmp_root.path(), None)?;
+                let inet = match (spec.network, spec.egress) {
+                    (true, _) => Inet::Any,
+                    (false, true) => Inet::Tcp,
+                    (false, false) => Inet::None,
+                };
                 (
                     Some(rules),
-                    Some(
-                        seccomp::build(spec.network, spec.unix_sockets)
-                            .map_err(ConfineError::Seccomp)?,
-                    ),
+                    Some(seccomp::build(inet, spec.unix_sockets).map_err(ConfineError::Seccomp)?),
                 )
             }
         };
@@ -331,6 +346,7 @@ impl Confinement {
             &view_state,
             capabilities,
             Some(tmp_root.path()),
+            egress.as_ref(),
         );
         if spec.mode == SandboxMode::BestEffort && report.landlock.enforced != "full" {
             eprintln!(
@@ -347,6 +363,7 @@ impl Confinement {
             capabilities,
             view,
             pids_cgroup,
+            egress,
             report,
             summary,
         })
@@ -362,15 +379,37 @@ impl Confinement {
         &self.summary
     }
 
-    /// What one call needs beyond the server's confinement: its temporary directory, and
-    /// the Landlock ruleset that lets it (and no other call) write there.
+    /// What one call needs beyond the server's confinement: its temporary directory, the
+    /// Landlock ruleset that lets it (and no other call) write there, and under egress the
+    /// proxy port it may connect to (with the landlock tier, the call's own listener).
     pub(crate) fn for_call(&self) -> Result<CallConfinement, ConfineError> {
         let tmp = self.tmp_root.for_call().map_err(ConfineError::Tmp)?;
+        let (listener, port) = match &self.egress {
+            None => (None, None),
+            Some(Err(why)) => return Err(ConfineError::Egress(why.clone())),
+            Some(Ok(Tier::Namespace)) => (None, Some(EGRESS_PORT)),
+            Some(Ok(Tier::Landlock)) => {
+                let (listener, port) = crate::egress::loopback_listener()
+                    .map_err(|e| ConfineError::Egress(format!("the proxy's listener: {e}")))?;
+                (Some(listener), Some(port))
+            }
+        };
         let ruleset = match &self.landlock {
-            Some(rules) => Some(rules.ruleset(tmp.path())?),
+            Some(rules) => Some(rules.ruleset(tmp.path(), port)?),
             None => None,
         };
-        Ok(CallConfinement { ruleset, tmp })
+        Ok(CallConfinement {
+            ruleset,
+            tmp,
+            listener,
+            proxy_port: port,
+        })
+    }
+
+    /// Under egress with the namespace tier: each stage makes a network namespace of its
+    /// own and sends its listener back.
+    pub(crate) fn own_network(&self) -> bool {
+        matches!(self.egress, Some(Ok(Tier::Namespace)))
     }
 
     /// Whether each command gets a pid namespace (and an init) of its own in the view.
@@ -538,7 +577,19 @@ pub fn planned_report(spec: &ConfinementSpec) -> ConfinementReport {
         _ => ViewState::Host("this user cannot make namespaces here".into()),
     };
     let capabilities = (spec.mode != SandboxMode::Off).then(CapabilityDrop::for_this_process);
-    describe(spec, PidsCgroup::would_be_used(), &view, capabilities, None).0
+    let egress = spec.egress.then(|| match view {
+        ViewState::Planned(_) => Ok(Tier::Namespace),
+        _ => egress_tier(spec, false),
+    });
+    describe(
+        spec,
+        PidsCgroup::would_be_used(),
+        &view,
+        capabilities,
+        None,
+        egress.as_ref(),
+    )
+    .0
 }
 
 /// Whether this user could make the view's namespaces: root, or user namespaces allowed.
@@ -556,6 +607,7 @@ fn describe(
     view: &ViewState,
     capabilities: Option<CapabilityDrop>,
     tmp_root: Option<&Path>,
+    egress: Option<&Result<Tier, String>>,
 ) -> (ConfinementReport, ConfinementSummary) {
     let abi = landlock_abi();
     let off = spec.mode == SandboxMode::Off;
@@ -613,10 +665,15 @@ fn describe(
                 &["make_char", "make_block", "ioctl_dev"]
             }),
             exec_in_jail: spec.exec_in_jail,
-            tcp: match (spec.network || off, matches!(view, ViewState::Private(..))) {
-                (true, true) => "loopback only (the private view's own network namespace)",
-                (true, false) => "allowed",
-                (false, _) => "denied",
+            tcp: match (
+                spec.network || off,
+                spec.egress,
+                matches!(view, ViewState::Private(..)),
+            ) {
+                (true, _, true) => "loopback only (the private view's own network namespace)",
+                (true, _, false) => "allowed",
+                (false, true, _) => "connect to the proxy's port only; no bind",
+                (false, false, _) => "denied",
             },
             scoped: strings(&["signal", "abstract-unix-socket"]),
             tmpdir: format!(
@@ -644,11 +701,15 @@ fn describe(
             } else {
                 seccomp::device_node_calls().collect()
             },
-            sockets: match (off, spec.network, spec.unix_sockets) {
-                (true, _, _) | (false, true, true) => "any",
-                (false, true, false) => "any but AF_UNIX (socketpair allowed)",
-                (false, false, true) => "AF_UNIX only",
-                (false, false, false) => "none (socketpair only)",
+            sockets: match (off, spec.network, spec.egress, spec.unix_sockets) {
+                (true, ..) | (false, true, _, true) => "any",
+                (false, true, _, false) => "any but AF_UNIX (socketpair allowed)",
+                (false, false, true, true) => "AF_UNIX, and TCP streams over IPv4 and IPv6",
+                (false, false, true, false) => {
+                    "TCP streams over IPv4 and IPv6 (socketpair allowed)"
+                }
+                (false, false, false, true) => "AF_UNIX only",
+                (false, false, false, false) => "none (socketpair only)",
             },
         },
         no_new_privs: !off,
@@ -667,6 +728,16 @@ fn describe(
             core_bytes: 0,
         },
         process_group: "own; the whole tree is killed on timeout, cancel or flood",
+        egress: egress.map(|tier| match tier {
+            Ok(tier) => EgressReport {
+                tier: tier.as_str(),
+                detail: tier.describe(),
+            },
+            Err(why) => EgressReport {
+                tier: "unavailable",
+                detail: format!("{why}; no command runs (SANDBOX_UNAVAILABLE)"),
+            },
+        }),
     };
     let summary = ConfinementSummary {
         mode: spec.mode.as_str(),
@@ -684,6 +755,7 @@ fn describe(
             "host"
         },
         network: spec.network,
+        egress: egress.map(|tier| tier.as_ref().map_or("unavailable", |t| t.as_str())),
     };
     (report, summary)
 }
@@ -756,6 +828,10 @@ fn add_path_rule(ruleset: libc::c_int, parent_fd: libc::c_int, access: u64) -> l
 pub(crate) struct CallConfinement {
     ruleset: Option<OwnedFd>,
     tmp: CallTmp,
+    /// The landlock tier's listener for this call, until the executor hands it to the proxy.
+    pub(crate) listener: Option<std::net::TcpListener>,
+    /// Under egress, the port the proxy listens on, as commands see it.
+    pub(crate) proxy_port: Option<u16>,
 }
 
 impl CallConfinement {
@@ -765,11 +841,29 @@ impl CallConfinement {
     }
 }
 
+/// How commands of `spec` can be held to the proxy here: their own network namespace in
+/// the private view, else Landlock's TCP rules (ABI 4), else not at all.
+fn egress_tier(spec: &ConfinementSpec, view: bool) -> Result<Tier, String> {
+    let abi = landlock_abi();
+    match (spec.mode, view) {
+        (SandboxMode::Off, _) => {
+            Err("sandbox mode is off, so nothing holds a command to the proxy".into())
+        }
+        (_, true) => Ok(Tier::Namespace),
+        (_, false) if abi >= 4 => Ok(Tier::Landlock),
+        (_, false) => Err(format!(
+            "no network namespace can be made here and Landlock ABI {abi} has no TCP rules (ABI 4 does)"
+        )),
+    }
+}
+
 /// The Landlock rules of a server: every path opened once at start, with the rights it
 /// grants. Each call's ruleset is these plus the call's temporary directory.
 struct LandlockRules {
     level: CompatLevel,
     network: bool,
+    /// Whether calls may connect to the proxy's port (egress).
+    egress: bool,
     rules: Vec<(PathFd, BitFlags<AccessFs>)>,
     /// What the jail grants, and so also the write paths and a call's temporary directory.
     writable: BitFlags<AccessFs>,
@@ -857,6 +951,7 @@ impl LandlockRules {
                 CompatLevel::BestEffort
             },
             network: spec.network,
+            egress: spec.egress,
             rules,
             writable,
             attr,
@@ -878,6 +973,11 @@ impl LandlockRules {
                 .handle_access(AccessNet::from_all(TARGET_ABI))
                 .map_err(err)?;
         }
+        // Egress's one rule: TCP connect to the proxy's port (checked here once; each call
+        // adds it in a raw syscall, for its own port).
+        let proxy = self
+            .egress
+            .then(|| NetPort::new(EGRESS_PORT, AccessNet::ConnectTcp));
         let tmp_fd = PathFd::new(tmp)
             .map_err(|e| ConfineError::Landlock(format!("{}: {e}", tmp.display())))?;
         let rules = self
@@ -892,6 +992,8 @@ impl LandlockRules {
             .add_rules(rules)
             .map_err(err)?
             .add_rule(PathBeneath::new(tmp_fd, self.writable))
+            .map_err(err)?
+            .add_rules(proxy.into_iter().map(Ok::<_, landlock::RulesetError>))
             .map_err(err)?;
         Ok(())
     }
@@ -899,7 +1001,7 @@ impl LandlockRules {
     /// The same ruleset for one call, in raw syscalls: one to create it, one per rule, with
     /// the rights this kernel handles (what [`LandlockRules::validate`] accepted). The crate's
     /// checks cost a `fstat` per rule on every call; they were made once at start.
-    fn ruleset(&self, tmp: &Path) -> Result<OwnedFd, ConfineError> {
+    fn ruleset(&self, tmp: &Path, proxy_port: Option<u16>) -> Result<OwnedFd, ConfineError> {
         let (attr, size, fs) = (&self.attr, self.attr_size, self.attr.handled_access_fs);
         let failed = |what: &str| {
             ConfineError::Landlock(format!("{what}: {}", std::io::Error::last_os_error()))
@@ -935,6 +1037,12 @@ impl LandlockRules {
             if add_path_rule(ruleset.as_raw_fd(), parent_fd, access & fs) != 0 {
                 return Err(failed("landlock_add_rule"));
             }
+        }
+        if let Some(port) = proxy_port
+            && self.attr.handled_access_net & crate::egress::CONNECT_TCP != 0
+        {
+            crate::egress::allow_connect(ruleset.as_fd(), port)
+                .map_err(|e| ConfineError::Landlock(format!("the proxy's port rule: {e}")))?;
         }
         Ok(ruleset)
     }

@@ -24,6 +24,7 @@
 )]
 
 pub mod confine;
+mod egress;
 pub mod reap;
 mod run;
 mod rundir;
@@ -38,8 +39,8 @@ use std::sync::Arc;
 
 use rustix::pipe::{PipeFlags, pipe_with};
 use safe_mcp_contract::{
-    Cancel, ConfinementReport, ConfinementSpec, ConfinementSummary, Durable, ExecFailure,
-    ExecFuture, ExecPlan, Executor, KernelReport,
+    CALL_TMP_VARIABLES, Cancel, ConfinementReport, ConfinementSpec, ConfinementSummary, Durable,
+    ExecFailure, ExecFuture, ExecPlan, Executor, KernelReport, NO_PROXY_VARIABLES, PROXY_VARIABLES,
 };
 
 pub use confine::{ConfineError, Confinement, capability_report, landlock_abi, planned_report};
@@ -87,13 +88,33 @@ impl Executor for LocalExecutor {
             let mut plan = plan;
             // The call's own temporary directory and the ruleset that lets it write there;
             // removed when this future ends, after the whole tree is gone.
-            let call = confinement
+            let mut call = confinement
                 .for_call()
                 .map_err(|e| ExecFailure::Sandbox(e.to_string()))?;
             let tmp = call.tmp().to_string_lossy().into_owned();
-            for name in ["TMPDIR", "TMP", "TEMP"] {
-                plan.env.retain(|(n, _)| n != name);
-                plan.env.push((name.to_owned(), tmp.clone()));
+            for name in CALL_TMP_VARIABLES {
+                set_env(&mut plan.env, name, &tmp);
+            }
+            // Egress: the proxy's address for every tool that reads the usual variables. A
+            // call without a proxy has no way out at all, and is refused rather than run
+            // with a network that silently fails.
+            let mut serving = None;
+            if let Some(port) = call.proxy_port {
+                let Some(egress) = plan.egress.clone() else {
+                    return Err(ExecFailure::Sandbox(
+                        "egress is on but the call has no proxy".into(),
+                    ));
+                };
+                let proxy = format!("http://127.0.0.1:{port}");
+                for name in PROXY_VARIABLES {
+                    set_env(&mut plan.env, name, &proxy);
+                }
+                for name in NO_PROXY_VARIABLES {
+                    set_env(&mut plan.env, name, "");
+                }
+                // The landlock tier's listener is the call's; the namespace tier's come
+                // with each stage (see `run`).
+                serving = call.listener.take().map(|l| egress.0.serve(l));
             }
             let internal = |e: rustix::io::Errno| ExecFailure::Internal(e.to_string());
             // The blocking loop polls the read end. Closing the write end (on cancel, or when
@@ -142,6 +163,8 @@ impl Executor for LocalExecutor {
                     task.await
                 }
             };
+            // The proxy stops serving the call once its processes are gone.
+            drop(serving);
             let outcome =
                 joined.map_err(|e| ExecFailure::Internal(format!("executor task failed: {e}")))?;
             if !released {
@@ -150,6 +173,12 @@ impl Executor for LocalExecutor {
             outcome
         })
     }
+}
+
+/// Sets `name` in `env`, replacing any value it had.
+fn set_env(env: &mut Vec<(String, String)>, name: &str, value: &str) {
+    env.retain(|(n, _)| n != name);
+    env.push((name.to_owned(), value.to_owned()));
 }
 
 /// What this kernel can enforce, for `safe-mcp doctor`.

@@ -106,6 +106,8 @@ struct Stage {
     init: Option<spawn::InitMemory>,
     exited: bool,
     index: usize,
+    /// Egress's namespace tier: the proxy serving this stage's network namespace.
+    _egress: Option<Box<dyn Send>>,
 }
 
 /// How a stage ended: its exit code, or the signal that killed it.
@@ -457,11 +459,18 @@ fn spawn_stages(
             Err(e) => return Err(spawn_failure(&stage.argv[0], &e)),
         };
         pgid = child.pgid;
+        // The proxy serves the stage's own network namespace until the stage is dropped
+        // (after it has been reaped); a listener without a proxy closes here.
+        let egress = match (child.listener, &plan.egress) {
+            (Some(listener), Some(egress)) => Some(egress.0.serve(listener)),
+            _ => None,
+        };
         stages.push(Stage {
             pid: child.pid,
             pidfd: child.pidfd,
             pgid: Pid::from_raw(child.pgid).unwrap_or(child.pid),
             init: child.init,
+            _egress: egress,
             exited: false,
             index: base + k,
         });

@@ -11,7 +11,9 @@
 //! 4. `clone` with any `CLONE_NEW*` flag fails with EPERM, like `unshare`;
 //! 5. `socket` follows the two switches: without network only AF_UNIX is allowed (nothing
 //!    at all when unix sockets are off too); with network, anything but AF_UNIX when unix
-//!    sockets are off;
+//!    sockets are off; with egress ([`Inet::Tcp`]), AF_INET and AF_INET6 only as TCP
+//!    streams (type SOCK_STREAM, protocol 0 or IPPROTO_TCP): no UDP, no raw socket, no
+//!    SCTP, nothing Landlock's TCP rules would not see;
 //! 6. a mode with the setuid or setgid bit fails with EPERM, in every call that sets one
 //!    the kernel keeps (the chmod family, `open`/`openat`/`creat`, `mknod`/`mknodat`), and
 //!    so does a `mknod` of a character or block device: a root server's command must not
@@ -187,6 +189,10 @@ enum Label {
     Enosys,
     Clone,
     Socket,
+    /// An AF_INET or AF_INET6 socket under [`Inet::Tcp`]: only a TCP stream.
+    Inet,
+    /// The type and protocol check of such a socket.
+    InetType,
     /// Refuse set-id bits in the mode at this argument index.
     Mode(u32),
     /// As `Mode`, and refuse device nodes.
@@ -212,8 +218,19 @@ enum Insn {
     Mark(Label),
 }
 
-/// Builds the filter for a sandbox with or without network and unix sockets.
-pub(crate) fn build(network: bool, unix_sockets: bool) -> Result<Program, String> {
+/// Which sockets other than AF_UNIX a command may create.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Inet {
+    /// None (no network).
+    None,
+    /// TCP over IPv4 or IPv6 only (egress: the proxy is a TCP address).
+    Tcp,
+    /// Any family and type (network open).
+    Any,
+}
+
+/// Builds the filter for a sandbox with these sockets.
+pub(crate) fn build(inet: Inet, unix_sockets: bool) -> Result<Program, String> {
     use Insn::{And, Jump, Load, Mark, Return};
     let eq = |k: u32, then: Label| Jump {
         op: libc::BPF_JEQ,
@@ -250,7 +267,11 @@ pub(crate) fn build(network: bool, unix_sockets: bool) -> Result<Program, String
         } else {
             Label::Eperm
         },
-        if network { Label::Allow } else { Label::Eperm },
+        match inet {
+            Inet::Any => Label::Allow,
+            Inet::Tcp => Label::Inet,
+            Inet::None => Label::Eperm,
+        },
     );
     if (unix, other) != (Label::Allow, Label::Allow) {
         code.push(eq(nr(libc::SYS_socket)?, Label::Socket));
@@ -327,6 +348,38 @@ pub(crate) fn build(network: bool, unix_sockets: bool) -> Result<Program, String
             then: unix,
             otherwise: other,
         },
+    ]);
+    if inet == Inet::Tcp {
+        code.extend([
+            Mark(Label::Inet),
+            eq(libc::AF_INET as u32, Label::InetType),
+            Jump {
+                op: libc::BPF_JEQ,
+                k: libc::AF_INET6 as u32,
+                then: Label::Next,
+                otherwise: Label::Eperm,
+            },
+            Mark(Label::InetType),
+            // The type without SOCK_NONBLOCK and SOCK_CLOEXEC (SOCK_TYPE_MASK).
+            Load(arg_low(1)),
+            And(0xf),
+            Jump {
+                op: libc::BPF_JEQ,
+                k: libc::SOCK_STREAM as u32,
+                then: Label::Next,
+                otherwise: Label::Eperm,
+            },
+            Load(arg_low(2)),
+            eq(0, Label::Allow),
+            Jump {
+                op: libc::BPF_JEQ,
+                k: libc::IPPROTO_TCP as u32,
+                then: Label::Allow,
+                otherwise: Label::Eperm,
+            },
+        ]);
+    }
+    code.extend([
         Mark(Label::Allow),
         Return(RET_ALLOW),
         Mark(Label::Eperm),
@@ -444,14 +497,19 @@ mod tests {
 
     #[test]
     fn the_program_is_short() {
-        let program = build(false, true).unwrap();
+        let program = build(Inet::None, true).unwrap();
         assert!(program.len() <= 96, "{} instructions", program.len());
     }
 
     #[test]
     fn everyday_syscalls_are_allowed_and_the_deny_list_is_refused() {
-        for (network, unix) in [(false, true), (false, false), (true, true)] {
-            let p = build(network, unix).unwrap();
+        for (inet, unix) in [
+            (Inet::None, true),
+            (Inet::None, false),
+            (Inet::Any, true),
+            (Inet::Tcp, true),
+        ] {
+            let p = build(inet, unix).unwrap();
             for n in [
                 libc::SYS_read,
                 libc::SYS_write,
@@ -471,7 +529,7 @@ mod tests {
 
     #[test]
     fn a_foreign_abi_is_killed_and_x32_is_absent() {
-        let p = build(false, true).unwrap();
+        let p = build(Inet::None, true).unwrap();
         const AUDIT_ARCH_I386: u32 = 3 | 0x4000_0000;
         assert_eq!(run(&p, AUDIT_ARCH_I386, 26, 0), RET_KILL); // i386 ptrace
         if cfg!(target_arch = "x86_64") {
@@ -483,7 +541,7 @@ mod tests {
 
     #[test]
     fn clone_may_not_make_namespaces_and_clone3_is_absent() {
-        let p = build(false, true).unwrap();
+        let p = build(Inet::None, true).unwrap();
         let plain = (libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD) as u64;
         assert_eq!(run(&p, AUDIT_ARCH, nr(libc::SYS_clone), plain), RET_ALLOW);
         for flag in [
@@ -505,24 +563,61 @@ mod tests {
     fn sockets_follow_the_network_and_unix_socket_switches() {
         let socket = nr(libc::SYS_socket);
         let (unix, inet) = (libc::AF_UNIX as u64, libc::AF_INET as u64);
-        let p = build(false, true).unwrap();
+        let p = build(Inet::None, true).unwrap();
         assert_eq!(run(&p, AUDIT_ARCH, socket, unix), RET_ALLOW);
         assert_eq!(run(&p, AUDIT_ARCH, socket, inet), RET_EPERM);
         // A high word cannot smuggle AF_UNIX past the check: the kernel reads an int.
         assert_eq!(run(&p, AUDIT_ARCH, socket, (1 << 32) | inet), RET_EPERM);
-        let p = build(false, false).unwrap();
+        let p = build(Inet::None, false).unwrap();
         assert_eq!(run(&p, AUDIT_ARCH, socket, unix), RET_EPERM);
-        let p = build(true, true).unwrap();
+        let p = build(Inet::Any, true).unwrap();
         assert_eq!(run(&p, AUDIT_ARCH, socket, inet), RET_ALLOW);
         assert_eq!(run(&p, AUDIT_ARCH, socket, unix), RET_ALLOW);
-        let p = build(true, false).unwrap();
+        let p = build(Inet::Any, false).unwrap();
         assert_eq!(run(&p, AUDIT_ARCH, socket, inet), RET_ALLOW);
         assert_eq!(run(&p, AUDIT_ARCH, socket, unix), RET_EPERM);
     }
 
     #[test]
+    fn egress_allows_tcp_streams_only() {
+        let p = build(Inet::Tcp, true).unwrap();
+        let socket = |domain: i32, kind: i32, protocol: i32| {
+            run_args(
+                &p,
+                AUDIT_ARCH,
+                nr(libc::SYS_socket),
+                [domain as u64, kind as u64, protocol as u64, 0, 0, 0],
+            )
+        };
+        let stream = libc::SOCK_STREAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK;
+        for domain in [libc::AF_INET, libc::AF_INET6] {
+            assert_eq!(socket(domain, stream, 0), RET_ALLOW);
+            assert_eq!(
+                socket(domain, libc::SOCK_STREAM, libc::IPPROTO_TCP),
+                RET_ALLOW
+            );
+            assert_eq!(socket(domain, libc::SOCK_DGRAM, 0), RET_EPERM, "UDP");
+            assert_eq!(
+                socket(domain, libc::SOCK_RAW, libc::IPPROTO_ICMP),
+                RET_EPERM
+            );
+            assert_eq!(socket(domain, libc::SOCK_SEQPACKET, 0), RET_EPERM);
+            // SCTP and MPTCP streams are not TCP to Landlock's port rules.
+            assert_eq!(
+                socket(domain, libc::SOCK_STREAM, libc::IPPROTO_SCTP),
+                RET_EPERM
+            );
+            assert_eq!(socket(domain, libc::SOCK_STREAM, 262), RET_EPERM);
+        }
+        for domain in [libc::AF_NETLINK, libc::AF_PACKET, libc::AF_VSOCK] {
+            assert_eq!(socket(domain, libc::SOCK_STREAM, 0), RET_EPERM);
+        }
+        assert_eq!(socket(libc::AF_UNIX, libc::SOCK_STREAM, 0), RET_ALLOW);
+    }
+
+    #[test]
     fn set_id_modes_and_device_nodes_are_refused() {
-        let p = build(false, true).unwrap();
+        let p = build(Inet::None, true).unwrap();
         let with_mode = |arg: u32, mode: u64| {
             let mut args = [0u64; 6];
             args[arg as usize] = mode;

@@ -113,6 +113,8 @@ pub(crate) struct Spawned {
     pub pidfd: OwnedFd,
     pub pgid: i32,
     pub init: Option<InitMemory>,
+    /// Egress's namespace tier: the proxy's listener in the stage's own network namespace.
+    pub listener: Option<std::net::TcpListener>,
 }
 
 /// What a stage's init uses until it exits: its stack, and the slot where it leaves the
@@ -168,6 +170,9 @@ struct Prepared {
     confinement: *const Confinement,
     call: *const CallConfinement,
     keep_death_signal: bool,
+    /// Egress's namespace tier: the channel on which the first child sends the listener of
+    /// its own network namespace; -1 otherwise.
+    egress_channel: RawFd,
     /// Written by a child only, before it exits: `step << 16 | errno`, or 0. The first
     /// failure wins.
     failure: AtomicI32,
@@ -289,6 +294,11 @@ pub(crate) fn spawn(s: &StageSpawn<'_>) -> Result<Spawned, SpawnError> {
     }
     let strings = prepare_strings(s)?;
     let stack = ChildStack::new()?;
+    let channel = if s.confinement.own_network() {
+        Some(crate::egress::Channel::new()?)
+    } else {
+        None
+    };
     let server = rustix::process::getpid().as_raw_nonzero().get();
     let mut init = None;
     let mut command_stack = None;
@@ -343,6 +353,7 @@ pub(crate) fn spawn(s: &StageSpawn<'_>) -> Result<Spawned, SpawnError> {
         confinement: std::ptr::from_ref(s.confinement),
         call: std::ptr::from_ref(s.call),
         keep_death_signal: s.keep_death_signal,
+        egress_channel: channel.as_ref().map_or(-1, |c| c.child.as_raw_fd()),
         failure: AtomicI32::new(0),
         pid_ns,
     };
@@ -388,17 +399,34 @@ pub(crate) fn spawn(s: &StageSpawn<'_>) -> Result<Spawned, SpawnError> {
         step: Step::from_raw(failure >> 16).unwrap_or(Step::Exec),
         errno: failure & 0xffff,
     };
+    // The first child has sent its listener (or failed, which the failure slot says).
+    let listener = match (&channel, failure) {
+        (Some(channel), 0) => Some(channel.receive()),
+        _ => None,
+    };
     let Some(stage) = &prepared.pid_ns else {
-        if failure != 0 {
-            // The child has exited: reap it so it leaves no zombie.
-            let _ = reap(&pidfd);
-            return Err(child_failed(failure));
-        }
+        let listener = match listener.transpose() {
+            Ok(listener) if failure == 0 => listener,
+            Ok(_) => {
+                // The child has exited: reap it so it leaves no zombie.
+                let _ = reap(&pidfd);
+                return Err(child_failed(failure));
+            }
+            Err(e) => {
+                let _ = rustix::process::pidfd_send_signal(&pidfd, rustix::process::Signal::KILL);
+                let _ = reap(&pidfd);
+                return Err(SpawnError::Child {
+                    step: Step::Network,
+                    errno: e.raw_os_error().unwrap_or(libc::EIO),
+                });
+            }
+        };
         return Ok(Spawned {
             pid,
             pidfd,
             pgid,
             init: None,
+            listener,
         });
     };
     // The first child has exited either way; the init, if there is one, is our child.
@@ -406,6 +434,13 @@ pub(crate) fn spawn(s: &StageSpawn<'_>) -> Result<Spawned, SpawnError> {
     let init_pid = Pid::from_raw(stage.init_pid.load(Ordering::Acquire));
     let init_fd =
         init_pid.map(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()));
+    let (failure, listener) = match listener.transpose() {
+        Ok(listener) => (failure, listener),
+        Err(e) => (
+            ((Step::Network as i32) << 16) | (e.raw_os_error().unwrap_or(libc::EIO) & 0xffff),
+            None,
+        ),
+    };
     match (failure, init_pid, init_fd, init) {
         // The init left the first child's group for a session of its own, so its group
         // is the init's pid, pinned by the init itself until we reap it: never a stranger's.
@@ -414,6 +449,7 @@ pub(crate) fn spawn(s: &StageSpawn<'_>) -> Result<Spawned, SpawnError> {
             pidfd: init_fd,
             pgid: init_pid.as_raw_nonzero().get(),
             init: Some(memory),
+            listener,
         }),
         (failure, _, init_fd, memory) => {
             if let Some(Ok(fd)) = &init_fd {
@@ -557,6 +593,10 @@ unsafe fn run_child(p: &Prepared) -> Result<(), (Step, c_int)> {
     let confinement = unsafe { &*p.confinement };
     // SAFETY: this is the spawn child, before its chdir, as `enter_view` requires.
     unsafe { confinement.enter_view() }?;
+    if p.egress_channel >= 0 {
+        // SAFETY: we are the spawn child, in the view, as `own_network` requires.
+        unsafe { crate::egress::own_network(p.egress_channel) }.map_err(|e| (Step::Network, e))?;
+    }
     match &p.pid_ns {
         // SAFETY: we are the first child, in the view, as `start_init` requires.
         Some(stage) => unsafe { start_init(p, stage) },

@@ -27,6 +27,8 @@ pub(crate) enum Step {
     Sandbox,
     Gate,
     Exec,
+    /// Egress: the command's own network namespace and the proxy's listener in it.
+    Network,
 }
 
 impl Step {
@@ -44,6 +46,7 @@ impl Step {
             Step::Sandbox,
             Step::Gate,
             Step::Exec,
+            Step::Network,
         ]
         .into_iter()
         .find(|s| *s as i32 == raw)
@@ -63,6 +66,9 @@ impl Step {
             Step::Sandbox => "kernel confinement",
             Step::Gate => "exec gate",
             Step::Exec => "execve",
+            Step::Network => {
+                "the command's network namespace (unshare, loopback, the proxy's listener)"
+            }
         }
     }
 }

@@ -44,6 +44,8 @@ pub(crate) struct View {
     pub(crate) pid: Result<(), String>,
     /// Whether the kernel mounts a private `devpts` here (each command then gets its own).
     pts: bool,
+    /// What network commands have, for the reports.
+    network: &'static str,
     /// The runtime directory holding the skeleton root; removed on drop.
     dir: PathBuf,
 }
@@ -57,7 +59,7 @@ impl std::fmt::Debug for View {
 }
 
 /// What a command can see in the view, for the reports.
-const VISIBLE: &str = "the jail (read-write, nosuid, nodev), the read paths and HOME (read-only), /dev/{null,zero,full,random,urandom} (read-only binds), a synthetic /etc/passwd, /etc/group and /etc/hosts; nothing else of the host's filesystem; loopback-only network";
+const VISIBLE: &str = "the jail (read-write, nosuid, nodev), the read paths and HOME (read-only), /dev/{null,zero,full,random,urandom} (read-only binds), a synthetic /etc/passwd, /etc/group and /etc/hosts; nothing else of the host's filesystem";
 
 const PREFIX: &str = "safe-mcp-view-";
 
@@ -154,8 +156,20 @@ impl View {
         rundir::remove_stale(&parent, PREFIX);
         let dir = rundir::make(&parent, PREFIX, 0o700)?;
         let view = match build(spec, &dir, tmp_root) {
-            Ok((entries, user, pid, pts)) => View {
-                entries,
+            Ok((mut entries, user, pid, pts)) => View {
+                entries: {
+                    // Under egress each command makes a network namespace of its own
+                    // instead of entering the view's.
+                    if spec.egress {
+                        entries.retain(|(_, ns)| ns.flag != libc::CLONE_NEWNET);
+                    }
+                    entries
+                },
+                network: if spec.egress {
+                    "a network namespace of its own per command, whose only way out is the server's proxy"
+                } else {
+                    "loopback-only network (the view's own namespace, also in network mode open)"
+                },
                 user,
                 pid,
                 pts,
@@ -198,6 +212,9 @@ impl View {
         if self.pid.is_ok() {
             names.push("pid");
         }
+        if self.network.starts_with("a network namespace of its own") {
+            names.push("net (its own)");
+        }
         names
     }
 
@@ -205,7 +222,8 @@ impl View {
     pub(crate) fn visible(&self) -> String {
         match &self.pid {
             Ok(()) => format!(
-                "{VISIBLE}; a pid namespace of its own with its /proc (read-only): it is the child of that namespace's init, sees no other process, and every process it leaves behind dies with it; a session of its own (no controlling terminal, so /dev/tty opens nothing){}",
+                "{VISIBLE}; {}; a pid namespace of its own with its /proc (read-only): it is the child of that namespace's init, sees no other process, and every process it leaves behind dies with it; a session of its own (no controlling terminal, so /dev/tty opens nothing){}",
+                self.network,
                 if self.pts {
                     "; a devpts of its own (/dev/pts, /dev/ptmx) for pseudo-terminals"
                 } else {
@@ -213,7 +231,8 @@ impl View {
                 }
             ),
             Err(why) => format!(
-                "{VISIBLE}; the host's pid namespace and no /proc ({why}); Landlock's scoping refuses signals to other processes"
+                "{VISIBLE}; {}; the host's pid namespace and no /proc ({why}); Landlock's scoping refuses signals to other processes",
+                self.network
             ),
         }
     }
@@ -785,11 +804,12 @@ unsafe fn remount(target: &CString, flags: c_ulong) -> Result<(), c_int> {
     if rc != 0 { Err(errno()) } else { Ok(()) }
 }
 
-/// Brings `lo` up in the view's network namespace: the only interface it has.
+/// Brings `lo` up in a fresh network namespace (the view's, or a command's own under
+/// egress): the only interface it has.
 ///
 /// # Safety
-/// Only in the setup child.
-unsafe fn loopback_up() -> Result<(), c_int> {
+/// Only in the setup child or a spawn child, in the namespace to change.
+pub(crate) unsafe fn loopback_up() -> Result<(), c_int> {
     // SAFETY: integer arguments only.
     let sock = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if sock < 0 {

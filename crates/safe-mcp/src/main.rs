@@ -11,6 +11,7 @@ mod exit;
 mod files_server;
 mod init;
 mod progress;
+mod proxy;
 mod stdio;
 mod terminal_server;
 
@@ -193,6 +194,9 @@ fn serve_terminal(config: Option<&Path>) -> ExitCode {
         Ok(s) => Arc::new(s),
         Err(e) => return fatal(e),
     };
+    if service.policy().network.mode == safe_mcp_core::egress::NetworkMode::Allowlist {
+        service.set_egress(Arc::new(proxy::Proxy::new(&service)));
+    }
     let terminal = service.policy();
     let executor = match LocalExecutor::new(&service.confinement_spec()) {
         Ok(x) => x,

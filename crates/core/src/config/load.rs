@@ -21,6 +21,7 @@ use super::{
     TerminalPolicy,
 };
 use super::{profiles, project};
+use crate::egress::{DomainRule, NetworkMode, NetworkPolicy};
 use crate::paths::lexical_normalize;
 
 /// Reads environment variables; injectable so tests need not touch the process environment.
@@ -151,6 +152,7 @@ impl Builder<'_> {
                 profiles: None,
                 cache_dir: None,
                 sessions: None,
+                network: None,
             });
         }
 
@@ -442,6 +444,8 @@ impl Builder<'_> {
         }
 
         let sb = raw.sandbox.unwrap_or_default();
+        let network = network_policy(raw.network.unwrap_or_default(), sb.network)?;
+        let open = network.mode == NetworkMode::Open;
         let read_paths: Vec<PathBuf> = match sb.read_paths {
             Some(paths) => paths.into_iter().map(|p| self.file_path(p)).collect(),
             None => DEFAULT_READ_PATHS.iter().map(PathBuf::from).collect(),
@@ -515,6 +519,7 @@ impl Builder<'_> {
                 }
                 s
             },
+            network,
             limits,
             allow,
             deny,
@@ -522,7 +527,7 @@ impl Builder<'_> {
             examples: raw.examples.unwrap_or_default(),
             sandbox: SandboxSettings {
                 mode: sb.mode.unwrap_or(SandboxMode::Enforce),
-                network: sb.network.unwrap_or(false),
+                network: open,
                 read_paths,
                 exec_in_jail: sb.exec_in_jail.unwrap_or(expansion.exec_in_jail),
                 unix_sockets: sb.unix_sockets.unwrap_or(true),
@@ -787,5 +792,73 @@ fn environment(raw: super::raw::RawEnv) -> Result<EnvSettings, ConfigError> {
     Ok(EnvSettings {
         pass: raw.pass,
         set: raw.set.into_iter().collect(),
+    })
+}
+
+/// `[terminal.network]`, with the older `[terminal.sandbox] network = true|false` (which
+/// means mode open or off) folded in; the two may not disagree.
+fn network_policy(
+    raw: super::raw::RawNetwork,
+    sandbox_network: Option<bool>,
+) -> Result<NetworkPolicy, ConfigError> {
+    let bad = |key: &str, message: String| ConfigError::Invalid {
+        key: format!("terminal.network.{key}"),
+        message,
+    };
+    let mode = match (raw.mode, sandbox_network) {
+        (Some(mode), None) => mode,
+        (None, Some(true)) => NetworkMode::Open,
+        (None, Some(false) | None) => NetworkMode::Off,
+        (Some(mode), Some(open)) if (mode == NetworkMode::Open) == open => mode,
+        (Some(mode), Some(open)) => {
+            return Err(bad(
+                "mode",
+                format!(
+                    "mode = \"{}\" contradicts [terminal.sandbox] network = {open}; keep one of the two",
+                    mode.as_str()
+                ),
+            ));
+        }
+    };
+    let rules = |key: &str, list: Option<Vec<String>>| {
+        list.unwrap_or_default()
+            .iter()
+            .map(|r| DomainRule::parse(r).map_err(|m| bad(key, m)))
+            .collect::<Result<Vec<_>, _>>()
+    };
+    let allow = rules("allow_domains", raw.allow_domains)?;
+    let deny = rules("deny_domains", raw.deny_domains)?;
+    let mut hosts = std::collections::BTreeMap::new();
+    for (name, addresses) in raw.hosts.unwrap_or_default() {
+        let host = crate::egress::normalize(&name).map_err(|r| bad("hosts", r.reason))?;
+        let parsed = addresses
+            .iter()
+            .map(|a| {
+                a.parse::<std::net::IpAddr>()
+                    .map_err(|_| bad("hosts", format!("{name}: {a:?} is not an IP address")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if parsed.is_empty() {
+            return Err(bad("hosts", format!("{name}: give at least one address")));
+        }
+        hosts.insert(host, parsed);
+    }
+    if mode != NetworkMode::Allowlist
+        && (!allow.is_empty() || !deny.is_empty() || !hosts.is_empty())
+    {
+        return Err(bad(
+            "allow_domains",
+            format!(
+                "the domain lists and hosts apply only to mode = \"allowlist\" (mode is \"{}\")",
+                mode.as_str()
+            ),
+        ));
+    }
+    Ok(NetworkPolicy {
+        mode,
+        allow,
+        deny,
+        allow_private: raw.allow_private.unwrap_or(false),
+        hosts,
     })
 }

@@ -152,6 +152,8 @@ pub struct TerminalPolicy {
     pub project: Option<ProjectReport>,
     /// `[terminal.sessions]`.
     pub sessions: SessionSettings,
+    /// `[terminal.network]` (egress); `sandbox.network` is true exactly in mode open.
+    pub network: crate::egress::NetworkPolicy,
     /// The scrubbed PATH programs resolve through (absolute, outside the jail).
     pub path: Vec<PathBuf>,
     /// `[[terminal.examples]]`.

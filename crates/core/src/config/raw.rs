@@ -62,6 +62,17 @@ pub(super) struct RawTerminal {
     pub(super) profiles: Option<Vec<String>>,
     pub(super) cache_dir: Option<PathBuf>,
     pub(super) sessions: Option<super::SessionSettings>,
+    pub(super) network: Option<RawNetwork>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawNetwork {
+    pub(super) mode: Option<crate::egress::NetworkMode>,
+    pub(super) allow_domains: Option<Vec<String>>,
+    pub(super) deny_domains: Option<Vec<String>>,
+    pub(super) allow_private: Option<bool>,
+    pub(super) hosts: Option<BTreeMap<String, Vec<String>>>,
 }
 
 #[derive(Debug, Deserialize, Default)]

@@ -2,6 +2,7 @@
 mod audit;
 mod cli;
 mod confinement;
+mod egress;
 mod files;
 mod first_hour;
 mod long_work;

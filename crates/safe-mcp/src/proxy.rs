@@ -1,0 +1,618 @@
+//! The egress proxy (DESIGN §9): the one way a command's bytes leave the machine under
+//! `[terminal.network] mode = "allowlist"`.
+//!
+//! It serves HTTP CONNECT (what HTTPS, git and every package manager use through a proxy)
+//! and plain-HTTP forwarding, on listeners the executor hands it, each belonging to one call
+//! (see `safe_mcp_exec::egress`). For every request, in order:
+//! 1. the host is judged by the core ([`NetworkPolicy::judge`]): deny list, then allow
+//!    list, IP literals refused;
+//! 2. the proxy resolves the name itself (or takes `[terminal.network.hosts]`), and every
+//!    answer is checked ([`NetworkPolicy::check_addresses`]);
+//! 3. an `open` record is appended and made durable before a byte flows (a refusal's
+//!    record is appended at once), naming the call, host, port, rule and address;
+//! 4. it connects to an address it checked (never resolving again, so a rebinding resolver
+//!    cannot swap the answer) and relays; a `close` record carries the byte counts.
+//!
+//! Plain HTTP carries one request per connection: the `Host` header must name the host of
+//! the request line, the request goes upstream with `Connection: close`, and nothing the
+//! client sends after its body is relayed, so a second request cannot reach another host
+//! unchecked. Request bodies must have a `Content-Length` (chunked uploads over plain HTTP
+//! are refused; through CONNECT anything goes).
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use safe_mcp_core::audit::CallId;
+use safe_mcp_core::egress::{NetworkPolicy, NetworkRecord, Refusal};
+use safe_mcp_core::terminal::{Egress, EgressGate};
+use safe_mcp_core::terminal::{EgressProvider, TerminalService};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+
+/// The longest request head read (request line and headers).
+const MAX_HEAD: usize = 16 * 1024;
+/// How long a client may take to send its request head.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long a name may take to resolve.
+const RESOLVE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one connect may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+/// The relay's buffer per direction: large enough that loopback throughput is not
+/// bounded by syscalls.
+const RELAY_BUFFER: usize = 256 * 1024;
+
+/// The proxy of one terminal server: its policy, and the trail its records go to.
+#[derive(Debug)]
+pub struct Proxy {
+    policy: Arc<NetworkPolicy>,
+    service: Weak<TerminalService>,
+}
+
+impl Proxy {
+    /// A proxy judging by `service`'s network policy and writing to its trail.
+    pub fn new(service: &Arc<TerminalService>) -> Proxy {
+        Proxy {
+            policy: Arc::new(service.policy().network.clone()),
+            service: Arc::downgrade(service),
+        }
+    }
+}
+
+impl EgressProvider for Proxy {
+    fn for_call(&self, call: &CallId) -> Egress {
+        Egress(Arc::new(CallProxy {
+            policy: Arc::clone(&self.policy),
+            service: self.service.clone(),
+            call: call.to_string(),
+        }))
+    }
+}
+
+/// The proxy as one call sees it.
+struct CallProxy {
+    policy: Arc<NetworkPolicy>,
+    service: Weak<TerminalService>,
+    call: String,
+}
+
+/// Stops a call's proxy when dropped: its listener closes and open relays end.
+struct Serving(CancellationToken);
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
+}
+
+impl EgressGate for CallProxy {
+    fn serve(&self, listener: std::net::TcpListener) -> Box<dyn Send> {
+        let stop = CancellationToken::new();
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            eprintln!(
+                "safe-mcp: warning: the egress proxy has no runtime; the call has no way out"
+            );
+            return Box::new(Serving(stop));
+        };
+        let listener = listener.set_nonblocking(true).and_then(|()| {
+            let _entered = runtime.enter();
+            TcpListener::from_std(listener)
+        });
+        let listener = match listener {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("safe-mcp: warning: the egress proxy cannot listen: {e}");
+                return Box::new(Serving(stop));
+            }
+        };
+        let ctx = Arc::new(Context {
+            policy: Arc::clone(&self.policy),
+            service: self.service.clone(),
+            call: self.call.clone(),
+        });
+        let token = stop.clone();
+        runtime.spawn(async move {
+            loop {
+                let accepted = tokio::select! {
+                    () = token.cancelled() => return,
+                    accepted = listener.accept() => accepted,
+                };
+                let Ok((stream, _)) = accepted else { continue };
+                let ctx = Arc::clone(&ctx);
+                let token = token.clone();
+                tokio::spawn(async move {
+                    tokio::select! {
+                        () = token.cancelled() => {}
+                        () = ctx.handle(stream) => {}
+                    }
+                });
+            }
+        });
+        Box::new(Serving(stop))
+    }
+}
+
+/// What every connection of a call's proxy shares.
+struct Context {
+    policy: Arc<NetworkPolicy>,
+    service: Weak<TerminalService>,
+    call: String,
+}
+
+/// A request as the proxy reads it.
+struct Request {
+    method: String,
+    host: String,
+    port: u16,
+    /// Plain HTTP: the head to send upstream (origin-form, hop-by-hop headers dropped,
+    /// `Connection: close`), and the body length that follows it.
+    forward: Option<(Vec<u8>, u64)>,
+    /// Bytes the client sent after the head.
+    rest: Vec<u8>,
+}
+
+/// Why a request was refused, and the status it gets.
+struct Refused {
+    status: &'static str,
+    refusal: Refusal,
+    method: String,
+    host: String,
+    port: u16,
+}
+
+impl Context {
+    async fn handle(&self, mut client: TcpStream) {
+        let _ = client.set_nodelay(true);
+        let request = match tokio::time::timeout(HEAD_TIMEOUT, read_request(&mut client)).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(refused)) => return self.refuse(&mut client, refused).await,
+            Err(_) => {
+                let refused = Refused {
+                    status: "408 Request Timeout",
+                    refusal: Refusal {
+                        rule: "bad-request".into(),
+                        reason: "no complete request head arrived in time".into(),
+                    },
+                    method: String::new(),
+                    host: String::new(),
+                    port: 0,
+                };
+                return self.refuse(&mut client, refused).await;
+            }
+        };
+        let refused = |status, refusal: Refusal, r: &Request| Refused {
+            status,
+            refusal,
+            method: r.method.clone(),
+            host: r.host.clone(),
+            port: r.port,
+        };
+        let (host, rule) = match self.policy.judge(&request.host) {
+            Ok(v) => v,
+            Err(refusal) => {
+                return self
+                    .refuse(&mut client, refused("403 Forbidden", refusal, &request))
+                    .await;
+            }
+        };
+        let addresses = match self.resolve(&host, request.port).await {
+            Ok(a) => a,
+            Err(refusal) => {
+                return self
+                    .refuse(&mut client, refused("502 Bad Gateway", refusal, &request))
+                    .await;
+            }
+        };
+        let ips: Vec<IpAddr> = addresses.iter().map(SocketAddr::ip).collect();
+        if let Err(refusal) = self.policy.check_addresses(&host, &ips) {
+            return self
+                .refuse(&mut client, refused("403 Forbidden", refusal, &request))
+                .await;
+        }
+        let Some((upstream, address)) = connect(&addresses).await else {
+            let refusal = Refusal {
+                rule: rule.clone(),
+                reason: format!("{host}:{} could not be reached", request.port),
+            };
+            return self
+                .refuse(&mut client, refused("502 Bad Gateway", refusal, &request))
+                .await;
+        };
+        let mut record = NetworkRecord {
+            call: self.call.clone(),
+            event: "open",
+            method: request.method.clone(),
+            host: host.clone(),
+            port: request.port,
+            rule,
+            reason: None,
+            address: Some(address.to_string()),
+            bytes_up: None,
+            bytes_down: None,
+        };
+        // Durable before a byte flows, as an attempt record is before a command runs.
+        if !self.append(&record, true).await {
+            let refusal = Refusal {
+                rule: "audit".into(),
+                reason: "the audit trail is unavailable, so no connection is made".into(),
+            };
+            return self
+                .refuse(
+                    &mut client,
+                    refused("503 Service Unavailable", refusal, &request),
+                )
+                .await;
+        }
+        let (up, down) = relay(client, upstream, request).await;
+        record.event = "close";
+        record.bytes_up = Some(up);
+        record.bytes_down = Some(down);
+        self.append(&record, false).await;
+    }
+
+    /// The checked name's addresses: pinned by the policy, or from the system resolver.
+    async fn resolve(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>, Refusal> {
+        if let Some(pinned) = self.policy.pinned(host) {
+            return Ok(pinned.iter().map(|ip| SocketAddr::new(*ip, port)).collect());
+        }
+        let failed = |why: String| Refusal {
+            rule: "no-address".into(),
+            reason: format!("{host} could not be resolved: {why}"),
+        };
+        match tokio::time::timeout(RESOLVE_TIMEOUT, tokio::net::lookup_host((host, port))).await {
+            Ok(Ok(found)) => {
+                let mut all: Vec<SocketAddr> = Vec::new();
+                for a in found {
+                    if !all.contains(&a) {
+                        all.push(a);
+                    }
+                }
+                Ok(all)
+            }
+            Ok(Err(e)) => Err(failed(e.to_string())),
+            Err(_) => Err(failed("timed out".into())),
+        }
+    }
+
+    async fn refuse(&self, client: &mut TcpStream, refused: Refused) {
+        let body = format!("safe-mcp egress refused: {}\n", refused.refusal.reason);
+        let response = format!(
+            "HTTP/1.1 {}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\nX-Safe-Mcp-Refusal: {}\r\n\r\n{body}",
+            refused.status,
+            body.len(),
+            refused.refusal.rule,
+        );
+        let record = NetworkRecord {
+            call: self.call.clone(),
+            event: "refused",
+            method: refused.method,
+            host: refused.host,
+            port: refused.port,
+            rule: refused.refusal.rule,
+            reason: Some(refused.refusal.reason),
+            address: None,
+            bytes_up: None,
+            bytes_down: None,
+        };
+        self.append(&record, false).await;
+        let _ = client.write_all(response.as_bytes()).await;
+        let _ = client.shutdown().await;
+    }
+
+    /// Appends `record` to the trail (on a blocking thread: an fsync when `durable`).
+    async fn append(&self, record: &NetworkRecord, durable: bool) -> bool {
+        let Some(service) = self.service.upgrade() else {
+            return false;
+        };
+        let fields = match serde_json::to_value(record) {
+            Ok(serde_json::Value::Object(map)) => map,
+            _ => return false,
+        };
+        let appended =
+            tokio::task::spawn_blocking(move || service.audit().append("network", fields, durable))
+                .await;
+        match appended {
+            Ok(Ok(_)) => true,
+            Ok(Err(e)) => {
+                eprintln!("safe-mcp: warning: a network record was not written: {e}");
+                false
+            }
+            Err(_) => false,
+        }
+    }
+}
+
+/// Connects to the first of `addresses` that answers.
+async fn connect(addresses: &[SocketAddr]) -> Option<(TcpStream, SocketAddr)> {
+    for address in addresses {
+        if let Ok(Ok(stream)) =
+            tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(address)).await
+        {
+            let _ = stream.set_nodelay(true);
+            return Some((stream, *address));
+        }
+    }
+    None
+}
+
+/// Reads and checks the request head.
+async fn read_request(client: &mut TcpStream) -> Result<Request, Refused> {
+    let bad = |reason: String| Refused {
+        status: "400 Bad Request",
+        refusal: Refusal {
+            rule: "bad-request".into(),
+            reason,
+        },
+        method: String::new(),
+        host: String::new(),
+        port: 0,
+    };
+    let mut head = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = client
+            .read(&mut chunk)
+            .await
+            .map_err(|e| bad(format!("reading the request: {e}")))?;
+        if n == 0 {
+            return Err(bad("the connection closed before a request arrived".into()));
+        }
+        head.extend_from_slice(&chunk[..n]);
+        let mut headers = [httparse::EMPTY_HEADER; 64];
+        let mut parsed = httparse::Request::new(&mut headers);
+        match parsed.parse(&head) {
+            Ok(httparse::Status::Complete(len)) => {
+                return check_request(&parsed, head[len..].to_vec()).map_err(|(status, reason)| {
+                    Refused {
+                        status,
+                        refusal: Refusal {
+                            rule: "bad-request".into(),
+                            reason,
+                        },
+                        method: parsed.method.unwrap_or_default().to_owned(),
+                        host: String::new(),
+                        port: 0,
+                    }
+                });
+            }
+            Ok(httparse::Status::Partial) if head.len() < MAX_HEAD => continue,
+            Ok(httparse::Status::Partial) => {
+                return Err(bad(format!(
+                    "the request head is longer than {MAX_HEAD} bytes"
+                )));
+            }
+            Err(e) => {
+                return Err(bad(format!(
+                    "not an HTTP proxy request ({e}); the proxy speaks HTTP CONNECT and plain HTTP"
+                )));
+            }
+        }
+    }
+}
+
+/// The parts of a parsed head the proxy acts on, or why it is refused.
+fn check_request(
+    r: &httparse::Request<'_, '_>,
+    rest: Vec<u8>,
+) -> Result<Request, (&'static str, String)> {
+    let method = r.method.unwrap_or_default().to_owned();
+    let target = r.path.unwrap_or_default();
+    let header = |name: &str| {
+        r.headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case(name))
+            .map(|h| String::from_utf8_lossy(h.value).trim().to_owned())
+    };
+    if method == "CONNECT" {
+        let (host, port) = split_authority(target).ok_or_else(|| {
+            (
+                "400 Bad Request",
+                format!("CONNECT {target:?} names no host:port"),
+            )
+        })?;
+        let port = port.ok_or_else(|| ("400 Bad Request", "CONNECT needs a port".to_owned()))?;
+        return Ok(Request {
+            method,
+            host,
+            port,
+            forward: None,
+            rest,
+        });
+    }
+    let Some(after) = target.strip_prefix("http://") else {
+        return Err((
+            "400 Bad Request",
+            format!(
+                "{method} {target}: a proxy request names its URL in full (http://host/path); HTTPS goes through CONNECT"
+            ),
+        ));
+    };
+    let (authority, path) = match after.find('/') {
+        Some(i) => (&after[..i], &after[i..]),
+        None => (after, "/"),
+    };
+    if authority.contains('@') {
+        return Err((
+            "400 Bad Request",
+            "credentials in the URL are refused".into(),
+        ));
+    }
+    let (host, port) = split_authority(authority)
+        .ok_or_else(|| ("400 Bad Request", format!("{target:?} names no host")))?;
+    let port = port.unwrap_or(80);
+    // The Host header must name the host the request line names (and so the one judged):
+    // a server routing by Host must not be sent somewhere else than what was checked.
+    let host_header = header("host").ok_or_else(|| {
+        (
+            "400 Bad Request",
+            "the request has no Host header".to_owned(),
+        )
+    })?;
+    let same = split_authority(&host_header).is_some_and(|(h, p)| {
+        h.trim_end_matches('.')
+            .eq_ignore_ascii_case(host.trim_end_matches('.'))
+            && p.unwrap_or(80) == port
+    });
+    if !same {
+        return Err((
+            "403 Forbidden",
+            format!(
+                "the Host header {host_header:?} does not name the request's host {host}:{port}"
+            ),
+        ));
+    }
+    if header("transfer-encoding").is_some() {
+        return Err((
+            "501 Not Implemented",
+            "a chunked request body over plain HTTP is not relayed; send a Content-Length, or use HTTPS".into(),
+        ));
+    }
+    let length = match header("content-length") {
+        None => 0,
+        Some(v) => v.parse::<u64>().map_err(|_| {
+            (
+                "400 Bad Request",
+                format!("Content-Length {v:?} is not a number"),
+            )
+        })?,
+    };
+    let mut upstream = format!("{method} {path} HTTP/1.1\r\n").into_bytes();
+    const HOP_BY_HOP: &[&str] = &[
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "proxy-authorization",
+        "proxy-authenticate",
+        "te",
+        "trailer",
+        "upgrade",
+    ];
+    for h in r.headers.iter() {
+        if HOP_BY_HOP.iter().any(|n| h.name.eq_ignore_ascii_case(n)) {
+            continue;
+        }
+        upstream.extend_from_slice(h.name.as_bytes());
+        upstream.extend_from_slice(b": ");
+        upstream.extend_from_slice(h.value);
+        upstream.extend_from_slice(b"\r\n");
+    }
+    upstream.extend_from_slice(b"Connection: close\r\n\r\n");
+    Ok(Request {
+        method,
+        host,
+        port,
+        forward: Some((upstream, length)),
+        rest,
+    })
+}
+
+/// `host`, `host:port`, `[v6]` or `[v6]:port`.
+fn split_authority(authority: &str) -> Option<(String, Option<u16>)> {
+    if authority.is_empty() {
+        return None;
+    }
+    if let Some(rest) = authority.strip_prefix('[') {
+        let (host, after) = rest.split_once(']')?;
+        let port = match after.strip_prefix(':') {
+            Some(p) => Some(p.parse().ok()?),
+            None if after.is_empty() => None,
+            None => return None,
+        };
+        return Some((format!("[{host}]"), port));
+    }
+    match authority.rsplit_once(':') {
+        Some((host, port)) if !host.contains(':') => {
+            Some((host.to_owned(), Some(port.parse().ok()?)))
+        }
+        Some(_) => None,
+        None => Some((authority.to_owned(), None)),
+    }
+}
+
+/// Relays between the command and the host; returns the bytes each way.
+async fn relay(mut client: TcpStream, mut upstream: TcpStream, request: Request) -> (u64, u64) {
+    match request.forward {
+        None => {
+            if client
+                .write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+                .await
+                .is_err()
+            {
+                return (0, 0);
+            }
+            let mut up = request.rest.len() as u64;
+            if upstream.write_all(&request.rest).await.is_err() {
+                return (up, 0);
+            }
+            match tokio::io::copy_bidirectional_with_sizes(
+                &mut client,
+                &mut upstream,
+                RELAY_BUFFER,
+                RELAY_BUFFER,
+            )
+            .await
+            {
+                Ok((a, b)) => {
+                    up += a;
+                    (up, b)
+                }
+                Err(_) => (up, 0),
+            }
+        }
+        Some((head, length)) => {
+            let (mut client_r, mut client_w) = client.split();
+            let (mut upstream_r, mut upstream_w) = upstream.split();
+            let send = async {
+                upstream_w.write_all(&head).await?;
+                let first = request
+                    .rest
+                    .len()
+                    .min(usize::try_from(length).unwrap_or(usize::MAX));
+                upstream_w.write_all(&request.rest[..first]).await?;
+                let remaining = length - first as u64;
+                let copied = copy_exactly(&mut client_r, &mut upstream_w, remaining).await?;
+                Ok::<u64, std::io::Error>((head.len() + first) as u64 + copied)
+            };
+            let receive = tokio::io::copy(&mut upstream_r, &mut client_w);
+            let (sent, received) = tokio::join!(send, receive);
+            let _ = client_w.shutdown().await;
+            (sent.unwrap_or(0), received.unwrap_or(0))
+        }
+    }
+}
+
+/// Copies exactly `n` bytes (or until end of file) from `from` to `to`.
+async fn copy_exactly<R, W>(from: &mut R, to: &mut W, n: u64) -> std::io::Result<u64>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut limited = from.take(n);
+    tokio::io::copy(&mut limited, to).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_authority;
+
+    #[test]
+    fn authorities_split_into_host_and_port() {
+        assert_eq!(
+            split_authority("example.com:443"),
+            Some(("example.com".into(), Some(443)))
+        );
+        assert_eq!(
+            split_authority("example.com"),
+            Some(("example.com".into(), None))
+        );
+        assert_eq!(
+            split_authority("[::1]:80"),
+            Some(("[::1]".into(), Some(80)))
+        );
+        assert_eq!(split_authority("[::1]"), Some(("[::1]".into(), None)));
+        assert_eq!(split_authority("::1"), None);
+        assert_eq!(split_authority("host:notaport"), None);
+        assert_eq!(split_authority(""), None);
+    }
+}

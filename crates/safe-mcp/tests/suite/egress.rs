@@ -1,0 +1,417 @@
+//! Egress by domain (issue 18): commands reach the network only through the server's
+//! proxy, over a real MCP session, with real curl and python, against an HTTP server on
+//! loopback that this test runs (and which records every request that reaches it).
+//!
+//! Both tiers are exercised: `namespaces = "auto"` (each command in a network namespace of
+//! its own) and `namespaces = "off"` (the landlock tier: Landlock allows TCP connect to the
+//! call's proxy port only). Bypasses go through `sh -c`, past the argument checks, so that
+//! only the kernel stands in their way.
+
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::support::{Sandbox, Session};
+
+/// An HTTP/1.1 server on 127.0.0.1 that answers every request with `hello from upstream`
+/// and remembers the Host header of each.
+struct Upstream {
+    port: u16,
+    hosts: Arc<Mutex<Vec<String>>>,
+}
+
+impl Upstream {
+    async fn start() -> Upstream {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let hosts = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&hosts);
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let seen = Arc::clone(&seen);
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match stream.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let text = String::from_utf8_lossy(&head).to_string();
+                    let host = text
+                        .lines()
+                        .find_map(|l| l.strip_prefix("Host: ").or(l.strip_prefix("host: ")))
+                        .unwrap_or("")
+                        .to_owned();
+                    seen.lock().unwrap().push(host);
+                    let body = "hello from upstream\n";
+                    let reply = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = stream.write_all(reply.as_bytes()).await;
+                });
+            }
+        });
+        Upstream { port, hosts }
+    }
+
+    fn seen(&self) -> Vec<String> {
+        self.hosts.lock().unwrap().clone()
+    }
+}
+
+/// A sandbox whose policy allows curl, sh and python3 with egress on.
+fn sandbox(namespaces: &str, network: &str) -> Sandbox {
+    let sb = Sandbox::new("");
+    let policy = format!(
+        r#"audit_log = "audit.jsonl"
+
+[terminal]
+jail_root = "jail"
+path = ["/usr/bin", "/bin"]
+
+[terminal.limits]
+timeout_seconds = 20
+
+[terminal.allowlist]
+commands = ["curl", "sh", "python3", "echo"]
+
+[[terminal.rules]]
+command = "sh"
+allow_interpreter = true
+[[terminal.rules]]
+command = "python3"
+allow_interpreter = true
+
+[terminal.sandbox]
+namespaces = "{namespaces}"
+
+[terminal.network]
+{network}
+"#
+    );
+    std::fs::write(&sb.policy, policy).unwrap();
+    sb
+}
+
+const LISTS: &str = r#"mode = "allowlist"
+allow_domains = ["localhost", "*.pinned.test"]
+deny_domains = ["denied.pinned.test"]
+allow_private = true
+hosts = { "api.pinned.test" = ["127.0.0.1"], "denied.pinned.test" = ["127.0.0.1"], "pinned.test" = ["127.0.0.1"] }"#;
+
+fn sh(script: &str) -> Value {
+    json!({"command": ["sh", "-c", script]})
+}
+
+fn stdout(r: &Value) -> String {
+    r["detail"]["stdout"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The `network` records of the trail.
+fn network_records(sb: &Sandbox) -> Vec<Value> {
+    sb.audit_records()
+        .into_iter()
+        .filter(|r| r["kind"] == "network")
+        .collect()
+}
+
+/// The refusal records for `host`.
+fn refusals_for(sb: &Sandbox, host: &str) -> Vec<Value> {
+    network_records(sb)
+        .into_iter()
+        .filter(|r| r["event"] == "refused" && r["host"] == host)
+        .collect()
+}
+
+/// curl prints the HTTP status it got (with `-p`, the proxy's answer to its CONNECT);
+/// 000 means no HTTP answer at all.
+fn curl(args: &str) -> Value {
+    let status = if args.starts_with("-p ") {
+        "%{http_connect}"
+    } else {
+        "%{http_code}"
+    };
+    sh(&format!(
+        "curl -sS --max-time 10 -o /dev/null -w '{status}' {args} 2>/dev/null; echo"
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn allowed_names_pass_through_the_proxy_and_are_audited() {
+    let up = Upstream::start().await;
+    for namespaces in ["auto", "off"] {
+        let sb = sandbox(namespaces, LISTS);
+        let s = Session::start(&sb.policy, |_| {}).await;
+        let describe = s.call("describe_policy", json!({})).await;
+        let tier = describe["detail"]["confinement"]["egress"]["tier"].clone();
+        let expected = if namespaces == "off" {
+            "landlock"
+        } else {
+            "namespace"
+        };
+        assert_eq!(tier, expected, "{namespaces}: {describe}");
+
+        // Plain HTTP, and the same through a CONNECT tunnel (-p).
+        for (how, flag) in [("plain", ""), ("connect", "-p")] {
+            let url = format!("http://localhost:{}/x", up.port);
+            let argv: Vec<&str> = ["curl", "-sS", "--max-time", "10", flag, &url]
+                .into_iter()
+                .filter(|a| !a.is_empty())
+                .collect();
+            let r = s.call("run_command", json!({ "command": argv })).await;
+            assert_eq!(r["code"], "OK", "{namespaces} {how}: {r}");
+            assert_eq!(
+                stdout(&r),
+                "hello from upstream\n",
+                "{namespaces} {how}: {r}"
+            );
+        }
+        // The proxy variables are set, and NO_PROXY is empty.
+        let env = s
+            .call(
+                "run_command",
+                sh("echo $HTTP_PROXY $https_proxy $ALL_PROXY [$NO_PROXY]"),
+            )
+            .await;
+        let out = stdout(&env);
+        assert!(
+            out.starts_with("http://127.0.0.1:") && out.contains("[]"),
+            "{out}"
+        );
+
+        let records = network_records(&sb);
+        let opens: Vec<&Value> = records.iter().filter(|r| r["event"] == "open").collect();
+        let closes: Vec<&Value> = records.iter().filter(|r| r["event"] == "close").collect();
+        assert_eq!(opens.len(), 2, "{namespaces}: {records:?}");
+        assert_eq!(closes.len(), 2, "{namespaces}: {records:?}");
+        let methods: Vec<&str> = opens
+            .iter()
+            .map(|r| r["method"].as_str().unwrap())
+            .collect();
+        assert_eq!(methods, ["GET", "CONNECT"], "{namespaces}");
+        for r in &opens {
+            assert_eq!(r["host"], "localhost");
+            assert_eq!(r["port"], up.port);
+            assert_eq!(r["rule"], "localhost");
+            assert!(
+                r["address"].as_str().unwrap().starts_with("127.0.0.1:"),
+                "{r}"
+            );
+            // The call id pairs the record with the run's attempt.
+            let call = r["call"].as_str().unwrap();
+            assert!(
+                sb.audit_records()
+                    .iter()
+                    .any(|a| a["kind"] == "attempt" && a["call"] == call),
+                "{r}"
+            );
+        }
+        for r in &closes {
+            assert!(r["bytes_down"].as_u64().unwrap() > 0, "{r}");
+            assert!(r["bytes_up"].as_u64().unwrap() > 0, "{r}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn names_outside_the_lists_are_refused_and_audited() {
+    let up = Upstream::start().await;
+    let port = up.port;
+    for namespaces in ["auto", "off"] {
+        let sb = sandbox(namespaces, LISTS);
+        let s = Session::start(&sb.policy, |_| {}).await;
+        // A subdomain rule: beneath pinned.test yes, pinned.test itself no.
+        let r = s
+            .call(
+                "run_command",
+                curl(&format!("http://api.pinned.test:{port}/")),
+            )
+            .await;
+        assert_eq!(stdout(&r).trim(), "200", "{namespaces}: {r}");
+        let cases = [
+            (
+                "pinned.test",
+                format!("http://pinned.test:{port}/"),
+                "not-allowed",
+                "403",
+            ),
+            (
+                "denied.pinned.test",
+                format!("http://denied.pinned.test:{port}/"),
+                "denied.pinned.test",
+                "403",
+            ),
+            // A CONNECT tunnel to a denied host.
+            (
+                "denied.pinned.test",
+                format!("-p http://denied.pinned.test:{port}/"),
+                "denied.pinned.test",
+                "403",
+            ),
+            (
+                "127.0.0.1",
+                format!("http://127.0.0.1:{port}/"),
+                "ip-literal",
+                "403",
+            ),
+            (
+                "example.org",
+                "http://example.org/".to_owned(),
+                "not-allowed",
+                "403",
+            ),
+        ];
+        for (host, args, rule, status) in cases {
+            let before = refusals_for(&sb, host).len();
+            let r = s.call("run_command", curl(&args)).await;
+            assert_eq!(r["code"], "OK", "{r}");
+            assert_eq!(stdout(&r).trim(), status, "{namespaces} {args}: {r}");
+            let after = refusals_for(&sb, host);
+            assert_eq!(after.len(), before + 1, "{namespaces} {args}: {after:?}");
+            assert_eq!(after.last().unwrap()["rule"], rule, "{namespaces} {args}");
+        }
+        let connects: Vec<Value> = refusals_for(&sb, "denied.pinned.test")
+            .into_iter()
+            .filter(|r| r["method"] == "CONNECT")
+            .collect();
+        assert_eq!(connects.len(), 1, "{namespaces}");
+
+        // A forged Host header: the request line says localhost, the header another name.
+        let r = s
+            .call(
+                "run_command",
+                curl(&format!("-H 'Host: evil.test' http://localhost:{port}/")),
+            )
+            .await;
+        assert_eq!(stdout(&r).trim(), "403", "{namespaces}: {r}");
+        assert!(
+            network_records(&sb).iter().any(|r| r["event"] == "refused"
+                && r["reason"].as_str().unwrap_or("").contains("Host header")),
+            "{namespaces}"
+        );
+    }
+    // Only the allowed requests ever reached the server, never the forged Host.
+    let seen = up.seen();
+    assert!(!seen.iter().any(|h| h.contains("evil")), "{seen:?}");
+    assert!(
+        seen.iter().all(|h| h.starts_with("api.pinned.test")),
+        "{seen:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn there_is_no_way_around_the_proxy() {
+    let up = Upstream::start().await;
+    let port = up.port;
+    for namespaces in ["auto", "off"] {
+        let sb = sandbox(namespaces, LISTS);
+        let s = Session::start(&sb.policy, |_| {}).await;
+        // curl told to ignore the proxy: no route (own namespace) or Landlock's refusal.
+        let r = s
+            .call(
+                "run_command",
+                curl(&format!("--noproxy '*' http://localhost:{port}/")),
+            )
+            .await;
+        assert_eq!(stdout(&r).trim(), "000", "{namespaces}: {r}");
+        let r = s
+            .call(
+                "run_command",
+                curl(&format!("--noproxy '*' http://127.0.0.1:{port}/")),
+            )
+            .await;
+        assert_eq!(stdout(&r).trim(), "000", "{namespaces}: {r}");
+        // An allowlisted interpreter: a direct TCP connect, UDP, a raw socket.
+        let script = format!(
+            r#"
+import socket
+def attempt(name, make):
+    try:
+        make()
+        print(name, "open")
+    except OSError as e:
+        print(name, "refused", e.errno)
+def tcp():
+    s = socket.create_connection(("127.0.0.1", {port}), timeout=5)
+def udp():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.sendto(b"x", ("127.0.0.1", 53))
+def raw():
+    socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+def packet():
+    socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+for n, f in [("tcp", tcp), ("udp", udp), ("raw", raw), ("packet", packet)]:
+    attempt(n, f)
+"#
+        );
+        let r = s
+            .call("run_command", json!({"command": ["python3", "-c", script]}))
+            .await;
+        assert_eq!(r["code"], "OK", "{namespaces}: {r}");
+        let out = stdout(&r);
+        for name in ["tcp", "udp", "raw", "packet"] {
+            assert!(
+                out.lines()
+                    .any(|l| l.starts_with(&format!("{name} refused"))),
+                "{namespaces}: {name} was not refused: {out}"
+            );
+        }
+    }
+    assert!(up.seen().is_empty(), "{:?}", up.seen());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_name_resolving_to_loopback_is_refused_without_allow_private() {
+    let up = Upstream::start().await;
+    let sb = sandbox(
+        "auto",
+        r#"mode = "allowlist"
+allow_domains = ["localhost"]"#,
+    );
+    let s = Session::start(&sb.policy, |_| {}).await;
+    let r = s
+        .call(
+            "run_command",
+            curl(&format!("http://localhost:{}/", up.port)),
+        )
+        .await;
+    assert_eq!(stdout(&r).trim(), "403", "{r}");
+    let refused = refusals_for(&sb, "localhost");
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0]["rule"], "private-address");
+    assert!(up.seen().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_a_tier_nothing_runs() {
+    // Sandbox mode off can hold no command to the proxy: every command is refused, never
+    // run with an open network.
+    let sb = sandbox("auto", LISTS);
+    let text = std::fs::read_to_string(&sb.policy).unwrap();
+    std::fs::write(
+        &sb.policy,
+        text.replace(
+            "[terminal.sandbox]\n",
+            "[terminal.sandbox]\nmode = \"off\"\n",
+        ),
+    )
+    .unwrap();
+    let s = Session::start(&sb.policy, |_| {}).await;
+    let describe = s.call("describe_policy", json!({})).await;
+    assert_eq!(
+        describe["detail"]["confinement"]["egress"]["tier"], "unavailable",
+        "{describe}"
+    );
+    let r = s
+        .call("run_command", json!({"command": ["echo", "hi"]}))
+        .await;
+    assert_eq!(r["code"], "SANDBOX_UNAVAILABLE", "{r}");
+    assert!(r["reason"].as_str().unwrap().contains("egress"), "{r}");
+}
