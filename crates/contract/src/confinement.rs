@@ -282,4 +282,7 @@ pub struct KernelReport {
     pub euid: u32,
     /// What a command of a server run by this user keeps.
     pub command_capabilities: &'static str,
+    /// Which egress tier a server run by this user would use (`[terminal.network] mode =
+    /// "allowlist"`): `namespace`, `landlock` or `unavailable`, and why.
+    pub egress_tier: String,
 }

@@ -77,6 +77,11 @@ pub trait EgressGate: Send + Sync {
     /// own network namespace, or the call's, on loopback) until the returned guard drops,
     /// which the executor does once every process of the call is gone.
     fn serve(&self, listener: std::net::TcpListener) -> Box<dyn Send>;
+
+    /// What the proxy refused for this call so far, a line each (for the call's result:
+    /// a tool's own error, such as curl's "CONNECT tunnel failed, response 403", does not
+    /// say why).
+    fn refusals(&self) -> Vec<String>;
 }
 
 /// An [`EgressGate`] a plan can carry.

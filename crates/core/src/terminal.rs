@@ -528,9 +528,21 @@ impl TerminalService {
         // they wait at a gate and exec only once this resolves to true.
         let gate = &self.gate;
         let durable: Durable<'_> = Box::pin(async move { gate.admit(&attempt).is_ok() });
+        let egress = plan.egress.clone();
         let result = match executor.execute(plan, cancel, durable).await {
             Ok(outcome) => {
-                return Ok(self.finish(&decision, &argv, outcome, timeout, cwd, confinement));
+                let (mut result, facts) =
+                    self.finish(&decision, &argv, outcome, timeout, cwd, confinement);
+                // What the proxy refused, and why: the tools' own errors do not say.
+                let refused = egress.map(|e| e.0.refusals()).unwrap_or_default();
+                if !refused.is_empty() {
+                    let refused: Vec<String> =
+                        refused.iter().map(|r| self.redactor.redact(r)).collect();
+                    result
+                        .detail
+                        .insert("network_refused".into(), json!(refused));
+                }
+                return Ok((result, facts));
             }
             Err(ExecFailure::Spawn { program, message }) => OperationResult::new(
                 RUN,

@@ -592,6 +592,20 @@ pub fn planned_report(spec: &ConfinementSpec) -> ConfinementReport {
     .0
 }
 
+/// The egress tier a server run by this user would use, for `doctor`.
+pub(crate) fn egress_tier_here() -> String {
+    if namespaces_possible() {
+        "namespace (each command in a network namespace of its own whose only way out is the proxy), where the server can make its private view at start".into()
+    } else if landlock_abi() >= 4 {
+        "landlock (no namespaces for this user: Landlock allows TCP connect to the proxy's port only)".into()
+    } else {
+        format!(
+            "unavailable (no namespaces for this user and Landlock ABI {} has no TCP rules): under allowlist, no command runs",
+            landlock_abi()
+        )
+    }
+}
+
 /// Whether this user could make the view's namespaces: root, or user namespaces allowed.
 fn namespaces_possible() -> bool {
     let read = |p: &str| std::fs::read_to_string(p).ok().map(|s| s.trim().to_owned());

@@ -220,5 +220,6 @@ pub fn kernel_report() -> KernelReport {
         proc_children: std::path::Path::new("/proc/self/task").exists(),
         euid: rustix::process::geteuid().as_raw(),
         command_capabilities: capability_report(),
+        egress_tier: confine::egress_tier_here(),
     }
 }

@@ -247,3 +247,51 @@ fn an_unknown_skip_condition_fails_to_load_naming_it() {
             .contains("unknown condition \"Dotfile\"")
     );
 }
+
+#[test]
+fn the_network_table_and_the_older_switch_agree_or_the_load_fails() {
+    let f = Fixture::new();
+    let with = |extra: &str| f.load(&format!("{SECTIONED}\n{extra}"), Section::Terminal);
+    let network = |p: &Policy| p.terminal.as_ref().unwrap().network.clone();
+    let open = with("[terminal.sandbox]\nnetwork = true").unwrap();
+    assert_eq!(network(&open).mode, crate::egress::NetworkMode::Open);
+    assert!(open.terminal.as_ref().unwrap().sandbox.network);
+    let off = with("").unwrap();
+    assert_eq!(network(&off).mode, crate::egress::NetworkMode::Off);
+    let allow = with(
+        "[terminal.network]\nmode = \"allowlist\"\nallow_domains = [\"*.Crates.IO.\", \"github.com\"]\ndeny_domains = [\"evil.crates.io\"]\nhosts = { \"reg.internal\" = [\"10.0.0.5\"] }",
+    )
+    .unwrap();
+    let n = network(&allow);
+    assert_eq!(n.mode, crate::egress::NetworkMode::Allowlist);
+    assert!(!allow.terminal.as_ref().unwrap().sandbox.network);
+    assert_eq!(n.allow[0].text(), "*.crates.io");
+    assert_eq!(n.pinned("reg.internal").unwrap().len(), 1);
+    for (bad, key) in [
+        (
+            "[terminal.sandbox]\nnetwork = true\n[terminal.network]\nmode = \"allowlist\"",
+            "terminal.network.mode",
+        ),
+        (
+            "[terminal.network]\nmode = \"off\"\nallow_domains = [\"github.com\"]",
+            "terminal.network.allow_domains",
+        ),
+        (
+            "[terminal.network]\nmode = \"allowlist\"\nallow_domains = [\"a.*.com\"]",
+            "terminal.network.allow_domains",
+        ),
+        (
+            "[terminal.network]\nmode = \"allowlist\"\ndeny_domains = [\"10.0.0.1\"]",
+            "terminal.network.deny_domains",
+        ),
+        (
+            "[terminal.network]\nmode = \"allowlist\"\nhosts = { \"x.test\" = [\"not-an-ip\"] }",
+            "terminal.network.hosts",
+        ),
+        ("[terminal.network]\nmode = \"everything\"", ""),
+        ("[terminal.network]\nmod = \"allowlist\"", ""),
+    ] {
+        let e = with(bad).unwrap_err().to_string();
+        assert!(e.contains(key), "{bad}: {e}");
+    }
+}

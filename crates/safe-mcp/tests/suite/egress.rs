@@ -383,6 +383,14 @@ allow_domains = ["localhost"]"#,
         )
         .await;
     assert_eq!(stdout(&r).trim(), "403", "{r}");
+    // The result says why, which curl's own message does not.
+    let why = r["detail"]["network_refused"][0]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        why.starts_with("GET localhost:") && why.contains("127.0.0.1") && why.contains("loopback"),
+        "{r}"
+    );
     let refused = refusals_for(&sb, "localhost");
     assert_eq!(refused.len(), 1, "{refused:?}");
     assert_eq!(refused[0]["rule"], "private-address");

@@ -31,6 +31,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
+mod splice;
+
 /// The longest request head read (request line and headers).
 const MAX_HEAD: usize = 16 * 1024;
 /// How long a client may take to send its request head.
@@ -39,9 +41,6 @@ const HEAD_TIMEOUT: Duration = Duration::from_secs(15);
 const RESOLVE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long one connect may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
-/// The relay's buffer per direction: large enough that loopback throughput is not
-/// bounded by syscalls.
-const RELAY_BUFFER: usize = 256 * 1024;
 
 /// The proxy of one terminal server: its policy, and the trail its records go to.
 #[derive(Debug)]
@@ -66,6 +65,7 @@ impl EgressProvider for Proxy {
             policy: Arc::clone(&self.policy),
             service: self.service.clone(),
             call: call.to_string(),
+            refused: Arc::default(),
         }))
     }
 }
@@ -75,7 +75,12 @@ struct CallProxy {
     policy: Arc<NetworkPolicy>,
     service: Weak<TerminalService>,
     call: String,
+    /// What was refused, a line each, for the call's result (at most [`MAX_REFUSALS`]).
+    refused: Arc<std::sync::Mutex<Vec<String>>>,
 }
+
+/// The refusals a call's result lists; the trail has every one.
+const MAX_REFUSALS: usize = 20;
 
 /// Stops a call's proxy when dropped: its listener closes and open relays end.
 struct Serving(CancellationToken);
@@ -110,6 +115,7 @@ impl EgressGate for CallProxy {
             policy: Arc::clone(&self.policy),
             service: self.service.clone(),
             call: self.call.clone(),
+            refused: Arc::clone(&self.refused),
         });
         let token = stop.clone();
         runtime.spawn(async move {
@@ -131,6 +137,10 @@ impl EgressGate for CallProxy {
         });
         Box::new(Serving(stop))
     }
+
+    fn refusals(&self) -> Vec<String> {
+        self.refused.lock().map(|r| r.clone()).unwrap_or_default()
+    }
 }
 
 /// What every connection of a call's proxy shares.
@@ -138,6 +148,7 @@ struct Context {
     policy: Arc<NetworkPolicy>,
     service: Weak<TerminalService>,
     call: String,
+    refused: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 /// A request as the proxy reads it.
@@ -295,6 +306,24 @@ impl Context {
             bytes_up: None,
             bytes_down: None,
         };
+        if let Ok(mut refused) = self.refused.lock()
+            && refused.len() < MAX_REFUSALS
+        {
+            let target = if record.host.is_empty() {
+                String::new()
+            } else {
+                format!(" {}:{}", record.host, record.port)
+            };
+            refused.push(format!(
+                "{}{target}: {}",
+                if record.method.is_empty() {
+                    "request"
+                } else {
+                    &record.method
+                },
+                record.reason.as_deref().unwrap_or_default()
+            ));
+        }
         self.append(&record, false).await;
         let _ = client.write_all(response.as_bytes()).await;
         let _ = client.shutdown().await;
@@ -541,28 +570,16 @@ async fn relay(mut client: TcpStream, mut upstream: TcpStream, request: Request)
             {
                 return (0, 0);
             }
-            let mut up = request.rest.len() as u64;
+            let early = request.rest.len() as u64;
             if upstream.write_all(&request.rest).await.is_err() {
-                return (up, 0);
+                return (early, 0);
             }
-            match tokio::io::copy_bidirectional_with_sizes(
-                &mut client,
-                &mut upstream,
-                RELAY_BUFFER,
-                RELAY_BUFFER,
-            )
-            .await
-            {
-                Ok((a, b)) => {
-                    up += a;
-                    (up, b)
-                }
-                Err(_) => (up, 0),
-            }
+            let (up, down) = splice::both_ways(&client, &upstream).await;
+            (early + up, down)
         }
         Some((head, length)) => {
-            let (mut client_r, mut client_w) = client.split();
-            let (mut upstream_r, mut upstream_w) = upstream.split();
+            let (mut client_r, client_w) = client.split();
+            let (upstream_r, mut upstream_w) = upstream.split();
             let send = async {
                 upstream_w.write_all(&head).await?;
                 let first = request
@@ -574,9 +591,9 @@ async fn relay(mut client: TcpStream, mut upstream: TcpStream, request: Request)
                 let copied = copy_exactly(&mut client_r, &mut upstream_w, remaining).await?;
                 Ok::<u64, std::io::Error>((head.len() + first) as u64 + copied)
             };
-            let receive = tokio::io::copy(&mut upstream_r, &mut client_w);
+            // The answer moves in the kernel, like a tunnel's bytes.
+            let receive = splice::one_way(upstream_r.as_ref(), client_w.as_ref());
             let (sent, received) = tokio::join!(send, receive);
-            let _ = client_w.shutdown().await;
             (sent.unwrap_or(0), received.unwrap_or(0))
         }
     }
