@@ -727,14 +727,18 @@ impl TerminalService {
 
 /// What confinement a command would get, in one line's worth of fields.
 fn report_gist(r: &ConfinementReport) -> Value {
-    json!({
+    let mut gist = json!({
         "mode": r.mode,
         "view": r.view.view,
         "landlock": r.landlock.enforced,
         "seccomp": r.seccomp.enabled,
         "capabilities": r.capabilities,
         "tcp": r.landlock.tcp,
-    })
+    });
+    if let Some(egress) = &r.egress {
+        gist["egress"] = json!({ "tier": egress.tier, "detail": egress.detail });
+    }
+    gist
 }
 
 /// A confinement report as JSON (a plain struct: serializing it cannot fail).

@@ -1,15 +1,19 @@
 //! Egress benchmark: `cargo bench -p safe-mcp --bench egress [-- ROUNDS]`.
 //!
 //! An HTTP server in this process on 127.0.0.1 serves 100 MB (and a 2-byte body); curl
-//! fetches it, alternating in one run:
-//! - **direct**: curl started by this bench, no sandbox, no proxy;
-//! - **proxy**: curl run by `safe-mcp terminal` over a real MCP session (enforce mode,
-//!   private view, `[terminal.network] mode = "allowlist"`), through the server's proxy.
+//! fetches it through a CONNECT tunnel (`-p`, what HTTPS uses), alternating in one run:
+//! - **unconfined**: curl started by this bench, no sandbox, no proxy;
+//! - **direct**: curl run by `safe-mcp terminal` over a real MCP session with network mode
+//!   open in the host view (the same sandbox, no proxy);
+//! - **proxy**: curl run by a server with `[terminal.network] mode = "allowlist"` (enforce
+//!   mode, private view), through the server's proxy.
 //!
 //! It prints the throughput of each (curl's own `speed_download`) and their ratio, and the
 //! per-connection setup latency (curl's `time_starttransfer` for the 2-byte body: connect,
 //! the proxy's judgement, resolution, its durable `open` record and the upstream connect)
-//! as p50/p99 of 50 fetches each way.
+//! as p50/p99 of 50 fetches each way; and what egress adds to every call: `run_command(echo)`
+//! on a server with egress beside one without (the same policy otherwise), alternating
+//! blocks of 50 calls.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -67,19 +71,28 @@ async fn upstream() -> u16 {
     port
 }
 
-fn policy(dir: &Path) -> std::path::PathBuf {
+/// The three servers: egress on (private view), network open in the host view (curl
+/// reaches loopback directly, in the same sandbox otherwise), and network off.
+fn policy(dir: &Path, name: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(dir.join("jail")).unwrap();
-    let p = dir.join("policy.toml");
+    let p = dir.join(format!("{name}.toml"));
+    let network = match name {
+        "egress" => {
+            "[terminal.network]\nmode = \"allowlist\"\nallow_domains = [\"localhost\"]\nallow_private = true\n"
+        }
+        "open" => "[terminal.network]\nmode = \"open\"\n[terminal.sandbox]\nnamespaces = \"off\"\n",
+        _ => "",
+    };
     std::fs::write(
         &p,
-        "audit_log = \"audit.jsonl\"\n[terminal]\njail_root = \"jail\"\npath = [\"/usr/bin\", \"/bin\"]\n[terminal.limits]\ntimeout_seconds = 120\n[terminal.allowlist]\ncommands = [\"curl\", \"sh\"]\n[[terminal.rules]]\ncommand = \"sh\"\nallow_interpreter = true\n[terminal.network]\nmode = \"allowlist\"\nallow_domains = [\"localhost\"]\nallow_private = true\n",
+        format!("audit_log = \"audit.jsonl\"\n[terminal]\njail_root = \"jail\"\npath = [\"/usr/bin\", \"/bin\"]\n[terminal.limits]\ntimeout_seconds = 120\n[terminal.allowlist]\ncommands = [\"curl\", \"sh\", \"echo\"]\n[[terminal.rules]]\ncommand = \"sh\"\nallow_interpreter = true\n{network}"),
     )
     .unwrap();
     p
 }
 
 fn curl_script(url: &str, format: &str, times: usize) -> String {
-    format!("for i in $(seq {times}); do curl -s -o /dev/null -w '{format}\\n' {url}; done")
+    format!("for i in $(seq {times}); do curl -s -p -o /dev/null -w '{format}\\n' {url}; done")
 }
 
 fn numbers(out: &str) -> Vec<f64> {
@@ -102,11 +115,17 @@ async fn main() {
         .unwrap_or(3);
     let port = upstream().await;
     let dir = tempfile::tempdir().unwrap();
-    let policy = policy(dir.path());
-    let cmd = tokio::process::Command::new(BIN).configure(|c| {
-        c.arg("terminal").arg("--config").arg(&policy);
-    });
-    let client = ().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap();
+    let start = |policy: std::path::PathBuf| async move {
+        let cmd = tokio::process::Command::new(BIN).configure(|c| {
+            c.arg("terminal").arg("--config").arg(&policy);
+        });
+        ().serve(TokioChildProcess::new(cmd).unwrap())
+            .await
+            .unwrap()
+    };
+    let egress = start(policy(dir.path(), "egress")).await;
+    let open = start(policy(dir.path(), "open")).await;
+    let plain = start(policy(dir.path(), "off")).await;
     let big = format!("http://localhost:{port}/big");
     let small = format!("http://localhost:{port}/small");
 
@@ -121,11 +140,11 @@ async fn main() {
             .unwrap();
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
-    let proxied = |script: String| {
-        let client = &client;
+    let sandboxed = |client: &'static str, script: String| {
+        let session = if client == "open" { &open } else { &egress };
         async move {
             let r = call(
-                client,
+                session,
                 "run_command",
                 json!({"command": ["sh", "-c", script]}),
             )
@@ -136,30 +155,55 @@ async fn main() {
     };
 
     println!("safe-mcp egress benchmark: {rounds} rounds of 100 MB each way, alternating\n");
-    let (mut d_speed, mut p_speed) = (Vec::new(), Vec::new());
+    let (mut bare, mut same_sandbox, mut proxied) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..rounds {
         let script = curl_script(&big, "%{speed_download}", 1);
-        d_speed.extend(numbers(&direct(script.clone()).await));
-        p_speed.extend(numbers(&proxied(script).await));
+        bare.extend(numbers(&direct(script.clone()).await));
+        same_sandbox.extend(numbers(&sandboxed("open", script.clone()).await));
+        proxied.extend(numbers(&sandboxed("egress", script).await));
     }
     let mb = |v: &[f64]| {
         let mut v = v.to_vec();
         v.sort_by(f64::total_cmp);
         v[v.len() / 2] / 1e6
     };
-    let (d, p) = (mb(&d_speed), mb(&p_speed));
+    let (b, d, p) = (mb(&bare), mb(&same_sandbox), mb(&proxied));
     println!(
-        "100 MB download, median   direct {d:>8.0} MB/s   proxy {p:>8.0} MB/s   proxy/direct {:.2}",
-        p / d
+        "100 MB download, median MB/s   curl unconfined {b:.0}   confined, direct (mode open, host view) {d:.0}   confined, through the proxy {p:.0}"
+    );
+    println!(
+        "proxy / direct in the same sandbox {:.2}   proxy / unconfined curl {:.2}",
+        p / d,
+        p / b
     );
 
     let script = curl_script(&small, "%{time_starttransfer}", SETUP_SAMPLES);
-    let d_setup = numbers(&direct(script.clone()).await);
-    let p_setup = numbers(&proxied(script).await);
+    let d_setup = numbers(&sandboxed("open", script.clone()).await);
+    let p_setup = numbers(&sandboxed("egress", script).await);
     let (d50, d99) = p50_p99(d_setup.iter().map(|s| s * 1e3).collect());
     let (p50, p99) = p50_p99(p_setup.iter().map(|s| s * 1e3).collect());
     println!(
-        "connection setup to first byte ({SETUP_SAMPLES} each)   direct p50 {d50:.3} ms p99 {d99:.3} ms   proxy p50 {p50:.3} ms p99 {p99:.3} ms"
+        "connection setup to first byte ({SETUP_SAMPLES} each, confined)   direct p50 {d50:.3} ms p99 {d99:.3} ms   proxy p50 {p50:.3} ms p99 {p99:.3} ms"
     );
-    client.cancel().await.unwrap();
+
+    let (mut with, mut without) = (Vec::new(), Vec::new());
+    for _ in 0..4 {
+        for (c, samples) in [(&egress, &mut with), (&plain, &mut without)] {
+            for _ in 0..50 {
+                let t = std::time::Instant::now();
+                let r = call(c, "run_command", json!({"command": "echo hi"})).await;
+                assert_eq!(r["code"], "OK");
+                samples.push(t.elapsed().as_secs_f64() * 1e3);
+            }
+        }
+    }
+    let (w50, w99) = p50_p99(with);
+    let (o50, o99) = p50_p99(without);
+    println!(
+        "run_command(echo hi), 200 each   egress on p50 {w50:.3} ms p99 {w99:.3} ms   off p50 {o50:.3} ms p99 {o99:.3} ms   ratio {:.2}",
+        w50 / o50
+    );
+    egress.cancel().await.unwrap();
+    open.cancel().await.unwrap();
+    plain.cancel().await.unwrap();
 }

@@ -157,6 +157,16 @@ async fn allowed_names_pass_through_the_proxy_and_are_audited() {
             "namespace"
         };
         assert_eq!(tier, expected, "{namespaces}: {describe}");
+        let explain = s
+            .call(
+                "explain_command",
+                json!({"command": "curl http://localhost/"}),
+            )
+            .await;
+        assert_eq!(
+            explain["detail"]["confinement"]["egress"]["tier"], expected,
+            "{namespaces}: {explain}"
+        );
 
         // Plain HTTP, and the same through a CONNECT tunnel (-p).
         for (how, flag) in [("plain", ""), ("connect", "-p")] {
@@ -213,6 +223,13 @@ async fn allowed_names_pass_through_the_proxy_and_are_audited() {
                 "{r}"
             );
         }
+        // Every run's attempt record names the tier in its confinement summary.
+        let attempt = sb
+            .audit_records()
+            .into_iter()
+            .find(|a| a["kind"] == "attempt" && a["tool"] == "run_command")
+            .unwrap();
+        assert_eq!(attempt["confinement"]["egress"], expected, "{attempt}");
         for r in &closes {
             assert!(r["bytes_down"].as_u64().unwrap() > 0, "{r}");
             assert!(r["bytes_up"].as_u64().unwrap() > 0, "{r}");
