@@ -143,6 +143,13 @@ fn curl(args: &str) -> Value {
     ))
 }
 
+/// The status curl got for `args`, run in the sandbox; and the whole result.
+async fn status(s: &Session, args: &str) -> (String, Value) {
+    let r = s.call("run_command", curl(args)).await;
+    assert_eq!(r["code"], "OK", "{r}");
+    (stdout(&r).trim().to_owned(), r)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn allowed_names_pass_through_the_proxy_and_are_audited() {
     let up = Upstream::start().await;
@@ -245,13 +252,8 @@ async fn names_outside_the_lists_are_refused_and_audited() {
         let sb = sandbox(namespaces, LISTS);
         let s = Session::start(&sb.policy, |_| {}).await;
         // A subdomain rule: beneath pinned.test yes, pinned.test itself no.
-        let r = s
-            .call(
-                "run_command",
-                curl(&format!("http://api.pinned.test:{port}/")),
-            )
-            .await;
-        assert_eq!(stdout(&r).trim(), "200", "{namespaces}: {r}");
+        let (got, r) = status(&s, &format!("http://api.pinned.test:{port}/")).await;
+        assert_eq!(got, "200", "{namespaces}: {r}");
         let cases = [
             (
                 "pinned.test",
@@ -301,13 +303,12 @@ async fn names_outside_the_lists_are_refused_and_audited() {
         assert_eq!(connects.len(), 1, "{namespaces}");
 
         // A forged Host header: the request line says localhost, the header another name.
-        let r = s
-            .call(
-                "run_command",
-                curl(&format!("-H 'Host: evil.test' http://localhost:{port}/")),
-            )
-            .await;
-        assert_eq!(stdout(&r).trim(), "403", "{namespaces}: {r}");
+        let (got, r) = status(
+            &s,
+            &format!("-H 'Host: evil.test' http://localhost:{port}/"),
+        )
+        .await;
+        assert_eq!(got, "403", "{namespaces}: {r}");
         assert!(
             network_records(&sb).iter().any(|r| r["event"] == "refused"
                 && r["reason"].as_str().unwrap_or("").contains("Host header")),
@@ -331,20 +332,10 @@ async fn there_is_no_way_around_the_proxy() {
         let sb = sandbox(namespaces, LISTS);
         let s = Session::start(&sb.policy, |_| {}).await;
         // curl told to ignore the proxy: no route (own namespace) or Landlock's refusal.
-        let r = s
-            .call(
-                "run_command",
-                curl(&format!("--noproxy '*' http://localhost:{port}/")),
-            )
-            .await;
-        assert_eq!(stdout(&r).trim(), "000", "{namespaces}: {r}");
-        let r = s
-            .call(
-                "run_command",
-                curl(&format!("--noproxy '*' http://127.0.0.1:{port}/")),
-            )
-            .await;
-        assert_eq!(stdout(&r).trim(), "000", "{namespaces}: {r}");
+        let (got, r) = status(&s, &format!("--noproxy '*' http://localhost:{port}/")).await;
+        assert_eq!(got, "000", "{namespaces}: {r}");
+        let (got, r) = status(&s, &format!("--noproxy '*' http://127.0.0.1:{port}/")).await;
+        assert_eq!(got, "000", "{namespaces}: {r}");
         // An allowlisted interpreter: a direct TCP connect, UDP, a raw socket.
         let script = format!(
             r#"
