@@ -23,6 +23,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod approval;
 pub mod args;
 pub mod audit;
 pub mod config;

@@ -42,6 +42,9 @@ pub struct StageVerdict {
     pub rule: String,
     /// Why, in one sentence.
     pub reason: String,
+    /// Why this stage needs a person's approval (a rule's `confirm_args` matched).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval: Option<String>,
 }
 
 /// The verdict for a whole command list.
@@ -66,6 +69,9 @@ pub struct Decision {
     pub joins: Vec<&'static str>,
     #[serde(skip)]
     join_kinds: Vec<Sequence>,
+    /// Whether an allowed command runs only with a person's approval (any stage's rule
+    /// has `confirm_args` that match). Deny wins: a refused command needs none.
+    pub needs_approval: bool,
 }
 
 fn is_one_stage(lengths: &[usize]) -> bool {
@@ -183,7 +189,9 @@ pub fn evaluate(
             ),
         };
     }
+    let needs_approval = code == ResultCode::Ok && stages.iter().any(|s| s.approval.is_some());
     Decision {
+        needs_approval,
         code,
         rule,
         reason,
@@ -204,6 +212,7 @@ fn verdict(argv: &[String], code: ResultCode, rule: &str, reason: String) -> Sta
         code,
         rule: rule.to_owned(),
         reason,
+        approval: None,
     }
 }
 
@@ -333,6 +342,7 @@ fn judge_program(policy: &TerminalPolicy, argv: &[String]) -> StageVerdict {
     for option in tools::implied_options(argv) {
         args.imply_long(option);
     }
+    let mut approval = None;
     for (i, rule) in policy.rules.iter().enumerate() {
         if rule.command != name {
             continue;
@@ -346,13 +356,23 @@ fn judge_program(policy: &TerminalPolicy, argv: &[String]) -> StageVerdict {
                 format!("`{name}` with `{pattern}` is denied: {why}"),
             );
         }
+        if approval.is_none()
+            && let Some(pattern) = rule.confirm_args.iter().find(|p| args.contains_all(p))
+        {
+            approval = Some(format!(
+                "`{name}` with `{pattern}` needs a person's approval (rules[{i}] confirm_args)"
+            ));
+        }
     }
-    verdict(
-        argv,
-        ResultCode::Ok,
-        "allowlist",
-        format!("`{name}` is allowlisted"),
-    )
+    StageVerdict {
+        approval,
+        ..verdict(
+            argv,
+            ResultCode::Ok,
+            "allowlist",
+            format!("`{name}` is allowlisted"),
+        )
+    }
 }
 
 /// Finds `name` in the PATH directories: the first regular, executable file wins.

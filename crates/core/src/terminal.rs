@@ -66,6 +66,8 @@ pub struct RunRequest {
     pub timeout_seconds: Option<u64>,
     /// Told of the output as it comes, for progress notifications.
     pub observer: Option<Observer>,
+    /// Asks a person when the command needs approval; `None`: this transport cannot.
+    pub approver: Option<crate::approval::AskPerson>,
 }
 
 pub use safe_mcp_contract::{
@@ -511,6 +513,18 @@ impl TerminalService {
         executor: &dyn Executor,
         cancel: Cancel,
     ) -> Result<(OperationResult, RunFacts), (OperationResult, Attempt)> {
+        let approver = req.approver.clone();
+        let mut prepared = match self.prepare(call, RUN, req, executor) {
+            Ok(p) => p,
+            Err(Early::Refused(result, attempt)) => return Err((result, *attempt)),
+            Err(Early::Internal(result)) => return Ok((result, RunFacts::default())),
+        };
+        if let Err(result) = self
+            .seek_approval(RUN, &mut prepared, approver.as_ref())
+            .await
+        {
+            return Err((result, prepared.attempt));
+        }
         let Prepared {
             decision,
             argv,
@@ -519,11 +533,7 @@ impl TerminalService {
             timeout,
             cwd,
             confinement,
-        } = match self.prepare(call, RUN, req, executor) {
-            Ok(p) => p,
-            Err(Early::Refused(result, attempt)) => return Err((result, *attempt)),
-            Err(Early::Internal(result)) => return Ok((result, RunFacts::default())),
-        };
+        } = prepared;
         // The record is made durable while the executor forks and confines the children;
         // they wait at a gate and exec only once this resolves to true.
         let gate = &self.gate;
@@ -561,6 +571,80 @@ impl TerminalService {
             }
         };
         Ok((result, RunFacts::default()))
+    }
+
+    /// A command that needs approval runs only once a person has said yes (DESIGN §10):
+    /// `Err` is the refusal; the attempt in `prepared` then says what was asked and why it
+    /// was not given.
+    async fn seek_approval(
+        &self,
+        tool: &'static str,
+        prepared: &mut Prepared,
+        approver: Option<&crate::approval::AskPerson>,
+    ) -> Result<(), OperationResult> {
+        use crate::approval::{ApprovalMode, ApprovalRequest};
+        if !prepared.decision.needs_approval {
+            return Ok(());
+        }
+        let reasons: Vec<String> = prepared
+            .decision
+            .stages
+            .iter()
+            .filter_map(|s| s.approval.clone())
+            .collect();
+        let settings = &self.policy.approvals;
+        let refuse = |reason: String| {
+            let mut detail = Map::new();
+            detail.insert("needs_approval".into(), json!(true));
+            detail.insert("approval_reasons".into(), json!(reasons));
+            detail.insert("would_run".into(), json!(false));
+            self.redacted(
+                OperationResult::new(tool, ResultCode::PolicyDenied, reason)
+                    .with_detail(Value::Object(detail)),
+            )
+        };
+        let not_asked =
+            |decision: &str| json!({"required": reasons, "decision": decision, "via": "none"});
+        if settings.mode == ApprovalMode::Deny {
+            prepared.attempt.approval = Some(not_asked("denied-by-mode"));
+            return Err(refuse(format!(
+                "{}; [terminal.approvals] mode = \"deny\" refuses it without asking",
+                reasons.join("; ")
+            )));
+        }
+        let Some(approver) = approver else {
+            prepared.attempt.approval = Some(not_asked("no-transport"));
+            return Err(refuse(format!(
+                "{}; this server cannot ask a person here, so nothing ran",
+                reasons.join("; ")
+            )));
+        };
+        let request = ApprovalRequest {
+            call: prepared.attempt.call.to_string(),
+            tool,
+            stages: prepared.argv.clone(),
+            command: prepared.attempt.command.clone(),
+            cwd: prepared.cwd.display().to_string(),
+            confinement: confinement_line(&prepared.confinement),
+            reasons: reasons.clone(),
+            timeout: settings.timeout,
+        };
+        let mut asked = Map::new();
+        asked.insert("call".into(), json!(request.call));
+        asked.insert("event".into(), json!("asked"));
+        asked.insert("tool".into(), json!(tool));
+        asked.insert("argv".into(), json!(request.stages));
+        asked.insert("required".into(), json!(reasons));
+        if let Err(e) = self.gate.log().append("approval", asked, false) {
+            eprintln!("safe-mcp: warning: an approval request was not recorded: {e}");
+        }
+        let outcome = approver.0.ask(&request).await;
+        prepared.attempt.approval = Some(outcome.record(&reasons));
+        if outcome.approved() {
+            Ok(())
+        } else {
+            Err(refuse(outcome.refusal(settings.timeout)))
+        }
     }
 
     /// Raw bytes the executor keeps per stream: the cap, and the slack a secret straddling
@@ -723,6 +807,23 @@ impl TerminalService {
             true,
         )
     }
+}
+
+/// The confinement summary of a run in words, for a person approving it.
+fn confinement_line(summary: &Value) -> String {
+    let field = |k: &str| summary[k].as_str().unwrap_or("?").to_owned();
+    let network = match summary["egress"].as_str() {
+        Some(tier) => format!("network only through the allowlist proxy ({tier} tier)"),
+        None if summary["network"] == true => "network open".to_owned(),
+        None => "no network".to_owned(),
+    };
+    format!(
+        "sandbox {}, {} view, Landlock {}, capabilities {}, {network}",
+        field("mode"),
+        field("view"),
+        field("landlock"),
+        field("capabilities")
+    )
 }
 
 /// What confinement a command would get, in one line's worth of fields.

@@ -42,7 +42,7 @@ pub const MAX_WAIT_SECONDS: u64 = 30;
 impl TerminalService {
     /// Starts a session for `owner`, or refuses (the refusal is recorded). The run must be
     /// spawned; the session says when it has started or failed.
-    pub fn start_process(
+    pub async fn start_process(
         self: &Arc<Self>,
         req: RunRequest,
         executor: Arc<dyn Executor>,
@@ -76,9 +76,8 @@ impl TerminalService {
             observer: None,
             ..req
         };
-        let Prepared {
-            attempt, mut plan, ..
-        } = match self.prepare(&call, START, req, executor.as_ref()) {
+        let approver = req.approver.clone();
+        let mut prepared = match self.prepare(&call, START, req, executor.as_ref()) {
             Ok(p) => p,
             Err(Early::Refused(result, attempt)) => {
                 let result = result.with_duration(started.elapsed());
@@ -87,6 +86,17 @@ impl TerminalService {
             }
             Err(Early::Internal(result)) => return Err(result),
         };
+        if let Err(result) = self
+            .seek_approval(START, &mut prepared, approver.as_ref())
+            .await
+        {
+            let result = result.with_duration(started.elapsed());
+            self.gate.record(prepared.attempt, &result);
+            return Err(result);
+        }
+        let Prepared {
+            attempt, mut plan, ..
+        } = prepared;
         let session = match self.sessions.create(
             owner,
             attempt.command.clone(),

@@ -5,6 +5,7 @@
 
 #![forbid(unsafe_code)]
 
+mod approval;
 mod audit_cli;
 mod demo;
 mod exit;
@@ -228,10 +229,23 @@ fn serve_terminal(config: Option<&Path>) -> ExitCode {
     // Four workers: an attempt record's group commit blocks its worker for one fsync, and the
     // stdio transport must keep moving meanwhile.
     let runs = terminal_server::Runs::default();
+    // The approval page's port is taken now: one in use stops the start, not a call.
+    let pages = match &terminal.approvals.url_base {
+        Some((base, addr)) => match approval::page::Pages::bind(base, *addr) {
+            Ok(pages) => Some(pages),
+            Err(e) => {
+                return fatal(format!(
+                    "[terminal.approvals] url_base = {base:?}: cannot listen on {addr}: {e}"
+                ));
+            }
+        },
+        None => None,
+    };
     let server = terminal_server::TerminalServer::new(
         Arc::clone(&service),
         Arc::new(executor),
         Arc::clone(&runs),
+        pages,
     );
     // When the client goes, so do the sessions: each is killed, and its run writes the start
     // call's outcome record ("server-exit") before the process ends.

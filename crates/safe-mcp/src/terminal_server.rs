@@ -131,6 +131,8 @@ pub struct TerminalServer {
     owner: Arc<str>,
     /// The sessions' runs, awaited at shutdown so that each writes its outcome record.
     runs: Runs,
+    /// The out-of-band approval pages (`[terminal.approvals] url_base`).
+    pages: Option<Arc<crate::approval::page::Pages>>,
 }
 
 /// The tasks that run the sessions.
@@ -247,7 +249,12 @@ pub(crate) fn parse_args<T: DeserializeOwned>(
 #[tool_router]
 impl TerminalServer {
     /// Builds the server over a core service and an executor.
-    pub fn new(service: Arc<TerminalService>, executor: Arc<dyn Executor>, runs: Runs) -> Self {
+    pub fn new(
+        service: Arc<TerminalService>,
+        executor: Arc<dyn Executor>,
+        runs: Runs,
+        pages: Option<Arc<crate::approval::page::Pages>>,
+    ) -> Self {
         // One stdio connection per server process; 64 random bits name it (the pid, should
         // the kernel give none: handles never leave this process anyway).
         let owner =
@@ -257,7 +264,16 @@ impl TerminalServer {
             executor,
             owner: owner.into(),
             runs,
+            pages,
         }
+    }
+
+    /// Who asks a person for a call of this request's client.
+    fn approver(&self, peer: &rmcp::Peer<rmcp::RoleServer>) -> safe_mcp_core::approval::AskPerson {
+        safe_mcp_core::approval::AskPerson(Arc::new(crate::approval::ClientApprover {
+            peer: peer.clone(),
+            pages: self.pages.clone(),
+        }))
     }
 
     /// Start a long-running command as a session (a build, test suite, dev server, watcher,
@@ -273,7 +289,11 @@ impl TerminalServer {
         annotations(title = "Start a process session", read_only_hint = false, destructive_hint = true,
                     idempotent_hint = false, open_world_hint = false)
     )]
-    async fn start_process(&self, args: JsonObject) -> CallToolResult {
+    async fn start_process(
+        &self,
+        args: JsonObject,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
         let args: StartArgs = match parse_args(process::START, args, self.service.as_ref()) {
             Ok(a) => a,
             Err(r) => return r,
@@ -284,15 +304,16 @@ impl TerminalServer {
             stdin: None,
             timeout_seconds: args.timeout_seconds,
             observer: None,
+            approver: Some(self.approver(&context.peer)),
         };
-        let (session, run) =
-            match self
-                .service
-                .start_process(req, Arc::clone(&self.executor), &self.owner)
-            {
-                Ok(started) => started,
-                Err(result) => return to_result(result),
-            };
+        let (session, run) = match self
+            .service
+            .start_process(req, Arc::clone(&self.executor), &self.owner)
+            .await
+        {
+            Ok(started) => started,
+            Err(result) => return to_result(result),
+        };
         let task = tokio::spawn(run);
         if let Ok(mut runs) = self.runs.lock() {
             runs.retain(|t| !t.is_finished());
@@ -455,6 +476,7 @@ impl TerminalServer {
             stdin: args.stdin,
             timeout_seconds: args.timeout_seconds,
             observer: watched.map(|w| Observer(w as Arc<dyn OutputObserver>)),
+            approver: Some(self.approver(&context.peer)),
         };
         let cancel = Box::pin(context.ct.clone().cancelled_owned());
         let result = self.service.run(req, self.executor.as_ref(), cancel).await;

@@ -153,6 +153,7 @@ impl Builder<'_> {
                 cache_dir: None,
                 sessions: None,
                 network: None,
+                approvals: None,
             });
         }
 
@@ -394,15 +395,19 @@ impl Builder<'_> {
         let deny = program_names("terminal.denylist.commands", deny_names)?;
         for rule in &rules {
             program_names("terminal.rules.command", vec![rule.command.clone()])?;
-            if rule
-                .deny_args
-                .iter()
-                .any(|p| p.split_whitespace().next().is_none())
-            {
-                return Err(ConfigError::Invalid {
-                    key: format!("terminal.rules ({}).deny_args", rule.command),
-                    message: "an empty pattern would match nothing".into(),
-                });
+            for (key, patterns) in [
+                ("deny_args", &rule.deny_args),
+                ("confirm_args", &rule.confirm_args),
+            ] {
+                if patterns
+                    .iter()
+                    .any(|p| p.split_whitespace().next().is_none())
+                {
+                    return Err(ConfigError::Invalid {
+                        key: format!("terminal.rules ({}).{key}", rule.command),
+                        message: "an empty pattern would match nothing".into(),
+                    });
+                }
             }
         }
 
@@ -520,6 +525,7 @@ impl Builder<'_> {
                 s
             },
             network,
+            approvals: approval_settings(raw.approvals.unwrap_or_default())?,
             limits,
             allow,
             deny,
@@ -860,5 +866,65 @@ fn network_policy(
         deny,
         allow_private: raw.allow_private.unwrap_or(false),
         hosts,
+    })
+}
+
+/// `[terminal.approvals]`: `url_base` must be an `http://` URL on a loopback address with a
+/// port (the page is served there, by this process, for people on this machine).
+fn approval_settings(
+    raw: super::raw::RawApprovals,
+) -> Result<crate::approval::ApprovalSettings, ConfigError> {
+    let bad = |key: &str, message: String| ConfigError::Invalid {
+        key: format!("terminal.approvals.{key}"),
+        message,
+    };
+    let timeout = raw.timeout_seconds.unwrap_or(120);
+    if timeout == 0 || timeout > 3600 {
+        return Err(bad("timeout_seconds", "must be between 1 and 3600".into()));
+    }
+    let url_base = match raw.url_base.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(url) => {
+            let base = url.trim_end_matches('/');
+            let authority = base.strip_prefix("http://").ok_or_else(|| {
+                bad(
+                    "url_base",
+                    format!("{url:?}: give http://127.0.0.1:PORT (a loopback address and port)"),
+                )
+            })?;
+            let (host, port) = authority
+                .rsplit_once(':')
+                .ok_or_else(|| bad("url_base", format!("{url:?} names no port")))?;
+            let port: u16 = port
+                .parse()
+                .map_err(|_| bad("url_base", format!("{url:?}: the port is not a number")))?;
+            let ip: std::net::IpAddr = match host {
+                "localhost" => std::net::Ipv4Addr::LOCALHOST.into(),
+                h => h
+                    .trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .parse()
+                    .map_err(|_| {
+                        bad(
+                            "url_base",
+                            format!("{url:?}: the host must be a loopback address"),
+                        )
+                    })?,
+            };
+            if !ip.is_loopback() || port == 0 {
+                return Err(bad(
+                    "url_base",
+                    format!(
+                        "{url:?}: the approval page is served on loopback only, on a fixed port"
+                    ),
+                ));
+            }
+            Some((base.to_owned(), std::net::SocketAddr::new(ip, port)))
+        }
+    };
+    Ok(crate::approval::ApprovalSettings {
+        mode: raw.mode.unwrap_or_default(),
+        url_base,
+        timeout: std::time::Duration::from_secs(timeout),
     })
 }

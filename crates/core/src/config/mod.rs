@@ -154,6 +154,8 @@ pub struct TerminalPolicy {
     pub sessions: SessionSettings,
     /// `[terminal.network]` (egress); `sandbox.network` is true exactly in mode open.
     pub network: crate::egress::NetworkPolicy,
+    /// `[terminal.approvals]`.
+    pub approvals: crate::approval::ApprovalSettings,
     /// The scrubbed PATH programs resolve through (absolute, outside the jail).
     pub path: Vec<PathBuf>,
     /// `[[terminal.examples]]`.
@@ -214,6 +216,10 @@ pub struct ArgRule {
     /// Token patterns; any one that matches denies.
     #[serde(default)]
     pub deny_args: Vec<String>,
+    /// Token patterns (matched as `deny_args` are); an otherwise allowed command that
+    /// matches one runs only with a person's approval, per call (DESIGN §10).
+    #[serde(default)]
+    pub confirm_args: Vec<String>,
     /// Why, shown to the model.
     #[serde(default)]
     pub reason: Option<String>,

@@ -175,6 +175,7 @@ fn deny_rule(at: &str, value: &toml::Value) -> Result<ArgRule, ConfigError> {
     let mut rule = ArgRule {
         command: String::new(),
         deny_args: Vec::new(),
+        confirm_args: Vec::new(),
         reason: None,
         allow_escapes: Vec::new(),
         allow_interpreter: false,

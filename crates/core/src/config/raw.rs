@@ -63,6 +63,15 @@ pub(super) struct RawTerminal {
     pub(super) cache_dir: Option<PathBuf>,
     pub(super) sessions: Option<super::SessionSettings>,
     pub(super) network: Option<RawNetwork>,
+    pub(super) approvals: Option<RawApprovals>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawApprovals {
+    pub(super) mode: Option<crate::approval::ApprovalMode>,
+    pub(super) url_base: Option<String>,
+    pub(super) timeout_seconds: Option<u64>,
 }
 
 #[derive(Debug, Deserialize, Default)]

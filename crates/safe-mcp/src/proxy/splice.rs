@@ -15,7 +15,7 @@ const CHUNK: usize = 1 << 20;
 
 /// Moves bytes from `from` to `to` until `from` ends, then shuts `to`'s write side;
 /// returns how many.
-pub(super) async fn one_way(from: &TcpStream, to: &TcpStream) -> io::Result<u64> {
+pub(crate) async fn one_way(from: &TcpStream, to: &TcpStream) -> io::Result<u64> {
     let (pipe_r, pipe_w) = rustix::pipe::pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)?;
     // A larger pipe means fewer wakeups; the default (64 KiB) still works.
     let _ = rustix::pipe::fcntl_setpipe_size(&pipe_w, CHUNK);
@@ -54,7 +54,7 @@ pub(super) async fn one_way(from: &TcpStream, to: &TcpStream) -> io::Result<u64>
 }
 
 /// Both directions at once, until both have ended: (bytes `a`→`b`, bytes `b`→`a`).
-pub(super) async fn both_ways(a: &TcpStream, b: &TcpStream) -> (u64, u64) {
+pub(crate) async fn both_ways(a: &TcpStream, b: &TcpStream) -> (u64, u64) {
     let (up, down) = tokio::join!(one_way(a, b), one_way(b, a));
     (up.unwrap_or(0), down.unwrap_or(0))
 }

@@ -1,0 +1,246 @@
+//! Approvals (DESIGN §10): a command whose rule's `confirm_args` match runs only once a
+//! person has said yes, for this call.
+//!
+//! Owns what is asked and what counts as a yes. The transport asks (an MCP elicitation
+//! through the client, or a one-time page the server serves; see the binary's
+//! `approval` module) through an [`Approver`]; this module turns its answer into a verdict:
+//! only [`Answer::Approved`] lets the command run, everything else (decline, cancel,
+//! `approve = false`, no capability, no answer in time, a failure) is POLICY_DENIED with a
+//! reason that says which. The decision, who made it and how long it took go into the
+//! attempt record.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// `[terminal.approvals] mode`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ApprovalMode {
+    /// Ask a person through the client (or the page, with `url_base`). The default.
+    #[default]
+    Elicit,
+    /// Never ask: a command needing approval is refused.
+    Deny,
+}
+
+/// `[terminal.approvals]`, resolved.
+#[derive(Debug, Clone)]
+pub struct ApprovalSettings {
+    /// Elicit or deny.
+    pub mode: ApprovalMode,
+    /// Out-of-band approval: the page's base URL (`http://127.0.0.1:PORT`), and the
+    /// loopback address the server listens on for it.
+    pub url_base: Option<(String, std::net::SocketAddr)>,
+    /// How long a call waits for the answer.
+    pub timeout: Duration,
+}
+
+impl Default for ApprovalSettings {
+    fn default() -> Self {
+        ApprovalSettings {
+            mode: ApprovalMode::Elicit,
+            url_base: None,
+            timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+/// What a person is asked to approve: exactly what would run.
+#[derive(Debug, Clone, Serialize)]
+pub struct ApprovalRequest {
+    /// The call.
+    pub call: String,
+    /// The tool (`run_command`, `start_process`).
+    pub tool: &'static str,
+    /// Each stage's argv as it would run (redacted).
+    pub stages: Vec<Vec<String>>,
+    /// How the stages are joined (`|` within a pipeline, then `;`, `&&`, `||`).
+    pub command: String,
+    /// The working directory.
+    pub cwd: String,
+    /// The confinement it would run under, in a line.
+    pub confinement: String,
+    /// Why approval is needed (the rules that matched).
+    pub reasons: Vec<String>,
+    /// How long the call waits.
+    #[serde(skip)]
+    pub timeout: Duration,
+}
+
+impl ApprovalRequest {
+    /// The text shown to the person (the elicitation's message).
+    pub fn message(&self) -> String {
+        let stages = self
+            .stages
+            .iter()
+            .map(|argv| format!("  {}", render_argv(argv)))
+            .collect::<Vec<_>>()
+            .join("\n");
+        format!(
+            "safe-mcp asks for your approval to run ({}):\n{stages}\nin {}\nunder {}.\nWhy: {}.\nApprove only if you expect this exact command.",
+            self.tool,
+            self.cwd,
+            self.confinement,
+            self.reasons.join("; ")
+        )
+    }
+}
+
+/// An argv as a person reads it: words with spaces or quotes in single quotes.
+pub fn render_argv(argv: &[String]) -> String {
+    argv.iter()
+        .map(|a| {
+            if !a.is_empty()
+                && a.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,@+%".contains(&b))
+            {
+                a.clone()
+            } else {
+                format!("'{}'", a.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// What came back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// A person said yes.
+    Approved,
+    /// The person declined.
+    Declined,
+    /// The request was dismissed.
+    Cancelled,
+    /// The form came back with `approve = false`.
+    ApproveFalse,
+    /// The client cannot be asked (no elicitation capability, or not the mode needed).
+    NoCapability(String),
+    /// No answer within the timeout.
+    TimedOut,
+    /// Asking failed.
+    Failed(String),
+}
+
+/// The answer, who gave it, and how long it took.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// The answer.
+    pub answer: Answer,
+    /// `elicitation` (the client's form) or `page` (the server's own page).
+    pub via: &'static str,
+    /// How long the call waited.
+    pub waited: Duration,
+}
+
+/// An [`Approver`] a request can carry.
+#[derive(Clone)]
+pub struct AskPerson(pub std::sync::Arc<dyn Approver>);
+
+impl std::fmt::Debug for AskPerson {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AskPerson")
+    }
+}
+
+/// Asks a person. Implemented by the transport, per request.
+pub trait Approver: Send + Sync {
+    /// Asks about `request`; resolves within `request.timeout` (plus a little).
+    fn ask<'a>(
+        &'a self,
+        request: &'a ApprovalRequest,
+    ) -> Pin<Box<dyn Future<Output = Outcome> + Send + 'a>>;
+}
+
+impl Outcome {
+    /// Whether the command may run.
+    pub fn approved(&self) -> bool {
+        self.answer == Answer::Approved
+    }
+
+    /// Why it may not, for the model.
+    pub fn refusal(&self, timeout: Duration) -> String {
+        let why = match &self.answer {
+            Answer::Approved => return String::new(),
+            Answer::Declined => "the person declined".to_owned(),
+            Answer::Cancelled => "the request was cancelled without an answer".to_owned(),
+            Answer::ApproveFalse => "the answer was approve = false".to_owned(),
+            Answer::NoCapability(what) => what.clone(),
+            Answer::TimedOut => format!("no answer came within {} s", timeout.as_secs()),
+            Answer::Failed(e) => format!("asking failed: {e}"),
+        };
+        format!("this command needs a person's approval, and it was not given: {why}; nothing ran")
+    }
+
+    /// The attempt record's `approval` field.
+    pub fn record(&self, reasons: &[String]) -> Value {
+        json!({
+            "required": reasons,
+            "via": self.via,
+            "decision": match &self.answer {
+                Answer::Approved => "approved",
+                Answer::Declined => "declined",
+                Answer::Cancelled => "cancelled",
+                Answer::ApproveFalse => "approve-false",
+                Answer::NoCapability(_) => "no-capability",
+                Answer::TimedOut => "timeout",
+                Answer::Failed(_) => "failed",
+            },
+            "waited_ms": self.waited.as_millis() as u64,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_an_approval_lets_the_command_run() {
+        let t = Duration::from_secs(5);
+        for (answer, words) in [
+            (Answer::Declined, "declined"),
+            (Answer::Cancelled, "cancelled"),
+            (Answer::ApproveFalse, "approve = false"),
+            (
+                Answer::NoCapability("the client did not declare elicitation".into()),
+                "did not declare",
+            ),
+            (Answer::TimedOut, "within 5 s"),
+            (Answer::Failed("broken pipe".into()), "broken pipe"),
+        ] {
+            let o = Outcome {
+                answer,
+                via: "elicitation",
+                waited: Duration::ZERO,
+            };
+            assert!(!o.approved());
+            assert!(o.refusal(t).contains(words), "{}", o.refusal(t));
+        }
+        let yes = Outcome {
+            answer: Answer::Approved,
+            via: "page",
+            waited: Duration::from_millis(1500),
+        };
+        assert!(yes.approved());
+        assert_eq!(yes.record(&["r".into()])["waited_ms"], 1500);
+        assert_eq!(yes.record(&["r".into()])["via"], "page");
+    }
+
+    #[test]
+    fn argv_renders_as_a_person_reads_it() {
+        let argv = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            render_argv(&argv(&["git", "push", "origin", "main"])),
+            "git push origin main"
+        );
+        assert_eq!(
+            render_argv(&argv(&["echo", "a b", "it's", ""])),
+            "echo 'a b' 'it'\\''s' ''"
+        );
+    }
+}

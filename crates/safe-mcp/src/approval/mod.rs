@@ -1,0 +1,150 @@
+//! Asking a person (DESIGN §10): the MCP side of approvals.
+//!
+//! Without `url_base`, the server sends `elicitation/create` in form mode: one boolean,
+//! `approve`, and a message naming every stage's argv, the cwd and the confinement; only
+//! `accept` with `approve = true` is a yes. With `url_base`, it opens a one-time page
+//! ([`page`]) and sends a URL-mode elicitation pointing at it; the call then waits for the
+//! answer given *on that page*, so a client that accepts elicitations on its own (or a hook
+//! that answers them) approves nothing. A client that declines or cancels the URL request
+//! refuses the call at once.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Instant;
+
+use rmcp::model::ElicitationAction;
+use rmcp::service::{ElicitationError, ServiceError};
+use rmcp::{Peer, RoleServer};
+use safe_mcp_core::approval::{Answer, ApprovalRequest, Approver, Outcome};
+
+pub mod page;
+
+/// Why a session on protocol 2026-07-28 or later cannot be asked.
+const NEWER_PROTOCOL: &str = "the session speaks MCP 2026-07-28 or later, which forbids a server's requests to the client (elicitation among them), so no person can be asked through it";
+
+/// Whether rmcp refused to send a request because the session's protocol forbids them.
+fn forbids_requests(e: &rmcp::ErrorData) -> bool {
+    e.message
+        .contains("server-to-client requests are not allowed")
+}
+
+/// The form a client shows: one boolean.
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+pub struct ApproveForm {
+    /// Run this exact command, once?
+    pub approve: bool,
+}
+
+rmcp::elicit_safe!(ApproveForm);
+
+/// Asks through one client session (and the server's page, when there is one).
+pub struct ClientApprover {
+    pub peer: Peer<RoleServer>,
+    pub pages: Option<Arc<page::Pages>>,
+}
+
+impl Approver for ClientApprover {
+    fn ask<'a>(
+        &'a self,
+        request: &'a ApprovalRequest,
+    ) -> Pin<Box<dyn Future<Output = Outcome> + Send + 'a>> {
+        Box::pin(async move {
+            let started = Instant::now();
+            let (answer, via) = match &self.pages {
+                None => (self.ask_form(request).await, "elicitation"),
+                Some(pages) => (self.ask_page(pages, request).await, "page"),
+            };
+            Outcome {
+                answer,
+                via,
+                waited: started.elapsed(),
+            }
+        })
+    }
+}
+
+impl ClientApprover {
+    async fn ask_form(&self, request: &ApprovalRequest) -> Answer {
+        let asked = self
+            .peer
+            .elicit_with_timeout::<ApproveForm>(request.message(), Some(request.timeout))
+            .await;
+        match asked {
+            Ok(Some(ApproveForm { approve: true })) => Answer::Approved,
+            Ok(Some(ApproveForm { approve: false })) => Answer::ApproveFalse,
+            Ok(None) | Err(ElicitationError::NoContent) => Answer::Failed("the answer held no form".into()),
+            Err(ElicitationError::UserDeclined) => Answer::Declined,
+            Err(ElicitationError::UserCancelled) => Answer::Cancelled,
+            Err(ElicitationError::CapabilityNotSupported) => Answer::NoCapability(
+                "the client did not declare the elicitation capability, so no person can be asked through it".into(),
+            ),
+            Err(ElicitationError::Service(ServiceError::Timeout { .. })) => Answer::TimedOut,
+            Err(ElicitationError::Service(ServiceError::McpError(e))) if forbids_requests(&e) => {
+                Answer::NoCapability(NEWER_PROTOCOL.into())
+            }
+            Err(ElicitationError::ParseError { .. }) => {
+                Answer::Failed("the answer was not the form that was asked for".into())
+            }
+            Err(e) => Answer::Failed(e.to_string()),
+        }
+    }
+
+    async fn ask_page(&self, pages: &Arc<page::Pages>, request: &ApprovalRequest) -> Answer {
+        let opened = match pages.open(request) {
+            Ok(o) => o,
+            Err(e) => return Answer::Failed(format!("the approval page: {e}")),
+        };
+        let message = format!(
+            "{}\nOpen this page to approve or deny it (one use, expires in {} s).",
+            request.message(),
+            request.timeout.as_secs()
+        );
+        let url = match url::Url::parse(&opened.url) {
+            Ok(u) => u,
+            Err(e) => return Answer::Failed(format!("the approval URL: {e}")),
+        };
+        let client = self.peer.elicit_url_with_timeout(
+            message,
+            url,
+            opened.token.clone(),
+            Some(request.timeout),
+        );
+        let page = tokio::time::timeout(request.timeout, opened.answer);
+        tokio::pin!(client, page);
+        // The page decides; the client can only refuse (decline, cancel) or fail to show it.
+        let mut client_done = false;
+        let answer = loop {
+            tokio::select! {
+                answered = &mut page => break match answered {
+                    Ok(Ok(true)) => Answer::Approved,
+                    Ok(Ok(false)) => Answer::Declined,
+                    Ok(Err(_)) => Answer::Failed("the approval page closed".into()),
+                    Err(_) => Answer::TimedOut,
+                },
+                shown = &mut client, if !client_done => {
+                    client_done = true;
+                    match shown {
+                        Ok(ElicitationAction::Decline) => break Answer::Declined,
+                        Ok(ElicitationAction::Cancel) => break Answer::Cancelled,
+                        Ok(_) => {} // accepted: the person still answers on the page
+                        Err(ElicitationError::CapabilityNotSupported) => {
+                            break Answer::NoCapability(
+                                "url_base is set, but the client did not declare URL-mode elicitation, so it cannot show the approval page".into(),
+                            );
+                        }
+                        Err(ElicitationError::Service(ServiceError::Timeout { .. })) => {}
+                        Err(ElicitationError::Service(ServiceError::McpError(e)))
+                            if forbids_requests(&e) =>
+                        {
+                            break Answer::NoCapability(NEWER_PROTOCOL.into());
+                        }
+                        Err(e) => break Answer::Failed(e.to_string()),
+                    }
+                }
+            }
+        };
+        pages.close(&opened.token);
+        answer
+    }
+}

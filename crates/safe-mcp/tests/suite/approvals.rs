@@ -1,0 +1,485 @@
+//! Approvals a model cannot click for itself (issue 19), over real MCP sessions: an rmcp
+//! client that declares elicitation and answers as each test says, and, for the
+//! out-of-band page, a test that fetches the page over HTTP and submits it as a person would.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
+    Implementation, ProtocolVersion,
+};
+use rmcp::service::{RequestContext, RoleClient, RunningService};
+use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+use rmcp::{ClientHandler, ErrorData, ServiceExt};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::support::{BIN, Sandbox, envelope_of};
+
+/// How the test's client answers an elicitation.
+#[derive(Clone, Copy, PartialEq)]
+enum Reply {
+    /// Accept, with this `approve`.
+    Accept(bool),
+    Decline,
+    Cancel,
+    /// Never answer.
+    Silence,
+    /// URL mode: accept at once without visiting the page (a client that auto-accepts).
+    AcceptOnly,
+    /// URL mode: accept, and submit the page with this decision.
+    Visit(&'static str),
+}
+
+/// What the page answered a visit: GET, POST, the same POST replayed, GET again.
+type Visit = (u16, u16, u16, u16);
+
+#[derive(Clone)]
+struct Person {
+    reply: Reply,
+    /// Declares form elicitation (and URL mode too when `url`).
+    elicitation: bool,
+    url: bool,
+    asked: Arc<Mutex<Vec<ElicitRequestParams>>>,
+    /// What the page answered, per visit (GET status, POST status, replayed POST status).
+    visits: Arc<Mutex<Vec<Visit>>>,
+}
+
+impl ClientHandler for Person {
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        self.asked.lock().unwrap().push(request.clone());
+        match self.reply {
+            Reply::Accept(approve) => Ok(ElicitResult::new(ElicitationAction::Accept)
+                .with_content(json!({ "approve": approve }))),
+            Reply::Decline => Ok(ElicitResult::new(ElicitationAction::Decline)),
+            Reply::Cancel => Ok(ElicitResult::new(ElicitationAction::Cancel)),
+            Reply::Silence => {
+                tokio::time::sleep(Duration::from_secs(60)).await;
+                Ok(ElicitResult::new(ElicitationAction::Cancel))
+            }
+            Reply::AcceptOnly => Ok(ElicitResult::new(ElicitationAction::Accept)),
+            Reply::Visit(decision) => {
+                let ElicitRequestParams::UrlElicitationParams { url, .. } = &request else {
+                    return Ok(ElicitResult::new(ElicitationAction::Decline));
+                };
+                let (url, visits) = (url.clone(), Arc::clone(&self.visits));
+                tokio::spawn(async move {
+                    let got = visit(&url, decision).await;
+                    visits.lock().unwrap().push(got);
+                });
+                Ok(ElicitResult::new(ElicitationAction::Accept))
+            }
+        }
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        let caps = match (self.elicitation, self.url) {
+            (false, _) => json!({}),
+            (true, false) => json!({"elicitation": {"form": {}}}),
+            (true, true) => json!({"elicitation": {"form": {}, "url": {}}}),
+        };
+        let caps: ClientCapabilities = serde_json::from_value(caps).unwrap();
+        ClientConfig::new(caps, Implementation::new("approval-test", "1"))
+            .with_protocol_version(ProtocolVersion::V_2025_11_25)
+    }
+}
+
+/// One HTTP/1.1 exchange with the page; returns the status and the body.
+async fn http(url: &str, method: &str, body: &str) -> (u16, String) {
+    let rest = url.strip_prefix("http://").unwrap();
+    let (authority, path) = rest.split_at(rest.find('/').unwrap());
+    let mut stream = tokio::net::TcpStream::connect(authority).await.unwrap();
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {authority}\r\nOrigin: http://{authority}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    let status = response[9..12].parse().unwrap();
+    (status, response)
+}
+
+/// What a person does: open the page, read its form token, press a button; then what a
+/// replay of the same answer and of the page itself get.
+async fn visit(url: &str, decision: &str) -> Visit {
+    let (get, page) = http(url, "GET", "").await;
+    let token = page
+        .split("name=\"form_token\" value=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap_or_default()
+        .to_owned();
+    let form = format!("form_token={token}&decision={decision}");
+    let (post, _) = http(url, "POST", &form).await;
+    let (replay, _) = http(url, "POST", &form).await;
+    let (again, _) = http(url, "GET", "").await;
+    (get, post, replay, again)
+}
+
+/// A sandbox where `touch` needs approval with `needs-ok` and is denied with `forbidden`.
+fn sandbox(approvals: &str) -> Sandbox {
+    Sandbox::new(&format!(
+        r#"
+[[terminal.rules]]
+command = "touch"
+confirm_args = ["needs-ok"]
+deny_args = ["forbidden"]
+reason = "touching forbidden is refused"
+
+[terminal.approvals]
+{approvals}
+"#
+    ))
+}
+
+struct Client {
+    service: RunningService<RoleClient, Person>,
+    person: Person,
+}
+
+impl Client {
+    async fn start(sb: &Sandbox, reply: Reply, elicitation: bool, url: bool) -> Client {
+        let person = Person {
+            reply,
+            elicitation,
+            url,
+            asked: Arc::default(),
+            visits: Arc::default(),
+        };
+        let policy = sb.policy.clone();
+        let cmd = tokio::process::Command::new(BIN).configure(|c| {
+            c.arg("terminal").arg("--config").arg(&policy).env_clear();
+        });
+        let service = person
+            .clone()
+            .serve(TokioChildProcess::new(cmd).unwrap())
+            .await
+            .unwrap();
+        Client { service, person }
+    }
+
+    async fn call(&self, tool: &str, args: Value) -> Value {
+        let Value::Object(args) = args else { panic!() };
+        let call = self.service.call_tool(
+            rmcp::model::CallToolRequestParams::new(tool.to_owned()).with_arguments(args),
+        );
+        let result = tokio::time::timeout(Duration::from_secs(60), call)
+            .await
+            .expect("call timed out")
+            .unwrap();
+        envelope_of(&result)
+    }
+
+    async fn run(&self, command: &str) -> Value {
+        self.call("run_command", json!({ "command": command }))
+            .await
+    }
+
+    fn asked(&self) -> Vec<ElicitRequestParams> {
+        self.person.asked.lock().unwrap().clone()
+    }
+}
+
+fn approval_of(sb: &Sandbox) -> Value {
+    sb.audit_records()
+        .into_iter()
+        .rfind(|r| r["kind"] == "attempt" && r["tool"] == "run_command")
+        .map(|r| r["approval"].clone())
+        .unwrap_or(Value::Null)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn explain_says_approval_is_needed_and_never_asks() {
+    let sb = sandbox("");
+    let c = Client::start(&sb, Reply::Accept(true), true, false).await;
+    let r = c
+        .call("explain_command", json!({"command": "touch needs-ok"}))
+        .await;
+    assert_eq!(r["code"], "OK", "{r}");
+    assert_eq!(r["detail"]["needs_approval"], true, "{r}");
+    let plain = c
+        .call("explain_command", json!({"command": "touch other"}))
+        .await;
+    assert_eq!(plain["detail"]["needs_approval"], false, "{plain}");
+    // Deny wins over confirm: a denied command needs no approval and is never asked about.
+    let r = c.run("touch needs-ok forbidden").await;
+    assert_eq!(r["code"], "POLICY_DENIED", "{r}");
+    assert!(c.asked().is_empty());
+    assert!(!sb.jail.join("needs-ok").exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_accepted_form_with_approve_true_runs_the_command() {
+    let sb = sandbox("");
+    let c = Client::start(&sb, Reply::Accept(true), true, false).await;
+    let r = c.run("touch needs-ok").await;
+    assert_eq!(r["code"], "OK", "{r}");
+    assert!(sb.jail.join("needs-ok").exists());
+    let asked = c.asked();
+    assert_eq!(asked.len(), 1);
+    let ElicitRequestParams::FormElicitationParams {
+        message,
+        requested_schema,
+        ..
+    } = &asked[0]
+    else {
+        panic!("not a form: {:?}", asked[0]);
+    };
+    // The exact argv, the cwd and the confinement; one boolean, no secrets asked for.
+    assert!(message.contains("touch needs-ok"), "{message}");
+    assert!(
+        message.contains(&sb.jail.display().to_string()),
+        "{message}"
+    );
+    assert!(message.contains("Landlock"), "{message}");
+    let schema = serde_json::to_value(requested_schema).unwrap();
+    assert_eq!(
+        schema["properties"]["approve"]["type"], "boolean",
+        "{schema}"
+    );
+    assert_eq!(
+        schema["properties"].as_object().unwrap().len(),
+        1,
+        "{schema}"
+    );
+    let approval = approval_of(&sb);
+    assert_eq!(approval["decision"], "approved", "{approval}");
+    assert_eq!(approval["via"], "elicitation");
+    assert!(approval["waited_ms"].is_u64());
+    assert!(
+        sb.audit_records()
+            .iter()
+            .any(|r| r["kind"] == "approval" && r["event"] == "asked"),
+        "the request itself is in the trail"
+    );
+    // A command that needs no approval is not asked about.
+    let r = c.run("touch other").await;
+    assert_eq!(r["code"], "OK", "{r}");
+    assert_eq!(c.asked().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_other_answer_refuses_and_nothing_runs() {
+    let cases = [
+        (Reply::Decline, true, "declined", "declined"),
+        (Reply::Cancel, true, "cancelled", "cancelled"),
+        (
+            Reply::Accept(false),
+            true,
+            "approve = false",
+            "approve-false",
+        ),
+        (
+            Reply::Accept(true),
+            false,
+            "did not declare",
+            "no-capability",
+        ),
+    ];
+    for (reply, elicitation, words, decision) in cases {
+        let sb = sandbox("");
+        let c = Client::start(&sb, reply, elicitation, false).await;
+        let r = c.run("touch needs-ok").await;
+        assert_eq!(r["code"], "POLICY_DENIED", "{words}: {r}");
+        assert!(
+            r["reason"].as_str().unwrap().contains(words),
+            "{words}: {r}"
+        );
+        assert_eq!(r["detail"]["needs_approval"], true, "{r}");
+        assert!(!sb.jail.join("needs-ok").exists(), "{words}: it ran");
+        assert_eq!(approval_of(&sb)["decision"], decision, "{words}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn no_answer_in_time_refuses() {
+    let sb = sandbox("timeout_seconds = 1");
+    let c = Client::start(&sb, Reply::Silence, true, false).await;
+    let r = c.run("touch needs-ok").await;
+    assert_eq!(r["code"], "POLICY_DENIED", "{r}");
+    assert!(r["reason"].as_str().unwrap().contains("within 1 s"), "{r}");
+    assert!(!sb.jail.join("needs-ok").exists());
+    assert_eq!(approval_of(&sb)["decision"], "timeout");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn deny_mode_refuses_without_asking() {
+    let sb = sandbox("mode = \"deny\"");
+    let c = Client::start(&sb, Reply::Accept(true), true, false).await;
+    let r = c.run("touch needs-ok").await;
+    assert_eq!(r["code"], "POLICY_DENIED", "{r}");
+    assert!(
+        r["reason"].as_str().unwrap().contains("mode = \"deny\""),
+        "{r}"
+    );
+    assert!(c.asked().is_empty());
+    assert!(!sb.jail.join("needs-ok").exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stage_needing_approval_inside_a_pipeline_asks_for_the_whole_line() {
+    let sb = sandbox("");
+    let c = Client::start(&sb, Reply::Decline, true, false).await;
+    let r = c.run("echo hi | touch needs-ok && touch after").await;
+    assert_eq!(r["code"], "POLICY_DENIED", "{r}");
+    assert!(!sb.jail.join("needs-ok").exists());
+    assert!(!sb.jail.join("after").exists(), "no stage of the line ran");
+    let ElicitRequestParams::FormElicitationParams { message, .. } = &c.asked()[0] else {
+        panic!()
+    };
+    for stage in ["echo hi", "touch needs-ok", "touch after"] {
+        assert!(message.contains(stage), "{stage}: {message}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn start_process_needs_the_same_approval() {
+    let sb = sandbox("");
+    let c = Client::start(&sb, Reply::Decline, true, false).await;
+    let r = c
+        .call("start_process", json!({"command": "touch needs-ok"}))
+        .await;
+    assert_eq!(r["code"], "POLICY_DENIED", "{r}");
+    assert_eq!(c.asked().len(), 1);
+    assert!(!sb.jail.join("needs-ok").exists());
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_page_decides_and_a_used_url_approves_nothing() {
+    let port = free_port();
+    let sb = sandbox(&format!("url_base = \"http://127.0.0.1:{port}\""));
+    let c = Client::start(&sb, Reply::Visit("approve"), true, true).await;
+    let r = c.run("touch needs-ok").await;
+    assert_eq!(r["code"], "OK", "{r}");
+    assert!(sb.jail.join("needs-ok").exists());
+    let asked = c.asked();
+    let ElicitRequestParams::UrlElicitationParams { url, .. } = &asked[0] else {
+        panic!("not URL mode: {:?}", asked[0]);
+    };
+    assert!(
+        url.starts_with(&format!("http://127.0.0.1:{port}/approve/")),
+        "{url}"
+    );
+    // The token is 32 random bytes: nothing to guess.
+    assert_eq!(url.rsplit('/').next().unwrap().len(), 64, "{url}");
+    let visits = loop {
+        let v = c.person.visits.lock().unwrap().clone();
+        if !v.is_empty() {
+            break v;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(
+        visits[0],
+        (200, 200, 410, 410),
+        "GET, POST, replayed POST, GET again"
+    );
+    let approval = approval_of(&sb);
+    assert_eq!(approval["decision"], "approved");
+    assert_eq!(approval["via"], "page");
+
+    // A wrong form token, a foreign Origin and a foreign Host approve nothing either.
+    let (status, _) = http(url, "POST", "form_token=0&decision=approve").await;
+    assert_eq!(status, 410, "a used URL stays used");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_that_accepts_on_its_own_cannot_approve() {
+    let port = free_port();
+    let sb = sandbox(&format!(
+        "url_base = \"http://127.0.0.1:{port}\"\ntimeout_seconds = 2"
+    ));
+    let c = Client::start(&sb, Reply::AcceptOnly, true, true).await;
+    let r = c.run("touch needs-ok").await;
+    assert_eq!(r["code"], "POLICY_DENIED", "{r}");
+    assert!(r["reason"].as_str().unwrap().contains("within 2 s"), "{r}");
+    assert!(!sb.jail.join("needs-ok").exists());
+    // A person who says no on the page.
+    let sb = sandbox(&format!("url_base = \"http://127.0.0.1:{}\"", free_port()));
+    let c = Client::start(&sb, Reply::Visit("deny"), true, true).await;
+    let r = c.run("touch needs-ok").await;
+    assert_eq!(r["code"], "POLICY_DENIED", "{r}");
+    assert!(r["reason"].as_str().unwrap().contains("declined"), "{r}");
+    assert!(!sb.jail.join("needs-ok").exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_page_refuses_forged_answers() {
+    let port = free_port();
+    let sb = sandbox(&format!(
+        "url_base = \"http://127.0.0.1:{port}\"\ntimeout_seconds = 5"
+    ));
+    let c = Client::start(&sb, Reply::AcceptOnly, true, true).await;
+    let run = c.run("touch needs-ok");
+    let forge = async {
+        let url = loop {
+            if let Some(ElicitRequestParams::UrlElicitationParams { url, .. }) =
+                c.asked().first().cloned()
+            {
+                break url;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        // Without the page's form token.
+        let (status, _) = http(&url, "POST", "form_token=guess&decision=approve").await;
+        assert_eq!(status, 403);
+        // From another Host (a rebinding name).
+        let rest = url.strip_prefix("http://").unwrap();
+        let path = &rest[rest.find('/').unwrap()..];
+        let mut s = tokio::net::TcpStream::connect(format!("127.0.0.1:{port}"))
+            .await
+            .unwrap();
+        let req = format!(
+            "GET {path} HTTP/1.1\r\nHost: evil.example:{port}\r\nConnection: close\r\n\r\n"
+        );
+        s.write_all(req.as_bytes()).await.unwrap();
+        let mut response = String::new();
+        s.read_to_string(&mut response).await.unwrap();
+        assert!(response.starts_with("HTTP/1.1 421"), "{response}");
+        // The page itself: no script, not frameable.
+        let (status, page) = http(&url, "GET", "").await;
+        assert_eq!(status, 200);
+        assert!(
+            page.contains("Content-Security-Policy: default-src 'none'"),
+            "{page}"
+        );
+        assert!(page.contains("X-Frame-Options: DENY"));
+        assert!(!page.to_lowercase().contains("<script"));
+        assert!(
+            page.contains("touch needs-ok"),
+            "the page shows what will run"
+        );
+    };
+    let (r, ()) = tokio::join!(run, forge);
+    assert_eq!(r["code"], "POLICY_DENIED", "{r}");
+    assert!(!sb.jail.join("needs-ok").exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_that_cannot_be_asked_is_refused_with_the_reason() {
+    // rmcp's default client: no elicitation capability, the newest protocol.
+    let sb = sandbox("");
+    let s = sb.session().await;
+    let r = s.run("touch needs-ok").await;
+    assert_eq!(r["code"], "POLICY_DENIED", "{r}");
+    let reason = r["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("did not declare") || reason.contains("2026-07-28"),
+        "{reason}"
+    );
+    assert!(!sb.jail.join("needs-ok").exists());
+}
