@@ -101,6 +101,11 @@ impl Policy {
             max_bytes: self.audit.max_bytes,
             keep: self.audit.keep,
             key: self.audit.hmac_key.clone(),
+            checkpoint_every: self
+                .audit
+                .ship
+                .as_ref()
+                .map(|s| std::time::Duration::from_secs(s.checkpoint_seconds)),
         }
     }
 }

@@ -519,6 +519,12 @@ impl TerminalService {
             Err(Early::Refused(result, attempt)) => return Err((result, *attempt)),
             Err(Early::Internal(result)) => return Ok((result, RunFacts::default())),
         };
+        if let Some(why) = self.gate.log().shipping_refusal() {
+            return Err((
+                crate::audit::NotAdmitted.shipping(RUN, &why),
+                prepared.attempt,
+            ));
+        }
         if let Err(result) = self
             .seek_approval(RUN, &mut prepared, approver.as_ref())
             .await

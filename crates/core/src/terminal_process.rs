@@ -86,6 +86,13 @@ impl TerminalService {
             }
             Err(Early::Internal(result)) => return Err(result),
         };
+        if let Some(why) = self.gate.log().shipping_refusal() {
+            let result = crate::audit::NotAdmitted
+                .shipping(START, &why)
+                .with_duration(started.elapsed());
+            self.gate.record(prepared.attempt, &result);
+            return Err(result);
+        }
         if let Err(result) = self
             .seek_approval(START, &mut prepared, approver.as_ref())
             .await

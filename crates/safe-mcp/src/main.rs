@@ -123,8 +123,13 @@ enum AuditCmd {
         /// The HMAC key file, when the trail is keyed.
         #[arg(long)]
         key_file: Option<PathBuf>,
+        /// The lines as a receiver stored them (OTLP bodies or syslog messages, one per
+        /// line, any order, duplicates allowed): verify by seq and report gaps. `-` or no
+        /// file reads stdin.
+        #[arg(long)]
+        received: bool,
         /// Files oldest first; one live file brings its rotated `.N` siblings along.
-        #[arg(required = true)]
+        #[arg(required_unless_present = "received")]
         files: Vec<PathBuf>,
     },
     /// One readable line per call.
@@ -169,7 +174,19 @@ fn main() -> ExitCode {
                 AuditCmd::Verify {
                     config,
                     key_file,
+                    received,
                     files,
+                },
+        } if received => {
+            audit_cli::verify_received_cmd(config.as_deref(), key_file.as_deref(), &files)
+        }
+        Cmd::Audit {
+            action:
+                AuditCmd::Verify {
+                    config,
+                    key_file,
+                    files,
+                    ..
                 },
         } => audit_cli::verify_cmd(config.as_deref(), key_file.as_deref(), &files),
         Cmd::Audit {
@@ -195,6 +212,9 @@ fn serve_terminal(config: Option<&Path>) -> ExitCode {
         Ok(s) => Arc::new(s),
         Err(e) => return fatal(e),
     };
+    if let Err(e) = start_shipping(&policy, service.audit(), "terminal") {
+        return fatal(e);
+    }
     if service.policy().network.mode == safe_mcp_core::egress::NetworkMode::Allowlist {
         service.set_egress(Arc::new(proxy::Proxy::new(&service)));
     }
@@ -284,6 +304,9 @@ fn serve_files(config: Option<&Path>) -> ExitCode {
     for note in notes {
         eprintln!("safe-mcp: files: {note}");
     }
+    if let Err(e) = start_shipping(&policy, service.audit(), "files") {
+        return fatal(e);
+    }
     for p in safe_mcp_core::preflight::access_problems(&policy) {
         eprintln!("safe-mcp: warning: {p}");
     }
@@ -294,6 +317,25 @@ fn serve_files(config: Option<&Path>) -> ExitCode {
     }
     let server = files_server::FilesServer::new(Arc::new(service));
     serve_stdio(server, 2, async {})
+}
+
+/// Starts `[audit.ship]`'s sinks for `log`, when the policy names any.
+fn start_shipping(
+    policy: &safe_mcp_core::config::Policy,
+    log: &safe_mcp_core::audit::AuditLog,
+    server: &str,
+) -> Result<(), String> {
+    let Some(ship) = &policy.audit.ship else {
+        return Ok(());
+    };
+    let shipper = safe_mcp_core::audit::ship::Shipper::start(ship, server).map_err(|e| {
+        format!(
+            "[audit.ship]: cannot start shipping (spool_dir {}): {e}",
+            ship.spool_dir.display()
+        )
+    })?;
+    log.ship_to(shipper);
+    Ok(())
 }
 
 /// Serves `server` over stdio until the client closes the session.

@@ -32,6 +32,15 @@ pub enum Server {
 pub struct NotAdmitted;
 
 impl NotAdmitted {
+    /// The envelope while shipping refuses calls: AUDIT_UNAVAILABLE, and why.
+    pub fn shipping(&self, tool: &str, why: &str) -> OperationResult {
+        OperationResult::new(
+            tool,
+            ResultCode::AuditUnavailable,
+            format!("{why}, so nothing acts until it is back"),
+        )
+    }
+
     /// The envelope a client gets: AUDIT_UNAVAILABLE, and what did not happen.
     pub fn result(&self, tool: &str) -> OperationResult {
         let what = if tool == "run_command" {
@@ -85,6 +94,22 @@ impl Gate {
     /// Writes `attempt` and waits until it is durable. `Ok` means the call may act: the
     /// record is on disk, or fail-open lets it act without one (and says so on stderr).
     pub fn admit(&self, attempt: &Attempt) -> Result<(), NotAdmitted> {
+        // `[audit.ship] on_failure = "deny"` with a sink down: the record would not reach
+        // the receiver, so nothing acts (whatever audit_fail_mode says).
+        if let Some(why) = self.log.shipping_refusal() {
+            eprintln!(
+                "safe-mcp: audit unavailable, refusing call {} ({}): {why}",
+                attempt.call, attempt.tool
+            );
+            let _ = self.append(
+                "attempt",
+                &attempt
+                    .clone()
+                    .refused(&NotAdmitted.shipping(attempt.tool, &why)),
+                false,
+            );
+            return Err(NotAdmitted);
+        }
         match self.append("attempt", attempt, true) {
             Ok(()) => Ok(()),
             Err(e) => match self.log.fail_mode() {

@@ -17,7 +17,9 @@
 
 mod chain;
 pub mod gate;
+pub mod received;
 pub mod record;
+pub mod ship;
 pub mod verify;
 pub mod writer;
 

@@ -39,6 +39,8 @@ pub struct AuditOptions {
     pub keep: usize,
     /// HMAC key, when `audit_hmac_key_file` is set.
     pub key: Option<Vec<u8>>,
+    /// With shipping: at most this often, a `checkpoint` record names the chain's head.
+    pub checkpoint_every: Option<std::time::Duration>,
 }
 
 impl AuditOptions {
@@ -49,6 +51,7 @@ impl AuditOptions {
             max_bytes: 0,
             keep: 5,
             key: None,
+            checkpoint_every: None,
         }
     }
 }
@@ -61,6 +64,8 @@ struct Writer {
     /// `<trail>.lock`, held (flock) across each append so that servers sharing one trail
     /// (both servers started from one policy) take turns and continue each other's chain.
     lock: Option<File>,
+    /// When this process last wrote a checkpoint.
+    checkpointed: Option<std::time::Instant>,
 }
 
 /// Holds the trail's cross-process lock until released or dropped (closing the file on an
@@ -106,6 +111,8 @@ pub struct AuditLog {
     writer: Mutex<Writer>,
     sync: Mutex<SyncState>,
     synced: Condvar,
+    /// Where each line also goes (`[audit.ship]`), once the server has started it.
+    shipper: std::sync::OnceLock<Arc<super::ship::Shipper>>,
 }
 
 impl std::fmt::Debug for AuditLog {
@@ -131,9 +138,28 @@ impl AuditLog {
                 prev: GENESIS.to_owned(),
                 seq: 0,
                 lock: None,
+                checkpointed: None,
             }),
             sync: Mutex::new(SyncState::default()),
             synced: Condvar::new(),
+            shipper: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Ships every line written from now on (once).
+    pub fn ship_to(&self, shipper: Arc<super::ship::Shipper>) {
+        let _ = self.shipper.set(shipper);
+    }
+
+    /// Why new calls are refused now, when shipping says so (`on_failure = "deny"` and a
+    /// sink down).
+    pub fn shipping_refusal(&self) -> Option<String> {
+        self.shipper.get().and_then(|s| s.refusing())
+    }
+
+    fn ship(&self, seq: u64, line: &str) {
+        if let Some(s) = self.shipper.get() {
+            s.offer(seq, line);
         }
     }
 
@@ -207,8 +233,22 @@ impl AuditLog {
             w.prev = self.chain.digest(line.as_bytes());
             w.seq = seq;
             w.len += bytes;
+            self.ship(seq, &line);
+            // The chain's head, named now and then for a receiver (sealed like any record,
+            // so HMAC-signed when a key is set).
+            if let Some(every) = self.options.checkpoint_every
+                && kind != "checkpoint"
+                && w.checkpointed.is_none_or(|t| t.elapsed() >= every)
+            {
+                let head = Map::from_iter([
+                    ("head_seq".to_owned(), json!(seq)),
+                    ("head_hash".to_owned(), json!(w.prev)),
+                ]);
+                self.seal_extra(&mut w, "checkpoint", head)?;
+                w.checkpointed = Some(std::time::Instant::now());
+            }
             if let Ok(mut s) = self.sync.lock() {
-                s.written = seq;
+                s.written = w.seq;
             }
             w.lock = held.release();
             seq
@@ -510,6 +550,7 @@ impl AuditLog {
         w.prev = self.chain.digest(line.as_bytes());
         w.seq = seq;
         w.len += line.len() as u64 + 1;
+        self.ship(seq, &line);
         Ok(())
     }
 }

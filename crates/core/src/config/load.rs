@@ -294,6 +294,14 @@ impl Builder<'_> {
                 keep,
                 hmac_key,
                 hmac_key_file,
+                ship: match raw.audit.and_then(|a| a.ship) {
+                    Some(ship) => Some(ship_settings(
+                        ship.spool_dir.clone().map(|p| self.file_path(p)),
+                        ship,
+                        &roots,
+                    )?),
+                    None => None,
+                },
             },
             redaction,
             terminal,
@@ -926,5 +934,95 @@ fn approval_settings(
         mode: raw.mode.unwrap_or_default(),
         url_base,
         timeout: std::time::Duration::from_secs(timeout),
+    })
+}
+
+/// `[audit.ship]`: sink addresses that parse, and a spool directory outside every root (a
+/// command must not be able to edit what waits to be shipped).
+fn ship_settings(
+    spool_dir: Option<PathBuf>,
+    raw: super::raw::RawShip,
+    roots: &[PathBuf],
+) -> Result<crate::audit::ship::ShipSettings, ConfigError> {
+    let bad = |key: &str, message: String| ConfigError::Invalid {
+        key: format!("audit.ship.{key}"),
+        message,
+    };
+    let host_port = |key: &str, value: &str| -> Result<String, ConfigError> {
+        let (host, port) = value
+            .rsplit_once(':')
+            .ok_or_else(|| bad(key, format!("{value:?} names no port (host:port)")))?;
+        let port: u16 = port
+            .parse()
+            .ok()
+            .filter(|p| *p != 0)
+            .ok_or_else(|| bad(key, format!("{value:?}: the port is not a port number")))?;
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let name_ok = !host.is_empty()
+            && host
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-._:".contains(&b));
+        if !name_ok {
+            return Err(bad(key, format!("{value:?}: not a host name or address")));
+        }
+        Ok(if host.contains(':') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        })
+    };
+    let otlp_http = match raw.otlp_http.as_deref() {
+        None => None,
+        Some(url) => {
+            let rest = url.strip_prefix("http://").ok_or_else(|| {
+                bad(
+                    "otlp_http",
+                    format!("{url:?}: give http://HOST:PORT/v1/logs (a local collector forwards with TLS)"),
+                )
+            })?;
+            let (authority, path) = match rest.find('/') {
+                Some(i) => (&rest[..i], &rest[i..]),
+                None => (rest, "/v1/logs"),
+            };
+            Some((host_port("otlp_http", authority)?, path.to_owned()))
+        }
+    };
+    let syslog_tcp = match raw.syslog_tcp.as_deref() {
+        None => None,
+        Some(a) => Some(host_port("syslog_tcp", a)?),
+    };
+    if otlp_http.is_none() && syslog_tcp.is_none() {
+        return Err(bad(
+            "otlp_http",
+            "[audit.ship] names no sink: set otlp_http, syslog_tcp or both".into(),
+        ));
+    }
+    let spool_dir = spool_dir.ok_or_else(|| {
+        bad(
+            "spool_dir",
+            "set a directory for records that wait for a sink (outside every root)".into(),
+        )
+    })?;
+    let real = std::fs::canonicalize(&spool_dir).unwrap_or_else(|_| lexical_normalize(&spool_dir));
+    if let Some(root) = roots
+        .iter()
+        .find(|r| real.starts_with(r) || r.starts_with(&real))
+    {
+        return Err(ConfigError::InsideRoot {
+            key: "audit.ship.spool_dir",
+            path: spool_dir.clone(),
+            root: root.clone(),
+        });
+    }
+    let checkpoint_seconds = raw.checkpoint_seconds.unwrap_or(60);
+    if checkpoint_seconds > 86400 {
+        return Err(bad("checkpoint_seconds", "must be at most 86400".into()));
+    }
+    Ok(crate::audit::ship::ShipSettings {
+        otlp_http,
+        syslog_tcp,
+        on_failure: raw.on_failure.unwrap_or_default(),
+        spool_dir,
+        checkpoint_seconds,
     })
 }

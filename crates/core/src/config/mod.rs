@@ -92,6 +92,8 @@ pub struct AuditSettings {
     pub hmac_key: Option<Vec<u8>>,
     /// Where the key came from.
     pub hmac_key_file: Option<PathBuf>,
+    /// `[audit.ship]`.
+    pub ship: Option<crate::audit::ship::ShipSettings>,
 }
 
 impl fmt::Debug for AuditSettings {

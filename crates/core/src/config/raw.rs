@@ -24,6 +24,7 @@ pub(super) struct RawPolicy {
     pub(super) audit_max_bytes: Option<u64>,
     pub(super) audit_keep: Option<usize>,
     pub(super) audit_hmac_key_file: Option<PathBuf>,
+    pub(super) audit: Option<RawAudit>,
     pub(super) redaction: Option<RawRedaction>,
     pub(super) terminal: Option<RawTerminal>,
     pub(super) files: Option<RawFiles>,
@@ -36,6 +37,22 @@ pub(super) struct RawPolicy {
     pub(super) sandbox: Option<RawSandbox>,
     pub(super) path: Option<Vec<PathBuf>>,
     pub(super) examples: Option<Vec<PolicyExamples>>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAudit {
+    pub(super) ship: Option<RawShip>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawShip {
+    pub(super) otlp_http: Option<String>,
+    pub(super) syslog_tcp: Option<String>,
+    pub(super) on_failure: Option<crate::audit::ship::ShipFailure>,
+    pub(super) spool_dir: Option<PathBuf>,
+    pub(super) checkpoint_seconds: Option<u64>,
 }
 
 #[derive(Debug, Deserialize, Default)]

@@ -10,6 +10,7 @@ mod long_work;
 mod privilege;
 mod python_sdk;
 mod round2_rules;
+mod shipping;
 mod support;
 mod terminal;
 mod toolchains;

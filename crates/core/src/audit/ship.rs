@@ -1,0 +1,534 @@
+//! Shipping the trail off the host (DESIGN §12): every record, byte for byte, to OTLP/HTTP
+//! JSON logs and to RFC 5424 syslog over TCP, off the call's hot path.
+//!
+//! The local fsync still gates execution; shipping never does. [`AuditLog`] hands each line
+//! it wrote to [`Shipper::offer`], which appends it to each sink's spool file
+//! (`spool_dir/<sink>-<server>.spool`, one write, no wait) and rings the sink's thread. The
+//! thread reads the spool in order, sends batches, makes the spool durable, and records the
+//! last seq the sink confirmed (`<sink>-<server>.sent`, fsynced); once everything in the
+//! spool was confirmed, the spool is emptied. So memory stays bounded whatever the
+//! receiver does (one batch), a receiver that is down or never reads only makes the spool
+//! grow, and a server that is killed or restarted replays what was not confirmed, in seq
+//! order, skipping what was. A sink that fails:
+//! - `on_failure = "spool"`: records wait, and the thread tries again every half second;
+//! - `on_failure = "deny"`: the same, and while a sink is down [`Shipper::refusing`] says
+//!   why, and the gate refuses new calls (AUDIT_UNAVAILABLE) until it is back.
+//!
+//! A record the receiver got but whose confirmation was lost (the server killed between
+//! the two) is sent again: delivery is at least once, and `audit verify --received` drops
+//! identical repeats.
+//!
+//! The wire formats are written here, deliberately: OTLP/HTTP JSON is one small JSON
+//! document per batch (serde_json), syslog is RFC 5424 with RFC 6587 octet counting. The
+//! OpenTelemetry SDK's processors drop a failed batch and report no per-batch delivery, and
+//! the syslog crate frames TCP with newlines, which a JSON line cannot be trusted to survive;
+//! both would break the ordered, replayable, exactly-as-written delivery this needs. Only
+//! `http://` is spoken: ship to a collector or agent on the host or the local network, which
+//! forwards with TLS.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+/// What to do while a sink is down.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ShipFailure {
+    /// Keep the records in the spool and replay them when the sink is back.
+    #[default]
+    Spool,
+    /// The same, and refuse new calls meanwhile.
+    Deny,
+}
+
+/// `[audit.ship]`, resolved.
+#[derive(Debug, Clone)]
+pub struct ShipSettings {
+    /// OTLP/HTTP logs endpoint: `host:port` and path.
+    pub otlp_http: Option<(String, String)>,
+    /// Syslog receiver: `host:port`.
+    pub syslog_tcp: Option<String>,
+    /// Spool or deny.
+    pub on_failure: ShipFailure,
+    /// Where undelivered records wait.
+    pub spool_dir: PathBuf,
+    /// At most this often, a `checkpoint` record names the chain's head.
+    pub checkpoint_seconds: u64,
+}
+
+/// Records per batch.
+const BATCH: usize = 256;
+/// How long one send may take before the sink counts as down.
+const SEND_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often a down sink is tried again.
+const RETRY: Duration = Duration::from_millis(500);
+
+/// The sinks of one server.
+pub struct Shipper {
+    sinks: Vec<Arc<Sink>>,
+    deny: bool,
+}
+
+impl std::fmt::Debug for Shipper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shipper")
+            .field(
+                "sinks",
+                &self.sinks.iter().map(|s| s.name).collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+/// Where a sink sends.
+enum Wire {
+    Otlp {
+        address: String,
+        path: String,
+        resource: Value,
+    },
+    Syslog {
+        address: String,
+        hostname: String,
+        app: String,
+        /// One connection, kept while it works: one stream keeps the records in order.
+        conn: Mutex<Option<TcpStream>>,
+    },
+}
+
+struct Sink {
+    name: &'static str,
+    /// Rung after each offer; the sink's thread waits on it when it has nothing to send.
+    bell: SyncSender<()>,
+    down: AtomicBool,
+    /// Why it is down, for the refusal.
+    why: Mutex<String>,
+    spool: Mutex<Spool>,
+}
+
+/// A sink's spool: every record offered, in seq order, until the sink has confirmed it;
+/// and the last seq confirmed. Records are written here before they are sent, so a server
+/// that is killed loses none of what it had not shipped yet.
+struct Spool {
+    file: File,
+    sent_path: PathBuf,
+    /// The last seq delivered (persisted in `<sink>-<server>.sent`).
+    sent: u64,
+    /// Where the sink's next read starts.
+    read_offset: u64,
+    /// Whether lines were appended since the last fsync.
+    dirty: bool,
+}
+
+impl Spool {
+    fn open(dir: &Path, stem: &str) -> std::io::Result<Spool> {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::create_dir_all(dir)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(dir.join(format!("{stem}.spool")))?;
+        let sent_path = dir.join(format!("{stem}.sent"));
+        let sent = std::fs::read_to_string(&sent_path)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0);
+        Ok(Spool {
+            file,
+            sent_path,
+            sent,
+            read_offset: 0,
+            dirty: false,
+        })
+    }
+
+    fn append(&mut self, line: &str) -> std::io::Result<()> {
+        let mut bytes = Vec::with_capacity(line.len() + 1);
+        bytes.extend_from_slice(line.as_bytes());
+        bytes.push(b'\n');
+        self.file.write_all(&bytes)?;
+        self.dirty = true;
+        Ok(())
+    }
+
+    fn sync(&mut self) {
+        if self.dirty && self.file.sync_data().is_ok() {
+            self.dirty = false;
+        }
+    }
+
+    /// Up to `BATCH` records after the read offset not yet delivered, and the offset after
+    /// the last one read.
+    fn next_batch(&mut self) -> std::io::Result<(Vec<(u64, String)>, u64)> {
+        self.file.seek(SeekFrom::Start(self.read_offset))?;
+        let mut reader = BufReader::new(&self.file);
+        let mut offset = self.read_offset;
+        let mut batch = Vec::new();
+        let mut line = String::new();
+        while batch.len() < BATCH {
+            line.clear();
+            let n = reader.read_line(&mut line)?;
+            if n == 0 || !line.ends_with('\n') {
+                break; // the end, or a line still being written
+            }
+            offset += n as u64;
+            let text = line.trim_end_matches('\n');
+            if let Some(seq) = seq_of(text)
+                && seq > self.sent
+            {
+                batch.push((seq, text.to_owned()));
+            }
+        }
+        Ok((batch, offset))
+    }
+
+    fn mark_sent(&mut self, seq: u64, offset: u64) -> std::io::Result<()> {
+        let tmp = self.sent_path.with_extension("sent.tmp");
+        let mut f = File::create(&tmp)?;
+        f.write_all(seq.to_string().as_bytes())?;
+        f.sync_data()?;
+        std::fs::rename(&tmp, &self.sent_path)?;
+        self.sent = seq;
+        self.read_offset = offset;
+        Ok(())
+    }
+
+    /// Empties the spool when everything in it was delivered and nothing came since.
+    fn compact(&mut self) -> std::io::Result<()> {
+        if self.file.metadata()?.len() == self.read_offset && self.read_offset > 0 {
+            self.file.set_len(0)?;
+            self.file.sync_data()?;
+            self.read_offset = 0;
+        }
+        Ok(())
+    }
+}
+
+/// A record's `seq`, read from its line.
+fn seq_of(line: &str) -> Option<u64> {
+    serde_json::from_str::<Value>(line)
+        .ok()?
+        .get("seq")?
+        .as_u64()
+}
+
+impl Shipper {
+    /// Starts a thread per configured sink. `server` is `terminal` or `files`.
+    pub fn start(settings: &ShipSettings, server: &str) -> std::io::Result<Arc<Shipper>> {
+        let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_owned())
+            .unwrap_or_else(|_| "localhost".into());
+        let mut wires: Vec<(&'static str, Wire)> = Vec::new();
+        if let Some((address, path)) = &settings.otlp_http {
+            wires.push((
+                "otlp",
+                Wire::Otlp {
+                    address: address.clone(),
+                    path: path.clone(),
+                    resource: json!({"attributes": [
+                        {"key": "service.name", "value": {"stringValue": "safe-mcp"}},
+                        {"key": "safe_mcp.server", "value": {"stringValue": server}},
+                        {"key": "host.name", "value": {"stringValue": hostname}},
+                    ]}),
+                },
+            ));
+        }
+        if let Some(address) = &settings.syslog_tcp {
+            wires.push((
+                "syslog",
+                Wire::Syslog {
+                    address: address.clone(),
+                    hostname: hostname.clone(),
+                    app: "safe-mcp".into(),
+                    conn: Mutex::new(None),
+                },
+            ));
+        }
+        let mut sinks = Vec::new();
+        for (name, wire) in wires {
+            let spool = Spool::open(&settings.spool_dir, &format!("{name}-{server}"))?;
+            let (bell, rung) = std::sync::mpsc::sync_channel(1);
+            let sink = Arc::new(Sink {
+                name,
+                bell,
+                down: AtomicBool::new(false),
+                why: Mutex::new(String::new()),
+                spool: Mutex::new(spool),
+            });
+            let worker = Arc::clone(&sink);
+            std::thread::Builder::new()
+                .name(format!("ship-{name}"))
+                .spawn(move || worker.run(&wire, &rung))?;
+            sinks.push(sink);
+        }
+        Ok(Arc::new(Shipper {
+            sinks,
+            deny: settings.on_failure == ShipFailure::Deny,
+        }))
+    }
+
+    /// Hands a line the trail has written to each sink: one write to its spool (the
+    /// kernel's page cache; the sink's thread makes it durable), then a ring. Never waits
+    /// for the network.
+    pub fn offer(&self, seq: u64, line: &str) {
+        for sink in &self.sinks {
+            if let Ok(mut spool) = sink.spool.lock()
+                && let Err(e) = spool.append(line)
+            {
+                eprintln!(
+                    "safe-mcp: warning: the {} sink's spool cannot take seq {seq}: {e}",
+                    sink.name
+                );
+            }
+            let _ = sink.bell.try_send(());
+        }
+    }
+
+    /// Under `on_failure = "deny"`, why calls are refused now (a sink is down).
+    pub fn refusing(&self) -> Option<String> {
+        if !self.deny {
+            return None;
+        }
+        self.sinks
+            .iter()
+            .find(|s| s.down.load(Ordering::Acquire))
+            .map(|s| {
+                let why = s.why.lock().map(|w| w.clone()).unwrap_or_default();
+                format!(
+                    "the audit {} sink is down ({why}) and [audit.ship] on_failure = \"deny\"",
+                    s.name
+                )
+            })
+    }
+}
+
+impl Sink {
+    fn run(&self, wire: &Wire, rung: &Receiver<()>) {
+        loop {
+            let next = match self.spool.lock() {
+                Ok(mut s) => {
+                    s.sync();
+                    s.next_batch()
+                }
+                Err(_) => return,
+            };
+            let (batch, offset) = match next {
+                Ok(b) => b,
+                Err(e) => {
+                    self.fail(&e);
+                    std::thread::sleep(RETRY);
+                    continue;
+                }
+            };
+            if batch.is_empty() {
+                if let Ok(mut s) = self.spool.lock() {
+                    // Lines with seq already delivered (a replay after a restart) are
+                    // skipped by moving the offset past them.
+                    s.read_offset = offset.max(s.read_offset);
+                    let _ = s.compact();
+                }
+                // Probe a down sink even when nothing new arrives (deny mode waits on it).
+                if self.down.load(Ordering::Acquire) {
+                    match send(wire, &[]) {
+                        Ok(()) => self.up(),
+                        Err(e) => self.fail(&e),
+                    }
+                }
+                match rung.recv_timeout(RETRY) {
+                    Ok(()) | Err(RecvTimeoutError::Timeout) => continue,
+                    Err(RecvTimeoutError::Disconnected) => return,
+                }
+            }
+            match send(wire, &batch) {
+                Ok(()) => {
+                    self.up();
+                    if let (Ok(mut s), Some((seq, _))) = (self.spool.lock(), batch.last())
+                        && let Err(e) = s.mark_sent(*seq, offset)
+                    {
+                        eprintln!(
+                            "safe-mcp: warning: the {} sink cannot record what it sent: {e}",
+                            self.name
+                        );
+                    }
+                }
+                Err(e) => {
+                    self.fail(&e);
+                    std::thread::sleep(RETRY);
+                }
+            }
+        }
+    }
+
+    fn up(&self) {
+        if self.down.swap(false, Ordering::AcqRel) {
+            eprintln!("safe-mcp: the audit {} sink is back", self.name);
+        }
+    }
+
+    fn fail(&self, e: &std::io::Error) {
+        if let Ok(mut why) = self.why.lock() {
+            *why = e.to_string();
+        }
+        if !self.down.swap(true, Ordering::AcqRel) {
+            eprintln!(
+                "safe-mcp: warning: the audit {} sink is down ({e}); records wait in the spool",
+                self.name
+            );
+        }
+    }
+}
+
+fn connect(address: &str) -> std::io::Result<TcpStream> {
+    let mut last = std::io::Error::other(format!("{address} did not resolve"));
+    for a in address.to_socket_addrs()? {
+        match TcpStream::connect_timeout(&a, SEND_TIMEOUT) {
+            Ok(s) => {
+                s.set_write_timeout(Some(SEND_TIMEOUT))?;
+                s.set_read_timeout(Some(SEND_TIMEOUT))?;
+                let _ = s.set_nodelay(true);
+                return Ok(s);
+            }
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
+/// Whether the receiver has closed (or reset) a connection we keep.
+fn peer_closed(stream: &TcpStream) -> bool {
+    let _ = stream.set_nonblocking(true);
+    let mut byte = [0u8; 1];
+    let closed = match stream.peek(&mut byte) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+    };
+    let _ = stream.set_nonblocking(false);
+    closed
+}
+
+/// Sends `batch` (empty: a connectivity probe).
+fn send(wire: &Wire, batch: &[(u64, String)]) -> std::io::Result<()> {
+    match wire {
+        Wire::Otlp {
+            address,
+            path,
+            resource,
+        } => {
+            let mut stream = connect(address)?;
+            if batch.is_empty() {
+                return Ok(());
+            }
+            let body = otlp_body(resource, batch).to_string();
+            let head = format!(
+                "POST {path} HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            stream.write_all(head.as_bytes())?;
+            stream.write_all(body.as_bytes())?;
+            let mut status = [0u8; 12];
+            stream.read_exact(&mut status)?;
+            // "HTTP/1.1 200": any 2xx is a delivery.
+            if status.starts_with(b"HTTP/1.") && status[9] == b'2' {
+                Ok(())
+            } else {
+                Err(std::io::Error::other(format!(
+                    "the collector answered {}",
+                    String::from_utf8_lossy(&status[9..])
+                )))
+            }
+        }
+        Wire::Syslog {
+            address,
+            hostname,
+            app,
+            conn,
+        } => {
+            let mut held = conn
+                .lock()
+                .map_err(|_| std::io::Error::other("the syslog connection lock"))?;
+            let mut stream = match held.take() {
+                // A receiver that closed its end shows as readable with nothing to read.
+                Some(s) if !peer_closed(&s) => s,
+                _ => connect(address)?,
+            };
+            let mut bytes = Vec::new();
+            for (_, line) in batch {
+                bytes.extend_from_slice(&syslog_frame(hostname, app, line));
+            }
+            stream.write_all(&bytes)?;
+            stream.flush()?;
+            *held = Some(stream);
+            Ok(())
+        }
+    }
+}
+
+/// The OTLP/HTTP JSON logs request for `batch`: each record's line is a log's body, as a
+/// string, unchanged; its seq is an attribute.
+pub fn otlp_body(resource: &Value, batch: &[(u64, String)]) -> Value {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos()
+        .to_string();
+    let records: Vec<Value> = batch
+        .iter()
+        .map(|(seq, line)| {
+            json!({
+                "timeUnixNano": now,
+                "observedTimeUnixNano": now,
+                "severityNumber": 9,
+                "severityText": "INFO",
+                "body": {"stringValue": line},
+                "attributes": [{"key": "safe_mcp.seq", "value": {"intValue": seq.to_string()}}],
+            })
+        })
+        .collect();
+    json!({"resourceLogs": [{
+        "resource": resource,
+        "scopeLogs": [{"scope": {"name": "safe-mcp.audit"}, "logRecords": records}],
+    }]})
+}
+
+/// One RFC 5424 message (facility auth, severity info: `<38>1`), framed with RFC 6587
+/// octet counting: `LEN SP MSG`. MSG is the line, unchanged.
+pub fn syslog_frame(hostname: &str, app: &str, line: &str) -> Vec<u8> {
+    let time = super::chain::rfc3339_now();
+    let pid = std::process::id();
+    let message = format!("<38>1 {time} {hostname} {app} {pid} audit - {line}");
+    let mut framed = format!("{} ", message.len()).into_bytes();
+    framed.extend_from_slice(message.as_bytes());
+    framed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_line_is_carried_unchanged() {
+        let line = r#"{"seq":7,"kind":"attempt","command":"echo \"hi\" \u00e9"}"#;
+        let body = otlp_body(&json!({}), &[(7, line.to_owned())]);
+        let carried = &body["resourceLogs"][0]["scopeLogs"][0]["logRecords"][0];
+        assert_eq!(carried["body"]["stringValue"], line);
+        assert_eq!(carried["attributes"][0]["value"]["intValue"], "7");
+        let frame = String::from_utf8(syslog_frame("host", "safe-mcp", line)).unwrap();
+        let (len, message) = frame.split_once(' ').unwrap();
+        assert_eq!(len.parse::<usize>().unwrap(), message.len());
+        assert!(message.starts_with("<38>1 "));
+        assert!(message.ends_with(line));
+        assert_eq!(seq_of(line), Some(7));
+    }
+}

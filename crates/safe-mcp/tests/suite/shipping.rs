@@ -1,0 +1,445 @@
+//! Audit shipped off the host (issue 21): real servers over MCP, and OTLP/HTTP and syslog
+//! receivers written here on loopback, which keep exactly what arrived, in arrival order.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+use super::support::{BIN, Sandbox, Session, eventually};
+
+/// What a receiver does with a connection.
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    /// OTLP/HTTP JSON logs: keeps each log body, answers 200.
+    Otlp,
+    /// RFC 5424 over TCP, octet-counted: keeps each message's JSON.
+    Syslog,
+    /// Accepts and never reads.
+    Stuck,
+}
+
+/// A receiver on a fixed port that can be stopped and started again.
+struct Receiver {
+    port: u16,
+    kind: Kind,
+    lines: Arc<Mutex<Vec<String>>>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl Receiver {
+    async fn start(kind: Kind) -> Receiver {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut r = Receiver {
+            port,
+            kind,
+            lines: Arc::default(),
+            task: None,
+        };
+        r.resume().await;
+        r
+    }
+
+    async fn resume(&mut self) {
+        let listener = TcpListener::bind(("127.0.0.1", self.port)).await.unwrap();
+        let (kind, lines) = (self.kind, Arc::clone(&self.lines));
+        self.task = Some(tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let lines = Arc::clone(&lines);
+                match kind {
+                    Kind::Stuck => held.push(stream),
+                    Kind::Otlp => {
+                        tokio::spawn(async move { otlp(&mut stream, &lines).await });
+                    }
+                    Kind::Syslog => {
+                        tokio::spawn(async move { syslog(&mut stream, &lines).await });
+                    }
+                }
+            }
+        }));
+    }
+
+    /// Stops listening (connections are refused from now on).
+    fn stop(&mut self) {
+        if let Some(t) = self.task.take() {
+            t.abort();
+        }
+    }
+
+    fn lines(&self) -> Vec<String> {
+        self.lines.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+async fn otlp(stream: &mut tokio::net::TcpStream, lines: &Mutex<Vec<String>>) {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 65536];
+    let (head, length) = loop {
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_lowercase();
+            let length: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length: "))
+                .map_or(0, |v| v.trim().parse().unwrap());
+            break (end + 4, length);
+        }
+    };
+    while buf.len() < head + length {
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+    let body: Value = serde_json::from_slice(&buf[head..head + length]).unwrap();
+    let resource = &body["resourceLogs"][0]["resource"]["attributes"];
+    assert!(
+        resource
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["key"] == "service.name" && a["value"]["stringValue"] == "safe-mcp"),
+        "{resource}"
+    );
+    for record in body["resourceLogs"][0]["scopeLogs"][0]["logRecords"]
+        .as_array()
+        .unwrap()
+    {
+        let line = record["body"]["stringValue"].as_str().unwrap().to_owned();
+        lines.lock().unwrap().push(line);
+    }
+    let _ = stream
+        .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+        .await;
+}
+
+async fn syslog(stream: &mut tokio::net::TcpStream, lines: &Mutex<Vec<String>>) {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 65536];
+    loop {
+        // Frames: LEN SP MSG.
+        while let Some(space) = buf.iter().position(|b| *b == b' ') {
+            let len: usize = std::str::from_utf8(&buf[..space]).unwrap().parse().unwrap();
+            if buf.len() < space + 1 + len {
+                break;
+            }
+            let message = String::from_utf8(buf[space + 1..space + 1 + len].to_vec()).unwrap();
+            assert!(message.starts_with("<38>1 "), "{message}");
+            assert!(message.contains(" safe-mcp "), "{message}");
+            let json = &message[message.find('{').unwrap()..];
+            lines.lock().unwrap().push(json.to_owned());
+            buf.drain(..space + 1 + len);
+        }
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+fn sandbox(sb_dir_ship: impl Fn(&std::path::Path) -> String) -> Sandbox {
+    let sb = Sandbox::new("");
+    let text = std::fs::read_to_string(&sb.policy).unwrap();
+    let ship = sb_dir_ship(sb.base());
+    std::fs::write(&sb.policy, format!("{text}\n[audit.ship]\n{ship}\n")).unwrap();
+    sb
+}
+
+/// The local trail's lines.
+fn local(sb: &Sandbox) -> Vec<String> {
+    std::fs::read_to_string(&sb.audit)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+fn seq(line: &str) -> u64 {
+    serde_json::from_str::<Value>(line).unwrap()["seq"]
+        .as_u64()
+        .unwrap()
+}
+
+/// The seqs of `want` that `got` lacks.
+fn missing(got: &[String], want: &[String]) -> Vec<u64> {
+    want.iter()
+        .filter(|l| !got.contains(l))
+        .map(|l| seq(l))
+        .collect()
+}
+
+/// The same lines in the same order (compared without printing thousands of bytes).
+fn same_lines(got: &[String], want: &[String]) {
+    let got_seqs: Vec<u64> = got.iter().map(|l| seq(l)).collect();
+    let want_seqs: Vec<u64> = want.iter().map(|l| seq(l)).collect();
+    assert_eq!(
+        got_seqs, want_seqs,
+        "the seqs that arrived, in arrival order"
+    );
+    for (g, w) in got.iter().zip(want) {
+        assert!(g == w, "seq {} arrived changed", seq(w));
+    }
+}
+
+/// `safe-mcp audit verify --received` over `lines`.
+fn verify_received(lines: &[String]) -> (bool, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("received.jsonl");
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    let out = std::process::Command::new(BIN)
+        .args(["audit", "verify", "--received"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+async fn calls(s: &Session, n: usize) {
+    for i in 0..n {
+        let r = s
+            .call(
+                "run_command",
+                json!({"command": ["echo", format!("call {i}")]}),
+            )
+            .await;
+        assert_eq!(r["code"], "OK", "{r}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn thirty_calls_arrive_in_order_at_both_sinks_and_verify() {
+    let otlp = Receiver::start(Kind::Otlp).await;
+    let syslog = Receiver::start(Kind::Syslog).await;
+    let sb = sandbox(|dir| {
+        format!(
+            "otlp_http = \"http://127.0.0.1:{}/v1/logs\"\nsyslog_tcp = \"127.0.0.1:{}\"\nspool_dir = \"{}/spool\"\ncheckpoint_seconds = 0",
+            otlp.port,
+            syslog.port,
+            dir.display()
+        )
+    });
+    let s = sb.session().await;
+    calls(&s, 30).await;
+    let want = local(&sb);
+    assert!(want.len() >= 60, "{} records", want.len());
+    for r in [&otlp, &syslog] {
+        assert!(
+            eventually(10, || r.lines().len() >= local(&sb).len()).await,
+            "{} of {} arrived",
+            r.lines().len(),
+            local(&sb).len()
+        );
+        let got = r.lines();
+        // Byte for byte, in seq order, each once.
+        same_lines(&got, &local(&sb));
+        let (ok, out) = verify_received(&got);
+        assert!(
+            ok && out.starts_with("OK:") && out.contains("no gaps"),
+            "{out}"
+        );
+        assert!(out.contains("checkpoints matched"), "{out}");
+    }
+    assert!(
+        want.iter().any(|l| l.contains("\"kind\":\"checkpoint\"")),
+        "checkpoint records name the head"
+    );
+    // A receiver missing a record sees the gap.
+    let mut cut = otlp.lines();
+    cut.remove(10);
+    let (ok, out) = verify_received(&cut);
+    assert!(
+        !ok && out.starts_with("GAPS:") && out.contains(&format!("{}", seq(&otlp.lines()[10]))),
+        "{out}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_receiver_that_goes_away_gets_everything_when_it_returns_even_across_a_restart() {
+    let mut otlp = Receiver::start(Kind::Otlp).await;
+    let sb = sandbox(|dir| {
+        format!(
+            "otlp_http = \"http://127.0.0.1:{}\"\non_failure = \"spool\"\nspool_dir = \"{}/spool\"",
+            otlp.port,
+            dir.display()
+        )
+    });
+    let spool = sb.base().join("spool/otlp-terminal.spool");
+    let s = sb.session().await;
+    calls(&s, 5).await;
+    assert!(eventually(10, || otlp.lines().len() == local(&sb).len()).await);
+    otlp.stop();
+    calls(&s, 5).await; // calls go on: shipping is off the hot path
+    assert!(
+        eventually(10, || std::fs::metadata(&spool).is_ok_and(|m| m.len() > 0)).await,
+        "the undelivered records wait in the spool"
+    );
+    otlp.resume().await;
+    assert!(
+        eventually(15, || otlp.lines().len() == local(&sb).len()).await,
+        "{} of {}",
+        otlp.lines().len(),
+        local(&sb).len()
+    );
+    same_lines(&otlp.lines(), &local(&sb));
+
+    // Down again, and the server stops before the receiver is back: the next server
+    // replays the spool at start.
+    otlp.stop();
+    calls(&s, 3).await;
+    assert!(eventually(10, || std::fs::metadata(&spool).is_ok_and(|m| m.len() > 0)).await);
+    drop(s);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    otlp.resume().await;
+    let s = sb.session().await;
+    calls(&s, 1).await;
+    assert!(
+        eventually(15, || otlp.lines().len() == local(&sb).len()).await,
+        "{} of {}: missing {:?}",
+        otlp.lines().len(),
+        local(&sb).len(),
+        missing(&otlp.lines(), &local(&sb))
+    );
+    let got = otlp.lines();
+    let mut seqs: Vec<u64> = got.iter().map(|l| seq(l)).collect();
+    let n = seqs.len();
+    seqs.dedup();
+    assert_eq!(seqs.len(), n, "no duplicates");
+    let (ok, out) = verify_received(&got);
+    assert!(ok, "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn deny_mode_refuses_calls_while_a_sink_is_down_and_recovers() {
+    let mut otlp = Receiver::start(Kind::Otlp).await;
+    let sb = sandbox(|dir| {
+        format!(
+            "otlp_http = \"http://127.0.0.1:{}\"\non_failure = \"deny\"\nspool_dir = \"{}/spool\"",
+            otlp.port,
+            dir.display()
+        )
+    });
+    let s = sb.session().await;
+    calls(&s, 2).await;
+    otlp.stop();
+    // The next delivery fails; from then on nothing runs.
+    let marker = sb.jail.join("ran");
+    let mut refused = None;
+    for _ in 0..40 {
+        let r = s.run("touch ran").await;
+        if r["code"] == "AUDIT_UNAVAILABLE" {
+            refused = Some(r);
+            break;
+        }
+        let _ = std::fs::remove_file(&marker);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let r = refused.expect("calls were never refused while the sink was down");
+    assert!(
+        r["reason"]
+            .as_str()
+            .unwrap()
+            .contains("on_failure = \"deny\""),
+        "{r}"
+    );
+    assert!(!marker.exists(), "a refused call ran");
+    otlp.resume().await;
+    let mut ok = false;
+    for _ in 0..50 {
+        if s.run("touch ran").await["code"] == "OK" {
+            ok = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(ok, "calls run again once the sink is back");
+    assert!(eventually(15, || otlp.lines().len() == local(&sb).len()).await);
+    let (ok, out) = verify_received(&otlp.lines());
+    assert!(ok, "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_receiver_that_never_reads_does_not_block_calls() {
+    let stuck = Receiver::start(Kind::Stuck).await;
+    let sb = sandbox(|dir| {
+        format!(
+            "otlp_http = \"http://127.0.0.1:{}\"\nspool_dir = \"{}/spool\"",
+            stuck.port,
+            dir.display()
+        )
+    });
+    let s = sb.session().await;
+    let started = std::time::Instant::now();
+    calls(&s, 30).await;
+    // The sink's attempt waits out its timeout (5 s) while 30 calls come and go; what it
+    // could not deliver waits in the spool.
+    let spool = sb.base().join("spool/otlp-terminal.spool");
+    assert!(
+        eventually(10, || std::fs::metadata(&spool).is_ok_and(|m| m.len() > 0)).await,
+        "the undelivered records wait in the spool"
+    );
+    let spooled = std::fs::read_to_string(&spool).unwrap();
+    assert!(
+        spooled.lines().count() >= 20,
+        "{} spooled",
+        spooled.lines().count()
+    );
+    eprintln!(
+        "30 calls took {:?} with a stuck receiver",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn bad_sink_settings_are_refused_at_start() {
+    for (ship, words) in [
+        (
+            "otlp_http = \"https://collector:4318\"\nspool_dir = \"spool\"",
+            "http://",
+        ),
+        ("syslog_tcp = \"collector\"\nspool_dir = \"spool\"", "port"),
+        (
+            "syslog_tcp = \"collector:99999\"\nspool_dir = \"spool\"",
+            "port",
+        ),
+        ("syslog_tcp = \"127.0.0.1:514\"", "spool_dir"),
+        ("spool_dir = \"spool\"", "names no sink"),
+        (
+            "syslog_tcp = \"127.0.0.1:514\"\nspool_dir = \"jail/spool\"",
+            "spool_dir",
+        ),
+    ] {
+        let sb = sandbox(|_| ship.to_owned());
+        let out = std::process::Command::new(BIN)
+            .args(["policy", "check", "--config"])
+            .arg(&sb.policy)
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!out.status.success(), "{ship}: {text}");
+        assert!(text.contains(words), "{ship}: {text}");
+    }
+}
