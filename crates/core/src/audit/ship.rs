@@ -70,6 +70,11 @@ const BATCH: usize = 256;
 const SEND_TIMEOUT: Duration = Duration::from_secs(5);
 /// How often a down sink is tried again.
 const RETRY: Duration = Duration::from_millis(500);
+/// How long the sink lets records gather before it sends, so that a busy server sends
+/// batches rather than one request per record.
+const LINGER: Duration = Duration::from_millis(20);
+/// How often the spool and the sent marker are made durable while the sink keeps up.
+const SYNC_EVERY: Duration = Duration::from_secs(1);
 
 /// The sinks of one server.
 pub struct Shipper {
@@ -94,6 +99,8 @@ enum Wire {
         address: String,
         path: String,
         resource: Value,
+        /// One keep-alive connection, kept while it works.
+        conn: Mutex<Option<TcpStream>>,
     },
     Syslog {
         address: String,
@@ -119,7 +126,8 @@ struct Sink {
 /// that is killed loses none of what it had not shipped yet.
 struct Spool {
     file: File,
-    sent_path: PathBuf,
+    /// `<sink>-<server>.sent`: the last seq delivered, rewritten in place.
+    marker: File,
     /// The last seq delivered (persisted in `<sink>-<server>.sent`).
     sent: u64,
     /// Where the sink's next read starts.
@@ -139,14 +147,20 @@ impl Spool {
             .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(dir.join(format!("{stem}.spool")))?;
-        let sent_path = dir.join(format!("{stem}.sent"));
-        let sent = std::fs::read_to_string(&sent_path)
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or(0);
+        let mut marker = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(dir.join(format!("{stem}.sent")))?;
+        let mut text = String::new();
+        marker.read_to_string(&mut text)?;
+        let sent = text.trim().parse().unwrap_or(0);
         Ok(Spool {
             file,
-            sent_path,
+            marker,
             sent,
             read_offset: 0,
             dirty: false,
@@ -162,8 +176,9 @@ impl Spool {
         Ok(())
     }
 
+    /// Makes the spool and the marker durable.
     fn sync(&mut self) {
-        if self.dirty && self.file.sync_data().is_ok() {
+        if self.dirty && self.file.sync_data().is_ok() && self.marker.sync_data().is_ok() {
             self.dirty = false;
         }
     }
@@ -193,14 +208,14 @@ impl Spool {
         Ok((batch, offset))
     }
 
+    /// Records `seq` as delivered: a fixed-width rewrite in place (made durable with the
+    /// spool, at most a second later; a crash before that sends the batch again).
     fn mark_sent(&mut self, seq: u64, offset: u64) -> std::io::Result<()> {
-        let tmp = self.sent_path.with_extension("sent.tmp");
-        let mut f = File::create(&tmp)?;
-        f.write_all(seq.to_string().as_bytes())?;
-        f.sync_data()?;
-        std::fs::rename(&tmp, &self.sent_path)?;
+        use std::os::unix::fs::FileExt;
+        self.marker.write_all_at(format!("{seq:020}\n").as_bytes(), 0)?;
         self.sent = seq;
         self.read_offset = offset;
+        self.dirty = true;
         Ok(())
     }
 
@@ -241,6 +256,7 @@ impl Shipper {
                         {"key": "safe_mcp.server", "value": {"stringValue": server}},
                         {"key": "host.name", "value": {"stringValue": hostname}},
                     ]}),
+                    conn: Mutex::new(None),
                 },
             ));
         }
@@ -315,10 +331,16 @@ impl Shipper {
 
 impl Sink {
     fn run(&self, wire: &Wire, rung: &Receiver<()>) {
+        let mut synced = std::time::Instant::now();
         loop {
             let next = match self.spool.lock() {
                 Ok(mut s) => {
-                    s.sync();
+                    // Durable at least every second, and at once while the sink is down
+                    // (then records wait here for longer).
+                    if self.down.load(Ordering::Acquire) || synced.elapsed() >= SYNC_EVERY {
+                        s.sync();
+                        synced = std::time::Instant::now();
+                    }
                     s.next_batch()
                 }
                 Err(_) => return,
@@ -346,9 +368,11 @@ impl Sink {
                     }
                 }
                 match rung.recv_timeout(RETRY) {
-                    Ok(()) | Err(RecvTimeoutError::Timeout) => continue,
+                    Ok(()) => std::thread::sleep(LINGER),
+                    Err(RecvTimeoutError::Timeout) => {}
                     Err(RecvTimeoutError::Disconnected) => return,
                 }
+                continue;
             }
             match send(wire, &batch) {
                 Ok(()) => {
@@ -425,29 +449,41 @@ fn send(wire: &Wire, batch: &[(u64, String)]) -> std::io::Result<()> {
             address,
             path,
             resource,
+            conn,
         } => {
-            let mut stream = connect(address)?;
+            let mut held = conn
+                .lock()
+                .map_err(|_| std::io::Error::other("the OTLP connection lock"))?;
             if batch.is_empty() {
+                if held.is_none() {
+                    connect(address)?;
+                }
                 return Ok(());
             }
             let body = otlp_body(resource, batch).to_string();
             let head = format!(
-                "POST {path} HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                "POST {path} HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
                 body.len()
             );
-            stream.write_all(head.as_bytes())?;
-            stream.write_all(body.as_bytes())?;
-            let mut status = [0u8; 12];
-            stream.read_exact(&mut status)?;
-            // "HTTP/1.1 200": any 2xx is a delivery.
-            if status.starts_with(b"HTTP/1.") && status[9] == b'2' {
-                Ok(())
-            } else {
-                Err(std::io::Error::other(format!(
-                    "the collector answered {}",
-                    String::from_utf8_lossy(&status[9..])
-                )))
+            // A kept connection the collector has closed fails at once; then one fresh try.
+            let kept = held.take().filter(|s| !peer_closed(s));
+            let fresh = kept.is_none();
+            let mut stream = match kept {
+                Some(s) => s,
+                None => connect(address)?,
+            };
+            let answered = post(&mut stream, &head, &body);
+            let (answered, stream) = match answered {
+                Err(_) if !fresh => {
+                    let mut again = connect(address)?;
+                    (post(&mut again, &head, &body), again)
+                }
+                other => (other, stream),
+            };
+            if answered? {
+                *held = Some(stream);
             }
+            Ok(())
         }
         Wire::Syslog {
             address,
@@ -473,6 +509,53 @@ fn send(wire: &Wire, batch: &[(u64, String)]) -> std::io::Result<()> {
             Ok(())
         }
     }
+}
+
+/// One request on `stream`; `Ok(keep)` on a 2xx answer, with whether the connection may be
+/// used again.
+fn post(stream: &mut TcpStream, head: &str, body: &str) -> std::io::Result<bool> {
+    stream.write_all(head.as_bytes())?;
+    stream.write_all(body.as_bytes())?;
+    let mut answer = Vec::with_capacity(256);
+    let mut byte = [0u8; 1024];
+    let end = loop {
+        let n = stream.read(&mut byte)?;
+        if n == 0 {
+            return Err(std::io::Error::other("the collector closed without an answer"));
+        }
+        answer.extend_from_slice(&byte[..n]);
+        if let Some(end) = answer.windows(4).position(|w| w == b"\r\n\r\n") {
+            break end + 4;
+        }
+        if answer.len() > 16 * 1024 {
+            return Err(std::io::Error::other("the collector's answer head is too long"));
+        }
+    };
+    let head = String::from_utf8_lossy(&answer[..end]).to_ascii_lowercase();
+    let status = head.get(9..12).unwrap_or("");
+    if !status.starts_with('2') {
+        return Err(std::io::Error::other(format!(
+            "the collector answered {}",
+            head.lines().next().unwrap_or("")
+        )));
+    }
+    // Read the answer's body, so that the next request starts clean.
+    let length: Option<usize> = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse().ok());
+    let Some(length) = length else {
+        return Ok(false); // no length: the body runs to the close
+    };
+    let mut have = answer.len() - end;
+    while have < length {
+        let n = stream.read(&mut byte)?;
+        if n == 0 {
+            return Ok(false);
+        }
+        have += n;
+    }
+    Ok(!head.contains("connection: close"))
 }
 
 /// The OTLP/HTTP JSON logs request for `batch`: each record's line is a log's body, as a
