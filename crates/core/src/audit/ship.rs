@@ -212,7 +212,8 @@ impl Spool {
     /// spool, at most a second later; a crash before that sends the batch again).
     fn mark_sent(&mut self, seq: u64, offset: u64) -> std::io::Result<()> {
         use std::os::unix::fs::FileExt;
-        self.marker.write_all_at(format!("{seq:020}\n").as_bytes(), 0)?;
+        self.marker
+            .write_all_at(format!("{seq:020}\n").as_bytes(), 0)?;
         self.sent = seq;
         self.read_offset = offset;
         self.dirty = true;
@@ -521,14 +522,18 @@ fn post(stream: &mut TcpStream, head: &str, body: &str) -> std::io::Result<bool>
     let end = loop {
         let n = stream.read(&mut byte)?;
         if n == 0 {
-            return Err(std::io::Error::other("the collector closed without an answer"));
+            return Err(std::io::Error::other(
+                "the collector closed without an answer",
+            ));
         }
         answer.extend_from_slice(&byte[..n]);
         if let Some(end) = answer.windows(4).position(|w| w == b"\r\n\r\n") {
             break end + 4;
         }
         if answer.len() > 16 * 1024 {
-            return Err(std::io::Error::other("the collector's answer head is too long"));
+            return Err(std::io::Error::other(
+                "the collector's answer head is too long",
+            ));
         }
     };
     let head = String::from_utf8_lossy(&answer[..end]).to_ascii_lowercase();
