@@ -10,6 +10,7 @@ mod audit_cli;
 mod demo;
 mod exit;
 mod files_server;
+mod http;
 mod init;
 mod progress;
 mod proxy;
@@ -51,12 +52,20 @@ enum Cmd {
         /// The policy file (else SAFE_MCP_POLICY_FILE).
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Serve MCP Streamable HTTP at /mcp on ADDR (a loopback ADDRESS:PORT, or
+        /// unix:PATH) instead of stdio.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<String>,
     },
     /// Serve the files tools (the safe organizer) over MCP on stdio.
     Files {
         /// The policy file (else SAFE_MCP_POLICY_FILE).
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Serve MCP Streamable HTTP at /mcp on ADDR (a loopback ADDRESS:PORT, or
+        /// unix:PATH) instead of stdio.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<String>,
     },
     /// Print the verdict for a command as JSON; exit 0 allow, 1 deny, 2 error.
     Explain {
@@ -159,8 +168,8 @@ fn load(config: Option<&Path>, section: Section) -> Result<Policy, String> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Cmd::Terminal { config } => serve_terminal(config.as_deref()),
-        Cmd::Files { config } => serve_files(config.as_deref()),
+        Cmd::Terminal { config, http } => serve_terminal(config.as_deref(), http.as_deref()),
+        Cmd::Files { config, http } => serve_files(config.as_deref(), http.as_deref()),
         Cmd::Explain {
             config,
             cwd,
@@ -203,9 +212,13 @@ fn main() -> ExitCode {
     }
 }
 
-fn serve_terminal(config: Option<&Path>) -> ExitCode {
+fn serve_terminal(config: Option<&Path>, http: Option<&str>) -> ExitCode {
     let policy = match load(config, Section::Terminal) {
         Ok(p) => p,
+        Err(e) => return fatal(e),
+    };
+    let listen = match http.map(http::Listen::parse).transpose() {
+        Ok(l) => l,
         Err(e) => return fatal(e),
     };
     let service = match TerminalService::new(&policy) {
@@ -261,12 +274,18 @@ fn serve_terminal(config: Option<&Path>) -> ExitCode {
         },
         None => None,
     };
-    let server = terminal_server::TerminalServer::new(
-        Arc::clone(&service),
-        Arc::new(executor),
-        Arc::clone(&runs),
-        pages,
-    );
+    let executor: Arc<dyn safe_mcp_core::terminal::Executor> = Arc::new(executor);
+    let make = {
+        let (service, executor, runs) = (Arc::clone(&service), executor, Arc::clone(&runs));
+        move || {
+            terminal_server::TerminalServer::new(
+                Arc::clone(&service),
+                Arc::clone(&executor),
+                Arc::clone(&runs),
+                pages.clone(),
+            )
+        }
+    };
     // When the client goes, so do the sessions: each is killed, and its run writes the start
     // call's outcome record ("server-exit") before the process ends.
     let end = async move {
@@ -289,12 +308,29 @@ fn serve_terminal(config: Option<&Path>) -> ExitCode {
             );
         }
     };
-    serve_stdio(server, 4, end)
+    match listen {
+        // Each HTTP client session gets a tool server of its own (its own session handles).
+        Some(listen) => http::serve(&listen, move || Ok(make()), http_settings(&policy), 4, end),
+        None => serve_stdio(make(), 4, end),
+    }
 }
 
-fn serve_files(config: Option<&Path>) -> ExitCode {
+/// `[http]`, for `--http`.
+fn http_settings(policy: &safe_mcp_core::config::Policy) -> http::Settings {
+    http::Settings {
+        allowed_hosts: policy.http.allowed_hosts.clone(),
+        allowed_origins: policy.http.allowed_origins.clone(),
+        max_body_bytes: policy.http.max_body_bytes,
+    }
+}
+
+fn serve_files(config: Option<&Path>, http: Option<&str>) -> ExitCode {
     let policy = match load(config, Section::Files) {
         Ok(p) => p,
+        Err(e) => return fatal(e),
+    };
+    let listen = match http.map(http::Listen::parse).transpose() {
+        Ok(l) => l,
         Err(e) => return fatal(e),
     };
     let (service, notes) = match safe_mcp_organizer::FilesService::start(&policy) {
@@ -315,8 +351,17 @@ fn serve_files(config: Option<&Path>) -> ExitCode {
             "safe-mcp: warning: the audit trail is not writable now ({e}); actions will get AUDIT_UNAVAILABLE until it is"
         );
     }
-    let server = files_server::FilesServer::new(Arc::new(service));
-    serve_stdio(server, 2, async {})
+    let service = Arc::new(service);
+    match listen {
+        Some(listen) => http::serve(
+            &listen,
+            move || Ok(files_server::FilesServer::new(Arc::clone(&service))),
+            http_settings(&policy),
+            2,
+            async {},
+        ),
+        None => serve_stdio(files_server::FilesServer::new(service), 2, async {}),
+    }
 }
 
 /// Starts `[audit.ship]`'s sinks for `log`, when the policy names any.

@@ -69,12 +69,26 @@ pub struct Policy {
     pub source: PathBuf,
     /// Audit settings.
     pub audit: AuditSettings,
+    /// `[http]`: the Streamable HTTP transport (`--http`).
+    pub http: HttpSettings,
     /// Redaction settings.
     pub redaction: RedactionSettings,
     /// The terminal section, when present.
     pub terminal: Option<TerminalPolicy>,
     /// The files section, when present.
     pub files: Option<FilesPolicy>,
+}
+
+/// `[http]`.
+#[derive(Debug, Clone)]
+pub struct HttpSettings {
+    /// `Origin` values accepted (with scheme, host and port); any other present Origin is
+    /// refused with 403. Empty: every request carrying an Origin is refused.
+    pub allowed_origins: Vec<String>,
+    /// `Host` values accepted beyond the loopback names.
+    pub allowed_hosts: Vec<String>,
+    /// The largest request body (413 above it).
+    pub max_body_bytes: usize,
 }
 
 /// `audit_log`, `audit_fail_mode`, rotation and the HMAC key.

@@ -25,6 +25,7 @@ pub(super) struct RawPolicy {
     pub(super) audit_keep: Option<usize>,
     pub(super) audit_hmac_key_file: Option<PathBuf>,
     pub(super) audit: Option<RawAudit>,
+    pub(super) http: Option<RawHttp>,
     pub(super) redaction: Option<RawRedaction>,
     pub(super) terminal: Option<RawTerminal>,
     pub(super) files: Option<RawFiles>,
@@ -37,6 +38,14 @@ pub(super) struct RawPolicy {
     pub(super) sandbox: Option<RawSandbox>,
     pub(super) path: Option<Vec<PathBuf>>,
     pub(super) examples: Option<Vec<PolicyExamples>>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawHttp {
+    pub(super) allowed_origins: Option<Vec<String>>,
+    pub(super) allowed_hosts: Option<Vec<String>>,
+    pub(super) max_body_bytes: Option<usize>,
 }
 
 #[derive(Debug, Deserialize, Default)]

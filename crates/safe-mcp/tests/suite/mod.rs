@@ -6,6 +6,7 @@ mod confinement;
 mod egress;
 mod files;
 mod first_hour;
+mod http;
 mod long_work;
 mod privilege;
 mod python_sdk;

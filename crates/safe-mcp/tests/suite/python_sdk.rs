@@ -42,16 +42,15 @@ fn venv_python() -> PathBuf {
     python
 }
 
-/// Runs one of the Python client scripts against `policy`; returns its stdout.
-fn run_client(script: &str, policy: &std::path::Path) -> String {
+/// Runs one of the Python client scripts with these arguments; returns its stdout.
+pub fn run_script(script: &str, args: &[String]) -> String {
     let python = venv_python();
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/python")
         .join(script);
     let out = Command::new(python)
         .arg(script)
-        .arg(BIN)
-        .arg(policy)
+        .args(args)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -61,6 +60,14 @@ fn run_client(script: &str, policy: &std::path::Path) -> String {
         "python client failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
     );
     stdout
+}
+
+/// Runs one of the Python client scripts against `policy`; returns its stdout.
+fn run_client(script: &str, policy: &std::path::Path) -> String {
+    run_script(
+        script,
+        &[BIN.to_owned(), policy.to_string_lossy().into_owned()],
+    )
 }
 
 #[test]

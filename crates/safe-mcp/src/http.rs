@@ -1,0 +1,199 @@
+//! Serving MCP over Streamable HTTP (DESIGN §11, `--http ADDR`): one server process, many
+//! client sessions, each with its own tool server (its own process-session handles).
+//!
+//! rmcp's `StreamableHttpService` does the protocol; this module decides who may reach it:
+//! - `--http 127.0.0.1:PORT` (or `[::1]`) on loopback, or `--http unix:PATH`, a socket of
+//!   mode 0600 that only the server's user (and root) can connect to;
+//! - any other address is refused at start: a server reachable from the network must
+//!   authenticate its callers (`[http.auth] mode = "oauth"`), which this version does not
+//!   do yet;
+//! - `Host` must name the server (loopback names, or `[http] allowed_hosts`), so that a
+//!   rebinding DNS name cannot reach it from a browser; a request with an `Origin` is
+//!   refused unless `[http] allowed_origins` lists it (403); request bodies are capped.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+
+use crate::exit::fatal;
+
+/// Where `--http` listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listen {
+    Tcp(SocketAddr),
+    Unix(PathBuf),
+}
+
+impl Listen {
+    /// `ADDR:PORT`, `[V6]:PORT` or `unix:PATH`; a TCP address must be loopback.
+    pub fn parse(text: &str) -> Result<Listen, String> {
+        if let Some(path) = text.strip_prefix("unix:") {
+            if path.is_empty() {
+                return Err("--http unix:PATH needs a path".into());
+            }
+            return Ok(Listen::Unix(PathBuf::from(path)));
+        }
+        let addr: SocketAddr = text.parse().map_err(|_| {
+            format!("--http {text:?}: give ADDRESS:PORT (such as 127.0.0.1:8080) or unix:PATH")
+        })?;
+        if !addr.ip().is_loopback() {
+            return Err(format!(
+                "--http {addr}: a non-loopback address would let anyone on the network run commands; it needs [http.auth] mode = \"oauth\", which this version does not provide yet. Listen on 127.0.0.1 or unix:PATH (behind a reverse proxy that authenticates)"
+            ));
+        }
+        Ok(Listen::Tcp(addr))
+    }
+}
+
+/// The transport settings (`[http]`).
+pub struct Settings {
+    pub allowed_hosts: Vec<String>,
+    pub allowed_origins: Vec<String>,
+    pub max_body_bytes: usize,
+}
+
+/// Serves a fresh `factory()` per client session at `/mcp` until SIGINT or SIGTERM; then
+/// `on_end` runs (the sessions' cleanup).
+pub fn serve<S, F>(
+    listen: &Listen,
+    factory: F,
+    settings: Settings,
+    workers: usize,
+    on_end: impl std::future::Future<Output = ()>,
+) -> ExitCode
+where
+    S: rmcp::ServerHandler + Send + 'static,
+    F: Fn() -> Result<S, std::io::Error> + Send + Sync + 'static,
+{
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => return fatal(format!("cannot start the async runtime: {e}")),
+    };
+    let result = runtime.block_on(async move {
+        let stop = tokio_util::sync::CancellationToken::new();
+        let mut hosts = vec![
+            "localhost".to_owned(),
+            "127.0.0.1".to_owned(),
+            "[::1]".to_owned(),
+        ];
+        hosts.extend(settings.allowed_hosts);
+        let config = StreamableHttpServerConfig::default()
+            .with_allowed_hosts(hosts)
+            .with_allowed_origins(settings.allowed_origins)
+            .enforce_origin_validation()
+            .with_max_request_body_bytes(settings.max_body_bytes)
+            .with_cancellation_token(stop.child_token());
+        let service =
+            StreamableHttpService::new(factory, LocalSessionManager::default().into(), config);
+        let router = axum::Router::new().nest_service("/mcp", service);
+        let shutdown = {
+            let stop = stop.clone();
+            async move {
+                wait_for_signal().await;
+                stop.cancel();
+            }
+        };
+        match listen {
+            Listen::Tcp(addr) => {
+                let listener = tokio::net::TcpListener::bind(addr)
+                    .await
+                    .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+                let bound = listener.local_addr().unwrap_or(*addr);
+                eprintln!("safe-mcp: serving MCP at http://{bound}/mcp");
+                axum::serve(listener, router)
+                    .with_graceful_shutdown(shutdown)
+                    .await
+                    .map_err(|e| e.to_string())?;
+            }
+            Listen::Unix(path) => {
+                let listener = bind_unix(path)?;
+                eprintln!("safe-mcp: serving MCP at unix:{} (/mcp)", path.display());
+                let served = axum::serve(listener, router)
+                    .with_graceful_shutdown(shutdown)
+                    .await;
+                let _ = std::fs::remove_file(path);
+                served.map_err(|e| e.to_string())?;
+            }
+        }
+        on_end.await;
+        Ok::<(), String>(())
+    });
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fatal(e),
+    }
+}
+
+/// A unix socket only this user can connect to: made under a 0077 umask, then checked.
+fn bind_unix(path: &std::path::Path) -> Result<tokio::net::UnixListener, String> {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    // A socket left by a server that was killed is replaced; anything else is not touched.
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        if !meta.file_type().is_socket() {
+            return Err(format!(
+                "--http unix:{}: something that is not a socket is there",
+                path.display()
+            ));
+        }
+        std::fs::remove_file(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    let old = rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
+    let bound = tokio::net::UnixListener::bind(path);
+    rustix::process::umask(old);
+    let listener = bound.map_err(|e| format!("cannot listen on unix:{}: {e}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(listener)
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Listen;
+
+    #[test]
+    fn only_loopback_and_unix_sockets_are_served_without_auth() {
+        assert!(matches!(
+            Listen::parse("127.0.0.1:8080"),
+            Ok(Listen::Tcp(_))
+        ));
+        assert!(matches!(Listen::parse("[::1]:8080"), Ok(Listen::Tcp(_))));
+        assert!(matches!(
+            Listen::parse("unix:/run/safe-mcp.sock"),
+            Ok(Listen::Unix(_))
+        ));
+        for bad in [
+            "0.0.0.0:8443",
+            "192.168.1.5:80",
+            "[::]:80",
+            "localhost",
+            "unix:",
+            "8080",
+        ] {
+            assert!(Listen::parse(bad).is_err(), "{bad}");
+        }
+        let e = Listen::parse("0.0.0.0:8443").unwrap_err();
+        assert!(e.contains("oauth"), "{e}");
+    }
+}

