@@ -68,6 +68,8 @@ pub struct RunRequest {
     pub observer: Option<Observer>,
     /// Asks a person when the command needs approval; `None`: this transport cannot.
     pub approver: Option<crate::approval::AskPerson>,
+    /// Who asked (an authenticated HTTP caller); empty over stdio.
+    pub caller: crate::audit::Caller,
 }
 
 pub use safe_mcp_contract::{
@@ -387,6 +389,7 @@ impl TerminalService {
     ) -> OperationResult {
         let started = Instant::now();
         let call = self.gate.begin();
+        let caller = req.caller.clone();
         match self.run_inner(&call, req, executor, cancel).await {
             Err((result, attempt)) => {
                 let result = result.with_duration(started.elapsed());
@@ -396,6 +399,7 @@ impl TerminalService {
             Ok((result, facts)) => {
                 let result = result.with_duration(started.elapsed());
                 let mut outcome = Outcome::of(&call, &result);
+                outcome.caller = caller;
                 outcome.exit_code = facts.exit_code;
                 outcome.output = facts.output;
                 outcome.cancelled = facts.cancelled;
@@ -417,6 +421,7 @@ impl TerminalService {
     ) -> Result<Prepared, Early> {
         let mut attempt = Attempt::new(call, tool, self.redactor.redact(&req.command.display()));
         attempt.cwd = req.cwd.clone();
+        attempt.caller = req.caller.clone();
 
         let list = match req.command.parse() {
             Ok(list) => list,

@@ -50,6 +50,7 @@ impl TerminalService {
     ) -> Result<(Arc<Session>, SessionRun), OperationResult> {
         let started = Instant::now();
         let call = self.gate.begin();
+        let caller = req.caller.clone();
         let settings = self.policy.sessions;
         if self.sessions.running() >= settings.max_sessions {
             let attempt = Attempt::new(&call, START, self.redactor.redact(&req.command.display()));
@@ -150,6 +151,7 @@ impl TerminalService {
             };
             let result = OperationResult::new(START, code, reason).with_duration(started.elapsed());
             let mut outcome = Outcome::of(&s.call, &result);
+            outcome.caller = caller;
             outcome.reason = Some(result.reason.clone());
             outcome.exit_code = exit_code;
             outcome.session_end = Some(end.how);

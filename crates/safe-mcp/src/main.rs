@@ -217,7 +217,10 @@ fn serve_terminal(config: Option<&Path>, http: Option<&str>) -> ExitCode {
         Ok(p) => p,
         Err(e) => return fatal(e),
     };
-    let listen = match http.map(http::Listen::parse).transpose() {
+    let listen = match http
+        .map(|a| http::Listen::parse(a, policy.http.oauth.is_some()))
+        .transpose()
+    {
         Ok(l) => l,
         Err(e) => return fatal(e),
     };
@@ -321,6 +324,7 @@ fn http_settings(policy: &safe_mcp_core::config::Policy) -> http::Settings {
         allowed_hosts: policy.http.allowed_hosts.clone(),
         allowed_origins: policy.http.allowed_origins.clone(),
         max_body_bytes: policy.http.max_body_bytes,
+        oauth: policy.http.oauth.clone(),
     }
 }
 
@@ -329,7 +333,10 @@ fn serve_files(config: Option<&Path>, http: Option<&str>) -> ExitCode {
         Ok(p) => p,
         Err(e) => return fatal(e),
     };
-    let listen = match http.map(http::Listen::parse).transpose() {
+    let listen = match http
+        .map(|a| http::Listen::parse(a, policy.http.oauth.is_some()))
+        .transpose()
+    {
         Ok(l) => l,
         Err(e) => return fatal(e),
     };

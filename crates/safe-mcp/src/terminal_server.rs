@@ -135,6 +135,17 @@ pub struct TerminalServer {
     pages: Option<Arc<crate::approval::page::Pages>>,
 }
 
+/// The authenticated caller of an HTTP request (`[http.auth]`), as the middleware left it in
+/// the request's extensions; nobody over stdio.
+fn caller_of(context: &RequestContext<RoleServer>) -> safe_mcp_core::audit::Caller {
+    context
+        .extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<safe_mcp_core::audit::Caller>())
+        .cloned()
+        .unwrap_or_default()
+}
+
 /// The tasks that run the sessions.
 pub type Runs = Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>;
 
@@ -305,6 +316,7 @@ impl TerminalServer {
             timeout_seconds: args.timeout_seconds,
             observer: None,
             approver: Some(self.approver(&context.peer)),
+            caller: caller_of(&context),
         };
         let (session, run) = match self
             .service
@@ -477,6 +489,7 @@ impl TerminalServer {
             timeout_seconds: args.timeout_seconds,
             observer: watched.map(|w| Observer(w as Arc<dyn OutputObserver>)),
             approver: Some(self.approver(&context.peer)),
+            caller: caller_of(&context),
         };
         let cancel = Box::pin(context.ct.clone().cancelled_owned());
         let result = self.service.run(req, self.executor.as_ref(), cancel).await;

@@ -135,7 +135,8 @@ impl Gate {
     /// attempt carries the result's code and reason, then comes its outcome. Nothing acts,
     /// so nothing waits for the disk; a failure is reported on stderr.
     pub fn record(&self, attempt: Attempt, result: &OperationResult) {
-        let outcome = Outcome::of(&attempt.call, result);
+        let mut outcome = Outcome::of(&attempt.call, result);
+        outcome.caller = attempt.caller.clone();
         let attempt = attempt.refused(result);
         if let Err(e) = self.append("attempt", &attempt, false) {
             eprintln!(

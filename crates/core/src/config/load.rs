@@ -323,10 +323,15 @@ impl Builder<'_> {
                         message: "must be between 1024 and 67108864".into(),
                     });
                 }
+                let oauth = match raw.auth {
+                    None => None,
+                    Some(auth) => oauth_settings(auth, |p| self.file_path(p))?,
+                };
                 super::HttpSettings {
                     allowed_origins: origins,
                     allowed_hosts: raw.allowed_hosts.unwrap_or_default(),
                     max_body_bytes,
+                    oauth,
                 }
             },
             redaction,
@@ -1051,4 +1056,59 @@ fn ship_settings(
         spool_dir,
         checkpoint_seconds,
     })
+}
+
+/// `[http.auth]`: `mode = "none"` (the default: loopback and unix sockets only) or
+/// `"oauth"` with every key a resource server needs.
+fn oauth_settings(
+    raw: super::raw::RawHttpAuth,
+    path: impl Fn(PathBuf) -> PathBuf,
+) -> Result<Option<super::OAuthSettings>, ConfigError> {
+    let bad = |key: &str, message: &str| ConfigError::Invalid {
+        key: format!("http.auth.{key}"),
+        message: message.to_owned(),
+    };
+    match raw.mode.as_deref() {
+        None | Some("none") => return Ok(None),
+        Some("oauth") => {}
+        Some(other) => {
+            return Err(bad(
+                "mode",
+                &format!("{other:?}: give \"oauth\" or \"none\""),
+            ));
+        }
+    }
+    let issuer = raw
+        .issuer
+        .filter(|i| i.starts_with("https://") || i.starts_with("http://"))
+        .ok_or_else(|| {
+            bad(
+                "issuer",
+                "the authorization server's URL (iss of its tokens)",
+            )
+        })?;
+    let audience = raw
+        .audience
+        .filter(|a| a.starts_with("https://") || a.starts_with("http://"))
+        .ok_or_else(|| {
+            bad(
+                "audience",
+                "this server's resource URI, exactly as tokens name it in aud",
+            )
+        })?;
+    let jwks_file = raw
+        .jwks_file
+        .map(path)
+        .ok_or_else(|| bad("jwks_file", "the issuer's public keys (a JWKS file)"))?;
+    let leeway_seconds = raw.leeway_seconds.unwrap_or(30);
+    if leeway_seconds > 300 {
+        return Err(bad("leeway_seconds", "must be at most 300"));
+    }
+    Ok(Some(super::OAuthSettings {
+        issuer,
+        audience,
+        jwks_file,
+        required_scopes: raw.required_scopes.unwrap_or_default(),
+        leeway_seconds,
+    }))
 }

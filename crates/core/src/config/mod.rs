@@ -89,6 +89,23 @@ pub struct HttpSettings {
     pub allowed_hosts: Vec<String>,
     /// The largest request body (413 above it).
     pub max_body_bytes: usize,
+    /// `[http.auth] mode = "oauth"`: callers authenticate with bearer tokens.
+    pub oauth: Option<OAuthSettings>,
+}
+
+/// `[http.auth]` with `mode = "oauth"`: the server is an OAuth 2.1 resource server.
+#[derive(Debug, Clone)]
+pub struct OAuthSettings {
+    /// The authorization server; tokens must carry it as `iss`.
+    pub issuer: String,
+    /// This resource's URI; tokens must name it, exactly, in `aud`.
+    pub audience: String,
+    /// The issuer's public keys (a JWKS document).
+    pub jwks_file: PathBuf,
+    /// Scopes every token must carry.
+    pub required_scopes: Vec<String>,
+    /// Clock skew allowed on `exp` and `nbf`.
+    pub leeway_seconds: u64,
 }
 
 /// `audit_log`, `audit_fail_mode`, rotation and the HMAC key.

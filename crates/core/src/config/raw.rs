@@ -46,6 +46,18 @@ pub(super) struct RawHttp {
     pub(super) allowed_origins: Option<Vec<String>>,
     pub(super) allowed_hosts: Option<Vec<String>>,
     pub(super) max_body_bytes: Option<usize>,
+    pub(super) auth: Option<RawHttpAuth>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawHttpAuth {
+    pub(super) mode: Option<String>,
+    pub(super) issuer: Option<String>,
+    pub(super) audience: Option<String>,
+    pub(super) jwks_file: Option<PathBuf>,
+    pub(super) required_scopes: Option<Vec<String>>,
+    pub(super) leeway_seconds: Option<u64>,
 }
 
 #[derive(Debug, Deserialize, Default)]

@@ -1,6 +1,6 @@
 """Drive `safe-mcp terminal --http` with the official Python MCP SDK's Streamable HTTP client.
 
-usage: http_client.py URL
+usage: http_client.py URL [BEARER_TOKEN]
 Exits non-zero on any mismatch.
 """
 import asyncio
@@ -8,11 +8,13 @@ import sys
 
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_compat import field
 
 
-async def main(url: str) -> None:
-    async with streamable_http_client(url) as streams:
+async def main(url: str, token: str | None) -> None:
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+    async with streamable_http_client(url, http_client=create_mcp_http_client(headers=headers)) as streams:
         read, write = streams[0], streams[1]
         async with ClientSession(read, write) as session:
             init = await session.initialize()
@@ -33,4 +35,4 @@ async def main(url: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1]))
+    asyncio.run(main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None))

@@ -8,6 +8,7 @@ mod files;
 mod first_hour;
 mod http;
 mod long_work;
+mod oauth;
 mod privilege;
 mod python_sdk;
 mod round2_rules;

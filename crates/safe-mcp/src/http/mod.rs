@@ -4,9 +4,9 @@
 //! rmcp's `StreamableHttpService` does the protocol; this module decides who may reach it:
 //! - `--http 127.0.0.1:PORT` (or `[::1]`) on loopback, or `--http unix:PATH`, a socket of
 //!   mode 0600 that only the server's user (and root) can connect to;
-//! - any other address is refused at start: a server reachable from the network must
-//!   authenticate its callers (`[http.auth] mode = "oauth"`), which this version does not
-//!   do yet;
+//! - any other address only with `[http.auth] mode = "oauth"` ([`oauth`]): a server
+//!   reachable from the network authenticates every caller, and is refused at start
+//!   without it;
 //! - `Host` must name the server (loopback names, or `[http] allowed_hosts`), so that a
 //!   rebinding DNS name cannot reach it from a browser; a request with an `Origin` is
 //!   refused unless `[http] allowed_origins` lists it (403); request bodies are capped.
@@ -20,6 +20,8 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 
 use crate::exit::fatal;
 
+pub mod oauth;
+
 /// Where `--http` listens.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Listen {
@@ -28,8 +30,9 @@ pub enum Listen {
 }
 
 impl Listen {
-    /// `ADDR:PORT`, `[V6]:PORT` or `unix:PATH`; a TCP address must be loopback.
-    pub fn parse(text: &str) -> Result<Listen, String> {
+    /// `ADDR:PORT`, `[V6]:PORT` or `unix:PATH`; a TCP address must be loopback unless
+    /// callers authenticate (`oauth`).
+    pub fn parse(text: &str, oauth: bool) -> Result<Listen, String> {
         if let Some(path) = text.strip_prefix("unix:") {
             if path.is_empty() {
                 return Err("--http unix:PATH needs a path".into());
@@ -39,9 +42,9 @@ impl Listen {
         let addr: SocketAddr = text.parse().map_err(|_| {
             format!("--http {text:?}: give ADDRESS:PORT (such as 127.0.0.1:8080) or unix:PATH")
         })?;
-        if !addr.ip().is_loopback() {
+        if !addr.ip().is_loopback() && !oauth {
             return Err(format!(
-                "--http {addr}: a non-loopback address would let anyone on the network run commands; it needs [http.auth] mode = \"oauth\", which this version does not provide yet. Listen on 127.0.0.1 or unix:PATH (behind a reverse proxy that authenticates)"
+                "--http {addr}: a non-loopback address would let anyone who reaches it run commands; set [http.auth] mode = \"oauth\" (with issuer, audience and jwks_file), or listen on 127.0.0.1 or unix:PATH"
             ));
         }
         Ok(Listen::Tcp(addr))
@@ -53,6 +56,7 @@ pub struct Settings {
     pub allowed_hosts: Vec<String>,
     pub allowed_origins: Vec<String>,
     pub max_body_bytes: usize,
+    pub oauth: Option<safe_mcp_core::config::OAuthSettings>,
 }
 
 /// Serves a fresh `factory()` per client session at `/mcp` until SIGINT or SIGTERM; then
@@ -76,6 +80,10 @@ where
         Ok(r) => r,
         Err(e) => return fatal(format!("cannot start the async runtime: {e}")),
     };
+    let guard = match settings.oauth.clone().map(oauth::Guard::new).transpose() {
+        Ok(g) => g,
+        Err(e) => return fatal(e),
+    };
     let result = runtime.block_on(async move {
         let stop = tokio_util::sync::CancellationToken::new();
         let mut hosts = vec![
@@ -92,7 +100,23 @@ where
             .with_cancellation_token(stop.child_token());
         let service =
             StreamableHttpService::new(factory, LocalSessionManager::default().into(), config);
-        let router = axum::Router::new().nest_service("/mcp", service);
+        let mut router = axum::Router::new().nest_service("/mcp", service);
+        if let Some(guard) = guard {
+            let metadata = guard.metadata();
+            router = router
+                .layer(axum::middleware::from_fn_with_state(
+                    guard,
+                    oauth::authenticate,
+                ))
+                // The metadata is public: it is how a client finds the issuer.
+                .route(
+                    oauth::METADATA_PATH,
+                    axum::routing::get(move || {
+                        let metadata = metadata.clone();
+                        async move { axum::Json(metadata) }
+                    }),
+                );
+        }
         let shutdown = {
             let stop = stop.clone();
             async move {
@@ -174,15 +198,9 @@ mod tests {
 
     #[test]
     fn only_loopback_and_unix_sockets_are_served_without_auth() {
-        assert!(matches!(
-            Listen::parse("127.0.0.1:8080"),
-            Ok(Listen::Tcp(_))
-        ));
-        assert!(matches!(Listen::parse("[::1]:8080"), Ok(Listen::Tcp(_))));
-        assert!(matches!(
-            Listen::parse("unix:/run/safe-mcp.sock"),
-            Ok(Listen::Unix(_))
-        ));
+        for good in ["127.0.0.1:8080", "[::1]:8080", "unix:/run/safe-mcp.sock"] {
+            assert!(Listen::parse(good, false).is_ok(), "{good}");
+        }
         for bad in [
             "0.0.0.0:8443",
             "192.168.1.5:80",
@@ -191,9 +209,13 @@ mod tests {
             "unix:",
             "8080",
         ] {
-            assert!(Listen::parse(bad).is_err(), "{bad}");
+            assert!(Listen::parse(bad, false).is_err(), "{bad}");
         }
-        let e = Listen::parse("0.0.0.0:8443").unwrap_err();
+        let e = Listen::parse("0.0.0.0:8443", false).unwrap_err();
         assert!(e.contains("oauth"), "{e}");
+        assert!(matches!(
+            Listen::parse("0.0.0.0:8443", true),
+            Ok(Listen::Tcp(_))
+        ));
     }
 }

@@ -1,0 +1,298 @@
+//! The OAuth 2.1 resource server in front of `/mcp` (DESIGN §11, `[http.auth] mode =
+//! "oauth"`).
+//!
+//! Every request to `/mcp` needs `Authorization: Bearer <JWT>`, verified here:
+//! - the header's `alg` must be RS256, ES256 or EdDSA and match the key's type (so `none`,
+//!   and HMAC keyed with a public key, are refused); the key is the issuer's, by `kid`, from
+//!   `jwks_file` (read again, at most every 10 s, when a `kid` is unknown: key rotation);
+//! - `iss` must be the issuer, `aud` must hold exactly the configured audience, `exp` is
+//!   required and `nbf` honoured, each with `leeway_seconds`;
+//! - the `scope` claim (or `scp`) must hold every `required_scopes` entry.
+//!
+//! A missing or bad token gets 401 with `WWW-Authenticate: Bearer resource_metadata=…,
+//! scope=…` (RFC 6750, RFC 9728); missing scopes get 403 with `error="insufficient_scope"`.
+//! A token in the query string is refused outright. The verified caller (`sub`, and
+//! `client_id` or `azp`) goes into the request's extensions, whence the tools put it in
+//! every audit record; an MCP session id is bound to the caller that opened it, and
+//! another caller presenting it gets 403. Tokens are never logged and never reach commands.
+//! The protected-resource metadata is served at `/.well-known/oauth-protected-resource/mcp`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderValue, Request, Response, StatusCode, header};
+use axum::middleware::Next;
+use jsonwebtoken::jwk::JwkSet;
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use safe_mcp_core::audit::Caller;
+use safe_mcp_core::config::OAuthSettings;
+use serde_json::{Value, json};
+
+/// The path of the protected-resource metadata for `/mcp`.
+pub const METADATA_PATH: &str = "/.well-known/oauth-protected-resource/mcp";
+
+/// How often an unknown `kid` may make the key file be read again.
+const RELOAD_EVERY: Duration = Duration::from_secs(10);
+
+/// The verifier, shared by every request.
+pub struct Guard {
+    settings: OAuthSettings,
+    keys: Mutex<Keys>,
+    /// `Mcp-Session-Id` → the `sub` that opened it.
+    sessions: Mutex<HashMap<String, String>>,
+}
+
+struct Keys {
+    set: JwkSet,
+    loaded: Instant,
+}
+
+/// Why a request was refused.
+enum Refusal {
+    /// 401: no token, or one that does not verify.
+    Unauthorized(&'static str),
+    /// 403: the token lacks a scope.
+    Scope,
+    /// 400: the request puts a token where tokens may not go.
+    BadRequest(&'static str),
+    /// 403: an MCP session id of another caller.
+    Session,
+}
+
+impl Guard {
+    /// Reads the key file now: a file that is missing or not a JWKS stops the start.
+    pub fn new(settings: OAuthSettings) -> Result<Arc<Guard>, String> {
+        let set = read_keys(&settings.jwks_file)?;
+        Ok(Arc::new(Guard {
+            settings,
+            keys: Mutex::new(Keys {
+                set,
+                loaded: Instant::now(),
+            }),
+            sessions: Mutex::new(HashMap::new()),
+        }))
+    }
+
+    /// RFC 9728 metadata for this resource.
+    pub fn metadata(&self) -> Value {
+        json!({
+            "resource": self.settings.audience,
+            "authorization_servers": [self.settings.issuer],
+            "scopes_supported": self.settings.required_scopes,
+            "bearer_methods_supported": ["header"],
+        })
+    }
+
+    fn metadata_url(&self) -> String {
+        // The metadata lives beside the resource: same scheme and authority.
+        let resource = &self.settings.audience;
+        let origin_end = resource
+            .find("://")
+            .and_then(|i| resource[i + 3..].find('/').map(|j| i + 3 + j))
+            .unwrap_or(resource.len());
+        format!("{}{METADATA_PATH}", &resource[..origin_end])
+    }
+
+    /// The caller a bearer token proves, or why not.
+    fn verify(&self, token: &str) -> Result<Caller, Refusal> {
+        let invalid = Refusal::Unauthorized("invalid_token");
+        let header = jsonwebtoken::decode_header(token)
+            .map_err(|_| Refusal::Unauthorized("invalid_token"))?;
+        if !matches!(
+            header.alg,
+            Algorithm::RS256 | Algorithm::ES256 | Algorithm::EdDSA
+        ) {
+            return Err(invalid);
+        }
+        let kid = header.kid.clone().unwrap_or_default();
+        let key = self
+            .key(&kid)
+            .ok_or(Refusal::Unauthorized("invalid_token"))?;
+        // The key's own family must be the header's: an RSA key never checks an EC or
+        // HMAC signature.
+        let matches = matches!(
+            (&key.algorithm, header.alg),
+            (
+                jsonwebtoken::jwk::AlgorithmParameters::RSA(_),
+                Algorithm::RS256
+            ) | (
+                jsonwebtoken::jwk::AlgorithmParameters::EllipticCurve(_),
+                Algorithm::ES256
+            ) | (
+                jsonwebtoken::jwk::AlgorithmParameters::OctetKeyPair(_),
+                Algorithm::EdDSA
+            )
+        );
+        if !matches {
+            return Err(invalid);
+        }
+        let decoding =
+            DecodingKey::from_jwk(&key).map_err(|_| Refusal::Unauthorized("invalid_token"))?;
+        let mut validation = Validation::new(header.alg);
+        validation.algorithms = vec![header.alg];
+        validation.set_issuer(&[&self.settings.issuer]);
+        validation.set_audience(&[&self.settings.audience]);
+        validation.leeway = self.settings.leeway_seconds;
+        validation.validate_nbf = true;
+        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        let claims = jsonwebtoken::decode::<Value>(token, &decoding, &validation)
+            .map_err(|_| invalid)?
+            .claims;
+        let scopes: Vec<String> = match (&claims["scope"], &claims["scp"]) {
+            (Value::String(s), _) => s.split_whitespace().map(str::to_owned).collect(),
+            (_, Value::Array(a)) => a
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect(),
+            (_, Value::String(s)) => s.split_whitespace().map(str::to_owned).collect(),
+            _ => Vec::new(),
+        };
+        if !self
+            .settings
+            .required_scopes
+            .iter()
+            .all(|needed| scopes.contains(needed))
+        {
+            return Err(Refusal::Scope);
+        }
+        let text = |k: &str| claims[k].as_str().map(str::to_owned);
+        Ok(Caller {
+            sub: text("sub"),
+            client_id: text("client_id").or_else(|| text("azp")),
+        })
+    }
+
+    /// The key named `kid`, reading the key file again (rate-limited) when it is unknown.
+    fn key(&self, kid: &str) -> Option<jsonwebtoken::jwk::Jwk> {
+        let mut keys = self.keys.lock().ok()?;
+        let find = |set: &JwkSet| {
+            set.keys
+                .iter()
+                .find(|k| k.common.key_id.as_deref().unwrap_or_default() == kid)
+                .cloned()
+        };
+        if let Some(k) = find(&keys.set) {
+            return Some(k);
+        }
+        if keys.loaded.elapsed() >= RELOAD_EVERY
+            && let Ok(set) = read_keys(&self.settings.jwks_file)
+        {
+            keys.set = set;
+            keys.loaded = Instant::now();
+        }
+        find(&keys.set)
+    }
+
+    fn refuse(&self, refusal: &Refusal) -> Response<Body> {
+        let scope = self.settings.required_scopes.join(" ");
+        let metadata = self.metadata_url();
+        let (status, challenge, message) = match refusal {
+            Refusal::Unauthorized(error) => (
+                StatusCode::UNAUTHORIZED,
+                Some(format!(
+                    "Bearer resource_metadata=\"{metadata}\", scope=\"{scope}\", error=\"{error}\""
+                )),
+                "a valid bearer token for this resource is required",
+            ),
+            Refusal::Scope => (
+                StatusCode::FORBIDDEN,
+                Some(format!(
+                    "Bearer error=\"insufficient_scope\", scope=\"{scope}\", resource_metadata=\"{metadata}\""
+                )),
+                "the token lacks a required scope",
+            ),
+            Refusal::BadRequest(why) => (StatusCode::BAD_REQUEST, None, *why),
+            Refusal::Session => (
+                StatusCode::FORBIDDEN,
+                None,
+                "this MCP session belongs to another caller",
+            ),
+        };
+        let mut response = Response::new(Body::from(json!({"error": message}).to_string()));
+        *response.status_mut() = status;
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        if let Some(c) = challenge.and_then(|c| HeaderValue::from_str(&c).ok()) {
+            headers.insert(header::WWW_AUTHENTICATE, c);
+        }
+        response
+    }
+}
+
+fn read_keys(path: &std::path::Path) -> Result<JwkSet, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("[http.auth] jwks_file {}: {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| {
+        format!(
+            "[http.auth] jwks_file {}: not a JWKS document: {e}",
+            path.display()
+        )
+    })
+}
+
+/// The middleware: authenticate, bind the session to the caller, pass the caller on.
+pub async fn authenticate(
+    State(guard): State<Arc<Guard>>,
+    mut request: Request<Body>,
+    next: Next,
+) -> Response<Body> {
+    let query = request.uri().query().unwrap_or_default();
+    if query
+        .split('&')
+        .any(|p| p.starts_with("access_token=") || p.starts_with("token="))
+    {
+        return guard.refuse(&Refusal::BadRequest(
+            "tokens go in the Authorization header, never in the URL",
+        ));
+    }
+    let token = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim)
+        .filter(|t| !t.is_empty());
+    let Some(token) = token else {
+        return guard.refuse(&Refusal::Unauthorized("invalid_request"));
+    };
+    let caller = match guard.verify(token) {
+        Ok(c) => c,
+        Err(r) => return guard.refuse(&r),
+    };
+    let sub = caller.sub.clone().unwrap_or_default();
+    let session = request
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    if let Some(id) = &session
+        && let Ok(sessions) = guard.sessions.lock()
+        && sessions.get(id).is_some_and(|owner| *owner != sub)
+    {
+        return guard.refuse(&Refusal::Session);
+    }
+    // The token itself goes no further than this check.
+    request.headers_mut().remove(header::AUTHORIZATION);
+    request.extensions_mut().insert(caller);
+    let response = next.run(request).await;
+    if session.is_none()
+        && let Some(id) = response
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+        && let Ok(mut sessions) = guard.sessions.lock()
+    {
+        sessions.insert(id.to_owned(), sub);
+    }
+    response
+}

@@ -1,0 +1,367 @@
+//! The OAuth 2.1 resource server in front of `--http` (issue 20): a test issuer whose keys
+//! are made here (openssl), tokens signed here, a real server, the Python SDK's HTTP client
+//! with a valid token end to end, and raw requests for every kind of bad token.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use serde_json::{Value, json};
+
+use super::support::{BIN, Sandbox};
+
+const ISSUER: &str = "https://issuer.test";
+const AUDIENCE: &str = "https://mcp.test/mcp";
+const SCOPE: &str = "mcp:terminal";
+
+/// RSA keys made with openssl: the issuer's, and another.
+struct Issuer {
+    key: Vec<u8>,
+    other: Vec<u8>,
+    jwks: PathBuf,
+}
+
+fn b64url(bytes: &[u8]) -> String {
+    const ABC: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = (u32::from(chunk[0]) << 16)
+            | (u32::from(*chunk.get(1).unwrap_or(&0)) << 8)
+            | u32::from(*chunk.get(2).unwrap_or(&0));
+        for i in 0..=chunk.len() {
+            out.push(ABC[(n >> (18 - 6 * i) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+fn rsa_key(dir: &Path, name: &str) -> (Vec<u8>, String) {
+    let path = dir.join(name);
+    let ok = Command::new("openssl")
+        .args([
+            "genpkey",
+            "-algorithm",
+            "RSA",
+            "-pkeyopt",
+            "rsa_keygen_bits:2048",
+            "-out",
+        ])
+        .arg(&path)
+        .stderr(Stdio::null())
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "openssl genpkey");
+    let out = Command::new("openssl")
+        .args(["rsa", "-noout", "-modulus", "-in"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let hex = text.trim().trim_start_matches("Modulus=");
+    let modulus: Vec<u8> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect();
+    (std::fs::read(&path).unwrap(), b64url(&modulus))
+}
+
+impl Issuer {
+    fn new(dir: &Path) -> Issuer {
+        let (key, n) = rsa_key(dir, "issuer.pem");
+        let (other, _) = rsa_key(dir, "other.pem");
+        let jwks = dir.join("jwks.json");
+        let set = json!({"keys": [{"kty": "RSA", "kid": "k1", "use": "sig", "alg": "RS256", "n": n, "e": "AQAB"}]});
+        std::fs::write(&jwks, set.to_string()).unwrap();
+        Issuer { key, other, jwks }
+    }
+
+    fn claims(&self) -> Value {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        json!({"iss": ISSUER, "aud": AUDIENCE, "sub": "alice@example.com", "client_id": "claude-desktop",
+               "scope": format!("openid {SCOPE}"), "iat": now, "nbf": now - 5, "exp": now + 600})
+    }
+
+    fn sign_with(&self, claims: &Value, pem: &[u8]) -> String {
+        let mut header = Header::new(Algorithm::RS256);
+        header.kid = Some("k1".into());
+        jsonwebtoken::encode(&header, claims, &EncodingKey::from_rsa_pem(pem).unwrap()).unwrap()
+    }
+
+    fn token(&self, edit: impl FnOnce(&mut Value)) -> String {
+        let mut claims = self.claims();
+        edit(&mut claims);
+        self.sign_with(&claims, &self.key)
+    }
+}
+
+struct Served(Child);
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").arg(self.0.id().to_string()).status();
+        let _ = self.0.wait();
+    }
+}
+
+fn serve(sb: &Sandbox, issuer: &Issuer) -> (Served, u16) {
+    use std::io::BufRead;
+    let text = std::fs::read_to_string(&sb.policy).unwrap();
+    std::fs::write(
+        &sb.policy,
+        format!(
+            "{text}\n[http.auth]\nmode = \"oauth\"\nissuer = \"{ISSUER}\"\naudience = \"{AUDIENCE}\"\njwks_file = \"{}\"\nrequired_scopes = [\"{SCOPE}\"]\n",
+            issuer.jwks.display()
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(BIN)
+        .args(["terminal", "--config"])
+        .arg(&sb.policy)
+        .args(["--http", "127.0.0.1:0"])
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let served = Served(child);
+    let line = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find(|l| l.contains("serving MCP at"))
+        .expect("the server did not start");
+    std::thread::spawn(move || lines.for_each(drop));
+    let port = line
+        .rsplit("127.0.0.1:")
+        .next()
+        .unwrap()
+        .trim_end_matches("/mcp")
+        .parse()
+        .unwrap();
+    (served, port)
+}
+
+/// One raw request; returns the status and the whole reply (headers and body).
+fn request(port: u16, method: &str, path: &str, headers: &str, body: &str) -> (u16, String) {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n{headers}\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).unwrap();
+    let mut reply = String::new();
+    let _ = s.read_to_string(&mut reply);
+    (reply[9..12].parse().unwrap(), reply)
+}
+
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+
+fn initialize(port: u16, token: &str) -> (u16, String) {
+    request(
+        port,
+        "POST",
+        "/mcp",
+        &format!("Authorization: Bearer {token}\r\n"),
+        INITIALIZE,
+    )
+}
+
+#[test]
+fn the_metadata_and_the_challenge_name_the_issuer() {
+    let sb = Sandbox::new("");
+    let issuer = Issuer::new(sb.base());
+    let (_server, port) = serve(&sb, &issuer);
+    let (status, reply) = request(
+        port,
+        "GET",
+        "/.well-known/oauth-protected-resource/mcp",
+        "",
+        "",
+    );
+    assert_eq!(status, 200, "{reply}");
+    let body: Value = serde_json::from_str(reply.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    assert_eq!(body["resource"], AUDIENCE);
+    assert_eq!(body["authorization_servers"], json!([ISSUER]));
+    assert_eq!(body["scopes_supported"], json!([SCOPE]));
+    let (status, reply) = request(port, "POST", "/mcp", "", INITIALIZE);
+    assert_eq!(status, 401, "{reply}");
+    let challenge = reply
+        .lines()
+        .find(|l| l.to_lowercase().starts_with("www-authenticate:"))
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        challenge.contains(
+            "resource_metadata=\"https://mcp.test/.well-known/oauth-protected-resource/mcp\""
+        ) && challenge.contains(&format!("scope=\"{SCOPE}\"")),
+        "{challenge}"
+    );
+}
+
+#[test]
+fn a_valid_token_works_end_to_end_and_names_the_caller_in_the_trail() {
+    let sb = Sandbox::new("");
+    let issuer = Issuer::new(sb.base());
+    let (_server, port) = serve(&sb, &issuer);
+    let token = issuer.token(|_| {});
+    let out = super::python_sdk::run_script(
+        "http_client.py",
+        &[format!("http://127.0.0.1:{port}/mcp"), token],
+    );
+    assert!(out.contains("http session validated"), "{out}");
+    let records = sb.audit_records();
+    let run: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["tool"] == "run_command")
+        .collect();
+    assert!(run.len() >= 4, "{records:?}");
+    for r in run {
+        assert_eq!(r["sub"], "alice@example.com", "{r}");
+        assert_eq!(r["client_id"], "claude-desktop", "{r}");
+    }
+    // The token itself is never written anywhere.
+    let trail = std::fs::read_to_string(&sb.audit).unwrap();
+    assert!(!trail.contains("eyJ"), "a token reached the trail");
+}
+
+#[test]
+fn every_bad_token_is_refused() {
+    let sb = Sandbox::new("");
+    let issuer = Issuer::new(sb.base());
+    let (_server, port) = serve(&sb, &issuer);
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let mut claims = issuer.claims();
+    claims["iss"] = json!("https://other.test");
+    let wrong_iss = issuer.sign_with(&claims, &issuer.key);
+    let cases: Vec<(&str, String, u16)> = vec![
+        ("valid", issuer.token(|_| {}), 200),
+        (
+            "wrong key",
+            issuer.sign_with(&issuer.claims(), &issuer.other),
+            401,
+        ),
+        (
+            "wrong audience",
+            issuer.token(|c| c["aud"] = json!("https://other.test/mcp")),
+            401,
+        ),
+        (
+            "an audience list without ours",
+            issuer.token(|c| c["aud"] = json!(["https://a.test", "https://b.test"])),
+            401,
+        ),
+        ("wrong issuer", wrong_iss, 401),
+        (
+            "expired",
+            issuer.token(|c| c["exp"] = json!(now - 3600)),
+            401,
+        ),
+        (
+            "not yet valid",
+            issuer.token(|c| c["nbf"] = json!(now + 3600)),
+            401,
+        ),
+        (
+            "no sub",
+            issuer.token(|c| {
+                c.as_object_mut().unwrap().remove("sub");
+            }),
+            401,
+        ),
+        (
+            "missing scope",
+            issuer.token(|c| c["scope"] = json!("openid")),
+            403,
+        ),
+        ("garbage", "not.a.token".into(), 401),
+    ];
+    for (what, token, want) in cases {
+        let (status, reply) = initialize(port, &token);
+        assert_eq!(status, want, "{what}: {reply}");
+        if want == 403 {
+            assert!(
+                reply.contains("error=\"insufficient_scope\""),
+                "{what}: {reply}"
+            );
+        }
+    }
+    // alg = none, and HS256 keyed with the issuer's public key (algorithm confusion).
+    let body = b64url(issuer.claims().to_string().as_bytes());
+    let none = format!("{}.{body}.", b64url(br#"{"alg":"none","kid":"k1"}"#));
+    assert_eq!(initialize(port, &none).0, 401, "alg none");
+    let public = std::fs::read_to_string(&issuer.jwks).unwrap();
+    let mut header = Header::new(Algorithm::HS256);
+    header.kid = Some("k1".into());
+    let confused = jsonwebtoken::encode(
+        &header,
+        &issuer.claims(),
+        &EncodingKey::from_secret(public.as_bytes()),
+    )
+    .unwrap();
+    assert_eq!(
+        initialize(port, &confused).0,
+        401,
+        "HS256 with the public key"
+    );
+    // A token in the query string is refused even when it is valid.
+    let valid = issuer.token(|_| {});
+    let (status, _) = request(
+        port,
+        "POST",
+        &format!("/mcp?access_token={valid}"),
+        "",
+        INITIALIZE,
+    );
+    assert_eq!(status, 400);
+}
+
+#[test]
+fn a_session_belongs_to_the_caller_that_opened_it() {
+    let sb = Sandbox::new("");
+    let issuer = Issuer::new(sb.base());
+    let (_server, port) = serve(&sb, &issuer);
+    let alice = issuer.token(|_| {});
+    let (status, reply) = initialize(port, &alice);
+    assert_eq!(status, 200, "{reply}");
+    let session = reply
+        .lines()
+        .find_map(|l| {
+            l.to_lowercase()
+                .starts_with("mcp-session-id:")
+                .then(|| l.split_once(':').unwrap().1.trim().to_owned())
+        })
+        .expect("no session id");
+    let bob = issuer.token(|c| c["sub"] = json!("bob@example.com"));
+    let ping = r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#;
+    let (status, reply) = request(
+        port,
+        "POST",
+        "/mcp",
+        &format!(
+            "Authorization: Bearer {bob}\r\nMcp-Session-Id: {session}\r\nMcp-Protocol-Version: 2025-11-25\r\n"
+        ),
+        ping,
+    );
+    assert_eq!(status, 403, "{reply}");
+    let (status, reply) = request(
+        port,
+        "POST",
+        "/mcp",
+        &format!(
+            "Authorization: Bearer {alice}\r\nMcp-Session-Id: {session}\r\nMcp-Protocol-Version: 2025-11-25\r\n"
+        ),
+        ping,
+    );
+    assert_ne!(status, 403, "{reply}");
+}
