@@ -98,13 +98,9 @@ fn steps() -> Vec<Step> {
 /// Runs the showcase; exit 0 when every envelope had the expected code. Compact by
 /// default (the command, the verdict, the output); `json` prints every envelope in full.
 pub fn run(json: bool) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    let runtime = match crate::runtime::build(2) {
         Ok(r) => r,
-        Err(e) => return fatal(format!("cannot start the async runtime: {e}")),
+        Err(code) => return code,
     };
     match runtime.block_on(showcase(json)) {
         Ok(true) => ExitCode::SUCCESS,

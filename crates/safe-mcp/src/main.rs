@@ -14,6 +14,7 @@ mod http;
 mod init;
 mod progress;
 mod proxy;
+mod runtime;
 mod stdio;
 mod terminal_server;
 
@@ -396,13 +397,9 @@ fn serve_stdio<S: rmcp::ServerHandler>(
     workers: usize,
     on_end: impl std::future::Future<Output = ()>,
 ) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(workers)
-        .enable_all()
-        .build()
-    {
+    let runtime = match runtime::build(workers) {
         Ok(r) => r,
-        Err(e) => return fatal(format!("cannot start the async runtime: {e}")),
+        Err(code) => return code,
     };
     let result = runtime.block_on(async move {
         let running = match stdio::pipes() {

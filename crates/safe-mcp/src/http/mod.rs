@@ -72,13 +72,9 @@ where
     S: rmcp::ServerHandler + Send + 'static,
     F: Fn() -> Result<S, std::io::Error> + Send + Sync + 'static,
 {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(workers)
-        .enable_all()
-        .build()
-    {
+    let runtime = match crate::runtime::build(workers) {
         Ok(r) => r,
-        Err(e) => return fatal(format!("cannot start the async runtime: {e}")),
+        Err(code) => return code,
     };
     let guard = match settings.oauth.clone().map(oauth::Guard::new).transpose() {
         Ok(g) => g,

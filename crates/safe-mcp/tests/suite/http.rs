@@ -11,7 +11,7 @@ use std::time::Duration;
 use super::support::{BIN, Sandbox};
 
 /// A server started with `--http`, stopped (SIGTERM) when dropped.
-struct Served {
+pub struct Served {
     child: Child,
 }
 
@@ -26,7 +26,7 @@ impl Drop for Served {
 
 /// Starts the server on `addr` (`127.0.0.1:0` for a port of the kernel's choosing) and
 /// waits for its "serving" line; returns it and the address it serves.
-fn serve(policy: &Path, addr: &str) -> (Served, String) {
+pub fn serve(policy: &Path, addr: &str) -> (Served, String) {
     use std::io::BufRead;
     let mut child = Command::new(BIN)
         .args(["terminal", "--config"])
@@ -56,7 +56,7 @@ fn serve(policy: &Path, addr: &str) -> (Served, String) {
 }
 
 /// The port of a `http://127.0.0.1:PORT/mcp` URL.
-fn port_of(url: &str) -> u16 {
+pub fn port_of(url: &str) -> u16 {
     url.trim_start_matches("http://127.0.0.1:")
         .trim_end_matches("/mcp")
         .parse()

@@ -4,13 +4,13 @@
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde_json::{Value, json};
 
-use super::support::{BIN, Sandbox};
+use super::support::Sandbox;
 
 const ISSUER: &str = "https://issuer.test";
 const AUDIENCE: &str = "https://mcp.test/mcp";
@@ -100,17 +100,7 @@ impl Issuer {
     }
 }
 
-struct Served(Child);
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = Command::new("kill").arg(self.0.id().to_string()).status();
-        let _ = self.0.wait();
-    }
-}
-
-fn serve(sb: &Sandbox, issuer: &Issuer) -> (Served, u16) {
-    use std::io::BufRead;
+fn serve(sb: &Sandbox, issuer: &Issuer) -> (super::http::Served, u16) {
     let text = std::fs::read_to_string(&sb.policy).unwrap();
     std::fs::write(
         &sb.policy,
@@ -120,32 +110,8 @@ fn serve(sb: &Sandbox, issuer: &Issuer) -> (Served, u16) {
         ),
     )
     .unwrap();
-    let mut child = Command::new(BIN)
-        .args(["terminal", "--config"])
-        .arg(&sb.policy)
-        .args(["--http", "127.0.0.1:0"])
-        .env_clear()
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let served = Served(child);
-    let line = lines
-        .by_ref()
-        .map_while(Result::ok)
-        .find(|l| l.contains("serving MCP at"))
-        .expect("the server did not start");
-    std::thread::spawn(move || lines.for_each(drop));
-    let port = line
-        .rsplit("127.0.0.1:")
-        .next()
-        .unwrap()
-        .trim_end_matches("/mcp")
-        .parse()
-        .unwrap();
-    (served, port)
+    let (served, url) = super::http::serve(&sb.policy, "127.0.0.1:0");
+    (served, super::http::port_of(&url))
 }
 
 /// One raw request; returns the status and the whole reply (headers and body).
