@@ -43,7 +43,13 @@ pub struct Guard {
     keys: Mutex<Keys>,
     /// `Mcp-Session-Id` → the `sub` that opened it.
     sessions: Mutex<HashMap<String, String>>,
+    /// Tokens already verified, with their caller and `exp`: a client sends the same token
+    /// with every request, and an RSA check each time is most of what auth costs.
+    verified: Mutex<HashMap<String, (Caller, u64)>>,
 }
+
+/// Verified tokens remembered at most.
+const VERIFIED_MAX: usize = 1024;
 
 struct Keys {
     set: JwkSet,
@@ -73,6 +79,7 @@ impl Guard {
                 loaded: Instant::now(),
             }),
             sessions: Mutex::new(HashMap::new()),
+            verified: Mutex::new(HashMap::new()),
         }))
     }
 
@@ -96,8 +103,33 @@ impl Guard {
         format!("{}{METADATA_PATH}", &resource[..origin_end])
     }
 
-    /// The caller a bearer token proves, or why not.
+    /// The caller a bearer token proves, or why not: from the cache while the token has not
+    /// expired (its signature, issuer, audience and scopes cannot change), else checked.
     fn verify(&self, token: &str) -> Result<Caller, Refusal> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        if let Ok(cache) = self.verified.lock()
+            && let Some((caller, exp)) = cache.get(token)
+            && now <= exp + self.settings.leeway_seconds
+        {
+            return Ok(caller.clone());
+        }
+        let (caller, exp) = self.check(token)?;
+        if let Ok(mut cache) = self.verified.lock() {
+            if cache.len() >= VERIFIED_MAX {
+                cache.retain(|_, (_, e)| now <= *e);
+                if cache.len() >= VERIFIED_MAX {
+                    cache.clear();
+                }
+            }
+            cache.insert(token.to_owned(), (caller.clone(), exp));
+        }
+        Ok(caller)
+    }
+
+    /// Checks a token in full: its signature, claims and scopes.
+    fn check(&self, token: &str) -> Result<(Caller, u64), Refusal> {
         let invalid = Refusal::Unauthorized("invalid_token");
         let header = jsonwebtoken::decode_header(token)
             .map_err(|_| Refusal::Unauthorized("invalid_token"))?;
@@ -160,10 +192,14 @@ impl Guard {
             return Err(Refusal::Scope);
         }
         let text = |k: &str| claims[k].as_str().map(str::to_owned);
-        Ok(Caller {
-            sub: text("sub"),
-            client_id: text("client_id").or_else(|| text("azp")),
-        })
+        let exp = claims["exp"].as_u64().unwrap_or(0);
+        Ok((
+            Caller {
+                sub: text("sub"),
+                client_id: text("client_id").or_else(|| text("azp")),
+            },
+            exp,
+        ))
     }
 
     /// The key named `kid`, reading the key file again (rate-limited) when it is unknown.

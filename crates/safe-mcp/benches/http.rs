@@ -1,0 +1,276 @@
+//! HTTP transport benchmark: `cargo bench -p safe-mcp --bench http [-- CALLS]`.
+//!
+//! `run_command(echo hi)` through three transports of the same policy, alternating blocks
+//! in one run: stdio (rmcp client), `--http` on loopback without auth, and `--http` with
+//! `[http.auth] mode = "oauth"` and a valid bearer token (RS256, keys made with openssl).
+//! The HTTP client here is raw HTTP/1.1, one connection per request (`Connection: close`),
+//! reading the Server-Sent Events answer; so the HTTP rows include a TCP connect each.
+//! Then 16 HTTP clients at once, each its own MCP session: calls per second in total.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use rmcp::ServiceExt;
+use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+use serde_json::json;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+
+const BIN: &str = env!("CARGO_BIN_EXE_safe-mcp");
+
+/// One JSON-RPC message to /mcp; returns the answer's body and the session id it named.
+async fn post(port: u16, headers: &str, body: &str) -> (String, Option<String>) {
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    s.set_nodelay(true).unwrap();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMcp-Protocol-Version: 2025-11-25\r\nContent-Length: {}\r\nConnection: close\r\n{headers}\r\n{body}",
+        body.len()
+    );
+    s.write_all(request.as_bytes()).await.unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).await.unwrap();
+    assert!(reply.starts_with("HTTP/1.1 2"), "{reply}");
+    let session = reply.lines().find_map(|l| {
+        l.to_ascii_lowercase()
+            .starts_with("mcp-session-id:")
+            .then(|| l.split_once(':').unwrap().1.trim().to_owned())
+    });
+    (reply, session)
+}
+
+/// An MCP session over raw HTTP: initialized, ready for calls.
+struct HttpSession {
+    port: u16,
+    headers: String,
+    id: u64,
+}
+
+impl HttpSession {
+    async fn open(port: u16, auth: &str) -> HttpSession {
+        let init = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}"#;
+        let (_, session) = post(port, auth, init).await;
+        let mut headers = auth.to_owned();
+        if let Some(s) = session {
+            headers.push_str(&format!("Mcp-Session-Id: {s}\r\n"));
+        }
+        let _ = post(
+            port,
+            &headers,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        )
+        .await;
+        HttpSession {
+            port,
+            headers,
+            id: 0,
+        }
+    }
+
+    async fn run(&mut self) {
+        self.id += 1;
+        let body = json!({"jsonrpc": "2.0", "id": self.id, "method": "tools/call",
+                          "params": {"name": "run_command", "arguments": {"command": "echo hi"}}});
+        let (reply, _) = post(self.port, &self.headers, &body.to_string()).await;
+        assert!(
+            reply.contains(r#"\"code\":\"OK\""#) || reply.contains(r#""code":"OK""#),
+            "{reply}"
+        );
+    }
+}
+
+fn b64url(bytes: &[u8]) -> String {
+    const ABC: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = (u32::from(chunk[0]) << 16)
+            | (u32::from(*chunk.get(1).unwrap_or(&0)) << 8)
+            | u32::from(*chunk.get(2).unwrap_or(&0));
+        for i in 0..=chunk.len() {
+            out.push(ABC[(n >> (18 - 6 * i) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+/// A JWKS file and a valid token for it.
+fn issuer(dir: &Path) -> (std::path::PathBuf, String) {
+    let key = dir.join("issuer.pem");
+    assert!(
+        std::process::Command::new("openssl")
+            .args([
+                "genpkey",
+                "-algorithm",
+                "RSA",
+                "-pkeyopt",
+                "rsa_keygen_bits:2048",
+                "-out"
+            ])
+            .arg(&key)
+            .stderr(Stdio::null())
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = std::process::Command::new("openssl")
+        .args(["rsa", "-noout", "-modulus", "-in"])
+        .arg(&key)
+        .output()
+        .unwrap();
+    let hex = String::from_utf8(out.stdout).unwrap();
+    let hex = hex.trim().trim_start_matches("Modulus=");
+    let n: Vec<u8> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect();
+    let jwks = dir.join("jwks.json");
+    std::fs::write(
+        &jwks,
+        json!({"keys": [{"kty": "RSA", "kid": "k1", "alg": "RS256", "n": b64url(&n), "e": "AQAB"}]}).to_string(),
+    )
+    .unwrap();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let claims = json!({"iss": "https://issuer.test", "aud": "https://mcp.test/mcp", "sub": "bench",
+                        "scope": "mcp:terminal", "exp": now + 3600});
+    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256);
+    header.kid = Some("k1".into());
+    let pem = std::fs::read(&key).unwrap();
+    let token = jsonwebtoken::encode(
+        &header,
+        &claims,
+        &jsonwebtoken::EncodingKey::from_rsa_pem(&pem).unwrap(),
+    )
+    .unwrap();
+    (jwks, token)
+}
+
+fn policy(dir: &Path, name: &str, extra: &str) -> std::path::PathBuf {
+    let base = dir.join(name);
+    std::fs::create_dir_all(base.join("jail")).unwrap();
+    let p = base.join("policy.toml");
+    std::fs::write(
+        &p,
+        format!("audit_log = \"audit.jsonl\"\n[terminal]\njail_root = \"jail\"\n[terminal.allowlist]\ncommands = [\"echo\"]\n[terminal.limits]\ntimeout_seconds = 30\n{extra}"),
+    )
+    .unwrap();
+    p
+}
+
+/// Starts `--http 127.0.0.1:0`; returns the child and its port.
+async fn serve(policy: &Path) -> (tokio::process::Child, u16) {
+    let mut child = tokio::process::Command::new(BIN)
+        .args(["terminal", "--config"])
+        .arg(policy)
+        .args(["--http", "127.0.0.1:0"])
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let port = loop {
+        let line = lines
+            .next_line()
+            .await
+            .unwrap()
+            .expect("the server stopped");
+        if let Some(rest) = line.split("http://127.0.0.1:").nth(1) {
+            break rest.trim_end_matches("/mcp").parse().unwrap();
+        }
+    };
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, port)
+}
+
+fn p50_p99(mut v: Vec<f64>) -> (f64, f64) {
+    v.sort_by(f64::total_cmp);
+    let at = |q: f64| v[((v.len() as f64 - 1.0) * q).round() as usize];
+    (at(0.5), at(0.99))
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let calls: usize = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(100);
+    let dir = tempfile::tempdir().unwrap();
+    let (jwks, token) = issuer(dir.path());
+    let oauth = format!(
+        "[http.auth]\nmode = \"oauth\"\nissuer = \"https://issuer.test\"\naudience = \"https://mcp.test/mcp\"\njwks_file = \"{}\"\nrequired_scopes = [\"mcp:terminal\"]\n",
+        jwks.display()
+    );
+    let stdio_policy = policy(dir.path(), "stdio", "");
+    let cmd = tokio::process::Command::new(BIN).configure(|c| {
+        c.arg("terminal").arg("--config").arg(&stdio_policy);
+    });
+    let stdio = ().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap();
+    let (_plain_child, plain_port) = serve(&policy(dir.path(), "plain", "")).await;
+    let (_oauth_child, oauth_port) = serve(&policy(dir.path(), "oauth", &oauth)).await;
+    let bearer = format!("Authorization: Bearer {token}\r\n");
+    let mut plain = HttpSession::open(plain_port, "").await;
+    let mut authed = HttpSession::open(oauth_port, &bearer).await;
+
+    println!("safe-mcp HTTP benchmark: {calls} calls per block, 4 rounds, alternating\n");
+    let mut rows: [Vec<f64>; 3] = [Vec::new(), Vec::new(), Vec::new()];
+    for _ in 0..4 {
+        for _ in 0..calls {
+            let t = Instant::now();
+            let r = common::call(&stdio, "run_command", json!({"command": "echo hi"})).await;
+            assert_eq!(r["code"], "OK");
+            rows[0].push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        for _ in 0..calls {
+            let t = Instant::now();
+            plain.run().await;
+            rows[1].push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        for _ in 0..calls {
+            let t = Instant::now();
+            authed.run().await;
+            rows[2].push(t.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+    for (name, row) in [
+        "stdio (rmcp client)",
+        "HTTP, loopback, no auth",
+        "HTTP, OAuth bearer token",
+    ]
+    .iter()
+    .zip(rows)
+    {
+        let (a, b) = p50_p99(row);
+        println!("{name:<28} run_command(echo hi) p50 {a:>7.3} ms   p99 {b:>7.3} ms");
+    }
+
+    // 16 clients at once, each its own MCP session, with tokens.
+    let mut clients = Vec::new();
+    for _ in 0..16 {
+        clients.push(HttpSession::open(oauth_port, &bearer).await);
+    }
+    let per_client = calls.max(16) / 4;
+    let t = Instant::now();
+    let mut set = tokio::task::JoinSet::new();
+    for mut c in clients {
+        set.spawn(async move {
+            for _ in 0..per_client {
+                c.run().await;
+            }
+        });
+    }
+    while let Some(r) = set.join_next().await {
+        r.unwrap();
+    }
+    let total = 16 * per_client;
+    println!(
+        "16 HTTP clients with tokens, {per_client} calls each: {:.0} calls/s",
+        total as f64 / t.elapsed().as_secs_f64()
+    );
+    stdio.cancel().await.unwrap();
+}
