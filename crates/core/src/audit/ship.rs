@@ -138,8 +138,12 @@ struct Spool {
 
 impl Spool {
     fn open(dir: &Path, stem: &str) -> std::io::Result<Spool> {
-        use std::os::unix::fs::OpenOptionsExt;
-        std::fs::create_dir_all(dir)?;
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        if !dir.exists() {
+            // What waits here is the trail itself: the server's user only.
+            std::fs::create_dir_all(dir)?;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+        }
         let file = OpenOptions::new()
             .read(true)
             .append(true)
