@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
-use crate::audit::{Attempt, AuditLog, CallId, Gate, Outcome, OutputCounts, Server};
+use crate::audit::{Attempt, AuditLog, CallId, Caller, Gate, Outcome, OutputCounts, Server};
 use crate::config::{Policy, TerminalPolicy};
 use crate::envelope::{OperationResult, ResultCode};
 use crate::home::PrivateHome;
@@ -295,31 +295,44 @@ impl TerminalService {
         command: &CommandInput,
         cwd: Option<&str>,
         confinement: &ConfinementReport,
+        caller: &Caller,
     ) -> OperationResult {
         let result = self.explain(command, cwd, confinement);
-        let mut attempt = self.attempt_for(EXPLAIN, &command.display());
+        let mut attempt = self.attempt_for(EXPLAIN, &command.display(), caller);
         attempt.cwd = cwd.map(str::to_owned);
         self.gate.record(attempt, &result);
         result
     }
 
     /// `describe`, recorded.
-    pub fn describe_call(&self, confinement: &ConfinementReport) -> OperationResult {
+    pub fn describe_call(
+        &self,
+        confinement: &ConfinementReport,
+        caller: &Caller,
+    ) -> OperationResult {
         let result = self.describe(confinement);
         self.gate
-            .record(self.attempt_for(DESCRIBE, DESCRIBE), &result);
+            .record(self.attempt_for(DESCRIBE, DESCRIBE, caller), &result);
         result
     }
 
     /// Records a call refused before the core saw it (arguments that do not parse).
     /// `request` is what was asked, rendered; it is redacted.
-    pub fn record_refusal(&self, tool: &'static str, request: &str, result: &OperationResult) {
-        let attempt = self.attempt_for(tool, request);
+    pub fn record_refusal(
+        &self,
+        tool: &'static str,
+        request: &str,
+        result: &OperationResult,
+        caller: &Caller,
+    ) {
+        let attempt = self.attempt_for(tool, request, caller);
         self.gate.record(attempt, &self.redacted(result.clone()));
     }
 
-    fn attempt_for(&self, tool: &'static str, request: &str) -> Attempt {
-        Attempt::new(&self.gate.begin(), tool, self.redactor.redact(request))
+    fn attempt_for(&self, tool: &'static str, request: &str, caller: &Caller) -> Attempt {
+        let mut attempt = Attempt::new(&self.gate.begin(), tool, self.redactor.redact(request));
+        attempt.caller = caller.clone();
+        attempt
     }
 
     /// The policy as a model should read it.

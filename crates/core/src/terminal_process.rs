@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::{Early, Prepared, RunRequest, TerminalService};
-use crate::audit::{Attempt, Outcome};
+use crate::audit::{Attempt, Caller, Outcome};
 use crate::envelope::{OperationResult, ResultCode};
 use crate::sessions::{CreateError, ReadOut, Session};
 use safe_mcp_contract::{ExecFailure, Executor, Interactive, Observer};
@@ -186,6 +186,7 @@ impl TerminalService {
         tool: &'static str,
         handle: &str,
         owner: &str,
+        caller: &Caller,
     ) -> Result<Arc<Session>, OperationResult> {
         self.sessions.get(handle, owner).map_err(|_| {
             let result = OperationResult::new(
@@ -193,25 +194,31 @@ impl TerminalService {
                 ResultCode::InvalidRequest,
                 "unknown handle: it was never started here, belongs to another connection, or its session ended and its last output was read (list_processes shows yours)",
             );
-            self.record_call(tool, handle, &result, None);
+            self.record_call(tool, handle, &result, None, caller);
             result
         })
     }
 
     /// `read_process_output`: what is new (the server has waited for news, or not).
-    pub fn read_process(&self, session: &Session) -> OperationResult {
+    pub fn read_process(&self, session: &Session, caller: &Caller) -> OperationResult {
         session.touch();
         let out = self.read_and_collect(session);
         let mut result = read_result(READ, &out);
         if let Some((_, why)) = session.end().and_then(|e| e.failure) {
             result.reason = format!("it never started: {why}");
         }
-        self.record_call(READ, &session.handle, &result, None);
+        self.record_call(READ, &session.handle, &result, None, caller);
         result
     }
 
     /// `write_process_input`.
-    pub fn write_process(&self, session: &Session, data: &str, close: bool) -> OperationResult {
+    pub fn write_process(
+        &self,
+        session: &Session,
+        data: &str,
+        close: bool,
+        caller: &Caller,
+    ) -> OperationResult {
         session.touch();
         let preview: String = self.redactor.redact(data).chars().take(60).collect();
         let args = json!({"handle": session.handle, "bytes": data.len(), "preview": preview, "close_stdin": close});
@@ -234,12 +241,12 @@ impl TerminalService {
                 Err(why) => OperationResult::new(WRITE, ResultCode::OperationFailed, format!("nothing written: {why}")),
             }
         };
-        self.record_call(WRITE, &session.handle, &result, Some(args));
+        self.record_call(WRITE, &session.handle, &result, Some(args), caller);
         result
     }
 
     /// `stop_process`, once the server has stopped the session and waited for its end.
-    pub fn stopped_result(&self, session: &Session) -> OperationResult {
+    pub fn stopped_result(&self, session: &Session, caller: &Caller) -> OperationResult {
         let out = self.read_and_collect(session);
         let mut result = read_result(STOP, &out);
         if out.running {
@@ -249,12 +256,12 @@ impl TerminalService {
                 "the session did not end within 5 seconds of its kill; it is still listed",
             );
         }
-        self.record_call(STOP, &session.handle, &result, None);
+        self.record_call(STOP, &session.handle, &result, None, caller);
         result
     }
 
     /// `list_processes`.
-    pub fn list_processes(&self, owner: &str) -> OperationResult {
+    pub fn list_processes(&self, owner: &str, caller: &Caller) -> OperationResult {
         let list: Vec<serde_json::Value> = self
             .sessions
             .of(owner)
@@ -274,7 +281,7 @@ impl TerminalService {
         let result =
             OperationResult::new(LIST, ResultCode::Ok, format!("{} session(s)", list.len()))
                 .with_detail(json!({"processes": list}));
-        self.record_call(LIST, "", &result, None);
+        self.record_call(LIST, "", &result, None, caller);
         result
     }
 
@@ -309,8 +316,9 @@ impl TerminalService {
         handle: &str,
         result: &OperationResult,
         args: Option<serde_json::Value>,
+        caller: &Caller,
     ) {
-        let mut attempt = self.attempt_for(tool, &format!("{tool} {handle}"));
+        let mut attempt = self.attempt_for(tool, &format!("{tool} {handle}"), caller);
         attempt.args = args.or_else(|| (!handle.is_empty()).then(|| json!({"handle": handle})));
         self.gate.record(attempt, result);
     }

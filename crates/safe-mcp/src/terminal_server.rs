@@ -230,13 +230,25 @@ async fn until(max: Duration, mut done: impl FnMut() -> bool) {
 
 /// Records a call the wiring refused before the core saw it (its arguments do not parse).
 pub(crate) trait RecordRefusal {
-    fn record_refusal(&self, tool: &'static str, args: &JsonObject, result: &OperationResult);
+    fn record_refusal(
+        &self,
+        tool: &'static str,
+        args: &JsonObject,
+        result: &OperationResult,
+        caller: &safe_mcp_core::audit::Caller,
+    );
 }
 
 impl RecordRefusal for TerminalService {
-    fn record_refusal(&self, tool: &'static str, args: &JsonObject, result: &OperationResult) {
+    fn record_refusal(
+        &self,
+        tool: &'static str,
+        args: &JsonObject,
+        result: &OperationResult,
+        caller: &safe_mcp_core::audit::Caller,
+    ) {
         let request = format!("{tool} {}", serde_json::Value::Object(args.clone()));
-        TerminalService::record_refusal(self, tool, &request, result);
+        TerminalService::record_refusal(self, tool, &request, result, caller);
     }
 }
 
@@ -245,6 +257,7 @@ pub(crate) fn parse_args<T: DeserializeOwned>(
     action: &'static str,
     args: JsonObject,
     audit: &dyn RecordRefusal,
+    caller: &safe_mcp_core::audit::Caller,
 ) -> Result<T, CallToolResult> {
     serde_json::from_value(serde_json::Value::Object(args.clone())).map_err(|e| {
         let result = OperationResult::new(
@@ -252,7 +265,7 @@ pub(crate) fn parse_args<T: DeserializeOwned>(
             ResultCode::InvalidRequest,
             format!("invalid arguments: {e}"),
         );
-        audit.record_refusal(action, &args, &result);
+        audit.record_refusal(action, &args, &result, caller);
         to_result(result)
     })
 }
@@ -305,7 +318,9 @@ impl TerminalServer {
         args: JsonObject,
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let args: StartArgs = match parse_args(process::START, args, self.service.as_ref()) {
+        let caller = caller_of(&context);
+        let args: StartArgs = match parse_args(process::START, args, self.service.as_ref(), &caller)
+        {
             Ok(a) => a,
             Err(r) => return r,
         };
@@ -316,7 +331,7 @@ impl TerminalServer {
             timeout_seconds: args.timeout_seconds,
             observer: None,
             approver: Some(self.approver(&context.peer)),
-            caller: caller_of(&context),
+            caller: caller.clone(),
         };
         let (session, run) = match self
             .service
@@ -360,14 +375,19 @@ impl TerminalServer {
         annotations(title = "Read a session's output", read_only_hint = true, destructive_hint = false,
                     idempotent_hint = false, open_world_hint = false)
     )]
-    async fn read_process_output(&self, args: JsonObject) -> CallToolResult {
-        let args: ReadArgs = match parse_args(process::READ, args, self.service.as_ref()) {
+    async fn read_process_output(
+        &self,
+        args: JsonObject,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let caller = caller_of(&context);
+        let args: ReadArgs = match parse_args(process::READ, args, self.service.as_ref(), &caller) {
             Ok(a) => a,
             Err(r) => return r,
         };
         let session = match self
             .service
-            .session(process::READ, &args.handle, &self.owner)
+            .session(process::READ, &args.handle, &self.owner, &caller)
         {
             Ok(s) => s,
             Err(r) => return to_result(r),
@@ -379,7 +399,7 @@ impl TerminalServer {
         // A reader waiting is not idle.
         session.touch();
         until(Duration::from_secs(wait), || session.has_news()).await;
-        to_result(self.service.read_process(&session))
+        to_result(self.service.read_process(&session, &caller))
     }
 
     /// Write text to a session's stdin (a REPL's next line, an answer to a prompt); set
@@ -390,21 +410,27 @@ impl TerminalServer {
         annotations(title = "Write to a session", read_only_hint = false, destructive_hint = true,
                     idempotent_hint = false, open_world_hint = false)
     )]
-    async fn write_process_input(&self, args: JsonObject) -> CallToolResult {
-        let args: WriteArgs = match parse_args(process::WRITE, args, self.service.as_ref()) {
+    async fn write_process_input(
+        &self,
+        args: JsonObject,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let caller = caller_of(&context);
+        let args: WriteArgs = match parse_args(process::WRITE, args, self.service.as_ref(), &caller)
+        {
             Ok(a) => a,
             Err(r) => return r,
         };
         let session = match self
             .service
-            .session(process::WRITE, &args.handle, &self.owner)
+            .session(process::WRITE, &args.handle, &self.owner, &caller)
         {
             Ok(s) => s,
             Err(r) => return to_result(r),
         };
         to_result(
             self.service
-                .write_process(&session, &args.data, args.close_stdin),
+                .write_process(&session, &args.data, args.close_stdin, &caller),
         )
     }
 
@@ -416,21 +442,27 @@ impl TerminalServer {
         annotations(title = "Stop a session", read_only_hint = false, destructive_hint = true,
                     idempotent_hint = true, open_world_hint = false)
     )]
-    async fn stop_process(&self, args: JsonObject) -> CallToolResult {
-        let args: HandleArgs = match parse_args(process::STOP, args, self.service.as_ref()) {
+    async fn stop_process(
+        &self,
+        args: JsonObject,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let caller = caller_of(&context);
+        let args: HandleArgs = match parse_args(process::STOP, args, self.service.as_ref(), &caller)
+        {
             Ok(a) => a,
             Err(r) => return r,
         };
         let session = match self
             .service
-            .session(process::STOP, &args.handle, &self.owner)
+            .session(process::STOP, &args.handle, &self.owner, &caller)
         {
             Ok(s) => s,
             Err(r) => return to_result(r),
         };
         session.stop("stop");
         until(Duration::from_secs(5), || !session.running()).await;
-        to_result(self.service.stopped_result(&session))
+        to_result(self.service.stopped_result(&session, &caller))
     }
 
     /// List this connection's sessions: handle, command, running, exit_code, started.
@@ -440,11 +472,16 @@ impl TerminalServer {
         annotations(title = "List sessions", read_only_hint = true, destructive_hint = false,
                     idempotent_hint = true, open_world_hint = false)
     )]
-    async fn list_processes(&self, args: JsonObject) -> CallToolResult {
-        if let Err(r) = parse_args::<NoArgs>(process::LIST, args, self.service.as_ref()) {
+    async fn list_processes(
+        &self,
+        args: JsonObject,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let caller = caller_of(&context);
+        if let Err(r) = parse_args::<NoArgs>(process::LIST, args, self.service.as_ref(), &caller) {
             return r;
         }
-        to_result(self.service.list_processes(&self.owner))
+        to_result(self.service.list_processes(&self.owner, &caller))
     }
 
     /// Run an allowlisted command inside the jail, without a shell, confined by the kernel.
@@ -462,7 +499,8 @@ impl TerminalServer {
         args: JsonObject,
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let args: RunArgs = match parse_args("run_command", args, self.service.as_ref()) {
+        let caller = caller_of(&context);
+        let args: RunArgs = match parse_args("run_command", args, self.service.as_ref(), &caller) {
             Ok(a) => a,
             Err(r) => return r,
         };
@@ -489,7 +527,7 @@ impl TerminalServer {
             timeout_seconds: args.timeout_seconds,
             observer: watched.map(|w| Observer(w as Arc<dyn OutputObserver>)),
             approver: Some(self.approver(&context.peer)),
-            caller: caller_of(&context),
+            caller: caller.clone(),
         };
         let cancel = Box::pin(context.ct.clone().cancelled_owned());
         let result = self.service.run(req, self.executor.as_ref(), cancel).await;
@@ -505,15 +543,22 @@ impl TerminalServer {
         annotations(title = "Explain a command", read_only_hint = true, destructive_hint = false,
                     idempotent_hint = true, open_world_hint = false)
     )]
-    async fn explain_command(&self, args: JsonObject) -> CallToolResult {
-        let args: ExplainArgs = match parse_args("explain_command", args, self.service.as_ref()) {
-            Ok(a) => a,
-            Err(r) => return r,
-        };
+    async fn explain_command(
+        &self,
+        args: JsonObject,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let caller = caller_of(&context);
+        let args: ExplainArgs =
+            match parse_args("explain_command", args, self.service.as_ref(), &caller) {
+                Ok(a) => a,
+                Err(r) => return r,
+            };
         to_result(self.service.explain_call(
             &args.command.into(),
             args.cwd.as_deref(),
             self.executor.confinement(),
+            &caller,
         ))
     }
 
@@ -525,11 +570,21 @@ impl TerminalServer {
         annotations(title = "Describe the policy", read_only_hint = true, destructive_hint = false,
                     idempotent_hint = true, open_world_hint = false)
     )]
-    async fn describe_policy(&self, args: JsonObject) -> CallToolResult {
-        if let Err(r) = parse_args::<NoArgs>("describe_policy", args, self.service.as_ref()) {
+    async fn describe_policy(
+        &self,
+        args: JsonObject,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let caller = caller_of(&context);
+        if let Err(r) =
+            parse_args::<NoArgs>("describe_policy", args, self.service.as_ref(), &caller)
+        {
             return r;
         }
-        to_result(self.service.describe_call(self.executor.confinement()))
+        to_result(
+            self.service
+                .describe_call(self.executor.confinement(), &caller),
+        )
     }
 }
 

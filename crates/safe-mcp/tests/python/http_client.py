@@ -27,6 +27,12 @@ async def main(url: str, token: str | None) -> None:
             assert envelope["code"] == "OK", envelope
             assert envelope["detail"]["stdout"] == "over http\n", envelope
             assert field(result, "is_error", "isError") is False, result
+            explained = await session.call_tool("explain_command", {"command": "echo hi"})
+            assert field(explained, "structured_content", "structuredContent")["code"] == "OK"
+            described = await session.call_tool("describe_policy", {})
+            assert field(described, "structured_content", "structuredContent")["code"] == "OK"
+            listed = await session.call_tool("list_processes", {})
+            assert field(listed, "structured_content", "structuredContent")["code"] == "OK"
             denied = await session.call_tool("run_command", {"command": "whoami"})
             envelope = field(denied, "structured_content", "structuredContent")
             assert envelope["code"] == "POLICY_DENIED", envelope
