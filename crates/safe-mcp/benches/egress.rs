@@ -21,12 +21,9 @@ mod common;
 use std::path::Path;
 
 use common::call;
-use rmcp::ServiceExt;
-use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-const BIN: &str = env!("CARGO_BIN_EXE_safe-mcp");
 const BIG: usize = 100 << 20;
 const SETUP_SAMPLES: usize = 50;
 
@@ -101,12 +98,6 @@ fn numbers(out: &str) -> Vec<f64> {
         .collect()
 }
 
-fn p50_p99(mut v: Vec<f64>) -> (f64, f64) {
-    v.sort_by(f64::total_cmp);
-    let at = |q: f64| v[((v.len() as f64 - 1.0) * q).round() as usize];
-    (at(0.5), at(0.99))
-}
-
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let rounds: usize = std::env::args()
@@ -115,14 +106,7 @@ async fn main() {
         .unwrap_or(3);
     let port = upstream().await;
     let dir = tempfile::tempdir().unwrap();
-    let start = |policy: std::path::PathBuf| async move {
-        let cmd = tokio::process::Command::new(BIN).configure(|c| {
-            c.arg("terminal").arg("--config").arg(&policy);
-        });
-        ().serve(TokioChildProcess::new(cmd).unwrap())
-            .await
-            .unwrap()
-    };
+    let start = |policy: std::path::PathBuf| async move { common::start_terminal(&policy).await };
     let egress = start(policy(dir.path(), "egress")).await;
     let open = start(policy(dir.path(), "open")).await;
     let plain = start(policy(dir.path(), "off")).await;
@@ -180,8 +164,8 @@ async fn main() {
     let script = curl_script(&small, "%{time_starttransfer}", SETUP_SAMPLES);
     let d_setup = numbers(&sandboxed("open", script.clone()).await);
     let p_setup = numbers(&sandboxed("egress", script).await);
-    let (d50, d99) = p50_p99(d_setup.iter().map(|s| s * 1e3).collect());
-    let (p50, p99) = p50_p99(p_setup.iter().map(|s| s * 1e3).collect());
+    let (d50, d99) = common::p50_p99(d_setup.iter().map(|s| s * 1e3).collect());
+    let (p50, p99) = common::p50_p99(p_setup.iter().map(|s| s * 1e3).collect());
     println!(
         "connection setup to first byte ({SETUP_SAMPLES} each, confined)   direct p50 {d50:.3} ms p99 {d99:.3} ms   proxy p50 {p50:.3} ms p99 {p99:.3} ms"
     );
@@ -197,8 +181,8 @@ async fn main() {
             }
         }
     }
-    let (w50, w99) = p50_p99(with);
-    let (o50, o99) = p50_p99(without);
+    let (w50, w99) = common::p50_p99(with);
+    let (o50, o99) = common::p50_p99(without);
     println!(
         "run_command(echo hi), 200 each   egress on p50 {w50:.3} ms p99 {w99:.3} ms   off p50 {o50:.3} ms p99 {o99:.3} ms   ratio {:.2}",
         w50 / o50

@@ -14,8 +14,6 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use rmcp::ServiceExt;
-use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
@@ -83,72 +81,17 @@ impl HttpSession {
     }
 }
 
-fn b64url(bytes: &[u8]) -> String {
-    const ABC: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let n = (u32::from(chunk[0]) << 16)
-            | (u32::from(*chunk.get(1).unwrap_or(&0)) << 8)
-            | u32::from(*chunk.get(2).unwrap_or(&0));
-        for i in 0..=chunk.len() {
-            out.push(ABC[(n >> (18 - 6 * i) & 63) as usize] as char);
-        }
-    }
-    out
-}
-
 /// A JWKS file and a valid token for it.
 fn issuer(dir: &Path) -> (std::path::PathBuf, String) {
-    let key = dir.join("issuer.pem");
-    assert!(
-        std::process::Command::new("openssl")
-            .args([
-                "genpkey",
-                "-algorithm",
-                "RSA",
-                "-pkeyopt",
-                "rsa_keygen_bits:2048",
-                "-out"
-            ])
-            .arg(&key)
-            .stderr(Stdio::null())
-            .status()
-            .unwrap()
-            .success()
-    );
-    let out = std::process::Command::new("openssl")
-        .args(["rsa", "-noout", "-modulus", "-in"])
-        .arg(&key)
-        .output()
-        .unwrap();
-    let hex = String::from_utf8(out.stdout).unwrap();
-    let hex = hex.trim().trim_start_matches("Modulus=");
-    let n: Vec<u8> = (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
-        .collect();
-    let jwks = dir.join("jwks.json");
-    std::fs::write(
-        &jwks,
-        json!({"keys": [{"kty": "RSA", "kid": "k1", "alg": "RS256", "n": b64url(&n), "e": "AQAB"}]}).to_string(),
-    )
-    .unwrap();
+    let (pem, n) = common::issuer::rsa_key(dir, "issuer.pem");
+    let jwks = common::issuer::write_jwks(dir, &n);
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_secs();
     let claims = json!({"iss": "https://issuer.test", "aud": "https://mcp.test/mcp", "sub": "bench",
                         "scope": "mcp:terminal", "exp": now + 3600});
-    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256);
-    header.kid = Some("k1".into());
-    let pem = std::fs::read(&key).unwrap();
-    let token = jsonwebtoken::encode(
-        &header,
-        &claims,
-        &jsonwebtoken::EncodingKey::from_rsa_pem(&pem).unwrap(),
-    )
-    .unwrap();
-    (jwks, token)
+    (jwks, common::issuer::sign(&claims, &pem))
 }
 
 fn policy(dir: &Path, name: &str, extra: &str) -> std::path::PathBuf {
@@ -188,12 +131,6 @@ async fn serve(policy: &Path) -> (tokio::process::Child, u16) {
     (child, port)
 }
 
-fn p50_p99(mut v: Vec<f64>) -> (f64, f64) {
-    v.sort_by(f64::total_cmp);
-    let at = |q: f64| v[((v.len() as f64 - 1.0) * q).round() as usize];
-    (at(0.5), at(0.99))
-}
-
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let calls: usize = std::env::args()
@@ -207,10 +144,7 @@ async fn main() {
         jwks.display()
     );
     let stdio_policy = policy(dir.path(), "stdio", "");
-    let cmd = tokio::process::Command::new(BIN).configure(|c| {
-        c.arg("terminal").arg("--config").arg(&stdio_policy);
-    });
-    let stdio = ().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap();
+    let stdio = common::start_terminal(&stdio_policy).await;
     let (_plain_child, plain_port) = serve(&policy(dir.path(), "plain", "")).await;
     let (_oauth_child, oauth_port) = serve(&policy(dir.path(), "oauth", &oauth)).await;
     let bearer = format!("Authorization: Bearer {token}\r\n");
@@ -245,7 +179,7 @@ async fn main() {
     .iter()
     .zip(rows)
     {
-        let (a, b) = p50_p99(row);
+        let (a, b) = common::p50_p99(row);
         println!("{name:<28} run_command(echo hi) p50 {a:>7.3} ms   p99 {b:>7.3} ms");
     }
 

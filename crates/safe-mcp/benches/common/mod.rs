@@ -1,4 +1,8 @@
-//! What the benches share: one tool call over a live rmcp client session.
+//! What the benches share: one tool call over a live rmcp client session, a terminal
+//! server started over stdio, percentiles, and a test issuer for OAuth.
+#![allow(dead_code)] // each bench uses what it needs
+
+pub mod issuer;
 
 use rmcp::RoleClient;
 use rmcp::model::CallToolRequestParams;
@@ -19,4 +23,23 @@ pub async fn call(
         .await
         .unwrap();
     r.structured_content.unwrap()
+}
+
+/// `safe-mcp terminal --config policy` over stdio, with an rmcp client session.
+pub async fn start_terminal(policy: &std::path::Path) -> RunningService<RoleClient, ()> {
+    use rmcp::ServiceExt;
+    use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+    let cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_safe-mcp")).configure(|c| {
+        c.arg("terminal").arg("--config").arg(policy);
+    });
+    ().serve(TokioChildProcess::new(cmd).unwrap())
+        .await
+        .unwrap()
+}
+
+/// The median and the 99th percentile of `v`.
+pub fn p50_p99(mut v: Vec<f64>) -> (f64, f64) {
+    v.sort_by(f64::total_cmp);
+    let at = |q: f64| v[((v.len() as f64 - 1.0) * q).round() as usize];
+    (at(0.5), at(0.99))
 }

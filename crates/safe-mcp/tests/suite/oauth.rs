@@ -4,7 +4,6 @@
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
@@ -23,58 +22,15 @@ struct Issuer {
     jwks: PathBuf,
 }
 
-fn b64url(bytes: &[u8]) -> String {
-    const ABC: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let n = (u32::from(chunk[0]) << 16)
-            | (u32::from(*chunk.get(1).unwrap_or(&0)) << 8)
-            | u32::from(*chunk.get(2).unwrap_or(&0));
-        for i in 0..=chunk.len() {
-            out.push(ABC[(n >> (18 - 6 * i) & 63) as usize] as char);
-        }
-    }
-    out
-}
-
-fn rsa_key(dir: &Path, name: &str) -> (Vec<u8>, String) {
-    let path = dir.join(name);
-    let ok = Command::new("openssl")
-        .args([
-            "genpkey",
-            "-algorithm",
-            "RSA",
-            "-pkeyopt",
-            "rsa_keygen_bits:2048",
-            "-out",
-        ])
-        .arg(&path)
-        .stderr(Stdio::null())
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "openssl genpkey");
-    let out = Command::new("openssl")
-        .args(["rsa", "-noout", "-modulus", "-in"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
-    let hex = text.trim().trim_start_matches("Modulus=");
-    let modulus: Vec<u8> = (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
-        .collect();
-    (std::fs::read(&path).unwrap(), b64url(&modulus))
-}
+#[path = "../../benches/common/issuer.rs"]
+mod keys;
+use keys::b64url;
 
 impl Issuer {
     fn new(dir: &Path) -> Issuer {
-        let (key, n) = rsa_key(dir, "issuer.pem");
-        let (other, _) = rsa_key(dir, "other.pem");
-        let jwks = dir.join("jwks.json");
-        let set = json!({"keys": [{"kty": "RSA", "kid": "k1", "use": "sig", "alg": "RS256", "n": n, "e": "AQAB"}]});
-        std::fs::write(&jwks, set.to_string()).unwrap();
+        let (key, n) = keys::rsa_key(dir, "issuer.pem");
+        let (other, _) = keys::rsa_key(dir, "other.pem");
+        let jwks = keys::write_jwks(dir, &n);
         Issuer { key, other, jwks }
     }
 
@@ -88,9 +44,7 @@ impl Issuer {
     }
 
     fn sign_with(&self, claims: &Value, pem: &[u8]) -> String {
-        let mut header = Header::new(Algorithm::RS256);
-        header.kid = Some("k1".into());
-        jsonwebtoken::encode(&header, claims, &EncodingKey::from_rsa_pem(pem).unwrap()).unwrap()
+        keys::sign(claims, pem)
     }
 
     fn token(&self, edit: impl FnOnce(&mut Value)) -> String {
