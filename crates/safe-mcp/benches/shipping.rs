@@ -12,12 +12,8 @@ use std::path::Path;
 use std::time::Instant;
 
 use common::call;
-use rmcp::ServiceExt;
-use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-const BIN: &str = env!("CARGO_BIN_EXE_safe-mcp");
 
 /// Accepts connections; answers each HTTP request 200 (OTLP) or just reads (syslog).
 async fn receiver(http: bool) -> u16 {
@@ -88,14 +84,7 @@ async fn main() {
         "[audit.ship]\notlp_http = \"http://127.0.0.1:{otlp}/v1/logs\"\nsyslog_tcp = \"127.0.0.1:{syslog}\"\nspool_dir = \"{}/spool\"\n",
         dir.path().display()
     );
-    let start = |policy: std::path::PathBuf| async move {
-        let cmd = tokio::process::Command::new(BIN).configure(|c| {
-            c.arg("terminal").arg("--config").arg(&policy);
-        });
-        ().serve(TokioChildProcess::new(cmd).unwrap())
-            .await
-            .unwrap()
-    };
+    let start = |policy: std::path::PathBuf| async move { common::start_terminal(&policy).await };
     let on = start(policy(dir.path(), "on", &shipping)).await;
     let off = start(policy(dir.path(), "off", "")).await;
     println!("safe-mcp audit shipping benchmark: {calls} calls per block, 4 rounds, alternating\n");
