@@ -3,6 +3,7 @@
 //! `cargo bench -p safe-mcp-organizer --bench organize [-- FILES MOVES]`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use safe_mcp_core::audit::Caller;
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -45,7 +46,7 @@ fn main() {
     let mut samples = Vec::new();
     for _ in 0..5 {
         let t = Instant::now();
-        let r = service.plan_organize();
+        let r = service.plan_organize(&Caller::default());
         samples.push(t.elapsed());
         assert_eq!(r.detail["move_count"], files);
     }
@@ -60,14 +61,14 @@ fn main() {
 
     let dir = tempfile::tempdir_in(&cwd).unwrap();
     let service = workspace(dir.path(), moves, moves);
-    let plan = service.plan_organize();
+    let plan = service.plan_organize(&Caller::default());
     let id = plan.detail["plan_id"].as_str().unwrap().to_owned();
     let t = Instant::now();
-    let r = service.apply_plan(&id);
+    let r = service.apply_plan(&id, &Caller::default());
     let apply = t.elapsed();
     assert_eq!(r.detail["moved"], moves, "{}", r.reason);
     let t = Instant::now();
-    let u = service.undo_last_action();
+    let u = service.undo_last_action(&Caller::default());
     let undo = t.elapsed();
     assert!(u.ok, "{}", u.reason);
     println!(

@@ -3,6 +3,7 @@
 //! restores the tree, and the audit outcome says the call was cancelled.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use safe_mcp_core::audit::Caller;
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -56,7 +57,7 @@ fn workspace(n: usize) -> (tempfile::TempDir, std::path::PathBuf, FilesService) 
 }
 
 fn plan_id(service: &FilesService) -> String {
-    let plan = service.plan_organize().to_value();
+    let plan = service.plan_organize(&Caller::default()).to_value();
     plan["detail"]["plan_id"].as_str().unwrap().to_owned()
 }
 
@@ -74,7 +75,9 @@ fn a_cancelled_apply_keeps_what_it_moved_as_one_undoable_action() {
             progress.lock().unwrap().push((done, total));
         },
     };
-    let r = service.apply_plan_watched(&id, &watch).to_value();
+    let r = service
+        .apply_plan_watched(&id, &watch, &Caller::default())
+        .to_value();
     assert_eq!(r["code"], "OPERATION_FAILED", "{r}");
     assert!(
         r["reason"]
@@ -104,7 +107,7 @@ fn a_cancelled_apply_keeps_what_it_moved_as_one_undoable_action() {
         .unwrap();
     assert_eq!(outcome["cancelled"], true, "{outcome}");
     // Undo restores the tree as it was.
-    let u = service.undo_last_action().to_value();
+    let u = service.undo_last_action(&Caller::default()).to_value();
     assert_eq!(u["code"], "OK", "{u}");
     assert_eq!(files_under(&root), before);
 }
@@ -118,12 +121,14 @@ fn a_cancel_before_the_first_move_moves_nothing() {
         stop: &|| true,
         moved: &|_, _| {},
     };
-    let r = service.apply_plan_watched(&id, &watch).to_value();
+    let r = service
+        .apply_plan_watched(&id, &watch, &Caller::default())
+        .to_value();
     assert!(
         r["reason"].as_str().unwrap().contains("nothing moved"),
         "{r}"
     );
     assert_eq!(files_under(&root), before);
-    let u = service.undo_last_action().to_value();
+    let u = service.undo_last_action(&Caller::default()).to_value();
     assert_ne!(u["code"], "OK", "there is nothing to undo: {u}");
 }

@@ -49,24 +49,19 @@ pub struct MoveArgs {
 #[serde(deny_unknown_fields)]
 pub struct NoArgs {}
 
-/// The files tools do not carry an HTTP caller into their records yet (issue 20 remains).
-const NOBODY: safe_mcp_core::audit::Caller = safe_mcp_core::audit::Caller {
-    sub: None,
-    client_id: None,
-};
-
 impl RecordRefusal for FilesService {
     fn record_refusal(
         &self,
         tool: &'static str,
         args: &JsonObject,
         result: &safe_mcp_core::OperationResult,
-        _caller: &safe_mcp_core::audit::Caller,
+        caller: &safe_mcp_core::audit::Caller,
     ) {
         self.record_call(
             tool,
             serde_json::Value::Object(args.clone()),
             result.clone(),
+            caller,
         );
     }
 }
@@ -103,13 +98,18 @@ impl FilesServer {
         output_schema = envelope_schema(),
         annotations(title = "List files", read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
-    async fn list_files(&self, args: JsonObject) -> CallToolResult {
-        let args: ListArgs = match parse_args("list_files", args, self.service.as_ref(), &NOBODY) {
+    async fn list_files(
+        &self,
+        args: JsonObject,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let caller = crate::terminal_server::caller_of(&context);
+        let args: ListArgs = match parse_args("list_files", args, self.service.as_ref(), &caller) {
             Ok(a) => a,
             Err(r) => return r,
         };
         let s = Arc::clone(&self.service);
-        blocking(move || s.list_files(args.subdir.as_deref())).await
+        blocking(move || s.list_files(args.subdir.as_deref(), &caller)).await
     }
 
     /// Plan how to tidy the workspace's top level into category folders. Changes nothing,
@@ -119,13 +119,18 @@ impl FilesServer {
         output_schema = envelope_schema(),
         annotations(title = "Plan an organisation", read_only_hint = true, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
     )]
-    async fn plan_organize(&self, args: JsonObject) -> CallToolResult {
-        if let Err(r) = parse_args::<NoArgs>("plan_organize", args, self.service.as_ref(), &NOBODY)
+    async fn plan_organize(
+        &self,
+        args: JsonObject,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let caller = crate::terminal_server::caller_of(&context);
+        if let Err(r) = parse_args::<NoArgs>("plan_organize", args, self.service.as_ref(), &caller)
         {
             return r;
         }
         let s = Arc::clone(&self.service);
-        blocking(move || s.plan_organize()).await
+        blocking(move || s.plan_organize(&caller)).await
     }
 
     /// Apply a plan: every file is re-checked first, and if anything changed nothing moves.
@@ -140,7 +145,8 @@ impl FilesServer {
         args: JsonObject,
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let args: ApplyArgs = match parse_args("apply_plan", args, self.service.as_ref(), &NOBODY) {
+        let caller = crate::terminal_server::caller_of(&context);
+        let args: ApplyArgs = match parse_args("apply_plan", args, self.service.as_ref(), &caller) {
             Ok(a) => a,
             Err(r) => return r,
         };
@@ -176,6 +182,7 @@ impl FilesServer {
                     stop: &stop,
                     moved: &moved,
                 },
+                &caller,
             )
         })
         .await;
@@ -190,13 +197,18 @@ impl FilesServer {
         output_schema = envelope_schema(),
         annotations(title = "Move a file", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
     )]
-    async fn move_file(&self, args: JsonObject) -> CallToolResult {
-        let args: MoveArgs = match parse_args("move_file", args, self.service.as_ref(), &NOBODY) {
+    async fn move_file(
+        &self,
+        args: JsonObject,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let caller = crate::terminal_server::caller_of(&context);
+        let args: MoveArgs = match parse_args("move_file", args, self.service.as_ref(), &caller) {
             Ok(a) => a,
             Err(r) => return r,
         };
         let s = Arc::clone(&self.service);
-        blocking(move || s.move_file(&args.src, &args.dest)).await
+        blocking(move || s.move_file(&args.src, &args.dest, &caller)).await
     }
 
     /// Undo the last move or applied plan, as one action. Never overwrites.
@@ -205,14 +217,19 @@ impl FilesServer {
         output_schema = envelope_schema(),
         annotations(title = "Undo", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
     )]
-    async fn undo_last_action(&self, args: JsonObject) -> CallToolResult {
+    async fn undo_last_action(
+        &self,
+        args: JsonObject,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let caller = crate::terminal_server::caller_of(&context);
         if let Err(r) =
-            parse_args::<NoArgs>("undo_last_action", args, self.service.as_ref(), &NOBODY)
+            parse_args::<NoArgs>("undo_last_action", args, self.service.as_ref(), &caller)
         {
             return r;
         }
         let s = Arc::clone(&self.service);
-        blocking(move || s.undo_last_action()).await
+        blocking(move || s.undo_last_action(&caller)).await
     }
 
     /// Redo the last undone action. New work clears redo.
@@ -221,14 +238,19 @@ impl FilesServer {
         output_schema = envelope_schema(),
         annotations(title = "Redo", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
     )]
-    async fn redo_last_action(&self, args: JsonObject) -> CallToolResult {
+    async fn redo_last_action(
+        &self,
+        args: JsonObject,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let caller = crate::terminal_server::caller_of(&context);
         if let Err(r) =
-            parse_args::<NoArgs>("redo_last_action", args, self.service.as_ref(), &NOBODY)
+            parse_args::<NoArgs>("redo_last_action", args, self.service.as_ref(), &caller)
         {
             return r;
         }
         let s = Arc::clone(&self.service);
-        blocking(move || s.redo_last_action()).await
+        blocking(move || s.redo_last_action(&caller)).await
     }
 }
 

@@ -137,7 +137,7 @@ pub struct TerminalServer {
 
 /// The authenticated caller of an HTTP request (`[http.auth]`), as the middleware left it in
 /// the request's extensions; nobody over stdio.
-fn caller_of(context: &RequestContext<RoleServer>) -> safe_mcp_core::audit::Caller {
+pub(crate) fn caller_of(context: &RequestContext<RoleServer>) -> safe_mcp_core::audit::Caller {
     context
         .extensions
         .get::<axum::http::request::Parts>()

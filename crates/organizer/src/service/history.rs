@@ -4,6 +4,7 @@
 
 use std::time::Instant;
 
+use safe_mcp_core::audit::Caller;
 use safe_mcp_core::{OperationResult, ResultCode};
 use serde_json::json;
 
@@ -12,13 +13,13 @@ use crate::journal::{Action, Move};
 
 impl FilesService {
     /// `undo_last_action()`: restores the last move or applied plan as one action.
-    pub fn undo_last_action(&self) -> OperationResult {
-        self.reverse(Direction::Undo)
+    pub fn undo_last_action(&self, caller: &Caller) -> OperationResult {
+        self.reverse(Direction::Undo, caller)
     }
 
     /// `redo_last_action()`: re-applies the last undone action.
-    pub fn redo_last_action(&self) -> OperationResult {
-        self.reverse(Direction::Redo)
+    pub fn redo_last_action(&self, caller: &Caller) -> OperationResult {
+        self.reverse(Direction::Redo, caller)
     }
 
     /// Why `action` cannot be undone (or redone) as it stands: every file must be exactly
@@ -46,11 +47,11 @@ impl FilesService {
         None
     }
 
-    fn reverse(&self, direction: Direction) -> OperationResult {
+    fn reverse(&self, direction: Direction, caller: &Caller) -> OperationResult {
         let tool = direction.tool();
         let undo = direction == Direction::Undo;
         let started = Instant::now();
-        let (call, attempt) = self.attempt(tool, json!({}));
+        let (call, attempt) = self.attempt(tool, json!({}), caller);
         if let Err(r) = self.admit(started, &attempt) {
             return r;
         }

@@ -20,7 +20,7 @@ use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use safe_mcp_core::audit::{Attempt, AuditLog, CallId, Gate, Outcome, Server};
+use safe_mcp_core::audit::{Attempt, AuditLog, CallId, Caller, Gate, Outcome, Server};
 use safe_mcp_core::config::Policy;
 use safe_mcp_core::{OperationResult, ResultCode};
 use serde_json::Value;
@@ -54,6 +54,8 @@ const MAX_PLANS: usize = 16;
 struct StoredPlan {
     serial: u64,
     moves: Vec<PlannedMove>,
+    /// Who made it (an HTTP caller's `sub`); only they may apply it.
+    owner: Option<String>,
 }
 
 struct PlannedMove {
@@ -87,6 +89,8 @@ pub struct FilesService {
     gate: Gate,
     /// Numbers plans (their ids and their age).
     counter: AtomicU64,
+    /// The caller of each acting call in flight, for its outcome record.
+    callers: Mutex<HashMap<String, Caller>>,
 }
 
 impl std::fmt::Debug for FilesService {
@@ -143,6 +147,7 @@ impl FilesService {
             max_moves: files.max_plan_moves,
             journal: Mutex::new(journal),
             plans: Mutex::new(HashMap::new()),
+            callers: Mutex::new(HashMap::new()),
             gate: Gate::new(AuditLog::open(log, policy.audit_options()), Server::Files),
             counter: AtomicU64::new(0),
         };
@@ -170,13 +175,28 @@ impl FilesService {
     }
 
     /// Starts an acting call: names it and describes it for the trail.
-    fn attempt(&self, tool: &'static str, args: Value) -> (CallId, Attempt) {
+    fn attempt(&self, tool: &'static str, args: Value, caller: &Caller) -> (CallId, Attempt) {
         let call = self.gate.begin();
         let attempt = Attempt {
             args: Some(args.clone()),
+            caller: caller.clone(),
             ..Attempt::new(&call, tool, format!("{tool} {args}"))
         };
+        if caller.sub.is_some()
+            && let Ok(mut callers) = self.callers.lock()
+        {
+            callers.insert(call.to_string(), caller.clone());
+        }
         (call, attempt)
+    }
+
+    /// The caller of `call`, once: its outcome is being written.
+    fn caller_of(&self, call: &CallId) -> Caller {
+        self.callers
+            .lock()
+            .ok()
+            .and_then(|mut c| c.remove(call.as_str()))
+            .unwrap_or_default()
     }
 
     /// Records `result` as a refusal of a call that never acted, and returns it.
@@ -187,6 +207,7 @@ impl FilesService {
         result: OperationResult,
     ) -> OperationResult {
         let result = result.with_duration(started.elapsed());
+        self.caller_of(&attempt.call);
         self.gate.record(attempt, &result);
         result
     }
@@ -198,8 +219,10 @@ impl FilesService {
         tool: &'static str,
         args: Value,
         result: OperationResult,
+        caller: &Caller,
     ) -> OperationResult {
-        let (_, attempt) = self.attempt(tool, args);
+        let (call, attempt) = self.attempt(tool, args, caller);
+        self.caller_of(&call);
         self.gate.record(attempt, &result);
         result
     }
@@ -227,6 +250,7 @@ impl FilesService {
     ) -> OperationResult {
         let result = result.with_duration(started.elapsed());
         let mut outcome = Outcome::of(call, &result);
+        outcome.caller = self.caller_of(call);
         outcome.reason = Some(result.reason.clone());
         outcome.cancelled = cancelled;
         self.gate.finish(&outcome);

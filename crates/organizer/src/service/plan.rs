@@ -8,6 +8,8 @@ use safe_mcp_core::{OperationResult, ResultCode};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use safe_mcp_core::audit::Caller;
+
 use super::{FilesService, MAX_PLANS, PlannedMove, StoredPlan, fs_error, now_ns};
 use crate::fsroot::{EntryInfo, Kind};
 use crate::journal::Move;
@@ -65,9 +67,9 @@ impl FilesService {
     }
 
     /// `list_files(subdir?)`.
-    pub fn list_files(&self, subdir: Option<&str>) -> OperationResult {
+    pub fn list_files(&self, subdir: Option<&str>, caller: &Caller) -> OperationResult {
         let result = self.list(subdir);
-        self.record_call("list_files", json!({"subdir": subdir}), result)
+        self.record_call("list_files", json!({"subdir": subdir}), result, caller)
     }
 
     fn list(&self, subdir: Option<&str>) -> OperationResult {
@@ -115,12 +117,12 @@ impl FilesService {
     }
 
     /// `plan_organize()`: changes nothing, not even folders.
-    pub fn plan_organize(&self) -> OperationResult {
-        let result = self.plan();
-        self.record_call("plan_organize", json!({}), result)
+    pub fn plan_organize(&self, caller: &Caller) -> OperationResult {
+        let result = self.plan(caller);
+        self.record_call("plan_organize", json!({}), result, caller)
     }
 
-    fn plan(&self) -> OperationResult {
+    fn plan(&self, caller: &Caller) -> OperationResult {
         const A: &str = "plan_organize";
         let started = Instant::now();
         let entries = match self.ws.list("") {
@@ -181,7 +183,14 @@ impl FilesService {
                 };
                 plans.remove(&oldest);
             }
-            plans.insert(plan_id, StoredPlan { serial: n, moves });
+            plans.insert(
+                plan_id,
+                StoredPlan {
+                    serial: n,
+                    moves,
+                    owner: caller.sub.clone(),
+                },
+            );
         }
         OperationResult::new(A, ResultCode::Ok, reason)
             .with_detail(detail)

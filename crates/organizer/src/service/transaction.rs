@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::time::Instant;
 
-use safe_mcp_core::audit::Attempt;
+use safe_mcp_core::audit::{Attempt, Caller};
 use safe_mcp_core::{OperationResult, ResultCode};
 use serde_json::json;
 
@@ -68,22 +68,31 @@ impl FilesService {
         None
     }
     /// `apply_plan(plan_id)`: all or nothing; the id is single-use.
-    pub fn apply_plan(&self, plan_id: &str) -> OperationResult {
-        self.apply_plan_watched(plan_id, &Watch::none())
+    pub fn apply_plan(&self, plan_id: &str, caller: &Caller) -> OperationResult {
+        self.apply_plan_watched(plan_id, &Watch::none(), caller)
     }
 
     /// `apply_plan`, told to stop (between two moves) and telling how far it got. Stopped
     /// after some moves, those stand as one undoable action; stopped before the first,
     /// nothing moved. Either way the audit outcome says `cancelled`.
-    pub fn apply_plan_watched(&self, plan_id: &str, watch: &Watch<'_>) -> OperationResult {
+    pub fn apply_plan_watched(
+        &self,
+        plan_id: &str,
+        watch: &Watch<'_>,
+        caller: &Caller,
+    ) -> OperationResult {
         const A: &str = "apply_plan";
         let started = Instant::now();
-        let (call, attempt) = self.attempt(A, json!({"plan_id": plan_id}));
+        let (call, attempt) = self.attempt(A, json!({"plan_id": plan_id}), caller);
+        // Another caller's plan reads as unknown: its id tells them nothing.
         let Some(plan) = self
             .plans
             .lock()
             .ok()
-            .and_then(|mut p| p.remove(plan_id))
+            .and_then(|mut p| {
+                let mine = p.get(plan_id).is_some_and(|plan| plan.owner == caller.sub);
+                if mine { p.remove(plan_id) } else { None }
+            })
             .map(|p| p.moves)
         else {
             let unknown = OperationResult::new(
@@ -331,10 +340,10 @@ impl FilesService {
     }
 
     /// `move_file(src, dest)`: PROTECTION rules only; never overwrites.
-    pub fn move_file(&self, src: &str, dest: &str) -> OperationResult {
+    pub fn move_file(&self, src: &str, dest: &str, caller: &Caller) -> OperationResult {
         const A: &str = "move_file";
         let started = Instant::now();
-        let (call, attempt) = self.attempt(A, json!({"src": src, "dest": dest}));
+        let (call, attempt) = self.attempt(A, json!({"src": src, "dest": dest}), caller);
         let (src_rel, dst_rel) = match (self.relative(src), self.relative(dest)) {
             (Ok(s), Ok(d)) => (s, d),
             (Err(e), _) | (_, Err(e)) => return self.refuse(started, attempt, fs_error(A, &e)),

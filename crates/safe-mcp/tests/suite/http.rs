@@ -27,9 +27,14 @@ impl Drop for Served {
 /// Starts the server on `addr` (`127.0.0.1:0` for a port of the kernel's choosing) and
 /// waits for its "serving" line; returns it and the address it serves.
 pub fn serve(policy: &Path, addr: &str) -> (Served, String) {
+    serve_server("terminal", policy, addr)
+}
+
+/// [`serve`] for either server.
+pub fn serve_server(server: &str, policy: &Path, addr: &str) -> (Served, String) {
     use std::io::BufRead;
     let mut child = Command::new(BIN)
-        .args(["terminal", "--config"])
+        .args([server, "--config"])
         .arg(policy)
         .args(["--http", addr])
         .env_clear()

@@ -55,16 +55,21 @@ impl Issuer {
 }
 
 fn serve(sb: &Sandbox, issuer: &Issuer) -> (super::http::Served, u16) {
-    let text = std::fs::read_to_string(&sb.policy).unwrap();
+    serve_policy("terminal", &sb.policy, issuer)
+}
+
+/// Adds `[http.auth]` for the test issuer to `policy` and serves `server` with it.
+fn serve_policy(server: &str, policy: &Path, issuer: &Issuer) -> (super::http::Served, u16) {
+    let text = std::fs::read_to_string(policy).unwrap();
     std::fs::write(
-        &sb.policy,
+        policy,
         format!(
             "{text}\n[http.auth]\nmode = \"oauth\"\nissuer = \"{ISSUER}\"\naudience = \"{AUDIENCE}\"\njwks_file = \"{}\"\nrequired_scopes = [\"{SCOPE}\"]\n",
             issuer.jwks.display()
         ),
     )
     .unwrap();
-    let (served, url) = super::http::serve(&sb.policy, "127.0.0.1:0");
+    let (served, url) = super::http::serve_server(server, policy, "127.0.0.1:0");
     (served, super::http::port_of(&url))
 }
 
@@ -292,4 +297,95 @@ fn a_session_belongs_to_the_caller_that_opened_it() {
         ping,
     );
     assert_ne!(status, 403, "{reply}");
+}
+
+/// A session of `token`'s caller over raw HTTP; returns the headers its requests carry.
+fn open_session(port: u16, token: &str) -> String {
+    let (status, reply) = initialize(port, token);
+    assert_eq!(status, 200, "{reply}");
+    let session = reply
+        .lines()
+        .find_map(|l| {
+            l.to_lowercase()
+                .starts_with("mcp-session-id:")
+                .then(|| l.split_once(':').unwrap().1.trim().to_owned())
+        })
+        .expect("no session id");
+    let headers = format!(
+        "Authorization: Bearer {token}\r\nMcp-Session-Id: {session}\r\nMcp-Protocol-Version: 2025-11-25\r\n"
+    );
+    let (status, _) = request(
+        port,
+        "POST",
+        "/mcp",
+        &headers,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    );
+    assert!(status == 202 || status == 200, "{status}");
+    headers
+}
+
+/// Calls `tool` in a session; returns the whole reply (the envelope is in its data line).
+fn call_tool(port: u16, headers: &str, id: u64, tool: &str, args: Value) -> String {
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                      "params": {"name": tool, "arguments": args}});
+    let (status, reply) = request(port, "POST", "/mcp", headers, &body.to_string());
+    assert_eq!(status, 200, "{reply}");
+    reply
+}
+
+#[test]
+fn files_plans_and_records_belong_to_their_caller() {
+    let ws = super::files::Workspace::new(false);
+    for name in ["report.pdf", "photo.jpg"] {
+        let path = ws.root.join(name);
+        std::fs::write(&path, name).unwrap();
+        super::files::backdate(&path);
+    }
+    let issuer = Issuer::new(ws.policy.parent().unwrap());
+    let (_server, port) = serve_policy("files", &ws.policy, &issuer);
+    let alice = open_session(port, &issuer.token(|_| {}));
+    let bob = open_session(port, &issuer.token(|c| c["sub"] = json!("bob@example.com")));
+    let planned = call_tool(port, &alice, 2, "plan_organize", json!({}));
+    let plan_id = planned
+        .split("\"plan_id\":\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap_or_else(|| panic!("no plan id: {planned}"))
+        .to_owned();
+    // Bob cannot apply Alice's plan: to him it is an unknown id, and nothing moves.
+    let stolen = call_tool(port, &bob, 3, "apply_plan", json!({"plan_id": plan_id}));
+    assert!(
+        stolen.contains("INVALID_REQUEST") && stolen.contains("unknown plan id"),
+        "{stolen}"
+    );
+    assert!(ws.root.join("report.pdf").exists());
+    let applied = call_tool(port, &alice, 4, "apply_plan", json!({"plan_id": plan_id}));
+    assert!(applied.contains("\"code\":\"OK\""), "{applied}");
+    assert!(!ws.root.join("report.pdf").exists());
+    let records: Vec<Value> = std::fs::read_to_string(&ws.audit)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let subs = |tool: &str| -> Vec<String> {
+        records
+            .iter()
+            .filter(|r| r["tool"] == tool)
+            .map(|r| r["sub"].as_str().unwrap_or("").to_owned())
+            .collect()
+    };
+    assert!(
+        subs("plan_organize")
+            .iter()
+            .all(|s| s == "alice@example.com"),
+        "{records:?}"
+    );
+    let apply = subs("apply_plan");
+    assert!(apply.contains(&"bob@example.com".to_owned()), "{apply:?}");
+    assert!(apply.contains(&"alice@example.com".to_owned()), "{apply:?}");
+    assert!(
+        apply.iter().all(|s| !s.is_empty()),
+        "every apply record names its caller: {apply:?}"
+    );
 }
