@@ -267,14 +267,7 @@ fn a_session_belongs_to_the_caller_that_opened_it() {
     let alice = issuer.token(|_| {});
     let (status, reply) = initialize(port, &alice);
     assert_eq!(status, 200, "{reply}");
-    let session = reply
-        .lines()
-        .find_map(|l| {
-            l.to_lowercase()
-                .starts_with("mcp-session-id:")
-                .then(|| l.split_once(':').unwrap().1.trim().to_owned())
-        })
-        .expect("no session id");
+    let session = session_id(&reply);
     let bob = issuer.token(|c| c["sub"] = json!("bob@example.com"));
     let ping = r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#;
     let (status, reply) = request(
@@ -299,18 +292,23 @@ fn a_session_belongs_to_the_caller_that_opened_it() {
     assert_ne!(status, 403, "{reply}");
 }
 
-/// A session of `token`'s caller over raw HTTP; returns the headers its requests carry.
-fn open_session(port: u16, token: &str) -> String {
-    let (status, reply) = initialize(port, token);
-    assert_eq!(status, 200, "{reply}");
-    let session = reply
+/// The `Mcp-Session-Id` an initialize reply names.
+fn session_id(reply: &str) -> String {
+    reply
         .lines()
         .find_map(|l| {
             l.to_lowercase()
                 .starts_with("mcp-session-id:")
                 .then(|| l.split_once(':').unwrap().1.trim().to_owned())
         })
-        .expect("no session id");
+        .expect("no session id")
+}
+
+/// A session of `token`'s caller over raw HTTP; returns the headers its requests carry.
+fn open_session(port: u16, token: &str) -> String {
+    let (status, reply) = initialize(port, token);
+    assert_eq!(status, 200, "{reply}");
+    let session = session_id(&reply);
     let headers = format!(
         "Authorization: Bearer {token}\r\nMcp-Session-Id: {session}\r\nMcp-Protocol-Version: 2025-11-25\r\n"
     );
