@@ -531,24 +531,11 @@ impl TerminalService {
         executor: &dyn Executor,
         cancel: Cancel,
     ) -> Result<(OperationResult, RunFacts), (OperationResult, Attempt)> {
-        let approver = req.approver.clone();
-        let mut prepared = match self.prepare(call, RUN, req, executor) {
+        let prepared = match self.prepare_admissible(call, RUN, req, executor).await {
             Ok(p) => p,
             Err(Early::Refused(result, attempt)) => return Err((result, *attempt)),
             Err(Early::Internal(result)) => return Ok((result, RunFacts::default())),
         };
-        if let Some(why) = self.gate.log().shipping_refusal() {
-            return Err((
-                crate::audit::NotAdmitted.shipping(RUN, &why),
-                prepared.attempt,
-            ));
-        }
-        if let Err(result) = self
-            .seek_approval(RUN, &mut prepared, approver.as_ref())
-            .await
-        {
-            return Err((result, prepared.attempt));
-        }
         let Prepared {
             decision,
             argv,
@@ -595,6 +582,32 @@ impl TerminalService {
             }
         };
         Ok((result, RunFacts::default()))
+    }
+
+    /// [`Self::prepare`], then what may still refuse the call before it is admitted:
+    /// shipping that refuses calls (`on_failure = "deny"` with a sink down), checked first
+    /// so that no person is asked about a call that could not run, and approval. Shared by
+    /// run_command and start_process.
+    async fn prepare_admissible(
+        &self,
+        call: &CallId,
+        tool: &'static str,
+        req: RunRequest,
+        executor: &dyn Executor,
+    ) -> Result<Prepared, Early> {
+        let approver = req.approver.clone();
+        let mut prepared = self.prepare(call, tool, req, executor)?;
+        if let Some(why) = self.gate.log().shipping_refusal() {
+            let result = crate::audit::NotAdmitted.shipping(tool, &why);
+            return Err(Early::Refused(result, Box::new(prepared.attempt)));
+        }
+        if let Err(result) = self
+            .seek_approval(tool, &mut prepared, approver.as_ref())
+            .await
+        {
+            return Err(Early::Refused(result, Box::new(prepared.attempt)));
+        }
+        Ok(prepared)
     }
 
     /// A command that needs approval runs only once a person has said yes (DESIGN §10):

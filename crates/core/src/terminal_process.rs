@@ -52,8 +52,12 @@ impl TerminalService {
         let call = self.gate.begin();
         let caller = req.caller.clone();
         let settings = self.policy.sessions;
+        let early_attempt = |req: &RunRequest| Attempt {
+            caller: caller.clone(),
+            ..Attempt::new(&call, START, self.redactor.redact(&req.command.display()))
+        };
         if self.sessions.running() >= settings.max_sessions {
-            let attempt = Attempt::new(&call, START, self.redactor.redact(&req.command.display()));
+            let attempt = early_attempt(&req);
             let result = full(settings.max_sessions).with_duration(started.elapsed());
             self.gate.record(attempt, &result);
             return Err(result);
@@ -62,7 +66,7 @@ impl TerminalService {
             .timeout_seconds
             .map_or(settings.max_seconds, |t| t.min(settings.max_seconds));
         if wall == 0 {
-            let attempt = Attempt::new(&call, START, self.redactor.redact(&req.command.display()));
+            let attempt = early_attempt(&req);
             let result = OperationResult::new(
                 START,
                 ResultCode::InvalidRequest,
@@ -77,8 +81,10 @@ impl TerminalService {
             observer: None,
             ..req
         };
-        let approver = req.approver.clone();
-        let mut prepared = match self.prepare(&call, START, req, executor.as_ref()) {
+        let prepared = match self
+            .prepare_admissible(&call, START, req, executor.as_ref())
+            .await
+        {
             Ok(p) => p,
             Err(Early::Refused(result, attempt)) => {
                 let result = result.with_duration(started.elapsed());
@@ -87,21 +93,6 @@ impl TerminalService {
             }
             Err(Early::Internal(result)) => return Err(result),
         };
-        if let Some(why) = self.gate.log().shipping_refusal() {
-            let result = crate::audit::NotAdmitted
-                .shipping(START, &why)
-                .with_duration(started.elapsed());
-            self.gate.record(prepared.attempt, &result);
-            return Err(result);
-        }
-        if let Err(result) = self
-            .seek_approval(START, &mut prepared, approver.as_ref())
-            .await
-        {
-            let result = result.with_duration(started.elapsed());
-            self.gate.record(prepared.attempt, &result);
-            return Err(result);
-        }
         let Prepared {
             attempt, mut plan, ..
         } = prepared;
