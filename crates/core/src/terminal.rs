@@ -575,7 +575,7 @@ impl TerminalService {
                 ResultCode::SandboxUnavailable,
                 format!("kernel confinement could not be applied, so nothing ran: {message}"),
             ),
-            Err(ExecFailure::NotDurable) => crate::audit::NotAdmitted.result(RUN),
+            Err(ExecFailure::NotDurable) => crate::audit::NotAdmitted::UNWRITTEN.result(RUN),
             Err(ExecFailure::Internal(message)) => {
                 eprintln!("safe-mcp: internal error in call {call}: {message}");
                 OperationResult::internal(RUN)
@@ -598,7 +598,7 @@ impl TerminalService {
         let approver = req.approver.clone();
         let mut prepared = self.prepare(call, tool, req, executor)?;
         if let Some(why) = self.gate.log().shipping_refusal() {
-            let result = crate::audit::NotAdmitted.shipping(tool, &why);
+            let result = crate::audit::NotAdmitted::shipping(why).result(tool);
             return Err(Early::Refused(result, Box::new(prepared.attempt)));
         }
         if let Err(result) = self

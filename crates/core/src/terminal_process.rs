@@ -369,7 +369,7 @@ fn failure_of(e: &ExecFailure) -> (ResultCode, String) {
             format!("kernel confinement could not be applied, so nothing ran: {message}"),
         ),
         ExecFailure::NotDurable => {
-            let r = crate::audit::NotAdmitted.result(START);
+            let r = crate::audit::NotAdmitted::UNWRITTEN.result(START);
             (r.code, r.reason)
         }
         ExecFailure::Internal(_) => (ResultCode::InternalError, "internal error".to_owned()),

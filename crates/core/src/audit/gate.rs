@@ -27,22 +27,29 @@ pub enum Server {
     Files,
 }
 
-/// The trail refused the attempt record under fail-closed: nothing may act.
+/// The trail refused the attempt record under fail-closed, or shipping refuses calls
+/// (`on_failure = "deny"` with a sink down): nothing may act.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NotAdmitted;
+pub struct NotAdmitted(Option<String>);
 
 impl NotAdmitted {
-    /// The envelope while shipping refuses calls: AUDIT_UNAVAILABLE, and why.
-    pub fn shipping(&self, tool: &str, why: &str) -> OperationResult {
-        OperationResult::new(
-            tool,
-            ResultCode::AuditUnavailable,
-            format!("{why}, so nothing acts until it is back"),
-        )
+    /// The record could not be written.
+    pub const UNWRITTEN: NotAdmitted = NotAdmitted(None);
+
+    /// Shipping refuses calls, for this reason.
+    pub fn shipping(why: String) -> NotAdmitted {
+        NotAdmitted(Some(why))
     }
 
-    /// The envelope a client gets: AUDIT_UNAVAILABLE, and what did not happen.
+    /// The envelope a client gets: AUDIT_UNAVAILABLE, and why nothing happened.
     pub fn result(&self, tool: &str) -> OperationResult {
+        if let Some(why) = &self.0 {
+            return OperationResult::new(
+                tool,
+                ResultCode::AuditUnavailable,
+                format!("{why}, so nothing acts until it is back"),
+            );
+        }
         let what = if tool == "run_command" {
             "nothing ran"
         } else {
@@ -101,14 +108,13 @@ impl Gate {
                 "safe-mcp: audit unavailable, refusing call {} ({}): {why}",
                 attempt.call, attempt.tool
             );
+            let refused = NotAdmitted::shipping(why);
             let _ = self.append(
                 "attempt",
-                &attempt
-                    .clone()
-                    .refused(&NotAdmitted.shipping(attempt.tool, &why)),
+                &attempt.clone().refused(&refused.result(attempt.tool)),
                 false,
             );
-            return Err(NotAdmitted);
+            return Err(refused);
         }
         match self.append("attempt", attempt, true) {
             Ok(()) => Ok(()),
@@ -118,7 +124,7 @@ impl Gate {
                         "safe-mcp: audit unavailable, refusing call {} ({}): {e}",
                         attempt.call, attempt.tool
                     );
-                    Err(NotAdmitted)
+                    Err(NotAdmitted::UNWRITTEN)
                 }
                 AuditFailMode::Open => {
                     eprintln!(

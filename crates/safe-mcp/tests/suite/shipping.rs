@@ -443,3 +443,42 @@ fn bad_sink_settings_are_refused_at_start() {
         assert!(text.contains(words), "{ship}: {text}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn deny_mode_refuses_the_files_tools_with_the_reason() {
+    let ws = super::files::Workspace::new(false);
+    let text = std::fs::read_to_string(&ws.policy).unwrap();
+    // A sink nobody listens on: the first delivery fails, and from then on nothing acts.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let spool = ws.policy.parent().unwrap().join("spool");
+    std::fs::write(
+        &ws.policy,
+        format!(
+            "{text}\n[audit.ship]\notlp_http = \"http://127.0.0.1:{port}\"\non_failure = \"deny\"\nspool_dir = \"{}\"\n",
+            spool.display()
+        ),
+    )
+    .unwrap();
+    let s = ws.session().await;
+    let mut refused = None;
+    for _ in 0..40 {
+        let r = s.call("undo_last_action", json!({})).await;
+        if r["code"] == "AUDIT_UNAVAILABLE" {
+            refused = Some(r);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let r = refused.expect("the files tools were never refused while the sink was down");
+    assert!(
+        r["reason"]
+            .as_str()
+            .unwrap()
+            .contains("on_failure = \"deny\""),
+        "{r}"
+    );
+}
