@@ -17,6 +17,7 @@
 
 mod chain;
 pub mod gate;
+mod private;
 pub mod received;
 pub mod record;
 pub mod ship;

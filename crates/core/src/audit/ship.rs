@@ -26,7 +26,7 @@
 //! `http://` is spoken: ship to a collector or agent on the host or the local network, which
 //! forwards with TLS.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
@@ -138,26 +138,20 @@ struct Spool {
 
 impl Spool {
     fn open(dir: &Path, stem: &str) -> std::io::Result<Spool> {
-        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        use std::os::unix::fs::PermissionsExt;
         if !dir.exists() {
             // What waits here is the trail itself: the server's user only.
             std::fs::create_dir_all(dir)?;
             std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
         }
-        let file = OpenOptions::new()
+        let file = super::private::options()
             .read(true)
             .append(true)
-            .create(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(dir.join(format!("{stem}.spool")))?;
-        let mut marker = OpenOptions::new()
+        let mut marker = super::private::options()
             .read(true)
             .write(true)
-            .create(true)
             .truncate(false)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(dir.join(format!("{stem}.sent")))?;
         let mut text = String::new();
         marker.read_to_string(&mut text)?;

@@ -7,9 +7,9 @@
 //! not written into an unlinked inode. A torn last line left by a crash is sealed on the next
 //! start with a `recovered` record, never silently continued.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 
@@ -274,13 +274,10 @@ impl AuditLog {
             None => {
                 let mut name = self.path.clone().into_os_string();
                 name.push(".lock");
-                let f = OpenOptions::new()
+                let f = super::private::options()
                     .read(true)
                     .write(true)
-                    .create(true)
                     .truncate(false)
-                    .mode(0o600)
-                    .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
                     .open(PathBuf::from(name))
                     .map_err(|e| self.error(format!("cannot open its lock file: {e}")))?;
                 let meta = f
@@ -459,12 +456,9 @@ impl AuditLog {
             w.file = None;
         }
         let memory = (w.prev.clone(), w.seq);
-        let mut file = OpenOptions::new()
+        let mut file = super::private::options()
             .append(true)
             .read(true)
-            .create(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&self.path)
             .map_err(|e| self.error(format!("cannot open: {e}")))?;
         let tail = read_tail(&mut file)
@@ -616,6 +610,7 @@ fn read_tail(mut file: impl Read + Seek) -> std::io::Result<Tail> {
 mod tests {
     use super::*;
     use crate::audit::verify::verify;
+    use std::fs::OpenOptions;
 
     fn rec(n: u64) -> Map<String, Value> {
         Map::from_iter([("n".to_owned(), json!(n))])
