@@ -61,23 +61,17 @@ impl Proxy {
 
 impl EgressProvider for Proxy {
     fn for_call(&self, call: &CallId) -> Egress {
-        Egress(Arc::new(CallProxy {
+        Egress(Arc::new(CallProxy(Arc::new(Context {
             policy: Arc::clone(&self.policy),
             service: self.service.clone(),
             call: call.to_string(),
-            refused: Arc::default(),
-        }))
+            refused: std::sync::Mutex::default(),
+        }))))
     }
 }
 
-/// The proxy as one call sees it.
-struct CallProxy {
-    policy: Arc<NetworkPolicy>,
-    service: Weak<TerminalService>,
-    call: String,
-    /// What was refused, a line each, for the call's result (at most [`MAX_REFUSALS`]).
-    refused: Arc<std::sync::Mutex<Vec<String>>>,
-}
+/// The proxy as one call sees it: what its connections share.
+struct CallProxy(Arc<Context>);
 
 /// The refusals a call's result lists; the trail has every one.
 const MAX_REFUSALS: usize = 20;
@@ -111,12 +105,7 @@ impl EgressGate for CallProxy {
                 return Box::new(Serving(stop));
             }
         };
-        let ctx = Arc::new(Context {
-            policy: Arc::clone(&self.policy),
-            service: self.service.clone(),
-            call: self.call.clone(),
-            refused: Arc::clone(&self.refused),
-        });
+        let ctx = Arc::clone(&self.0);
         let token = stop.clone();
         runtime.spawn(async move {
             loop {
@@ -139,7 +128,7 @@ impl EgressGate for CallProxy {
     }
 
     fn refusals(&self) -> Vec<String> {
-        self.refused.lock().map(|r| r.clone()).unwrap_or_default()
+        self.0.refused.lock().map(|r| r.clone()).unwrap_or_default()
     }
 }
 
@@ -148,7 +137,8 @@ struct Context {
     policy: Arc<NetworkPolicy>,
     service: Weak<TerminalService>,
     call: String,
-    refused: Arc<std::sync::Mutex<Vec<String>>>,
+    /// What was refused, a line each, for the call's result (at most [`MAX_REFUSALS`]).
+    refused: std::sync::Mutex<Vec<String>>,
 }
 
 /// A request as the proxy reads it.
