@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 /// `[terminal.network] mode`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -289,36 +289,6 @@ fn non_public_v6(ip: Ipv6Addr) -> Option<&'static str> {
         [x, ..] if x & 0xff00 == 0xff00 => "multicast",
         _ => return None,
     })
-}
-
-/// A `network` audit record: one per decision of the proxy (and, for an allowed
-/// connection, one more when it closes, with its byte counts).
-#[derive(Debug, Clone, Serialize)]
-pub struct NetworkRecord {
-    /// The call whose command asked.
-    pub call: String,
-    /// `refused`, `open` (allowed, before any byte flows) or `close`.
-    pub event: &'static str,
-    /// `CONNECT`, or the plain-HTTP method.
-    pub method: String,
-    /// The host as asked (normalised when it could be).
-    pub host: String,
-    /// The port asked for.
-    pub port: u16,
-    /// The allow or deny entry, or the check, that decided.
-    pub rule: String,
-    /// Why it was refused.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// The address connected to (allowed connections).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub address: Option<String>,
-    /// Bytes from the command to the host (on `close`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub bytes_up: Option<u64>,
-    /// Bytes from the host to the command (on `close`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub bytes_down: Option<u64>,
 }
 
 #[cfg(test)]

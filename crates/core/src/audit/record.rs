@@ -173,6 +173,36 @@ pub struct OutputCounts {
     pub stderr_truncated: bool,
 }
 
+/// A `network` audit record: one per decision of the proxy (and, for an allowed
+/// connection, one more when it closes, with its byte counts).
+#[derive(Debug, Clone, Serialize)]
+pub struct NetworkRecord {
+    /// The call whose command asked.
+    pub call: String,
+    /// `refused`, `open` (allowed, before any byte flows) or `close`.
+    pub event: &'static str,
+    /// `CONNECT`, or the plain-HTTP method.
+    pub method: String,
+    /// The host as asked (normalised when it could be).
+    pub host: String,
+    /// The port asked for.
+    pub port: u16,
+    /// The allow or deny entry, or the check, that decided.
+    pub rule: String,
+    /// Why it was refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The address connected to (allowed connections).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    /// Bytes from the command to the host (on `close`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes_up: Option<u64>,
+    /// Bytes from the host to the command (on `close`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes_down: Option<u64>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -303,37 +303,7 @@ impl Builder<'_> {
                     None => None,
                 },
             },
-            http: {
-                let raw = raw.http.unwrap_or_default();
-                let origins = raw.allowed_origins.unwrap_or_default();
-                if let Some(bad) = origins.iter().find(|o| {
-                    !(o.starts_with("http://") || o.starts_with("https://") || *o == "null")
-                }) {
-                    return Err(ConfigError::Invalid {
-                        key: "http.allowed_origins".into(),
-                        message: format!(
-                            "{bad:?}: an origin names its scheme (https://app.example.com:443)"
-                        ),
-                    });
-                }
-                let max_body_bytes = raw.max_body_bytes.unwrap_or(1 << 20);
-                if !(1024..=64 << 20).contains(&max_body_bytes) {
-                    return Err(ConfigError::Invalid {
-                        key: "http.max_body_bytes".into(),
-                        message: "must be between 1024 and 67108864".into(),
-                    });
-                }
-                let oauth = match raw.auth {
-                    None => None,
-                    Some(auth) => oauth_settings(auth, |p| self.file_path(p))?,
-                };
-                super::HttpSettings {
-                    allowed_origins: origins,
-                    allowed_hosts: raw.allowed_hosts.unwrap_or_default(),
-                    max_body_bytes,
-                    oauth,
-                }
-            },
+            http: http_settings(raw.http.unwrap_or_default(), |p| self.file_path(p))?,
             redaction,
             terminal,
             files,
@@ -1111,4 +1081,38 @@ fn oauth_settings(
         required_scopes: raw.required_scopes.unwrap_or_default(),
         leeway_seconds,
     }))
+}
+
+/// `[http]`: origins that name their scheme, a sane body cap, and `[http.auth]`.
+fn http_settings(
+    raw: super::raw::RawHttp,
+    path: impl Fn(PathBuf) -> PathBuf,
+) -> Result<super::HttpSettings, ConfigError> {
+    let origins = raw.allowed_origins.unwrap_or_default();
+    if let Some(bad) = origins
+        .iter()
+        .find(|o| !(o.starts_with("http://") || o.starts_with("https://") || *o == "null"))
+    {
+        return Err(ConfigError::Invalid {
+            key: "http.allowed_origins".into(),
+            message: format!("{bad:?}: an origin names its scheme (https://app.example.com:443)"),
+        });
+    }
+    let max_body_bytes = raw.max_body_bytes.unwrap_or(1 << 20);
+    if !(1024..=64 << 20).contains(&max_body_bytes) {
+        return Err(ConfigError::Invalid {
+            key: "http.max_body_bytes".into(),
+            message: "must be between 1024 and 67108864".into(),
+        });
+    }
+    let oauth = match raw.auth {
+        None => None,
+        Some(auth) => oauth_settings(auth, path)?,
+    };
+    Ok(super::HttpSettings {
+        allowed_origins: origins,
+        allowed_hosts: raw.allowed_hosts.unwrap_or_default(),
+        max_body_bytes,
+        oauth,
+    })
 }

@@ -23,8 +23,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use safe_mcp_core::audit::CallId;
-use safe_mcp_core::egress::{NetworkPolicy, NetworkRecord, Refusal};
+use safe_mcp_core::audit::{CallId, NetworkRecord};
+use safe_mcp_core::egress::{NetworkPolicy, Refusal};
 use safe_mcp_core::terminal::{Egress, EgressGate};
 use safe_mcp_core::terminal::{EgressProvider, TerminalService};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
