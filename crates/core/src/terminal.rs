@@ -256,6 +256,16 @@ impl TerminalService {
         self.gate.log()
     }
 
+    /// Appends a record of `kind` (the proxy's `network` records) to the trail.
+    pub fn record_event(
+        &self,
+        kind: &str,
+        record: &impl serde::Serialize,
+        durable: bool,
+    ) -> Result<(), crate::audit::AuditError> {
+        self.gate.append(kind, record, durable)
+    }
+
     /// The redactor (shared with the CLI's `redact`).
     pub fn redactor(&self) -> &Redactor {
         &self.redactor
@@ -666,13 +676,15 @@ impl TerminalService {
             reasons: reasons.clone(),
             timeout: settings.timeout,
         };
-        let mut asked = Map::new();
-        asked.insert("call".into(), json!(request.call));
-        asked.insert("event".into(), json!("asked"));
-        asked.insert("tool".into(), json!(tool));
-        asked.insert("argv".into(), json!(request.stages));
-        asked.insert("required".into(), json!(reasons));
-        if let Err(e) = self.gate.log().append("approval", asked, false) {
+        let asked = crate::audit::ApprovalAsked {
+            call: prepared.attempt.call.clone(),
+            event: "asked",
+            tool,
+            argv: request.stages.clone(),
+            required: reasons.clone(),
+            caller: prepared.attempt.caller.clone(),
+        };
+        if let Err(e) = self.gate.append("approval", &asked, false) {
             eprintln!("safe-mcp: warning: an approval request was not recorded: {e}");
         }
         let outcome = approver.0.ask(&request).await;

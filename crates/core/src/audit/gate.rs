@@ -163,7 +163,15 @@ impl Gate {
         }
     }
 
-    fn append(&self, kind: &str, record: &impl Serialize, durable: bool) -> Result<(), AuditError> {
+    /// Appends one of the record types of [`super::record`] as a record of `kind`
+    /// (`attempt` and `outcome` through the calls above; `network`, `approval` directly),
+    /// durable at once when `durable`.
+    pub fn append(
+        &self,
+        kind: &str,
+        record: &impl Serialize,
+        durable: bool,
+    ) -> Result<(), AuditError> {
         // The record types serialize to objects; anything else is refused, never written.
         let fields: Map<String, Value> = match serde_json::to_value(record) {
             Ok(Value::Object(map)) => map,

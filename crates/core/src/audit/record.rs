@@ -173,6 +173,25 @@ pub struct OutputCounts {
     pub stderr_truncated: bool,
 }
 
+/// An `approval` record: a person is being asked about a call (the decision goes into the
+/// call's attempt record).
+#[derive(Debug, Clone, Serialize)]
+pub struct ApprovalAsked {
+    /// The call asked about.
+    pub call: CallId,
+    /// `asked`.
+    pub event: &'static str,
+    /// The tool called.
+    pub tool: &'static str,
+    /// Each stage's argv, redacted, as the person sees it.
+    pub argv: Vec<Vec<String>>,
+    /// The rules that require approval.
+    pub required: Vec<String>,
+    /// Who asked.
+    #[serde(flatten)]
+    pub caller: Caller,
+}
+
 /// A `network` audit record: one per decision of the proxy (and, for an allowed
 /// connection, one more when it closes, with its byte counts).
 #[derive(Debug, Clone, Serialize)]

@@ -324,15 +324,12 @@ impl Context {
         let Some(service) = self.service.upgrade() else {
             return false;
         };
-        let fields = match serde_json::to_value(record) {
-            Ok(serde_json::Value::Object(map)) => map,
-            _ => return false,
-        };
+        let record = record.clone();
         let appended =
-            tokio::task::spawn_blocking(move || service.audit().append("network", fields, durable))
+            tokio::task::spawn_blocking(move || service.record_event("network", &record, durable))
                 .await;
         match appended {
-            Ok(Ok(_)) => true,
+            Ok(Ok(())) => true,
             Ok(Err(e)) => {
                 eprintln!("safe-mcp: warning: a network record was not written: {e}");
                 false
