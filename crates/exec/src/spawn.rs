@@ -399,28 +399,26 @@ pub(crate) fn spawn(s: &StageSpawn<'_>) -> Result<Spawned, SpawnError> {
         step: Step::from_raw(failure >> 16).unwrap_or(Step::Exec),
         errno: failure & 0xffff,
     };
-    // The first child has sent its listener (or failed, which the failure slot says).
-    let listener = match (&channel, failure) {
-        (Some(channel), 0) => Some(channel.receive()),
-        _ => None,
+    // The first child has sent its listener, or failed (which the failure slot says); a
+    // listener that did not arrive is a failure of the network step.
+    let (failure, listener) = match (&channel, failure) {
+        (Some(channel), 0) => match channel.receive() {
+            Ok(listener) => (0, Some(listener)),
+            Err(e) => (
+                failure_code(Step::Network, e.raw_os_error().unwrap_or(libc::EIO)),
+                None,
+            ),
+        },
+        (_, failure) => (failure, None),
     };
     let Some(stage) = &prepared.pid_ns else {
-        let listener = match listener.transpose() {
-            Ok(listener) if failure == 0 => listener,
-            Ok(_) => {
-                // The child has exited: reap it so it leaves no zombie.
-                let _ = reap(&pidfd);
-                return Err(child_failed(failure));
-            }
-            Err(e) => {
-                let _ = rustix::process::pidfd_send_signal(&pidfd, rustix::process::Signal::KILL);
-                let _ = reap(&pidfd);
-                return Err(SpawnError::Child {
-                    step: Step::Network,
-                    errno: e.raw_os_error().unwrap_or(libc::EIO),
-                });
-            }
-        };
+        if failure != 0 {
+            // The child has exited (or, its listener lost, runs): end it and reap it, so
+            // that it leaves no zombie.
+            let _ = rustix::process::pidfd_send_signal(&pidfd, rustix::process::Signal::KILL);
+            let _ = reap(&pidfd);
+            return Err(child_failed(failure));
+        }
         return Ok(Spawned {
             pid,
             pidfd,
@@ -434,13 +432,6 @@ pub(crate) fn spawn(s: &StageSpawn<'_>) -> Result<Spawned, SpawnError> {
     let init_pid = Pid::from_raw(stage.init_pid.load(Ordering::Acquire));
     let init_fd =
         init_pid.map(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()));
-    let (failure, listener) = match listener.transpose() {
-        Ok(listener) => (failure, listener),
-        Err(e) => (
-            ((Step::Network as i32) << 16) | (e.raw_os_error().unwrap_or(libc::EIO) & 0xffff),
-            None,
-        ),
-    };
     match (failure, init_pid, init_fd, init) {
         // The init left the first child's group for a session of its own, so its group
         // is the init's pid, pinned by the init itself until we reap it: never a stranger's.
@@ -487,11 +478,16 @@ fn reap(pidfd: &OwnedFd) -> bool {
     }
 }
 
+/// A failure as the failure slot holds it: `step << 16 | errno`.
+fn failure_code(step: Step, errno: c_int) -> i32 {
+    ((step as i32) << 16) | (errno & 0xffff)
+}
+
 /// Records the first failure of any child of the stage.
 fn record_failure(p: &Prepared, step: Step, errno: c_int) {
     let _ = p.failure.compare_exchange(
         0,
-        ((step as i32) << 16) | (errno & 0xffff),
+        failure_code(step, errno),
         Ordering::AcqRel,
         Ordering::Acquire,
     );
