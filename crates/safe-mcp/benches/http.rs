@@ -94,18 +94,6 @@ fn issuer(dir: &Path) -> (std::path::PathBuf, String) {
     (jwks, common::issuer::sign(&claims, &pem))
 }
 
-fn policy(dir: &Path, name: &str, extra: &str) -> std::path::PathBuf {
-    let base = dir.join(name);
-    std::fs::create_dir_all(base.join("jail")).unwrap();
-    let p = base.join("policy.toml");
-    std::fs::write(
-        &p,
-        format!("audit_log = \"audit.jsonl\"\n[terminal]\njail_root = \"jail\"\n[terminal.allowlist]\ncommands = [\"echo\"]\n[terminal.limits]\ntimeout_seconds = 30\n{extra}"),
-    )
-    .unwrap();
-    p
-}
-
 /// Starts `--http 127.0.0.1:0`; returns the child and its port.
 async fn serve(policy: &Path) -> (tokio::process::Child, u16) {
     let mut child = tokio::process::Command::new(BIN)
@@ -143,10 +131,14 @@ async fn main() {
         "[http.auth]\nmode = \"oauth\"\nissuer = \"https://issuer.test\"\naudience = \"https://mcp.test/mcp\"\njwks_file = \"{}\"\nrequired_scopes = [\"mcp:terminal\"]\n",
         jwks.display()
     );
-    let stdio_policy = policy(dir.path(), "stdio", "");
+    let limits = "[terminal.limits]\ntimeout_seconds = 30\n";
+    let policy = |name: &str, extra: &str| {
+        common::echo_policy(dir.path(), name, &format!("{limits}{extra}"))
+    };
+    let stdio_policy = policy("stdio", "");
     let stdio = common::start_terminal(&stdio_policy).await;
-    let (_plain_child, plain_port) = serve(&policy(dir.path(), "plain", "")).await;
-    let (_oauth_child, oauth_port) = serve(&policy(dir.path(), "oauth", &oauth)).await;
+    let (_plain_child, plain_port) = serve(&policy("plain", "")).await;
+    let (_oauth_child, oauth_port) = serve(&policy("oauth", &oauth)).await;
     let bearer = format!("Authorization: Bearer {token}\r\n");
     let mut plain = HttpSession::open(plain_port, "").await;
     let mut authed = HttpSession::open(oauth_port, &bearer).await;

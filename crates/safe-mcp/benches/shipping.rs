@@ -8,7 +8,6 @@
 
 mod common;
 
-use std::path::Path;
 use std::time::Instant;
 
 use common::call;
@@ -55,23 +54,6 @@ async fn receiver(http: bool) -> u16 {
     port
 }
 
-fn policy(dir: &Path, name: &str, ship: &str) -> std::path::PathBuf {
-    let base = dir.join(name);
-    std::fs::create_dir_all(base.join("jail")).unwrap();
-    let p = base.join("policy.toml");
-    std::fs::write(
-        &p,
-        format!("audit_log = \"audit.jsonl\"\n[terminal]\njail_root = \"jail\"\n[terminal.allowlist]\ncommands = [\"echo\"]\n{ship}"),
-    )
-    .unwrap();
-    p
-}
-
-fn p50(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let calls: usize = std::env::args()
@@ -85,8 +67,8 @@ async fn main() {
         dir.path().display()
     );
     let start = |policy: std::path::PathBuf| async move { common::start_terminal(&policy).await };
-    let on = start(policy(dir.path(), "on", &shipping)).await;
-    let off = start(policy(dir.path(), "off", "")).await;
+    let on = start(common::echo_policy(dir.path(), "on", &shipping)).await;
+    let off = start(common::echo_policy(dir.path(), "off", "")).await;
     println!("safe-mcp audit shipping benchmark: {calls} calls per block, 4 rounds, alternating\n");
     let (mut serial, mut parallel) = ([Vec::new(), Vec::new()], [Vec::new(), Vec::new()]);
     for _ in 0..4 {
@@ -128,11 +110,11 @@ async fn main() {
         .iter()
         .enumerate()
     {
-        let one: f64 = 1e3 / p50(serial[i].clone());
+        let one: f64 = 1e3 / common::p50_p99(serial[i].clone()).0;
         println!(
             "{name:<30} p50 {:.3} ms ({one:.0} calls/s one at a time)   16 at once {:.0} calls/s",
-            p50(serial[i].clone()),
-            p50(parallel[i].clone())
+            common::p50_p99(serial[i].clone()).0,
+            common::p50_p99(parallel[i].clone()).0
         );
     }
     on.cancel().await.unwrap();

@@ -43,3 +43,17 @@ pub fn p50_p99(mut v: Vec<f64>) -> (f64, f64) {
     let at = |q: f64| v[((v.len() as f64 - 1.0) * q).round() as usize];
     (at(0.5), at(0.99))
 }
+
+/// A policy in `dir/name/policy.toml` whose jail is `dir/name/jail`, allowing `echo`, with
+/// `extra` TOML appended.
+pub fn echo_policy(dir: &std::path::Path, name: &str, extra: &str) -> std::path::PathBuf {
+    let base = dir.join(name);
+    std::fs::create_dir_all(base.join("jail")).unwrap();
+    let p = base.join("policy.toml");
+    std::fs::write(
+        &p,
+        format!("audit_log = \"audit.jsonl\"\n[terminal]\njail_root = \"jail\"\n[terminal.allowlist]\ncommands = [\"echo\"]\n{extra}"),
+    )
+    .unwrap();
+    p
+}
