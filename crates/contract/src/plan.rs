@@ -78,10 +78,12 @@ pub trait EgressGate: Send + Sync {
     /// which the executor does once every process of the call is gone.
     fn serve(&self, listener: std::net::TcpListener) -> Box<dyn Send>;
 
-    /// What the proxy refused for this call so far, a line each (for the call's result:
-    /// a tool's own error, such as curl's "CONNECT tunnel failed, response 403", does not
-    /// say why).
-    fn refusals(&self) -> Vec<String>;
+    /// Once every guard is dropped: waits until each of the call's connections has written
+    /// its last record (a relay still open when the call's processes were gone ends then),
+    /// so that the call's outcome record follows its network records; then returns what
+    /// the proxy refused for the call, a line each (for the call's result: a tool's own
+    /// error, such as curl's "CONNECT tunnel failed, response 403", does not say why).
+    fn finish(&self) -> std::pin::Pin<Box<dyn Future<Output = Vec<String>> + Send + '_>>;
 }
 
 /// An [`EgressGate`] a plan can carry.

@@ -381,6 +381,7 @@ impl TerminalService {
                 .collect::<Vec<_>>(),
             "sessions": {
                 "max_sessions": p.sessions.max_sessions,
+                "max_sessions_per_caller": p.sessions.capacity().per_caller,
                 "idle_timeout_seconds": p.sessions.idle_timeout_seconds,
                 "max_seconds": p.sessions.max_seconds,
                 "buffer_bytes": p.sessions.buffer_bytes,
@@ -565,7 +566,10 @@ impl TerminalService {
                 let (mut result, facts) =
                     self.finish(&decision, &argv, outcome, timeout, cwd, confinement);
                 // What the proxy refused, and why: the tools' own errors do not say.
-                let refused = egress.map(|e| e.0.refusals()).unwrap_or_default();
+                let refused = match &egress {
+                    Some(e) => e.0.finish().await,
+                    None => Vec::new(),
+                };
                 if !refused.is_empty() {
                     let refused: Vec<String> =
                         refused.iter().map(|r| self.redactor.redact(r)).collect();

@@ -20,6 +20,7 @@
 //! are refused; through CONNECT anything goes).
 
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -41,6 +42,8 @@ const HEAD_TIMEOUT: Duration = Duration::from_secs(15);
 const RESOLVE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long one connect may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long the end of a call waits for its connections' last records.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The proxy of one terminal server: its policy, and the trail its records go to.
 #[derive(Debug)]
@@ -66,6 +69,8 @@ impl EgressProvider for Proxy {
             service: self.service.clone(),
             call: call.to_string(),
             refused: std::sync::Mutex::default(),
+            live: AtomicUsize::new(0),
+            idle: tokio::sync::Notify::new(),
         }))))
     }
 }
@@ -76,8 +81,27 @@ struct CallProxy(Arc<Context>);
 /// The refusals a call's result lists; the trail has every one.
 const MAX_REFUSALS: usize = 20;
 
-/// Stops a call's proxy when dropped: its listener closes and open relays end.
+/// Stops a call's proxy when dropped: its listener closes and open relays end (each then
+/// writes its `close` record).
 struct Serving(CancellationToken);
+
+/// A connection being handled, counted in its call's [`Context::live`] until dropped.
+struct Live(Arc<Context>);
+
+impl Live {
+    fn enter(ctx: &Arc<Context>) -> Live {
+        ctx.live.fetch_add(1, Ordering::AcqRel);
+        Live(Arc::clone(ctx))
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        if self.0.live.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
+}
 
 impl Drop for Serving {
     fn drop(&mut self) {
@@ -114,21 +138,33 @@ impl EgressGate for CallProxy {
                     accepted = listener.accept() => accepted,
                 };
                 let Ok((stream, _)) = accepted else { continue };
-                let ctx = Arc::clone(&ctx);
+                let live = Live::enter(&ctx);
                 let token = token.clone();
                 tokio::spawn(async move {
-                    tokio::select! {
-                        () = token.cancelled() => {}
-                        () = ctx.handle(stream) => {}
-                    }
+                    live.0.handle(stream, &token).await;
+                    drop(live);
                 });
             }
         });
         Box::new(Serving(stop))
     }
 
-    fn refusals(&self) -> Vec<String> {
-        self.0.refused.lock().map(|r| r.clone()).unwrap_or_default()
+    fn finish(&self) -> std::pin::Pin<Box<dyn Future<Output = Vec<String>> + Send + '_>> {
+        Box::pin(async move {
+            let ctx = &self.0;
+            let deadline = tokio::time::Instant::now() + SETTLE_TIMEOUT;
+            loop {
+                // Made before the count is read, so a last connection ending in between
+                // still wakes it.
+                let idle = ctx.idle.notified();
+                if ctx.live.load(Ordering::Acquire) == 0
+                    || tokio::time::timeout_at(deadline, idle).await.is_err()
+                {
+                    break;
+                }
+            }
+            ctx.refused.lock().map(|r| r.clone()).unwrap_or_default()
+        })
     }
 }
 
@@ -139,6 +175,20 @@ struct Context {
     call: String,
     /// What was refused, a line each, for the call's result (at most [`MAX_REFUSALS`]).
     refused: std::sync::Mutex<Vec<String>>,
+    /// Connections being handled, and the signal that the last has ended.
+    live: AtomicUsize,
+    idle: tokio::sync::Notify,
+}
+
+/// A connection [`Context::reach`] made: the upstream, its address, the request, the host
+/// as judged and the rule that allowed it.
+type Reached = (TcpStream, SocketAddr, Request, String, String);
+
+/// Bytes relayed each way, counted as they go.
+#[derive(Default)]
+struct Moved {
+    up: AtomicU64,
+    down: AtomicU64,
 }
 
 /// A request as the proxy reads it.
@@ -163,68 +213,22 @@ struct Refused {
 }
 
 impl Context {
-    async fn handle(&self, mut client: TcpStream) {
-        let _ = client.set_nodelay(true);
-        let request = match tokio::time::timeout(HEAD_TIMEOUT, read_request(&mut client)).await {
-            Ok(Ok(r)) => r,
-            Ok(Err(refused)) => return self.refuse(&mut client, refused).await,
-            Err(_) => {
-                let refused = Refused {
-                    status: "408 Request Timeout",
-                    refusal: Refusal {
-                        rule: "bad-request".into(),
-                        reason: "no complete request head arrived in time".into(),
-                    },
-                    method: String::new(),
-                    host: String::new(),
-                    port: 0,
-                };
-                return self.refuse(&mut client, refused).await;
-            }
+    /// One connection, to its end: refused, or opened, relayed and closed, each on the
+    /// record. Once `stop` (the call is over) nothing new is opened, and a relay still
+    /// running ends with its `close` record.
+    async fn handle(&self, mut client: TcpStream, stop: &CancellationToken) {
+        let reached = tokio::select! {
+            () = stop.cancelled() => return,
+            reached = self.reach(&mut client) => reached,
         };
-        let refused = |status, refusal: Refusal, r: &Request| Refused {
-            status,
-            refusal,
-            method: r.method.clone(),
-            host: r.host.clone(),
-            port: r.port,
-        };
-        let (host, rule) = match self.policy.judge(&request.host) {
-            Ok(v) => v,
-            Err(refusal) => {
-                return self
-                    .refuse(&mut client, refused("403 Forbidden", refusal, &request))
-                    .await;
-            }
-        };
-        let addresses = match self.resolve(&host, request.port).await {
-            Ok(a) => a,
-            Err(refusal) => {
-                return self
-                    .refuse(&mut client, refused("502 Bad Gateway", refusal, &request))
-                    .await;
-            }
-        };
-        let ips: Vec<IpAddr> = addresses.iter().map(SocketAddr::ip).collect();
-        if let Err(refusal) = self.policy.check_addresses(&host, &ips) {
-            return self
-                .refuse(&mut client, refused("403 Forbidden", refusal, &request))
-                .await;
-        }
-        let Some((upstream, address)) = connect(&addresses).await else {
-            let refusal = Refusal {
-                rule: rule.clone(),
-                reason: format!("{host}:{} could not be reached", request.port),
-            };
-            return self
-                .refuse(&mut client, refused("502 Bad Gateway", refusal, &request))
-                .await;
+        let Some((upstream, address, request, host, rule)) = reached else {
+            return;
         };
         let mut record = NetworkRecord {
             call: self.call.clone(),
             event: "open",
             method: request.method.clone(),
-            host: host.clone(),
+            host,
             port: request.port,
             rule,
             reason: None,
@@ -238,18 +242,88 @@ impl Context {
                 rule: "audit".into(),
                 reason: "the audit trail is unavailable, so no connection is made".into(),
             };
+            let refused = Refused {
+                status: "503 Service Unavailable",
+                refusal,
+                method: request.method,
+                host: request.host,
+                port: request.port,
+            };
+            return self.refuse(&mut client, refused).await;
+        }
+        let moved = Moved::default();
+        tokio::select! {
+            () = relay(client, upstream, request, &moved) => {}
+            // The call's processes are gone: what is still open ends here.
+            () = stop.cancelled() => {}
+        }
+        record.event = "close";
+        record.bytes_up = Some(moved.up.load(Ordering::Relaxed));
+        record.bytes_down = Some(moved.down.load(Ordering::Relaxed));
+        self.append(&record, false).await;
+    }
+
+    /// Reads and judges the request, resolves and connects: the upstream, its address, the
+    /// request, the host as judged and the rule that allowed it; or `None`, refused (the
+    /// refusal answered and recorded).
+    async fn reach(&self, client: &mut TcpStream) -> Option<Reached> {
+        let _ = client.set_nodelay(true);
+        let request = match tokio::time::timeout(HEAD_TIMEOUT, read_request(client)).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(refused)) => return self.refusing(client, refused).await,
+            Err(_) => {
+                let refused = Refused {
+                    status: "408 Request Timeout",
+                    refusal: Refusal {
+                        rule: "bad-request".into(),
+                        reason: "no complete request head arrived in time".into(),
+                    },
+                    method: String::new(),
+                    host: String::new(),
+                    port: 0,
+                };
+                return self.refusing(client, refused).await;
+            }
+        };
+        let refused = |status, refusal: Refusal, r: &Request| Refused {
+            status,
+            refusal,
+            method: r.method.clone(),
+            host: r.host.clone(),
+            port: r.port,
+        };
+        let (host, rule) = match self.policy.judge(&request.host) {
+            Ok(v) => v,
+            Err(refusal) => {
+                return self
+                    .refusing(client, refused("403 Forbidden", refusal, &request))
+                    .await;
+            }
+        };
+        let addresses = match self.resolve(&host, request.port).await {
+            Ok(a) => a,
+            Err(refusal) => {
+                return self
+                    .refusing(client, refused("502 Bad Gateway", refusal, &request))
+                    .await;
+            }
+        };
+        let ips: Vec<IpAddr> = addresses.iter().map(SocketAddr::ip).collect();
+        if let Err(refusal) = self.policy.check_addresses(&host, &ips) {
             return self
-                .refuse(
-                    &mut client,
-                    refused("503 Service Unavailable", refusal, &request),
-                )
+                .refusing(client, refused("403 Forbidden", refusal, &request))
                 .await;
         }
-        let (up, down) = relay(client, upstream, request).await;
-        record.event = "close";
-        record.bytes_up = Some(up);
-        record.bytes_down = Some(down);
-        self.append(&record, false).await;
+        let Some((upstream, address)) = connect(&addresses).await else {
+            let refusal = Refusal {
+                rule: rule.clone(),
+                reason: format!("{host}:{} could not be reached", request.port),
+            };
+            return self
+                .refusing(client, refused("502 Bad Gateway", refusal, &request))
+                .await;
+        };
+        Some((upstream, address, request, host, rule))
     }
 
     /// The checked name's addresses: pinned by the policy, or from the system resolver.
@@ -274,6 +348,12 @@ impl Context {
             Ok(Err(e)) => Err(failed(e.to_string())),
             Err(_) => Err(failed("timed out".into())),
         }
+    }
+
+    /// [`Self::refuse`], for [`Self::reach`].
+    async fn refusing(&self, client: &mut TcpStream, refused: Refused) -> Option<Reached> {
+        self.refuse(client, refused).await;
+        None
     }
 
     async fn refuse(&self, client: &mut TcpStream, refused: Refused) {
@@ -546,23 +626,22 @@ fn split_authority(authority: &str) -> Option<(String, Option<u16>)> {
     }
 }
 
-/// Relays between the command and the host; returns the bytes each way.
-async fn relay(mut client: TcpStream, mut upstream: TcpStream, request: Request) -> (u64, u64) {
+/// Relays between the command and the host, counting the bytes each way in `moved`.
+async fn relay(mut client: TcpStream, mut upstream: TcpStream, request: Request, moved: &Moved) {
     match request.forward {
         None => {
             if client
                 .write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
                 .await
                 .is_err()
+                || upstream.write_all(&request.rest).await.is_err()
             {
-                return (0, 0);
+                return;
             }
-            let early = request.rest.len() as u64;
-            if upstream.write_all(&request.rest).await.is_err() {
-                return (early, 0);
-            }
-            let (up, down) = splice::both_ways(&client, &upstream).await;
-            (early + up, down)
+            moved
+                .up
+                .fetch_add(request.rest.len() as u64, Ordering::Relaxed);
+            splice::both_ways(&client, &upstream, &moved.up, &moved.down).await;
         }
         Some((head, length)) => {
             let (mut client_r, client_w) = client.split();
@@ -574,26 +653,42 @@ async fn relay(mut client: TcpStream, mut upstream: TcpStream, request: Request)
                     .len()
                     .min(usize::try_from(length).unwrap_or(usize::MAX));
                 upstream_w.write_all(&request.rest[..first]).await?;
+                moved
+                    .up
+                    .fetch_add((head.len() + first) as u64, Ordering::Relaxed);
                 let remaining = length - first as u64;
-                let copied = copy_exactly(&mut client_r, &mut upstream_w, remaining).await?;
-                Ok::<u64, std::io::Error>((head.len() + first) as u64 + copied)
+                copy_counted(&mut client_r, &mut upstream_w, remaining, &moved.up).await
             };
             // The answer moves in the kernel, like a tunnel's bytes.
-            let receive = splice::one_way(upstream_r.as_ref(), client_w.as_ref());
-            let (sent, received) = tokio::join!(send, receive);
-            (sent.unwrap_or(0), received.unwrap_or(0))
+            let receive = splice::one_way(upstream_r.as_ref(), client_w.as_ref(), &moved.down);
+            let _ = tokio::join!(send, receive);
         }
     }
 }
 
-/// Copies exactly `n` bytes (or until end of file) from `from` to `to`.
-async fn copy_exactly<R, W>(from: &mut R, to: &mut W, n: u64) -> std::io::Result<u64>
+/// Copies `n` bytes (or until end of file) from `from` to `to`, counting them in `moved`.
+async fn copy_counted<R, W>(
+    from: &mut R,
+    to: &mut W,
+    mut n: u64,
+    moved: &AtomicU64,
+) -> std::io::Result<()>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let mut limited = from.take(n);
-    tokio::io::copy(&mut limited, to).await
+    let mut buf = vec![0u8; 64 * 1024];
+    while n > 0 {
+        let want = buf.len().min(usize::try_from(n).unwrap_or(usize::MAX));
+        let got = from.read(&mut buf[..want]).await?;
+        if got == 0 {
+            break;
+        }
+        to.write_all(&buf[..got]).await?;
+        moved.fetch_add(got as u64, Ordering::Relaxed);
+        n -= got as u64;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

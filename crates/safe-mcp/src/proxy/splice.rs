@@ -5,6 +5,7 @@
 
 use std::io;
 use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use rustix::pipe::{PipeFlags, SpliceFlags};
 use tokio::io::Interest;
@@ -13,14 +14,14 @@ use tokio::net::TcpStream;
 /// The most moved per splice, and the pipe's capacity.
 const CHUNK: usize = 1 << 20;
 
-/// Moves bytes from `from` to `to` until `from` ends, then shuts `to`'s write side;
-/// returns how many.
-pub(crate) async fn one_way(from: &TcpStream, to: &TcpStream) -> io::Result<u64> {
+/// Moves bytes from `from` to `to` until `from` ends, then shuts `to`'s write side; each
+/// byte delivered is counted in `moved` as it goes (so the count stands if the relay is
+/// stopped or fails half way).
+pub(crate) async fn one_way(from: &TcpStream, to: &TcpStream, moved: &AtomicU64) -> io::Result<()> {
     let (pipe_r, pipe_w) = rustix::pipe::pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)?;
     // A larger pipe means fewer wakeups; the default (64 KiB) still works.
     let _ = rustix::pipe::fcntl_setpipe_size(&pipe_w, CHUNK);
     let flags = SpliceFlags::NONBLOCK | SpliceFlags::MOVE;
-    let mut total = 0u64;
     loop {
         let filled = loop {
             from.readable().await?;
@@ -35,7 +36,7 @@ pub(crate) async fn one_way(from: &TcpStream, to: &TcpStream) -> io::Result<u64>
         };
         if filled == 0 {
             let _ = rustix::net::shutdown(to.as_fd(), rustix::net::Shutdown::Write);
-            return Ok(total);
+            return Ok(());
         }
         let mut left = filled;
         while left > 0 {
@@ -44,17 +45,19 @@ pub(crate) async fn one_way(from: &TcpStream, to: &TcpStream) -> io::Result<u64>
                 rustix::pipe::splice(&pipe_r, None, to.as_fd(), None, left, flags)
                     .map_err(io::Error::from)
             }) {
-                Ok(n) => left -= n,
+                Ok(n) => {
+                    left -= n;
+                    moved.fetch_add(n as u64, Ordering::Relaxed);
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 Err(e) => return Err(e),
             }
         }
-        total += filled as u64;
     }
 }
 
-/// Both directions at once, until both have ended: (bytes `a`→`b`, bytes `b`→`a`).
-pub(crate) async fn both_ways(a: &TcpStream, b: &TcpStream) -> (u64, u64) {
-    let (up, down) = tokio::join!(one_way(a, b), one_way(b, a));
-    (up.unwrap_or(0), down.unwrap_or(0))
+/// Both directions at once, until both have ended, counting `a`→`b` in `up` and `b`→`a` in
+/// `down`.
+pub(crate) async fn both_ways(a: &TcpStream, b: &TcpStream, up: &AtomicU64, down: &AtomicU64) {
+    let _ = tokio::join!(one_way(a, b, up), one_way(b, a, down));
 }

@@ -441,3 +441,57 @@ async fn without_a_tier_nothing_runs() {
     assert_eq!(r["code"], "SANDBOX_UNAVAILABLE", "{r}");
     assert!(r["reason"].as_str().unwrap().contains("egress"), "{r}");
 }
+
+/// A tunnel whose far end never answers nor closes outlives the command that opened it:
+/// it ends with the call, and its `close` record (with the bytes that went up) is written
+/// before the call's outcome record.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tunnel_still_open_when_the_call_ends_is_closed_on_the_record() {
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let held = Arc::new(Mutex::new(Vec::new()));
+    let keep = Arc::clone(&held);
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = silent.accept().await {
+            keep.lock().unwrap().push(stream);
+        }
+    });
+    let script = format!(
+        "import os, socket\n\
+         host, port = os.environ['HTTP_PROXY'].rsplit('/', 1)[1].split(':')\n\
+         s = socket.create_connection((host, int(port)))\n\
+         s.sendall(b'CONNECT localhost:{port} HTTP/1.1\\r\\nHost: localhost:{port}\\r\\n\\r\\n')\n\
+         head = b''\n\
+         while b'\\r\\n\\r\\n' not in head:\n\
+         \x20   head += s.recv(1)\n\
+         s.sendall(b'hello')\n\
+         print(head.split(b' ')[1].decode())\n"
+    );
+    for namespaces in ["auto", "off"] {
+        let sb = sandbox(namespaces, LISTS);
+        let s = Session::start(&sb.policy, |_| {}).await;
+        let r = s
+            .call("run_command", json!({"command": ["python3", "-c", script]}))
+            .await;
+        assert_eq!(r["code"], "OK", "{namespaces}: {r}");
+        assert_eq!(stdout(&r), "200\n", "{namespaces}: {r}");
+        let records = sb.audit_records();
+        let close = records
+            .iter()
+            .position(|r| r["kind"] == "network" && r["event"] == "close")
+            .unwrap_or_else(|| panic!("{namespaces}: no close record: {records:?}"));
+        assert_eq!(records[close]["bytes_up"], 5, "{namespaces}: {records:?}");
+        assert_eq!(records[close]["bytes_down"], 0, "{namespaces}: {records:?}");
+        let outcome = records
+            .iter()
+            .rposition(|r| r["kind"] == "outcome" && r["tool"] == "run_command")
+            .unwrap_or_else(|| panic!("{namespaces}: no outcome: {records:?}"));
+        assert!(close < outcome, "{namespaces}: {records:?}");
+        drop(s);
+    }
+    assert_eq!(
+        held.lock().unwrap().len(),
+        2,
+        "each run reached the far end"
+    );
+}
