@@ -32,6 +32,8 @@ pub struct Session {
     pub handle: String,
     /// Who started it (a connection); nobody else may use the handle.
     pub owner: String,
+    /// The authenticated caller (`sub`) it counts against; empty for nobody (stdio).
+    pub caller: String,
     /// The command, redacted, as the model wrote it.
     pub command: String,
     /// When it started, in seconds since the epoch.
@@ -92,6 +94,7 @@ impl Session {
     fn new(
         handle: String,
         owner: &str,
+        caller: &str,
         command: String,
         call: CallId,
         buffer_bytes: usize,
@@ -99,6 +102,7 @@ impl Session {
         Session {
             handle,
             owner: owner.to_owned(),
+            caller: caller.to_owned(),
             command,
             started: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
@@ -334,11 +338,20 @@ impl std::fmt::Debug for SessionTable {
     }
 }
 
+/// How many sessions may run at once: in all, and for one caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capacity {
+    pub total: usize,
+    pub per_caller: usize,
+}
+
 /// Why no session could be made.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CreateError {
     /// `max_sessions` are running.
     Full,
+    /// The caller has `max_sessions_per_caller` running.
+    FullForCaller,
     /// No randomness for a handle.
     Internal(String),
 }
@@ -351,31 +364,47 @@ pub enum HandleError {
 }
 
 impl SessionTable {
-    /// How many are running.
-    pub fn running(&self) -> usize {
-        lock(&self.sessions)
-            .values()
-            .filter(|s| s.running())
-            .count()
+    /// Whether one more session would fit: the first limit it would pass, if any.
+    pub fn room(&self, caller: &str, capacity: Capacity) -> Result<(), CreateError> {
+        Self::room_in(&lock(&self.sessions), caller, capacity)
     }
 
-    /// A new session under a fresh handle, unless `max` are running (checked and taken
-    /// under one lock, so concurrent starts cannot overshoot). Of the ended sessions whose
-    /// output nobody collected, only the newest `max` are kept (their buffers go with them).
+    fn room_in(
+        sessions: &HashMap<String, Arc<Session>>,
+        caller: &str,
+        capacity: Capacity,
+    ) -> Result<(), CreateError> {
+        let running = sessions.values().filter(|s| s.running());
+        let (all, theirs) = running.fold((0, 0), |(all, theirs), s| {
+            (all + 1, theirs + usize::from(s.caller == caller))
+        });
+        if all >= capacity.total {
+            Err(CreateError::Full)
+        } else if theirs >= capacity.per_caller {
+            Err(CreateError::FullForCaller)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// A new session under a fresh handle, unless `capacity` is reached in all or for
+    /// `caller` (checked and taken under one lock, so concurrent starts cannot overshoot).
+    /// Of the ended sessions whose output nobody collected, only the newest `total` are
+    /// kept (their buffers go with them).
     pub fn create(
         &self,
         owner: &str,
+        caller: &str,
         command: String,
         call: CallId,
         buffer_bytes: usize,
-        max: usize,
+        capacity: Capacity,
     ) -> Result<Arc<Session>, CreateError> {
         let handle = crate::random::hex(16)
             .map_err(|e| CreateError::Internal(format!("no randomness for a handle: {e}")))?;
         let mut sessions = lock(&self.sessions);
-        if sessions.values().filter(|s| s.running()).count() >= max {
-            return Err(CreateError::Full);
-        }
+        Self::room_in(&sessions, caller, capacity)?;
+        let max = capacity.total;
         let mut ended: Vec<(u64, String)> = sessions
             .values()
             .filter(|s| !s.running())
@@ -388,6 +417,7 @@ impl SessionTable {
         let session = Arc::new(Session::new(
             handle.clone(),
             owner,
+            caller,
             command,
             call,
             buffer_bytes,
@@ -478,11 +508,33 @@ mod tests {
         .unwrap()
     }
 
+    const FOUR: Capacity = Capacity {
+        total: 4,
+        per_caller: 4,
+    };
+
+    #[test]
+    fn the_limits_count_in_all_and_per_caller() {
+        let table = SessionTable::default();
+        let capacity = Capacity {
+            total: 3,
+            per_caller: 2,
+        };
+        let start =
+            |caller: &str| table.create("conn", caller, "x".into(), CallId::new("1"), 64, capacity);
+        assert!(start("alice").is_ok() && start("alice").is_ok());
+        assert_eq!(start("alice").err(), Some(CreateError::FullForCaller));
+        assert_eq!(table.room("bob", capacity), Ok(()));
+        assert!(start("bob").is_ok());
+        assert_eq!(start("carol").err(), Some(CreateError::Full));
+        assert_eq!(table.room("carol", capacity), Err(CreateError::Full));
+    }
+
     #[test]
     fn reads_hand_out_whole_lines_and_hold_a_partial_one_until_quiet() {
         let table = SessionTable::default();
         let s = table
-            .create("me", "x".into(), CallId::new("1"), 64, 4)
+            .create("me", "", "x".into(), CallId::new("1"), 64, FOUR)
             .unwrap();
         s.output(OutputStream::Stdout, b"one\ntwo ghp_0123");
         let r = s.read(&redactor(), 1 << 20);

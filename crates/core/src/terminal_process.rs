@@ -18,7 +18,7 @@ use serde_json::json;
 use super::{Early, Prepared, RunRequest, TerminalService};
 use crate::audit::{Attempt, Caller, Outcome};
 use crate::envelope::{OperationResult, ResultCode};
-use crate::sessions::{CreateError, ReadOut, Session};
+use crate::sessions::{Capacity, CreateError, ReadOut, Session};
 use safe_mcp_contract::{ExecFailure, Executor, Interactive, Observer};
 
 /// The tool names.
@@ -52,13 +52,15 @@ impl TerminalService {
         let call = self.gate.begin();
         let caller = req.caller.clone();
         let settings = self.policy.sessions;
+        let capacity = settings.capacity();
+        let counted_as = caller.sub.clone().unwrap_or_default();
         let early_attempt = |req: &RunRequest| Attempt {
             caller: caller.clone(),
             ..Attempt::new(&call, START, self.redactor.redact(&req.command.display()))
         };
-        if self.sessions.running() >= settings.max_sessions {
+        if let Err(why) = self.sessions.room(&counted_as, capacity) {
             let attempt = early_attempt(&req);
-            let result = full(settings.max_sessions).with_duration(started.elapsed());
+            let result = full(&why, capacity).with_duration(started.elapsed());
             self.gate.record(attempt, &result);
             return Err(result);
         }
@@ -98,14 +100,15 @@ impl TerminalService {
         } = prepared;
         let session = match self.sessions.create(
             owner,
+            &counted_as,
             attempt.command.clone(),
             call.clone(),
             settings.buffer_bytes,
-            settings.max_sessions,
+            capacity,
         ) {
             Ok(s) => s,
-            Err(CreateError::Full) => {
-                let result = full(settings.max_sessions).with_duration(started.elapsed());
+            Err(why @ (CreateError::Full | CreateError::FullForCaller)) => {
+                let result = full(&why, capacity).with_duration(started.elapsed());
                 self.gate.record(attempt, &result);
                 return Err(result);
             }
@@ -316,14 +319,19 @@ impl TerminalService {
 }
 
 /// The refusal when `max` sessions are running.
-fn full(max: usize) -> OperationResult {
-    OperationResult::new(
-        START,
-        ResultCode::PolicyDenied,
+fn full(why: &CreateError, capacity: Capacity) -> OperationResult {
+    let reason = if *why == CreateError::FullForCaller {
         format!(
-            "{max} sessions are running, the most the policy allows ([terminal.sessions] max_sessions); stop one with stop_process"
-        ),
-    )
+            "you have {} sessions running, the most the policy allows one caller ([terminal.sessions] max_sessions_per_caller); stop one with stop_process",
+            capacity.per_caller
+        )
+    } else {
+        format!(
+            "{} sessions are running, the most the policy allows ([terminal.sessions] max_sessions); stop one with stop_process",
+            capacity.total
+        )
+    };
+    OperationResult::new(START, ResultCode::PolicyDenied, reason)
 }
 
 /// The envelope of a read (or of a stop, with its final output).

@@ -314,18 +314,8 @@ fn serve_terminal(config: Option<&Path>, http: Option<&str>) -> ExitCode {
     };
     match listen {
         // Each HTTP client session gets a tool server of its own (its own session handles).
-        Some(listen) => http::serve(&listen, move || Ok(make()), http_settings(&policy), 4, end),
+        Some(listen) => http::serve(&listen, move || Ok(make()), policy.http.clone(), 4, end),
         None => serve_stdio(make(), 4, end),
-    }
-}
-
-/// `[http]`, for `--http`.
-fn http_settings(policy: &safe_mcp_core::config::Policy) -> http::Settings {
-    http::Settings {
-        allowed_hosts: policy.http.allowed_hosts.clone(),
-        allowed_origins: policy.http.allowed_origins.clone(),
-        max_body_bytes: policy.http.max_body_bytes,
-        oauth: policy.http.oauth.clone(),
     }
 }
 
@@ -364,7 +354,7 @@ fn serve_files(config: Option<&Path>, http: Option<&str>) -> ExitCode {
         Some(listen) => http::serve(
             &listen,
             move || Ok(files_server::FilesServer::new(Arc::clone(&service))),
-            http_settings(&policy),
+            policy.http.clone(),
             2,
             async {},
         ),

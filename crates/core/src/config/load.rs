@@ -522,6 +522,14 @@ impl Builder<'_> {
                 if s.max_sessions > 64 {
                     return Err(bad("max_sessions", "must be at most 64"));
                 }
+                if s.max_sessions_per_caller
+                    .is_some_and(|n| n == 0 || n > s.max_sessions)
+                {
+                    return Err(bad(
+                        "max_sessions_per_caller",
+                        "must be at least 1 and at most max_sessions",
+                    ));
+                }
                 if s.idle_timeout_seconds == 0 || s.max_seconds == 0 || s.max_seconds > 7 * 86400 {
                     return Err(bad(
                         "max_seconds",
@@ -1088,6 +1096,7 @@ fn http_settings(
     raw: super::raw::RawHttp,
     path: impl Fn(PathBuf) -> PathBuf,
 ) -> Result<super::HttpSettings, ConfigError> {
+    let limits = http_limits(&raw)?;
     let origins = raw.allowed_origins.unwrap_or_default();
     if let Some(bad) = origins
         .iter()
@@ -1114,5 +1123,50 @@ fn http_settings(
         allowed_hosts: raw.allowed_hosts.unwrap_or_default(),
         max_body_bytes,
         oauth,
+        limits,
+    })
+}
+
+/// `[http]`'s limits: each at least 1, a caller's at most the total.
+fn http_limits(raw: &super::raw::RawHttp) -> Result<super::HttpLimits, ConfigError> {
+    let default = super::HttpLimits::default();
+    let pair = |total: Option<usize>, per: Option<usize>, name: &str, d: (usize, usize)| {
+        let total = total.unwrap_or(d.0);
+        // An unset per-caller limit follows a lowered total.
+        let per = per.unwrap_or(d.1.min(total));
+        if total == 0 || total > 4096 {
+            return Err(ConfigError::Invalid {
+                key: format!("http.{name}"),
+                message: "must be between 1 and 4096".into(),
+            });
+        }
+        if per == 0 || per > total {
+            return Err(ConfigError::Invalid {
+                key: format!("http.{name}_per_caller"),
+                message: format!("must be at least 1 and at most {name} ({total})"),
+            });
+        }
+        Ok((total, per))
+    };
+    let (max_mcp_sessions, max_mcp_sessions_per_caller) = pair(
+        raw.max_mcp_sessions,
+        raw.max_mcp_sessions_per_caller,
+        "max_mcp_sessions",
+        (
+            default.max_mcp_sessions,
+            default.max_mcp_sessions_per_caller,
+        ),
+    )?;
+    let (max_requests, max_requests_per_caller) = pair(
+        raw.max_requests,
+        raw.max_requests_per_caller,
+        "max_requests",
+        (default.max_requests, default.max_requests_per_caller),
+    )?;
+    Ok(super::HttpLimits {
+        max_mcp_sessions,
+        max_mcp_sessions_per_caller,
+        max_requests,
+        max_requests_per_caller,
     })
 }

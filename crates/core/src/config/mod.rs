@@ -91,6 +91,33 @@ pub struct HttpSettings {
     pub max_body_bytes: usize,
     /// `[http.auth] mode = "oauth"`: callers authenticate with bearer tokens.
     pub oauth: Option<OAuthSettings>,
+    /// How much of the server callers may take at once.
+    pub limits: HttpLimits,
+}
+
+/// `[http] max_mcp_sessions`, `max_requests` and their `_per_caller` forms (429 beyond).
+/// Per caller needs a caller: without `[http.auth]` only the totals apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpLimits {
+    /// MCP sessions open at once, in all.
+    pub max_mcp_sessions: usize,
+    /// MCP sessions open at once for one caller.
+    pub max_mcp_sessions_per_caller: usize,
+    /// Requests being answered at once (a tool call counts until its result), in all.
+    pub max_requests: usize,
+    /// Requests being answered at once for one caller.
+    pub max_requests_per_caller: usize,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        HttpLimits {
+            max_mcp_sessions: 64,
+            max_mcp_sessions_per_caller: 16,
+            max_requests: 64,
+            max_requests_per_caller: 16,
+        }
+    }
 }
 
 /// `[http.auth]` with `mode = "oauth"`: the server is an OAuth 2.1 resource server.
@@ -287,8 +314,11 @@ pub struct PolicyExamples {
 #[derive(Debug, Clone, Copy, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SessionSettings {
-    /// Sessions running at once; one more is POLICY_DENIED.
+    /// Sessions running at once, in all; one more is POLICY_DENIED.
     pub max_sessions: usize,
+    /// Sessions running at once for one authenticated caller (`--http` with OAuth); unset,
+    /// `max_sessions`.
+    pub max_sessions_per_caller: Option<usize>,
     /// No read or write for this long: the tree is killed.
     pub idle_timeout_seconds: u64,
     /// Wall clock of one session.
@@ -297,10 +327,21 @@ pub struct SessionSettings {
     pub buffer_bytes: usize,
 }
 
+impl SessionSettings {
+    /// The limits as the session table counts them.
+    pub fn capacity(&self) -> crate::sessions::Capacity {
+        crate::sessions::Capacity {
+            total: self.max_sessions,
+            per_caller: self.max_sessions_per_caller.unwrap_or(self.max_sessions),
+        }
+    }
+}
+
 impl Default for SessionSettings {
     fn default() -> Self {
         SessionSettings {
             max_sessions: 4,
+            max_sessions_per_caller: None,
             idle_timeout_seconds: 600,
             max_seconds: 3600,
             buffer_bytes: 1 << 20,

@@ -46,6 +46,10 @@ pub(super) struct RawHttp {
     pub(super) allowed_origins: Option<Vec<String>>,
     pub(super) allowed_hosts: Option<Vec<String>>,
     pub(super) max_body_bytes: Option<usize>,
+    pub(super) max_mcp_sessions: Option<usize>,
+    pub(super) max_mcp_sessions_per_caller: Option<usize>,
+    pub(super) max_requests: Option<usize>,
+    pub(super) max_requests_per_caller: Option<usize>,
     pub(super) auth: Option<RawHttpAuth>,
 }
 

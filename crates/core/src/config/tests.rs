@@ -295,3 +295,62 @@ fn the_network_table_and_the_older_switch_agree_or_the_load_fails() {
         assert!(e.contains(key), "{bad}: {e}");
     }
 }
+
+#[test]
+fn limits_per_caller_fit_inside_the_totals() {
+    let f = Fixture::new();
+    let invalid_key = |extra: &str| match f.load(&format!("{SECTIONED}{extra}"), Section::Terminal)
+    {
+        Err(ConfigError::Invalid { key, .. }) => key,
+        other => panic!("{extra}: {:?}", other.map(|_| ())),
+    };
+    assert_eq!(
+        invalid_key("[terminal.sessions]\nmax_sessions = 4\nmax_sessions_per_caller = 5\n"),
+        "terminal.sessions.max_sessions_per_caller"
+    );
+    assert_eq!(
+        invalid_key("[http]\nmax_requests = 8\nmax_requests_per_caller = 9\n"),
+        "http.max_requests_per_caller"
+    );
+    assert_eq!(
+        invalid_key("[http]\nmax_mcp_sessions_per_caller = 0\n"),
+        "http.max_mcp_sessions_per_caller"
+    );
+    assert_eq!(
+        invalid_key("[http]\nmax_requests = 0\n"),
+        "http.max_requests"
+    );
+    // Unset, a caller's limit follows a lowered total; set, it stands.
+    let p = f
+        .load(
+            &format!("{SECTIONED}[http]\nmax_mcp_sessions = 4\nmax_requests_per_caller = 2\n"),
+            Section::Terminal,
+        )
+        .unwrap();
+    assert_eq!(
+        p.http.limits,
+        HttpLimits {
+            max_mcp_sessions: 4,
+            max_mcp_sessions_per_caller: 4,
+            max_requests: 64,
+            max_requests_per_caller: 2,
+        }
+    );
+    let t = f
+        .load(
+            &format!(
+                "{SECTIONED}[terminal.sessions]\nmax_sessions = 6\nmax_sessions_per_caller = 2\n"
+            ),
+            Section::Terminal,
+        )
+        .unwrap()
+        .terminal
+        .unwrap();
+    assert_eq!(
+        t.sessions.capacity(),
+        crate::sessions::Capacity {
+            total: 6,
+            per_caller: 2
+        }
+    );
+}

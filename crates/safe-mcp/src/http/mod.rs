@@ -9,7 +9,9 @@
 //!   without it;
 //! - `Host` must name the server (loopback names, or `[http] allowed_hosts`), so that a
 //!   rebinding DNS name cannot reach it from a browser; a request with an `Origin` is
-//!   refused unless `[http] allowed_origins` lists it (403); request bodies are capped.
+//!   refused unless `[http] allowed_origins` lists it (403); request bodies are capped;
+//! - an MCP session is its caller's, and sessions and requests at once are limited in all
+//!   and per caller ([`limits`]).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -20,6 +22,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 
 use crate::exit::fatal;
 
+pub mod limits;
 pub mod oauth;
 
 /// Where `--http` listens.
@@ -51,20 +54,12 @@ impl Listen {
     }
 }
 
-/// The transport settings (`[http]`).
-pub struct Settings {
-    pub allowed_hosts: Vec<String>,
-    pub allowed_origins: Vec<String>,
-    pub max_body_bytes: usize,
-    pub oauth: Option<safe_mcp_core::config::OAuthSettings>,
-}
-
 /// Serves a fresh `factory()` per client session at `/mcp` until SIGINT or SIGTERM; then
 /// `on_end` runs (the sessions' cleanup).
 pub fn serve<S, F>(
     listen: &Listen,
     factory: F,
-    settings: Settings,
+    settings: safe_mcp_core::config::HttpSettings,
     workers: usize,
     on_end: impl std::future::Future<Output = ()>,
 ) -> ExitCode
@@ -94,9 +89,13 @@ where
             .enforce_origin_validation()
             .with_max_request_body_bytes(settings.max_body_bytes)
             .with_cancellation_token(stop.child_token());
-        let service =
-            StreamableHttpService::new(factory, LocalSessionManager::default().into(), config);
-        let mut router = axum::Router::new().nest_service("/mcp", service);
+        let sessions = std::sync::Arc::new(LocalSessionManager::default());
+        let limits = limits::Limits::new(settings.limits, std::sync::Arc::clone(&sessions));
+        let service = StreamableHttpService::new(factory, sessions, config);
+        // Layers run outside in: the caller is named (oauth) before it is counted.
+        let mut router = axum::Router::new()
+            .nest_service("/mcp", service)
+            .layer(axum::middleware::from_fn_with_state(limits, limits::admit));
         if let Some(guard) = guard {
             let metadata = guard.metadata();
             router = router

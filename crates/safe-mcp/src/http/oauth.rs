@@ -13,8 +13,8 @@
 //! scope=…` (RFC 6750, RFC 9728); missing scopes get 403 with `error="insufficient_scope"`.
 //! A token in the query string is refused outright. The verified caller (`sub`, and
 //! `client_id` or `azp`) goes into the request's extensions, whence the tools put it in
-//! every audit record; an MCP session id is bound to the caller that opened it, and
-//! another caller presenting it gets 403. Tokens are never logged and never reach commands.
+//! every audit record and [`super::limits`] binds sessions to it and counts it. Tokens
+//! are never logged and never reach commands.
 //! The protected-resource metadata is served at `/.well-known/oauth-protected-resource/mcp`.
 
 use std::collections::HashMap;
@@ -41,8 +41,6 @@ const RELOAD_EVERY: Duration = Duration::from_secs(10);
 pub struct Guard {
     settings: OAuthSettings,
     keys: Mutex<Keys>,
-    /// `Mcp-Session-Id` → the `sub` that opened it.
-    sessions: Mutex<HashMap<String, String>>,
     /// Tokens already verified, with their caller and `exp`: a client sends the same token
     /// with every request, and an RSA check each time is most of what auth costs.
     verified: Mutex<HashMap<String, (Caller, u64)>>,
@@ -64,8 +62,6 @@ enum Refusal {
     Scope,
     /// 400: the request puts a token where tokens may not go.
     BadRequest(&'static str),
-    /// 403: an MCP session id of another caller.
-    Session,
 }
 
 impl Guard {
@@ -78,7 +74,6 @@ impl Guard {
                 set,
                 loaded: Instant::now(),
             }),
-            sessions: Mutex::new(HashMap::new()),
             verified: Mutex::new(HashMap::new()),
         }))
     }
@@ -242,11 +237,6 @@ impl Guard {
                 "the token lacks a required scope",
             ),
             Refusal::BadRequest(why) => (StatusCode::BAD_REQUEST, None, *why),
-            Refusal::Session => (
-                StatusCode::FORBIDDEN,
-                None,
-                "this MCP session belongs to another caller",
-            ),
         };
         let mut response = Response::new(Body::from(json!({"error": message}).to_string()));
         *response.status_mut() = status;
@@ -273,7 +263,7 @@ fn read_keys(path: &std::path::Path) -> Result<JwkSet, String> {
     })
 }
 
-/// The middleware: authenticate, bind the session to the caller, pass the caller on.
+/// The middleware: authenticate, pass the caller on.
 pub async fn authenticate(
     State(guard): State<Arc<Guard>>,
     mut request: Request<Body>,
@@ -305,30 +295,8 @@ pub async fn authenticate(
         Ok(c) => c,
         Err(r) => return guard.refuse(&r),
     };
-    let sub = caller.sub.clone().unwrap_or_default();
-    let session = request
-        .headers()
-        .get("mcp-session-id")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    if let Some(id) = &session
-        && let Ok(sessions) = guard.sessions.lock()
-        && sessions.get(id).is_some_and(|owner| *owner != sub)
-    {
-        return guard.refuse(&Refusal::Session);
-    }
     // The token itself goes no further than this check.
     request.headers_mut().remove(header::AUTHORIZATION);
     request.extensions_mut().insert(caller);
-    let response = next.run(request).await;
-    if session.is_none()
-        && let Some(id) = response
-            .headers()
-            .get("mcp-session-id")
-            .and_then(|v| v.to_str().ok())
-        && let Ok(mut sessions) = guard.sessions.lock()
-    {
-        sessions.insert(id.to_owned(), sub);
-    }
-    response
+    next.run(request).await
 }

@@ -60,11 +60,21 @@ fn serve(sb: &Sandbox, issuer: &Issuer) -> (super::http::Served, u16) {
 
 /// Adds `[http.auth]` for the test issuer to `policy` and serves `server` with it.
 fn serve_policy(server: &str, policy: &Path, issuer: &Issuer) -> (super::http::Served, u16) {
+    serve_with(server, policy, issuer, "")
+}
+
+/// As [`serve_policy`], with `http` added to `[http]`.
+fn serve_with(
+    server: &str,
+    policy: &Path,
+    issuer: &Issuer,
+    http: &str,
+) -> (super::http::Served, u16) {
     let text = std::fs::read_to_string(policy).unwrap();
     std::fs::write(
         policy,
         format!(
-            "{text}\n[http.auth]\nmode = \"oauth\"\nissuer = \"{ISSUER}\"\naudience = \"{AUDIENCE}\"\njwks_file = \"{}\"\nrequired_scopes = [\"{SCOPE}\"]\n",
+            "{text}\n[http]\n{http}\n[http.auth]\nmode = \"oauth\"\nissuer = \"{ISSUER}\"\naudience = \"{AUDIENCE}\"\njwks_file = \"{}\"\nrequired_scopes = [\"{SCOPE}\"]\n",
             issuer.jwks.display()
         ),
     )
@@ -386,4 +396,124 @@ fn files_plans_and_records_belong_to_their_caller() {
         apply.iter().all(|s| !s.is_empty()),
         "every apply record names its caller: {apply:?}"
     );
+}
+
+#[test]
+fn mcp_sessions_are_limited_per_caller_and_in_all() {
+    let sb = Sandbox::new("");
+    let issuer = Issuer::new(sb.base());
+    let (_server, port) = serve_with(
+        "terminal",
+        &sb.policy,
+        &issuer,
+        "max_mcp_sessions = 3\nmax_mcp_sessions_per_caller = 2",
+    );
+    let alice = issuer.token(|_| {});
+    let bob = issuer.token(|c| c["sub"] = json!("bob@example.com"));
+    let carol = issuer.token(|c| c["sub"] = json!("carol@example.com"));
+    let first = open_session(port, &alice);
+    open_session(port, &alice);
+    let (status, reply) = initialize(port, &alice);
+    assert_eq!(status, 429, "{reply}");
+    assert!(
+        reply.contains("max_mcp_sessions_per_caller")
+            && reply.to_lowercase().contains("retry-after: 1"),
+        "{reply}"
+    );
+    // Another caller still has room, up to the total.
+    open_session(port, &bob);
+    let (status, reply) = initialize(port, &carol);
+    assert_eq!(status, 429, "{reply}");
+    assert!(reply.contains("max_mcp_sessions)"), "{reply}");
+    // A closed session no longer counts.
+    let (status, reply) = request(port, "DELETE", "/mcp", &first, "");
+    assert!(status < 300, "{reply}");
+    open_session(port, &carol);
+    let (status, _) = initialize(port, &alice);
+    assert_eq!(status, 429, "the total is reached again");
+}
+
+#[test]
+fn requests_at_once_are_limited_per_caller() {
+    let sb = Sandbox::new("");
+    let issuer = Issuer::new(sb.base());
+    let (_server, port) = serve_with(
+        "terminal",
+        &sb.policy,
+        &issuer,
+        "max_requests_per_caller = 1",
+    );
+    let alice = open_session(port, &issuer.token(|_| {}));
+    let bob = open_session(port, &issuer.token(|c| c["sub"] = json!("bob@example.com")));
+    let ping = r#"{"jsonrpc":"2.0","id":9,"method":"ping"}"#;
+    let long = {
+        let alice = alice.clone();
+        std::thread::spawn(move || {
+            call_tool(
+                port,
+                &alice,
+                2,
+                "run_command",
+                json!({"command": "sleep 2"}),
+            )
+        })
+    };
+    // Once her call is running (its attempt record is written before the command starts),
+    // Alice's next request is refused and Bob's is answered.
+    while !sb
+        .audit_records()
+        .iter()
+        .any(|r| r["tool"] == "run_command" && r["kind"] == "attempt")
+    {
+        assert!(
+            !long.is_finished(),
+            "the call ended before it was seen running"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (status, refused) = request(port, "POST", "/mcp", &alice, ping);
+    assert_eq!(status, 429, "{refused}");
+    assert!(refused.contains("max_requests_per_caller"), "{refused}");
+    let (status, reply) = request(port, "POST", "/mcp", &bob, ping);
+    assert_eq!(status, 200, "{reply}");
+    let done = long.join().unwrap();
+    assert!(done.contains("\"code\":\"OK\""), "{done}");
+    // Her call over, she may ask again.
+    let (status, reply) = request(port, "POST", "/mcp", &alice, ping);
+    assert_eq!(status, 200, "{reply}");
+}
+
+#[test]
+fn process_sessions_are_limited_per_caller() {
+    let sb = Sandbox::new("[terminal.sessions]\nmax_sessions = 3\nmax_sessions_per_caller = 1");
+    let issuer = Issuer::new(sb.base());
+    let (_server, port) = serve(&sb, &issuer);
+    let alice = open_session(port, &issuer.token(|_| {}));
+    let bob = open_session(port, &issuer.token(|c| c["sub"] = json!("bob@example.com")));
+    let start = |headers: &str, id: u64| {
+        call_tool(
+            port,
+            headers,
+            id,
+            "start_process",
+            json!({"command": "sleep 30"}),
+        )
+    };
+    let first = start(&alice, 2);
+    assert!(first.contains("\"code\":\"OK\""), "{first}");
+    // A second MCP session of Alice's is still Alice.
+    let alice_again = open_session(port, &issuer.token(|_| {}));
+    let second = start(&alice_again, 3);
+    assert!(
+        second.contains("POLICY_DENIED") && second.contains("max_sessions_per_caller"),
+        "{second}"
+    );
+    let bobs = start(&bob, 4);
+    assert!(bobs.contains("\"code\":\"OK\""), "{bobs}");
+    let refused = sb
+        .audit_records()
+        .into_iter()
+        .find(|r| r["tool"] == "start_process" && r["code"] == "POLICY_DENIED")
+        .expect("the refusal is in the trail");
+    assert_eq!(refused["sub"], "alice@example.com", "{refused}");
 }

@@ -1,0 +1,330 @@
+//! How much of one `--http` server a caller may take (`[http] max_mcp_sessions`,
+//! `max_requests` and their `_per_caller` forms), and whose an MCP session is.
+//!
+//! Runs after [`super::oauth`] has named the caller (or, without `[http.auth]`, for nobody:
+//! then only the totals apply, since there is no one to count per):
+//! - an MCP session id belongs to the caller that opened it; another caller presenting it
+//!   gets 403;
+//! - opening a session (a POST without `Mcp-Session-Id`) past the open sessions allowed, in
+//!   all or for this caller, gets 429; a session counts until it is closed or rmcp drops it
+//!   idle, which the session manager's own table tells;
+//! - a POST past the requests being answered at once, in all or for this caller, gets 429.
+//!   A request counts until its whole reply has been sent (a tool call's reply is a stream
+//!   that ends with the result), so this bounds the calls running at once.
+//!
+//! A 429 carries `Retry-After` and says which limit; it is written to stderr for the
+//! operator (no tool ran, so no audit record). Process sessions are limited apart, by
+//! `[terminal.sessions]`, in all and per caller.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderValue, Method, Request, Response, StatusCode, header};
+use axum::middleware::Next;
+use futures_util::StreamExt;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use safe_mcp_core::audit::Caller;
+use safe_mcp_core::config::HttpLimits;
+use serde_json::json;
+
+/// The shared counts, for every request of one server.
+pub struct Limits {
+    settings: HttpLimits,
+    /// rmcp's sessions: the ones alive are the ones it still has.
+    manager: Arc<LocalSessionManager>,
+    state: Mutex<Counts>,
+}
+
+#[derive(Default)]
+struct Counts {
+    /// `Mcp-Session-Id` → the caller that opened it (`""` for nobody).
+    owners: HashMap<String, String>,
+    /// Sessions being opened (an initialize in flight), per caller.
+    opening: HashMap<String, usize>,
+    /// Requests being answered, per caller.
+    in_flight: HashMap<String, usize>,
+}
+
+/// Which limit a request met.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Full {
+    Sessions,
+    SessionsForCaller,
+    Requests,
+    RequestsForCaller,
+}
+
+impl Full {
+    fn reason(self, settings: &HttpLimits) -> String {
+        match self {
+            Full::Sessions => format!(
+                "{} MCP sessions are open, the most this server allows ([http] max_mcp_sessions); close one or try later",
+                settings.max_mcp_sessions
+            ),
+            Full::SessionsForCaller => format!(
+                "you have {} MCP sessions open, the most this server allows one caller ([http] max_mcp_sessions_per_caller); close one (DELETE /mcp) or let one idle out",
+                settings.max_mcp_sessions_per_caller
+            ),
+            Full::Requests => format!(
+                "{} requests are being answered, the most this server allows at once ([http] max_requests); try again shortly",
+                settings.max_requests
+            ),
+            Full::RequestsForCaller => format!(
+                "you have {} requests being answered, the most this server allows one caller at once ([http] max_requests_per_caller); wait for one to finish",
+                settings.max_requests_per_caller
+            ),
+        }
+    }
+}
+
+/// A request being answered: counted until dropped (with the reply's last byte).
+struct InFlight {
+    limits: Arc<Limits>,
+    caller: String,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut state = self.limits.state();
+        if let Some(n) = state.in_flight.get_mut(&self.caller) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                state.in_flight.remove(&self.caller);
+            }
+        }
+    }
+}
+
+/// A session being opened: counted until its initialize has been answered.
+struct Opening {
+    limits: Arc<Limits>,
+    caller: String,
+}
+
+impl Drop for Opening {
+    fn drop(&mut self) {
+        let mut state = self.limits.state();
+        if let Some(n) = state.opening.get_mut(&self.caller) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                state.opening.remove(&self.caller);
+            }
+        }
+    }
+}
+
+impl Limits {
+    pub fn new(settings: HttpLimits, manager: Arc<LocalSessionManager>) -> Arc<Limits> {
+        Arc::new(Limits {
+            settings,
+            manager,
+            state: Mutex::new(Counts::default()),
+        })
+    }
+
+    fn state(&self) -> MutexGuard<'_, Counts> {
+        // The counts stay consistent under every panic-free path; a poisoned lock only
+        // means another request panicked, and refusing everyone after that helps no one.
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Per-caller limits need a caller; without authentication only the totals count.
+    fn per_caller(caller: &str, total: usize, per: usize) -> usize {
+        if caller.is_empty() { total } else { per }
+    }
+
+    fn begin_request(self: &Arc<Self>, caller: &str) -> Result<InFlight, Full> {
+        let s = &self.settings;
+        let mut state = self.state();
+        let all: usize = state.in_flight.values().sum();
+        let theirs = state.in_flight.get(caller).copied().unwrap_or(0);
+        if all >= s.max_requests {
+            return Err(Full::Requests);
+        }
+        if theirs >= Self::per_caller(caller, s.max_requests, s.max_requests_per_caller) {
+            return Err(Full::RequestsForCaller);
+        }
+        *state.in_flight.entry(caller.to_owned()).or_default() += 1;
+        Ok(InFlight {
+            limits: Arc::clone(self),
+            caller: caller.to_owned(),
+        })
+    }
+
+    async fn begin_session(self: &Arc<Self>, caller: &str) -> Result<Opening, Full> {
+        let alive = self.manager.sessions.read().await;
+        let s = &self.settings;
+        let mut state = self.state();
+        state.owners.retain(|id, _| alive.contains_key(id.as_str()));
+        drop(alive);
+        let all = state.owners.len() + state.opening.values().sum::<usize>();
+        let theirs = state.owners.values().filter(|o| *o == caller).count()
+            + state.opening.get(caller).copied().unwrap_or(0);
+        if all >= s.max_mcp_sessions {
+            return Err(Full::Sessions);
+        }
+        if theirs >= Self::per_caller(caller, s.max_mcp_sessions, s.max_mcp_sessions_per_caller) {
+            return Err(Full::SessionsForCaller);
+        }
+        *state.opening.entry(caller.to_owned()).or_default() += 1;
+        Ok(Opening {
+            limits: Arc::clone(self),
+            caller: caller.to_owned(),
+        })
+    }
+
+    fn owner_of(&self, session: &str) -> Option<String> {
+        self.state().owners.get(session).cloned()
+    }
+
+    fn opened(&self, session: &str, caller: &str) {
+        self.state()
+            .owners
+            .insert(session.to_owned(), caller.to_owned());
+    }
+}
+
+fn refuse(status: StatusCode, message: &str) -> Response<Body> {
+    let mut response = Response::new(Body::from(json!({"error": message}).to_string()));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if status == StatusCode::TOO_MANY_REQUESTS {
+        headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    response
+}
+
+/// The middleware: session ownership, then the counts, then the request.
+pub async fn admit(
+    State(limits): State<Arc<Limits>>,
+    request: Request<Body>,
+    next: Next,
+) -> Response<Body> {
+    let caller = request
+        .extensions()
+        .get::<Caller>()
+        .and_then(|c| c.sub.clone())
+        .unwrap_or_default();
+    let session = request
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    if let Some(id) = &session
+        && limits.owner_of(id).is_some_and(|owner| owner != caller)
+    {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "this MCP session belongs to another caller",
+        );
+    }
+    if request.method() != Method::POST {
+        // GET (the standing stream of a session) and DELETE are bounded by the sessions.
+        return next.run(request).await;
+    }
+    let too_many = |full: Full| {
+        let reason = full.reason(&limits.settings);
+        let who = if caller.is_empty() {
+            "a caller"
+        } else {
+            caller.as_str()
+        };
+        eprintln!("safe-mcp: refused a request of {who} (429): {reason}");
+        refuse(StatusCode::TOO_MANY_REQUESTS, &reason)
+    };
+    let in_flight = match limits.begin_request(&caller) {
+        Ok(f) => f,
+        Err(full) => return too_many(full),
+    };
+    let opening = if session.is_none() {
+        match limits.begin_session(&caller).await {
+            Ok(o) => Some(o),
+            Err(full) => return too_many(full),
+        }
+    } else {
+        None
+    };
+    let response = next.run(request).await;
+    if opening.is_some()
+        && let Some(id) = response
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+    {
+        limits.opened(id, &caller);
+    }
+    drop(opening);
+    // The request counts until its reply's last byte has gone (or the client left).
+    let (parts, body) = response.into_parts();
+    let body = body.into_data_stream().map(move |chunk| {
+        let _counted = &in_flight;
+        chunk
+    });
+    Response::from_parts(parts, Body::from_stream(body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> Arc<Limits> {
+        Limits::new(
+            HttpLimits {
+                max_mcp_sessions: 3,
+                max_mcp_sessions_per_caller: 2,
+                max_requests: 3,
+                max_requests_per_caller: 2,
+            },
+            Arc::new(LocalSessionManager::default()),
+        )
+    }
+
+    #[test]
+    fn requests_count_in_all_and_per_caller_until_they_end() {
+        let limits = limits();
+        let a1 = limits.begin_request("alice");
+        let a2 = limits.begin_request("alice");
+        assert!(a1.is_ok() && a2.is_ok());
+        assert_eq!(
+            limits.begin_request("alice").err(),
+            Some(Full::RequestsForCaller)
+        );
+        let b = limits.begin_request("bob");
+        assert!(b.is_ok());
+        assert_eq!(limits.begin_request("carol").err(), Some(Full::Requests));
+        drop(a1);
+        assert!(limits.begin_request("alice").is_ok());
+        // Nobody (no authentication) is counted in the totals only.
+        drop((a2, b));
+        let n1 = limits.begin_request("");
+        let n2 = limits.begin_request("");
+        let n3 = limits.begin_request("");
+        assert!(n1.is_ok() && n2.is_ok() && n3.is_ok());
+        assert_eq!(limits.begin_request("").err(), Some(Full::Requests));
+    }
+
+    #[tokio::test]
+    async fn sessions_being_opened_count_and_dead_ones_do_not() {
+        let limits = limits();
+        let o1 = limits.begin_session("alice").await;
+        let o2 = limits.begin_session("alice").await;
+        assert!(o1.is_ok() && o2.is_ok());
+        assert_eq!(
+            limits.begin_session("alice").await.err(),
+            Some(Full::SessionsForCaller)
+        );
+        drop((o1, o2));
+        // Ids the session manager does not have (closed, or idled out) do not count.
+        limits.opened("gone-1", "alice");
+        limits.opened("gone-2", "alice");
+        assert!(limits.begin_session("alice").await.is_ok());
+    }
+}
