@@ -1074,10 +1074,44 @@ fn oauth_settings(
                 "this server's resource URI, exactly as tokens name it in aud",
             )
         })?;
-    let jwks_file = raw
-        .jwks_file
-        .map(path)
-        .ok_or_else(|| bad("jwks_file", "the issuer's public keys (a JWKS file)"))?;
+    let jwks = match (raw.jwks_file, raw.jwks_url) {
+        (Some(file), None) => {
+            if raw.jwks_ca_file.is_some() {
+                return Err(bad("jwks_ca_file", "goes with jwks_url, not jwks_file"));
+            }
+            super::JwksSource::File(path(file))
+        }
+        (None, Some(url)) => {
+            // Keys fetched in the clear could be swapped by anyone on the path, and with
+            // them every token: https only.
+            let authority = url
+                .strip_prefix("https://")
+                .and_then(|rest| rest.split(['/', '?', '#']).next())
+                .unwrap_or_default();
+            if authority.is_empty()
+                || authority.contains('@')
+                || url.contains(|c: char| c.is_whitespace() || c.is_control())
+            {
+                return Err(bad(
+                    "jwks_url",
+                    &format!("{url:?}: give the issuer's https:// JWKS URL"),
+                ));
+            }
+            super::JwksSource::Url {
+                url,
+                ca_file: raw.jwks_ca_file.map(path),
+            }
+        }
+        (Some(_), Some(_)) => {
+            return Err(bad("jwks_url", "give jwks_file or jwks_url, not both"));
+        }
+        (None, None) => {
+            return Err(bad(
+                "jwks_file",
+                "the issuer's public keys: a JWKS file (jwks_file) or its https:// URL (jwks_url)",
+            ));
+        }
+    };
     let leeway_seconds = raw.leeway_seconds.unwrap_or(30);
     if leeway_seconds > 300 {
         return Err(bad("leeway_seconds", "must be at most 300"));
@@ -1085,7 +1119,7 @@ fn oauth_settings(
     Ok(Some(super::OAuthSettings {
         issuer,
         audience,
-        jwks_file,
+        jwks,
         required_scopes: raw.required_scopes.unwrap_or_default(),
         leeway_seconds,
     }))

@@ -127,12 +127,25 @@ pub struct OAuthSettings {
     pub issuer: String,
     /// This resource's URI; tokens must name it, exactly, in `aud`.
     pub audience: String,
-    /// The issuer's public keys (a JWKS document).
-    pub jwks_file: PathBuf,
+    /// Where the issuer's public keys (a JWKS document) come from.
+    pub jwks: JwksSource,
     /// Scopes every token must carry.
     pub required_scopes: Vec<String>,
     /// Clock skew allowed on `exp` and `nbf`.
     pub leeway_seconds: u64,
+}
+
+/// `jwks_file` or `jwks_url` (exactly one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JwksSource {
+    /// A file the operator keeps current.
+    File(PathBuf),
+    /// An `https://` URL, checked against Mozilla's roots, or only `ca_file`'s
+    /// (`jwks_ca_file`, PEM) when set.
+    Url {
+        url: String,
+        ca_file: Option<PathBuf>,
+    },
 }
 
 /// `audit_log`, `audit_fail_mode`, rotation and the HMAC key.

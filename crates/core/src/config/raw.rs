@@ -60,6 +60,8 @@ pub(super) struct RawHttpAuth {
     pub(super) issuer: Option<String>,
     pub(super) audience: Option<String>,
     pub(super) jwks_file: Option<PathBuf>,
+    pub(super) jwks_url: Option<String>,
+    pub(super) jwks_ca_file: Option<PathBuf>,
     pub(super) required_scopes: Option<Vec<String>>,
     pub(super) leeway_seconds: Option<u64>,
 }

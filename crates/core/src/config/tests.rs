@@ -354,3 +354,45 @@ fn limits_per_caller_fit_inside_the_totals() {
         }
     );
 }
+
+#[test]
+fn keys_come_from_one_file_or_one_https_url() {
+    let f = Fixture::new();
+    let auth = |keys: &str| {
+        format!(
+            "{SECTIONED}[http.auth]\nmode = \"oauth\"\nissuer = \"https://i.test\"\naudience = \"https://m.test/mcp\"\n{keys}\n"
+        )
+    };
+    let load = |keys: &str| f.load(&auth(keys), Section::Terminal);
+    let source = |keys: &str| load(keys).unwrap().http.oauth.unwrap().jwks;
+    assert_eq!(
+        source("jwks_url = \"https://i.test/.well-known/jwks.json\""),
+        JwksSource::Url {
+            url: "https://i.test/.well-known/jwks.json".into(),
+            ca_file: None
+        }
+    );
+    assert!(matches!(
+        source("jwks_url = \"https://i.test/k\"\njwks_ca_file = \"ca.pem\""),
+        JwksSource::Url { ca_file: Some(p), .. } if p.ends_with("ca.pem")
+    ));
+    for (keys, key) in [
+        ("jwks_url = \"http://i.test/k\"", "http.auth.jwks_url"),
+        ("jwks_url = \"https://user@i.test/k\"", "http.auth.jwks_url"),
+        ("jwks_url = \"https:///k\"", "http.auth.jwks_url"),
+        (
+            "jwks_url = \"https://i.test/k\"\njwks_file = \"k.json\"",
+            "http.auth.jwks_url",
+        ),
+        (
+            "jwks_file = \"k.json\"\njwks_ca_file = \"ca.pem\"",
+            "http.auth.jwks_ca_file",
+        ),
+        ("", "http.auth.jwks_file"),
+    ] {
+        match load(keys) {
+            Err(ConfigError::Invalid { key: k, .. }) => assert_eq!(k, key, "{keys}"),
+            other => panic!("{keys}: {:?}", other.map(|_| ())),
+        }
+    }
+}

@@ -22,6 +22,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 
 use crate::exit::fatal;
 
+pub mod jwks;
 pub mod limits;
 pub mod oauth;
 
@@ -47,7 +48,7 @@ impl Listen {
         })?;
         if !addr.ip().is_loopback() && !oauth {
             return Err(format!(
-                "--http {addr}: a non-loopback address would let anyone who reaches it run commands; set [http.auth] mode = \"oauth\" (with issuer, audience and jwks_file), or listen on 127.0.0.1 or unix:PATH"
+                "--http {addr}: a non-loopback address would let anyone who reaches it run commands; set [http.auth] mode = \"oauth\" (with issuer, audience and jwks_file or jwks_url), or listen on 127.0.0.1 or unix:PATH"
             ));
         }
         Ok(Listen::Tcp(addr))

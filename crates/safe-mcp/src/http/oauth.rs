@@ -4,7 +4,11 @@
 //! Every request to `/mcp` needs `Authorization: Bearer <JWT>`, verified here:
 //! - the header's `alg` must be RS256, ES256 or EdDSA and match the key's type (so `none`,
 //!   and HMAC keyed with a public key, are refused); the key is the issuer's, by `kid`, from
-//!   `jwks_file` (read again, at most every 10 s, when a `kid` is unknown: key rotation);
+//!   `jwks_file` or `jwks_url` ([`super::jwks`]), loaded at start (a failure stops it),
+//!   again when a `kid` is unknown (key rotation; at most every 10 s, the request waiting
+//!   for it), and in the background once the set is older than its refresh period (so a
+//!   key the issuer removed stops verifying new tokens); a failed reload keeps the keys
+//!   it had and says so on stderr;
 //! - `iss` must be the issuer, `aud` must hold exactly the configured audience, `exp` is
 //!   required and `nbf` honoured, each with `leeway_seconds`;
 //! - the `scope` claim (or `scp`) must hold every `required_scopes` entry.
@@ -18,6 +22,7 @@
 //! The protected-resource metadata is served at `/.well-known/oauth-protected-resource/mcp`.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -34,13 +39,15 @@ use serde_json::{Value, json};
 /// The path of the protected-resource metadata for `/mcp`.
 pub const METADATA_PATH: &str = "/.well-known/oauth-protected-resource/mcp";
 
-/// How often an unknown `kid` may make the key file be read again.
+/// How often an unknown `kid` may make the keys be loaded again.
 const RELOAD_EVERY: Duration = Duration::from_secs(10);
 
 /// The verifier, shared by every request.
 pub struct Guard {
     settings: OAuthSettings,
     keys: Mutex<Keys>,
+    /// A reload is running (one at a time).
+    reloading: AtomicBool,
     /// Tokens already verified, with their caller and `exp`: a client sends the same token
     /// with every request, and an RSA check each time is most of what auth costs.
     verified: Mutex<HashMap<String, (Caller, u64)>>,
@@ -51,13 +58,17 @@ const VERIFIED_MAX: usize = 1024;
 
 struct Keys {
     set: JwkSet,
+    /// When the set was last loaded, and when a load was last tried.
     loaded: Instant,
+    tried: Instant,
 }
 
 /// Why a request was refused.
 enum Refusal {
     /// 401: no token, or one that does not verify.
     Unauthorized(&'static str),
+    /// 401 unless reloading the keys finds its `kid`.
+    UnknownKey,
     /// 403: the token lacks a scope.
     Scope,
     /// 400: the request puts a token where tokens may not go.
@@ -65,15 +76,17 @@ enum Refusal {
 }
 
 impl Guard {
-    /// Reads the key file now: a file that is missing or not a JWKS stops the start.
+    /// Loads the keys now: a source that fails or is not a JWKS stops the start.
     pub fn new(settings: OAuthSettings) -> Result<Arc<Guard>, String> {
-        let set = read_keys(&settings.jwks_file)?;
+        let set = super::jwks::load(&settings.jwks)?;
         Ok(Arc::new(Guard {
             settings,
             keys: Mutex::new(Keys {
                 set,
                 loaded: Instant::now(),
+                tried: Instant::now(),
             }),
+            reloading: AtomicBool::new(false),
             verified: Mutex::new(HashMap::new()),
         }))
     }
@@ -135,9 +148,7 @@ impl Guard {
             return Err(invalid);
         }
         let kid = header.kid.clone().unwrap_or_default();
-        let key = self
-            .key(&kid)
-            .ok_or(Refusal::Unauthorized("invalid_token"))?;
+        let key = self.key(&kid).ok_or(Refusal::UnknownKey)?;
         // The key's own family must be the header's: an RSA key never checks an EC or
         // HMAC signature.
         let matches = matches!(
@@ -197,31 +208,71 @@ impl Guard {
         ))
     }
 
-    /// The key named `kid`, reading the key file again (rate-limited) when it is unknown.
+    /// The key named `kid`, from the keys loaded.
     fn key(&self, kid: &str) -> Option<jsonwebtoken::jwk::Jwk> {
-        let mut keys = self.keys.lock().ok()?;
-        let find = |set: &JwkSet| {
-            set.keys
-                .iter()
-                .find(|k| k.common.key_id.as_deref().unwrap_or_default() == kid)
-                .cloned()
-        };
-        if let Some(k) = find(&keys.set) {
-            return Some(k);
+        let keys = self.keys.lock().ok()?;
+        keys.set
+            .keys
+            .iter()
+            .find(|k| k.common.key_id.as_deref().unwrap_or_default() == kid)
+            .cloned()
+    }
+
+    /// Takes the one reload slot if `due` says a reload is due; the caller then runs
+    /// [`Guard::reload`].
+    fn claim_reload(&self, due: impl FnOnce(&Keys) -> bool) -> bool {
+        let is_due = self.keys.lock().map(|k| due(&k)).unwrap_or(false);
+        is_due
+            && self
+                .reloading
+                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+    }
+
+    /// Loads the keys again (blocking: run it on `spawn_blocking`), keeping the old ones if
+    /// that fails. Releases the slot [`Guard::claim_reload`] took.
+    fn reload(&self) {
+        let loaded = super::jwks::load(&self.settings.jwks);
+        if let Ok(mut keys) = self.keys.lock() {
+            keys.tried = Instant::now();
+            match loaded {
+                Ok(set) => {
+                    keys.set = set;
+                    keys.loaded = Instant::now();
+                }
+                Err(e) => eprintln!("safe-mcp: warning: keeping the keys loaded before: {e}"),
+            }
         }
-        if keys.loaded.elapsed() >= RELOAD_EVERY
-            && let Ok(set) = read_keys(&self.settings.jwks_file)
+        self.reloading.store(false, Ordering::Release);
+    }
+
+    /// Verifies `token`, loading the keys again first when its `kid` is unknown (and that
+    /// was not tried in the last [`RELOAD_EVERY`]); starts a background reload when the
+    /// keys are older than their refresh period.
+    async fn verify_now(self: &Arc<Self>, token: &str) -> Result<Caller, Refusal> {
+        let refresh = super::jwks::refresh_every(&self.settings.jwks);
+        if self.claim_reload(|k| k.loaded.elapsed() >= refresh && k.tried.elapsed() >= RELOAD_EVERY)
         {
-            keys.set = set;
-            keys.loaded = Instant::now();
+            let me = Arc::clone(self);
+            tokio::task::spawn_blocking(move || me.reload());
         }
-        find(&keys.set)
+        match self.verify(token) {
+            Err(Refusal::UnknownKey)
+                if self.claim_reload(|k| k.tried.elapsed() >= RELOAD_EVERY) =>
+            {
+                let me = Arc::clone(self);
+                let _ = tokio::task::spawn_blocking(move || me.reload()).await;
+                self.verify(token)
+            }
+            other => other,
+        }
     }
 
     fn refuse(&self, refusal: &Refusal) -> Response<Body> {
         let scope = self.settings.required_scopes.join(" ");
         let metadata = self.metadata_url();
         let (status, challenge, message) = match refusal {
+            Refusal::UnknownKey => return self.refuse(&Refusal::Unauthorized("invalid_token")),
             Refusal::Unauthorized(error) => (
                 StatusCode::UNAUTHORIZED,
                 Some(format!(
@@ -252,17 +303,6 @@ impl Guard {
     }
 }
 
-fn read_keys(path: &std::path::Path) -> Result<JwkSet, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("[http.auth] jwks_file {}: {e}", path.display()))?;
-    serde_json::from_str(&text).map_err(|e| {
-        format!(
-            "[http.auth] jwks_file {}: not a JWKS document: {e}",
-            path.display()
-        )
-    })
-}
-
 /// The middleware: authenticate, pass the caller on.
 pub async fn authenticate(
     State(guard): State<Arc<Guard>>,
@@ -291,7 +331,7 @@ pub async fn authenticate(
     let Some(token) = token else {
         return guard.refuse(&Refusal::Unauthorized("invalid_request"));
     };
-    let caller = match guard.verify(token) {
+    let caller = match guard.verify_now(token).await {
         Ok(c) => c,
         Err(r) => return guard.refuse(&r),
     };

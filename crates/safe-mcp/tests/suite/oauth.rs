@@ -70,17 +70,22 @@ fn serve_with(
     issuer: &Issuer,
     http: &str,
 ) -> (super::http::Served, u16) {
+    let keys = format!("jwks_file = \"{}\"", issuer.jwks.display());
+    write_auth(policy, http, &keys);
+    let (served, url) = super::http::serve_server(server, policy, "127.0.0.1:0");
+    (served, super::http::port_of(&url))
+}
+
+/// Adds `[http]` (with `http`) and `[http.auth]` for the test issuer, its keys from `keys`.
+fn write_auth(policy: &Path, http: &str, keys: &str) {
     let text = std::fs::read_to_string(policy).unwrap();
     std::fs::write(
         policy,
         format!(
-            "{text}\n[http]\n{http}\n[http.auth]\nmode = \"oauth\"\nissuer = \"{ISSUER}\"\naudience = \"{AUDIENCE}\"\njwks_file = \"{}\"\nrequired_scopes = [\"{SCOPE}\"]\n",
-            issuer.jwks.display()
+            "{text}\n[http]\n{http}\n[http.auth]\nmode = \"oauth\"\nissuer = \"{ISSUER}\"\naudience = \"{AUDIENCE}\"\n{keys}\nrequired_scopes = [\"{SCOPE}\"]\n"
         ),
     )
     .unwrap();
-    let (served, url) = super::http::serve_server(server, policy, "127.0.0.1:0");
-    (served, super::http::port_of(&url))
 }
 
 /// One raw request; returns the status and the whole reply (headers and body).
@@ -516,4 +521,197 @@ fn process_sessions_are_limited_per_caller() {
         .find(|r| r["tool"] == "start_process" && r["code"] == "POLICY_DENIED")
         .expect("the refusal is in the trail");
     assert_eq!(refused["sub"], "alice@example.com", "{refused}");
+}
+
+/// The issuer's key endpoint: `openssl s_server -WWW` serving `dir/www` over TLS, with a
+/// certificate for 127.0.0.1 signed by a CA made here (`dir/ca.pem`). Killed when dropped.
+struct KeyServer {
+    child: std::process::Child,
+    port: u16,
+    www: PathBuf,
+    ca: PathBuf,
+}
+
+impl KeyServer {
+    fn start(dir: &Path) -> KeyServer {
+        use std::io::BufRead;
+        let openssl = |args: &[&str]| {
+            let ok = std::process::Command::new("openssl")
+                .args(args)
+                .current_dir(dir)
+                .stderr(std::process::Stdio::null())
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "openssl {args:?}");
+        };
+        openssl(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=safe-mcp test CA",
+        ]);
+        openssl(&[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "srv.key",
+            "-out",
+            "srv.csr",
+            "-subj",
+            "/CN=127.0.0.1",
+        ]);
+        std::fs::write(
+            dir.join("ext.cnf"),
+            "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+        )
+        .unwrap();
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            "srv.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "srv.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "ext.cnf",
+        ]);
+        let www = dir.join("www");
+        std::fs::create_dir_all(&www).unwrap();
+        let mut child = std::process::Command::new("openssl")
+            .args(["s_server", "-WWW", "-accept", "0", "-cert"])
+            .arg(dir.join("srv.pem"))
+            .arg("-key")
+            .arg(dir.join("srv.key"))
+            .current_dir(&www)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        let mut lines = std::io::BufReader::new(out).lines();
+        let line = lines
+            .by_ref()
+            .map_while(Result::ok)
+            .find(|l| l.starts_with("ACCEPT"))
+            .expect("s_server did not start");
+        std::thread::spawn(move || lines.for_each(drop));
+        let port = line.rsplit(':').next().unwrap().trim().parse().unwrap();
+        KeyServer {
+            child,
+            port,
+            www,
+            ca: dir.join("ca.pem"),
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("https://127.0.0.1:{}/jwks.json", self.port)
+    }
+
+    /// Publishes the public halves of `keys` (kid, modulus).
+    fn publish(&self, keys: &[(&str, &str)]) {
+        let keys: Vec<Value> = keys
+            .iter()
+            .map(|(kid, n)| json!({"kty": "RSA", "kid": kid, "use": "sig", "alg": "RS256", "n": n, "e": "AQAB"}))
+            .collect();
+        std::fs::write(
+            self.www.join("jwks.json"),
+            json!({"keys": keys}).to_string(),
+        )
+        .unwrap();
+    }
+}
+
+impl Drop for KeyServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `claims` signed RS256 with `pem` as key `kid`.
+fn sign_as(claims: &Value, pem: &[u8], kid: &str) -> String {
+    let mut header = Header::new(Algorithm::RS256);
+    header.kid = Some(kid.into());
+    jsonwebtoken::encode(&header, claims, &EncodingKey::from_rsa_pem(pem).unwrap()).unwrap()
+}
+
+#[test]
+fn keys_come_from_the_issuers_https_url_and_follow_its_rotation() {
+    let sb = Sandbox::new("");
+    let issuer = Issuer::new(sb.base());
+    let (second, second_n) = keys::rsa_key(sb.base(), "second.pem");
+    let keys = KeyServer::start(sb.base());
+    let first_jwks: Value =
+        serde_json::from_str(&std::fs::read_to_string(&issuer.jwks).unwrap()).unwrap();
+    let first_n = first_jwks["keys"][0]["n"].as_str().unwrap().to_owned();
+    keys.publish(&[("k1", &first_n)]);
+    write_auth(
+        &sb.policy,
+        "",
+        &format!(
+            "jwks_url = \"{}\"\njwks_ca_file = \"{}\"",
+            keys.url(),
+            keys.ca.display()
+        ),
+    );
+    let started = std::time::Instant::now();
+    let (_server, url) = super::http::serve(&sb.policy, "127.0.0.1:0");
+    let port = super::http::port_of(&url);
+    let before = issuer.token(|_| {});
+    let (status, reply) = initialize(port, &before);
+    assert_eq!(status, 200, "keys from the URL verify: {reply}");
+    // The issuer rotates: k1 goes, k2 comes. The first token with k2 makes the server
+    // fetch the keys again (at most every 10 s after the last fetch).
+    keys.publish(&[("k2", &second_n)]);
+    std::thread::sleep(Duration::from_secs(11).saturating_sub(started.elapsed()));
+    let rotated = sign_as(&issuer.claims(), &second, "k2");
+    let (status, reply) = initialize(port, &rotated);
+    assert_eq!(status, 200, "a key the issuer added verifies: {reply}");
+    // A token of the removed key not seen before no longer verifies.
+    let stale = issuer.token(|c| c["jti"] = json!("never-seen"));
+    let (status, reply) = initialize(port, &stale);
+    assert_eq!(status, 401, "a key the issuer removed: {reply}");
+}
+
+#[test]
+fn a_key_url_whose_certificate_is_not_trusted_stops_the_start() {
+    let sb = Sandbox::new("");
+    let keys = KeyServer::start(sb.base());
+    keys.publish(&[]);
+    // Without jwks_ca_file only Mozilla's roots are trusted, and the test CA is not one.
+    write_auth(&sb.policy, "", &format!("jwks_url = \"{}\"", keys.url()));
+    let out = std::process::Command::new(super::support::BIN)
+        .args(["terminal", "--config"])
+        .arg(&sb.policy)
+        .args(["--http", "127.0.0.1:0"])
+        .env_clear()
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("jwks_url") && stderr.to_lowercase().contains("certificate"),
+        "{stderr}"
+    );
 }
