@@ -515,6 +515,22 @@ fn process_sessions_are_limited_per_caller() {
     );
     let bobs = start(&bob, 4);
     assert!(bobs.contains("\"code\":\"OK\""), "{bobs}");
+    // Alice's handle is nothing to Bob: he can neither stop nor read her session.
+    let handle = first
+        .split("\"handle\":\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap_or_else(|| panic!("no handle: {first}"))
+        .to_owned();
+    for (id, tool) in [(5, "stop_process"), (6, "read_process_output")] {
+        let stolen = call_tool(port, &bob, id, tool, json!({"handle": handle}));
+        assert!(stolen.contains("INVALID_REQUEST"), "{tool}: {stolen}");
+    }
+    let listed = call_tool(port, &alice, 7, "list_processes", json!({}));
+    assert!(
+        listed.contains(&handle) && listed.contains("\"running\":true"),
+        "{listed}"
+    );
     let refused = sb
         .audit_records()
         .into_iter()
