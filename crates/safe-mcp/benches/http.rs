@@ -5,7 +5,8 @@
 //! `[http.auth] mode = "oauth"` and a valid bearer token (RS256, keys made with openssl).
 //! The HTTP client here is raw HTTP/1.1, one connection per request (`Connection: close`),
 //! reading the Server-Sent Events answer; so the HTTP rows include a TCP connect each.
-//! Then 16 HTTP clients at once, each its own MCP session: calls per second in total.
+//! Then 16 HTTP clients at once, each a caller of its own (its own token and MCP session):
+//! calls per second in total.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -82,16 +83,22 @@ impl HttpSession {
 }
 
 /// A JWKS file and a valid token for it.
-fn issuer(dir: &Path) -> (std::path::PathBuf, String) {
+/// The issuer's JWKS, and a token for each of `callers` people (`sub` = `person-N`).
+fn issuer(dir: &Path, callers: usize) -> (std::path::PathBuf, Vec<String>) {
     let (pem, n) = common::issuer::rsa_key(dir, "issuer.pem");
     let jwks = common::issuer::write_jwks(dir, &n);
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_secs();
-    let claims = json!({"iss": "https://issuer.test", "aud": "https://mcp.test/mcp", "sub": "bench",
-                        "scope": "mcp:terminal", "exp": now + 3600});
-    (jwks, common::issuer::sign(&claims, &pem))
+    let tokens = (0..callers)
+        .map(|i| {
+            let claims = json!({"iss": "https://issuer.test", "aud": "https://mcp.test/mcp",
+                                "sub": format!("person-{i}"), "scope": "mcp:terminal", "exp": now + 3600});
+            common::issuer::sign(&claims, &pem)
+        })
+        .collect();
+    (jwks, tokens)
 }
 
 /// Starts `--http 127.0.0.1:0`; returns the child and its port.
@@ -126,7 +133,7 @@ async fn main() {
         .find_map(|a| a.parse().ok())
         .unwrap_or(100);
     let dir = tempfile::tempdir().unwrap();
-    let (jwks, token) = issuer(dir.path());
+    let (jwks, tokens) = issuer(dir.path(), 16);
     let oauth = format!(
         "[http.auth]\nmode = \"oauth\"\nissuer = \"https://issuer.test\"\naudience = \"https://mcp.test/mcp\"\njwks_file = \"{}\"\nrequired_scopes = [\"mcp:terminal\"]\n",
         jwks.display()
@@ -139,9 +146,9 @@ async fn main() {
     let stdio = common::start_terminal(&stdio_policy).await;
     let (_plain_child, plain_port) = serve(&policy("plain", "")).await;
     let (_oauth_child, oauth_port) = serve(&policy("oauth", &oauth)).await;
-    let bearer = format!("Authorization: Bearer {token}\r\n");
+    let bearer = |i: usize| format!("Authorization: Bearer {}\r\n", tokens[i]);
     let mut plain = HttpSession::open(plain_port, "").await;
-    let mut authed = HttpSession::open(oauth_port, &bearer).await;
+    let mut authed = HttpSession::open(oauth_port, &bearer(0)).await;
 
     println!("safe-mcp HTTP benchmark: {calls} calls per block, 4 rounds, alternating\n");
     let mut rows: [Vec<f64>; 3] = [Vec::new(), Vec::new(), Vec::new()];
@@ -175,10 +182,11 @@ async fn main() {
         println!("{name:<28} run_command(echo hi) p50 {a:>7.3} ms   p99 {b:>7.3} ms");
     }
 
-    // 16 clients at once, each its own MCP session, with tokens.
+    // 16 people at once, each with a token of their own and an MCP session (a team's
+    // shared server; one caller's own limits are [http] max_*_per_caller).
     let mut clients = Vec::new();
-    for _ in 0..16 {
-        clients.push(HttpSession::open(oauth_port, &bearer).await);
+    for i in 0..16 {
+        clients.push(HttpSession::open(oauth_port, &bearer(i)).await);
     }
     let per_client = calls.max(16) / 4;
     let t = Instant::now();
@@ -195,7 +203,7 @@ async fn main() {
     }
     let total = 16 * per_client;
     println!(
-        "16 HTTP clients with tokens, {per_client} calls each: {:.0} calls/s",
+        "16 HTTP clients, a caller each, {per_client} calls each: {:.0} calls/s",
         total as f64 / t.elapsed().as_secs_f64()
     );
     stdio.cancel().await.unwrap();
