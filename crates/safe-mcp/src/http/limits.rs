@@ -79,40 +79,51 @@ impl Full {
     }
 }
 
-/// A request being answered: counted until dropped (with the reply's last byte).
-struct InFlight {
+/// One of a caller's requests being answered (counted until the reply's last byte), or
+/// sessions being opened (until the initialize is answered): counted in the per-caller map
+/// `of` picks until dropped.
+struct Counted {
     limits: Arc<Limits>,
     caller: String,
+    of: fn(&mut Counts) -> &mut HashMap<String, usize>,
 }
 
-impl Drop for InFlight {
+impl Counted {
+    /// Counts one more for `caller` in `of`'s map.
+    fn take(
+        limits: &Arc<Limits>,
+        counts: &mut Counts,
+        caller: &str,
+        of: fn(&mut Counts) -> &mut HashMap<String, usize>,
+    ) -> Counted {
+        *of(counts).entry(caller.to_owned()).or_default() += 1;
+        Counted {
+            limits: Arc::clone(limits),
+            caller: caller.to_owned(),
+            of,
+        }
+    }
+}
+
+impl Drop for Counted {
     fn drop(&mut self) {
-        let mut state = self.limits.state();
-        if let Some(n) = state.in_flight.get_mut(&self.caller) {
+        let mut counts = self.limits.state();
+        let map = (self.of)(&mut counts);
+        if let Some(n) = map.get_mut(&self.caller) {
             *n = n.saturating_sub(1);
             if *n == 0 {
-                state.in_flight.remove(&self.caller);
+                map.remove(&self.caller);
             }
         }
     }
 }
 
-/// A session being opened: counted until its initialize has been answered.
-struct Opening {
-    limits: Arc<Limits>,
-    caller: String,
+fn in_flight(counts: &mut Counts) -> &mut HashMap<String, usize> {
+    &mut counts.in_flight
 }
 
-impl Drop for Opening {
-    fn drop(&mut self) {
-        let mut state = self.limits.state();
-        if let Some(n) = state.opening.get_mut(&self.caller) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                state.opening.remove(&self.caller);
-            }
-        }
-    }
+fn opening(counts: &mut Counts) -> &mut HashMap<String, usize> {
+    &mut counts.opening
 }
 
 impl Limits {
@@ -137,7 +148,7 @@ impl Limits {
         if caller.is_empty() { total } else { per }
     }
 
-    fn begin_request(self: &Arc<Self>, caller: &str) -> Result<InFlight, Full> {
+    fn begin_request(self: &Arc<Self>, caller: &str) -> Result<Counted, Full> {
         let s = &self.settings;
         let mut state = self.state();
         let all: usize = state.in_flight.values().sum();
@@ -148,14 +159,10 @@ impl Limits {
         if theirs >= Self::per_caller(caller, s.max_requests, s.max_requests_per_caller) {
             return Err(Full::RequestsForCaller);
         }
-        *state.in_flight.entry(caller.to_owned()).or_default() += 1;
-        Ok(InFlight {
-            limits: Arc::clone(self),
-            caller: caller.to_owned(),
-        })
+        Ok(Counted::take(self, &mut state, caller, in_flight))
     }
 
-    async fn begin_session(self: &Arc<Self>, caller: &str) -> Result<Opening, Full> {
+    async fn begin_session(self: &Arc<Self>, caller: &str) -> Result<Counted, Full> {
         let alive = self.manager.sessions.read().await;
         let s = &self.settings;
         let mut state = self.state();
@@ -170,11 +177,7 @@ impl Limits {
         if theirs >= Self::per_caller(caller, s.max_mcp_sessions, s.max_mcp_sessions_per_caller) {
             return Err(Full::SessionsForCaller);
         }
-        *state.opening.entry(caller.to_owned()).or_default() += 1;
-        Ok(Opening {
-            limits: Arc::clone(self),
-            caller: caller.to_owned(),
-        })
+        Ok(Counted::take(self, &mut state, caller, opening))
     }
 
     fn owner_of(&self, session: &str) -> Option<String> {
