@@ -495,3 +495,71 @@ async fn a_tunnel_still_open_when_the_call_ends_is_closed_on_the_record() {
         "each run reached the far end"
     );
 }
+
+/// A server run as an unprivileged user (65534) has egress too: in the namespace tier where
+/// that user can make namespaces (user namespaces), else the landlock tier; `doctor` run as
+/// that user names the same tier; the allowed name passes and a direct connection does not.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unprivileged_server_has_egress_through_its_proxy() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipping: switching to an unprivileged user (setpriv --reuid=65534) needs root");
+        return;
+    }
+    let up = Upstream::start().await;
+    let sb = sandbox("auto", LISTS);
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(sb.base(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    for p in [sb.base().to_path_buf(), sb.jail.clone(), sb.policy.clone()] {
+        std::os::unix::fs::chown(&p, Some(65534), Some(65534)).unwrap();
+    }
+    let as_nobody = |c: &mut tokio::process::Command| {
+        let program = std::mem::replace(c, tokio::process::Command::new("setpriv"));
+        let args: Vec<_> = program.as_std().get_args().map(|a| a.to_owned()).collect();
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(super::support::BIN)
+            .args(args)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin");
+    };
+    let expected = if super::view::namespaces_available(Some(65534), true) {
+        "namespace"
+    } else {
+        "landlock"
+    };
+    let doctor = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(super::support::BIN)
+        .arg("doctor")
+        .env_clear()
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&doctor.stdout).unwrap();
+    let tier = report["kernel"]["egress_tier"]
+        .as_str()
+        .or_else(|| report["egress_tier"].as_str())
+        .unwrap_or_else(|| panic!("doctor names no egress tier: {report}"));
+    assert!(tier.starts_with(expected), "{tier}");
+
+    let s = Session::start(&sb.policy, as_nobody).await;
+    let describe = s.call("describe_policy", json!({})).await;
+    assert_eq!(
+        describe["detail"]["confinement"]["egress"]["tier"], expected,
+        "{describe}"
+    );
+    let (got, r) = status(&s, &format!("http://localhost:{}/x", up.port)).await;
+    assert_eq!(got, "200", "{r}");
+    let (got, r) = status(&s, &format!("--noproxy '*' http://127.0.0.1:{}/", up.port)).await;
+    assert_eq!(got, "000", "{r}");
+    assert_eq!(
+        up.seen().len(),
+        1,
+        "only the proxied request arrived: {:?}",
+        up.seen()
+    );
+    assert!(
+        network_records(&sb)
+            .iter()
+            .any(|r| r["event"] == "open" && r["host"] == "localhost"),
+        "the connection is on the record"
+    );
+}
