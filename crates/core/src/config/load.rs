@@ -459,6 +459,7 @@ impl Builder<'_> {
 
         let sb = raw.sandbox.unwrap_or_default();
         let network = network_policy(raw.network.unwrap_or_default(), sb.network)?;
+        let offline = network.mode == crate::egress::NetworkMode::Off;
         let open = network.mode == NetworkMode::Open;
         let read_paths: Vec<PathBuf> = match sb.read_paths {
             Some(paths) => paths.into_iter().map(|p| self.file_path(p)).collect(),
@@ -559,7 +560,12 @@ impl Builder<'_> {
             path,
             env: environment({
                 let mut env = raw.env.unwrap_or_default();
-                for (name, value) in expansion.env_set {
+                let offline = if offline {
+                    expansion.env_offline
+                } else {
+                    Vec::new()
+                };
+                for (name, value) in expansion.env_set.into_iter().chain(offline) {
                     env.set.entry(name).or_insert(value);
                 }
                 env

@@ -56,6 +56,11 @@ struct ProfileEnv {
     /// Variables that name a writable directory beneath the cache directory.
     #[serde(default)]
     cache: BTreeMap<String, String>,
+    /// Fixed values set only when commands have no network (`[terminal.network] mode =
+    /// "off"`): a package manager told to work offline, which with egress on would refuse
+    /// the registry the operator allowed.
+    #[serde(default)]
+    offline: BTreeMap<String, String>,
 }
 
 /// What one profile added, for `describe_policy` and `policy check`.
@@ -92,6 +97,8 @@ pub(super) struct Expansion {
     pub(super) rules: Vec<ArgRule>,
     pub(super) write_paths: Vec<PathBuf>,
     pub(super) env_set: Vec<(String, String)>,
+    /// Set only when commands have no network.
+    pub(super) env_offline: Vec<(String, String)>,
     pub(super) exec_in_jail: bool,
 }
 
@@ -154,6 +161,10 @@ pub(super) fn expand(
         for (variable, value) in data.env.set {
             report.env.push(variable.clone());
             out.env_set.push((variable, value));
+        }
+        for (variable, value) in data.env.offline {
+            report.env.push(format!("{variable} (without network)"));
+            out.env_offline.push((variable, value));
         }
         out.commands.extend(data.commands);
         out.rules.extend(data.rules);

@@ -396,3 +396,28 @@ fn keys_come_from_one_file_or_one_https_url() {
         }
     }
 }
+
+#[test]
+fn a_profile_works_offline_only_without_network() {
+    let f = Fixture::new();
+    let policy = |network: &str| {
+        format!(
+            "audit_log = \"audit.jsonl\"\n[terminal]\njail_root = \"jail\"\nprofiles = [\"rust\"]\ncache_dir = \"cache\"\n{network}"
+        )
+    };
+    let offline = |text: &str| {
+        let t = f.load(text, Section::Terminal).unwrap().terminal.unwrap();
+        t.env
+            .set
+            .iter()
+            .find(|(name, _)| name == "CARGO_NET_OFFLINE")
+            .map(|(_, value)| value.clone())
+    };
+    assert_eq!(offline(&policy("")).as_deref(), Some("true"));
+    // With egress on, cargo fetches through the proxy from the names allowed.
+    let egress = "[terminal.network]\nmode = \"allowlist\"\nallow_domains = [\"index.crates.io\", \"static.crates.io\"]\n";
+    assert_eq!(offline(&policy(egress)), None);
+    // The operator's own value wins either way.
+    let mine = format!("{egress}[terminal.env]\nset = {{ CARGO_NET_OFFLINE = \"true\" }}\n");
+    assert_eq!(offline(&policy(&mine)).as_deref(), Some("true"));
+}
