@@ -292,6 +292,12 @@ fn serve_terminal(config: Option<&Path>, http: Option<&str>) -> ExitCode {
     };
     // When the client goes, so do the sessions: each is killed, and its run writes the start
     // call's outcome record ("server-exit") before the process ends.
+    let record: http::Recorder = {
+        let service = Arc::clone(&service);
+        Arc::new(move |r: &safe_mcp_core::audit::HttpRefusal| {
+            service.record_event("http", r, false)
+        })
+    };
     let end = async move {
         let _ = service.stop_all("server-exit");
         let tasks: Vec<_> = runs
@@ -314,7 +320,14 @@ fn serve_terminal(config: Option<&Path>, http: Option<&str>) -> ExitCode {
     };
     match listen {
         // Each HTTP client session gets a tool server of its own (its own session handles).
-        Some(listen) => http::serve(&listen, move || Ok(make()), policy.http.clone(), 4, end),
+        Some(listen) => http::serve(
+            &listen,
+            move || Ok(make()),
+            policy.http.clone(),
+            record,
+            4,
+            end,
+        ),
         None => serve_stdio(make(), 4, end),
     }
 }
@@ -350,11 +363,18 @@ fn serve_files(config: Option<&Path>, http: Option<&str>) -> ExitCode {
         );
     }
     let service = Arc::new(service);
+    let record: http::Recorder = {
+        let service = Arc::clone(&service);
+        Arc::new(move |r: &safe_mcp_core::audit::HttpRefusal| {
+            service.record_event("http", r, false)
+        })
+    };
     match listen {
         Some(listen) => http::serve(
             &listen,
             move || Ok(files_server::FilesServer::new(Arc::clone(&service))),
             policy.http.clone(),
+            record,
             2,
             async {},
         ),

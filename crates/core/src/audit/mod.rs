@@ -26,5 +26,7 @@ pub mod writer;
 
 pub use chain::{Chain, GENESIS, MAX_FIELD_CHARS, clean_text, rfc3339_now, sanitize};
 pub use gate::{Gate, NotAdmitted, Server};
-pub use record::{ApprovalAsked, Attempt, CallId, Caller, NetworkRecord, Outcome, OutputCounts};
+pub use record::{
+    ApprovalAsked, Attempt, CallId, Caller, HttpRefusal, NetworkRecord, Outcome, OutputCounts,
+};
 pub use writer::{AuditError, AuditLog, AuditOptions};

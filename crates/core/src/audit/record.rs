@@ -222,6 +222,21 @@ pub struct NetworkRecord {
     pub bytes_down: Option<u64>,
 }
 
+/// An `http` audit record: a request of an authenticated caller that the transport refused
+/// before any tool saw it (one of the caller's limits, or another caller's MCP session).
+/// Requests without a valid token are not recorded: anyone could fill the trail with them.
+#[derive(Debug, Clone, Serialize)]
+pub struct HttpRefusal {
+    /// `limit` (429) or `session` (403).
+    pub event: &'static str,
+    /// The HTTP status answered.
+    pub status: u16,
+    #[serde(flatten)]
+    pub caller: Caller,
+    /// The sentence the caller got.
+    pub reason: String,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

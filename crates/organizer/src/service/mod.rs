@@ -159,6 +159,16 @@ impl FilesService {
         self.gate.log()
     }
 
+    /// Appends a record of `kind` (the HTTP transport's `http` refusals) to the trail.
+    pub fn record_event(
+        &self,
+        kind: &str,
+        record: &impl serde::Serialize,
+        durable: bool,
+    ) -> Result<(), safe_mcp_core::audit::AuditError> {
+        self.gate.append(kind, record, durable)
+    }
+
     /// A path as given (relative, or absolute inside the workspace) → relative.
     fn relative(&self, given: &str) -> Result<String, FsError> {
         let p = Path::new(given);

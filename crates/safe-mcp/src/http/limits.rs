@@ -12,8 +12,10 @@
 //!   A request counts until its whole reply has been sent (a tool call's reply is a stream
 //!   that ends with the result), so this bounds the calls running at once.
 //!
-//! A 429 carries `Retry-After` and says which limit; it is written to stderr for the
-//! operator (no tool ran, so no audit record). Process sessions are limited apart, by
+//! A 429 carries `Retry-After` and says which limit. Each refusal here (429, and the 403 for
+//! another caller's session) is an `http` record in the trail, naming the caller: these
+//! requests carry a valid token (or come over loopback without auth), so a flood of them is
+//! bounded by who may connect at all. Process sessions are limited apart, by
 //! `[terminal.sessions]`, in all and per caller.
 
 use std::collections::HashMap;
@@ -25,7 +27,7 @@ use axum::http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use axum::middleware::Next;
 use futures_util::StreamExt;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use safe_mcp_core::audit::Caller;
+use safe_mcp_core::audit::{Caller, HttpRefusal};
 use safe_mcp_core::config::HttpLimits;
 use serde_json::json;
 
@@ -35,6 +37,8 @@ pub struct Limits {
     /// rmcp's sessions: the ones alive are the ones it still has.
     manager: Arc<LocalSessionManager>,
     state: Mutex<Counts>,
+    /// Where refusals are recorded.
+    record: super::Recorder,
 }
 
 #[derive(Default)]
@@ -127,12 +131,40 @@ fn opening(counts: &mut Counts) -> &mut HashMap<String, usize> {
 }
 
 impl Limits {
-    pub fn new(settings: HttpLimits, manager: Arc<LocalSessionManager>) -> Arc<Limits> {
+    pub fn new(
+        settings: HttpLimits,
+        manager: Arc<LocalSessionManager>,
+        record: super::Recorder,
+    ) -> Arc<Limits> {
         Arc::new(Limits {
             settings,
             manager,
             state: Mutex::new(Counts::default()),
+            record,
         })
+    }
+
+    /// Answers `status` with `reason`, after putting the refusal in the trail (off the
+    /// async workers: the append takes the trail's lock).
+    async fn refuse(
+        self: &Arc<Self>,
+        caller: &Caller,
+        event: &'static str,
+        status: StatusCode,
+        reason: String,
+    ) -> Response<Body> {
+        let record = HttpRefusal {
+            event,
+            status: status.as_u16(),
+            caller: caller.clone(),
+            reason: reason.clone(),
+        };
+        let me = Arc::clone(self);
+        let written = tokio::task::spawn_blocking(move || (me.record)(&record)).await;
+        if !matches!(written, Ok(Ok(()))) {
+            eprintln!("safe-mcp: warning: a refused HTTP request could not be recorded");
+        }
+        refuse(status, &reason)
     }
 
     fn state(&self) -> MutexGuard<'_, Counts> {
@@ -211,11 +243,12 @@ pub async fn admit(
     request: Request<Body>,
     next: Next,
 ) -> Response<Body> {
-    let caller = request
+    let who = request
         .extensions()
         .get::<Caller>()
-        .and_then(|c| c.sub.clone())
+        .cloned()
         .unwrap_or_default();
+    let caller = who.sub.clone().unwrap_or_default();
     let session = request
         .headers()
         .get("mcp-session-id")
@@ -224,10 +257,14 @@ pub async fn admit(
     if let Some(id) = &session
         && limits.owner_of(id).is_some_and(|owner| owner != caller)
     {
-        return refuse(
-            StatusCode::FORBIDDEN,
-            "this MCP session belongs to another caller",
-        );
+        return limits
+            .refuse(
+                &who,
+                "session",
+                StatusCode::FORBIDDEN,
+                "this MCP session belongs to another caller".into(),
+            )
+            .await;
     }
     if request.method() != Method::POST {
         // GET (the standing stream of a session) and DELETE are bounded by the sessions.
@@ -235,22 +272,19 @@ pub async fn admit(
     }
     let too_many = |full: Full| {
         let reason = full.reason(&limits.settings);
-        let who = if caller.is_empty() {
-            "a caller"
-        } else {
-            caller.as_str()
-        };
-        eprintln!("safe-mcp: refused a request of {who} (429): {reason}");
-        refuse(StatusCode::TOO_MANY_REQUESTS, &reason)
+        limits.refuse(&who, "limit", StatusCode::TOO_MANY_REQUESTS, reason)
     };
     let in_flight = match limits.begin_request(&caller) {
         Ok(f) => f,
-        Err(full) => return too_many(full),
+        Err(full) => return too_many(full).await,
     };
     let opening = if session.is_none() {
         match limits.begin_session(&caller).await {
             Ok(o) => Some(o),
-            Err(full) => return too_many(full),
+            Err(full) => {
+                drop(in_flight);
+                return too_many(full).await;
+            }
         }
     } else {
         None
@@ -287,6 +321,7 @@ mod tests {
                 max_requests_per_caller: 2,
             },
             Arc::new(LocalSessionManager::default()),
+            Arc::new(|_: &HttpRefusal| Ok(())),
         )
     }
 

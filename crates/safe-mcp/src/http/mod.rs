@@ -55,12 +55,21 @@ impl Listen {
     }
 }
 
+/// Writes an `http` record (a refusal by the transport) to the server's trail.
+pub type Recorder = std::sync::Arc<
+    dyn Fn(&safe_mcp_core::audit::HttpRefusal) -> Result<(), safe_mcp_core::audit::AuditError>
+        + Send
+        + Sync,
+>;
+
 /// Serves a fresh `factory()` per client session at `/mcp` until SIGINT or SIGTERM; then
-/// `on_end` runs (the sessions' cleanup).
+/// `on_end` runs (the sessions' cleanup). The transport's refusals of a caller go to
+/// `record`.
 pub fn serve<S, F>(
     listen: &Listen,
     factory: F,
     settings: safe_mcp_core::config::HttpSettings,
+    record: Recorder,
     workers: usize,
     on_end: impl std::future::Future<Output = ()>,
 ) -> ExitCode
@@ -91,7 +100,7 @@ where
             .with_max_request_body_bytes(settings.max_body_bytes)
             .with_cancellation_token(stop.child_token());
         let sessions = std::sync::Arc::new(LocalSessionManager::default());
-        let limits = limits::Limits::new(settings.limits, std::sync::Arc::clone(&sessions));
+        let limits = limits::Limits::new(settings.limits, std::sync::Arc::clone(&sessions), record);
         let service = StreamableHttpService::new(factory, sessions, config);
         // Layers run outside in: the caller is named (oauth) before it is counted.
         let mut router = axum::Router::new()

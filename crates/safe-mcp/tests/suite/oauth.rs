@@ -295,6 +295,16 @@ fn a_session_belongs_to_the_caller_that_opened_it() {
         ping,
     );
     assert_eq!(status, 403, "{reply}");
+    let refused = sb
+        .audit_records()
+        .into_iter()
+        .find(|r| r["kind"] == "http")
+        .expect("the refusal is in the trail");
+    assert_eq!(
+        (refused["event"].as_str(), refused["sub"].as_str()),
+        (Some("session"), Some("bob@example.com")),
+        "{refused}"
+    );
     let (status, reply) = request(
         port,
         "POST",
@@ -436,6 +446,28 @@ fn mcp_sessions_are_limited_per_caller_and_in_all() {
     open_session(port, &carol);
     let (status, _) = initialize(port, &alice);
     assert_eq!(status, 429, "the total is reached again");
+    // Each refusal is in the trail, with the caller it refused.
+    let refused: Vec<Value> = sb
+        .audit_records()
+        .into_iter()
+        .filter(|r| r["kind"] == "http")
+        .collect();
+    let subs: Vec<&str> = refused.iter().map(|r| r["sub"].as_str().unwrap()).collect();
+    assert_eq!(
+        subs,
+        [
+            "alice@example.com",
+            "carol@example.com",
+            "alice@example.com"
+        ],
+        "{refused:?}"
+    );
+    assert!(
+        refused.iter().all(|r| r["status"] == 429
+            && r["event"] == "limit"
+            && r["client_id"] == "claude-desktop"),
+        "{refused:?}"
+    );
 }
 
 #[test]
