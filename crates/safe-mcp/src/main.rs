@@ -292,7 +292,7 @@ fn serve_terminal(config: Option<&Path>, http: Option<&str>) -> ExitCode {
     };
     // When the client goes, so do the sessions: each is killed, and its run writes the start
     // call's outcome record ("server-exit") before the process ends.
-    let record: http::Recorder = {
+    let record: http::limits::Recorder = {
         let service = Arc::clone(&service);
         Arc::new(move |r: &safe_mcp_core::audit::HttpRefusal| {
             service.record_event("http", r, false)
@@ -363,7 +363,7 @@ fn serve_files(config: Option<&Path>, http: Option<&str>) -> ExitCode {
         );
     }
     let service = Arc::new(service);
-    let record: http::Recorder = {
+    let record: http::limits::Recorder = {
         let service = Arc::clone(&service);
         Arc::new(move |r: &safe_mcp_core::audit::HttpRefusal| {
             service.record_event("http", r, false)

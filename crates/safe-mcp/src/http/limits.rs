@@ -31,6 +31,10 @@ use safe_mcp_core::audit::{Caller, HttpRefusal};
 use safe_mcp_core::config::HttpLimits;
 use serde_json::json;
 
+/// Writes an `http` record (a refusal by the transport) to the server's trail.
+pub type Recorder =
+    Arc<dyn Fn(&HttpRefusal) -> Result<(), safe_mcp_core::audit::AuditError> + Send + Sync>;
+
 /// The shared counts, for every request of one server.
 pub struct Limits {
     settings: HttpLimits,
@@ -38,7 +42,7 @@ pub struct Limits {
     manager: Arc<LocalSessionManager>,
     state: Mutex<Counts>,
     /// Where refusals are recorded.
-    record: super::Recorder,
+    record: Recorder,
 }
 
 #[derive(Default)]
@@ -134,7 +138,7 @@ impl Limits {
     pub fn new(
         settings: HttpLimits,
         manager: Arc<LocalSessionManager>,
-        record: super::Recorder,
+        record: Recorder,
     ) -> Arc<Limits> {
         Arc::new(Limits {
             settings,

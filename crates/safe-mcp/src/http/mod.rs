@@ -55,13 +55,6 @@ impl Listen {
     }
 }
 
-/// Writes an `http` record (a refusal by the transport) to the server's trail.
-pub type Recorder = std::sync::Arc<
-    dyn Fn(&safe_mcp_core::audit::HttpRefusal) -> Result<(), safe_mcp_core::audit::AuditError>
-        + Send
-        + Sync,
->;
-
 /// Serves a fresh `factory()` per client session at `/mcp` until SIGINT or SIGTERM; then
 /// `on_end` runs (the sessions' cleanup). The transport's refusals of a caller go to
 /// `record`.
@@ -69,7 +62,7 @@ pub fn serve<S, F>(
     listen: &Listen,
     factory: F,
     settings: safe_mcp_core::config::HttpSettings,
-    record: Recorder,
+    record: limits::Recorder,
     workers: usize,
     on_end: impl std::future::Future<Output = ()>,
 ) -> ExitCode
