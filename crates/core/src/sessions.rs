@@ -380,7 +380,8 @@ impl SessionTable {
         });
         if all >= capacity.total {
             Err(CreateError::Full)
-        } else if theirs >= capacity.per_caller {
+        } else if !caller.is_empty() && theirs >= capacity.per_caller {
+            // Per caller needs a caller: stdio and --http without auth count in all only.
             Err(CreateError::FullForCaller)
         } else {
             Ok(())
@@ -528,6 +529,11 @@ mod tests {
         assert!(start("bob").is_ok());
         assert_eq!(start("carol").err(), Some(CreateError::Full));
         assert_eq!(table.room("carol", capacity), Err(CreateError::Full));
+        // Nobody (no authentication) is counted in all only.
+        let table = SessionTable::default();
+        let anonymous = || table.create("conn", "", "x".into(), CallId::new("1"), 64, capacity);
+        assert!(anonymous().is_ok() && anonymous().is_ok() && anonymous().is_ok());
+        assert_eq!(anonymous().err(), Some(CreateError::Full));
     }
 
     #[test]

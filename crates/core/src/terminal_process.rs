@@ -125,7 +125,13 @@ impl TerminalService {
         let run = Box::pin(async move {
             let admit = Arc::clone(&me);
             let durable = Box::pin(async move { admit.gate.admit(&attempt).is_ok() });
+            let egress = plan.egress.clone();
             let result = executor.execute(plan, s.stopped(), durable).await;
+            // The session's network records (a relay still open ends now) come before its
+            // outcome record, as a run's do.
+            if let Some(e) = &egress {
+                e.0.finish().await;
+            }
             let (end, exit_code) = match result {
                 Ok(outcome) => (
                     s.ended(outcome.exit_code, outcome.timed_out, None),

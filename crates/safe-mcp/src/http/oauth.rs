@@ -197,7 +197,16 @@ impl Guard {
         {
             return Err(Refusal::Scope);
         }
-        let text = |k: &str| claims[k].as_str().map(str::to_owned);
+        let text = |k: &str| {
+            claims[k]
+                .as_str()
+                .filter(|v| !v.is_empty())
+                .map(str::to_owned)
+        };
+        // Limits and ownership are per `sub`: an empty one would be nobody's, and shared.
+        if text("sub").is_none() {
+            return Err(Refusal::Unauthorized("invalid_token"));
+        }
         let exp = claims["exp"].as_u64().unwrap_or(0);
         Ok((
             Caller {
@@ -221,27 +230,46 @@ impl Guard {
     /// Takes the one reload slot if `due` says a reload is due; the caller then runs
     /// [`Guard::reload`].
     fn claim_reload(&self, due: impl FnOnce(&Keys) -> bool) -> bool {
-        let is_due = self.keys.lock().map(|k| due(&k)).unwrap_or(false);
-        is_due
-            && self
+        let Ok(mut keys) = self.keys.lock() else {
+            return false;
+        };
+        // Checked and claimed under the keys' lock, and the attempt's time taken at once, so
+        // that no second request can start another load right after this one ends.
+        if !due(&keys)
+            || self
                 .reloading
                 .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
+                .is_err()
+        {
+            return false;
+        }
+        keys.tried = Instant::now();
+        true
     }
 
     /// Loads the keys again (blocking: run it on `spawn_blocking`), keeping the old ones if
-    /// that fails. Releases the slot [`Guard::claim_reload`] took.
+    /// that fails. When the set changed, the tokens remembered as verified are forgotten: a
+    /// key the issuer removed (say, because it leaked) stops every token it signed, not only
+    /// new ones. Releases the slot [`Guard::claim_reload`] took.
     fn reload(&self) {
         let loaded = super::jwks::load(&self.settings.jwks);
+        let mut changed = false;
         if let Ok(mut keys) = self.keys.lock() {
             keys.tried = Instant::now();
             match loaded {
                 Ok(set) => {
+                    let same = |a: &JwkSet, b: &JwkSet| {
+                        serde_json::to_value(a).ok() == serde_json::to_value(b).ok()
+                    };
+                    changed = !same(&keys.set, &set);
                     keys.set = set;
                     keys.loaded = Instant::now();
                 }
                 Err(e) => eprintln!("safe-mcp: warning: keeping the keys loaded before: {e}"),
             }
+        }
+        if changed && let Ok(mut verified) = self.verified.lock() {
+            verified.clear();
         }
         self.reloading.store(false, Ordering::Release);
     }

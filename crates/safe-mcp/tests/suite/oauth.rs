@@ -227,6 +227,7 @@ fn every_bad_token_is_refused() {
             }),
             401,
         ),
+        ("empty sub", issuer.token(|c| c["sub"] = json!("")), 401),
         (
             "missing scope",
             issuer.token(|c| c["scope"] = json!("openid")),
@@ -736,10 +737,13 @@ fn keys_come_from_the_issuers_https_url_and_follow_its_rotation() {
     let rotated = sign_as(&issuer.claims(), &second, "k2");
     let (status, reply) = initialize(port, &rotated);
     assert_eq!(status, 200, "a key the issuer added verifies: {reply}");
-    // A token of the removed key not seen before no longer verifies.
+    // Tokens of the removed key no longer verify: one not seen before, and the one verified
+    // (and remembered) before the rotation.
     let stale = issuer.token(|c| c["jti"] = json!("never-seen"));
     let (status, reply) = initialize(port, &stale);
     assert_eq!(status, 401, "a key the issuer removed: {reply}");
+    let (status, reply) = initialize(port, &before);
+    assert_eq!(status, 401, "a remembered token of a removed key: {reply}");
 }
 
 #[test]
