@@ -70,6 +70,8 @@ impl RecordRefusal for FilesService {
 #[derive(Clone)]
 pub struct FilesServer {
     service: Arc<FilesService>,
+    /// Tool calls running at once, shared by every client of an `--http` server.
+    calls: Option<Arc<crate::http::limits::Calls>>,
 }
 
 async fn blocking<F: FnOnce() -> safe_mcp_core::OperationResult + Send + 'static>(
@@ -87,8 +89,8 @@ async fn blocking<F: FnOnce() -> safe_mcp_core::OperationResult + Send + 'static
 #[tool_router]
 impl FilesServer {
     /// Builds the server over the organizer.
-    pub fn new(service: Arc<FilesService>) -> Self {
-        FilesServer { service }
+    pub fn new(service: Arc<FilesService>, calls: Option<Arc<crate::http::limits::Calls>>) -> Self {
+        FilesServer { service, calls }
     }
 
     /// List a folder of the workspace: each entry's name, size, category, and whether the
@@ -266,6 +268,23 @@ fn router() -> &'static rmcp::handler::server::router::tool::ToolRouter<FilesSer
 
 #[tool_handler(router = router())]
 impl ServerHandler for FilesServer {
+    async fn call_tool(
+        &self,
+        request: rmcp::model::CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, rmcp::ErrorData> {
+        let audit = self.service.as_ref();
+        crate::terminal_server::call_counted(
+            self,
+            router(),
+            self.calls.as_ref(),
+            audit,
+            request,
+            context,
+        )
+        .await
+    }
+
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new(env!("CARGO_PKG_NAME"), env!("CARGO_PKG_VERSION")))

@@ -281,12 +281,13 @@ fn serve_terminal(config: Option<&Path>, http: Option<&str>) -> ExitCode {
     let executor: Arc<dyn safe_mcp_core::terminal::Executor> = Arc::new(executor);
     let make = {
         let (service, executor, runs) = (Arc::clone(&service), executor, Arc::clone(&runs));
-        move || {
+        move |calls| {
             terminal_server::TerminalServer::new(
                 Arc::clone(&service),
                 Arc::clone(&executor),
                 Arc::clone(&runs),
                 pages.clone(),
+                calls,
             )
         }
     };
@@ -322,13 +323,13 @@ fn serve_terminal(config: Option<&Path>, http: Option<&str>) -> ExitCode {
         // Each HTTP client session gets a tool server of its own (its own session handles).
         Some(listen) => http::serve(
             &listen,
-            move || Ok(make()),
+            move |calls| Ok(make(Some(calls))),
             policy.http.clone(),
             record,
             4,
             end,
         ),
-        None => serve_stdio(make(), 4, end),
+        None => serve_stdio(make(None), 4, end),
     }
 }
 
@@ -372,13 +373,18 @@ fn serve_files(config: Option<&Path>, http: Option<&str>) -> ExitCode {
     match listen {
         Some(listen) => http::serve(
             &listen,
-            move || Ok(files_server::FilesServer::new(Arc::clone(&service))),
+            move |calls| {
+                Ok(files_server::FilesServer::new(
+                    Arc::clone(&service),
+                    Some(calls),
+                ))
+            },
             policy.http.clone(),
             record,
             2,
             async {},
         ),
-        None => serve_stdio(files_server::FilesServer::new(service), 2, async {}),
+        None => serve_stdio(files_server::FilesServer::new(service, None), 2, async {}),
     }
 }
 

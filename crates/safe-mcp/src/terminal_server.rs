@@ -133,6 +133,8 @@ pub struct TerminalServer {
     runs: Runs,
     /// The out-of-band approval pages (`[terminal.approvals] url_base`).
     pages: Option<Arc<crate::approval::page::Pages>>,
+    /// Tool calls running at once, shared by every client of an `--http` server.
+    calls: Option<Arc<crate::http::limits::Calls>>,
 }
 
 /// The authenticated caller of an HTTP request (`[http.auth]`), as the middleware left it in
@@ -268,6 +270,36 @@ async fn until(max: Duration, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// Runs a tool call through `router`, unless the caller has as many calls running as an
+/// `--http` server allows (`calls`): then the answer is a POLICY_DENIED envelope, recorded
+/// like any refused call.
+pub(crate) async fn call_counted<S: Send + Sync + 'static>(
+    server: &S,
+    router: &'static rmcp::handler::server::router::tool::ToolRouter<S>,
+    calls: Option<&Arc<crate::http::limits::Calls>>,
+    audit: &(dyn RecordRefusal + Sync),
+    request: rmcp::model::CallToolRequestParams,
+    context: RequestContext<RoleServer>,
+) -> Result<rmcp::model::CallToolResponse, rmcp::ErrorData> {
+    let mut _slot = None;
+    // Only a known tool is counted (an unknown one is the router's error to give).
+    if let (Some(calls), Some(tool)) = (calls, router.get(&request.name)) {
+        let caller = caller_of(&context);
+        match calls.begin(caller.sub.as_deref().unwrap_or_default()) {
+            Ok(slot) => _slot = Some(slot),
+            Err(reason) => {
+                let name: &'static str = &tool.name;
+                let result = OperationResult::new(name, ResultCode::PolicyDenied, reason);
+                let args = request.arguments.clone().unwrap_or_default();
+                audit.record_refusal(name, &args, &result, &caller);
+                return Ok(to_result(result).into());
+            }
+        }
+    }
+    let tcc = rmcp::handler::server::tool::ToolCallContext::new(server, request, context);
+    router.call(tcc).await
+}
+
 /// Records a call the wiring refused before the core saw it (its arguments do not parse).
 pub(crate) trait RecordRefusal {
     fn record_refusal(
@@ -318,6 +350,7 @@ impl TerminalServer {
         executor: Arc<dyn Executor>,
         runs: Runs,
         pages: Option<Arc<crate::approval::page::Pages>>,
+        calls: Option<Arc<crate::http::limits::Calls>>,
     ) -> Self {
         // One stdio connection per server process; 64 random bits name it (the pid, should
         // the kernel give none: handles never leave this process anyway).
@@ -329,6 +362,7 @@ impl TerminalServer {
             owner: owner.into(),
             runs,
             pages,
+            calls,
         }
     }
 
@@ -640,6 +674,15 @@ fn router() -> &'static rmcp::handler::server::router::tool::ToolRouter<Terminal
 
 #[tool_handler(router = router())]
 impl ServerHandler for TerminalServer {
+    async fn call_tool(
+        &self,
+        request: rmcp::model::CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, rmcp::ErrorData> {
+        let audit = self.service.as_ref();
+        call_counted(self, router(), self.calls.as_ref(), audit, request, context).await
+    }
+
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new(

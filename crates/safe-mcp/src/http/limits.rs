@@ -10,7 +10,9 @@
 //!   idle, which the session manager's own table tells;
 //! - a POST past the requests being answered at once, in all or for this caller, gets 429.
 //!   A request counts until its whole reply has been sent (a tool call's reply is a stream
-//!   that ends with the result), so this bounds the calls running at once.
+//!   that ends with the result); and since a client that hangs up ends its request but not
+//!   the call (rmcp runs it to its end), tool calls are counted again where they run
+//!   ([`Calls`], against the same limits).
 //!
 //! A 429 carries `Retry-After` and says which limit. Each refusal here (429, and the 403 for
 //! another caller's session) is an `http` record in the trail, naming the caller: these
@@ -227,6 +229,74 @@ impl Limits {
     }
 }
 
+/// Tool calls running at once, counted where they run, in all and per caller (the same
+/// `max_requests` limits): a client that drops a call's reply stream ends the request the
+/// transport counts, but not the call, which rmcp runs to its end; so the transport's count
+/// alone could be walked around with long commands.
+pub struct Calls {
+    settings: HttpLimits,
+    running: Mutex<HashMap<String, usize>>,
+}
+
+/// One running tool call of a caller, counted until dropped.
+pub struct CallSlot {
+    calls: Arc<Calls>,
+    caller: String,
+}
+
+impl Drop for CallSlot {
+    fn drop(&mut self) {
+        let mut running = self.calls.lock();
+        if let Some(n) = running.get_mut(&self.caller) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                running.remove(&self.caller);
+            }
+        }
+    }
+}
+
+impl Calls {
+    pub fn new(settings: HttpLimits) -> Arc<Calls> {
+        Arc::new(Calls {
+            settings,
+            running: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, usize>> {
+        self.running
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A slot for one more call of `caller` (`""`: nobody, counted in all only), or the
+    /// sentence that says which limit it met.
+    pub fn begin(self: &Arc<Self>, caller: &str) -> Result<CallSlot, String> {
+        let s = &self.settings;
+        let mut running = self.lock();
+        let all: usize = running.values().sum();
+        let theirs = running.get(caller).copied().unwrap_or(0);
+        if all >= s.max_requests {
+            return Err(format!(
+                "{} tool calls are running, the most this server allows at once ([http] max_requests); try again when one has finished",
+                s.max_requests
+            ));
+        }
+        if !caller.is_empty() && theirs >= s.max_requests_per_caller {
+            return Err(format!(
+                "you have {} tool calls running, the most this server allows one caller at once ([http] max_requests_per_caller); wait for one to finish",
+                s.max_requests_per_caller
+            ));
+        }
+        *running.entry(caller.to_owned()).or_default() += 1;
+        Ok(CallSlot {
+            calls: Arc::clone(self),
+            caller: caller.to_owned(),
+        })
+    }
+}
+
 fn refuse(status: StatusCode, message: &str) -> Response<Body> {
     let mut response = Response::new(Body::from(json!({"error": message}).to_string()));
     *response.status_mut() = status;
@@ -351,6 +421,27 @@ mod tests {
         let n3 = limits.begin_request("");
         assert!(n1.is_ok() && n2.is_ok() && n3.is_ok());
         assert_eq!(limits.begin_request("").err(), Some(Full::Requests));
+    }
+
+    #[test]
+    fn running_calls_count_until_they_end() {
+        let calls = Calls::new(HttpLimits {
+            max_mcp_sessions: 3,
+            max_mcp_sessions_per_caller: 2,
+            max_requests: 2,
+            max_requests_per_caller: 1,
+        });
+        let first = calls.begin("alice");
+        assert!(first.is_ok());
+        let refused = calls.begin("alice").err().unwrap_or_default();
+        assert!(refused.contains("max_requests_per_caller"), "{refused}");
+        let bob = calls.begin("bob");
+        assert!(bob.is_ok());
+        drop(first);
+        let again = calls.begin("alice");
+        assert!(again.is_ok());
+        let refused = calls.begin("carol").err().unwrap_or_default();
+        assert!(refused.contains("max_requests)"), "{refused}");
     }
 
     #[tokio::test]

@@ -55,7 +55,7 @@ impl Listen {
     }
 }
 
-/// Serves a fresh `factory()` per client session at `/mcp` until SIGINT or SIGTERM; then
+/// Serves a fresh `factory(calls)` per client session at `/mcp` until SIGINT or SIGTERM; then
 /// `on_end` runs (the sessions' cleanup). The transport's refusals of a caller go to
 /// `record`.
 pub fn serve<S, F>(
@@ -68,7 +68,7 @@ pub fn serve<S, F>(
 ) -> ExitCode
 where
     S: rmcp::ServerHandler + Send + 'static,
-    F: Fn() -> Result<S, std::io::Error> + Send + Sync + 'static,
+    F: Fn(std::sync::Arc<limits::Calls>) -> Result<S, std::io::Error> + Send + Sync + 'static,
 {
     let runtime = match crate::runtime::build(workers) {
         Ok(r) => r,
@@ -94,6 +94,9 @@ where
             .with_cancellation_token(stop.child_token());
         let sessions = std::sync::Arc::new(LocalSessionManager::default());
         let limits = limits::Limits::new(settings.limits, std::sync::Arc::clone(&sessions), record);
+        // Every session's tool server counts its running calls in one place.
+        let calls = limits::Calls::new(settings.limits);
+        let factory = move || factory(std::sync::Arc::clone(&calls));
         let service = StreamableHttpService::new(factory, sessions, config);
         // Layers run outside in: the caller is named (oauth) before it is counted.
         let mut router = axum::Router::new()

@@ -767,3 +767,70 @@ fn a_key_url_whose_certificate_is_not_trusted_stops_the_start() {
         "{stderr}"
     );
 }
+
+/// A caller who hangs up on a long call does not get its slot back: the call runs on (rmcp
+/// finishes it), so it still counts, where it runs, until it ends.
+#[test]
+fn a_call_whose_reply_was_dropped_still_counts_until_it_ends() {
+    let sb = Sandbox::new("");
+    let issuer = Issuer::new(sb.base());
+    let (_server, port) = serve_with(
+        "terminal",
+        &sb.policy,
+        &issuer,
+        "max_requests_per_caller = 1",
+    );
+    let alice = open_session(port, &issuer.token(|_| {}));
+    let body = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                      "params": {"name": "run_command", "arguments": {"command": "sleep 3"}}})
+    .to_string();
+    let mut hung_up = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        hung_up,
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n{alice}\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    while !sb
+        .audit_records()
+        .iter()
+        .any(|r| r["tool"] == "run_command" && r["kind"] == "attempt")
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(hung_up);
+    std::thread::sleep(Duration::from_millis(200));
+    let second = call_tool(
+        port,
+        &alice,
+        3,
+        "run_command",
+        json!({"command": "echo again"}),
+    );
+    assert!(
+        second.contains("POLICY_DENIED") && second.contains("max_requests_per_caller"),
+        "{second}"
+    );
+    let refused = sb
+        .audit_records()
+        .into_iter()
+        .find(|r| r["kind"] == "outcome" && r["code"] == "POLICY_DENIED")
+        .expect("the refused call is in the trail");
+    assert_eq!(refused["sub"], "alice@example.com", "{refused}");
+    // Once the first call has ended, the slot is free.
+    let started = std::time::Instant::now();
+    loop {
+        let third = call_tool(
+            port,
+            &alice,
+            4,
+            "run_command",
+            json!({"command": "echo again"}),
+        );
+        if third.contains("\"code\":\"OK\"") {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "{third}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
