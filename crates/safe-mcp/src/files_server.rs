@@ -256,15 +256,7 @@ impl FilesServer {
     }
 }
 
-/// The tools, built once: rmcp's default handler calls `tool_router()` for every request,
-/// which made every tool's schemas again per call (a tenth of the server's CPU per
-/// `run_command`, profiled).
-fn router() -> &'static rmcp::handler::server::router::tool::ToolRouter<FilesServer> {
-    static ROUTER: std::sync::OnceLock<
-        rmcp::handler::server::router::tool::ToolRouter<FilesServer>,
-    > = std::sync::OnceLock::new();
-    ROUTER.get_or_init(FilesServer::tool_router)
-}
+crate::terminal_server::built_once_router!(FilesServer);
 
 #[tool_handler(router = router())]
 impl ServerHandler for FilesServer {

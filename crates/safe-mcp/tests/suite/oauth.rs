@@ -414,16 +414,18 @@ fn files_plans_and_records_belong_to_their_caller() {
     );
 }
 
-#[test]
-fn mcp_sessions_are_limited_per_caller_and_in_all() {
+/// A terminal server for the test issuer's callers, with `http` in `[http]`.
+fn limited(http: &str) -> (Sandbox, Issuer, super::http::Served, u16) {
     let sb = Sandbox::new("");
     let issuer = Issuer::new(sb.base());
-    let (_server, port) = serve_with(
-        "terminal",
-        &sb.policy,
-        &issuer,
-        "max_mcp_sessions = 3\nmax_mcp_sessions_per_caller = 2",
-    );
+    let (served, port) = serve_with("terminal", &sb.policy, &issuer, http);
+    (sb, issuer, served, port)
+}
+
+#[test]
+fn mcp_sessions_are_limited_per_caller_and_in_all() {
+    let (sb, issuer, _server, port) =
+        limited("max_mcp_sessions = 3\nmax_mcp_sessions_per_caller = 2");
     let alice = issuer.token(|_| {});
     let bob = issuer.token(|c| c["sub"] = json!("bob@example.com"));
     let carol = issuer.token(|c| c["sub"] = json!("carol@example.com"));
@@ -473,14 +475,7 @@ fn mcp_sessions_are_limited_per_caller_and_in_all() {
 
 #[test]
 fn requests_at_once_are_limited_per_caller() {
-    let sb = Sandbox::new("");
-    let issuer = Issuer::new(sb.base());
-    let (_server, port) = serve_with(
-        "terminal",
-        &sb.policy,
-        &issuer,
-        "max_requests_per_caller = 1",
-    );
+    let (sb, issuer, _server, port) = limited("max_requests_per_caller = 1");
     let alice = open_session(port, &issuer.token(|_| {}));
     let bob = open_session(port, &issuer.token(|c| c["sub"] = json!("bob@example.com")));
     let ping = r#"{"jsonrpc":"2.0","id":9,"method":"ping"}"#;
@@ -772,14 +767,7 @@ fn a_key_url_whose_certificate_is_not_trusted_stops_the_start() {
 /// finishes it), so it still counts, where it runs, until it ends.
 #[test]
 fn a_call_whose_reply_was_dropped_still_counts_until_it_ends() {
-    let sb = Sandbox::new("");
-    let issuer = Issuer::new(sb.base());
-    let (_server, port) = serve_with(
-        "terminal",
-        &sb.policy,
-        &issuer,
-        "max_requests_per_caller = 1",
-    );
+    let (sb, issuer, _server, port) = limited("max_requests_per_caller = 1");
     let alice = open_session(port, &issuer.token(|_| {}));
     let body = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
                       "params": {"name": "run_command", "arguments": {"command": "sleep 3"}}})
