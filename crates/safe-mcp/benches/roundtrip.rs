@@ -104,6 +104,23 @@ fn durable_append(file: &mut std::fs::File) -> Duration {
     t.elapsed()
 }
 
+/// CPU seconds `pid` has used, with its reaped children (the commands it ran).
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<f64> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| {
+            rest.split_whitespace()
+                .filter_map(|f| f.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    // After the name: state is not a number, so utime, stime, cutime, cstime are 10..=13.
+    let ticks: f64 = fields.iter().skip(10).take(4).sum();
+    // /proc counts in USER_HZ, which Linux fixes at 100 for every user-space ABI.
+    ticks / 100.0
+}
+
 fn peak_rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
@@ -182,6 +199,23 @@ async fn main() {
         tokio::time::sleep(Duration::from_millis(100)).await;
         idle_base.push(spawn_echo(false));
     }
+    // 16 calls in flight on one session: calls per second, and what one call costs in CPU
+    // (server and command), which with this machine's cores bounds any client's throughput.
+    let burst = n.max(160);
+    let cpu_before = cpu_seconds(pid);
+    let t = Instant::now();
+    {
+        use futures_util::StreamExt;
+        let results: Vec<Value> = futures_util::stream::iter(0..burst)
+            .map(|_| call(&on, "run_command", run.clone()))
+            .buffer_unordered(16)
+            .collect()
+            .await;
+        assert!(results.iter().all(|r| r["code"] == "OK"));
+    }
+    let wall = t.elapsed().as_secs_f64();
+    let cpu_per_call = (cpu_seconds(pid) - cpu_before) / burst as f64;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
     let rss = peak_rss_kib(pid);
     on.cancel().await.unwrap();
     host.cancel().await.unwrap();
@@ -224,8 +258,14 @@ async fn main() {
     );
     println!("private view / host view (p50): {:.2}x", on_p50 / host_p50);
     println!(
+        "16 in flight, enforce: {:.0} calls/s; CPU per call (server + command) {:.2} ms, so {cores} cores allow at most {:.0} calls/s",
+        burst as f64 / wall,
+        cpu_per_call * 1e3,
+        cores / cpu_per_call
+    );
+    println!(
         "server peak RSS (VmHWM) after {} calls: {:.1} MiB",
-        2 * n + 80,
+        2 * n + 80 + burst,
         rss as f64 / 1024.0
     );
 }
