@@ -100,10 +100,7 @@ fn numbers(out: &str) -> Vec<f64> {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let rounds: usize = std::env::args()
-        .skip(1)
-        .find_map(|a| a.parse().ok())
-        .unwrap_or(3);
+    let rounds = common::count_arg(3);
     let port = upstream().await;
     let dir = tempfile::tempdir().unwrap();
     let start = |policy: std::path::PathBuf| async move { common::start_terminal(&policy).await };

@@ -128,10 +128,7 @@ async fn serve(policy: &Path) -> (tokio::process::Child, u16) {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let calls: usize = std::env::args()
-        .skip(1)
-        .find_map(|a| a.parse().ok())
-        .unwrap_or(100);
+    let calls = common::count_arg(100);
     let dir = tempfile::tempdir().unwrap();
     let (jwks, tokens) = issuer(dir.path(), 16);
     let oauth = format!(

@@ -133,10 +133,7 @@ fn peak_rss_kib(pid: u32) -> u64 {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let n: usize = std::env::args()
-        .skip(1)
-        .find_map(|a| a.parse().ok())
-        .unwrap_or(1000);
+    let n = common::count_arg(1000);
     let dir = tempfile::tempdir().unwrap();
     let enforce = write_policy(dir.path(), "enforce", "auto");
     let host_view = write_policy(dir.path(), "enforce", "off");

@@ -39,10 +39,7 @@ fn policy(dir: &Path) -> std::path::PathBuf {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let n: usize = std::env::args()
-        .skip(1)
-        .find_map(|a| a.parse().ok())
-        .unwrap_or(200);
+    let n = common::count_arg(200);
     let dir = tempfile::tempdir().unwrap();
     let policy = policy(dir.path());
     let cmd = tokio::process::Command::new(BIN).configure(|c| {

@@ -56,10 +56,7 @@ async fn receiver(http: bool) -> u16 {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let calls: usize = std::env::args()
-        .skip(1)
-        .find_map(|a| a.parse().ok())
-        .unwrap_or(100);
+    let calls = common::count_arg(100);
     let (otlp, syslog) = (receiver(true).await, receiver(false).await);
     let dir = tempfile::tempdir().unwrap();
     let shipping = format!(

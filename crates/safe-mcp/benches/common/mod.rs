@@ -9,6 +9,14 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use serde_json::Value;
 
+/// The bench's one optional argument, a count (calls or rounds); `default` without it.
+pub fn count_arg(default: usize) -> usize {
+    std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(default)
+}
+
 /// Calls `tool` with the object `args`; returns the envelope (`structuredContent`).
 pub async fn call(
     client: &RunningService<RoleClient, ()>,
