@@ -52,9 +52,62 @@ struct Counts {
     /// `Mcp-Session-Id` → the caller that opened it (`""` for nobody).
     owners: HashMap<String, String>,
     /// Sessions being opened (an initialize in flight), per caller.
-    opening: HashMap<String, usize>,
+    opening: Tally,
     /// Requests being answered, per caller.
-    in_flight: HashMap<String, usize>,
+    in_flight: Tally,
+}
+
+/// How many of one thing (requests being answered, sessions being opened, tool calls
+/// running) each caller has; `""` is nobody (no authentication).
+#[derive(Default)]
+struct Tally(HashMap<String, usize>);
+
+/// Which limit one more would pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Over {
+    Total,
+    Caller,
+}
+
+impl Tally {
+    fn total(&self) -> usize {
+        self.0.values().sum()
+    }
+
+    fn of(&self, caller: &str) -> usize {
+        self.0.get(caller).copied().unwrap_or(0)
+    }
+
+    /// Whether one more of `caller` stays within `total` in all and `per` for the caller
+    /// (counting `all` and `theirs` more that this tally does not hold).
+    fn room(
+        &self,
+        caller: &str,
+        (total, per): (usize, usize),
+        (all, theirs): (usize, usize),
+    ) -> Result<(), Over> {
+        if self.total() + all >= total {
+            Err(Over::Total)
+        } else if !caller.is_empty() && self.of(caller) + theirs >= per {
+            // Per caller needs a caller: without authentication only the totals count.
+            Err(Over::Caller)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn add(&mut self, caller: &str) {
+        *self.0.entry(caller.to_owned()).or_default() += 1;
+    }
+
+    fn remove(&mut self, caller: &str) {
+        if let Some(n) = self.0.get_mut(caller) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.0.remove(caller);
+            }
+        }
+    }
 }
 
 /// Which limit a request met.
@@ -90,23 +143,23 @@ impl Full {
 }
 
 /// One of a caller's requests being answered (counted until the reply's last byte), or
-/// sessions being opened (until the initialize is answered): counted in the per-caller map
-/// `of` picks until dropped.
+/// sessions being opened (until the initialize is answered): counted in the tally `of`
+/// picks until dropped.
 struct Counted {
     limits: Arc<Limits>,
     caller: String,
-    of: fn(&mut Counts) -> &mut HashMap<String, usize>,
+    of: fn(&mut Counts) -> &mut Tally,
 }
 
 impl Counted {
-    /// Counts one more for `caller` in `of`'s map.
+    /// Counts one more for `caller` in `of`'s tally.
     fn take(
         limits: &Arc<Limits>,
         counts: &mut Counts,
         caller: &str,
-        of: fn(&mut Counts) -> &mut HashMap<String, usize>,
+        of: fn(&mut Counts) -> &mut Tally,
     ) -> Counted {
-        *of(counts).entry(caller.to_owned()).or_default() += 1;
+        of(counts).add(caller);
         Counted {
             limits: Arc::clone(limits),
             caller: caller.to_owned(),
@@ -117,22 +170,15 @@ impl Counted {
 
 impl Drop for Counted {
     fn drop(&mut self) {
-        let mut counts = self.limits.state();
-        let map = (self.of)(&mut counts);
-        if let Some(n) = map.get_mut(&self.caller) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                map.remove(&self.caller);
-            }
-        }
+        (self.of)(&mut self.limits.state()).remove(&self.caller);
     }
 }
 
-fn in_flight(counts: &mut Counts) -> &mut HashMap<String, usize> {
+fn in_flight(counts: &mut Counts) -> &mut Tally {
     &mut counts.in_flight
 }
 
-fn opening(counts: &mut Counts) -> &mut HashMap<String, usize> {
+fn opening(counts: &mut Counts) -> &mut Tally {
     &mut counts.opening
 }
 
@@ -181,23 +227,17 @@ impl Limits {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Per-caller limits need a caller; without authentication only the totals count.
-    fn per_caller(caller: &str, total: usize, per: usize) -> usize {
-        if caller.is_empty() { total } else { per }
-    }
-
     fn begin_request(self: &Arc<Self>, caller: &str) -> Result<Counted, Full> {
         let s = &self.settings;
         let mut state = self.state();
-        let all: usize = state.in_flight.values().sum();
-        let theirs = state.in_flight.get(caller).copied().unwrap_or(0);
-        if all >= s.max_requests {
-            return Err(Full::Requests);
+        match state
+            .in_flight
+            .room(caller, (s.max_requests, s.max_requests_per_caller), (0, 0))
+        {
+            Err(Over::Total) => Err(Full::Requests),
+            Err(Over::Caller) => Err(Full::RequestsForCaller),
+            Ok(()) => Ok(Counted::take(self, &mut state, caller, in_flight)),
         }
-        if theirs >= Self::per_caller(caller, s.max_requests, s.max_requests_per_caller) {
-            return Err(Full::RequestsForCaller);
-        }
-        Ok(Counted::take(self, &mut state, caller, in_flight))
     }
 
     async fn begin_session(self: &Arc<Self>, caller: &str) -> Result<Counted, Full> {
@@ -206,16 +246,20 @@ impl Limits {
         let mut state = self.state();
         state.owners.retain(|id, _| alive.contains_key(id.as_str()));
         drop(alive);
-        let all = state.owners.len() + state.opening.values().sum::<usize>();
-        let theirs = state.owners.values().filter(|o| *o == caller).count()
-            + state.opening.get(caller).copied().unwrap_or(0);
-        if all >= s.max_mcp_sessions {
-            return Err(Full::Sessions);
+        // Open sessions, beside those being opened.
+        let open = (
+            state.owners.len(),
+            state.owners.values().filter(|o| *o == caller).count(),
+        );
+        match state.opening.room(
+            caller,
+            (s.max_mcp_sessions, s.max_mcp_sessions_per_caller),
+            open,
+        ) {
+            Err(Over::Total) => Err(Full::Sessions),
+            Err(Over::Caller) => Err(Full::SessionsForCaller),
+            Ok(()) => Ok(Counted::take(self, &mut state, caller, opening)),
         }
-        if theirs >= Self::per_caller(caller, s.max_mcp_sessions, s.max_mcp_sessions_per_caller) {
-            return Err(Full::SessionsForCaller);
-        }
-        Ok(Counted::take(self, &mut state, caller, opening))
     }
 
     fn owner_of(&self, session: &str) -> Option<String> {
@@ -235,7 +279,7 @@ impl Limits {
 /// alone could be walked around with long commands.
 pub struct Calls {
     settings: HttpLimits,
-    running: Mutex<HashMap<String, usize>>,
+    running: Mutex<Tally>,
 }
 
 /// One running tool call of a caller, counted until dropped.
@@ -246,13 +290,7 @@ pub struct CallSlot {
 
 impl Drop for CallSlot {
     fn drop(&mut self) {
-        let mut running = self.calls.lock();
-        if let Some(n) = running.get_mut(&self.caller) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                running.remove(&self.caller);
-            }
-        }
+        self.calls.lock().remove(&self.caller);
     }
 }
 
@@ -260,11 +298,11 @@ impl Calls {
     pub fn new(settings: HttpLimits) -> Arc<Calls> {
         Arc::new(Calls {
             settings,
-            running: Mutex::new(HashMap::new()),
+            running: Mutex::new(Tally::default()),
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, usize>> {
+    fn lock(&self) -> MutexGuard<'_, Tally> {
         self.running
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -275,21 +313,21 @@ impl Calls {
     pub fn begin(self: &Arc<Self>, caller: &str) -> Result<CallSlot, String> {
         let s = &self.settings;
         let mut running = self.lock();
-        let all: usize = running.values().sum();
-        let theirs = running.get(caller).copied().unwrap_or(0);
-        if all >= s.max_requests {
-            return Err(format!(
-                "{} tool calls are running, the most this server allows at once ([http] max_requests); try again when one has finished",
-                s.max_requests
-            ));
+        match running.room(caller, (s.max_requests, s.max_requests_per_caller), (0, 0)) {
+            Err(Over::Total) => {
+                return Err(format!(
+                    "{} tool calls are running, the most this server allows at once ([http] max_requests); try again when one has finished",
+                    s.max_requests
+                ));
+            }
+            Err(Over::Caller) => {
+                return Err(format!(
+                    "you have {} tool calls running, the most this server allows one caller at once ([http] max_requests_per_caller); wait for one to finish",
+                    s.max_requests_per_caller
+                ));
+            }
+            Ok(()) => running.add(caller),
         }
-        if !caller.is_empty() && theirs >= s.max_requests_per_caller {
-            return Err(format!(
-                "you have {} tool calls running, the most this server allows one caller at once ([http] max_requests_per_caller); wait for one to finish",
-                s.max_requests_per_caller
-            ));
-        }
-        *running.entry(caller.to_owned()).or_default() += 1;
         Ok(CallSlot {
             calls: Arc::clone(self),
             caller: caller.to_owned(),
