@@ -638,3 +638,32 @@ async fn init_writes_a_policy_that_builds_tests_and_commits() {
         "{r}"
     );
 }
+
+/// The rust profile tells cargo to work offline only when commands have no network: with
+/// egress on, cargo must be free to fetch through the proxy from the names allowed.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_rust_profile_is_offline_only_without_network() {
+    let probe = json!({"command": ["sh", "-c", "echo ${CARGO_NET_OFFLINE-unset}"]});
+    let sb = with_profiles(&["rust"]);
+    let s = session_with_toolchains(&sb).await;
+    let r = s.call("run_command", probe.clone()).await;
+    assert_eq!(r["detail"]["stdout"], "true\n", "{r}");
+    drop(s);
+
+    let sb = with_profiles(&["rust"]);
+    let text = std::fs::read_to_string(&sb.policy).unwrap();
+    std::fs::write(
+        &sb.policy,
+        format!("{text}\n[terminal.network]\nmode = \"allowlist\"\nallow_domains = [\"index.crates.io\", \"static.crates.io\"]\n"),
+    )
+    .unwrap();
+    let s = session_with_toolchains(&sb).await;
+    let r = s.call("run_command", probe).await;
+    if r["code"] == "SANDBOX_UNAVAILABLE" {
+        eprintln!(
+            "skipping the egress half: no egress tier here (no namespaces and Landlock ABI < 4): {r}"
+        );
+        return;
+    }
+    assert_eq!(r["detail"]["stdout"], "unset\n", "{r}");
+}
