@@ -109,6 +109,22 @@ fn join_at(
     if head == 0 {
         return None;
     }
+    // A next line that opens with `name =`, `name:` or `NAME=value` is an assignment of its
+    // own, not the rest of a token: a value ends at its line's end (`secret = …⏎region =
+    // eu-west-1`). A token's tail holds `=` only as padding.
+    let run = &bytes[resume..resume + head];
+    let padded = run
+        .iter()
+        .rev()
+        .skip_while(|&&c| c == b'=')
+        .all(|&c| c != b'=');
+    let assigns = bytes[resume + head..]
+        .iter()
+        .find(|c| !matches!(c, b' ' | b'\t'))
+        .is_some_and(|c| matches!(c, b'=' | b':'));
+    if assigns || !padded {
+        return None;
+    }
     let width = line.len();
     let join = Join {
         cut: content_end,
@@ -129,19 +145,12 @@ fn join_at(
     if !(rest.is_empty() || rest[0] == b'\n' || rest.starts_with(b"\r\n")) {
         return None;
     }
-    let run = &bytes[resume..resume + head];
-    // A token's tail holds `=` only as padding; `NAME=value` is a line of its own.
-    let padded = run
-        .iter()
-        .rev()
-        .skip_while(|&&c| c == b'=')
-        .all(|&c| c != b'=');
     let classes = [
         run.iter().any(u8::is_ascii_uppercase),
         run.iter().any(u8::is_ascii_lowercase),
         run.iter().any(u8::is_ascii_digit),
     ];
-    (padded && classes.iter().filter(|&&c| c).count() >= 2).then_some(join)
+    (classes.iter().filter(|&&c| c).count() >= 2).then_some(join)
 }
 
 /// `host:port:database:user:password`, field by field as the `.pgpass` rule reads it:

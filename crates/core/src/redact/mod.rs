@@ -529,6 +529,30 @@ mod tests {
     }
 
     #[test]
+    fn a_value_ends_at_its_lines_end() {
+        // Round 3, item 15: a 64-column line (a fold width) ending in a secret must not be
+        // joined to the next line's own `key = value`.
+        let r = redactor(false);
+        let key = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
+        for (line, rest) in [
+            (
+                format!("aws_secret_access_key = {key}"),
+                "region = eu-west-1",
+            ),
+            (
+                format!("aws_secret_access_key = {key}"),
+                "region: eu-west-1",
+            ),
+            (format!("aws_secret_access_key  ={key}"), "region=eu-west-1"),
+        ] {
+            assert_eq!(line.len(), 64, "{line}");
+            let out = r.redact(&format!("{line}\n{rest}\n"));
+            assert!(out.ends_with(&format!("]\n{rest}\n")), "{out}");
+            assert!(!out.contains(key), "{out}");
+        }
+    }
+
+    #[test]
     fn operator_patterns_apply() {
         let settings = RedactionSettings {
             enabled: true,
