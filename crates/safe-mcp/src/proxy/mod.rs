@@ -487,6 +487,15 @@ async fn read_request(client: &mut TcpStream) -> Result<Request, Refused> {
     }
 }
 
+/// Headers that say where a request goes or where it ends; each may appear once.
+const ROUTING_HEADERS: &[&str] = &[
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "x-forwarded-host",
+    "forwarded",
+];
+
 /// The parts of a parsed head the proxy acts on, or why it is refused.
 fn check_request(
     r: &httparse::Request<'_, '_>,
@@ -500,6 +509,21 @@ fn check_request(
             .find(|h| h.name.eq_ignore_ascii_case(name))
             .map(|h| String::from_utf8_lossy(h.value).trim().to_owned())
     };
+    // One value per routing header: a second `Host` (or a second length) is a request one
+    // hop reads one way and the next another, and only the first was judged.
+    for name in ROUTING_HEADERS {
+        let count = r
+            .headers
+            .iter()
+            .filter(|h| h.name.eq_ignore_ascii_case(name))
+            .count();
+        if count > 1 {
+            return Err((
+                "400 Bad Request",
+                format!("the request has {count} {name} headers; send one"),
+            ));
+        }
+    }
     if method == "CONNECT" {
         let (host, port) = split_authority(target).ok_or_else(|| {
             (
