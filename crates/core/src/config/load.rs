@@ -151,6 +151,7 @@ impl Builder<'_> {
                 write_paths: None,
                 profiles: None,
                 cache_dir: None,
+                shared_cache: None,
                 sessions: None,
                 network: None,
                 approvals: None,
@@ -213,13 +214,30 @@ impl Builder<'_> {
             None => None,
         };
 
-        // What commands may read must not hold the trail or the journal.
+        let ship = match raw.audit.and_then(|a| a.ship) {
+            Some(ship) => Some(ship_settings(
+                ship.spool_dir.clone().map(|p| self.file_path(p)),
+                ship,
+                &roots,
+            )?),
+            None => None,
+        };
+        // Records waiting to be shipped are the trail too: held to the same places.
+        let spool = ship.as_ref().map(|s| {
+            std::fs::canonicalize(&s.spool_dir).unwrap_or_else(|_| lexical_normalize(&s.spool_dir))
+        });
+
+        // What commands may read must not hold the trail, its spool or the journal.
         if let Some(t) = &terminal {
-            let kept = log.iter().map(|l| ("audit_log", l)).chain(
-                files
-                    .iter()
-                    .filter_map(|f| f.journal.as_ref().map(|j| ("files.journal", j))),
-            );
+            let kept = log
+                .iter()
+                .map(|l| ("audit_log", l))
+                .chain(spool.iter().map(|s| ("audit.ship.spool_dir", s)))
+                .chain(
+                    files
+                        .iter()
+                        .filter_map(|f| f.journal.as_ref().map(|j| ("files.journal", j))),
+                );
             for (what, path) in kept {
                 let readable = t.sandbox.read_paths.iter().find(|rp| {
                     let real = std::fs::canonicalize(rp).unwrap_or_else(|_| (*rp).clone());
@@ -243,6 +261,7 @@ impl Builder<'_> {
         if let Some(t) = &terminal {
             let mut kept: Vec<(&str, &Path)> = vec![("policy file", source)];
             kept.extend(log.iter().map(|l| ("audit_log", l.as_path())));
+            kept.extend(spool.iter().map(|s| ("audit.ship.spool_dir", s.as_path())));
             kept.extend(
                 files
                     .iter()
@@ -294,14 +313,7 @@ impl Builder<'_> {
                 keep,
                 hmac_key,
                 hmac_key_file,
-                ship: match raw.audit.and_then(|a| a.ship) {
-                    Some(ship) => Some(ship_settings(
-                        ship.spool_dir.clone().map(|p| self.file_path(p)),
-                        ship,
-                        &roots,
-                    )?),
-                    None => None,
-                },
+                ship,
             },
             http: http_settings(raw.http.unwrap_or_default(), |p| self.file_path(p))?,
             redaction,
@@ -355,7 +367,11 @@ impl Builder<'_> {
         let mut expansion = profiles::expand(
             raw.profiles.as_deref().unwrap_or_default(),
             self.env,
-            cache_dir.as_deref(),
+            profiles::CacheScope {
+                cache_dir: cache_dir.as_deref(),
+                jail_root: &jail_root,
+                shared: raw.shared_cache.unwrap_or(false),
+            },
         )?;
 
         let mut limits = raw.limits.unwrap_or_default();
@@ -556,6 +572,8 @@ impl Builder<'_> {
                 exec_in_jail: sb.exec_in_jail.unwrap_or(expansion.exec_in_jail),
                 unix_sockets: sb.unix_sockets.unwrap_or(true),
                 namespaces: sb.namespaces.unwrap_or(NamespaceMode::Auto),
+                read_only_files: expansion.read_only_files,
+                shared_cache: raw.shared_cache.unwrap_or(false),
             },
             path,
             env: environment({

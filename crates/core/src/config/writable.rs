@@ -92,7 +92,8 @@ pub(super) fn keep_out(
     for w in write_paths {
         for (what, path) in kept {
             let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-            if real.starts_with(w) {
+            // A kept directory (the spool) must not hold a write path either.
+            if real.starts_with(w) || (real.is_dir() && w.starts_with(&real)) {
                 return Err(invalid(format!(
                     "{} lets commands write the {what} {}; keep it outside every write path",
                     w.display(),
