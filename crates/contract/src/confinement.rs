@@ -101,6 +101,9 @@ pub struct ConfinementSpec {
     pub read_paths: Vec<PathBuf>,
     /// Read+write paths outside the jail (caches), checked at load.
     pub write_paths: Vec<PathBuf>,
+    /// Files beneath the write paths or the jail that commands may read but never write,
+    /// replace or remove: bound read-only in the private view.
+    pub read_only_files: Vec<PathBuf>,
     /// Whether files inside the jail may be executed.
     pub exec_in_jail: bool,
     /// Whether commands get a private view of the machine.
@@ -180,6 +183,10 @@ pub struct SeccompReport {
     pub refused_device_nodes: Vec<&'static str>,
     /// Which sockets may be created.
     pub sockets: &'static str,
+    /// System V IPC: allowed in an ipc namespace of the command's own, else refused.
+    pub sysv_ipc: &'static str,
+    /// Executable memfds: allowed with `exec_in_jail`, else `memfd_create` must seal.
+    pub memfd: &'static str,
 }
 
 /// The limits in force.

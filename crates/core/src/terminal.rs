@@ -90,6 +90,7 @@ pub fn confinement_spec(policy: &TerminalPolicy) -> ConfinementSpec {
         unix_sockets: sandbox.unix_sockets,
         read_paths: sandbox.read_paths.clone(),
         write_paths: policy.write_paths.clone(),
+        read_only_files: sandbox.read_only_files.clone(),
         exec_in_jail: sandbox.exec_in_jail,
         namespaces: sandbox.namespaces,
         home: None,
@@ -390,7 +391,16 @@ impl TerminalService {
             "profiles": p.profiles,
             "project_policy": p.project,
             "write_paths": p.write_paths,
+            "caches": if p.sandbox.shared_cache {
+                "shared_cache = true: the profile caches are shared with every project whose policy names the same cache_dir (the operator's choice); their tool configuration files stay read-only"
+            } else {
+                "per jail: the profile caches belong to this jail alone; their tool configuration files (config.toml, pip.conf, .npmrc, ...) are read-only"
+            },
             "confinement": report_value(confinement),
+            "warnings": crate::lint::interpreter_voids_rules(p)
+                .map(|f| f.to_string())
+                .into_iter()
+                .collect::<Vec<_>>(),
         });
         OperationResult::new(
             DESCRIBE,

@@ -102,8 +102,10 @@ const NAMESPACES: &[Namespace] = &[
 ];
 
 /// What each command makes for itself after entering the view: a pid namespace, with a
-/// mount namespace of its own to hold that namespace's `/proc`.
-pub(crate) const PER_COMMAND: c_int = libc::CLONE_NEWPID | libc::CLONE_NEWNS;
+/// mount namespace of its own to hold that namespace's `/proc`, and an ipc namespace of its
+/// own, so that System V shared memory, semaphores and message queues neither pass between
+/// two commands nor outlive the command (the kernel removes them with the namespace).
+pub(crate) const PER_COMMAND: c_int = libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC;
 
 /// The flags of every `/proc` in the view: read-only (its writable files, such as
 /// `/proc/sysrq-trigger` or `/proc/sys`, stay unwritable even for uid 0), nothing to execute.
@@ -326,6 +328,12 @@ fn build(spec: &ConfinementSpec, dir: &Path, tmp_root: &Path) -> Result<Built, S
     }
     if let Some(home) = &spec.home {
         binds.push((home.clone(), home.clone(), ro));
+    }
+    // Each on itself, read-only, on top of the write path that holds it: a mount point
+    // cannot be written, removed or renamed, and its directory (a mount point too) cannot be
+    // moved away.
+    for file in &spec.read_only_files {
+        binds.push((file.clone(), file.clone(), ro | jail_flags));
     }
     for p in &spec.read_paths {
         let synthetic_file = synthetic

@@ -381,6 +381,12 @@ pub struct SandboxSettings {
     /// Whether each command gets its own view of the machine (mount, ipc, uts and network
     /// namespaces): `auto` (default) where the server can make them, `required`, or `off`.
     pub namespaces: NamespaceMode,
+    /// Files inside the write paths that commands may read but never write (the profile
+    /// caches' tool configuration placeholders): bound read-only in the private view.
+    pub read_only_files: Vec<PathBuf>,
+    /// `[terminal] shared_cache`: whether the profile caches are shared with every other
+    /// project that names the same `cache_dir` (default false: per jail).
+    pub shared_cache: bool,
 }
 
 /// The read+execute paths a default command needs: the loader, libraries, locale, /dev/null.

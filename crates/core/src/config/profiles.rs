@@ -5,7 +5,16 @@
 //! (fixed ones, and ones discovered from the server's environment: where `rustc`, `python3`,
 //! `node` or git's helpers really live, following rustup's proxies and pyenv's shims),
 //! writable caches beneath the server's cache directory (never the user's own `~/.cargo` or
-//! `~/.npm`), and environment variables. Profiles compose by union; wherever the operator's
+//! `~/.npm`), and environment variables.
+//!
+//! A cache is a write path that changes what runs next: a `$CARGO_HOME/config.toml` with a
+//! `rustc-wrapper`, a poisoned wheel or tarball. So caches are per jail by default, beneath
+//! `<cache_dir>/jails/<name>-<hash of the jail's canonical path>`, and one project's model
+//! cannot reach another project's builds through them; sharing one cache between projects is
+//! the operator's named choice (`[terminal] shared_cache = true`). And in every cache the
+//! files that configure its tool (`config.toml`, `credentials.toml`, `pip.conf`, `.npmrc`, …,
+//! each profile's `cache_config`) are empty placeholders, one read-only inode, which the
+//! private view binds read-only: no command, build script or interpreter can write them. Profiles compose by union; wherever the operator's
 //! policy sets the same thing (a rule for the same command, the same variable, a `path`,
 //! `exec_in_jail`), the operator's key wins. Everything a profile adds then goes through the
 //! same checks as the operator's own keys, and [`ProfileReport`] says what it added.
@@ -45,6 +54,10 @@ struct ProfileData {
     env: ProfileEnv,
     #[serde(default)]
     rules: Vec<ArgRule>,
+    /// Names of the files in each of its caches that configure the tool that reads the
+    /// cache (`$CARGO_HOME/config.toml`): made empty placeholders that commands cannot write.
+    #[serde(default)]
+    cache_config: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -96,6 +109,8 @@ pub(super) struct Expansion {
     pub(super) commands: Vec<String>,
     pub(super) rules: Vec<ArgRule>,
     pub(super) write_paths: Vec<PathBuf>,
+    /// The placeholders of the caches' tool configuration, read-only for commands.
+    pub(super) read_only_files: Vec<PathBuf>,
     pub(super) env_set: Vec<(String, String)>,
     /// Set only when commands have no network.
     pub(super) env_offline: Vec<(String, String)>,
@@ -109,12 +124,56 @@ fn invalid(message: String) -> ConfigError {
     }
 }
 
-/// Expands `names` in order. `cache_dir` is made (mode 0700) only when a profile needs a
-/// cache; discovery asks the programs on the server's PATH (`env`).
+/// Where the caches of one jail live: beneath `cache_dir` itself when the operator shares
+/// them between projects, else beneath a directory of the jail's own.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct CacheScope<'a> {
+    pub(super) cache_dir: Option<&'a Path>,
+    pub(super) jail_root: &'a Path,
+    pub(super) shared: bool,
+}
+
+impl CacheScope<'_> {
+    /// The directory that holds this jail's caches.
+    fn base(&self) -> Option<PathBuf> {
+        let dir = self.cache_dir?;
+        if self.shared {
+            return Some(dir.to_path_buf());
+        }
+        Some(dir.join("jails").join(jail_key(self.jail_root)))
+    }
+}
+
+/// A directory name for one jail: its last component (for a person reading the cache
+/// directory) and the first 16 hex digits of the SHA-256 of its canonical path (so that two
+/// jails never share one).
+pub(super) fn jail_key(jail_root: &Path) -> String {
+    use sha2::Digest;
+    use std::os::unix::ffi::OsStrExt;
+    let digest = sha2::Sha256::digest(jail_root.as_os_str().as_bytes());
+    let name: String = jail_root
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        .take(32)
+        .collect();
+    let name = name.trim_start_matches('.');
+    let hash = hex::encode(&digest[..8]);
+    if name.is_empty() {
+        hash
+    } else {
+        format!("{name}-{hash}")
+    }
+}
+
+/// Expands `names` in order. A cache directory is made (mode 0700) only when a profile needs
+/// a cache; discovery asks the programs on the server's PATH (`env`).
 pub(super) fn expand(
     names: &[String],
     env: &dyn Env,
-    cache_dir: Option<&Path>,
+    caches: CacheScope<'_>,
 ) -> Result<Expansion, ConfigError> {
     let mut out = Expansion::default();
     for name in names {
@@ -144,15 +203,25 @@ pub(super) fn expand(
             }
         }
         for (variable, sub) in &data.env.cache {
-            let Some(cache_dir) = cache_dir else {
-                return Err(invalid(format!(
-                    "the {name} profile keeps a cache, but there is no cache directory: set [terminal] cache_dir (HOME and XDG_CACHE_HOME are unset)"
-                )));
+            let Some(base) = caches.base() else {
+                return Err(ConfigError::Invalid {
+                    key: "terminal.cache_dir".into(),
+                    message: format!(
+                        "the {name} profile keeps a cache, but there is no cache directory (HOME and XDG_CACHE_HOME are unset): set cache_dir = \"/var/tmp/safe-mcp-cache\" or another directory of the server's own"
+                    ),
+                });
             };
-            let dir = cache_dir.join(sub);
-            make_private_dir(&dir).map_err(|e| {
-                invalid(format!("the {name} profile's cache {}: {e}", dir.display()))
-            })?;
+            let dir = base.join(sub);
+            let cache_error = |e: std::io::Error| ConfigError::Invalid {
+                key: "terminal.cache_dir".into(),
+                message: format!(
+                    "the {name} profile's cache {}: {e}; set cache_dir to a directory the server may write",
+                    dir.display()
+                ),
+            };
+            make_private_dir(&dir).map_err(cache_error)?;
+            out.read_only_files
+                .extend(placeholders(&dir, &data.cache_config).map_err(cache_error)?);
             report.write_paths.push(dir.clone());
             out.env_set
                 .push((variable.clone(), dir.to_string_lossy().into_owned()));
@@ -182,6 +251,57 @@ pub(super) fn default_cache_dir(env: &dyn Env) -> Option<PathBuf> {
     absolute("XDG_CACHE_HOME")
         .or_else(|| absolute("HOME").map(|h| h.join(".cache")))
         .map(|base| base.join("safe-mcp"))
+}
+
+/// Makes each of `names` in the cache `dir` an empty placeholder file, all of them one
+/// inode, mode 0444 (cargo takes `config` and `config.toml` for one file when they are one
+/// inode, and warns about neither), and returns their paths. A file of that name that is
+/// not the placeholder (a command wrote it while the view did not hold it read-only, or the
+/// cache predates the placeholders) is moved aside to `<name>.refused`, never read again.
+fn placeholders(dir: &Path, names: &[String]) -> std::io::Result<Vec<PathBuf>> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+    let Some(first) = names.first() else {
+        return Ok(Vec::new());
+    };
+    let anchor = dir.join(first);
+    let is_placeholder =
+        |m: &std::fs::Metadata| m.is_file() && m.len() == 0 && m.mode() & 0o222 == 0;
+    match std::fs::symlink_metadata(&anchor) {
+        Ok(m) if is_placeholder(&m) => {}
+        Ok(_) => {
+            std::fs::rename(&anchor, dir.join(format!("{first}.refused")))?;
+            make_placeholder(&anchor)?;
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => make_placeholder(&anchor)?,
+        Err(e) => return Err(e),
+    }
+    let inode = std::fs::metadata(&anchor)?.ino();
+    let mut paths = vec![anchor.clone()];
+    for name in &names[1..] {
+        let path = dir.join(name);
+        match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.ino() == inode => {}
+            Ok(_) => {
+                std::fs::rename(&path, dir.join(format!("{name}.refused")))?;
+                std::fs::hard_link(&anchor, &path)?;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::hard_link(&anchor, &path)?;
+            }
+            Err(e) => return Err(e),
+        }
+        paths.push(path);
+    }
+    return Ok(paths);
+
+    fn make_placeholder(path: &Path) -> std::io::Result<()> {
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o444)
+            .open(path)?;
+        file.set_permissions(std::fs::Permissions::from_mode(0o444))
+    }
 }
 
 /// Makes `dir` and its missing parents, the new ones mode 0700.

@@ -105,6 +105,7 @@ pub(super) struct RawTerminal {
     pub(super) write_paths: Option<Vec<PathBuf>>,
     pub(super) profiles: Option<Vec<String>>,
     pub(super) cache_dir: Option<PathBuf>,
+    pub(super) shared_cache: Option<bool>,
     pub(super) sessions: Option<super::SessionSettings>,
     pub(super) network: Option<RawNetwork>,
     pub(super) approvals: Option<RawApprovals>,

@@ -314,7 +314,21 @@ async fn the_rust_profile_builds_and_tests_a_crate() {
         "{r}"
     );
     assert!(sb.jail.join("hello/target/debug").is_dir());
-    assert!(sb.base().join("cache/cargo").is_dir());
+    // The cache belongs to this jail alone (round 3): beneath cache/jails/<jail's key>/.
+    let jails: Vec<_> = std::fs::read_dir(sb.base().join("cache/jails"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(jails.len(), 1, "{jails:?}");
+    assert!(jails[0].join("cargo").is_dir());
+    assert_eq!(
+        std::fs::metadata(jails[0].join("cargo/config.toml"))
+            .unwrap()
+            .len(),
+        0,
+        "cargo's configuration stays the empty placeholder"
+    );
     // What the profile refuses: --config can name programs to run.
     let r = s
         .call(
