@@ -61,6 +61,17 @@ pub enum Finding {
         /// Which profile turned it on, if one did.
         by: Option<String>,
     },
+    /// An interpreter is allowed (`allow_interpreter`): code it runs starts every other
+    /// program directly, past the argument rules, approvals and the built-in escape
+    /// knowledge, which judge only the commands the model sends.
+    InterpreterVoidsRules {
+        /// The interpreters allowed.
+        interpreters: Vec<String>,
+        /// The programs whose `deny_args` or `confirm_args` it voids.
+        ruled: Vec<String>,
+    },
+    /// `shared_cache = true`: the profile caches are shared with other projects.
+    SharedCache,
     /// An escape opted in with `allow_escapes`.
     EscapeOptedIn {
         /// The program name.
@@ -92,6 +103,23 @@ impl fmt::Display for Finding {
             Finding::SecretLikeVariable { name } => write!(
                 f,
                 "[terminal.env] gives commands `{name}`, which looks like a secret: every command, and so the model, can read it"
+            ),
+            Finding::InterpreterVoidsRules {
+                interpreters,
+                ruled,
+            } => write!(
+                f,
+                "an allowed interpreter ({}) can start any other program itself: the argument rules and approvals{} and the built-in escape checks bind only the commands sent to run_command and start_process, not the programs that code starts; allow no interpreter where those rules must hold",
+                interpreters.join(", "),
+                if ruled.is_empty() {
+                    String::new()
+                } else {
+                    format!(" of {}", ruled.join(", "))
+                }
+            ),
+            Finding::SharedCache => write!(
+                f,
+                "shared_cache = true: every project whose policy names this cache_dir shares the profile caches, so one project's commands can leave what another's build reads (a poisoned package, a build artifact); the tool configuration files stay read-only only in the private view"
             ),
             Finding::EscapeOptedIn { name, escape } => write!(
                 f,
@@ -132,6 +160,9 @@ pub fn lint(t: &TerminalPolicy) -> Vec<Finding> {
                 .find(|p| p.exec_in_jail)
                 .map(|p| p.name.clone()),
         });
+    }
+    if t.sandbox.shared_cache {
+        out.push(Finding::SharedCache);
     }
     let names = t.env.pass.iter().chain(t.env.set.iter().map(|(n, _)| n));
     for name in names {
@@ -197,7 +228,42 @@ pub fn lint(t: &TerminalPolicy) -> Vec<Finding> {
             }
         }
     }
+    out.extend(interpreter_voids_rules(t));
     out
+}
+
+/// The allowed interpreters, and the programs whose argument rules and approvals they void
+/// (round 3, item 7: `python3 -c "subprocess.run(['git', 'push', '--force'])"`), if any
+/// interpreter is allowed.
+pub fn interpreter_voids_rules(t: &TerminalPolicy) -> Option<Finding> {
+    let interpreters: Vec<String> = t
+        .allow
+        .iter()
+        .filter(|name| !t.deny.contains(*name))
+        .filter(|name| matches!(lookup(name).map(|s| s.kind), Some(Kind::Interpreter(_))))
+        .filter(|name| {
+            t.rules
+                .iter()
+                .any(|r| &r.command == *name && r.allow_interpreter)
+        })
+        .cloned()
+        .collect();
+    if interpreters.is_empty() {
+        return None;
+    }
+    let mut ruled: Vec<String> = t
+        .rules
+        .iter()
+        .filter(|r| !r.deny_args.is_empty() || !r.confirm_args.is_empty())
+        .filter(|r| t.allow.contains(&r.command) && !t.deny.contains(&r.command))
+        .map(|r| r.command.clone())
+        .collect();
+    ruled.sort();
+    ruled.dedup();
+    Some(Finding::InterpreterVoidsRules {
+        interpreters,
+        ruled,
+    })
 }
 
 #[cfg(test)]
@@ -243,10 +309,16 @@ mod tests {
                 | Finding::EscapeOptedIn { name, .. } => name.as_str(),
                 Finding::ProfileDiscovery { profile, .. } => profile.as_str(),
                 Finding::ExecInJail { .. } => "exec_in_jail",
+                Finding::InterpreterVoidsRules { .. } => "interpreters",
+                Finding::SharedCache => "shared_cache",
             })
             .collect();
-        // BTreeSet order; `ls` is a known tool, `perl` is denylisted.
-        assert_eq!(names, ["find", "frobnicate", "python3", "zsh"]);
+        // BTreeSet order; `ls` is a known tool, `perl` is denylisted; last, what the
+        // allowed interpreter voids.
+        assert_eq!(
+            names,
+            ["find", "frobnicate", "python3", "zsh", "interpreters"]
+        );
         let text: Vec<String> = findings.iter().map(ToString::to_string).collect();
         assert_eq!(
             text[0],
@@ -269,6 +341,11 @@ mod tests {
                 && text[3].ends_with("); it is refused until allow_interpreter = true"),
             "{}",
             text[3]
+        );
+        assert!(
+            text[4].starts_with("an allowed interpreter (python3) can start any other program itself: the argument rules and approvals and the built-in escape checks bind only"),
+            "{}",
+            text[4]
         );
     }
 

@@ -7,7 +7,9 @@
 //! server's other threads. We chose that over re-executing a helper binary because a second
 //! `exec` per command would double the spawn cost that the benchmark measures.
 
+use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use landlock::{
@@ -58,6 +60,11 @@ pub struct Confinement {
     landlock: Option<LandlockRules>,
     /// The root of every call's private temporary directory.
     tmp_root: TmpRoot,
+    /// Its path, for the init's remount ([`Confinement::hold_tmp_root`]).
+    tmp_root_c: CString,
+    /// The flags of the writable mounts of the view (nosuid, nodev, and noexec unless
+    /// exec_in_jail), which the init's remounts keep.
+    tmp_flags: libc::c_ulong,
     /// The seccomp filter; its length fits the kernel's 16-bit field (`seccomp::build`).
     seccomp: Option<seccomp::Program>,
     rlimits: Vec<(libc::__rlimit_resource_t, libc::rlimit)>,
@@ -316,6 +323,9 @@ impl Confinement {
                 "safe-mcp: warning: [terminal.network] mode = \"allowlist\", but no tier can hold commands to the proxy ({why}); every command is refused (SANDBOX_UNAVAILABLE)"
             );
         }
+        // Each command of the private view makes an ipc namespace of its own with its pid
+        // namespace; anywhere else commands would share one (the host's, or the view's).
+        let own_ipc = view.as_ref().is_some_and(|v| v.pid.is_ok());
         let (landlock, seccomp) = match spec.mode {
             SandboxMode::Off => (None, None),
             mode => {
@@ -328,9 +338,15 @@ impl Confinement {
                     (false, true) => Inet::Tcp,
                     (false, false) => Inet::None,
                 };
+                let switches = seccomp::Switches {
+                    inet,
+                    unix_sockets: spec.unix_sockets,
+                    sysv_ipc: own_ipc,
+                    memfd_exec: spec.exec_in_jail,
+                };
                 (
                     Some(rules),
-                    Some(seccomp::build(inet, spec.unix_sockets).map_err(ConfineError::Seccomp)?),
+                    Some(seccomp::build(switches).map_err(ConfineError::Seccomp)?),
                 )
             }
         };
@@ -357,6 +373,16 @@ impl Confinement {
         Ok(Confinement {
             mode: spec.mode,
             landlock,
+            tmp_root_c: CString::new(tmp_root.path().as_os_str().as_bytes()).map_err(|_| {
+                ConfineError::Tmp("the temporary directory's path holds a NUL byte".into())
+            })?,
+            tmp_flags: libc::MS_NOSUID
+                | libc::MS_NODEV
+                | if spec.exec_in_jail {
+                    0
+                } else {
+                    libc::MS_NOEXEC
+                },
             tmp_root,
             seccomp,
             rlimits,
@@ -398,8 +424,12 @@ impl Confinement {
             Some(rules) => Some(rules.ruleset(tmp.path(), port)?),
             None => None,
         };
+        let tmp_c = CString::new(tmp.path().as_os_str().as_bytes()).map_err(|_| {
+            ConfineError::Tmp("a call's temporary directory holds a NUL byte".into())
+        })?;
         Ok(CallConfinement {
             ruleset,
+            tmp_c,
             tmp,
             listener,
             proxy_port: port,
@@ -415,6 +445,39 @@ impl Confinement {
     /// Whether each command gets a pid namespace (and an init) of its own in the view.
     pub(crate) fn pid_namespace(&self) -> bool {
         self.view.as_ref().is_some_and(|v| v.pid.is_ok())
+    }
+
+    /// Leaves the command only its own temporary directory writable beneath the root of
+    /// every call's: the call's directory is bound onto itself, then the root is remounted
+    /// read-only. So no command can `chmod` the root (which would make every later call
+    /// SANDBOX_UNAVAILABLE) or another call's directory, or make anything there. The mounts
+    /// are in the command's own mount namespace, which no other command shares.
+    ///
+    /// # Safety
+    /// Only in a stage's init, in its own mount namespace, before it starts the command.
+    pub(crate) unsafe fn hold_tmp_root(&self, call: &CallConfinement) -> Result<(), libc::c_int> {
+        if self.view.is_none() {
+            return Ok(());
+        }
+        let none = std::ptr::null::<libc::c_char>();
+        let flags = self.tmp_flags;
+        let own = call.tmp_c.as_ptr();
+        let steps = [
+            (own, own, libc::MS_BIND),
+            (none, own, libc::MS_REMOUNT | libc::MS_BIND | flags),
+            (
+                none,
+                self.tmp_root_c.as_ptr(),
+                libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | flags,
+            ),
+        ];
+        for (source, target, mount_flags) in steps {
+            // SAFETY: NUL-terminated paths prepared before the clone (or NULL); no data.
+            if unsafe { libc::mount(source, target, none, mount_flags, std::ptr::null()) } != 0 {
+                return Err(errno());
+            }
+        }
+        Ok(())
     }
 
     /// Adds to the call's ruleset read access beneath the freshly mounted `/proc`, and, with
@@ -725,6 +788,28 @@ fn describe(
                 (false, false, false, true) => "AF_UNIX only",
                 (false, false, false, false) => "none (socketpair only)",
             },
+            sysv_ipc: match (off, view) {
+                (true, _) => {
+                    "allowed (sandbox mode off): commands share the server's ipc namespace"
+                }
+                (false, ViewState::Private(names, ..)) if names.contains(&"pid") => {
+                    "allowed: each command has an ipc namespace of its own, removed with it"
+                }
+                (false, ViewState::Planned(_)) => {
+                    "allowed where each command gets an ipc namespace of its own (the private view), refused (shmget, shmat, msgget, semget, ...) where commands would share one"
+                }
+                (false, _) => {
+                    "refused (shmget, shmat, msgget, semget, ...): commands would share one ipc namespace"
+                }
+            },
+            memfd: match (off, spec.exec_in_jail) {
+                (true, _) | (false, true) => {
+                    "any memfd (exec_in_jail: programs the command writes may run anyway)"
+                }
+                (false, false) => {
+                    "memfd_create only with MFD_NOEXEC_SEAL: nothing the command writes can run"
+                }
+            },
         },
         no_new_privs: !off,
         capabilities: capabilities.map_or("kept (sandbox mode off)", CapabilityDrop::describe),
@@ -842,6 +927,8 @@ fn add_path_rule(ruleset: libc::c_int, parent_fd: libc::c_int, access: u64) -> l
 pub(crate) struct CallConfinement {
     ruleset: Option<OwnedFd>,
     tmp: CallTmp,
+    /// The temporary directory's path, for the init's bind ([`Confinement::hold_tmp_root`]).
+    tmp_c: CString,
     /// The landlock tier's listener for this call, until the executor hands it to the proxy.
     pub(crate) listener: Option<std::net::TcpListener>,
     /// Under egress, the port the proxy listens on, as commands see it.

@@ -98,6 +98,26 @@ pub(crate) const DENIED_X86: &[(&str, libc::c_long)] = &[
 #[cfg(not(target_arch = "x86_64"))]
 pub(crate) const DENIED_X86: &[(&str, libc::c_long)] = &[];
 
+/// System V IPC: objects that live in the ipc namespace, not in any file Landlock sees. A
+/// command with an ipc namespace of its own (each command of the private view) may use
+/// them; one that shares the host's (or the view's, with no pid namespace per command) could
+/// read and overwrite another process's segments and leave its own behind, so there they are
+/// refused.
+pub(crate) const SYSV_IPC: &[(&str, libc::c_long)] = &[
+    ("shmget", libc::SYS_shmget),
+    ("shmat", libc::SYS_shmat),
+    ("shmdt", libc::SYS_shmdt),
+    ("shmctl", libc::SYS_shmctl),
+    ("msgget", libc::SYS_msgget),
+    ("msgsnd", libc::SYS_msgsnd),
+    ("msgrcv", libc::SYS_msgrcv),
+    ("msgctl", libc::SYS_msgctl),
+    ("semget", libc::SYS_semget),
+    ("semop", libc::SYS_semop),
+    ("semtimedop", libc::SYS_semtimedop),
+    ("semctl", libc::SYS_semctl),
+];
+
 /// Every syscall the filter refuses with EPERM, whatever its arguments.
 pub(crate) fn denied() -> impl Iterator<Item = &'static (&'static str, libc::c_long)> {
     DENIED_SYSCALLS.iter().chain(DENIED_X86)
@@ -201,6 +221,8 @@ enum Label {
     Node(u32),
     /// `execveat` of a descriptor itself (`AT_EMPTY_PATH`).
     ExecFd,
+    /// `memfd_create` without `MFD_NOEXEC_SEAL`, refused where jail files may not run.
+    MemfdNoexec,
     /// A node of the search over syscall numbers.
     Branch(u16),
 }
@@ -233,8 +255,35 @@ pub(crate) enum Inet {
     Any,
 }
 
-/// Builds the filter for a sandbox with these sockets.
-pub(crate) fn build(inet: Inet, unix_sockets: bool) -> Result<Program, String> {
+/// What the filter lets a command do beyond the fixed rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Switches {
+    /// Sockets other than AF_UNIX.
+    pub(crate) inet: Inet,
+    /// AF_UNIX sockets.
+    pub(crate) unix_sockets: bool,
+    /// System V IPC: only where each command has an ipc namespace of its own
+    /// ([`SYSV_IPC`]).
+    pub(crate) sysv_ipc: bool,
+    /// Executable memfds: only where the command may run programs it wrote anyway
+    /// (`exec_in_jail`). Otherwise `memfd_create` must ask for `MFD_NOEXEC_SEAL`: a memfd
+    /// lives on no mount whose `noexec` we set, and Landlock does not see it, so an
+    /// executable one would run what the command wrote past `exec_in_jail = false`
+    /// (`execve("/proc/self/fd/N")`).
+    pub(crate) memfd_exec: bool,
+}
+
+/// `MFD_NOEXEC_SEAL` (Linux 6.3): the memfd is not executable and can never become so.
+const MFD_NOEXEC_SEAL: u32 = 0x0008;
+
+/// Builds the filter for a sandbox with these switches.
+pub(crate) fn build(switches: Switches) -> Result<Program, String> {
+    let Switches {
+        inet,
+        unix_sockets,
+        sysv_ipc,
+        memfd_exec,
+    } = switches;
     use Insn::{And, Jump, Load, Mark, Return};
     let eq = |k: u32, then: Label| Jump {
         op: libc::BPF_JEQ,
@@ -294,6 +343,14 @@ pub(crate) fn build(inet: Inet, unix_sockets: bool) -> Result<Program, String> {
     for &(_, n) in denied() {
         special.push((nr(n)?, Label::Eperm));
     }
+    if !sysv_ipc {
+        for &(_, n) in SYSV_IPC {
+            special.push((nr(n)?, Label::Eperm));
+        }
+    }
+    if !memfd_exec {
+        special.push((nr(libc::SYS_memfd_create)?, Label::MemfdNoexec));
+    }
     special.sort_unstable_by_key(|&(n, _)| n);
     if special.windows(2).any(|w| w[0].0 == w[1].0) {
         return Err("a syscall number has two verdicts".into());
@@ -342,6 +399,18 @@ pub(crate) fn build(inet: Inet, unix_sockets: bool) -> Result<Program, String> {
             otherwise: Label::Allow,
         },
     ]);
+    if !memfd_exec {
+        code.extend([
+            Mark(Label::MemfdNoexec),
+            Load(arg_low(1)),
+            Jump {
+                op: libc::BPF_JSET,
+                k: MFD_NOEXEC_SEAL,
+                then: Label::Allow,
+                otherwise: Label::Eperm,
+            },
+        ]);
+    }
     code.extend([
         Mark(Label::Clone),
         Load(ARG0_LOW),
@@ -548,13 +617,64 @@ mod tests {
         n as u32
     }
 
+    /// The switches of a view with an ipc namespace per command and exec_in_jail on: the
+    /// fixed rules only, besides the sockets.
+    fn switches(inet: Inet, unix_sockets: bool) -> Switches {
+        Switches {
+            inet,
+            unix_sockets,
+            sysv_ipc: true,
+            memfd_exec: true,
+        }
+    }
+
+    #[test]
+    fn sysv_ipc_is_refused_without_an_ipc_namespace_of_the_commands_own() {
+        let shared = build(Switches {
+            sysv_ipc: false,
+            ..switches(Inet::None, true)
+        })
+        .unwrap();
+        let own = build(switches(Inet::None, true)).unwrap();
+        for (name, n) in SYSV_IPC {
+            assert_eq!(run(&shared, AUDIT_ARCH, nr(*n), 0), RET_EPERM, "{name}");
+            assert_eq!(run(&own, AUDIT_ARCH, nr(*n), 0), RET_ALLOW, "{name}");
+        }
+    }
+
+    #[test]
+    fn memfds_must_be_sealed_against_exec_unless_jail_programs_may_run() {
+        let sealed = build(Switches {
+            memfd_exec: false,
+            ..switches(Inet::None, true)
+        })
+        .unwrap();
+        let memfd = nr(libc::SYS_memfd_create);
+        let args = |flags: u64| [0, flags, 0, 0, 0, 0];
+        let cloexec = libc::MFD_CLOEXEC as u64;
+        for flags in [0, cloexec, cloexec | 0x10 /* MFD_EXEC */] {
+            assert_eq!(
+                run_args(&sealed, AUDIT_ARCH, memfd, args(flags)),
+                RET_EPERM,
+                "{flags:#x}"
+            );
+        }
+        let noexec = cloexec | u64::from(MFD_NOEXEC_SEAL);
+        assert_eq!(
+            run_args(&sealed, AUDIT_ARCH, memfd, args(noexec)),
+            RET_ALLOW
+        );
+        let open = build(switches(Inet::None, true)).unwrap();
+        assert_eq!(run_args(&open, AUDIT_ARCH, memfd, args(cloexec)), RET_ALLOW);
+    }
+
     /// What installing the filter costs the kernel: its length (translated and compiled
     /// once), and the path of each syscall number with no arguments to check (emulated
     /// once per number for the allow-cache, and run on every call of the command).
     #[test]
     fn the_program_is_short_and_every_path_through_it_is_shorter() {
         for (inet, unix) in [(Inet::None, true), (Inet::Tcp, true), (Inet::Any, false)] {
-            let program = build(inet, unix).unwrap();
+            let program = build(switches(inet, unix)).unwrap();
             assert!(program.len() <= 128, "{} instructions", program.len());
             let longest = (0..1024)
                 .map(|n| run_counted(&program, AUDIT_ARCH, n, [0; 6]).1)
@@ -571,7 +691,7 @@ mod tests {
     /// every other number.
     #[test]
     fn every_syscall_number_gets_its_tables_verdict() {
-        let program = build(Inet::None, true).unwrap();
+        let program = build(switches(Inet::None, true)).unwrap();
         let mut verdicts: HashMap<u32, u32> = denied().map(|&(_, n)| (nr(n), RET_EPERM)).collect();
         verdicts.insert(nr(libc::SYS_clone3), RET_ENOSYS);
         verdicts.insert(nr(libc::SYS_openat2), RET_ENOSYS);
@@ -596,7 +716,7 @@ mod tests {
             (Inet::Any, true),
             (Inet::Tcp, true),
         ] {
-            let p = build(inet, unix).unwrap();
+            let p = build(switches(inet, unix)).unwrap();
             for n in [
                 libc::SYS_read,
                 libc::SYS_write,
@@ -616,7 +736,7 @@ mod tests {
 
     #[test]
     fn a_foreign_abi_is_killed_and_x32_is_absent() {
-        let p = build(Inet::None, true).unwrap();
+        let p = build(switches(Inet::None, true)).unwrap();
         const AUDIT_ARCH_I386: u32 = 3 | 0x4000_0000;
         assert_eq!(run(&p, AUDIT_ARCH_I386, 26, 0), RET_KILL); // i386 ptrace
         if cfg!(target_arch = "x86_64") {
@@ -628,7 +748,7 @@ mod tests {
 
     #[test]
     fn clone_may_not_make_namespaces_and_clone3_is_absent() {
-        let p = build(Inet::None, true).unwrap();
+        let p = build(switches(Inet::None, true)).unwrap();
         let plain = (libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD) as u64;
         assert_eq!(run(&p, AUDIT_ARCH, nr(libc::SYS_clone), plain), RET_ALLOW);
         for flag in [
@@ -650,24 +770,24 @@ mod tests {
     fn sockets_follow_the_network_and_unix_socket_switches() {
         let socket = nr(libc::SYS_socket);
         let (unix, inet) = (libc::AF_UNIX as u64, libc::AF_INET as u64);
-        let p = build(Inet::None, true).unwrap();
+        let p = build(switches(Inet::None, true)).unwrap();
         assert_eq!(run(&p, AUDIT_ARCH, socket, unix), RET_ALLOW);
         assert_eq!(run(&p, AUDIT_ARCH, socket, inet), RET_EPERM);
         // A high word cannot smuggle AF_UNIX past the check: the kernel reads an int.
         assert_eq!(run(&p, AUDIT_ARCH, socket, (1 << 32) | inet), RET_EPERM);
-        let p = build(Inet::None, false).unwrap();
+        let p = build(switches(Inet::None, false)).unwrap();
         assert_eq!(run(&p, AUDIT_ARCH, socket, unix), RET_EPERM);
-        let p = build(Inet::Any, true).unwrap();
+        let p = build(switches(Inet::Any, true)).unwrap();
         assert_eq!(run(&p, AUDIT_ARCH, socket, inet), RET_ALLOW);
         assert_eq!(run(&p, AUDIT_ARCH, socket, unix), RET_ALLOW);
-        let p = build(Inet::Any, false).unwrap();
+        let p = build(switches(Inet::Any, false)).unwrap();
         assert_eq!(run(&p, AUDIT_ARCH, socket, inet), RET_ALLOW);
         assert_eq!(run(&p, AUDIT_ARCH, socket, unix), RET_EPERM);
     }
 
     #[test]
     fn egress_allows_tcp_streams_only() {
-        let p = build(Inet::Tcp, true).unwrap();
+        let p = build(switches(Inet::Tcp, true)).unwrap();
         let socket = |domain: i32, kind: i32, protocol: i32| {
             run_args(
                 &p,
@@ -704,7 +824,7 @@ mod tests {
 
     #[test]
     fn set_id_modes_and_device_nodes_are_refused() {
-        let p = build(Inet::None, true).unwrap();
+        let p = build(switches(Inet::None, true)).unwrap();
         let with_mode = |arg: u32, mode: u64| {
             let mut args = [0u64; 6];
             args[arg as usize] = mode;

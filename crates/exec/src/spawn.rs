@@ -718,6 +718,8 @@ unsafe fn run_init(p: &Prepared) -> Result<std::convert::Infallible, (Step, c_in
     let confinement = unsafe { &*p.confinement };
     // SAFETY: `p.call` is the caller's CallConfinement, alive until our word.
     let call = unsafe { &*p.call };
+    // SAFETY: we are the init, in its own mount namespace, as `hold_tmp_root` requires.
+    unsafe { confinement.hold_tmp_root(call) }.map_err(|e| (Step::PidNamespace, e))?;
     // SAFETY: we are the init, after its mounts, as `add_own_mounts` requires.
     unsafe { confinement.add_own_mounts(call) }.map_err(|e| (Step::PidNamespace, e))?;
     let status = stage.status;

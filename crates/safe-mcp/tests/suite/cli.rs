@@ -5,7 +5,7 @@ use std::process::{Command, Output, Stdio};
 
 use super::support::{BIN, Sandbox};
 
-fn run(args: &[&str], envs: &[(&str, &str)]) -> Output {
+pub(super) fn run(args: &[&str], envs: &[(&str, &str)]) -> Output {
     let mut c = Command::new(BIN);
     c.args(args).env_clear().stdin(Stdio::null());
     for (k, v) in envs {
@@ -14,7 +14,7 @@ fn run(args: &[&str], envs: &[(&str, &str)]) -> Output {
     c.output().unwrap()
 }
 
-fn assert_fatal(out: &Output, needle: &str) {
+pub(super) fn assert_fatal(out: &Output, needle: &str) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success(),

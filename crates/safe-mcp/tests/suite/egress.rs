@@ -324,6 +324,44 @@ async fn names_outside_the_lists_are_refused_and_audited() {
                 && r["reason"].as_str().unwrap_or("").contains("Host header")),
             "{namespaces}"
         );
+
+        // Round 3, item 12: a second Host header after the one that matches (and a second
+        // Content-Length) is refused, never forwarded.
+        let before = up.seen().len();
+        for extra in [
+            "Host: evil.test",
+            "Content-Length: 0\\r\\nContent-Length: 5",
+        ] {
+            let script = format!(
+                "import os, socket\n\
+                 proxy = os.environ['HTTP_PROXY'].split('//')[1].rstrip('/')\n\
+                 host, port = proxy.rsplit(':', 1)\n\
+                 s = socket.create_connection((host, int(port)))\n\
+                 s.sendall(b'GET http://localhost:{port}/ HTTP/1.1\\r\\nHost: localhost:{port}\\r\\n{extra}\\r\\n\\r\\n')\n\
+                 print(s.recv(4096).split(b'\\r\\n')[0].decode())\n"
+            );
+            let r = s
+                .call("run_command", json!({"command": ["python3", "-c", script]}))
+                .await;
+            assert_eq!(r["code"], "OK", "{r}");
+            assert!(
+                stdout(&r).starts_with("HTTP/1.1 400"),
+                "{namespaces} {extra}: {r}"
+            );
+            assert!(
+                network_records(&sb).iter().any(|n| n["event"] == "refused"
+                    && n["reason"]
+                        .as_str()
+                        .unwrap_or("")
+                        .contains("headers; send one")),
+                "{namespaces}"
+            );
+        }
+        assert_eq!(
+            up.seen().len(),
+            before,
+            "{namespaces}: a duplicated header reached the server"
+        );
     }
     // Only the allowed requests ever reached the server, never the forged Host.
     let seen = up.seen();

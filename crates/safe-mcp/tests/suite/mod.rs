@@ -13,6 +13,7 @@ mod oauth;
 mod privilege;
 mod python_sdk;
 mod round2_rules;
+mod round3;
 mod shipping;
 mod support;
 mod terminal;

@@ -1,0 +1,546 @@
+//! The third adversarial round (issue 27): each hole, over a real MCP session (or, where the
+//! hole is a policy the server must refuse to start with, through the real binary), as root
+//! and as an unprivileged server where the server's user matters.
+
+use serde_json::{Value, json};
+
+use super::cli::{assert_fatal, run};
+use super::support::{Sandbox, Session};
+
+/// The sandbox's policy with `lines` added to its `[terminal]` table.
+fn in_terminal_table(sb: &Sandbox, lines: &str) {
+    let text = std::fs::read_to_string(&sb.policy).unwrap().replacen(
+        "jail_root = \"jail\"",
+        &format!("jail_root = \"jail\"\n{lines}"),
+        1,
+    );
+    std::fs::write(&sb.policy, text).unwrap();
+}
+
+fn stdout(r: &Value) -> &str {
+    r["detail"]["stdout"].as_str().unwrap_or_default()
+}
+
+/// Item 15: in the spaced `key = value` form a secret's value ends at its line's end; the
+/// next line (`region = …`) stays whole.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_redacted_value_ends_at_its_lines_end() {
+    let sb = Sandbox::new("");
+    let key = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
+    std::fs::write(
+        sb.jail.join("credentials"),
+        format!("[default]\naws_secret_access_key = {key}\nregion = eu-west-1\noutput = json\n"),
+    )
+    .unwrap();
+    let s = sb.session().await;
+    let r = s.run("cat credentials").await;
+    assert_eq!(r["code"], "OK", "{r}");
+    let out = stdout(&r);
+    assert!(!out.contains(key), "{out}");
+    assert!(
+        out.contains("]\nregion = eu-west-1\noutput = json\n"),
+        "the next line was swallowed: {out:?}"
+    );
+}
+
+/// Item 13: the shipping spool is the trail too: inside a write path or a profile's cache
+/// (where a command could edit what waits to be shipped) the server does not start.
+#[test]
+fn a_spool_inside_a_write_path_or_a_cache_does_not_start() {
+    let sb = Sandbox::new("");
+    let cache = sb.base().join("cache");
+    std::fs::create_dir_all(cache.join("pip")).unwrap();
+    let ship = |spool: &str| {
+        format!("\n[audit.ship]\nsyslog_tcp = \"127.0.0.1:9\"\nspool_dir = \"{spool}\"\n")
+    };
+    let original = std::fs::read_to_string(&sb.policy).unwrap();
+    let cases = [
+        (
+            format!("write_paths = [\"{}\"]", cache.display()),
+            format!("{}/spool", cache.display()),
+        ),
+        (
+            format!("write_paths = [\"{}/pip\"]", cache.display()),
+            format!("{}", cache.display()),
+        ),
+        (
+            "profiles = [\"python\"]\ncache_dir = \"cache\"\nshared_cache = true".to_owned(),
+            format!("{}/pip/spool", cache.display()),
+        ),
+    ];
+    for (terminal, spool) in cases {
+        std::fs::write(&sb.policy, format!("{original}{}", ship(&spool))).unwrap();
+        in_terminal_table(&sb, &terminal);
+        let out = run(&["terminal", "--config", sb.policy.to_str().unwrap()], &[]);
+        assert_fatal(&out, "audit.ship.spool_dir");
+    }
+    // The control: the same spool beside the cache starts (and is refused by nothing).
+    std::fs::write(
+        &sb.policy,
+        format!(
+            "{original}{}",
+            ship(&format!("{}/spool", sb.base().display()))
+        ),
+    )
+    .unwrap();
+    let out = run(
+        &["policy", "check", "--config", sb.policy.to_str().unwrap()],
+        &[],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A sandbox allowing `sh` (an interpreter: only the kernel stands in its way) with
+/// `profiles`, its caches beneath `cache_dir`, and `namespaces`.
+fn with_profiles(
+    profiles: &str,
+    cache_dir: &std::path::Path,
+    extra: &str,
+    namespaces: &str,
+) -> Sandbox {
+    let sb = Sandbox::with(
+        "\"echo\", \"cat\", \"sh\"",
+        "timeout_seconds = 120\nmax_output_bytes = 65536",
+        "closed",
+        &format!("[terminal.sandbox]\nnamespaces = \"{namespaces}\"\n"),
+    );
+    in_terminal_table(
+        &sb,
+        &format!(
+            "profiles = [{profiles}]\ncache_dir = \"{}\"\n{extra}",
+            cache_dir.display()
+        ),
+    );
+    sb
+}
+
+/// A session whose server has `path` and this test's HOME, so that the profiles find the
+/// toolchains as they would for an operator.
+async fn session_with(sb: &Sandbox, path: &str, uid: Option<u32>) -> Session {
+    let home = std::env::var("HOME").unwrap_or_default();
+    match uid {
+        None => {
+            let path = path.to_owned();
+            Session::start(&sb.policy, |c| {
+                c.env("PATH", path).env("HOME", home);
+            })
+            .await
+        }
+        Some(uid) => {
+            let path = path.to_owned();
+            Session::start_with_stderr(
+                &sb.policy,
+                |c| {
+                    let program = std::mem::replace(c, tokio::process::Command::new("setpriv"));
+                    let args: Vec<_> = program.as_std().get_args().map(|a| a.to_owned()).collect();
+                    c.args([
+                        format!("--reuid={uid}"),
+                        format!("--regid={uid}"),
+                        "--clear-groups".to_owned(),
+                        "--".to_owned(),
+                    ])
+                    .arg(super::support::BIN)
+                    .args(args)
+                    .env_clear()
+                    .env("PATH", path);
+                },
+                None,
+            )
+            .await
+        }
+    }
+}
+
+/// What a command prints for `script`, with its code.
+async fn sh(s: &Session, script: &str) -> (String, String) {
+    let r = s
+        .call("run_command", json!({"command": ["sh", "-c", script]}))
+        .await;
+    (
+        r["code"].as_str().unwrap_or_default().to_owned(),
+        stdout(&r).to_owned(),
+    )
+}
+
+/// Tries every way a command could plant the tool configuration of a cache: write it,
+/// replace it, remove it, rename it, and the same for the other names the tool reads.
+const PLANT: &str = r#"for f in "$@"; do
+  p="$CACHE/$f"
+  (echo '[build]' > "$p") 2>/dev/null && echo "wrote $f"
+  rm -f "$p" 2>/dev/null && echo "removed $f"
+  mv "$p" "$CACHE/moved" 2>/dev/null && echo "moved $f"
+  chmod 644 "$p" 2>/dev/null && (echo x >> "$p") 2>/dev/null && echo "chmod $f"
+done
+mv "$CACHE" "$CACHE.x" 2>/dev/null && echo "moved the cache"
+echo done"#;
+
+/// Item 1 (High): one project's model cannot configure what another project's cache runs.
+/// Caches are per jail by default; the tool configuration files inside each cache are
+/// read-only placeholders that no command can write, replace or remove; sharing is the
+/// operator's named choice.
+#[tokio::test(flavor = "multi_thread")]
+async fn profile_caches_are_per_jail_and_their_tool_config_is_read_only() {
+    // The python profile: its interpreter is the system's, so an unprivileged server has it.
+    let path = "/usr/bin:/bin";
+    let root = rustix::process::geteuid().is_root();
+    let uids: &[Option<u32>] = if root { &[None, Some(65534)] } else { &[None] };
+    for &uid in uids {
+        // One cache directory named by both policies, as two projects of one user would.
+        let shared = tempfile::tempdir().unwrap();
+        let cache = std::fs::canonicalize(shared.path()).unwrap();
+        let a = with_profiles("\"python\"", &cache, "", "auto");
+        let b = with_profiles("\"python\"", &cache, "", "auto");
+        if let Some(uid) = uid {
+            for sb in [&a, &b] {
+                sb.give_to(uid);
+            }
+            std::os::unix::fs::chown(&cache, Some(uid), Some(uid)).unwrap();
+            for entry in walkdir(&cache) {
+                std::os::unix::fs::lchown(&entry, Some(uid), Some(uid)).unwrap();
+            }
+        }
+        let sa = session_with(&a, path, uid).await;
+        let sb_ = session_with(&b, path, uid).await;
+        let (_, cache_a) = sh(&sa, "echo $PIP_CACHE_DIR").await;
+        let (_, cache_b) = sh(&sb_, "echo $PIP_CACHE_DIR").await;
+        assert!(cache_a.starts_with(cache.to_str().unwrap()), "{cache_a}");
+        assert_ne!(cache_a, cache_b, "two jails share one cache");
+        assert!(cache_a.contains("/jails/jail-"), "{cache_a}");
+        // A's model tries to plant what B's tool would read: it reaches only A's cache, and
+        // even there the placeholders hold.
+        let (code, out) = sh(
+            &sa,
+            &format!("CACHE=$PIP_CACHE_DIR; set -- pip.conf; {PLANT}"),
+        )
+        .await;
+        assert_eq!(code, "OK");
+        assert_eq!(out, "done\n", "uid {uid:?}: {out}");
+        let conf = std::path::Path::new(cache_a.trim()).join("pip.conf");
+        assert_eq!(std::fs::metadata(&conf).unwrap().len(), 0);
+        // The cache itself stays writable: it is a cache.
+        let (_, out) = sh(
+            &sa,
+            "echo w > $PIP_CACHE_DIR/entry && cat $PIP_CACHE_DIR/entry",
+        )
+        .await;
+        assert_eq!(out, "w\n");
+        drop((sa, sb_));
+    }
+    // The control: with the host view nothing binds the placeholder, and the same script
+    // gets through (what the fallback does not hold, and THREAT_MODEL says).
+    let shared = tempfile::tempdir().unwrap();
+    let cache = std::fs::canonicalize(shared.path()).unwrap();
+    let c = with_profiles("\"python\"", &cache, "", "off");
+    if !root {
+        return;
+    }
+    let s = session_with(&c, path, None).await;
+    let (_, out) = sh(
+        &s,
+        &format!("CACHE=$PIP_CACHE_DIR; set -- pip.conf; {PLANT}"),
+    )
+    .await;
+    assert!(out.contains("removed pip.conf"), "{out}");
+}
+
+/// Item 1: with `shared_cache = true` two projects share the cache, as the operator chose,
+/// and `describe_policy` says so.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_shared_cache_is_the_operators_named_choice() {
+    let shared = tempfile::tempdir().unwrap();
+    let cache = std::fs::canonicalize(shared.path()).unwrap();
+    let a = with_profiles("\"python\"", &cache, "shared_cache = true", "auto");
+    let b = with_profiles("\"python\"", &cache, "shared_cache = true", "auto");
+    let sa = session_with(&a, "/usr/bin:/bin", None).await;
+    let sb_ = session_with(&b, "/usr/bin:/bin", None).await;
+    let (_, cache_a) = sh(&sa, "echo $PIP_CACHE_DIR").await;
+    let (_, cache_b) = sh(&sb_, "echo $PIP_CACHE_DIR").await;
+    assert_eq!(cache_a, cache_b);
+    assert_eq!(cache_a.trim(), cache.join("pip").to_str().unwrap());
+    let d = sa.call("describe_policy", json!({})).await;
+    let text = d["detail"].to_string();
+    assert!(text.contains("shared_cache = true"), "{text}");
+    // Shared or not, the placeholders hold.
+    let (_, out) = sh(
+        &sa,
+        &format!("CACHE=$PIP_CACHE_DIR; set -- pip.conf; {PLANT}"),
+    )
+    .await;
+    assert_eq!(out, "done\n", "{out}");
+}
+
+/// Every entry beneath `dir` (not following links).
+fn walkdir(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(p.clone());
+            }
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// A sandbox allowing python3 (an interpreter, so only the kernel stands in its way) in
+/// `namespaces`, with `extra` TOML.
+fn python_sandbox(namespaces: &str, extra: &str) -> Sandbox {
+    Sandbox::with(
+        "\"python3\", \"echo\"",
+        "timeout_seconds = 20\nmax_output_bytes = 65536",
+        "closed",
+        &format!("[terminal.sandbox]\nnamespaces = \"{namespaces}\"\n{extra}"),
+    )
+}
+
+async fn python(s: &Session, script: &str) -> String {
+    let r = s
+        .call("run_command", json!({"command": ["python3", "-c", script]}))
+        .await;
+    assert_eq!(r["code"], "OK", "{r}");
+    format!(
+        "{}{}",
+        stdout(&r),
+        r["detail"]["stderr"].as_str().unwrap_or_default()
+    )
+}
+
+/// System V shared memory through libc: `create KEY` makes a segment and writes a word into
+/// it, `find KEY` reads it back, `plain` makes a private one. Prints the result or errno.
+const SHM: &str = r#"
+import ctypes, ctypes.util, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+op, key = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 0
+if op == "create":
+    i = libc.shmget(key, 4096, 0o1600)
+elif op == "find":
+    i = libc.shmget(key, 0, 0)
+else:
+    i = libc.shmget(0, 4096, 0o1600)
+if i < 0:
+    print("shmget", os.strerror(ctypes.get_errno())); sys.exit(0)
+p = libc.shmat(i, None, 0)
+if p in (None, ctypes.c_void_p(-1).value):
+    print("shmat", os.strerror(ctypes.get_errno())); sys.exit(0)
+if op == "create":
+    ctypes.memmove(p, b"round3-secret", 13)
+print("read", ctypes.string_at(p, 13).decode(errors="replace"))
+"#;
+
+async fn shm(s: &Session, args: &str) -> String {
+    let r = s
+        .call(
+            "run_command",
+            json!({"command": format!("python3 -c '{}' {args}", SHM.replace('\'', "\"")) }),
+        )
+        .await;
+    assert_eq!(r["code"], "OK", "{r}");
+    stdout(&r).to_owned()
+}
+
+/// Items 3 and 4: with no ipc namespace of its own (the host view) a command cannot touch
+/// System V IPC at all (refused by seccomp, and the report says so); in the private view each
+/// command has its own, so a segment one call leaves behind is gone for the next, and a
+/// host process's segment is out of sight.
+#[tokio::test(flavor = "multi_thread")]
+async fn sysv_ipc_never_crosses_a_command() {
+    // A segment of a host process (this test), with a key a command could guess.
+    let key: i32 = 0x5afe_0000 | (std::process::id() as i32 & 0xffff);
+    // SAFETY: plain libc calls on a segment this test owns and removes below.
+    let host = unsafe { libc::shmget(key, 4096, 0o1666) };
+    assert!(host >= 0, "the test could not make its own segment");
+    let root = rustix::process::geteuid().is_root();
+    let mut servers: Vec<(&str, Option<u32>)> = vec![("off", None), ("auto", None)];
+    if root {
+        servers.push(("off", Some(65534)));
+        servers.push(("auto", Some(65534)));
+    }
+    for (namespaces, uid) in servers {
+        let sb = python_sandbox(namespaces, "");
+        let s = match uid {
+            Some(uid) => {
+                sb.give_to(uid);
+                sb.session_as(uid).await
+            }
+            None => sb.session().await,
+        };
+        let what = format!("namespaces = {namespaces}, uid {uid:?}");
+        let host_seen = shm(&s, &format!("find {key}")).await;
+        assert!(!host_seen.starts_with("read"), "{what}: {host_seen}");
+        let d = s.call("describe_policy", json!({})).await;
+        let sysv = d["detail"]["confinement"]["seccomp"]["sysv_ipc"].to_string();
+        if namespaces == "off" {
+            assert_eq!(host_seen, "shmget Operation not permitted\n", "{what}");
+            assert_eq!(
+                shm(&s, "plain").await,
+                "shmget Operation not permitted\n",
+                "{what}"
+            );
+            assert!(sysv.contains("refused"), "{what}: {sysv}");
+        } else {
+            // A call leaves a segment behind; the next call cannot find it.
+            let made = shm(&s, "create 4242").await;
+            assert_eq!(made, "read round3-secret\n", "{what}");
+            let again = shm(&s, "find 4242").await;
+            assert_eq!(again, "shmget No such file or directory\n", "{what}");
+            assert!(sysv.contains("of its own"), "{what}: {sysv}");
+        }
+    }
+    // SAFETY: removes the segment this test made.
+    unsafe { libc::shmctl(host, libc::IPC_RMID, std::ptr::null_mut()) };
+}
+
+/// Item 9: with `exec_in_jail = false` nothing the command writes runs, memfds included: a
+/// memfd must be sealed against exec, so `execve("/proc/self/fd/N")` of a copy of a program
+/// fails; with `exec_in_jail = true` the same runs (the control).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_memfd_does_not_run_past_exec_in_jail() {
+    let script = r#"
+import os, sys
+try:
+    fd = os.memfd_create("x", os.MFD_CLOEXEC)
+except OSError as e:
+    print("plain memfd:", e.strerror)
+    fd = os.memfd_create("x", os.MFD_CLOEXEC | 8)
+os.write(fd, open("/bin/echo", "rb").read())
+sys.stdout.flush()
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execv("/proc/self/fd/%d" % fd, ["echo", "ran-from-memfd"])
+    except OSError as e:
+        os.write(1, ("exec: %s\n" % e.strerror).encode())
+    os._exit(0)
+os.waitpid(pid, 0)
+"#;
+    for namespaces in ["auto", "off"] {
+        let sb = python_sandbox(namespaces, "");
+        let s = sb.session().await;
+        let out = python(&s, script).await;
+        assert!(
+            out.contains("plain memfd: Operation not permitted"),
+            "{namespaces}: {out}"
+        );
+        assert!(!out.contains("ran-from-memfd"), "{namespaces}: {out}");
+        assert!(
+            out.contains("exec: Permission denied"),
+            "{namespaces}: {out}"
+        );
+        let sb = python_sandbox(namespaces, "exec_in_jail = true");
+        let s = sb.session().await;
+        let out = python(&s, script).await;
+        assert!(
+            out.contains("ran-from-memfd"),
+            "{namespaces}, exec_in_jail: {out}"
+        );
+    }
+}
+
+/// Item 7: an allowed interpreter voids the argument rules and approvals of every other
+/// program; `describe_policy` and `policy check` say so, naming the ruled programs.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_allowed_interpreter_is_named_as_voiding_the_argument_rules() {
+    let sb = Sandbox::with(
+        "\"python3\", \"git\"",
+        "timeout_seconds = 20",
+        "closed",
+        "[[terminal.rules]]\ncommand = \"git\"\nconfirm_args = [\"push\"]\n",
+    );
+    let s = sb.session().await;
+    let d = s.call("describe_policy", json!({})).await;
+    let warnings = d["detail"]["warnings"].to_string();
+    assert!(
+        warnings.contains("an allowed interpreter (python3) can start any other program itself")
+            && warnings.contains("of git"),
+        "{warnings}"
+    );
+    let out = run(
+        &["policy", "check", "--config", sb.policy.to_str().unwrap()],
+        &[],
+    );
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("an allowed interpreter (python3)"), "{text}");
+    // Without the interpreter, no such warning.
+    let sb = Sandbox::with("\"git\"", "timeout_seconds = 20", "closed", "");
+    let s = sb.session().await;
+    let d = s.call("describe_policy", json!({})).await;
+    assert_eq!(d["detail"]["warnings"], json!([]), "{d}");
+}
+
+/// Item 5: in the private view a command can change nothing of the root of every call's
+/// TMPDIR, nor another running call's TMPDIR: `chmod 000` of either fails, and later calls
+/// run. Its own TMPDIR stays writable.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_tmpdir_root_and_other_calls_tmpdirs_are_out_of_reach() {
+    let root = rustix::process::geteuid().is_root();
+    let uids: &[Option<u32>] = if root { &[None, Some(65534)] } else { &[None] };
+    for &uid in uids {
+        let sb = Sandbox::with(
+            "\"sh\", \"echo\"",
+            "timeout_seconds = 20",
+            "closed",
+            "[terminal.sandbox]\nnamespaces = \"required\"\n",
+        );
+        let s = match uid {
+            Some(uid) => {
+                sb.give_to(uid);
+                sb.session_as(uid).await
+            }
+            None => sb.session().await,
+        };
+        // A running call, whose TMPDIR another call will aim at.
+        let started = s
+            .call(
+                "start_process",
+                json!({"command": ["sh", "-c", "echo $TMPDIR; sleep 30"]}),
+            )
+            .await;
+        assert_eq!(started["code"], "OK", "{started}");
+        let handle = started["detail"]["handle"].as_str().unwrap().to_owned();
+        let mut other = String::new();
+        for _ in 0..50 {
+            let r = s
+                .call(
+                    "read_process_output",
+                    json!({"handle": handle, "wait_seconds": 1}),
+                )
+                .await;
+            other.push_str(r["detail"]["stdout"].as_str().unwrap_or_default());
+            if other.ends_with('\n') {
+                break;
+            }
+        }
+        let other = other.trim().to_owned();
+        assert!(other.starts_with('/'), "{other}");
+        let (code, out) = sh(
+            &s,
+            &format!(
+                "chmod 000 \"$(dirname $TMPDIR)\" 2>/dev/null && echo root-changed; \
+                 chmod 000 {other} 2>/dev/null && echo other-changed; \
+                 touch \"$(dirname $TMPDIR)/planted\" 2>/dev/null && echo planted; \
+                 echo mine > $TMPDIR/f && cat $TMPDIR/f"
+            ),
+        )
+        .await;
+        assert_eq!(code, "OK");
+        assert_eq!(out, "mine\n", "uid {uid:?}");
+        // Every later call still runs.
+        let (code, out) = sh(&s, "echo $TMPDIR > /dev/null && echo still").await;
+        assert_eq!(
+            (code.as_str(), out.as_str()),
+            ("OK", "still\n"),
+            "uid {uid:?}"
+        );
+        let stopped = s.call("stop_process", json!({"handle": handle})).await;
+        assert_eq!(stopped["code"], "OK", "{stopped}");
+    }
+}
