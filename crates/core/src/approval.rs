@@ -81,13 +81,39 @@ impl ApprovalRequest {
             .collect::<Vec<_>>()
             .join("\n");
         format!(
-            "safe-mcp asks for your approval to run ({}):\n{stages}\nin {}\nunder {}.\nWhy: {}.\nApprove only if you expect this exact command.",
+            "safe-mcp asks for your approval to run ({}):\n{stages}\nin {}\nunder {}.\nWhy: {}.\n{}Approve only if you expect this exact command.",
             self.tool,
-            self.cwd,
+            render_text(&self.cwd),
             self.confinement,
-            self.reasons.join("; ")
+            self.reasons.join("; "),
+            self.hidden_note().map(|n| format!("{n}\n")).unwrap_or_default()
         )
     }
+
+    /// A warning when an argument, the command or the cwd holds a control character or
+    /// one that changes how text reads without showing itself (shown escaped, `\u{202e}`).
+    pub fn hidden_note(&self) -> Option<&'static str> {
+        let hidden = |s: &str| s.chars().any(|c| c.is_control() || crate::audit::is_hidden(c));
+        let any = self.stages.iter().flatten().any(|a| hidden(a))
+            || hidden(&self.command)
+            || hidden(&self.cwd);
+        any.then_some(
+            "Warning: the command holds invisible, control or direction-changing characters, shown escaped as \\u{...}: text around them may not read as it runs.",
+        )
+    }
+}
+
+/// Text as a person should read it: control and hidden characters escaped as `\u{..}`.
+pub fn render_text(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c.is_control() || crate::audit::is_hidden(c) {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// An argv as a person reads it: words with spaces or quotes in single quotes.
@@ -100,7 +126,7 @@ pub fn render_argv(argv: &[String]) -> String {
             {
                 a.clone()
             } else {
-                format!("'{}'", a.replace('\'', r"'\''"))
+                format!("'{}'", render_text(&a.replace('\'', r"'\''")))
             }
         })
         .collect::<Vec<_>>()
@@ -241,6 +267,11 @@ mod tests {
         assert_eq!(
             render_argv(&argv(&["echo", "a b", "it's", ""])),
             "echo 'a b' 'it'\\''s' ''"
+        );
+        // Round 3, item 11: U+202E would make the push read as `--dry-run`.
+        assert_eq!(
+            render_argv(&argv(&["git", "push", "\u{202e}nur-yrd--"])),
+            "git push '\\u{202e}nur-yrd--'"
         );
     }
 }

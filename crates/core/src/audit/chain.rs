@@ -95,7 +95,24 @@ pub fn sanitize(value: Value) -> Value {
     }
 }
 
-/// One string, made safe to print: control and bidi characters become `\u{..}`, capped.
+/// Whether `c` changes how text around it reads without showing itself: bidi overrides,
+/// embeddings, isolates and marks (`U+202E` makes `push` read backwards), zero-width
+/// characters, the soft hyphen, word joiners and tag characters. One list for the trail, the
+/// approval prompt and the approval page.
+pub fn is_hidden(c: char) -> bool {
+    matches!(c,
+        '\u{202A}'..='\u{202E}'
+        | '\u{2066}'..='\u{2069}'
+        | '\u{200B}'..='\u{200F}'
+        | '\u{061C}'
+        | '\u{00AD}'
+        | '\u{2060}'..='\u{2064}'
+        | '\u{FEFF}'
+        | '\u{E0000}'..='\u{E007F}')
+}
+
+/// One string, made safe to print: control and hidden characters ([`is_hidden`]) become
+/// `\u{..}`, capped.
 pub fn clean_text(s: &str) -> String {
     let mut out = String::with_capacity(s.len().min(MAX_FIELD_CHARS));
     for (n, c) in s.chars().enumerate() {
@@ -103,8 +120,7 @@ pub fn clean_text(s: &str) -> String {
             out.push_str("…[cut]");
             break;
         }
-        let bidi = matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}');
-        if (c.is_control() && c != '\t') || bidi {
+        if (c.is_control() && c != '\t') || is_hidden(c) {
             out.push_str(&format!("\\u{{{:x}}}", c as u32));
         } else {
             out.push(c);

@@ -24,7 +24,7 @@ pub mod ship;
 pub mod verify;
 pub mod writer;
 
-pub use chain::{Chain, GENESIS, MAX_FIELD_CHARS, clean_text, rfc3339_now, sanitize};
+pub use chain::{Chain, GENESIS, MAX_FIELD_CHARS, clean_text, is_hidden, rfc3339_now, sanitize};
 pub use gate::{Gate, NotAdmitted, Server};
 pub use record::{
     ApprovalAsked, Attempt, CallId, Caller, HttpRefusal, NetworkRecord, Outcome, OutputCounts,

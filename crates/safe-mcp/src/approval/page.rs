@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use safe_mcp_core::approval::{ApprovalRequest, render_argv};
+use safe_mcp_core::approval::{ApprovalRequest, render_argv, render_text};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
@@ -311,11 +311,15 @@ fn summary_html(r: &ApprovalRequest) -> String {
         .iter()
         .map(|why| format!("<li>{}</li>", escape(why)))
         .collect();
+    let note = r
+        .hidden_note()
+        .map(|n| format!("<p class=\"warn\"><strong>{}</strong></p>", escape(n)))
+        .unwrap_or_default();
     format!(
-        "<dl><dt>Command ({tool})</dt><dd><ol>{stages}</ol></dd><dt>As asked</dt><dd><code>{command}</code></dd><dt>Working directory</dt><dd><code>{cwd}</code></dd><dt>Confinement</dt><dd>{confinement}</dd><dt>Why approval is needed</dt><dd><ul>{reasons}</ul></dd><dt>Call</dt><dd><code>{call}</code></dd></dl>",
+        "{note}<dl><dt>Command ({tool})</dt><dd><ol>{stages}</ol></dd><dt>As asked</dt><dd><code>{command}</code></dd><dt>Working directory</dt><dd><code>{cwd}</code></dd><dt>Confinement</dt><dd>{confinement}</dd><dt>Why approval is needed</dt><dd><ul>{reasons}</ul></dd><dt>Call</dt><dd><code>{call}</code></dd></dl>",
         tool = escape(r.tool),
-        command = escape(&r.command),
-        cwd = escape(&r.cwd),
+        command = escape(&render_text(&r.command)),
+        cwd = escape(&render_text(&r.cwd)),
         confinement = escape(&r.confinement),
         call = escape(&r.call),
     )
@@ -360,5 +364,24 @@ mod tests {
             "&lt;a href=&#39;x&#39;&gt;&amp;&quot;"
         );
         assert!(same("abc", "abc") && !same("abc", "abd") && !same("abc", "ab"));
+    }
+
+    #[test]
+    fn the_page_shows_hidden_characters_escaped_and_warns() {
+        let request = |word: &str| ApprovalRequest {
+            call: "c".into(),
+            tool: "run_command",
+            stages: vec![vec!["git".into(), "push".into(), word.into()]],
+            command: format!("git push {word}"),
+            cwd: "/jail".into(),
+            confinement: "Landlock".into(),
+            reasons: vec!["git push needs approval".into()],
+            timeout: std::time::Duration::from_secs(1),
+        };
+        let html = summary_html(&request("\u{202e}nur-yrd--"));
+        assert!(!html.contains('\u{202e}'), "{html}");
+        assert!(html.contains("\\u{202e}nur-yrd--"), "{html}");
+        assert!(html.contains("Warning: the command holds invisible"), "{html}");
+        assert!(!summary_html(&request("origin")).contains("Warning"));
     }
 }

@@ -483,3 +483,34 @@ async fn a_client_that_cannot_be_asked_is_refused_with_the_reason() {
     );
     assert!(!sb.jail.join("needs-ok").exists());
 }
+
+/// Round 3, item 11: a bidi override in an argument (`U+202E` makes a push read as
+/// `--dry-run`) is shown escaped in the prompt, which says the command holds one; nothing
+/// raw reaches the person.
+#[tokio::test(flavor = "multi_thread")]
+async fn hidden_characters_are_shown_escaped_and_named() {
+    let sb = sandbox("");
+    let c = Client::start(&sb, Reply::Decline, true, false).await;
+    let r = c
+        .call(
+            "run_command",
+            json!({"command": ["touch", "needs-ok", "\u{202e}nur-yrd--", "zero\u{200b}width"]}),
+        )
+        .await;
+    assert_eq!(r["code"], "POLICY_DENIED", "{r}");
+    let asked = c.asked();
+    let ElicitRequestParams::FormElicitationParams { message, .. } = &asked[0] else {
+        panic!("not a form: {:?}", asked[0]);
+    };
+    assert!(!message.contains('\u{202e}') && !message.contains('\u{200b}'), "{message:?}");
+    assert!(message.contains("'\\u{202e}nur-yrd--'"), "{message}");
+    assert!(message.contains("'zero\\u{200b}width'"), "{message}");
+    assert!(message.contains("Warning: the command holds invisible"), "{message}");
+    // A plain command has no such warning.
+    let c = Client::start(&sb, Reply::Decline, true, false).await;
+    c.run("touch needs-ok").await;
+    let ElicitRequestParams::FormElicitationParams { message, .. } = &c.asked()[0] else {
+        panic!()
+    };
+    assert!(!message.contains("Warning"), "{message}");
+}
