@@ -202,9 +202,10 @@ pub fn verify(files: &[PathBuf], chain: &Chain) -> Result<Report, Break> {
                 }
                 if linked != GENESIS || this_seq != 1 {
                     report.notes.push(format!(
-                        "{}:{}: the chain starts at seq {this_seq}; older records were rotated away",
+                        "{}:{}: the chain starts at seq {this_seq}: {} older records were rotated away (audit_keep, audit_max_bytes); with [audit.ship] the receiver's copy still holds them (audit verify --received)",
                         files[line.file].display(),
-                        line.number
+                        line.number,
+                        this_seq.saturating_sub(1)
                     ));
                 }
             }

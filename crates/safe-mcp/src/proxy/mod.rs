@@ -69,6 +69,8 @@ impl EgressProvider for Proxy {
             service: self.service.clone(),
             call: call.to_string(),
             refused: std::sync::Mutex::default(),
+            records: AtomicUsize::new(0),
+            unrecorded: AtomicUsize::new(0),
             live: AtomicUsize::new(0),
             idle: tokio::sync::Notify::new(),
         }))))
@@ -78,8 +80,30 @@ impl EgressProvider for Proxy {
 /// The proxy as one call sees it: what its connections share.
 struct CallProxy(Arc<Context>);
 
-/// The refusals a call's result lists; the trail has every one.
+/// The refusals a call's result lists; the trail has every one up to its bound.
 const MAX_REFUSALS: usize = 20;
+
+/// The network records one call may write (an allowed connection takes two, its `open` and
+/// its `close`). Code in the sandbox decides how many requests it makes: unbounded, its
+/// refusals would rotate earlier records out of the trail. Past the bound, refusals are
+/// counted and written as one summary record when the call ends, and a new connection is
+/// refused (it could not be recorded).
+const MAX_RECORDS_PER_CALL: usize = 256;
+
+/// The longest host, method and reason a network record keeps (a name is at most 253
+/// characters; a reason quotes at most a short part of the request).
+const MAX_HOST_CHARS: usize = 253;
+const MAX_METHOD_CHARS: usize = 16;
+const MAX_REASON_CHARS: usize = 300;
+
+/// `s` cut to `max` characters, with a marker when it was longer.
+fn capped(mut s: String, max: usize) -> String {
+    if let Some((at, _)) = s.char_indices().nth(max) {
+        s.truncate(at);
+        s.push_str("…[cut]");
+    }
+    s
+}
 
 /// Stops a call's proxy when dropped: its listener closes and open relays end (each then
 /// writes its `close` record).
@@ -163,6 +187,24 @@ impl EgressGate for CallProxy {
                     break;
                 }
             }
+            let unrecorded = ctx.unrecorded.load(Ordering::Acquire);
+            if unrecorded > 0 {
+                let summary = NetworkRecord {
+                    call: ctx.call.clone(),
+                    event: "refused",
+                    method: String::new(),
+                    host: String::new(),
+                    port: 0,
+                    rule: "record-limit".into(),
+                    reason: Some(format!(
+                        "{unrecorded} more refusals of this call were not recorded one by one: a call writes at most {MAX_RECORDS_PER_CALL} network records"
+                    )),
+                    address: None,
+                    bytes_up: None,
+                    bytes_down: None,
+                };
+                ctx.append(&summary, false).await;
+            }
             ctx.refused.lock().map(|r| r.clone()).unwrap_or_default()
         })
     }
@@ -175,6 +217,10 @@ struct Context {
     call: String,
     /// What was refused, a line each, for the call's result (at most [`MAX_REFUSALS`]).
     refused: std::sync::Mutex<Vec<String>>,
+    /// Network records this call has written or reserved (at most [`MAX_RECORDS_PER_CALL`]).
+    records: AtomicUsize,
+    /// Refusals past that bound, for the summary record.
+    unrecorded: AtomicUsize,
     /// Connections being handled, and the signal that the last has ended.
     live: AtomicUsize,
     idle: tokio::sync::Notify,
@@ -236,6 +282,22 @@ impl Context {
             bytes_up: None,
             bytes_down: None,
         };
+        if !self.reserve(2) {
+            let refusal = Refusal {
+                rule: "record-limit".into(),
+                reason: format!(
+                    "this call has made as many connections as its {MAX_RECORDS_PER_CALL} network records can hold; make further requests in another call"
+                ),
+            };
+            let refused = Refused {
+                status: "429 Too Many Requests",
+                refusal,
+                method: request.method,
+                host: request.host,
+                port: request.port,
+            };
+            return self.refuse(&mut client, refused).await;
+        }
         // Durable before a byte flows, as an attempt record is before a command runs.
         if !self.append(&record, true).await {
             let refusal = Refusal {
@@ -367,11 +429,11 @@ impl Context {
         let record = NetworkRecord {
             call: self.call.clone(),
             event: "refused",
-            method: refused.method,
-            host: refused.host,
+            method: capped(refused.method, MAX_METHOD_CHARS),
+            host: capped(refused.host, MAX_HOST_CHARS),
             port: refused.port,
             rule: refused.refusal.rule,
-            reason: Some(refused.refusal.reason),
+            reason: Some(capped(refused.refusal.reason, MAX_REASON_CHARS)),
             address: None,
             bytes_up: None,
             bytes_down: None,
@@ -394,9 +456,22 @@ impl Context {
                 record.reason.as_deref().unwrap_or_default()
             ));
         }
-        self.append(&record, false).await;
+        if self.reserve(1) {
+            self.append(&record, false).await;
+        } else {
+            self.unrecorded.fetch_add(1, Ordering::AcqRel);
+        }
         let _ = client.write_all(response.as_bytes()).await;
         let _ = client.shutdown().await;
+    }
+
+    /// Takes `n` of the call's network records, if that many are left.
+    fn reserve(&self, n: usize) -> bool {
+        self.records
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                (used + n <= MAX_RECORDS_PER_CALL).then_some(used + n)
+            })
+            .is_ok()
     }
 
     /// Appends `record` to the trail (on a blocking thread: an fsync when `durable`).

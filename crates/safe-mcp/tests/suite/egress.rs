@@ -601,3 +601,43 @@ async fn an_unprivileged_server_has_egress_through_its_proxy() {
         "the connection is on the record"
     );
 }
+
+/// Round 3, item 10: code in the sandbox decides how many requests it makes, but not how
+/// much of the trail they take: one call writes at most 256 network records, each of bounded
+/// size, then one summary record counts the rest.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_cannot_flood_the_trail_through_the_proxy() {
+    for namespaces in ["auto", "off"] {
+        let sb = sandbox(namespaces, LISTS);
+        let s = Session::start(&sb.policy, |_| {}).await;
+        let script = "import os, socket\n\
+            proxy = os.environ['HTTP_PROXY'].split('//')[1].rstrip('/')\n\
+            host, port = proxy.rsplit(':', 1)\n\
+            for i in range(400):\n\
+            \x20   s = socket.create_connection((host, int(port)))\n\
+            \x20   s.sendall(b'CONNECT ' + b'a' * 6000 + b'.example:443 HTTP/1.1\\r\\n\\r\\n')\n\
+            \x20   s.recv(100)\n\
+            \x20   s.close()\n\
+            print('sent')\n";
+        let r = s
+            .call("run_command", json!({"command": ["python3", "-c", script]}))
+            .await;
+        assert_eq!(stdout(&r), "sent\n", "{namespaces}: {r}");
+        let records = network_records(&sb);
+        assert!(records.len() <= 257, "{namespaces}: {}", records.len());
+        let summary: Vec<&Value> = records
+            .iter()
+            .filter(|n| n["rule"] == "record-limit")
+            .collect();
+        assert_eq!(summary.len(), 1, "{namespaces}");
+        let reason = summary[0]["reason"].as_str().unwrap();
+        assert!(reason.starts_with("144 more refusals"), "{namespaces}: {reason}");
+        for n in &records {
+            assert!(n.to_string().len() < 1200, "{namespaces}: {n}");
+        }
+        // The bound is per call: the next call's requests are recorded again.
+        let (got, _) = status(&s, &format!("http://api.pinned.test:{}/", 9)).await;
+        let _ = got;
+        assert!(network_records(&sb).len() > records.len(), "{namespaces}");
+    }
+}
