@@ -10,7 +10,7 @@
 //! the CLI only translate between MCP or argv and these calls.
 //!
 //! Imports point down only. [`config`] is the ground floor: it imports nothing from this crate
-//! but [`paths`]. [`jail`] imports only [`paths`]; [`audit`] and [`redact`] import [`config`];
+//! but [`paths`] and [`untrusted`] (which import nothing). [`jail`] imports only [`paths`]; [`audit`] and [`redact`] import [`config`];
 //! [`policy`] imports [`config`], [`jail`], [`tools`], [`args`], [`syntax`] and [`envelope`];
 //! [`load`] sits on top of [`config`], [`policy`] and [`audit`], [`lint`] on [`config`] and
 //! [`tools`].
@@ -44,5 +44,6 @@ pub mod sessions;
 pub mod syntax;
 pub mod terminal;
 pub mod tools;
+pub mod untrusted;
 
 pub use envelope::{OperationResult, ResultCode};

@@ -127,37 +127,7 @@ pub(super) fn read(jail: &Path, limits: &Limits) -> Result<Option<Narrowing>, Co
 
 /// The file's text, `None` when it does not exist, or why it cannot be used.
 fn read_plain_file(path: &Path) -> Result<Option<String>, String> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-    {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => {
-            return Err(format!(
-                "{} cannot be opened (a symlink is refused): {e}",
-                path.display()
-            ));
-        }
-    };
-    let meta = file.metadata().map_err(|e| e.to_string())?;
-    if !meta.is_file() {
-        return Err(format!("{} is not a regular file", path.display()));
-    }
-    if meta.len() > MAX_BYTES {
-        return Err(format!(
-            "{} is larger than {MAX_BYTES} bytes",
-            path.display()
-        ));
-    }
-    let mut text = String::new();
-    file.take(MAX_BYTES)
-        .read_to_string(&mut text)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(Some(text))
+    crate::untrusted::read_small_file(path, MAX_BYTES)
 }
 
 fn strings(at: &str, value: &toml::Value) -> Result<Vec<String>, ConfigError> {
