@@ -86,14 +86,19 @@ impl ApprovalRequest {
             render_text(&self.cwd),
             self.confinement,
             self.reasons.join("; "),
-            self.hidden_note().map(|n| format!("{n}\n")).unwrap_or_default()
+            self.hidden_note()
+                .map(|n| format!("{n}\n"))
+                .unwrap_or_default()
         )
     }
 
     /// A warning when an argument, the command or the cwd holds a control character or
     /// one that changes how text reads without showing itself (shown escaped, `\u{202e}`).
     pub fn hidden_note(&self) -> Option<&'static str> {
-        let hidden = |s: &str| s.chars().any(|c| c.is_control() || crate::audit::is_hidden(c));
+        let hidden = |s: &str| {
+            s.chars()
+                .any(|c| c.is_control() || crate::audit::is_hidden(c))
+        };
         let any = self.stages.iter().flatten().any(|a| hidden(a))
             || hidden(&self.command)
             || hidden(&self.cwd);

@@ -37,7 +37,9 @@ pub fn read_small_file(path: &Path, max: u64) -> Result<Option<String>, String> 
             ));
         }
     };
-    let meta = file.metadata().map_err(|e| format!("{}: {e}", path.display()))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("{}: {e}", path.display()))?;
     if !meta.is_file() {
         return Err(format!(
             "{} is not a regular file (a FIFO, device or socket is never read)",
@@ -72,7 +74,9 @@ mod tests {
         assert!(read_small_file(&dir.path().join("big"), 10).is_err());
         std::fs::write(dir.path().join("ok"), "gitdir: x\n").unwrap();
         assert_eq!(
-            read_small_file(&dir.path().join("ok"), 10).unwrap().as_deref(),
+            read_small_file(&dir.path().join("ok"), 10)
+                .unwrap()
+                .as_deref(),
             Some("gitdir: x\n")
         );
         assert_eq!(read_small_file(&dir.path().join("none"), 10).unwrap(), None);

@@ -867,6 +867,10 @@ fn rlimits(limits: &ProcessLimits) -> Vec<(libc::__rlimit_resource_t, libc::rlim
         (libc::RLIMIT_NOFILE, limits.open_files),
         (libc::RLIMIT_NPROC, limits.processes),
         (libc::RLIMIT_CORE, 0),
+        // POSIX message queue bytes are charged to the real uid host-wide (819,200 by
+        // default): a command that filled them would leave every host process of the
+        // server's user without. No build or test tool needs one.
+        (libc::RLIMIT_MSGQUEUE, 0),
     ];
     wanted
         .into_iter()

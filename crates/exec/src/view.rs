@@ -44,6 +44,8 @@ pub(crate) struct View {
     pub(crate) pid: Result<(), String>,
     /// Whether the kernel mounts a private `devpts` here (each command then gets its own).
     pts: bool,
+    /// Whether the per-user kernel counters ([`USER_LIMITS`]) are bounded for commands.
+    user_limits: bool,
     /// What network commands have, for the reports.
     network: &'static str,
     /// The runtime directory holding the skeleton root; removed on drop.
@@ -143,7 +145,23 @@ struct Setup {
     proc_dir: CString,
     /// The skeleton's `dev/pts`, where it tries a `devpts` of its own.
     pts_dir: CString,
+    /// In a user namespace of the view's own: the per-user kernel counters it bounds, with
+    /// the value written (see [`USER_LIMITS`]).
+    user_limits: Vec<(CString, Vec<u8>)>,
 }
+
+/// Per-user kernel counters that any process of a uid charges host-wide (128 inotify
+/// instances by default: a command holding them all gives every host process of the
+/// server's user EMFILE). In the view's own user namespace each is set to half the host's
+/// value, so the server's commands together can take at most half, and the rest stays for
+/// the host. The kernel charges a user namespace's counts to its parent too. A root server
+/// has no user namespace of its own, so there these stay host-wide (THREAT_MODEL).
+const USER_LIMITS: &[&str] = &[
+    "max_inotify_instances",
+    "max_inotify_watches",
+    "max_fanotify_groups",
+    "max_fanotify_marks",
+];
 
 impl View {
     /// Makes the namespaces and the fresh root for `spec`, with the root of the calls'
@@ -158,7 +176,8 @@ impl View {
         rundir::remove_stale(&parent, PREFIX);
         let dir = rundir::make(&parent, PREFIX, 0o700)?;
         let view = match build(spec, &dir, tmp_root) {
-            Ok((mut entries, user, pid, pts)) => View {
+            Ok((mut entries, user, pid, pts, limited)) => View {
+                user_limits: limited,
                 entries: {
                     // Under egress each command makes a network namespace of its own
                     // instead of entering the view's.
@@ -222,6 +241,16 @@ impl View {
 
     /// What a command can see, for the reports.
     pub(crate) fn visible(&self) -> String {
+        let counters = if self.user_limits {
+            "; per-user kernel counters (inotify and fanotify instances and watches) bounded to half the host's for all commands together"
+        } else {
+            "; per-user kernel counters (inotify, fanotify) are the host's (no user namespace of the view's own)"
+        };
+        let view = self.visible_view();
+        format!("{view}{counters}")
+    }
+
+    fn visible_view(&self) -> String {
         match &self.pid {
             Ok(()) => format!(
                 "{VISIBLE}; {}; a pid namespace of its own with its /proc (read-only): it is the child of that namespace's init, sees no other process, and every process it leaves behind dies with it; a session of its own (no controlling terminal, so /dev/tty opens nothing){}",
@@ -277,8 +306,9 @@ fn under(root: &Path, path: &Path) -> PathBuf {
 type Entries = Vec<(OwnedFd, &'static Namespace)>;
 
 /// What the setup found: the namespaces, whether there is a user namespace, whether pid
-/// namespaces work (or why not), and whether devpts does.
-type Built = (Entries, bool, Result<(), String>, bool);
+/// namespaces work (or why not), whether devpts does, and whether the per-user counters
+/// were bounded.
+type Built = (Entries, bool, Result<(), String>, bool, bool);
 
 fn build(spec: &ConfinementSpec, dir: &Path, tmp_root: &Path) -> Result<Built, String> {
     let root = dir.join("root");
@@ -374,9 +404,30 @@ fn build(spec: &ConfinementSpec, dir: &Path, tmp_root: &Path) -> Result<Built, S
         hostname: b"safe-mcp",
         proc_dir: cstring(&proc_dir)?,
         pts_dir: cstring(&pts_dir)?,
+        user_limits: if user {
+            halved_user_limits()?
+        } else {
+            Vec::new()
+        },
     };
-    let (entries, pid, pts) = run_setup(&setup)?;
-    Ok((entries, user, pid, pts))
+    let (entries, pid, pts, limited) = run_setup(&setup)?;
+    Ok((entries, user, pid, pts, limited))
+}
+
+/// Each of [`USER_LIMITS`] that this kernel has, with half the host's value.
+fn halved_user_limits() -> Result<Vec<(CString, Vec<u8>)>, String> {
+    let mut out = Vec::new();
+    for name in USER_LIMITS {
+        let path = Path::new("/proc/sys/user").join(name);
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue; // an older kernel without this counter
+        };
+        let Ok(host) = text.trim().parse::<u64>() else {
+            continue;
+        };
+        out.push((cstring(&path)?, (host / 2).max(1).to_string().into_bytes()));
+    }
+    Ok(out)
 }
 
 /// The controlling terminal's device, bound into the view (see [`View::tty`]).
@@ -481,7 +532,7 @@ const REPORT_BYTES: usize = 12;
 
 /// Forks the setup child, waits until it stands in the finished view, opens its namespaces,
 /// then lets it exit. Also says whether commands can have pid namespaces of their own.
-fn run_setup(setup: &Setup) -> Result<(Entries, Result<(), String>, bool), String> {
+fn run_setup(setup: &Setup) -> Result<(Entries, Result<(), String>, bool, bool), String> {
     let (ready_r, ready_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
         .map_err(|e| format!("pipe: {e}"))?;
     let (go_r, go_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
@@ -534,7 +585,7 @@ fn run_setup(setup: &Setup) -> Result<(Entries, Result<(), String>, bool), Strin
                     .map_err(|e| format!("cannot open the view's {} namespace: {e}", ns.proc_name))
             })
             .collect::<Result<Entries, String>>()
-            .map(|entries| (entries, pid_ns, report[2] == 1))
+            .map(|entries| (entries, pid_ns, report[2] == 1, report[3] == 1))
     } else if n == REPORT_BYTES {
         let step = usize::from(report[0]);
         Err(format!(
@@ -564,8 +615,9 @@ unsafe fn setup_child(setup: &Setup, ready: c_int, go: c_int) -> ! {
     let mut report = [0u8; REPORT_BYTES];
     // SAFETY: see `build_in_child`; it runs here, in the forked child.
     match unsafe { build_in_child(setup) } {
-        Ok((pid, pts)) => {
+        Ok((pid, pts, limited)) => {
             report[2] = u8::from(pts);
+            report[3] = u8::from(limited);
             match pid {
                 Ok(()) => report[1] = 1,
                 Err(code) => report[8..].copy_from_slice(&code.to_ne_bytes()),
@@ -590,8 +642,9 @@ unsafe fn setup_child(setup: &Setup, ready: c_int, go: c_int) -> ! {
 ///
 /// # Safety
 /// Only in the forked setup child.
-unsafe fn build_in_child(s: &Setup) -> Result<(Result<(), c_int>, bool), (u8, c_int)> {
+unsafe fn build_in_child(s: &Setup) -> Result<(Result<(), c_int>, bool, bool), (u8, c_int)> {
     let fail = |step: u8| (step, errno());
+    let mut limited = false;
     if s.user {
         // SAFETY: integer argument only.
         if unsafe { libc::unshare(libc::CLONE_NEWUSER) } != 0 {
@@ -614,6 +667,23 @@ unsafe fn build_in_child(s: &Setup) -> Result<(Result<(), c_int>, bool), (u8, c_
             if n < 0 {
                 return Err(fail(2));
             }
+        }
+        // Now holding every capability of the new user namespace, whose counters these are.
+        limited = !s.user_limits.is_empty();
+        for (path, value) in &s.user_limits {
+            // SAFETY: opens a NUL-terminated path prepared by the parent.
+            let fd = unsafe { libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
+            // SAFETY: writes prepared bytes to the descriptor just opened (if it opened).
+            let n = if fd < 0 {
+                -1
+            } else {
+                unsafe { libc::write(fd, value.as_ptr().cast(), value.len()) }
+            };
+            if fd >= 0 {
+                // SAFETY: closes the descriptor just opened.
+                unsafe { libc::close(fd) };
+            }
+            limited &= n == value.len() as isize;
         }
     }
     // The user namespace was made above, on its own: its maps must be written before the
@@ -710,7 +780,7 @@ unsafe fn build_in_child(s: &Setup) -> Result<(Result<(), c_int>, bool), (u8, c_
     if unsafe { libc::chdir(c"/".as_ptr()) } != 0 {
         return Err(fail(11));
     }
-    Ok((pid, pts))
+    Ok((pid, pts, limited))
 }
 
 /// Tries what every command will do: make a pid namespace and mount its `/proc`. A child

@@ -381,7 +381,10 @@ mod tests {
         let html = summary_html(&request("\u{202e}nur-yrd--"));
         assert!(!html.contains('\u{202e}'), "{html}");
         assert!(html.contains("\\u{202e}nur-yrd--"), "{html}");
-        assert!(html.contains("Warning: the command holds invisible"), "{html}");
+        assert!(
+            html.contains("Warning: the command holds invisible"),
+            "{html}"
+        );
         assert!(!summary_html(&request("origin")).contains("Warning"));
     }
 }

@@ -502,10 +502,16 @@ async fn hidden_characters_are_shown_escaped_and_named() {
     let ElicitRequestParams::FormElicitationParams { message, .. } = &asked[0] else {
         panic!("not a form: {:?}", asked[0]);
     };
-    assert!(!message.contains('\u{202e}') && !message.contains('\u{200b}'), "{message:?}");
+    assert!(
+        !message.contains('\u{202e}') && !message.contains('\u{200b}'),
+        "{message:?}"
+    );
     assert!(message.contains("'\\u{202e}nur-yrd--'"), "{message}");
     assert!(message.contains("'zero\\u{200b}width'"), "{message}");
-    assert!(message.contains("Warning: the command holds invisible"), "{message}");
+    assert!(
+        message.contains("Warning: the command holds invisible"),
+        "{message}"
+    );
     // A plain command has no such warning.
     let c = Client::start(&sb, Reply::Decline, true, false).await;
     c.run("touch needs-ok").await;

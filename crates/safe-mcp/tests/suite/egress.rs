@@ -631,7 +631,10 @@ async fn a_call_cannot_flood_the_trail_through_the_proxy() {
             .collect();
         assert_eq!(summary.len(), 1, "{namespaces}");
         let reason = summary[0]["reason"].as_str().unwrap();
-        assert!(reason.starts_with("144 more refusals"), "{namespaces}: {reason}");
+        assert!(
+            reason.starts_with("144 more refusals"),
+            "{namespaces}: {reason}"
+        );
         for n in &records {
             assert!(n.to_string().len() < 1200, "{namespaces}: {n}");
         }
