@@ -45,5 +45,6 @@ pub mod syntax;
 pub mod terminal;
 pub mod tools;
 pub mod untrusted;
+pub mod usage;
 
 pub use envelope::{OperationResult, ResultCode};

@@ -56,8 +56,25 @@ struct Stream {
     /// Already redacted (as a whole, when it was taken from `unread`), not yet handed out
     /// because a read takes at most its limit.
     pending: String,
+    /// The raw text of the current line already handed out (at most [`CONTEXT_BYTES`]),
+    /// redacted again in front of what comes next: a secret printed in two parts, or a
+    /// `password = ` and its value in two writes, is judged at the join.
+    line_context: String,
     dropped: u64,
     last_output: Option<Instant>,
+}
+
+/// How much of a line already handed out is kept to redact the join with what follows.
+const CONTEXT_BYTES: usize = 512;
+
+/// The suffix of `text` after its last newline, at most [`CONTEXT_BYTES`] of it.
+fn line_tail(text: &str) -> &str {
+    let line = text.rfind('\n').map_or(text, |i| &text[i + 1..]);
+    let mut from = line.len().saturating_sub(CONTEXT_BYTES);
+    while !line.is_char_boundary(from) {
+        from += 1;
+    }
+    &line[from..]
 }
 
 /// How a session ended.
@@ -209,8 +226,16 @@ impl Session {
             let take = |s: &mut Stream| {
                 if s.pending.is_empty() {
                     let n = ready(s, finished);
-                    let taken: Vec<u8> = s.unread.drain(..n).collect();
-                    s.pending = redactor.redact(&String::from_utf8_lossy(&taken));
+                    if n > 0 {
+                        let taken: Vec<u8> = s.unread.drain(..n).collect();
+                        let text = String::from_utf8_lossy(&taken);
+                        let joined = format!("{}{text}", s.line_context);
+                        // The redacted join, from where the context ends (or, when a secret
+                        // runs across it, from that secret's marker).
+                        let (redacted, at) = redactor.redact_until(&joined, s.line_context.len());
+                        s.pending = redacted[at..].to_owned();
+                        s.line_context = line_tail(&joined).to_owned();
+                    }
                 }
                 let cut = piece(&s.pending, limit);
                 let rest = s.pending.split_off(cut);
@@ -278,17 +303,33 @@ fn piece(text: &str, limit: usize) -> usize {
     text[..end].rfind('\n').map_or(end, |i| i + 1)
 }
 
-/// Bytes of `s` a read may hand out: everything at the end, else up to the last newline,
-/// or all of it once a trailing partial line has been quiet for [`QUIET`].
+/// Bytes of `s` a read may hand out: everything at the end, else up to the last newline;
+/// once a trailing partial line has been quiet for [`QUIET`], up to its last blank (a
+/// token it ends in may be the first part of a secret), and all of it after three times
+/// that (a prompt waiting for input).
 fn ready(s: &Stream, finished: bool) -> usize {
     if finished {
         return s.unread.len();
     }
-    match s.unread.iter().rposition(|b| *b == b'\n') {
-        _ if s.last_output.is_some_and(|t| t.elapsed() >= QUIET) => s.unread.len(),
-        Some(i) => i + 1,
-        None => 0,
+    let whole_lines = s
+        .unread
+        .iter()
+        .rposition(|b| *b == b'\n')
+        .map_or(0, |i| i + 1);
+    let quiet = s.last_output.map_or(Duration::ZERO, |t| t.elapsed());
+    if quiet >= 3 * QUIET {
+        return s.unread.len();
     }
+    if quiet >= QUIET {
+        let token = s
+            .unread
+            .iter()
+            .rev()
+            .take_while(|b| !b.is_ascii_whitespace())
+            .count();
+        return (s.unread.len() - token).max(whole_lines);
+    }
+    whole_lines
 }
 
 impl OutputObserver for Session {
@@ -570,5 +611,43 @@ mod tests {
         assert_eq!(s.read(&redactor(), 11).stdout, "cccc\n");
         assert!(table.get(&s.handle, "someone else").is_err());
         assert_eq!(s.handle.len(), 32);
+    }
+
+    /// Round 3, item 14: a secret printed in two parts, a pause of more than QUIET apart,
+    /// never comes back whole: the token a quiet line ends in waits, and the next read
+    /// judges the join.
+    #[test]
+    fn a_secret_in_two_writes_is_judged_at_the_join() {
+        let table = SessionTable::default();
+        let s = table
+            .create("me", "", "x".into(), CallId::new("1"), 1 << 16, FOUR)
+            .unwrap();
+        let secret = "ghp_0123456789abcdefghijklmnopqrstuvwxyz";
+        s.output(
+            OutputStream::Stdout,
+            format!("token {}", &secret[..14]).as_bytes(),
+        );
+        std::thread::sleep(QUIET + Duration::from_millis(50));
+        let first = s.read(&redactor(), 1 << 20).stdout;
+        assert_eq!(first, "token ", "the trailing token waits");
+        std::thread::sleep(2 * QUIET);
+        s.output(
+            OutputStream::Stdout,
+            format!("{}\n", &secret[14..]).as_bytes(),
+        );
+        let second = s.read(&redactor(), 1 << 20).stdout;
+        let both = format!("{first}{second}");
+        assert!(
+            !both.contains(&secret[..12]) && !both.contains(&secret[20..]),
+            "{both}"
+        );
+        // A key and its value in two writes, the value alone not a secret's shape.
+        s.output(OutputStream::Stdout, b"password = ");
+        std::thread::sleep(QUIET + Duration::from_millis(50));
+        let key = s.read(&redactor(), 1 << 20).stdout;
+        assert_eq!(key, "password = ");
+        s.output(OutputStream::Stdout, b"hunter2hunter2\n");
+        let value = s.read(&redactor(), 1 << 20).stdout;
+        assert!(!value.contains("hunter2"), "{value}");
     }
 }

@@ -134,6 +134,8 @@ pub struct TerminalService {
     home: PrivateHome,
     /// The process sessions (see [`process`]).
     sessions: SessionTable,
+    /// `jail_bytes`: what the jail and the write paths hold, measured after calls.
+    usage: crate::usage::JailUsage,
     /// Egress: the proxy that serves each call's connections, once the transport has
     /// started it ([`TerminalService::set_egress`]).
     egress: std::sync::OnceLock<std::sync::Arc<dyn EgressProvider>>,
@@ -218,6 +220,12 @@ impl TerminalService {
             env.retain(|(n, _)| *n != name);
             env.push((name, value));
         }
+        let usage = crate::usage::JailUsage::new(
+            terminal.limits.jail_bytes,
+            std::iter::once(terminal.jail_root.clone())
+                .chain(terminal.write_paths.iter().cloned())
+                .collect(),
+        );
         Ok(TerminalService {
             gate: Gate::new(
                 AuditLog::open(log, policy.audit_options()),
@@ -229,6 +237,7 @@ impl TerminalService {
             env,
             home,
             sessions: SessionTable::default(),
+            usage,
             egress: std::sync::OnceLock::new(),
         })
     }
@@ -367,6 +376,7 @@ impl TerminalService {
                 "file_size_bytes": p.limits.file_size_bytes,
                 "open_files": p.limits.open_files,
                 "processes": p.limits.processes,
+                "jail_bytes": p.limits.jail_bytes,
             },
             "syntax": {
                 "accepted": ["'single' and \"double\" quotes (tokenization only)", "\\ escapes", "|", "&&", "||", ";"],
@@ -431,6 +441,7 @@ impl TerminalService {
                 result
             }
             Ok((result, facts)) => {
+                self.usage.call_ended();
                 let result = result.with_duration(started.elapsed());
                 let mut outcome = Outcome::of(&call, &result);
                 outcome.caller = caller;
@@ -623,6 +634,10 @@ impl TerminalService {
         let mut prepared = self.prepare(call, tool, req, executor)?;
         if let Some(why) = self.gate.log().shipping_refusal() {
             let result = crate::audit::NotAdmitted::shipping(why).result(tool);
+            return Err(Early::Refused(result, Box::new(prepared.attempt)));
+        }
+        if let Some(why) = self.usage.refusal() {
+            let result = OperationResult::new(tool, ResultCode::PolicyDenied, why);
             return Err(Early::Refused(result, Box::new(prepared.attempt)));
         }
         if let Err(result) = self

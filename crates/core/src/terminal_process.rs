@@ -201,6 +201,8 @@ impl TerminalService {
 
     /// `read_process_output`: what is new (the server has waited for news, or not).
     pub fn read_process(&self, session: &Session, caller: &Caller) -> OperationResult {
+        // A running session writes between calls: each read is a moment to measure again.
+        self.usage.call_ended();
         session.touch();
         let out = self.read_and_collect(session);
         let mut result = read_result(READ, &out);

@@ -637,12 +637,16 @@ unsafe fn setup_child(setup: &Setup, ready: c_int, go: c_int) -> ! {
     unsafe { libc::_exit(0) }
 }
 
+/// What the setup child built: whether commands can have pid namespaces (or the probe's
+/// errno), whether devpts works, whether the per-user counters were bounded.
+type ChildBuilt = (Result<(), c_int>, bool, bool);
+
 /// The view's steps, in order. Returns the failed step's index and errno, or whether
 /// commands can have pid namespaces of their own (see [`placeholder_proc`]).
 ///
 /// # Safety
 /// Only in the forked setup child.
-unsafe fn build_in_child(s: &Setup) -> Result<(Result<(), c_int>, bool, bool), (u8, c_int)> {
+unsafe fn build_in_child(s: &Setup) -> Result<ChildBuilt, (u8, c_int)> {
     let fail = |step: u8| (step, errno());
     let mut limited = false;
     if s.user {
@@ -673,16 +677,14 @@ unsafe fn build_in_child(s: &Setup) -> Result<(Result<(), c_int>, bool, bool), (
         for (path, value) in &s.user_limits {
             // SAFETY: opens a NUL-terminated path prepared by the parent.
             let fd = unsafe { libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
-            // SAFETY: writes prepared bytes to the descriptor just opened (if it opened).
-            let n = if fd < 0 {
-                -1
-            } else {
-                unsafe { libc::write(fd, value.as_ptr().cast(), value.len()) }
-            };
-            if fd >= 0 {
-                // SAFETY: closes the descriptor just opened.
-                unsafe { libc::close(fd) };
+            if fd < 0 {
+                limited = false;
+                continue;
             }
+            // SAFETY: writes prepared bytes to the descriptor just opened.
+            let n = unsafe { libc::write(fd, value.as_ptr().cast(), value.len()) };
+            // SAFETY: closes the descriptor just opened.
+            unsafe { libc::close(fd) };
             limited &= n == value.len() as isize;
         }
     }

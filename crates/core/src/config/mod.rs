@@ -264,6 +264,9 @@ pub struct Limits {
     pub open_files: u64,
     /// RLIMIT_NPROC of each command (per user, see the README's ceilings).
     pub processes: u64,
+    /// What the jail and the write paths may hold in all, in bytes (0: no bound). Checked
+    /// after each call ([`crate::usage`]).
+    pub jail_bytes: u64,
 }
 
 impl Default for Limits {
@@ -276,6 +279,7 @@ impl Default for Limits {
             file_size_bytes: 256 << 20,
             open_files: 1024,
             processes: 4096,
+            jail_bytes: 0,
         }
     }
 }

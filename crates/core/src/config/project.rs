@@ -211,6 +211,13 @@ fn lower_limits(
             "file_size_bytes" => &mut limits.file_size_bytes,
             "open_files" => &mut limits.open_files,
             "processes" => &mut limits.processes,
+            // 0 is "no bound": any bound the project file sets narrows it.
+            "jail_bytes" if limits.jail_bytes == 0 => {
+                limits.jail_bytes = asked;
+                lowered.push(format!("{k} = {asked}"));
+                continue;
+            }
+            "jail_bytes" => &mut limits.jail_bytes,
             "max_output_bytes" => {
                 let own = limits.max_output_bytes as u64;
                 if asked > own {

@@ -660,3 +660,83 @@ async fn a_command_cannot_take_the_users_kernel_counters() {
     assert_eq!(out, "refused\n", "{out}");
     s.call("stop_process", json!({"handle": handle})).await;
 }
+
+/// Item 14: `jail_bytes` bounds what the jail and the caches hold: once a call leaves more,
+/// the next command is refused with the total and the key, and runs again once space is
+/// freed (by the operator here).
+#[tokio::test(flavor = "multi_thread")]
+async fn jail_bytes_bounds_what_the_jail_holds() {
+    let sb = Sandbox::with(
+        "\"head\", \"echo\", \"sh\"",
+        "timeout_seconds = 20\njail_bytes = 1048576",
+        "closed",
+        "",
+    );
+    let s = sb.session().await;
+    let r = s
+        .call(
+            "run_command",
+            json!({"command": ["sh", "-c", "head -c 3000000 /dev/zero > big"]}),
+        )
+        .await;
+    assert_eq!(r["code"], "OK", "{r}");
+    // The measurement runs in the background after the call.
+    let mut refused = Value::Null;
+    for _ in 0..50 {
+        let r = s.run("echo hi").await;
+        if r["code"] == "POLICY_DENIED" {
+            refused = r;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let reason = refused["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("jail_bytes = 1048576"), "{refused}");
+    std::fs::remove_file(sb.jail.join("big")).unwrap();
+    let r = s.run("echo hi").await;
+    assert_eq!(stdout(&r), "hi\n", "{r}");
+}
+
+/// Item 14: a secret a session prints in two parts, more than the quiet time apart, never
+/// comes back whole across reads: within three quiet times the token a line ends in waits
+/// for the rest; after a longer pause its first part is shown and the rest is judged at the
+/// join (the marker), never in the clear.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_secret_printed_in_two_parts_never_comes_back_whole() {
+    let sb = python_sandbox("auto", "");
+    let s = sb.session().await;
+    let secret = "ghp_0123456789abcdefghijklmnopqrstuvwxyz";
+    for pause in ["0.6", "1.5"] {
+        let script = format!(
+            "import sys, time\nsys.stdout.write('token {}'); sys.stdout.flush()\ntime.sleep({pause})\nsys.stdout.write('{}\\n'); sys.stdout.flush()\ntime.sleep(0.2)\n",
+            &secret[..14],
+            &secret[14..]
+        );
+        let started = s
+            .call(
+                "start_process",
+                json!({"command": ["python3", "-c", script]}),
+            )
+            .await;
+        let handle = started["detail"]["handle"].as_str().unwrap().to_owned();
+        let mut all = String::new();
+        for _ in 0..40 {
+            let r = s
+                .call(
+                    "read_process_output",
+                    json!({"handle": handle, "wait_seconds": 1}),
+                )
+                .await;
+            all.push_str(r["detail"]["stdout"].as_str().unwrap_or_default());
+            if r["detail"]["running"] == false && r["detail"]["stdout"] == "" {
+                break;
+            }
+        }
+        assert!(all.starts_with("token "), "{pause}: {all}");
+        assert!(!all.contains(&secret[14..]), "{pause}: {all}");
+        assert!(all.contains("[REDACTED:github_pat]"), "{pause}: {all}");
+        if pause == "0.6" {
+            assert_eq!(all, "token [REDACTED:github_pat]\n", "{pause}");
+        }
+    }
+}
