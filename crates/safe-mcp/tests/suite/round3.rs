@@ -740,3 +740,25 @@ async fn a_secret_printed_in_two_parts_never_comes_back_whole() {
         }
     }
 }
+
+/// Item 9: the dynamic loader cannot run a jail file in the private view (the jail is
+/// mounted noexec, which refuses the loader's executable mapping); in the host view it can
+/// (the ceiling THREAT_MODEL states, shown here so that the probe is known to work).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_loader_does_not_run_a_jail_file_in_the_private_view() {
+    let loader = "/lib64/ld-linux-x86-64.so.2";
+    if !std::path::Path::new(loader).exists() {
+        eprintln!("skipping: no {loader} on this architecture");
+        return;
+    }
+    let script = format!(
+        "import os, subprocess\nr = subprocess.run(['{loader}', './prog', 'ran-through-the-loader'], capture_output=True, text=True)\nprint(r.stdout.strip() or 'refused')"
+    );
+    for (namespaces, want) in [("required", "refused"), ("off", "ran-through-the-loader")] {
+        let sb = python_sandbox(namespaces, "");
+        std::fs::copy("/bin/echo", sb.jail.join("prog")).unwrap();
+        let s = sb.session().await;
+        let out = python(&s, &script).await;
+        assert_eq!(out.trim(), want, "{namespaces}: {out}");
+    }
+}
