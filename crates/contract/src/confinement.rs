@@ -101,9 +101,12 @@ pub struct ConfinementSpec {
     pub read_paths: Vec<PathBuf>,
     /// Read+write paths outside the jail (caches), checked at load.
     pub write_paths: Vec<PathBuf>,
-    /// Files beneath the write paths or the jail that commands may read but never write,
-    /// replace or remove: bound read-only in the private view.
+    /// Files and directories beneath the write paths or the jail that commands may read but
+    /// never write, replace or remove: bound read-only over themselves in the private view.
     pub read_only_files: Vec<PathBuf>,
+    /// Directories in the jail bound read-write onto themselves in the private view, so that
+    /// they cannot be renamed away (the parents of the read-only ones, such as `.git`).
+    pub pinned_dirs: Vec<PathBuf>,
     /// Whether files inside the jail may be executed.
     pub exec_in_jail: bool,
     /// Whether commands get a private view of the machine.

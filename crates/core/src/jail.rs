@@ -150,6 +150,26 @@ impl JailRoot {
         Ok(())
     }
 
+    /// Where `value`, given from `cwd`, lands as the kernel would resolve it: the longest
+    /// prefix that exists, canonicalized, then the rest lexically (for the protected-paths
+    /// check; containment itself is [`JailRoot::check_path`]).
+    pub fn landing(&self, value: &str, cwd: &Path) -> PathBuf {
+        let raw = match value.strip_prefix('~') {
+            Some(rest) => self.root.join(rest.trim_start_matches('/')),
+            None => cwd.join(value),
+        };
+        let raw = lexical_normalize(&raw);
+        let components: Vec<Component<'_>> = raw.components().collect();
+        for n in (1..=components.len()).rev() {
+            let prefix: PathBuf = components[..n].iter().collect();
+            if let Ok(real) = std::fs::canonicalize(&prefix) {
+                let rest: PathBuf = components[n..].iter().collect();
+                return lexical_normalize(&real.join(rest));
+            }
+        }
+        raw
+    }
+
     fn check_dangling(&self, given: &str, link: &Path) -> Result<(), JailError> {
         let Ok(target) = std::fs::read_link(link) else {
             return Ok(());

@@ -38,6 +38,7 @@ pub mod paths;
 pub mod policy;
 pub mod preflight;
 pub mod progress;
+pub mod protected;
 pub mod random;
 pub mod redact;
 pub mod sessions;

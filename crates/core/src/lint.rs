@@ -72,6 +72,11 @@ pub enum Finding {
     },
     /// `shared_cache = true`: the profile caches are shared with other projects.
     SharedCache,
+    /// `unprotected_paths`: default protected paths the operator removed.
+    Unprotected {
+        /// The entries removed.
+        paths: Vec<String>,
+    },
     /// An escape opted in with `allow_escapes`.
     EscapeOptedIn {
         /// The program name.
@@ -116,6 +121,11 @@ impl fmt::Display for Finding {
                 } else {
                     format!(" of {}", ruled.join(", "))
                 }
+            ),
+            Finding::Unprotected { paths } => write!(
+                f,
+                "unprotected_paths removes {} from the protected paths: commands can write them, and what they write there runs later outside the sandbox (the operator's git, editor or agent client)",
+                paths.join(", ")
             ),
             Finding::SharedCache => write!(
                 f,
@@ -163,6 +173,11 @@ pub fn lint(t: &TerminalPolicy) -> Vec<Finding> {
     }
     if t.sandbox.shared_cache {
         out.push(Finding::SharedCache);
+    }
+    if !t.protected.removed.is_empty() {
+        out.push(Finding::Unprotected {
+            paths: t.protected.removed.clone(),
+        });
     }
     let names = t.env.pass.iter().chain(t.env.set.iter().map(|(n, _)| n));
     for name in names {
@@ -311,6 +326,7 @@ mod tests {
                 Finding::ExecInJail { .. } => "exec_in_jail",
                 Finding::InterpreterVoidsRules { .. } => "interpreters",
                 Finding::SharedCache => "shared_cache",
+                Finding::Unprotected { .. } => "unprotected_paths",
             })
             .collect();
         // BTreeSet order; `ls` is a known tool, `perl` is denylisted; last, what the

@@ -203,6 +203,73 @@ pub fn evaluate(
     }
 }
 
+/// Programs that only read the paths they are given: a protected path may be an argument of
+/// theirs. Any other program could write it (`cp x .git/config`, `touch .mcp.json`).
+const READERS: &[&str] = &[
+    "cat",
+    "head",
+    "tail",
+    "less",
+    "more",
+    "wc",
+    "grep",
+    "egrep",
+    "fgrep",
+    "rg",
+    "ls",
+    "stat",
+    "file",
+    "diff",
+    "cmp",
+    "sha256sum",
+    "sha1sum",
+    "md5sum",
+    "b2sum",
+    "du",
+    "nl",
+    "od",
+    "xxd",
+    "hexdump",
+    "jq",
+    "realpath",
+    "readlink",
+    "basename",
+    "dirname",
+];
+
+/// git subcommands whose path operands are only read (pathspecs of what to show or stage).
+const GIT_READERS: &[&str] = &[
+    "add",
+    "diff",
+    "log",
+    "show",
+    "blame",
+    "annotate",
+    "status",
+    "ls-files",
+    "grep",
+    "shortlog",
+    "whatchanged",
+];
+
+/// Whether `argv` only reads the paths it names.
+fn reads_only(argv: &[String]) -> bool {
+    let name = argv[0].as_str();
+    if name == "git" {
+        let sub = argv[1..].iter().find(|a| !a.starts_with('-'));
+        return sub.is_some_and(|s| GIT_READERS.contains(&s.as_str()));
+    }
+    READERS.contains(&name)
+}
+
+/// The reason a write through a protected path is refused: what, why, what to do instead.
+pub fn protected_refusal(program: &str, value: &str, entry: &str) -> String {
+    format!(
+        "`{program}` may not be given {value}: {} (with cat, head or grep, say; git's identity is set in [terminal.env])",
+        crate::protected::reason(entry)
+    )
+}
+
 fn verdict(argv: &[String], code: ResultCode, rule: &str, reason: String) -> StageVerdict {
     StageVerdict {
         argv: argv.to_vec(),
@@ -267,6 +334,31 @@ fn judge_stage(
             };
             if let Err(err) = result {
                 return verdict(argv, ResultCode::PathEscape, "jail", err.to_string());
+            }
+        }
+        if !reads_only(argv) {
+            for check in &insp.paths {
+                let value = match check {
+                    PathCheck::Path(p) => p.as_str(),
+                    PathCheck::Generic(a) => {
+                        match a.strip_prefix("--").and_then(|a| a.split_once('=')) {
+                            Some((_, v)) => v,
+                            None => a.as_str(),
+                        }
+                    }
+                };
+                if value.is_empty() || value == "-" {
+                    continue;
+                }
+                let landing = jail.landing(value, dir);
+                if let Some(entry) = policy.protected.covering(jail.path(), &landing) {
+                    return verdict(
+                        argv,
+                        ResultCode::PolicyDenied,
+                        "protected-path",
+                        protected_refusal(name, value, &entry.path),
+                    );
+                }
             }
         }
         if name == "git"

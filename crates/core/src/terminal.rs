@@ -91,6 +91,7 @@ pub fn confinement_spec(policy: &TerminalPolicy) -> ConfinementSpec {
         read_paths: sandbox.read_paths.clone(),
         write_paths: policy.write_paths.clone(),
         read_only_files: sandbox.read_only_files.clone(),
+        pinned_dirs: Vec::new(),
         exec_in_jail: sandbox.exec_in_jail,
         namespaces: sandbox.namespaces,
         home: None,
@@ -136,6 +137,8 @@ pub struct TerminalService {
     sessions: SessionTable,
     /// `jail_bytes`: what the jail and the write paths hold, measured after calls.
     usage: crate::usage::JailUsage,
+    /// How the protected paths are held, once the server holds them ([`Self::hold_protected`]).
+    protected: std::sync::OnceLock<crate::protected::Plan>,
     /// Egress: the proxy that serves each call's connections, once the transport has
     /// started it ([`TerminalService::set_egress`]).
     egress: std::sync::OnceLock<std::sync::Arc<dyn EgressProvider>>,
@@ -238,6 +241,7 @@ impl TerminalService {
             home,
             sessions: SessionTable::default(),
             usage,
+            protected: std::sync::OnceLock::new(),
             egress: std::sync::OnceLock::new(),
         })
     }
@@ -247,7 +251,53 @@ impl TerminalService {
     pub fn confinement_spec(&self) -> ConfinementSpec {
         let mut spec = confinement_spec(&self.policy);
         spec.home = Some(self.home.path().to_path_buf());
+        if let Some(plan) = self.protected.get() {
+            spec.read_only_files.extend(plan.read_only.iter().cloned());
+            spec.pinned_dirs.extend(plan.pinned.iter().cloned());
+        }
         spec
+    }
+
+    /// Holds the protected paths (a starting server, before its confinement is built): makes
+    /// the missing directories and placeholders the plan needs, once. `explain` and the
+    /// reports never call it, so they change nothing on disk.
+    pub fn hold_protected(&self) -> Result<(), String> {
+        if self.protected.get().is_some() {
+            return Ok(());
+        }
+        let plan = crate::protected::plan(&self.policy.jail_root, &self.policy.protected, true)?;
+        let _ = self.protected.set(plan);
+        Ok(())
+    }
+
+    /// Moves aside what a command made at a watched protected path, records each move, and
+    /// returns a line for each (for the result).
+    fn sweep_protected(&self, call: &CallId) -> Vec<String> {
+        let moved = self
+            .protected
+            .get()
+            .map(|plan| crate::protected::sweep(&plan.watched))
+            .unwrap_or_default();
+        moved
+            .into_iter()
+            .map(|(path, to)| {
+                let record = crate::audit::ProtectedRecord {
+                    call: call.to_string(),
+                    event: "moved-aside",
+                    path: path.display().to_string(),
+                    to: to.display().to_string(),
+                    rule: "protected-path",
+                };
+                if let Err(e) = self.record_event("protected", &record, false) {
+                    eprintln!("safe-mcp: warning: a protected-path record was not written: {e}");
+                }
+                format!(
+                    "{} is a protected path (it would configure programs outside the sandbox): moved aside to {}",
+                    path.display(),
+                    to.display()
+                )
+            })
+            .collect()
     }
 
     /// Installs the proxy (once). Under egress a call without one has no way out and is
@@ -401,6 +451,11 @@ impl TerminalService {
             "profiles": p.profiles,
             "project_policy": p.project,
             "write_paths": p.write_paths,
+            "protected_paths": {
+                "paths": p.protected.entries.iter().map(|e| e.path.as_str()).collect::<Vec<_>>(),
+                "removed_by_the_operator": p.protected.removed,
+                "how": "no command, file tool or move may write, create or replace these: they configure programs that run outside the sandbox (the operator's git, editor, agent client); in the private view they are bound read-only",
+            },
             "caches": if p.sandbox.shared_cache {
                 "shared_cache = true: the profile caches are shared with every project whose policy names the same cache_dir (the operator's choice); their tool configuration files stay read-only"
             } else {
@@ -440,8 +495,12 @@ impl TerminalService {
                 self.gate.record(attempt, &result);
                 result
             }
-            Ok((result, facts)) => {
+            Ok((mut result, facts)) => {
                 self.usage.call_ended();
+                let moved = self.sweep_protected(&call);
+                if !moved.is_empty() {
+                    result.detail.insert("protected_moved".into(), json!(moved));
+                }
                 let result = result.with_duration(started.elapsed());
                 let mut outcome = Outcome::of(&call, &result);
                 outcome.caller = caller;
@@ -636,6 +695,8 @@ impl TerminalService {
             let result = crate::audit::NotAdmitted::shipping(why).result(tool);
             return Err(Early::Refused(result, Box::new(prepared.attempt)));
         }
+        // What a process session made since the last call goes before this one runs.
+        self.sweep_protected(call);
         if let Some(why) = self.usage.refusal() {
             let result = OperationResult::new(tool, ResultCode::PolicyDenied, why);
             return Err(Early::Refused(result, Box::new(prepared.attempt)));

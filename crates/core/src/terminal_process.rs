@@ -201,8 +201,10 @@ impl TerminalService {
 
     /// `read_process_output`: what is new (the server has waited for news, or not).
     pub fn read_process(&self, session: &Session, caller: &Caller) -> OperationResult {
-        // A running session writes between calls: each read is a moment to measure again.
+        // A running session writes between calls: each read is a moment to measure again,
+        // and to move aside what it made at a watched protected path.
         self.usage.call_ended();
+        self.sweep_protected(&session.call);
         session.touch();
         let out = self.read_and_collect(session);
         let mut result = read_result(READ, &out);

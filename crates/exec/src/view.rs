@@ -365,6 +365,9 @@ fn build(spec: &ConfinementSpec, dir: &Path, tmp_root: &Path) -> Result<Built, S
     for file in &spec.read_only_files {
         binds.push((file.clone(), file.clone(), ro | jail_flags));
     }
+    for dir in &spec.pinned_dirs {
+        binds.push((dir.clone(), dir.clone(), jail_flags));
+    }
     for p in &spec.read_paths {
         let synthetic_file = synthetic
             .iter()

@@ -267,6 +267,17 @@ fn name_holds(condition: SkipCondition, name: &str) -> bool {
     }
 }
 
+/// A workspace path at or beneath one of the default protected paths (`.git/config`,
+/// `.mcp.json`, `.vscode/`, …), with the same reason the terminal gives.
+fn protected_path(rel: &str) -> Option<Skip> {
+    safe_mcp_core::protected::default_covering(rel).map(|entry| Skip {
+        layer: "protection",
+        code: ResultCode::PolicyDenied,
+        rule: "protected-path".into(),
+        reason: safe_mcp_core::protected::reason(entry),
+    })
+}
+
 fn ext(name: &str) -> Option<String> {
     let dot = name.rfind('.')?;
     (dot > 0).then(|| name[dot..].to_ascii_lowercase())
@@ -358,6 +369,12 @@ impl Rules {
         }
     }
 
+    /// [`Rules::path_protection`] for a path something moves away from: also refused where
+    /// it is (or lies beneath) a protected path, as commands and the file tools refuse it.
+    pub fn source_protection(&self, rel: &str) -> Option<Skip> {
+        self.path_protection(rel).or_else(|| protected_path(rel))
+    }
+
     /// The PROTECTION rules that a name alone decides (unsafe names, sensitive names, …),
     /// applied to every component of a workspace path: `.ssh/authorized_keys` and
     /// `repo/.git/HEAD` are protected as source and as destination, not just by their last
@@ -382,7 +399,9 @@ impl Rules {
     /// a file tools read as their configuration on their own, since making one configures
     /// the next program that runs. Moving such a file away stays possible.
     pub fn destination_protection(&self, rel: &str) -> Option<Skip> {
-        self.path_protection(rel).or_else(|| {
+        self.path_protection(rel)
+            .or_else(|| protected_path(rel))
+            .or_else(|| {
             rel.split('/')
                 .find(|component| name_holds(SkipCondition::ToolConfig, component))
                 .map(|component| Skip {

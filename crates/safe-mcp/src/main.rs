@@ -235,6 +235,9 @@ fn serve_terminal(config: Option<&Path>, http: Option<&str>) -> ExitCode {
     if service.policy().network.mode == safe_mcp_core::egress::NetworkMode::Allowlist {
         service.set_egress(Arc::new(proxy::Proxy::new(&service)));
     }
+    if let Err(e) = service.hold_protected() {
+        return fatal(format!("[terminal] protected_paths: {e}"));
+    }
     let terminal = service.policy();
     let executor = match LocalExecutor::new(&service.confinement_spec()) {
         Ok(x) => x,

@@ -28,5 +28,6 @@ pub use chain::{Chain, GENESIS, MAX_FIELD_CHARS, clean_text, is_hidden, rfc3339_
 pub use gate::{Gate, NotAdmitted, Server};
 pub use record::{
     ApprovalAsked, Attempt, CallId, Caller, HttpRefusal, NetworkRecord, Outcome, OutputCounts,
+    ProtectedRecord,
 };
 pub use writer::{AuditError, AuditLog, AuditOptions};

@@ -192,6 +192,22 @@ pub struct ApprovalAsked {
     pub caller: Caller,
 }
 
+/// A `protected` audit record: a command made a watched protected path (one with no
+/// harmless placeholder, such as `.git/commondir`), and the server moved it aside.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProtectedRecord {
+    /// The call after (or before) which it was found.
+    pub call: String,
+    /// `moved-aside`.
+    pub event: &'static str,
+    /// The protected path.
+    pub path: String,
+    /// Where it now is (an inert name beside it).
+    pub to: String,
+    /// The rule.
+    pub rule: &'static str,
+}
+
 /// A `network` audit record: one per decision of the proxy (and, for an allowed
 /// connection, one more when it closes, with its byte counts).
 #[derive(Debug, Clone, Serialize)]

@@ -152,6 +152,8 @@ impl Builder<'_> {
                 profiles: None,
                 cache_dir: None,
                 shared_cache: None,
+                protected_paths: None,
+                unprotected_paths: None,
                 sessions: None,
                 network: None,
                 approvals: None,
@@ -407,12 +409,27 @@ impl Builder<'_> {
                 rules.push(rule.clone());
             }
         }
+        let mut protected = crate::protected::ProtectedPaths::build(
+            raw.protected_paths.as_deref().unwrap_or_default(),
+            crate::protected::Source::Operator,
+            raw.unprotected_paths.as_deref().unwrap_or_default(),
+        )
+        .map_err(|message| ConfigError::Invalid {
+            key: "terminal.protected_paths".into(),
+            message,
+        })?;
         // Last, the repository's own file, which may only narrow all of the above.
         let project = match project::read(&jail_root, &limits)? {
             Some(narrowing) => {
                 limits = narrowing.limits;
                 deny_names.extend(narrowing.removed);
                 rules.extend(narrowing.rules);
+                protected
+                    .add(&narrowing.protected, crate::protected::Source::Project)
+                    .map_err(|message| ConfigError::Invalid {
+                        key: format!("{}: terminal.protected_paths", project::FILE_NAME),
+                        message,
+                    })?;
                 Some(narrowing.report)
             }
             None => None,
@@ -528,6 +545,7 @@ impl Builder<'_> {
         Ok(TerminalPolicy {
             jail_root,
             write_paths,
+            protected,
             profiles: expansion.reports,
             project,
             sessions: {

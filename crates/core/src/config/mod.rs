@@ -219,6 +219,8 @@ pub struct TerminalPolicy {
     /// `[terminal] write_paths`: writable directories outside the jail, canonical (the
     /// profiles' caches among them).
     pub write_paths: Vec<PathBuf>,
+    /// `protected_paths`: what in the jail configures programs outside it.
+    pub protected: crate::protected::ProtectedPaths,
     /// What each of `[terminal] profiles` added.
     pub profiles: Vec<ProfileReport>,
     /// What the jail's project file (`.safe-mcp.toml`) narrowed, when there is one.

@@ -32,6 +32,8 @@ pub struct ProjectReport {
     pub rules: Vec<String>,
     /// Limits it lowered, as `name = value`.
     pub limits: Vec<String>,
+    /// Protected paths it added.
+    pub protected_paths: Vec<String>,
 }
 
 /// The narrowing a project file asks for.
@@ -41,13 +43,14 @@ pub(super) struct Narrowing {
     pub(super) removed: Vec<String>,
     pub(super) rules: Vec<ArgRule>,
     pub(super) limits: Limits,
+    pub(super) protected: Vec<String>,
 }
 
 fn widening(key: &str, why: &str) -> ConfigError {
     ConfigError::Invalid {
         key: format!("{FILE_NAME}: {key}"),
         message: format!(
-            "{why}; a project file may only narrow the operator's policy (remove_commands, [terminal.denylist], [[terminal.rules]] with deny_args, lower [terminal.limits])"
+            "{why}; a project file may only narrow the operator's policy (remove_commands, [terminal.denylist], [[terminal.rules]] with deny_args, lower [terminal.limits], more protected_paths)"
         ),
     }
 }
@@ -88,6 +91,16 @@ pub(super) fn read(jail: &Path, limits: &Limits) -> Result<Option<Narrowing>, Co
             let at = format!("terminal.{key}");
             match key.as_str() {
                 "remove_commands" => out.removed.extend(strings(&at, value)?),
+                // More protected paths only: a project file never removes one.
+                "protected_paths" => {
+                    let added = strings(&at, value)?;
+                    for p in &added {
+                        crate::protected::check_entry(p.trim_end_matches('/'))
+                            .map_err(|why| widening(&at, &why))?;
+                    }
+                    out.report.protected_paths.extend(added.iter().cloned());
+                    out.protected.extend(added);
+                }
                 "denylist" => {
                     let t = value
                         .as_table()

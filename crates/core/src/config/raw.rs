@@ -106,6 +106,8 @@ pub(super) struct RawTerminal {
     pub(super) profiles: Option<Vec<String>>,
     pub(super) cache_dir: Option<PathBuf>,
     pub(super) shared_cache: Option<bool>,
+    pub(super) protected_paths: Option<Vec<String>>,
+    pub(super) unprotected_paths: Option<Vec<String>>,
     pub(super) sessions: Option<super::SessionSettings>,
     pub(super) network: Option<RawNetwork>,
     pub(super) approvals: Option<RawApprovals>,

@@ -372,7 +372,7 @@ impl FilesService {
         };
         if let Some(skip) = self
             .rules
-            .path_protection(&src_rel)
+            .source_protection(&src_rel)
             .or_else(|| self.rules.destination_protection(&dst_rel))
         {
             return self.finish(

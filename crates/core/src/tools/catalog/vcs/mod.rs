@@ -307,7 +307,7 @@ const SUBCOMMANDS: Subcommands = Subcommands {
         Sub {
             names: &["config"],
             refuse: Some(Refusal {
-                why: "writes configuration that later runs programs (core.fsmonitor, filters, aliases); only --get and --list are read-only",
+                why: "writes configuration that later runs programs (core.fsmonitor, filters, aliases), and .git/config is a protected path; only --get and --list are read-only; git's identity (user.name, user.email) is the operator's to set in [terminal.env] (GIT_AUTHOR_NAME, GIT_AUTHOR_EMAIL, GIT_COMMITTER_NAME, GIT_COMMITTER_EMAIL)",
                 unless: &["--get", "--get-all", "--get-regexp", "--list", "-l"],
             }),
             ..PLAIN

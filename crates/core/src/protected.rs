@@ -1,0 +1,449 @@
+//! `[terminal] protected_paths`: files in the jail that configure programs *outside* it.
+//!
+//! The jail is writable, and some files in it tell other programs what to run later,
+//! unconfined, as the operator: git's `.git/config` (`core.fsmonitor`, `core.hooksPath`,
+//! aliases, filters) and `.git/hooks/*` on the operator's own `git status` or `git commit`;
+//! the agent clients' project configuration (`.mcp.json`, `.claude/`, `.vscode/tasks.json`,
+//! `.gemini/settings.json`, …) when the operator opens the project. These paths are
+//! protected: the default list below, plus the operator's `protected_paths` (and the project
+//! file's, which may only add), minus the operator's `unprotected_paths` (a named choice).
+//!
+//! Owns the list, the glob match (`*` within one component), and the plan that holds each
+//! entry in the private view ([`plan`]): an existing one is bound read-only over itself; a
+//! missing directory is made empty first (git shows no empty directory), and in a repository
+//! a missing file with a harmless body (`.mcp.json`: no servers) is written first, and
+//! excluded from git, so that it too can be bound; a file with no harmless body
+//! (`.git/commondir`, which git reads as a path, or `.mcp.json` outside a repository) is
+//! watched instead: if a command makes it, it is moved aside before the next call and after
+//! each call ([`sweep`]). The directories between
+//! the jail and each bound path (`.git`) are bound onto themselves, read-write, so that a
+//! command cannot rename them away and plant a fresh copy. `.git` entries apply only to a
+//! repository that exists at start: one the model makes itself is its own (THREAT_MODEL).
+//! Argument checks ([`crate::policy`]) and the file tools refuse writes through them too,
+//! which is what holds in the host view. It never follows a symlink out of the jail.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+/// What a protected entry is, when it does not exist yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    /// A directory: made empty when missing, then bound read-only.
+    Dir,
+    /// A file with a body that configures nothing: written when missing, then bound.
+    Placeholder(&'static str),
+    /// A file with no harmless body: watched when missing, moved aside if a command makes it.
+    Watched,
+}
+
+/// Who named an entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Source {
+    /// The built-in list.
+    Default,
+    /// The operator's `protected_paths`.
+    Operator,
+    /// The project's `.safe-mcp.toml`.
+    Project,
+}
+
+/// One protected path, relative to the jail (`*` matches within one component).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Entry {
+    /// The path, as written.
+    pub path: String,
+    /// What it is when missing.
+    pub kind: Kind,
+    /// Who named it.
+    pub source: Source,
+}
+
+/// The built-in list: git's own configuration and hooks, and the agent clients' project
+/// configuration.
+pub const DEFAULT: &[(&str, Kind)] = &[
+    (".git/config", Kind::Watched),
+    (".git/config.worktree", Kind::Watched),
+    (".git/commondir", Kind::Watched),
+    (".git/hooks", Kind::Dir),
+    (".git/info", Kind::Dir),
+    (".mcp.json", Kind::Placeholder("{\"mcpServers\": {}}\n")),
+    (".claude", Kind::Dir),
+    (".cursor", Kind::Dir),
+    (".vscode", Kind::Dir),
+    (".gemini", Kind::Dir),
+    (".codex", Kind::Dir),
+    (".idea", Kind::Dir),
+];
+
+/// The protected paths of one terminal policy.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ProtectedPaths {
+    /// In force.
+    pub entries: Vec<Entry>,
+    /// Default entries the operator removed (`unprotected_paths`): a named choice.
+    pub removed: Vec<String>,
+}
+
+/// Why a protected-paths key is not valid.
+pub fn check_entry(path: &str) -> Result<(), String> {
+    let p = Path::new(path);
+    if path.is_empty() || p.is_absolute() {
+        return Err(format!("{path:?}: give a path relative to the jail"));
+    }
+    if p.components()
+        .any(|c| !matches!(c, std::path::Component::Normal(_)))
+    {
+        return Err(format!("{path:?}: no `.`, `..` or empty components"));
+    }
+    if path.contains(['?', '[', '{']) || path.contains("**") {
+        return Err(format!(
+            "{path:?}: only `*` within one component is a pattern"
+        ));
+    }
+    Ok(())
+}
+
+impl ProtectedPaths {
+    /// The defaults, plus `added` by `source`, minus `removed` (each must be a default).
+    pub fn build(
+        added: &[String],
+        source: Source,
+        removed: &[String],
+    ) -> Result<ProtectedPaths, String> {
+        for r in removed {
+            if !DEFAULT.iter().any(|(d, _)| d == r) {
+                return Err(format!(
+                    "{r:?} is not a default protected path; the defaults are {}",
+                    DEFAULT
+                        .iter()
+                        .map(|(d, _)| *d)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+        }
+        let mut out = ProtectedPaths {
+            entries: DEFAULT
+                .iter()
+                .filter(|(d, _)| !removed.iter().any(|r| r == d))
+                .map(|(d, kind)| Entry {
+                    path: (*d).to_owned(),
+                    kind: *kind,
+                    source: Source::Default,
+                })
+                .collect(),
+            removed: removed.to_vec(),
+        };
+        out.add(added, source)?;
+        Ok(out)
+    }
+
+    /// Adds `paths` (a trailing `/` names a directory).
+    pub fn add(&mut self, paths: &[String], source: Source) -> Result<(), String> {
+        for p in paths {
+            let (path, kind) = match p.strip_suffix('/') {
+                Some(dir) => (dir, Kind::Dir),
+                None => (p.as_str(), Kind::Watched),
+            };
+            check_entry(path)?;
+            if !self.entries.iter().any(|e| e.path == path) {
+                self.entries.push(Entry {
+                    path: path.to_owned(),
+                    kind,
+                    source,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The entry that `path` (absolute, inside `jail`, as the kernel would resolve it) is or
+    /// lies beneath.
+    pub fn covering(&self, jail: &Path, path: &Path) -> Option<&Entry> {
+        let rel = path.strip_prefix(jail).ok()?;
+        let parts: Vec<String> = rel
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        self.entries.iter().find(|e| {
+            let pattern: Vec<&str> = e.path.split('/').collect();
+            pattern.len() <= parts.len()
+                && pattern.iter().zip(&parts).all(|(p, n)| glob_match(p, n))
+        })
+    }
+}
+
+/// Why a path is refused for being protected, in every tool that refuses one (commands by
+/// argument, the file tools, the files server): the entry, why, what to do instead.
+pub fn reason(entry: &str) -> String {
+    format!(
+        "`{entry}` is a protected path ([terminal] protected_paths): it configures programs that run outside the sandbox (the operator's git, editor or agent client), so nothing here may write, create or move it; read it, or ask the operator to change it"
+    )
+}
+
+/// Whether `rel` (relative to a root, `/`-separated) is or lies beneath one of the default
+/// protected paths: for the files server, which has no terminal policy of its own.
+pub fn default_covering(rel: &str) -> Option<&'static str> {
+    let parts: Vec<&str> = rel.split('/').filter(|p| !p.is_empty()).collect();
+    DEFAULT.iter().map(|(d, _)| *d).find(|d| {
+        let pattern: Vec<&str> = d.split('/').collect();
+        pattern.len() <= parts.len() && pattern.iter().zip(&parts).all(|(p, n)| glob_match(p, n))
+    })
+}
+
+/// `*` matches any run of characters (within one component); everything else itself.
+fn glob_match(pattern: &str, name: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == name,
+        Some((head, tail)) => {
+            name.len() >= head.len()
+                && name.starts_with(head)
+                && (0..=name.len() - head.len()).any(|i| {
+                    name.is_char_boundary(head.len() + i)
+                        && glob_match(tail, &name[head.len() + i..])
+                })
+        }
+    }
+}
+
+/// How the protected paths are held in the private view.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// Bound read-only over themselves.
+    pub read_only: Vec<PathBuf>,
+    /// Directories between the jail and a bound path, bound read-write onto themselves so
+    /// that they cannot be renamed away.
+    pub pinned: Vec<PathBuf>,
+    /// Missing files a command must not make: moved aside when one appears.
+    pub watched: Vec<PathBuf>,
+    /// What [`plan`] made to hold a missing entry (for the reports).
+    pub made: Vec<PathBuf>,
+}
+
+/// The existing paths `entry` names beneath `jail` (its `*` expanded), never through a
+/// symlink; or the one path it names when it has no pattern and does not exist.
+fn expand(jail: &Path, entry: &Entry) -> Vec<(PathBuf, bool)> {
+    let mut found = vec![jail.to_path_buf()];
+    let parts: Vec<&str> = entry.path.split('/').collect();
+    for (i, part) in parts.iter().enumerate() {
+        let last = i + 1 == parts.len();
+        let mut next = Vec::new();
+        for dir in &found {
+            if part.contains('*') {
+                let Ok(list) = std::fs::read_dir(dir) else {
+                    continue;
+                };
+                for e in list.flatten() {
+                    if glob_match(part, &e.file_name().to_string_lossy()) {
+                        next.push(e.path());
+                    }
+                }
+            } else {
+                next.push(dir.join(part));
+            }
+        }
+        // Every component but the last must be a real directory (no symlink out).
+        found = next
+            .into_iter()
+            .filter(|p| last || std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_dir()))
+            .collect();
+    }
+    found
+        .into_iter()
+        .map(|p| {
+            let exists = std::fs::symlink_metadata(&p).is_ok();
+            (p, exists)
+        })
+        .filter(|(_, exists)| *exists || !entry.path.contains('*'))
+        .collect()
+}
+
+/// Plans how to hold `paths` in `jail`; with `make`, also makes the missing directories and
+/// placeholder files (only a starting server does: a plan for a report changes nothing).
+pub fn plan(jail: &Path, paths: &ProtectedPaths, make: bool) -> Result<Plan, String> {
+    let mut out = Plan::default();
+    let repository = std::fs::symlink_metadata(jail.join(".git")).is_ok_and(|m| m.is_dir());
+    for entry in &paths.entries {
+        if entry.path.split('/').next() == Some(".git") && !repository {
+            continue; // no repository at start: one the model makes is its own
+        }
+        for (path, exists) in expand(jail, entry) {
+            let Some(parent) = path.parent() else {
+                continue;
+            };
+            if !std::fs::symlink_metadata(parent).is_ok_and(|m| m.is_dir()) {
+                continue; // its parent does not exist (and cannot be made without making it)
+            }
+            if exists {
+                let meta = std::fs::symlink_metadata(&path)
+                    .map_err(|e| format!("{}: {e}", path.display()))?;
+                if meta.file_type().is_symlink() {
+                    return Err(format!(
+                        "the protected path {} is a symlink; replace it with what it points at, or remove it, and start again",
+                        path.display()
+                    ));
+                }
+                out.read_only.push(path);
+                continue;
+            }
+            match entry.kind {
+                // A placeholder is hidden from git by the repository's exclude file; in a
+                // jail that is no repository it would show as a new file (and be committed
+                // once the model runs `git init`), so there it is watched instead.
+                Kind::Watched => out.watched.push(path),
+                Kind::Placeholder(_) if !repository => out.watched.push(path),
+                Kind::Dir | Kind::Placeholder(_) if !make => out.made.push(path),
+                Kind::Dir => {
+                    std::fs::create_dir(&path)
+                        .map_err(|e| format!("cannot make {}: {e}", path.display()))?;
+                    out.made.push(path.clone());
+                    out.read_only.push(path);
+                }
+                Kind::Placeholder(body) => {
+                    std::fs::write(&path, body)
+                        .map_err(|e| format!("cannot make {}: {e}", path.display()))?;
+                    if repository && parent == jail {
+                        exclude_from_git(jail, &path)?;
+                    }
+                    out.made.push(path.clone());
+                    out.read_only.push(path);
+                }
+            }
+        }
+    }
+    for path in &out.read_only {
+        let mut dir = path.parent();
+        while let Some(d) = dir {
+            if d == jail || !d.starts_with(jail) {
+                break;
+            }
+            if !out.pinned.iter().any(|p| p == d) && !out.read_only.iter().any(|p| p == d) {
+                out.pinned.push(d.to_path_buf());
+            }
+            dir = d.parent();
+        }
+    }
+    Ok(out)
+}
+
+/// Adds the placeholder `path` to the repository's `.git/info/exclude`, so that it never
+/// shows as untracked (nor is committed by a `git add -A`).
+fn exclude_from_git(jail: &Path, path: &Path) -> Result<(), String> {
+    use std::io::Write;
+    let Some(name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+        return Ok(());
+    };
+    let info = jail.join(".git/info");
+    if !std::fs::symlink_metadata(&info).is_ok_and(|m| m.is_dir()) {
+        std::fs::create_dir(&info).map_err(|e| format!("cannot make {}: {e}", info.display()))?;
+    }
+    let exclude = info.join("exclude");
+    let line = format!("/{name}");
+    let known = crate::untrusted::read_small_file(&exclude, 1 << 20)
+        .ok()
+        .flatten()
+        .is_some_and(|text| text.lines().any(|l| l.trim() == line));
+    if known {
+        return Ok(());
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(&exclude)
+        .map_err(|e| format!("{}: {e}", exclude.display()))?;
+    writeln!(
+        file,
+        "# safe-mcp: a read-only placeholder (protected_paths)\n{line}"
+    )
+    .map_err(|e| format!("{}: {e}", exclude.display()))
+}
+
+/// Moves aside each of `watched` that a command made: to `<name>.refused-<n>` beside it,
+/// never followed (a rename moves a symlink itself). Returns what was moved where.
+pub fn sweep(watched: &[PathBuf]) -> Vec<(PathBuf, PathBuf)> {
+    let mut moved = Vec::new();
+    for path in watched {
+        if std::fs::symlink_metadata(path).is_err() {
+            continue;
+        }
+        let Some(name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+            continue;
+        };
+        for n in 1..1000 {
+            let aside = path.with_file_name(format!("{name}.refused-{n}"));
+            if std::fs::symlink_metadata(&aside).is_ok() {
+                continue;
+            }
+            if std::fs::rename(path, &aside).is_ok() {
+                moved.push((path.clone(), aside));
+            }
+            break;
+        }
+    }
+    moved
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns_match_one_component_and_what_lies_beneath() {
+        let p = ProtectedPaths::build(
+            &["build/*.sh".into(), "tools/".into()],
+            Source::Operator,
+            &[".idea".into()],
+        )
+        .unwrap();
+        let jail = Path::new("/j");
+        let hit = |rel: &str| p.covering(jail, &jail.join(rel)).map(|e| e.path.clone());
+        assert_eq!(hit(".git/hooks/pre-commit").as_deref(), Some(".git/hooks"));
+        assert_eq!(hit(".vscode/tasks.json").as_deref(), Some(".vscode"));
+        assert_eq!(hit("build/run.sh").as_deref(), Some("build/*.sh"));
+        assert_eq!(hit("tools/x").as_deref(), Some("tools"));
+        assert_eq!(hit(".idea/workspace.xml"), None, "removed by the operator");
+        assert_eq!(hit(".git/objects/ab"), None);
+        assert_eq!(hit("src/.vscode"), None, "relative to the jail root only");
+        assert!(ProtectedPaths::build(&[], Source::Operator, &["src".into()]).is_err());
+        assert!(ProtectedPaths::build(&["../x".into()], Source::Operator, &[]).is_err());
+    }
+
+    #[test]
+    fn the_plan_binds_what_exists_makes_what_is_missing_and_watches_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let jail = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir_all(jail.join(".git/hooks")).unwrap();
+        std::fs::write(jail.join(".git/config"), "[core]\n").unwrap();
+        let paths = ProtectedPaths::build(&[], Source::Operator, &[]).unwrap();
+        let dry = plan(&jail, &paths, false).unwrap();
+        assert!(
+            !jail.join(".vscode").exists(),
+            "a plan without make changes nothing"
+        );
+        assert!(dry.made.contains(&jail.join(".vscode")));
+        let p = plan(&jail, &paths, true).unwrap();
+        for bound in [
+            ".git/config",
+            ".git/hooks",
+            ".git/info",
+            ".vscode",
+            ".mcp.json",
+        ] {
+            assert!(p.read_only.contains(&jail.join(bound)), "{bound}: {p:?}");
+        }
+        assert_eq!(p.pinned, vec![jail.join(".git")]);
+        assert!(p.watched.contains(&jail.join(".git/commondir")));
+        std::fs::write(jail.join(".git/commondir"), "../x").unwrap();
+        let moved = sweep(&p.watched);
+        assert_eq!(
+            moved,
+            vec![(
+                jail.join(".git/commondir"),
+                jail.join(".git/commondir.refused-1")
+            )]
+        );
+    }
+}
