@@ -11,6 +11,7 @@ mod inspector;
 mod long_work;
 mod oauth;
 mod privilege;
+mod protected;
 mod python_sdk;
 mod round2_rules;
 mod round3;
