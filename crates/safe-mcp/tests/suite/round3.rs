@@ -421,9 +421,14 @@ if pid == 0:
     os._exit(0)
 os.waitpid(pid, 0)
 "#;
-    for namespaces in ["auto", "off"] {
+    let root = rustix::process::geteuid().is_root();
+    let uids: &[Option<u32>] = if root { &[None, Some(65534)] } else { &[None] };
+    for (&uid, namespaces) in uids.iter().flat_map(|u| [(u, "auto"), (u, "off")]) {
         let sb = python_sandbox(namespaces, "");
-        let s = sb.session().await;
+        if let Some(uid) = uid {
+            sb.give_to(uid);
+        }
+        let s = session_with(&sb, "/usr/bin:/bin", uid).await;
         let out = python(&s, script).await;
         assert!(
             out.contains("plain memfd: Operation not permitted"),
@@ -435,11 +440,14 @@ os.waitpid(pid, 0)
             "{namespaces}: {out}"
         );
         let sb = python_sandbox(namespaces, "exec_in_jail = true");
-        let s = sb.session().await;
+        if let Some(uid) = uid {
+            sb.give_to(uid);
+        }
+        let s = session_with(&sb, "/usr/bin:/bin", uid).await;
         let out = python(&s, script).await;
         assert!(
             out.contains("ran-from-memfd"),
-            "{namespaces}, exec_in_jail: {out}"
+            "{namespaces} uid {uid:?}, exec_in_jail: {out}"
         );
     }
 }

@@ -361,6 +361,38 @@ async fn the_python_profile_runs_unittest() {
     );
 }
 
+/// `npm test` under the node profile: the package's own test script runs (lifecycle scripts
+/// stay off), with the cache beneath the server's, per jail.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_node_profile_runs_npm_test() {
+    if !toolchain_present("npm") {
+        return;
+    }
+    let sb = with_profiles(&["node"]);
+    std::fs::write(
+        sb.jail.join("package.json"),
+        r#"{"name": "t", "version": "1.0.0", "scripts": {"test": "node test.js", "pretest": "node -e \"require('fs').writeFileSync('pre-ran', '')\""}}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        sb.jail.join("test.js"),
+        "const assert = require('assert');\nassert.strictEqual(1 + 1, 2);\nconsole.log('node test ok');\n",
+    )
+    .unwrap();
+    let s = session_with_toolchains(&sb).await;
+    let r = s.run("npm test").await;
+    assert_eq!(r["code"], "OK", "{r}");
+    assert_eq!(r["detail"]["exit_code"], 0, "{r}");
+    assert!(
+        r["detail"]["stdout"]
+            .as_str()
+            .unwrap()
+            .contains("node test ok"),
+        "{r}"
+    );
+    assert!(!sb.jail.join("pre-ran").exists(), "a lifecycle script ran");
+}
+
 /// The git profile alone: init, add, commit, status, diff, log, with identity from
 /// [terminal.env] and no pager; a force push is refused by its rule.
 #[tokio::test(flavor = "multi_thread")]
