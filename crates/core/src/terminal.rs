@@ -258,14 +258,17 @@ impl TerminalService {
         spec
     }
 
-    /// Holds the protected paths (a starting server, before its confinement is built): makes
-    /// the missing directories and placeholders the plan needs, once. `explain` and the
-    /// reports never call it, so they change nothing on disk.
+    /// What a starting server makes on disk before its confinement is built, once: the
+    /// profiles' caches with their placeholders, and the missing directories and placeholders
+    /// the protected paths' plan needs. `explain`, `policy check` and the reports never call
+    /// it, so they change nothing on disk.
     pub fn hold_protected(&self) -> Result<(), String> {
         if self.protected.get().is_some() {
             return Ok(());
         }
-        let plan = crate::protected::plan(&self.policy.jail_root, &self.policy.protected, true)?;
+        crate::config::make_caches(&self.policy.caches)?;
+        let plan = crate::protected::plan(&self.policy.jail_root, &self.policy.protected, true)
+            .map_err(|e| format!("[terminal] protected_paths: {e}"))?;
         let _ = self.protected.set(plan);
         Ok(())
     }

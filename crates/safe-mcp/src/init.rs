@@ -12,7 +12,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use safe_mcp_core::config::{ProcessEnv, Section, profile_names};
+use safe_mcp_core::config::{Section, profile_names};
 
 use crate::exit::{fatal, say};
 
@@ -33,12 +33,10 @@ pub(crate) fn run(profiles: &[String], jail: Option<&Path>, output: Option<&Path
             );
             // The profiles find the toolchains through the server's PATH and HOME, which some
             // clients do not pass on: the snippet names this user's.
-            let mut env = serde_json::Map::new();
-            for name in ["PATH", "HOME"] {
-                if let Ok(value) = std::env::var(name) {
-                    env.insert(name.into(), value.into());
-                }
-            }
+            let env: serde_json::Map<String, serde_json::Value> = client_env()
+                .into_iter()
+                .map(|(k, v)| (k, v.into()))
+                .collect();
             let snippet = serde_json::json!({
                 "mcpServers": {
                     "safe-terminal": {
@@ -56,6 +54,20 @@ pub(crate) fn run(profiles: &[String], jail: Option<&Path>, output: Option<&Path
         }
         Err(e) => fatal(e),
     }
+}
+
+/// The environment the printed client configuration starts the server with: this user's
+/// PATH and HOME (the profiles find the toolchains through them), and nothing else.
+fn client_env() -> Vec<(String, String)> {
+    ["PATH", "HOME"]
+        .into_iter()
+        .filter_map(|name| {
+            std::env::var(name)
+                .ok()
+                .filter(|v| !v.is_empty())
+                .map(|v| (name.to_owned(), v))
+        })
+        .collect()
 }
 
 fn write_policy(
@@ -99,7 +111,14 @@ fn write_policy(
         ));
     }
     let path = parent.join(output.file_name().ok_or("--output names no file")?);
-    let text = policy_text(&jail, profiles, &git_identity());
+    // The profiles' caches, named in the file: the client starts the server with another
+    // environment than this shell's (no XDG_CACHE_HOME, say), and the policy must load there.
+    let cache_dir = client_env()
+        .iter()
+        .find(|(k, _)| k == "HOME")
+        .map(|(_, home)| PathBuf::from(home).join(".cache/safe-mcp"))
+        .ok_or("HOME is not set: the profiles' caches need a home (or pass --output and edit cache_dir)")?;
+    let text = policy_text(&jail, profiles, &git_identity(), &cache_dir);
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -114,7 +133,15 @@ fn write_policy(
     file.write_all(text.as_bytes())
         .and_then(|()| file.sync_all())
         .map_err(|e| format!("{}: {e}", path.display()))?;
-    if let Err(e) = safe_mcp_core::load::load_policy(Some(&path), &ProcessEnv, Section::Terminal) {
+    // Loaded as the client will start the server: with the environment the snippet names,
+    // nothing else.
+    let env = client_env();
+    let lookup = |name: &str| {
+        env.iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| std::ffi::OsString::from(v))
+    };
+    if let Err(e) = safe_mcp_core::load::load_policy(Some(&path), &lookup, Section::Terminal) {
         let _ = std::fs::remove_file(&path);
         return Err(format!(
             "the policy it would write does not load ({e}); nothing was written"
@@ -171,7 +198,13 @@ fn toml_string(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
 }
 
-fn policy_text(jail: &Path, profiles: &[String], identity: &(String, String)) -> String {
+fn policy_text(
+    jail: &Path,
+    profiles: &[String],
+    identity: &(String, String),
+    cache_dir: &Path,
+) -> String {
+    let cache_dir = toml_string(&cache_dir.to_string_lossy());
     let list = profiles
         .iter()
         .map(|p| toml_string(p))
@@ -197,6 +230,10 @@ jail_root = {jail}
 # rules, the toolchain it finds on this machine (read-only) and a cache of its own;
 # `safe-mcp policy check` lists what each one added.
 profiles = [{list}]
+# Where the profiles keep their caches (CARGO_HOME, the pip and npm caches): one set per
+# jail beneath it. Named here because the client may start the server without your shell's
+# XDG_CACHE_HOME.
+cache_dir = {cache_dir}
 
 # Commands beyond the profiles, by bare name. Everything not listed is refused.
 [terminal.allowlist]

@@ -236,7 +236,7 @@ fn serve_terminal(config: Option<&Path>, http: Option<&str>) -> ExitCode {
         service.set_egress(Arc::new(proxy::Proxy::new(&service)));
     }
     if let Err(e) = service.hold_protected() {
-        return fatal(format!("[terminal] protected_paths: {e}"));
+        return fatal(e);
     }
     let terminal = service.policy();
     let executor = match LocalExecutor::new(&service.confinement_spec()) {

@@ -531,21 +531,33 @@ impl Builder<'_> {
                 });
             }
         }
-        let write_paths = union(
+        let home = self.env.var("HOME").map(PathBuf::from);
+        let own = super::writable::resolve(
+            super::writable::WRITE_PATHS,
             raw.write_paths
                 .unwrap_or_default()
                 .into_iter()
                 .map(|p| self.file_path(p))
                 .collect(),
-            expansion.write_paths.iter().cloned(),
-        );
-        let home = self.env.var("HOME").map(PathBuf::from);
-        let write_paths =
-            super::writable::resolve(write_paths, &jail_root, &path, home.as_deref())?;
+            &jail_root,
+            &path,
+            home.as_deref(),
+        )?;
+        // A refusal of a profile's cache names the key that moves it. Caches may not exist
+        // yet: a starting server makes them.
+        let caches = super::writable::resolve_missing(
+            "terminal.cache_dir",
+            expansion.write_paths.clone(),
+            &jail_root,
+            &path,
+            home.as_deref(),
+        )?;
+        let write_paths = union(own, caches);
         Ok(TerminalPolicy {
             jail_root,
             write_paths,
             protected,
+            caches: std::mem::take(&mut expansion.caches),
             profiles: expansion.reports,
             project,
             sessions: {

@@ -31,7 +31,7 @@ use serde::Deserialize;
 pub use error::ConfigError;
 pub use load::{Env, ProcessEnv};
 pub(crate) use load::{from_toml, read};
-pub use profiles::{ProfileReport, names as profile_names};
+pub use profiles::{CacheDir, ProfileReport, make_caches, names as profile_names};
 pub use project::{FILE_NAME as PROJECT_FILE, ProjectReport};
 
 /// Environment variable naming the policy file (the `--config` flag wins).
@@ -221,6 +221,8 @@ pub struct TerminalPolicy {
     pub write_paths: Vec<PathBuf>,
     /// `protected_paths`: what in the jail configures programs outside it.
     pub protected: crate::protected::ProtectedPaths,
+    /// The profiles' caches, which a starting server makes ([`make_caches`]).
+    pub caches: Vec<CacheDir>,
     /// What each of `[terminal] profiles` added.
     pub profiles: Vec<ProfileReport>,
     /// What the jail's project file (`.safe-mcp.toml`) narrowed, when there is one.

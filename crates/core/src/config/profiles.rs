@@ -111,6 +111,8 @@ pub(super) struct Expansion {
     pub(super) write_paths: Vec<PathBuf>,
     /// The placeholders of the caches' tool configuration, read-only for commands.
     pub(super) read_only_files: Vec<PathBuf>,
+    /// The caches, to be made by a starting server.
+    pub(super) caches: Vec<CacheDir>,
     pub(super) env_set: Vec<(String, String)>,
     /// Set only when commands have no network.
     pub(super) env_offline: Vec<(String, String)>,
@@ -212,16 +214,14 @@ pub(super) fn expand(
                 });
             };
             let dir = base.join(sub);
-            let cache_error = |e: std::io::Error| ConfigError::Invalid {
-                key: "terminal.cache_dir".into(),
-                message: format!(
-                    "the {name} profile's cache {}: {e}; set cache_dir to a directory the server may write",
-                    dir.display()
-                ),
-            };
-            make_private_dir(&dir).map_err(cache_error)?;
+            // Made by a starting server ([`make_caches`]), never by a load: `policy check`
+            // and `explain` change nothing on disk.
             out.read_only_files
-                .extend(placeholders(&dir, &data.cache_config).map_err(cache_error)?);
+                .extend(data.cache_config.iter().map(|n| dir.join(n)));
+            out.caches.push(CacheDir {
+                dir: dir.clone(),
+                config: data.cache_config.clone(),
+            });
             report.write_paths.push(dir.clone());
             out.env_set
                 .push((variable.clone(), dir.to_string_lossy().into_owned()));
@@ -251,6 +251,31 @@ pub(super) fn default_cache_dir(env: &dyn Env) -> Option<PathBuf> {
     absolute("XDG_CACHE_HOME")
         .or_else(|| absolute("HOME").map(|h| h.join(".cache")))
         .map(|base| base.join("safe-mcp"))
+}
+
+/// One profile cache: its directory and the names of its tool configuration files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheDir {
+    /// The directory (a write path).
+    pub dir: PathBuf,
+    /// The files in it that configure its tool: read-only placeholders.
+    pub config: Vec<String>,
+}
+
+/// Makes each cache (mode 0700, with its missing parents) and its placeholders: what a
+/// starting server does before its confinement is built.
+pub fn make_caches(caches: &[CacheDir]) -> Result<(), String> {
+    for cache in caches {
+        let failed = |e: std::io::Error| {
+            format!(
+                "the profile cache {}: {e}; set [terminal] cache_dir to a directory the server may write",
+                cache.dir.display()
+            )
+        };
+        make_private_dir(&cache.dir).map_err(failed)?;
+        placeholders(&cache.dir, &cache.config).map_err(failed)?;
+    }
+    Ok(())
 }
 
 /// Makes each of `names` in the cache `dir` an empty placeholder file, all of them one

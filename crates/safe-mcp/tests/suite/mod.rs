@@ -5,6 +5,7 @@ mod cli;
 mod confinement;
 mod egress;
 mod files;
+mod first_day;
 mod first_hour;
 mod http;
 mod inspector;

@@ -1,0 +1,187 @@
+//! The first hour, again (issue 28): `init` as a new user runs it, as root with the real HOME
+//! and as an unprivileged user, then the server started exactly as the printed client
+//! configuration says, over a real MCP session.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::support::{BIN, Session};
+
+/// Runs `safe-mcp init` with `args` (as `uid` through setpriv, when given) in `env` only, and
+/// returns the client configuration it printed.
+fn init(args: &[&str], env: &[(&str, &str)], uid: Option<u32>) -> Value {
+    let mut c = match uid {
+        Some(uid) => {
+            let mut c = std::process::Command::new("setpriv");
+            c.args([
+                format!("--reuid={uid}"),
+                format!("--regid={uid}"),
+                "--clear-groups".to_owned(),
+                "--".to_owned(),
+                BIN.to_owned(),
+            ]);
+            c
+        }
+        None => std::process::Command::new(BIN),
+    };
+    c.arg("init").args(args).env_clear();
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = c.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "init: {out:?}");
+    let json = &stdout[stdout.find('{').expect("a client configuration")..];
+    serde_json::from_str(json).unwrap()
+}
+
+/// A session with the server started as `config` (one `mcpServers` entry) says: its command,
+/// its args, its env and nothing else.
+async fn session_as_configured(config: &Value, uid: Option<u32>) -> Session {
+    let server = config["mcpServers"]
+        .as_object()
+        .unwrap()
+        .values()
+        .next()
+        .unwrap()
+        .clone();
+    let args: Vec<String> = server["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_owned())
+        .collect();
+    let env: Vec<(String, String)> = server["env"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_owned()))
+        .collect();
+    let command = server["command"].as_str().unwrap().to_owned();
+    let policy = PathBuf::from(&args[2]);
+    Session::start(&policy, move |c| {
+        let mut fresh = match uid {
+            Some(uid) => {
+                let mut f = tokio::process::Command::new("setpriv");
+                f.args([
+                    format!("--reuid={uid}"),
+                    format!("--regid={uid}"),
+                    "--clear-groups".to_owned(),
+                    "--".to_owned(),
+                    command,
+                ]);
+                f
+            }
+            None => tokio::process::Command::new(command),
+        };
+        fresh.args(&args).env_clear().envs(env);
+        *c = fresh;
+    })
+    .await
+}
+
+fn cargo_project(dir: &Path) {
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    std::fs::write(
+        dir.join("Cargo.toml"),
+        "[package]\nname = \"proj\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("src/lib.rs"),
+        "pub fn two() -> u32 { 2 }\n#[test]\nfn is_two() { assert_eq!(two(), 2); }\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join(".gitignore"), "target/\n").unwrap();
+}
+
+async fn all_succeed(s: &Session, commands: &[&str]) {
+    for command in commands {
+        let r = s.run(command).await;
+        assert_eq!(r["code"], "OK", "{command}: {r}");
+        assert_eq!(r["detail"]["exit_code"], 0, "{command}: {r}");
+    }
+}
+
+/// Item 1: root, with its real HOME (`/root`) and nothing else of a shell's environment:
+/// `init --profile rust --profile git` writes a policy that loads where the client starts
+/// the server (the caches beneath root's own home), and that server builds, tests and
+/// commits the project with no hand edit.
+#[tokio::test(flavor = "multi_thread")]
+async fn init_as_root_with_the_real_home_builds_tests_and_commits() {
+    let home = std::env::var("HOME").unwrap_or_default();
+    let path = std::env::var("PATH").unwrap_or_default();
+    if !rustix::process::geteuid().is_root() || home.is_empty() {
+        eprintln!("skipping: this test is for a root user with a HOME (CI runs as root)");
+        return;
+    }
+    let base = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(base.path()).unwrap();
+    let proj = base.join("proj");
+    cargo_project(&proj);
+    let policy = base.join("conf/proj.toml");
+    let config = init(
+        &[
+            "--profile", "rust", "--profile", "git", "--jail", proj.to_str().unwrap(),
+            "--output", policy.to_str().unwrap(),
+        ],
+        &[("PATH", &path), ("HOME", &home)],
+        None,
+    );
+    let text = std::fs::read_to_string(&policy).unwrap();
+    assert!(text.contains(&format!("cache_dir = \"{home}/.cache/safe-mcp\"")), "{text}");
+    let s = session_as_configured(&config, None).await;
+    all_succeed(
+        &s,
+        &[
+            "cargo build --offline",
+            "cargo test --offline",
+            "git init -q -b main",
+            "git add .gitignore Cargo.toml src/lib.rs",
+            "git commit -q -m start",
+        ],
+    )
+    .await;
+}
+
+/// Item 1, as an unprivileged user with a home of its own: `init --profile python --profile
+/// git`, then the configured server runs the project's tests and commits.
+#[tokio::test(flavor = "multi_thread")]
+async fn init_as_an_unprivileged_user_tests_and_commits() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipping: the unprivileged user is made by a root test (CI runs as root)");
+        return;
+    }
+    let base = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(base.path()).unwrap();
+    let (home, proj) = (base.join("home"), base.join("proj"));
+    for d in [&base, &home, &proj] {
+        std::fs::create_dir_all(d).unwrap();
+        std::os::unix::fs::chown(d, Some(65534), Some(65534)).unwrap();
+    }
+    let test = proj.join("test_two.py");
+    std::fs::write(
+        &test,
+        "import unittest\nclass T(unittest.TestCase):\n    def test_two(self):\n        self.assertEqual(1 + 1, 2)\n",
+    )
+    .unwrap();
+    std::os::unix::fs::chown(&test, Some(65534), Some(65534)).unwrap();
+    let home_s = home.to_str().unwrap();
+    let config = init(
+        &["--profile", "python", "--profile", "git", "--jail", proj.to_str().unwrap()],
+        &[("PATH", "/usr/bin:/bin"), ("HOME", home_s)],
+        Some(65534),
+    );
+    let s = session_as_configured(&config, Some(65534)).await;
+    all_succeed(
+        &s,
+        &[
+            "python3 -m unittest test_two",
+            "git init -q -b main",
+            "git add test_two.py",
+            "git commit -q -m start",
+        ],
+    )
+    .await;
+}
