@@ -302,6 +302,12 @@ fn tokenize(input: &str) -> Result<Vec<Token>, SyntaxError> {
             }
             '(' | ')' => return Err(forbid(Forbidden::Subshell)),
             '#' if word.is_none() => return Err(forbid(Forbidden::Comment)),
+            // In an option (`--include=*.py`, `--glob=*.ts`) a shell passes the word on
+            // unchanged, since no file is named like the option: so do we. Anywhere else a
+            // shell would expand it, and we do not, so it is refused with that reason.
+            '*' | '?' if word.as_deref().is_some_and(|w| w.starts_with('-')) => {
+                word.get_or_insert_with(String::new).push(c);
+            }
             '*' | '?' => return Err(forbid(Forbidden::Glob)),
             other => word.get_or_insert_with(String::new).push(other),
         }

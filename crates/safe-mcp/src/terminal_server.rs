@@ -43,6 +43,25 @@ impl From<CommandArg> for CommandInput {
     }
 }
 
+/// An optional whole number, also when sent as a float with no fraction (`2.0`): JSON Schema
+/// counts 2.0 as an integer, and models send it. A fraction or a negative number stays a
+/// clear INVALID_REQUEST.
+fn integral<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    use serde::de::Error;
+    let Some(n) = Option::<serde_json::Number>::deserialize(d)? else {
+        return Ok(None);
+    };
+    if let Some(u) = n.as_u64() {
+        return Ok(Some(u));
+    }
+    match n.as_f64() {
+        Some(f) if f.fract() == 0.0 && (0.0..=9.0e15).contains(&f) => Ok(Some(f as u64)),
+        _ => Err(D::Error::custom(format!(
+            "invalid value {n}: expected a whole number (such as 2)"
+        ))),
+    }
+}
+
 /// Arguments of `run_command`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -56,7 +75,7 @@ pub struct RunArgs {
     #[serde(default)]
     pub stdin: Option<String>,
     /// Lowers the policy's timeout for this call; it can never raise it.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "integral")]
     pub timeout_seconds: Option<u64>,
 }
 
@@ -81,7 +100,7 @@ pub struct StartArgs {
     #[serde(default)]
     pub cwd: Option<String>,
     /// Lowers the session's wall-clock limit ([terminal.sessions] max_seconds).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "integral")]
     pub timeout_seconds: Option<u64>,
 }
 
@@ -92,7 +111,7 @@ pub struct ReadArgs {
     /// The handle start_process returned.
     pub handle: String,
     /// Wait up to this many seconds (at most 30) for new output or the end.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "integral")]
     pub wait_seconds: Option<u64>,
 }
 

@@ -185,3 +185,39 @@ async fn init_as_an_unprivileged_user_tests_and_commits() {
     )
     .await;
 }
+
+/// Items 2 and 3: a glob inside an option's value reaches the program as a shell would pass
+/// it (a bare `*.txt` operand is still refused, with the teaching reason); an integral
+/// number sent as a float (`2.0`) is a number, a fraction is a clear INVALID_REQUEST.
+#[tokio::test(flavor = "multi_thread")]
+async fn option_globs_pass_and_integral_floats_are_numbers() {
+    let sb = super::support::Sandbox::new("");
+    let s = sb.session().await;
+    let r = s.run("grep -rn --include=*.txt alpha .").await;
+    assert_eq!(r["code"], "OK", "{r}");
+    assert_eq!(r["detail"]["stdout"], "./notes.txt:1:alpha\n", "{r}");
+    let r = s.run("grep -rn --include=*.rs alpha .").await;
+    assert_eq!((r["code"].as_str(), r["detail"]["exit_code"].as_i64()), (Some("OK"), Some(1)), "{r}");
+    let r = s.run("ls *.txt").await;
+    assert_eq!(r["code"], "POLICY_DENIED", "{r}");
+    assert!(r["reason"].as_str().unwrap().contains("not expanded"), "{r}");
+
+    let started = s
+        .call("start_process", serde_json::json!({"command": "echo hi", "timeout_seconds": 10.0}))
+        .await;
+    assert_eq!(started["code"], "OK", "{started}");
+    let handle = started["detail"]["handle"].as_str().unwrap();
+    let r = s
+        .call("read_process_output", serde_json::json!({"handle": handle, "wait_seconds": 2.0}))
+        .await;
+    assert_eq!(r["code"], "OK", "{r}");
+    let r = s
+        .call("read_process_output", serde_json::json!({"handle": handle, "wait_seconds": 2.5}))
+        .await;
+    assert_eq!(r["code"], "INVALID_REQUEST", "{r}");
+    assert!(r["reason"].as_str().unwrap().contains("whole number"), "{r}");
+    let r = s
+        .call("run_command", serde_json::json!({"command": "echo x", "timeout_seconds": 5.0}))
+        .await;
+    assert_eq!(r["detail"]["stdout"], "x\n", "{r}");
+}
