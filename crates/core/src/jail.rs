@@ -15,6 +15,9 @@ use crate::paths::lexical_normalize;
 pub enum JailError {
     /// It resolves outside the root (PATH_ESCAPE).
     Escape { given: String, why: &'static str },
+    /// It lies in a read path: commands may read it, not write it (PATH_ESCAPE for a
+    /// program that could write it).
+    ReadOnly { given: String },
     /// The cwd does not exist or is not a directory (INVALID_REQUEST).
     NoSuchDirectory { given: String },
 }
@@ -23,6 +26,10 @@ impl std::fmt::Display for JailError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             JailError::Escape { given, why } => write!(f, "{given:?} {why}"),
+            JailError::ReadOnly { given } => write!(
+                f,
+                "{given:?} lies in a read path: commands may read it but not write it, and this program could; read it with cat or grep, or work on a copy in the jail"
+            ),
             JailError::NoSuchDirectory { given } => {
                 write!(
                     f,
@@ -35,16 +42,72 @@ impl std::fmt::Display for JailError {
 
 impl std::error::Error for JailError {}
 
-/// A canonical directory that every cwd and path argument must stay beneath.
+/// A canonical directory that every cwd must stay beneath, and every path argument too,
+/// or beneath a write path (writable for commands as the jail is), or a read path (readable
+/// only).
 #[derive(Debug, Clone)]
 pub struct JailRoot {
     root: PathBuf,
+    writable: Vec<PathBuf>,
+    readable: Vec<PathBuf>,
+}
+
+/// Where a path lands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    Jail,
+    Writable,
+    Readable,
+    Outside,
 }
 
 impl JailRoot {
     /// `root` must already be canonical (the policy loader makes it so).
     pub fn new(root: PathBuf) -> Self {
-        JailRoot { root }
+        JailRoot {
+            root,
+            writable: Vec::new(),
+            readable: Vec::new(),
+        }
+    }
+
+    /// As [`JailRoot::new`], with the write paths and read paths commands may also be
+    /// given as arguments (canonical, from the policy).
+    pub fn with_paths(root: PathBuf, writable: Vec<PathBuf>, readable: Vec<PathBuf>) -> Self {
+        let canonical = |v: Vec<PathBuf>| {
+            v.into_iter()
+                .map(|p| std::fs::canonicalize(&p).unwrap_or(p))
+                .collect()
+        };
+        JailRoot {
+            root,
+            writable: canonical(writable),
+            readable: canonical(readable),
+        }
+    }
+
+    fn place(&self, p: &Path) -> Place {
+        if p.starts_with(&self.root) {
+            Place::Jail
+        } else if self.writable.iter().any(|w| p.starts_with(w)) {
+            Place::Writable
+        } else if self.readable.iter().any(|r| p.starts_with(r)) {
+            Place::Readable
+        } else {
+            Place::Outside
+        }
+    }
+
+    /// The verdict for an argument that lands at `landed`: fine in the jail or a write
+    /// path, read-only in a read path, else an escape for `why`.
+    fn judge(&self, given: &str, landed: &Path, why: &'static str) -> Result<(), JailError> {
+        match self.place(landed) {
+            Place::Jail | Place::Writable => Ok(()),
+            Place::Readable => Err(JailError::ReadOnly {
+                given: given.to_owned(),
+            }),
+            Place::Outside => Err(escape(given, why)),
+        }
     }
 
     /// The canonical root.
@@ -118,7 +181,7 @@ impl JailRoot {
             || value.starts_with('~')
             || path.components().any(|c| c == Component::ParentDir);
         if pathlike {
-            self.lexical(value, cwd)?;
+            self.lexical_argument(value, cwd)?;
         }
         let raw = match value.strip_prefix('~') {
             Some(rest) => self.root.join(rest.trim_start_matches('/')),
@@ -134,14 +197,11 @@ impl JailRoot {
             return match std::fs::canonicalize(&prefix) {
                 Ok(real) => {
                     let rest: PathBuf = components[n..].iter().collect();
-                    if lexical_normalize(&real.join(rest)).starts_with(&self.root) {
-                        Ok(())
-                    } else {
-                        Err(escape(
-                            value,
-                            "resolves through a symlink to outside the jail",
-                        ))
-                    }
+                    self.judge(
+                        value,
+                        &lexical_normalize(&real.join(rest)),
+                        "resolves through a symlink to outside the jail",
+                    )
                 }
                 // A dangling symlink: judge by where it points, lexically.
                 Err(_) => self.check_dangling(value, &prefix),
@@ -176,10 +236,24 @@ impl JailRoot {
         };
         let base = link.parent().unwrap_or(&self.root);
         let resolved = lexical_normalize(&base.join(target));
-        if resolved.starts_with(&self.root) {
-            Ok(())
-        } else {
-            Err(escape(given, "is a symlink pointing outside the jail"))
+        self.judge(given, &resolved, "is a symlink pointing outside the jail")
+    }
+
+    /// [`JailRoot::lexical`] for an argument: beneath the jail, a write path or a read path
+    /// on paper (the resolved check then decides which).
+    fn lexical_argument(&self, given: &str, base: &Path) -> Result<(), JailError> {
+        match self.lexical(given, base) {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                let joined = match given.strip_prefix('~') {
+                    Some(_) => return Err(e),
+                    None => lexical_normalize(&base.join(given)),
+                };
+                match self.place(&joined) {
+                    Place::Outside | Place::Jail => Err(e),
+                    Place::Writable | Place::Readable => Ok(()),
+                }
+            }
         }
     }
 

@@ -332,8 +332,11 @@ fn judge_stage(
                 PathCheck::Path(p) => jail.check_path(p, dir),
                 PathCheck::Generic(a) => jail.check_argument(a, dir),
             };
-            if let Err(err) = result {
-                return verdict(argv, ResultCode::PathEscape, "jail", err.to_string());
+            match result {
+                Ok(()) => {}
+                // A read path may be an argument of a program that only reads it.
+                Err(JailError::ReadOnly { .. }) if reads_only(argv) => {}
+                Err(err) => return verdict(argv, ResultCode::PathEscape, "jail", err.to_string()),
             }
         }
         if !reads_only(argv) {
@@ -518,7 +521,11 @@ impl std::error::Error for ExampleMismatch {}
 /// Runs the policy's own examples (`should_allow` / `should_deny` on rules and in
 /// `[[terminal.examples]]`). The first mismatch names the rule and the example.
 pub fn check_examples(policy: &TerminalPolicy) -> Result<(), ExampleMismatch> {
-    let jail = JailRoot::new(policy.jail_root.clone());
+    let jail = JailRoot::with_paths(
+        policy.jail_root.clone(),
+        policy.write_paths.clone(),
+        policy.sandbox.read_paths.clone(),
+    );
     let mut cases: Vec<(String, &str, bool)> = Vec::new();
     for (i, rule) in policy.rules.iter().enumerate() {
         let label = format!("terminal.rules[{i}] ({})", rule.command);

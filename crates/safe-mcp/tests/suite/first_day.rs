@@ -221,3 +221,39 @@ async fn option_globs_pass_and_integral_floats_are_numbers() {
         .await;
     assert_eq!(r["detail"]["stdout"], "x\n", "{r}");
 }
+
+/// Item 4: a write path can be named in arguments (the kernel lets commands write there);
+/// a read path too, by a program that only reads it, and is refused, with the reason, to one
+/// that could write it.
+#[tokio::test(flavor = "multi_thread")]
+async fn write_paths_and_read_paths_can_be_named_in_arguments() {
+    let sb = super::support::Sandbox::with(
+        "\"touch\", \"cat\", \"ls\", \"cp\"",
+        "timeout_seconds = 10",
+        "closed",
+        "",
+    );
+    let cache = sb.base().join("cache");
+    std::fs::create_dir(&cache).unwrap();
+    let text = std::fs::read_to_string(&sb.policy).unwrap().replacen(
+        "jail_root = \"jail\"",
+        &format!("jail_root = \"jail\"\nwrite_paths = [\"{}\"]", cache.display()),
+        1,
+    );
+    std::fs::write(&sb.policy, text).unwrap();
+    let s = sb.session().await;
+    let r = s.run(&format!("touch {}/made", cache.display())).await;
+    assert_eq!(r["code"], "OK", "{r}");
+    assert!(cache.join("made").exists());
+    let r = s.run(&format!("ls {}", cache.display())).await;
+    assert_eq!(r["detail"]["stdout"], "made\n", "{r}");
+    let release = "/usr/lib/os-release";
+    let r = s.run(&format!("cat {release}")).await;
+    assert_eq!(r["code"], "OK", "{r}");
+    assert!(r["detail"]["stdout"].as_str().unwrap().contains("ID="), "{r}");
+    let r = s.run(&format!("cp {release} /usr/lib/copy")).await;
+    assert_eq!(r["code"], "PATH_ESCAPE", "{r}");
+    assert!(r["reason"].as_str().unwrap().contains("read path"), "{r}");
+    let r = s.run("touch /etc/hostname-x").await;
+    assert_eq!(r["code"], "PATH_ESCAPE", "{r}");
+}
