@@ -458,6 +458,17 @@ impl TerminalService {
             "profiles": p.profiles,
             "project_policy": p.project,
             "write_paths": p.write_paths,
+            "network": {
+                "mode": p.network.mode.as_str(),
+                "allow_domains": p.network.allow.iter().map(|d| d.text()).collect::<Vec<_>>(),
+                "deny_domains": p.network.deny.iter().map(|d| d.text()).collect::<Vec<_>>(),
+                "allow_private": p.network.allow_private,
+                "how": match p.network.mode {
+                    crate::egress::NetworkMode::Off => "commands have no network (loopback only in the private view)",
+                    crate::egress::NetworkMode::Allowlist => "only through the server's proxy (HTTP_PROXY, HTTPS_PROXY), to the allowed names; deny wins; IP literals and private addresses are refused",
+                    crate::egress::NetworkMode::Open => "any network the view has (in the private view, its own loopback only)",
+                },
+            },
             "protected_paths": {
                 "paths": p.protected.entries.iter().map(|e| e.path.as_str()).collect::<Vec<_>>(),
                 "removed_by_the_operator": p.protected.removed,

@@ -257,3 +257,18 @@ async fn write_paths_and_read_paths_can_be_named_in_arguments() {
     let r = s.run("touch /etc/hostname-x").await;
     assert_eq!(r["code"], "PATH_ESCAPE", "{r}");
 }
+
+/// Item 5: `describe_policy` says where the network goes: the mode and every allowed and
+/// denied domain.
+#[tokio::test(flavor = "multi_thread")]
+async fn describe_policy_names_the_network_and_its_domains() {
+    let sb = super::support::Sandbox::new(
+        "[terminal.network]\nmode = \"allowlist\"\nallow_domains = [\"crates.io\", \"*.github.com\"]\ndeny_domains = [\"gist.github.com\"]\n",
+    );
+    let s = sb.session().await;
+    let d = s.call("describe_policy", serde_json::json!({})).await;
+    let n = &d["detail"]["network"];
+    assert_eq!(n["mode"], "allowlist", "{d}");
+    assert_eq!(n["allow_domains"], serde_json::json!(["crates.io", "*.github.com"]), "{n}");
+    assert_eq!(n["deny_domains"], serde_json::json!(["gist.github.com"]), "{n}");
+}
