@@ -295,4 +295,7 @@ pub struct KernelReport {
     /// Which egress tier a server run by this user would use (`[terminal.network] mode =
     /// "allowlist"`): `namespace`, `landlock` or `unavailable`, and why.
     pub egress_tier: String,
+    /// Whether a server run by this user can make the private view (root, or user
+    /// namespaces allowed); where it cannot, commands see the host's view.
+    pub private_view: bool,
 }

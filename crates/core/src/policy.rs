@@ -203,6 +203,16 @@ pub fn evaluate(
     }
 }
 
+/// The jail of `policy`, with the write paths and the nameable read paths its arguments may
+/// name.
+pub fn jail_of(policy: &TerminalPolicy) -> JailRoot {
+    JailRoot::with_paths(
+        policy.jail_root.clone(),
+        policy.write_paths.clone(),
+        policy.nameable_read_paths(),
+    )
+}
+
 /// Programs that only read the paths they are given: a protected path may be an argument of
 /// theirs. Any other program could write it (`cp x .git/config`, `touch .mcp.json`).
 const READERS: &[&str] = &[
@@ -521,11 +531,7 @@ impl std::error::Error for ExampleMismatch {}
 /// Runs the policy's own examples (`should_allow` / `should_deny` on rules and in
 /// `[[terminal.examples]]`). The first mismatch names the rule and the example.
 pub fn check_examples(policy: &TerminalPolicy) -> Result<(), ExampleMismatch> {
-    let jail = JailRoot::with_paths(
-        policy.jail_root.clone(),
-        policy.write_paths.clone(),
-        policy.sandbox.read_paths.clone(),
-    );
+    let jail = jail_of(policy);
     let mut cases: Vec<(String, &str, bool)> = Vec::new();
     for (i, rule) in policy.rules.iter().enumerate() {
         let label = format!("terminal.rules[{i}] ({})", rule.command);

@@ -191,11 +191,7 @@ impl TerminalService {
         let terminal = policy.terminal.clone().ok_or(ServiceError::NoTerminal)?;
         let log = policy.audit.log.as_deref().ok_or(ServiceError::NoAudit)?;
         let redactor = Redactor::new(&policy.redaction)?;
-        let jail = JailRoot::with_paths(
-            terminal.jail_root.clone(),
-            terminal.write_paths.clone(),
-            terminal.sandbox.read_paths.clone(),
-        );
+        let jail = crate::policy::jail_of(&terminal);
         let path = terminal
             .path
             .iter()

@@ -670,7 +670,7 @@ pub(crate) fn egress_tier_here() -> String {
 }
 
 /// Whether this user could make the view's namespaces: root, or user namespaces allowed.
-fn namespaces_possible() -> bool {
+pub(crate) fn namespaces_possible() -> bool {
     let read = |p: &str| std::fs::read_to_string(p).ok().map(|s| s.trim().to_owned());
     rustix::process::geteuid().is_root()
         || (read("/proc/sys/user/max_user_namespaces").is_some_and(|n| n != "0")

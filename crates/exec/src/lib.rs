@@ -221,5 +221,6 @@ pub fn kernel_report() -> KernelReport {
         euid: rustix::process::geteuid().as_raw(),
         command_capabilities: capability_report(),
         egress_tier: confine::egress_tier_here(),
+        private_view: confine::namespaces_possible(),
     }
 }

@@ -101,6 +101,9 @@ enum Cmd {
         /// Also report the confinement a policy would apply.
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Print the whole report as JSON instead of the verdict and a summary.
+        #[arg(long)]
+        json: bool,
     },
     /// Write a commented, working policy for a project and print the MCP client config.
     Init {
@@ -203,7 +206,7 @@ fn main() -> ExitCode {
             action: AuditCmd::Tail { follow, file },
         } => audit_cli::tail_cmd(&file, follow),
         Cmd::Redact { config } => redact(config.as_deref()),
-        Cmd::Doctor { config } => doctor(config.as_deref()),
+        Cmd::Doctor { config, json } => doctor(config.as_deref(), json),
         Cmd::Demo { json } => demo::run(json),
         Cmd::Init {
             profiles,
@@ -598,8 +601,45 @@ fn redact(config: Option<&Path>) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn doctor(config: Option<&Path>) -> ExitCode {
-    let mut report = serde_json::json!({ "kernel": safe_mcp_exec::kernel_report() });
+/// doctor's first line: what a server run by this user would enforce here, in one line.
+fn verdict(kernel: &safe_mcp_contract::KernelReport) -> String {
+    let mut parts = Vec::new();
+    if kernel.landlock_abi > 0 {
+        parts.push(format!("Landlock {}", kernel.landlock_abi));
+    }
+    if kernel.seccomp_filter {
+        parts.push("seccomp".to_owned());
+    }
+    parts.push(
+        if kernel.private_view {
+            "private view"
+        } else {
+            "host view only"
+        }
+        .to_owned(),
+    );
+    let tier = kernel
+        .egress_tier
+        .split_whitespace()
+        .next()
+        .unwrap_or("unavailable");
+    parts.push(format!("egress {tier} tier"));
+    let level = match (
+        kernel.landlock_abi,
+        kernel.seccomp_filter,
+        kernel.private_view,
+    ) {
+        (abi, true, true) if abi >= 6 => "full",
+        (0, _, _) | (_, false, _) => "none: under mode = \"enforce\" no command runs",
+        _ => "partial",
+    };
+    format!("enforce: {level} ({})", parts.join(", "))
+}
+
+fn doctor(config: Option<&Path>, json: bool) -> ExitCode {
+    let kernel = safe_mcp_exec::kernel_report();
+    let line = verdict(&kernel);
+    let mut report = serde_json::json!({ "verdict": line, "kernel": kernel });
     if config.is_some() {
         let policy = match load(config, Section::Terminal) {
             Ok(p) => p,
@@ -609,6 +649,32 @@ fn doctor(config: Option<&Path>) -> ExitCode {
             report["policy_confinement"] =
                 serde_json::to_value(planned_report(&confinement_spec(t))).unwrap_or_default();
         }
+    }
+    if !json {
+        say!("{line}");
+        let k = &report["kernel"];
+        for (what, key) in [
+            ("Landlock", "landlock"),
+            ("commands keep", "command_capabilities"),
+            ("egress", "egress_tier"),
+            ("x32 syscalls", "x32_abi"),
+        ] {
+            say!("  {what}: {}", k[key].as_str().unwrap_or_default());
+        }
+        say!("  euid: {}", k["euid"]);
+        if let Some(view) = report["policy_confinement"]["view"].as_object() {
+            say!(
+                "  the policy: view {} ({})",
+                view.get("view")
+                    .and_then(|v| v.as_str())
+                    .unwrap_or_default(),
+                view.get("setting")
+                    .and_then(|v| v.as_str())
+                    .unwrap_or_default()
+            );
+        }
+        say!("(safe-mcp doctor --json for the whole report)");
+        return ExitCode::SUCCESS;
     }
     match serde_json::to_string_pretty(&report) {
         Ok(text) => say!("{text}"),

@@ -24,7 +24,7 @@ mod writable;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
@@ -395,6 +395,20 @@ pub struct SandboxSettings {
     /// `[terminal] shared_cache`: whether the profile caches are shared with every other
     /// project that names the same `cache_dir` (default false: per jail).
     pub shared_cache: bool,
+}
+
+impl TerminalPolicy {
+    /// The read paths a command may be given as arguments: those the operator or a profile
+    /// added. The default ones (the loader, libraries, `/etc/passwd`) are what every program
+    /// needs, not what a model names.
+    pub fn nameable_read_paths(&self) -> Vec<PathBuf> {
+        self.sandbox
+            .read_paths
+            .iter()
+            .filter(|p| !DEFAULT_READ_PATHS.iter().any(|d| *p == Path::new(d)))
+            .cloned()
+            .collect()
+    }
 }
 
 /// The read+execute paths a default command needs: the loader, libraries, locale, /dev/null.

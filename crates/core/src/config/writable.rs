@@ -20,8 +20,19 @@ pub(super) const WRITE_PATHS: &str = "terminal.write_paths";
 /// The trees beneath a HOME that configure or hold what its user runs: a write path there
 /// is refused even though HOME itself is the user's own.
 const HOME_CONFIG: &[&str] = &[
-    ".config", ".ssh", ".gnupg", ".local", ".cargo", ".rustup", ".pyenv", ".npm", ".nvm",
-    ".bashrc.d", ".docker", ".kube", ".aws",
+    ".config",
+    ".ssh",
+    ".gnupg",
+    ".local",
+    ".cargo",
+    ".rustup",
+    ".pyenv",
+    ".npm",
+    ".nvm",
+    ".bashrc.d",
+    ".docker",
+    ".kube",
+    ".aws",
 ];
 
 /// Trees a command must never write into. `/var/tmp` is the one exception beneath `/var`.
@@ -168,20 +179,26 @@ pub(super) fn keep_out(
             let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
             // A kept directory (the spool) must not hold a write path either.
             if real.starts_with(w) || (real.is_dir() && w.starts_with(&real)) {
-                return Err(invalid(WRITE_PATHS, format!(
-                    "{} lets commands write the {what} {}; keep it outside every write path",
-                    w.display(),
-                    real.display()
-                )));
+                return Err(invalid(
+                    WRITE_PATHS,
+                    format!(
+                        "{} lets commands write the {what} {}; keep it outside every write path",
+                        w.display(),
+                        real.display()
+                    ),
+                ));
             }
         }
         for (what, root) in roots {
             if w.starts_with(root) || root.starts_with(w) {
-                return Err(invalid(WRITE_PATHS, format!(
-                    "{} overlaps the {what} {}, another server's root",
-                    w.display(),
-                    root.display()
-                )));
+                return Err(invalid(
+                    WRITE_PATHS,
+                    format!(
+                        "{} overlaps the {what} {}, another server's root",
+                        w.display(),
+                        root.display()
+                    ),
+                ));
             }
         }
     }

@@ -171,9 +171,24 @@ fn redact_filters_stdin() {
 
 #[test]
 fn doctor_reports_the_kernel() {
+    // Issue 28, item 10: a one-line verdict first, for a person.
     let out = run(&["doctor"], &[]);
     assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines().next().unwrap().starts_with(
+            "enforce: full (Landlock 7, seccomp, private view, egress namespace tier)"
+        ),
+        "this machine kind enforces all of it: {text}"
+    );
+    assert!(text.contains("--json"), "{text}");
+    let out = run(&["doctor", "--json"], &[]);
+    assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        v["verdict"].as_str().unwrap().starts_with("enforce: full"),
+        "{v}"
+    );
     assert!(
         v["kernel"]["landlock_abi"].as_i64().unwrap() >= 1,
         "this machine kind has Landlock: {v}"

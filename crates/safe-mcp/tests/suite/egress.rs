@@ -567,7 +567,7 @@ async fn an_unprivileged_server_has_egress_through_its_proxy() {
     let doctor = std::process::Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
         .arg(super::support::BIN)
-        .arg("doctor")
+        .args(["doctor", "--json"])
         .env_clear()
         .output()
         .unwrap();

@@ -123,14 +123,23 @@ async fn init_as_root_with_the_real_home_builds_tests_and_commits() {
     let policy = base.join("conf/proj.toml");
     let config = init(
         &[
-            "--profile", "rust", "--profile", "git", "--jail", proj.to_str().unwrap(),
-            "--output", policy.to_str().unwrap(),
+            "--profile",
+            "rust",
+            "--profile",
+            "git",
+            "--jail",
+            proj.to_str().unwrap(),
+            "--output",
+            policy.to_str().unwrap(),
         ],
         &[("PATH", &path), ("HOME", &home)],
         None,
     );
     let text = std::fs::read_to_string(&policy).unwrap();
-    assert!(text.contains(&format!("cache_dir = \"{home}/.cache/safe-mcp\"")), "{text}");
+    assert!(
+        text.contains(&format!("cache_dir = \"{home}/.cache/safe-mcp\"")),
+        "{text}"
+    );
     let s = session_as_configured(&config, None).await;
     all_succeed(
         &s,
@@ -169,7 +178,14 @@ async fn init_as_an_unprivileged_user_tests_and_commits() {
     std::os::unix::fs::chown(&test, Some(65534), Some(65534)).unwrap();
     let home_s = home.to_str().unwrap();
     let config = init(
-        &["--profile", "python", "--profile", "git", "--jail", proj.to_str().unwrap()],
+        &[
+            "--profile",
+            "python",
+            "--profile",
+            "git",
+            "--jail",
+            proj.to_str().unwrap(),
+        ],
         &[("PATH", "/usr/bin:/bin"), ("HOME", home_s)],
         Some(65534),
     );
@@ -197,27 +213,49 @@ async fn option_globs_pass_and_integral_floats_are_numbers() {
     assert_eq!(r["code"], "OK", "{r}");
     assert_eq!(r["detail"]["stdout"], "./notes.txt:1:alpha\n", "{r}");
     let r = s.run("grep -rn --include=*.rs alpha .").await;
-    assert_eq!((r["code"].as_str(), r["detail"]["exit_code"].as_i64()), (Some("OK"), Some(1)), "{r}");
+    assert_eq!(
+        (r["code"].as_str(), r["detail"]["exit_code"].as_i64()),
+        (Some("OK"), Some(1)),
+        "{r}"
+    );
     let r = s.run("ls *.txt").await;
     assert_eq!(r["code"], "POLICY_DENIED", "{r}");
-    assert!(r["reason"].as_str().unwrap().contains("not expanded"), "{r}");
+    assert!(
+        r["reason"].as_str().unwrap().contains("not expanded"),
+        "{r}"
+    );
 
     let started = s
-        .call("start_process", serde_json::json!({"command": "echo hi", "timeout_seconds": 10.0}))
+        .call(
+            "start_process",
+            serde_json::json!({"command": "echo hi", "timeout_seconds": 10.0}),
+        )
         .await;
     assert_eq!(started["code"], "OK", "{started}");
     let handle = started["detail"]["handle"].as_str().unwrap();
     let r = s
-        .call("read_process_output", serde_json::json!({"handle": handle, "wait_seconds": 2.0}))
+        .call(
+            "read_process_output",
+            serde_json::json!({"handle": handle, "wait_seconds": 2.0}),
+        )
         .await;
     assert_eq!(r["code"], "OK", "{r}");
     let r = s
-        .call("read_process_output", serde_json::json!({"handle": handle, "wait_seconds": 2.5}))
+        .call(
+            "read_process_output",
+            serde_json::json!({"handle": handle, "wait_seconds": 2.5}),
+        )
         .await;
     assert_eq!(r["code"], "INVALID_REQUEST", "{r}");
-    assert!(r["reason"].as_str().unwrap().contains("whole number"), "{r}");
+    assert!(
+        r["reason"].as_str().unwrap().contains("whole number"),
+        "{r}"
+    );
     let r = s
-        .call("run_command", serde_json::json!({"command": "echo x", "timeout_seconds": 5.0}))
+        .call(
+            "run_command",
+            serde_json::json!({"command": "echo x", "timeout_seconds": 5.0}),
+        )
         .await;
     assert_eq!(r["detail"]["stdout"], "x\n", "{r}");
 }
@@ -234,11 +272,33 @@ async fn write_paths_and_read_paths_can_be_named_in_arguments() {
         "",
     );
     let cache = sb.base().join("cache");
+    let docs = sb.base().join("docs");
     std::fs::create_dir(&cache).unwrap();
+    std::fs::create_dir(&docs).unwrap();
+    std::fs::write(docs.join("os-release"), "ID=test\n").unwrap();
     let text = std::fs::read_to_string(&sb.policy).unwrap().replacen(
         "jail_root = \"jail\"",
-        &format!("jail_root = \"jail\"\nwrite_paths = [\"{}\"]", cache.display()),
+        &format!(
+            "jail_root = \"jail\"\nwrite_paths = [\"{}\"]",
+            cache.display()
+        ),
         1,
+    );
+    let default_reads: Vec<String> = [
+        "/usr",
+        "/bin",
+        "/lib",
+        "/lib64",
+        "/etc/ld.so.cache",
+        "/dev/null",
+    ]
+    .iter()
+    .map(|p| format!("\"{p}\""))
+    .collect();
+    let text = format!(
+        "{text}\n[terminal.sandbox]\nread_paths = [{}, \"{}\"]\n",
+        default_reads.join(", "),
+        docs.display()
     );
     std::fs::write(&sb.policy, text).unwrap();
     let s = sb.session().await;
@@ -247,14 +307,21 @@ async fn write_paths_and_read_paths_can_be_named_in_arguments() {
     assert!(cache.join("made").exists());
     let r = s.run(&format!("ls {}", cache.display())).await;
     assert_eq!(r["detail"]["stdout"], "made\n", "{r}");
-    let release = "/usr/lib/os-release";
+    let release = docs.join("os-release");
+    let release = release.display();
     let r = s.run(&format!("cat {release}")).await;
     assert_eq!(r["code"], "OK", "{r}");
-    assert!(r["detail"]["stdout"].as_str().unwrap().contains("ID="), "{r}");
-    let r = s.run(&format!("cp {release} /usr/lib/copy")).await;
+    assert!(
+        r["detail"]["stdout"].as_str().unwrap().contains("ID="),
+        "{r}"
+    );
+    let r = s
+        .run(&format!("cp {release} {}/copy", docs.display()))
+        .await;
     assert_eq!(r["code"], "PATH_ESCAPE", "{r}");
     assert!(r["reason"].as_str().unwrap().contains("read path"), "{r}");
-    let r = s.run("touch /etc/hostname-x").await;
+    // The default read paths are what programs need, not what a model names.
+    let r = s.run("cat /etc/passwd").await;
     assert_eq!(r["code"], "PATH_ESCAPE", "{r}");
 }
 
@@ -269,6 +336,14 @@ async fn describe_policy_names_the_network_and_its_domains() {
     let d = s.call("describe_policy", serde_json::json!({})).await;
     let n = &d["detail"]["network"];
     assert_eq!(n["mode"], "allowlist", "{d}");
-    assert_eq!(n["allow_domains"], serde_json::json!(["crates.io", "*.github.com"]), "{n}");
-    assert_eq!(n["deny_domains"], serde_json::json!(["gist.github.com"]), "{n}");
+    assert_eq!(
+        n["allow_domains"],
+        serde_json::json!(["crates.io", "*.github.com"]),
+        "{n}"
+    );
+    assert_eq!(
+        n["deny_domains"],
+        serde_json::json!(["gist.github.com"]),
+        "{n}"
+    );
 }
