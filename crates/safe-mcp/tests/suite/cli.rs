@@ -354,7 +354,7 @@ fn explain_and_doctor_make_no_cgroup() {
     let mut children = Vec::new();
     for args in [
         vec!["explain", "--config", config, "--", "ls"],
-        vec!["doctor", "--config", config],
+        vec!["doctor", "--json", "--config", config],
     ] {
         let child = Command::new(BIN)
             .args(&args)
