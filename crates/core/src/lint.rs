@@ -150,6 +150,108 @@ impl fmt::Display for Finding {
     }
 }
 
+impl Finding {
+    /// The built-in profile whose choice this finding is, when no key of the operator's
+    /// caused it: `policy check` notes it under that profile instead of warning (a policy
+    /// `init` writes checks clean).
+    pub fn profile<'a>(&self, t: &'a TerminalPolicy) -> Option<&'a str> {
+        let rule_of = |name: &str| t.rules.iter().find(|r| r.command == name);
+        let added_by = |name: &str| {
+            t.profiles
+                .iter()
+                .find(|p| p.commands.iter().any(|c| c == name))
+                .map(|p| p.name.as_str())
+        };
+        match self {
+            Finding::ExecInJail { by: Some(by) } => t
+                .profiles
+                .iter()
+                .find(|p| &p.name == by)
+                .map(|p| p.name.as_str()),
+            Finding::EscapeOptedIn { name, .. } | Finding::InterpreterAllowed { name, .. } => {
+                rule_of(name).and_then(|r| r.profile.as_deref())
+            }
+            Finding::UnknownTool { name } => added_by(name),
+            Finding::InterpreterVoidsRules {
+                interpreters,
+                ruled,
+            } => {
+                let all_profiles = interpreters
+                    .iter()
+                    .chain(ruled)
+                    .all(|n| rule_of(n).is_some_and(|r| r.profile.is_some()));
+                if all_profiles {
+                    interpreters
+                        .first()
+                        .and_then(|n| rule_of(n))
+                        .and_then(|r| r.profile.as_deref())
+                } else {
+                    None
+                }
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The findings the operator's own keys caused (what `policy check` warns about), and for
+/// each profile one line of what it chose (its findings, noted under it).
+pub fn split(t: &TerminalPolicy) -> (Vec<Finding>, Vec<(String, String)>) {
+    let mut warnings = Vec::new();
+    let mut by_profile: Vec<(String, Vec<Finding>)> = Vec::new();
+    for f in lint(t) {
+        match f.profile(t) {
+            None => warnings.push(f),
+            Some(p) => match by_profile.iter_mut().find(|(n, _)| n == p) {
+                Some((_, list)) => list.push(f),
+                None => by_profile.push((p.to_owned(), vec![f])),
+            },
+        }
+    }
+    let notes = by_profile
+        .into_iter()
+        .map(|(profile, findings)| (profile, summary(&findings)))
+        .collect();
+    (warnings, notes)
+}
+
+/// One line for a profile's findings.
+fn summary(findings: &[Finding]) -> String {
+    let mut parts = Vec::new();
+    let mut escapes: Vec<(String, Vec<String>)> = Vec::new();
+    let mut unknown = Vec::new();
+    for f in findings {
+        match f {
+            Finding::ExecInJail { .. } => {
+                parts.push(
+                    "turns exec_in_jail on (what the model builds in the jail can run, confined)"
+                        .to_owned(),
+                );
+            }
+            Finding::EscapeOptedIn { name, escape } => {
+                match escapes.iter_mut().find(|(n, _)| n == name) {
+                    Some((_, list)) => list.push(escape.clone()),
+                    None => escapes.push((name.clone(), vec![escape.clone()])),
+                }
+            }
+            Finding::UnknownTool { name } => unknown.push(name.clone()),
+            Finding::InterpreterAllowed { name, .. } => {
+                parts.push(format!(
+                    "allows {name} as an interpreter (any code, inside the sandbox)"
+                ));
+            }
+            other => parts.push(other.to_string()),
+        }
+    }
+    for (name, list) in escapes {
+        parts.push(format!("opts in {name} {}", list.join(", ")));
+    }
+    if !unknown.is_empty() {
+        parts.push(format!("{} get generic path checks", unknown.join(", ")));
+    }
+    parts.join("; ")
+}
+
 /// The findings for a terminal policy, by allowlisted program in name order; a program that
 /// is also denylisted is skipped (the denylist wins, so nothing about it can run).
 pub fn lint(t: &TerminalPolicy) -> Vec<Finding> {

@@ -482,6 +482,18 @@ fn policy_check(config: Option<&Path>) -> ExitCode {
         Ok(p) => p,
         Err(e) => return fatal(e),
     };
+    // [http.auth]'s keys are read as `--http` would read them at start (a URL is not
+    // fetched here: `policy check` makes no network request).
+    if let Some(oauth) = &policy.http.oauth {
+        match &oauth.jwks {
+            safe_mcp_core::config::JwksSource::File(_) => {
+                if let Err(e) = http::jwks::load(&oauth.jwks) {
+                    return fatal(e);
+                }
+            }
+            safe_mcp_core::config::JwksSource::Url { .. } => {}
+        }
+    }
     say!("policy {}: valid", policy.source.display());
     if let Some(t) = &policy.terminal {
         let examples: usize = t
@@ -554,7 +566,13 @@ fn policy_check(config: Option<&Path>) -> ExitCode {
                 }
             );
         }
-        for warning in safe_mcp_core::lint::lint(t) {
+        // What a built-in profile chose is noted under it; what the operator's own keys
+        // did is a warning (a policy `init` writes checks clean).
+        let (warnings, notes) = safe_mcp_core::lint::split(t);
+        for (profile, note) in notes {
+            say!("  profile {profile} chose: {note}");
+        }
+        for warning in warnings {
             say!("warning: {warning}");
         }
     }

@@ -317,6 +317,10 @@ pub struct ArgRule {
     /// Commands this policy must refuse; checked at startup.
     #[serde(default)]
     pub should_deny: Vec<String>,
+    /// The built-in profile that added this rule (never set by a policy file): its
+    /// findings are the profile's, noted under it, not warnings for the operator.
+    #[serde(skip)]
+    pub profile: Option<String>,
 }
 
 /// A top-level `[[terminal.examples]]` entry: commands the policy must allow or refuse.

@@ -236,7 +236,10 @@ pub(super) fn expand(
             out.env_offline.push((variable, value));
         }
         out.commands.extend(data.commands);
-        out.rules.extend(data.rules);
+        out.rules.extend(data.rules.into_iter().map(|mut r| {
+            r.profile = Some(name.clone());
+            r
+        }));
         out.write_paths.extend(report.write_paths.iter().cloned());
         out.exec_in_jail |= data.exec_in_jail;
         out.reports.push(report);

@@ -164,6 +164,7 @@ fn deny_rule(at: &str, value: &toml::Value) -> Result<ArgRule, ConfigError> {
         allow_interpreter: false,
         should_allow: Vec::new(),
         should_deny: Vec::new(),
+        profile: None,
     };
     for (k, v) in t {
         let key = format!("{at}.{k}");

@@ -347,3 +347,90 @@ async fn describe_policy_names_the_network_and_its_domains() {
         "{n}"
     );
 }
+
+/// Item 8: a policy `init` writes checks clean (what its profiles chose is noted under them,
+/// not warned about); `policy check` makes nothing on disk, not even a cache it then refuses;
+/// and it reads `[http.auth]`'s key file as a server would.
+#[test]
+fn policy_check_of_an_init_policy_is_clean_and_changes_nothing() {
+    let home = std::env::var("HOME").unwrap_or_default();
+    let path = std::env::var("PATH").unwrap_or_default();
+    let base = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(base.path()).unwrap();
+    let (proj, cache) = (base.join("proj"), base.join("cache"));
+    std::fs::create_dir_all(&proj).unwrap();
+    let policy = base.join("conf/p.toml");
+    init(
+        &[
+            "--profile",
+            "rust",
+            "--profile",
+            "git",
+            "--profile",
+            "python",
+            "--jail",
+            proj.to_str().unwrap(),
+            "--output",
+            policy.to_str().unwrap(),
+        ],
+        &[("PATH", &path), ("HOME", &home)],
+        None,
+    );
+    // Point the caches somewhere that does not exist yet.
+    let text = std::fs::read_to_string(&policy).unwrap();
+    let start = text.find("cache_dir = ").unwrap();
+    let end = start + text[start..].find('\n').unwrap();
+    let text = format!(
+        "{}cache_dir = \"{}\"{}",
+        &text[..start],
+        cache.display(),
+        &text[end..]
+    );
+    std::fs::write(&policy, &text).unwrap();
+    let check = |p: &Path| {
+        std::process::Command::new(BIN)
+            .args(["policy", "check", "--config"])
+            .arg(p)
+            .env_clear()
+            .env("PATH", &path)
+            .env("HOME", &home)
+            .output()
+            .unwrap()
+    };
+    let out = check(&policy);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        !stdout.contains("warning:"),
+        "a policy init writes checks clean: {stdout}"
+    );
+    assert!(stdout.contains("profile rust chose:"), "{stdout}");
+    assert!(!cache.exists(), "policy check made {}", cache.display());
+    // A cache it refuses is not made either, and the refusal names the key.
+    let refused = base.join("refused.toml");
+    std::fs::write(
+        &refused,
+        text.replace(&cache.display().to_string(), "/var/lib/safe-mcp-x"),
+    )
+    .unwrap();
+    let out = check(&refused);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("terminal.cache_dir"),
+        "{out:?}"
+    );
+    assert!(!Path::new("/var/lib/safe-mcp-x").exists());
+    // [http.auth]: a key file that is not there fails the check, as it would fail --http.
+    let http = base.join("http.toml");
+    std::fs::write(
+        &http,
+        format!("{text}\n[http.auth]\nmode = \"oauth\"\nissuer = \"https://auth.example\"\naudience = \"https://mcp.example/mcp\"\njwks_file = \"{}/nope.json\"\n", base.display()),
+    )
+    .unwrap();
+    let out = check(&http);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("jwks_file"),
+        "{out:?}"
+    );
+}
