@@ -116,8 +116,15 @@ impl Gate {
             );
             return Err(refused);
         }
-        match self.append("attempt", attempt, true) {
-            Ok(()) => Ok(()),
+        match self.append_seq("attempt", attempt, true) {
+            // Deny mode: the receiver has it before the command acts.
+            Ok(seq) => self.log.shipping_confirmed(seq).map_err(|why| {
+                eprintln!(
+                    "safe-mcp: audit unavailable, refusing call {} ({}): {why}",
+                    attempt.call, attempt.tool
+                );
+                NotAdmitted::shipping(why)
+            }),
             Err(e) => match self.log.fail_mode() {
                 AuditFailMode::Closed => {
                     eprintln!(
@@ -172,12 +179,22 @@ impl Gate {
         record: &impl Serialize,
         durable: bool,
     ) -> Result<(), AuditError> {
+        self.append_seq(kind, record, durable).map(|_| ())
+    }
+
+    /// [`Gate::append`], returning the record's seq.
+    fn append_seq(
+        &self,
+        kind: &str,
+        record: &impl Serialize,
+        durable: bool,
+    ) -> Result<u64, AuditError> {
         // The record types serialize to objects; anything else is refused, never written.
         let fields: Map<String, Value> = match serde_json::to_value(record) {
             Ok(Value::Object(map)) => map,
             Ok(_) => return Err(self.log.error("a record is not a JSON object")),
             Err(e) => return Err(self.log.error(format!("cannot encode a record: {e}"))),
         };
-        self.log.append(kind, fields, durable).map(|_| ())
+        self.log.append(kind, fields, durable)
     }
 }

@@ -113,6 +113,11 @@ enum Wire {
 
 struct Sink {
     name: &'static str,
+    /// Where it sends (its thread sends; deny mode also probes it before a call).
+    wire: Wire,
+    /// Set while a call waits for this sink's acknowledgement: the thread sends at once
+    /// instead of letting records gather.
+    urgent: AtomicBool,
     /// Rung after each offer; the sink's thread waits on it when it has nothing to send.
     bell: SyncSender<()>,
     down: AtomicBool,
@@ -276,6 +281,8 @@ impl Shipper {
             let (bell, rung) = std::sync::mpsc::sync_channel(1);
             let sink = Arc::new(Sink {
                 name,
+                wire,
+                urgent: AtomicBool::new(false),
                 bell,
                 down: AtomicBool::new(false),
                 why: Mutex::new(String::new()),
@@ -284,7 +291,7 @@ impl Shipper {
             let worker = Arc::clone(&sink);
             std::thread::Builder::new()
                 .name(format!("ship-{name}"))
-                .spawn(move || worker.run(&wire, &rung))?;
+                .spawn(move || worker.run(&rung))?;
             sinks.push(sink);
         }
         Ok(Arc::new(Shipper {
@@ -310,14 +317,27 @@ impl Shipper {
         }
     }
 
-    /// Under `on_failure = "deny"`, why calls are refused now (a sink is down).
+    /// Under `on_failure = "deny"`, why calls are refused now: a sink is down, as its
+    /// thread last saw it or as a look now shows (a receiver that closed its end since is
+    /// seen before the call, not after it ran).
     pub fn refusing(&self) -> Option<String> {
         if !self.deny {
             return None;
         }
         self.sinks
             .iter()
-            .find(|s| s.down.load(Ordering::Acquire))
+            .find(|s| {
+                if s.down.load(Ordering::Acquire) {
+                    return true;
+                }
+                match s.alive_now() {
+                    Ok(()) => false,
+                    Err(e) => {
+                        s.fail(&e);
+                        true
+                    }
+                }
+            })
             .map(|s| {
                 let why = s.why.lock().map(|w| w.clone()).unwrap_or_default();
                 format!(
@@ -326,10 +346,48 @@ impl Shipper {
                 )
             })
     }
+
+    /// Under `on_failure = "deny"`, waits until each sink that acknowledges what it gets
+    /// (OTLP answers each batch) has confirmed the record `seq`, at most [`SEND_TIMEOUT`];
+    /// why not, if it has not. Syslog over TCP has no acknowledgement: what holds there is
+    /// [`Shipper::refusing`]'s look at the connection before the call.
+    pub fn confirmed(&self, seq: u64) -> Result<(), String> {
+        if !self.deny {
+            return Ok(());
+        }
+        for sink in self
+            .sinks
+            .iter()
+            .filter(|s| matches!(s.wire, Wire::Otlp { .. }))
+        {
+            sink.urgent.store(true, Ordering::Release);
+            let _ = sink.bell.try_send(());
+            let deadline = std::time::Instant::now() + SEND_TIMEOUT;
+            let done = loop {
+                let sent = sink.spool.lock().map(|s| s.sent).unwrap_or(0);
+                if sent >= seq {
+                    break true;
+                }
+                if std::time::Instant::now() >= deadline || sink.down.load(Ordering::Acquire) {
+                    break false;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            };
+            sink.urgent.store(false, Ordering::Release);
+            if !done {
+                return Err(format!(
+                    "the audit {} sink did not acknowledge record {seq} and [audit.ship] on_failure = \"deny\"",
+                    sink.name
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Sink {
-    fn run(&self, wire: &Wire, rung: &Receiver<()>) {
+    fn run(&self, rung: &Receiver<()>) {
+        let wire = &self.wire;
         let mut synced = std::time::Instant::now();
         loop {
             let next = match self.spool.lock() {
@@ -367,6 +425,7 @@ impl Sink {
                     }
                 }
                 match rung.recv_timeout(RETRY) {
+                    Ok(()) if self.urgent.load(Ordering::Acquire) => {}
                     Ok(()) => std::thread::sleep(LINGER),
                     Err(RecvTimeoutError::Timeout) => {}
                     Err(RecvTimeoutError::Disconnected) => return,
@@ -391,6 +450,29 @@ impl Sink {
                 }
             }
         }
+    }
+
+    /// Whether the receiver is there now, without sending a record: a kept connection the
+    /// receiver has closed reads as readable with nothing to read; then (or with none kept)
+    /// a fresh connection must open.
+    fn alive_now(&self) -> std::io::Result<()> {
+        let (address, conn) = match &self.wire {
+            Wire::Otlp { address, conn, .. } | Wire::Syslog { address, conn, .. } => {
+                (address, conn)
+            }
+        };
+        let Ok(mut held) = conn.try_lock() else {
+            return Ok(()); // the thread is sending on it now: its outcome will say
+        };
+        if held.as_ref().is_some_and(|s| !peer_closed(s)) {
+            return Ok(());
+        }
+        *held = None;
+        let stream = connect(address)?;
+        if matches!(self.wire, Wire::Syslog { .. }) {
+            *held = Some(stream);
+        }
+        Ok(())
     }
 
     fn up(&self) {

@@ -157,6 +157,15 @@ impl AuditLog {
         self.shipper.get().and_then(|s| s.refusing())
     }
 
+    /// Under `[audit.ship] on_failure = "deny"`: whether every acknowledging sink has
+    /// confirmed the record `seq` (see [`super::ship::Shipper::confirmed`]).
+    pub fn shipping_confirmed(&self, seq: u64) -> Result<(), String> {
+        match self.shipper.get() {
+            Some(s) => s.confirmed(seq),
+            None => Ok(()),
+        }
+    }
+
     fn ship(&self, seq: u64, line: &str) {
         if let Some(s) = self.shipper.get() {
             s.offer(seq, line);

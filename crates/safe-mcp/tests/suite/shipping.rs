@@ -28,6 +28,9 @@ struct Receiver {
     kind: Kind,
     lines: Arc<Mutex<Vec<String>>>,
     task: Option<JoinHandle<()>>,
+    /// The tasks reading each connection: stopped with the receiver, as a receiver that
+    /// dies closes them.
+    connections: Arc<Mutex<Vec<JoinHandle<()>>>>,
 }
 
 impl Receiver {
@@ -42,6 +45,7 @@ impl Receiver {
             kind,
             lines: Arc::default(),
             task: None,
+            connections: Arc::default(),
         };
         r.resume().await;
         r
@@ -50,19 +54,20 @@ impl Receiver {
     async fn resume(&mut self) {
         let listener = TcpListener::bind(("127.0.0.1", self.port)).await.unwrap();
         let (kind, lines) = (self.kind, Arc::clone(&self.lines));
+        let connections = Arc::clone(&self.connections);
         self.task = Some(tokio::spawn(async move {
             let mut held = Vec::new();
             while let Ok((mut stream, _)) = listener.accept().await {
                 let lines = Arc::clone(&lines);
-                match kind {
-                    Kind::Stuck => held.push(stream),
-                    Kind::Otlp => {
-                        tokio::spawn(async move { otlp(&mut stream, &lines).await });
+                let task = match kind {
+                    Kind::Stuck => {
+                        held.push(stream);
+                        continue;
                     }
-                    Kind::Syslog => {
-                        tokio::spawn(async move { syslog(&mut stream, &lines).await });
-                    }
-                }
+                    Kind::Otlp => tokio::spawn(async move { otlp(&mut stream, &lines).await }),
+                    Kind::Syslog => tokio::spawn(async move { syslog(&mut stream, &lines).await }),
+                };
+                connections.lock().unwrap().push(task);
             }
         }));
     }
@@ -70,6 +75,9 @@ impl Receiver {
     /// Stops listening (connections are refused from now on).
     fn stop(&mut self) {
         if let Some(t) = self.task.take() {
+            t.abort();
+        }
+        for t in self.connections.lock().unwrap().drain(..) {
             t.abort();
         }
     }
@@ -480,5 +488,63 @@ async fn deny_mode_refuses_the_files_tools_with_the_reason() {
             .unwrap()
             .contains("on_failure = \"deny\""),
         "{r}"
+    );
+}
+
+/// Issue 28, item 6: with `on_failure = "deny"`, the first call after the receiver dies is
+/// refused, not run unshipped: the server looks at the sink before it admits a call (a
+/// closed syslog connection reads as readable with nothing to read; OTLP's collector must
+/// still take a connection), and for OTLP the call waits for the collector to acknowledge
+/// its attempt record, so a collector that takes connections but never answers refuses it.
+#[tokio::test(flavor = "multi_thread")]
+async fn deny_mode_refuses_the_first_call_after_the_receiver_dies() {
+    for kind in [Kind::Syslog, Kind::Otlp] {
+        let mut receiver = Receiver::start(kind).await;
+        let sink = match kind {
+            Kind::Syslog => format!("syslog_tcp = \"127.0.0.1:{}\"", receiver.port),
+            _ => format!("otlp_http = \"http://127.0.0.1:{}\"", receiver.port),
+        };
+        let sb = sandbox(|dir| {
+            format!(
+                "{sink}\non_failure = \"deny\"\nspool_dir = \"{}/spool\"",
+                dir.display()
+            )
+        });
+        let s = sb.session().await;
+        calls(&s, 2).await;
+        receiver.stop();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let r = s.run("touch ran").await;
+        assert_eq!(
+            r["code"], "AUDIT_UNAVAILABLE",
+            "the first call after the receiver died: {r}"
+        );
+        assert!(!sb.jail.join("ran").exists(), "a refused call ran");
+        receiver.resume().await;
+        let mut ok = false;
+        for _ in 0..50 {
+            if s.run("touch ran").await["code"] == "OK" {
+                ok = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(ok, "calls run again once the sink is back");
+    }
+    // A collector that takes the connection and never answers acknowledges nothing.
+    let stuck = Receiver::start(Kind::Stuck).await;
+    let sb = sandbox(|dir| {
+        format!(
+            "otlp_http = \"http://127.0.0.1:{}\"\non_failure = \"deny\"\nspool_dir = \"{}/spool\"",
+            stuck.port,
+            dir.display()
+        )
+    });
+    let s = sb.session().await;
+    let r = s.run("touch ran").await;
+    assert_eq!(r["code"], "AUDIT_UNAVAILABLE", "{r}");
+    assert!(
+        !sb.jail.join("ran").exists(),
+        "a call ran before its record was acknowledged"
     );
 }
