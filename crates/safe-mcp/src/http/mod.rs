@@ -101,7 +101,8 @@ where
         // Layers run outside in: the caller is named (oauth) before it is counted.
         let mut router = axum::Router::new()
             .nest_service("/mcp", service)
-            .layer(axum::middleware::from_fn_with_state(limits, limits::admit));
+            .layer(axum::middleware::from_fn_with_state(limits, limits::admit))
+            .layer(axum::middleware::from_fn(session_closed_is_200));
         if let Some(guard) = guard {
             let metadata = guard.metadata();
             router = router
@@ -219,4 +220,18 @@ mod tests {
             Ok(Listen::Tcp(_))
         ));
     }
+}
+
+/// A DELETE that closed a session answers 200 OK, not the SDK's 202 Accepted: the Python
+/// SDK takes anything but 200 or 204 as a failed termination and warns on every close.
+async fn session_closed_is_200(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let delete = request.method() == axum::http::Method::DELETE;
+    let mut response = next.run(request).await;
+    if delete && response.status() == axum::http::StatusCode::ACCEPTED {
+        *response.status_mut() = axum::http::StatusCode::OK;
+    }
+    response
 }

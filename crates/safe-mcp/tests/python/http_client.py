@@ -4,6 +4,7 @@ usage: http_client.py URL [BEARER_TOKEN]
 Exits non-zero on any mismatch.
 """
 import asyncio
+import logging
 import sys
 
 from mcp import ClientSession
@@ -12,7 +13,20 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_compat import field
 
 
+class Warnings(logging.Handler):
+    """Collects what the SDK logs at WARNING and above (a failed session termination)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
 async def main(url: str, token: str | None) -> None:
+    warnings = Warnings()
+    logging.getLogger().addHandler(warnings)
     headers = {"Authorization": f"Bearer {token}"} if token else None
     async with streamable_http_client(url, http_client=create_mcp_http_client(headers=headers)) as streams:
         read, write = streams[0], streams[1]
@@ -37,6 +51,9 @@ async def main(url: str, token: str | None) -> None:
             envelope = field(denied, "structured_content", "structuredContent")
             assert envelope["code"] == "POLICY_DENIED", envelope
             assert field(denied, "is_error", "isError") is True, denied
+    # Closing the session (DELETE) is answered as the SDK expects: no warning.
+    terminations = [m for m in warnings.messages if "termination" in m.lower()]
+    assert not terminations, terminations
     print("http session validated")
 
 
