@@ -85,6 +85,11 @@ enum Cmd {
         #[command(subcommand)]
         action: PolicyCmd,
     },
+    /// Check OAuth bearer tokens against a policy's [http.auth].
+    Auth {
+        #[command(subcommand)]
+        action: AuthCmd,
+    },
     /// Verify or read the audit trail.
     Audit {
         #[command(subcommand)]
@@ -156,6 +161,19 @@ enum AuditCmd {
 }
 
 #[derive(Subcommand)]
+enum AuthCmd {
+    /// Say whether `--http` would accept TOKEN, and if not, why (aud, iss, exp, kid, scope);
+    /// exit 0 accepted, 1 refused, 2 error. The token is never printed.
+    CheckToken {
+        /// The policy file (else SAFE_MCP_POLICY_FILE).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// The token (a JWT; `-` reads it from stdin).
+        token: String,
+    },
+}
+
+#[derive(Subcommand)]
 enum PolicyCmd {
     /// Load and validate; print a summary.
     Check {
@@ -206,6 +224,9 @@ fn main() -> ExitCode {
             action: AuditCmd::Tail { follow, file },
         } => audit_cli::tail_cmd(&file, follow),
         Cmd::Redact { config } => redact(config.as_deref()),
+        Cmd::Auth {
+            action: AuthCmd::CheckToken { config, token },
+        } => check_token(config.as_deref(), &token),
         Cmd::Doctor { config, json } => doctor(config.as_deref(), json),
         Cmd::Demo { json } => demo::run(json),
         Cmd::Init {
@@ -617,6 +638,39 @@ fn redact(config: Option<&Path>) -> ExitCode {
     }
     print!("{}", redactor.redact(&String::from_utf8_lossy(&input)));
     ExitCode::SUCCESS
+}
+
+fn check_token(config: Option<&Path>, token: &str) -> ExitCode {
+    let policy = match load(config, Section::Any) {
+        Ok(p) => p,
+        Err(e) => return fatal(e),
+    };
+    let Some(oauth) = policy.http.oauth.clone() else {
+        return fatal("the policy has no [http.auth] mode = \"oauth\"");
+    };
+    let token = if token == "-" {
+        let mut text = String::new();
+        if let Err(e) = std::io::Read::read_to_string(&mut std::io::stdin(), &mut text) {
+            return fatal(format!("cannot read the token from stdin: {e}"));
+        }
+        text
+    } else {
+        token.to_owned()
+    };
+    let guard = match http::oauth::Guard::new(oauth) {
+        Ok(g) => g,
+        Err(e) => return fatal(e),
+    };
+    match guard.explain(&token) {
+        Ok(line) => {
+            say!("{line}");
+            ExitCode::SUCCESS
+        }
+        Err(why) => {
+            say!("refused: {why}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 /// doctor's first line: what a server run by this user would enforce here, in one line.

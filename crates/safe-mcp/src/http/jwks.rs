@@ -35,6 +35,14 @@ pub fn load(source: &JwksSource) -> Result<JwkSet, String> {
     serde_json::from_str(&text).map_err(|e| format!("[http.auth] {what}: not a JWKS document: {e}"))
 }
 
+/// The source, for a message: the file or the URL.
+pub fn describe(source: &JwksSource) -> String {
+    match source {
+        JwksSource::File(path) => format!("jwks_file {}", path.display()),
+        JwksSource::Url { url, .. } => format!("jwks_url {url}"),
+    }
+}
+
 /// How often a source is read again even when every `kid` is known, so that a key the
 /// issuer removed stops verifying new tokens: a file is cheap to read, a URL is not.
 pub fn refresh_every(source: &JwksSource) -> Duration {

@@ -63,16 +63,32 @@ struct Keys {
     tried: Instant,
 }
 
-/// Why a request was refused.
+/// Why a request was refused: the code a client gets, and (for the server's stderr and
+/// `safe-mcp auth check-token`, never for the client) why, in words. Never the token.
 enum Refusal {
     /// 401: no token, or one that does not verify.
-    Unauthorized(&'static str),
+    Unauthorized(&'static str, String),
     /// 401 unless reloading the keys finds its `kid`.
-    UnknownKey,
+    UnknownKey(String),
     /// 403: the token lacks a scope.
-    Scope,
+    Scope(String),
     /// 400: the request puts a token where tokens may not go.
     BadRequest(&'static str),
+}
+
+impl Refusal {
+    /// Why, in words.
+    fn why(&self) -> &str {
+        match self {
+            Refusal::Unauthorized(_, why) | Refusal::UnknownKey(why) | Refusal::Scope(why) => why,
+            Refusal::BadRequest(why) => why,
+        }
+    }
+}
+
+/// A 401 for a token that does not verify, and why.
+fn invalid(why: impl Into<String>) -> Refusal {
+    Refusal::Unauthorized("invalid_token", why.into())
 }
 
 impl Guard {
@@ -138,17 +154,24 @@ impl Guard {
 
     /// Checks a token in full: its signature, claims and scopes.
     fn check(&self, token: &str) -> Result<(Caller, u64), Refusal> {
-        let invalid = Refusal::Unauthorized("invalid_token");
-        let header = jsonwebtoken::decode_header(token)
-            .map_err(|_| Refusal::Unauthorized("invalid_token"))?;
+        let header =
+            jsonwebtoken::decode_header(token).map_err(|e| invalid(format!("not a JWT: {e}")))?;
         if !matches!(
             header.alg,
             Algorithm::RS256 | Algorithm::ES256 | Algorithm::EdDSA
         ) {
-            return Err(invalid);
+            return Err(invalid(format!(
+                "alg {:?} is not accepted (RS256, ES256 or EdDSA)",
+                header.alg
+            )));
         }
         let kid = header.kid.clone().unwrap_or_default();
-        let key = self.key(&kid).ok_or(Refusal::UnknownKey)?;
+        let key = self.key(&kid).ok_or_else(|| {
+            Refusal::UnknownKey(format!(
+                "no key with kid {kid:?} among the issuer's keys ({})",
+                super::jwks::describe(&self.settings.jwks)
+            ))
+        })?;
         // The key's own family must be the header's: an RSA key never checks an EC or
         // HMAC signature.
         let matches = matches!(
@@ -165,10 +188,13 @@ impl Guard {
             )
         );
         if !matches {
-            return Err(invalid);
+            return Err(invalid(format!(
+                "the key {kid:?} is not of alg {:?}'s family",
+                header.alg
+            )));
         }
-        let decoding =
-            DecodingKey::from_jwk(&key).map_err(|_| Refusal::Unauthorized("invalid_token"))?;
+        let decoding = DecodingKey::from_jwk(&key)
+            .map_err(|e| invalid(format!("the key {kid:?} cannot be used: {e}")))?;
         let mut validation = Validation::new(header.alg);
         validation.algorithms = vec![header.alg];
         validation.set_issuer(&[&self.settings.issuer]);
@@ -177,7 +203,7 @@ impl Guard {
         validation.validate_nbf = true;
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
         let claims = jsonwebtoken::decode::<Value>(token, &decoding, &validation)
-            .map_err(|_| invalid)?
+            .map_err(|e| invalid(self.explain_error(&e)))?
             .claims;
         let scopes: Vec<String> = match (&claims["scope"], &claims["scp"]) {
             (Value::String(s), _) => s.split_whitespace().map(str::to_owned).collect(),
@@ -189,13 +215,16 @@ impl Guard {
             (_, Value::String(s)) => s.split_whitespace().map(str::to_owned).collect(),
             _ => Vec::new(),
         };
-        if !self
+        let missing: Vec<&String> = self
             .settings
             .required_scopes
             .iter()
-            .all(|needed| scopes.contains(needed))
-        {
-            return Err(Refusal::Scope);
+            .filter(|needed| !scopes.contains(needed))
+            .collect();
+        if !missing.is_empty() {
+            return Err(Refusal::Scope(format!(
+                "lacks the scopes {missing:?} ([http.auth] required_scopes); it has {scopes:?}"
+            )));
         }
         let text = |k: &str| {
             claims[k]
@@ -205,7 +234,9 @@ impl Guard {
         };
         // Limits and ownership are per `sub`: an empty one would be nobody's, and shared.
         if text("sub").is_none() {
-            return Err(Refusal::Unauthorized("invalid_token"));
+            return Err(invalid(
+                "its sub is empty: limits and ownership need a caller",
+            ));
         }
         let exp = claims["exp"].as_u64().unwrap_or(0);
         Ok((
@@ -215,6 +246,45 @@ impl Guard {
             },
             exp,
         ))
+    }
+
+    /// A JWT check's failure as the operator reads it: which claim, and what was expected.
+    fn explain_error(&self, e: &jsonwebtoken::errors::Error) -> String {
+        use jsonwebtoken::errors::ErrorKind;
+        match e.kind() {
+            ErrorKind::InvalidSignature => {
+                "the signature does not verify with the issuer's key".into()
+            }
+            ErrorKind::ExpiredSignature => format!(
+                "it has expired (exp, with {} s of leeway)",
+                self.settings.leeway_seconds
+            ),
+            ErrorKind::ImmatureSignature => "it is not valid yet (nbf)".into(),
+            ErrorKind::InvalidAudience => format!(
+                "its aud does not name {} ([http.auth] audience)",
+                self.settings.audience
+            ),
+            ErrorKind::InvalidIssuer => format!(
+                "its iss is not {} ([http.auth] issuer)",
+                self.settings.issuer
+            ),
+            ErrorKind::MissingRequiredClaim(claim) => format!("it has no {claim} claim"),
+            other => format!("it does not verify: {other:?}"),
+        }
+    }
+
+    /// What `safe-mcp auth check-token` prints: the caller a token proves, or why it would
+    /// be refused (never the token itself).
+    pub fn explain(&self, token: &str) -> Result<String, String> {
+        self.check(token.trim())
+            .map(|(caller, exp)| {
+                format!(
+                    "accepted: sub {:?}, client_id {:?}, expires at {exp} (unix time)",
+                    caller.sub.unwrap_or_default(),
+                    caller.client_id.unwrap_or_default()
+                )
+            })
+            .map_err(|r| r.why().to_owned())
     }
 
     /// The key named `kid`, from the keys loaded.
@@ -285,7 +355,7 @@ impl Guard {
             tokio::task::spawn_blocking(move || me.reload());
         }
         match self.verify(token) {
-            Err(Refusal::UnknownKey)
+            Err(Refusal::UnknownKey(_))
                 if self.claim_reload(|k| k.tried.elapsed() >= RELOAD_EVERY) =>
             {
                 let me = Arc::clone(self);
@@ -297,18 +367,23 @@ impl Guard {
     }
 
     fn refuse(&self, refusal: &Refusal) -> Response<Body> {
+        // The operator's side of the refusal: why, on stderr (never the token).
+        eprintln!("safe-mcp: http: refused a request: {}", refusal.why());
         let scope = self.settings.required_scopes.join(" ");
         let metadata = self.metadata_url();
-        let (status, challenge, message) = match refusal {
-            Refusal::UnknownKey => return self.refuse(&Refusal::Unauthorized("invalid_token")),
-            Refusal::Unauthorized(error) => (
+        let unauthorized = |error: &str| {
+            (
                 StatusCode::UNAUTHORIZED,
                 Some(format!(
                     "Bearer resource_metadata=\"{metadata}\", scope=\"{scope}\", error=\"{error}\""
                 )),
                 "a valid bearer token for this resource is required",
-            ),
-            Refusal::Scope => (
+            )
+        };
+        let (status, challenge, message) = match refusal {
+            Refusal::UnknownKey(_) => unauthorized("invalid_token"),
+            Refusal::Unauthorized(error, _) => unauthorized(error),
+            Refusal::Scope(_) => (
                 StatusCode::FORBIDDEN,
                 Some(format!(
                     "Bearer error=\"insufficient_scope\", scope=\"{scope}\", resource_metadata=\"{metadata}\""
@@ -357,7 +432,10 @@ pub async fn authenticate(
         .map(str::trim)
         .filter(|t| !t.is_empty());
     let Some(token) = token else {
-        return guard.refuse(&Refusal::Unauthorized("invalid_request"));
+        return guard.refuse(&Refusal::Unauthorized(
+            "invalid_request",
+            "no bearer token in the Authorization header".into(),
+        ));
     };
     let caller = match guard.verify_now(token).await {
         Ok(c) => c,

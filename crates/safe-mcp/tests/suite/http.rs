@@ -13,6 +13,8 @@ use super::support::{BIN, Sandbox};
 /// A server started with `--http`, stopped (SIGTERM) when dropped.
 pub struct Served {
     child: Child,
+    /// What the server has written on stderr since it served.
+    pub stderr: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
 impl Drop for Served {
@@ -44,15 +46,26 @@ pub fn serve_server(server: &str, policy: &Path, addr: &str) -> (Served, String)
         .spawn()
         .unwrap();
     let stderr = child.stderr.take().unwrap();
-    let served = Served { child };
+    let kept = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let served = Served {
+        child,
+        stderr: std::sync::Arc::clone(&kept),
+    };
     let mut lines = std::io::BufReader::new(stderr).lines();
     let line = lines
         .by_ref()
         .map_while(Result::ok)
         .find(|l| l.contains("serving MCP at"))
         .expect("the server stopped before it served");
-    // Keep draining its stderr, so that it never blocks on a full pipe.
-    std::thread::spawn(move || lines.for_each(drop));
+    // Keep draining its stderr, so that it never blocks on a full pipe; keep what it says.
+    std::thread::spawn(move || {
+        for l in lines.map_while(Result::ok) {
+            if let Ok(mut k) = kept.lock() {
+                k.push_str(&l);
+                k.push('\n');
+            }
+        }
+    });
     let at = line
         .split_once("serving MCP at ")
         .map(|(_, rest)| rest.trim().to_owned())

@@ -822,3 +822,115 @@ fn a_call_whose_reply_was_dropped_still_counts_until_it_ends() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// Issue 28, item 9: `safe-mcp auth check-token` says whether `--http` would accept a token
+/// and, if not, which check refuses it (aud, iss, exp, kid, scope); the server logs each
+/// refusal's reason on stderr. Neither ever prints the token.
+#[test]
+fn check_token_and_the_servers_log_say_why_a_token_is_refused() {
+    let sb = Sandbox::new("");
+    let issuer = Issuer::new(sb.base());
+    let check = |token: &str| {
+        let out = std::process::Command::new(super::support::BIN)
+            .args(["auth", "check-token", "--config"])
+            .arg(&sb.policy)
+            .arg(token)
+            .env_clear()
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(!text.contains(token), "the token was printed: {text}");
+        (out.status.code(), text)
+    };
+    let (served, port) = serve(&sb, &issuer);
+    let good = issuer.token(|_| {});
+    let (code, text) = check(&good);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("accepted: sub \"alice@example.com\""),
+        "{text}"
+    );
+    let cases: Vec<(String, &str)> = vec![
+        (
+            issuer.token(|c| c["aud"] = json!("https://other.test/mcp")),
+            "aud does not name",
+        ),
+        (
+            issuer.token(|c| c["iss"] = json!("https://evil.test")),
+            "iss is not",
+        ),
+        (issuer.token(|c| c["exp"] = json!(1_000_000)), "expired"),
+        (
+            issuer.token(|c| c["scope"] = json!("openid")),
+            "lacks the scopes",
+        ),
+        (
+            issuer.sign_with(&issuer.claims(), &issuer.other),
+            "signature does not verify",
+        ),
+        (
+            sign_as(&issuer.claims(), &issuer.key, "nobody-knows-me"),
+            "no key with kid",
+        ),
+    ];
+    for (token, why) in &cases {
+        let (code, text) = check(token);
+        assert_eq!(code, Some(1), "{why}: {text}");
+        assert!(text.contains(why), "{why}: {text}");
+        let (status, _) = initialize(port, token);
+        assert!(status == 401 || status == 403, "{why}: {status}");
+    }
+    assert!(
+        super::support::eventually_blocking(10, || served
+            .stderr
+            .lock()
+            .unwrap()
+            .matches("refused a request")
+            .count()
+            >= cases.len()),
+        "{}",
+        served.stderr.lock().unwrap()
+    );
+    let log = served.stderr.lock().unwrap().clone();
+    for (token, why) in &cases {
+        assert!(log.contains(why), "{why} not logged: {log}");
+        assert!(!log.contains(token.as_str()), "a token was logged");
+    }
+}
+
+/// Issue 28, item 9: the README's recipe (`scripts/oauth_test_issuer.sh`) makes a key, the
+/// JWKS file and a token that the server accepts, with openssl and python3 alone.
+#[test]
+fn the_oauth_recipe_makes_a_token_the_server_accepts() {
+    let sb = Sandbox::new("");
+    let dir = sb.base().join("issuer");
+    let script =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/oauth_test_issuer.sh");
+    let out = std::process::Command::new("bash")
+        .arg(&script)
+        .arg(&dir)
+        .args([ISSUER, AUDIENCE, "bob@example.com", SCOPE])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let token = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    write_auth(
+        &sb.policy,
+        "",
+        &format!("jwks_file = \"{}/jwks.json\"", dir.display()),
+    );
+    let check = std::process::Command::new(super::support::BIN)
+        .args(["auth", "check-token", "--config"])
+        .arg(&sb.policy)
+        .arg(&token)
+        .env_clear()
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&check.stdout);
+    assert_eq!(check.status.code(), Some(0), "{text}");
+    assert!(text.contains("bob@example.com"), "{text}");
+    let (_served, url) = super::http::serve_server("terminal", &sb.policy, "127.0.0.1:0");
+    let (status, reply) = initialize(super::http::port_of(&url), &token);
+    assert_eq!(status, 200, "{reply}");
+}

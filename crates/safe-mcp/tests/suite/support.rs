@@ -309,6 +309,17 @@ pub async fn eventually(secs: u64, mut f: impl FnMut() -> bool) -> bool {
     f()
 }
 
+/// Waits up to `secs` for `f` to hold, from a test that is not async.
+pub fn eventually_blocking(secs: u64, mut f: impl FnMut() -> bool) -> bool {
+    for _ in 0..secs * 20 {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    f()
+}
+
 /// Each record of a trail as (kind, tool, verdict or code), to compare a trail's shape.
 pub fn record_shapes(records: &[Value]) -> Vec<(String, String, String)> {
     records
