@@ -194,6 +194,20 @@ async fn wait_for_signal() {
     }
 }
 
+/// A DELETE that closed a session answers 200 OK, not the SDK's 202 Accepted: the Python
+/// SDK takes anything but 200 or 204 as a failed termination and warns on every close.
+async fn session_closed_is_200(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let delete = request.method() == axum::http::Method::DELETE;
+    let mut response = next.run(request).await;
+    if delete && response.status() == axum::http::StatusCode::ACCEPTED {
+        *response.status_mut() = axum::http::StatusCode::OK;
+    }
+    response
+}
+
 #[cfg(test)]
 mod tests {
     use super::Listen;
@@ -220,18 +234,4 @@ mod tests {
             Ok(Listen::Tcp(_))
         ));
     }
-}
-
-/// A DELETE that closed a session answers 200 OK, not the SDK's 202 Accepted: the Python
-/// SDK takes anything but 200 or 204 as a failed termination and warns on every close.
-async fn session_closed_is_200(
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    let delete = request.method() == axum::http::Method::DELETE;
-    let mut response = next.run(request).await;
-    if delete && response.status() == axum::http::StatusCode::ACCEPTED {
-        *response.status_mut() = axum::http::StatusCode::OK;
-    }
-    response
 }
