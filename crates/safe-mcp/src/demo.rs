@@ -418,7 +418,7 @@ async fn showcase(json: bool) -> Result<bool, Box<dyn Error>> {
     }
     let files_ok = files_showcase(dir.path(), &policy, json).await?;
     say!(
-        "\nnext: install it (cargo install --locked --path crates/safe-mcp), write a policy (see the\nREADME's quick start), check it (safe-mcp policy check --config FILE), and point your MCP\nclient at it: {{\"command\": \"/usr/local/bin/safe-mcp\", \"args\": [\"terminal\", \"--config\", \"FILE\"]}}.\nFull envelopes: safe-mcp demo --json"
+        "\nnext: install it (cargo install --locked --path crates/safe-mcp), then in your project run\n`safe-mcp init --profile rust --profile git` (or python, node): it writes the policy and prints\nthe configuration for Claude Code, Codex, Gemini CLI, Cursor and VS Code (the server is named\nsafe-terminal). Full envelopes: safe-mcp demo --json"
     );
     Ok(all_ok && files_ok)
 }

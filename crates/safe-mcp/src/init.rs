@@ -28,31 +28,63 @@ pub(crate) fn run(profiles: &[String], jail: Option<&Path>, output: Option<&Path
                 "check it:  safe-mcp policy check --config {}",
                 path.display()
             );
-            say!(
-                "add this to your MCP client's configuration (Claude Desktop, Cursor, Claude Code, ...):"
-            );
-            // The profiles find the toolchains through the server's PATH and HOME, which some
-            // clients do not pass on: the snippet names this user's.
-            let env: serde_json::Map<String, serde_json::Value> = client_env()
-                .into_iter()
-                .map(|(k, v)| (k, v.into()))
-                .collect();
-            let snippet = serde_json::json!({
-                "mcpServers": {
-                    "safe-terminal": {
-                        "command": exe,
-                        "args": ["terminal", "--config", path],
-                        "env": env,
-                    }
-                }
-            });
-            say!(
-                "{}",
-                serde_json::to_string_pretty(&snippet).unwrap_or_default()
-            );
+            say!("{}", client_config(&exe, &path, &client_env()));
             ExitCode::SUCCESS
         }
         Err(e) => fatal(e),
+    }
+}
+
+/// The client configuration for the server named `safe-terminal`, started as `exe
+/// terminal --config policy` with `env` and nothing else, in each client's own form. The
+/// README shows the same lines (a test keeps the two one story).
+pub(crate) fn client_config(exe: &str, policy: &Path, env: &[(String, String)]) -> String {
+    let policy = policy.display().to_string();
+    let args = ["terminal", "--config", policy.as_str()];
+    let env_map: serde_json::Map<String, serde_json::Value> = env
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone().into()))
+        .collect();
+    let json = |root: &str, extra: Option<(&str, &str)>| {
+        let mut server = serde_json::json!({"command": exe, "args": args, "env": env_map});
+        if let Some((k, v)) = extra {
+            server[k] = v.into();
+        }
+        let doc = serde_json::json!({ root: { "safe-terminal": server } });
+        serde_json::to_string_pretty(&doc).unwrap_or_default()
+    };
+    let flags = |flag: &str| {
+        env.iter()
+            .map(|(k, v)| format!("{flag} {}", shell_word(&format!("{k}={v}"))))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let command = format!("{} {}", shell_word(exe), args.map(shell_word).join(" "));
+    format!(
+        "MCP client configuration (the server is named safe-terminal):\n\
+         Claude Code:  claude mcp add --scope user safe-terminal {} -- {command}\n\
+         Codex:        codex mcp add safe-terminal {} -- {command}\n\
+         Gemini CLI:   gemini mcp add --scope user {} safe-terminal -- {command}\n\
+         Claude Desktop, Cursor (mcpServers):\n{}\n\
+         VS Code (mcp.json, servers):\n{}",
+        flags("-e"),
+        flags("--env"),
+        flags("-e"),
+        json("mcpServers", None),
+        json("servers", Some(("type", "stdio")))
+    )
+}
+
+/// `s` as one shell word: unchanged when it holds nothing a shell reads, else in single
+/// quotes.
+fn shell_word(s: &str) -> String {
+    if !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,@+%".contains(&b))
+    {
+        s.to_owned()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
     }
 }
 
@@ -252,6 +284,13 @@ set = {{ GIT_AUTHOR_NAME = {name}, GIT_AUTHOR_EMAIL = {email}, GIT_COMMITTER_NAM
 mode = "enforce"               # refuse to run where the kernel cannot confine
 namespaces = "auto"            # each command in a private view of the machine where possible
 network = false                # commands get no network
+
+# The files server (`safe-mcp files`, the safe organizer) tidies one folder of its own;
+# to use it with this policy, uncomment and name that folder (outside the jail), and add
+# it to the client as for the terminal with `files` instead of `terminal`.
+# [files]
+# workspace_root = "/path/to/Downloads"
+# journal = "files-journal.jsonl"     # beside this policy, outside every root
 "#
     )
 }

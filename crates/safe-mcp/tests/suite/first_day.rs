@@ -33,7 +33,12 @@ fn init(args: &[&str], env: &[(&str, &str)], uid: Option<u32>) -> Value {
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(out.status.success(), "init: {out:?}");
     let json = &stdout[stdout.find('{').expect("a client configuration")..];
-    serde_json::from_str(json).unwrap()
+    // The first JSON document (the mcpServers one); the VS Code one follows it.
+    serde_json::Deserializer::from_str(json)
+        .into_iter::<Value>()
+        .next()
+        .unwrap()
+        .unwrap()
 }
 
 /// A session with the server started as `config` (one `mcpServers` entry) says: its command,
@@ -433,4 +438,45 @@ fn policy_check_of_an_init_policy_is_clean_and_changes_nothing() {
         String::from_utf8_lossy(&out.stderr).contains("jwks_file"),
         "{out:?}"
     );
+}
+
+/// Item 7: the README's client configuration is what `init` prints (for a user `you`
+/// whose project is `~/proj`), line for line: one story in both, for every client.
+#[test]
+fn the_readme_shows_what_init_prints() {
+    let base = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(base.path()).unwrap();
+    std::fs::create_dir_all(base.join("proj")).unwrap();
+    let policy = base.join("conf/proj.toml");
+    let out = std::process::Command::new(BIN)
+        .args(["init", "--profile", "readonly", "--jail"])
+        .arg(base.join("proj"))
+        .arg("--output")
+        .arg(&policy)
+        .env_clear()
+        .env("PATH", "/home/you/.cargo/bin:/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", "/home/you")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let printed = String::from_utf8_lossy(&out.stdout)
+        .replace(BIN, "/usr/local/bin/safe-mcp")
+        .replace(
+            policy.to_str().unwrap(),
+            "/home/you/.config/safe-mcp/proj.toml",
+        );
+    let block = &printed[printed.find("MCP client configuration").unwrap()..];
+    let readme =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))
+            .unwrap();
+    assert!(
+        readme.contains(block.trim_end()),
+        "the README's client configuration is not what init prints:\n{block}"
+    );
+    // And the demo points at init too.
+    let demo = std::process::Command::new(BIN)
+        .arg("demo")
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&demo.stdout).contains("safe-mcp init --profile"));
 }
