@@ -110,9 +110,9 @@ async fn all_succeed(s: &Session, commands: &[&str]) {
 }
 
 /// Item 1: root, with its real HOME (`/root`) and nothing else of a shell's environment:
-/// `init --profile rust --profile git` writes a policy that loads where the client starts
-/// the server (the caches beneath root's own home), and that server builds, tests and
-/// commits the project with no hand edit.
+/// `init --profile rust --profile git --profile python --profile node` writes a policy that
+/// loads where the client starts the server (the caches beneath root's own home), and that
+/// server builds and tests the project (cargo, unittest, npm) and commits it, no hand edit.
 #[tokio::test(flavor = "multi_thread")]
 async fn init_as_root_with_the_real_home_builds_tests_and_commits() {
     let home = std::env::var("HOME").unwrap_or_default();
@@ -126,12 +126,26 @@ async fn init_as_root_with_the_real_home_builds_tests_and_commits() {
     let proj = base.join("proj");
     cargo_project(&proj);
     let policy = base.join("conf/proj.toml");
+    std::fs::write(
+        proj.join("test_two.py"),
+        "import unittest\nclass T(unittest.TestCase):\n    def test_two(self):\n        self.assertEqual(1 + 1, 2)\n",
+    )
+    .unwrap();
+    std::fs::write(
+        proj.join("package.json"),
+        r#"{"name": "proj", "version": "1.0.0", "scripts": {"test": "node -e \"console.log('node ok')\""}}"#,
+    )
+    .unwrap();
     let config = init(
         &[
             "--profile",
             "rust",
             "--profile",
             "git",
+            "--profile",
+            "python",
+            "--profile",
+            "node",
             "--jail",
             proj.to_str().unwrap(),
             "--output",
@@ -151,6 +165,8 @@ async fn init_as_root_with_the_real_home_builds_tests_and_commits() {
         &[
             "cargo build --offline",
             "cargo test --offline",
+            "python3 -m unittest test_two",
+            "npm test",
             "git init -q -b main",
             "git add .gitignore Cargo.toml src/lib.rs",
             "git commit -q -m start",
