@@ -69,9 +69,13 @@ async fn protected_paths_hold_in_the_private_view_and_git_keeps_working() {
         let sb = python_sandbox("required", GIT_ENV);
         std::fs::write(sb.jail.join("secrets.cfg"), "a = 1\n").unwrap();
         git_jail(&sb);
+        // The python profile, as issue 29 asks (python3 is its interpreter).
         in_terminal_table(
             &sb,
-            "protected_paths = [\"secrets.cfg\"]\nunprotected_paths = [\".idea\"]",
+            &format!(
+                "profiles = [\"python\"]\ncache_dir = \"{}/cache\"\nprotected_paths = [\"secrets.cfg\"]\nunprotected_paths = [\".idea\"]",
+                sb.base().display()
+            ),
         );
         let text = std::fs::read_to_string(&sb.policy).unwrap().replace(
             "commands = [\"python3\", \"echo\"]",
@@ -210,4 +214,31 @@ async fn in_the_host_view_only_the_argument_checks_hold() {
     assert!(out.contains("config wrote"), "{out}");
     let r = s.run("touch .mcp.json").await;
     assert_eq!(r["code"], "POLICY_DENIED", "{r}");
+}
+
+/// Issue 29, item 5: the files server refuses the same paths with the same reason: a move
+/// onto a protected path (or away from one) never happens.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_files_server_refuses_protected_paths_with_the_same_reason() {
+    let ws = super::files::Workspace::new(false);
+    std::fs::write(ws.root.join("settings.json"), "{}").unwrap();
+    std::fs::create_dir_all(ws.root.join(".gemini")).unwrap();
+    std::fs::write(ws.root.join(".gemini/settings.json"), "{}").unwrap();
+    let s = ws.session().await;
+    for (src, dest) in [
+        ("settings.json", ".mcp.json"),
+        ("settings.json", ".vscode/tasks.json"),
+        (".gemini/settings.json", "elsewhere.json"),
+    ] {
+        let r = s.call("move_file", json!({"src": src, "dest": dest})).await;
+        assert_eq!(r["code"], "POLICY_DENIED", "{src} -> {dest}: {r}");
+        assert!(
+            r["reason"]
+                .as_str()
+                .unwrap()
+                .contains("is a protected path ([terminal] protected_paths)"),
+            "{r}"
+        );
+    }
+    assert!(ws.root.join("settings.json").exists() && !ws.root.join(".mcp.json").exists());
 }
