@@ -29,6 +29,7 @@ pub mod audit;
 pub mod config;
 pub mod egress;
 pub mod envelope;
+pub mod file_tools;
 pub mod gitdir;
 pub mod home;
 pub mod jail;

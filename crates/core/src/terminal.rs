@@ -329,6 +329,11 @@ impl TerminalService {
         self.gate.append(kind, record, durable)
     }
 
+    /// The audit gate, for the file tools' records ([`crate::file_tools`]).
+    pub(crate) fn gate(&self) -> &Gate {
+        &self.gate
+    }
+
     /// The redactor (shared with the CLI's `redact`).
     pub fn redactor(&self) -> &Redactor {
         &self.redactor
@@ -402,7 +407,7 @@ impl TerminalService {
         self.gate.record(attempt, &self.redacted(result.clone()));
     }
 
-    fn attempt_for(&self, tool: &'static str, request: &str, caller: &Caller) -> Attempt {
+    pub(crate) fn attempt_for(&self, tool: &'static str, request: &str, caller: &Caller) -> Attempt {
         let mut attempt = Attempt::new(&self.gate.begin(), tool, self.redactor.redact(request));
         attempt.caller = caller.clone();
         attempt

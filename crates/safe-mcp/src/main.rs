@@ -9,6 +9,7 @@ mod approval;
 mod audit_cli;
 mod demo;
 mod exit;
+mod file_tools_server;
 mod files_server;
 mod http;
 mod init;

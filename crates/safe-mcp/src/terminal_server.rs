@@ -46,7 +46,9 @@ impl From<CommandArg> for CommandInput {
 /// An optional whole number, also when sent as a float with no fraction (`2.0`): JSON Schema
 /// counts 2.0 as an integer, and models send it. A fraction or a negative number stays a
 /// clear INVALID_REQUEST.
-fn integral<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+pub(crate) fn integral<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<u64>, D::Error> {
     use serde::de::Error;
     let Some(n) = Option::<serde_json::Number>::deserialize(d)? else {
         return Ok(None);
@@ -363,6 +365,11 @@ pub(crate) fn parse_args<T: DeserializeOwned>(
 
 #[tool_router]
 impl TerminalServer {
+    /// The core service the tools call.
+    pub(crate) fn service(&self) -> &Arc<TerminalService> {
+        &self.service
+    }
+
     /// Builds the server over a core service and an executor.
     pub fn new(
         service: Arc<TerminalService>,
@@ -696,7 +703,14 @@ macro_rules! built_once_router {
 }
 pub(crate) use built_once_router;
 
-built_once_router!(TerminalServer);
+/// The terminal's tools: commands and process sessions, and the file tools
+/// ([`crate::file_tools_server`]), built once.
+fn router() -> &'static rmcp::handler::server::router::tool::ToolRouter<TerminalServer> {
+    static ROUTER: std::sync::OnceLock<
+        rmcp::handler::server::router::tool::ToolRouter<TerminalServer>,
+    > = std::sync::OnceLock::new();
+    ROUTER.get_or_init(|| TerminalServer::tool_router() + TerminalServer::file_tool_router())
+}
 
 #[tool_handler(router = router())]
 impl ServerHandler for TerminalServer {

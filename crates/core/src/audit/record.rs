@@ -137,6 +137,9 @@ pub struct Outcome {
     /// `stop`, `idle`, `timeout`, `server-exit`, `failed`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session_end: Option<&'static str>,
+    /// The file tools: the written file's SHA-256 and size.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<Value>,
     /// Who asked.
     #[serde(flatten)]
     pub caller: Caller,
@@ -155,6 +158,7 @@ impl Outcome {
             output: None,
             cancelled: false,
             session_end: None,
+            file: None,
             caller: Caller::default(),
         }
     }

@@ -154,6 +154,7 @@ impl Builder<'_> {
                 shared_cache: None,
                 protected_paths: None,
                 unprotected_paths: None,
+                files: None,
                 sessions: None,
                 network: None,
                 approvals: None,
@@ -553,10 +554,18 @@ impl Builder<'_> {
             home.as_deref(),
         )?;
         let write_paths = union(own, caches);
+        let files = raw.files.unwrap_or_default();
+        if files.max_file_bytes == 0 || files.max_file_bytes > 64 << 20 {
+            return Err(ConfigError::Invalid {
+                key: "terminal.files.max_file_bytes".into(),
+                message: "must be between 1 and 67108864".into(),
+            });
+        }
         Ok(TerminalPolicy {
             jail_root,
             write_paths,
             protected,
+            files,
             caches: std::mem::take(&mut expansion.caches),
             profiles: expansion.reports,
             project,

@@ -223,6 +223,8 @@ pub struct TerminalPolicy {
     pub protected: crate::protected::ProtectedPaths,
     /// The profiles' caches, which a starting server makes ([`make_caches`]).
     pub caches: Vec<CacheDir>,
+    /// `[terminal.files]`: the file tools (read_file, write_file, edit_file).
+    pub files: crate::file_tools::FileToolSettings,
     /// What each of `[terminal] profiles` added.
     pub profiles: Vec<ProfileReport>,
     /// What the jail's project file (`.safe-mcp.toml`) narrowed, when there is one.

@@ -107,6 +107,7 @@ pub(super) struct RawTerminal {
     pub(super) cache_dir: Option<PathBuf>,
     pub(super) shared_cache: Option<bool>,
     pub(super) protected_paths: Option<Vec<String>>,
+    pub(super) files: Option<crate::file_tools::FileToolSettings>,
     pub(super) unprotected_paths: Option<Vec<String>>,
     pub(super) sessions: Option<super::SessionSettings>,
     pub(super) network: Option<RawNetwork>,

@@ -1,0 +1,156 @@
+//! The terminal server's file tools over MCP: `read_file`, `write_file`, `edit_file`. Only
+//! schemas and wiring: what each may touch and do is the core's
+//! ([`safe_mcp_core::file_tools`]). The work runs on a blocking thread, off the async
+//! workers, since it touches the disk.
+
+use rmcp::model::{CallToolResult, JsonObject};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::{tool, tool_router};
+use safe_mcp_core::file_tools::Edit;
+use safe_mcp_core::{OperationResult, ResultCode};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use crate::terminal_server::{
+    TerminalServer, caller_of, envelope_schema, input, integral, parse_args, to_result,
+};
+
+/// Arguments of `read_file`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadFileArgs {
+    /// The file: relative to the jail root, or absolute inside it (or a write path).
+    pub path: String,
+    /// The first line to return, 1-based (default 1).
+    #[serde(default, deserialize_with = "integral")]
+    pub offset: Option<u64>,
+    /// At most this many lines (default: as many as fit in the output cap).
+    #[serde(default, deserialize_with = "integral")]
+    pub limit: Option<u64>,
+}
+
+/// Arguments of `write_file`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WriteFileArgs {
+    /// The file: relative to the jail root, or absolute inside it (or a write path).
+    pub path: String,
+    /// The whole new content.
+    pub content: String,
+    /// Refuse (CONFLICT) when the file exists.
+    #[serde(default)]
+    pub create_only: bool,
+}
+
+/// One edit.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EditArg {
+    /// Text that occurs exactly once in the file (or, with replace_all, at least once).
+    pub old_text: String,
+    /// Its replacement.
+    pub new_text: String,
+    /// Replace every occurrence.
+    #[serde(default)]
+    pub replace_all: bool,
+}
+
+/// Arguments of `edit_file`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EditFileArgs {
+    /// The file: relative to the jail root, or absolute inside it (or a write path).
+    pub path: String,
+    /// Applied in order, all or nothing.
+    pub edits: Vec<EditArg>,
+    /// Return the diff and change nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// Runs `work` on a blocking thread; a thread that panicked is an internal error.
+async fn blocking(
+    tool: &'static str,
+    work: impl FnOnce() -> OperationResult + Send + 'static,
+) -> CallToolResult {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(result) => to_result(result),
+        Err(_) => to_result(OperationResult::new(
+            tool,
+            ResultCode::InternalError,
+            "internal error",
+        )),
+    }
+}
+
+#[tool_router(router = file_tool_router, vis = "pub(crate)")]
+impl TerminalServer {
+    /// Read a text file in the jail: `detail.content` (redacted like command output), with
+    /// `first_line`, `lines` returned, `total_lines` and `truncated`. `offset` and `limit`
+    /// count lines (1-based). A binary file is reported by its size. Regular files only;
+    /// never through a symlink.
+    #[tool(
+        input_schema = input::<ReadFileArgs>(),
+        output_schema = envelope_schema(),
+        annotations(title = "Read a file", read_only_hint = true, destructive_hint = false,
+                    idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn read_file(&self, args: JsonObject, context: RequestContext<RoleServer>) -> CallToolResult {
+        let caller = caller_of(&context);
+        let args: ReadFileArgs = match parse_args("read_file", args, self.service().as_ref(), &caller) {
+            Ok(a) => a,
+            Err(r) => return r,
+        };
+        let service = self.service().clone();
+        blocking("read_file", move || service.read_file(&args.path, args.offset, args.limit, &caller)).await
+    }
+
+    /// Create or replace a file in the jail with `content` (atomically: a crash leaves the
+    /// old file or the new one). Parent folders are made. `create_only` refuses an existing
+    /// file. Not for protected paths (.git/config, .vscode/, ...) or files that hold secrets
+    /// (use edit_file around them). To change part of a file, edit_file is cheaper.
+    #[tool(
+        input_schema = input::<WriteFileArgs>(),
+        output_schema = envelope_schema(),
+        annotations(title = "Write a file", read_only_hint = false, destructive_hint = true,
+                    idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn write_file(&self, args: JsonObject, context: RequestContext<RoleServer>) -> CallToolResult {
+        let caller = caller_of(&context);
+        let args: WriteFileArgs = match parse_args("write_file", args, self.service().as_ref(), &caller) {
+            Ok(a) => a,
+            Err(r) => return r,
+        };
+        let service = self.service().clone();
+        blocking("write_file", move || service.write_file(&args.path, args.content, args.create_only, &caller)).await
+    }
+
+    /// Change a text file in the jail: each edit's `old_text` must occur exactly once (or
+    /// set `replace_all`), applied in order, all or nothing; returns the unified diff
+    /// (`detail.diff`). `dry_run` shows the diff and changes nothing. A miss names the edit
+    /// and shows the nearest lines.
+    #[tool(
+        input_schema = input::<EditFileArgs>(),
+        output_schema = envelope_schema(),
+        annotations(title = "Edit a file", read_only_hint = false, destructive_hint = true,
+                    idempotent_hint = false, open_world_hint = false)
+    )]
+    async fn edit_file(&self, args: JsonObject, context: RequestContext<RoleServer>) -> CallToolResult {
+        let caller = caller_of(&context);
+        let args: EditFileArgs = match parse_args("edit_file", args, self.service().as_ref(), &caller) {
+            Ok(a) => a,
+            Err(r) => return r,
+        };
+        let edits: Vec<Edit> = args
+            .edits
+            .into_iter()
+            .map(|e| Edit {
+                old_text: e.old_text,
+                new_text: e.new_text,
+                replace_all: e.replace_all,
+            })
+            .collect();
+        let service = self.service().clone();
+        blocking("edit_file", move || service.edit_file(&args.path, &edits, args.dry_run, &caller)).await
+    }
+}
