@@ -407,7 +407,12 @@ impl TerminalService {
         self.gate.record(attempt, &self.redacted(result.clone()));
     }
 
-    pub(crate) fn attempt_for(&self, tool: &'static str, request: &str, caller: &Caller) -> Attempt {
+    pub(crate) fn attempt_for(
+        &self,
+        tool: &'static str,
+        request: &str,
+        caller: &Caller,
+    ) -> Attempt {
         let mut attempt = Attempt::new(&self.gate.begin(), tool, self.redactor.redact(request));
         attempt.caller = caller.clone();
         attempt

@@ -95,14 +95,22 @@ impl TerminalServer {
         annotations(title = "Read a file", read_only_hint = true, destructive_hint = false,
                     idempotent_hint = true, open_world_hint = false)
     )]
-    async fn read_file(&self, args: JsonObject, context: RequestContext<RoleServer>) -> CallToolResult {
+    async fn read_file(
+        &self,
+        args: JsonObject,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
         let caller = caller_of(&context);
-        let args: ReadFileArgs = match parse_args("read_file", args, self.service().as_ref(), &caller) {
-            Ok(a) => a,
-            Err(r) => return r,
-        };
+        let args: ReadFileArgs =
+            match parse_args("read_file", args, self.service().as_ref(), &caller) {
+                Ok(a) => a,
+                Err(r) => return r,
+            };
         let service = self.service().clone();
-        blocking("read_file", move || service.read_file(&args.path, args.offset, args.limit, &caller)).await
+        blocking("read_file", move || {
+            service.read_file(&args.path, args.offset, args.limit, &caller)
+        })
+        .await
     }
 
     /// Create or replace a file in the jail with `content` (atomically: a crash leaves the
@@ -115,14 +123,22 @@ impl TerminalServer {
         annotations(title = "Write a file", read_only_hint = false, destructive_hint = true,
                     idempotent_hint = true, open_world_hint = false)
     )]
-    async fn write_file(&self, args: JsonObject, context: RequestContext<RoleServer>) -> CallToolResult {
+    async fn write_file(
+        &self,
+        args: JsonObject,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
         let caller = caller_of(&context);
-        let args: WriteFileArgs = match parse_args("write_file", args, self.service().as_ref(), &caller) {
-            Ok(a) => a,
-            Err(r) => return r,
-        };
+        let args: WriteFileArgs =
+            match parse_args("write_file", args, self.service().as_ref(), &caller) {
+                Ok(a) => a,
+                Err(r) => return r,
+            };
         let service = self.service().clone();
-        blocking("write_file", move || service.write_file(&args.path, args.content, args.create_only, &caller)).await
+        blocking("write_file", move || {
+            service.write_file(&args.path, args.content, args.create_only, &caller)
+        })
+        .await
     }
 
     /// Change a text file in the jail: each edit's `old_text` must occur exactly once (or
@@ -135,12 +151,17 @@ impl TerminalServer {
         annotations(title = "Edit a file", read_only_hint = false, destructive_hint = true,
                     idempotent_hint = false, open_world_hint = false)
     )]
-    async fn edit_file(&self, args: JsonObject, context: RequestContext<RoleServer>) -> CallToolResult {
+    async fn edit_file(
+        &self,
+        args: JsonObject,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
         let caller = caller_of(&context);
-        let args: EditFileArgs = match parse_args("edit_file", args, self.service().as_ref(), &caller) {
-            Ok(a) => a,
-            Err(r) => return r,
-        };
+        let args: EditFileArgs =
+            match parse_args("edit_file", args, self.service().as_ref(), &caller) {
+                Ok(a) => a,
+                Err(r) => return r,
+            };
         let edits: Vec<Edit> = args
             .edits
             .into_iter()
@@ -151,6 +172,9 @@ impl TerminalServer {
             })
             .collect();
         let service = self.service().clone();
-        blocking("edit_file", move || service.edit_file(&args.path, &edits, args.dry_run, &caller)).await
+        blocking("edit_file", move || {
+            service.edit_file(&args.path, &edits, args.dry_run, &caller)
+        })
+        .await
     }
 }

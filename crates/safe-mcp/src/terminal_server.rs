@@ -46,9 +46,7 @@ impl From<CommandArg> for CommandInput {
 /// An optional whole number, also when sent as a float with no fraction (`2.0`): JSON Schema
 /// counts 2.0 as an integer, and models send it. A fraction or a negative number stays a
 /// clear INVALID_REQUEST.
-pub(crate) fn integral<'de, D: serde::Deserializer<'de>>(
-    d: D,
-) -> Result<Option<u64>, D::Error> {
+pub(crate) fn integral<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
     use serde::de::Error;
     let Some(n) = Option::<serde_json::Number>::deserialize(d)? else {
         return Ok(None);

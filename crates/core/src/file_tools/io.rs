@@ -88,11 +88,19 @@ pub(crate) fn open_dir(root: &OwnedFd, rel: &Path, make: bool) -> Result<OwnedFd
             Ok(d) => d,
             Err(rustix::io::Errno::NOENT) if make => {
                 rustix::fs::mkdirat(&dir, name, Mode::from_raw_mode(0o755))
-                    .or_else(|e| if e == rustix::io::Errno::EXIST { Ok(()) } else { Err(e) })
+                    .or_else(|e| {
+                        if e == rustix::io::Errno::EXIST {
+                            Ok(())
+                        } else {
+                            Err(e)
+                        }
+                    })
                     .map_err(|e| failed("making a folder", e))?;
                 open(&dir).map_err(|e| failed("a folder", e))?
             }
-            Err(rustix::io::Errno::NOTDIR) => return Err(IoRefusal::NotRegular("a file where a folder is named")),
+            Err(rustix::io::Errno::NOTDIR) => {
+                return Err(IoRefusal::NotRegular("a file where a folder is named"));
+            }
             Err(e) => return Err(failed("a folder", e)),
         };
     }

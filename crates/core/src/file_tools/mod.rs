@@ -140,11 +140,18 @@ impl<'a> FileTools<'a> {
             refuse(
                 tool,
                 ResultCode::PathEscape,
-                format!("{given:?} {why}; name a file inside the jail {} (relative to it, or absolute)", self.policy.jail_root.display()),
+                format!(
+                    "{given:?} {why}; name a file inside the jail {} (relative to it, or absolute)",
+                    self.policy.jail_root.display()
+                ),
             )
         };
         if given.is_empty() || given.contains('\0') {
-            return Err(refuse(tool, ResultCode::InvalidRequest, "path is empty or holds a NUL byte"));
+            return Err(refuse(
+                tool,
+                ResultCode::InvalidRequest,
+                "path is empty or holds a NUL byte",
+            ));
         }
         let jail = &self.policy.jail_root;
         let path = lexical_normalize(&jail.join(given));
@@ -156,14 +163,24 @@ impl<'a> FileTools<'a> {
             .cloned()
             .ok_or_else(|| escape("lies outside the jail and every write path"))?;
         if write && readable.iter().any(|r| path.starts_with(r)) && !path.starts_with(jail) {
-            return Err(escape("lies in a read path, which commands and the file tools may read, not write"));
+            return Err(escape(
+                "lies in a read path, which commands and the file tools may read, not write",
+            ));
         }
         if write && let Some(entry) = self.policy.protected.covering(jail, &path) {
-            return Err(refuse(tool, ResultCode::PolicyDenied, crate::protected::reason(&entry.path)));
+            return Err(refuse(
+                tool,
+                ResultCode::PolicyDenied,
+                crate::protected::reason(&entry.path),
+            ));
         }
         let rel = path.strip_prefix(&root).unwrap_or(Path::new(""));
         let Some(Component::Normal(name)) = rel.components().next_back() else {
-            return Err(refuse(tool, ResultCode::InvalidRequest, format!("{given:?} names a folder, not a file")));
+            return Err(refuse(
+                tool,
+                ResultCode::InvalidRequest,
+                format!("{given:?} names a folder, not a file"),
+            ));
         };
         Ok(Target {
             dir: rel.parent().unwrap_or(Path::new("")).to_path_buf(),
@@ -178,24 +195,67 @@ impl<'a> FileTools<'a> {
         let shown = t.path.display();
         let max = self.settings().max_file_bytes;
         match r {
-            io::IoRefusal::Missing => refuse(tool, ResultCode::OperationFailed, format!("{shown} does not exist; write_file creates a file")),
-            io::IoRefusal::Symlink => refuse(tool, ResultCode::PathEscape, format!("{shown} is, or passes through, a symlink, which the file tools never follow; name the file it points at")),
-            io::IoRefusal::NotRegular(what) => refuse(tool, ResultCode::PolicyDenied, format!("{shown} is {what}: the file tools read and write regular files only")),
-            io::IoRefusal::HardLinked(n) => refuse(tool, ResultCode::PolicyDenied, format!("{shown} has {n} hard links: a write would change the other names too; copy it to a file of its own first")),
-            io::IoRefusal::TooBig(n) => refuse(tool, ResultCode::PolicyDenied, format!("{shown} is {n} bytes, over [terminal.files] max_file_bytes = {max}; read it in parts with a command (head, tail, grep)")),
-            io::IoRefusal::Exists => refuse(tool, ResultCode::Conflict, format!("{shown} exists and create_only is true; nothing was written")),
-            io::IoRefusal::Failed(why) => refuse(tool, ResultCode::OperationFailed, format!("{shown}: {why}")),
+            io::IoRefusal::Missing => refuse(
+                tool,
+                ResultCode::OperationFailed,
+                format!("{shown} does not exist; write_file creates a file"),
+            ),
+            io::IoRefusal::Symlink => refuse(
+                tool,
+                ResultCode::PathEscape,
+                format!(
+                    "{shown} is, or passes through, a symlink, which the file tools never follow; name the file it points at"
+                ),
+            ),
+            io::IoRefusal::NotRegular(what) => refuse(
+                tool,
+                ResultCode::PolicyDenied,
+                format!("{shown} is {what}: the file tools read and write regular files only"),
+            ),
+            io::IoRefusal::HardLinked(n) => refuse(
+                tool,
+                ResultCode::PolicyDenied,
+                format!(
+                    "{shown} has {n} hard links: a write would change the other names too; copy it to a file of its own first"
+                ),
+            ),
+            io::IoRefusal::TooBig(n) => refuse(
+                tool,
+                ResultCode::PolicyDenied,
+                format!(
+                    "{shown} is {n} bytes, over [terminal.files] max_file_bytes = {max}; read it in parts with a command (head, tail, grep)"
+                ),
+            ),
+            io::IoRefusal::Exists => refuse(
+                tool,
+                ResultCode::Conflict,
+                format!("{shown} exists and create_only is true; nothing was written"),
+            ),
+            io::IoRefusal::Failed(why) => {
+                refuse(tool, ResultCode::OperationFailed, format!("{shown}: {why}"))
+            }
         }
     }
 
-    fn open_dir(&self, tool: &str, t: &Target, make: bool) -> Result<std::os::fd::OwnedFd, OperationResult> {
+    fn open_dir(
+        &self,
+        tool: &str,
+        t: &Target,
+        make: bool,
+    ) -> Result<std::os::fd::OwnedFd, OperationResult> {
         let root = io::open_root(&t.root).map_err(|r| self.io_refusal(tool, t, r))?;
         io::open_dir(&root, &t.dir, make).map_err(|r| self.io_refusal(tool, t, r))
     }
 
     /// `read_file`: lines `offset..` (1-based), at most `limit` of them and at most
     /// `max_bytes` in all, redacted.
-    pub fn read(&self, given: &str, offset: Option<u64>, limit: Option<u64>, max_bytes: usize) -> OperationResult {
+    pub fn read(
+        &self,
+        given: &str,
+        offset: Option<u64>,
+        limit: Option<u64>,
+        max_bytes: usize,
+    ) -> OperationResult {
         if let Err(r) = self.allowed(READ) {
             return r;
         }
@@ -203,10 +263,10 @@ impl<'a> FileTools<'a> {
             Ok(t) => t,
             Err(r) => return r,
         };
-        let existing = match self
-            .open_dir(READ, &t, false)
-            .and_then(|d| io::read(&d, &t.name, self.settings().max_file_bytes).map_err(|r| self.io_refusal(READ, &t, r)))
-        {
+        let existing = match self.open_dir(READ, &t, false).and_then(|d| {
+            io::read(&d, &t.name, self.settings().max_file_bytes)
+                .map_err(|r| self.io_refusal(READ, &t, r))
+        }) {
             Ok(e) => e,
             Err(r) => return r,
         };
@@ -214,8 +274,15 @@ impl<'a> FileTools<'a> {
         let text = match String::from_utf8(existing.bytes) {
             Ok(t) if !t.contains('\0') => t,
             _ => {
-                return OperationResult::new(READ, ResultCode::Ok, format!("{} is a binary file of {bytes} bytes: not shown", t.path.display()))
-                    .with_detail(json!({"path": t.path, "binary": true, "bytes": bytes}));
+                return OperationResult::new(
+                    READ,
+                    ResultCode::Ok,
+                    format!(
+                        "{} is a binary file of {bytes} bytes: not shown",
+                        t.path.display()
+                    ),
+                )
+                .with_detail(json!({"path": t.path, "binary": true, "bytes": bytes}));
             }
         };
         let redacted = self.redactor.redact(&text);
@@ -238,9 +305,16 @@ impl<'a> FileTools<'a> {
         let total = all.len();
         let more = truncated || first - 1 + returned < total;
         let reason = if returned == 0 && total > 0 && first > total {
-            format!("{} has {total} lines; offset {first} is past its end", t.path.display())
+            format!(
+                "{} has {total} lines; offset {first} is past its end",
+                t.path.display()
+            )
         } else if more {
-            format!("lines {first}–{} of {total}; read on with offset {}", first + returned.saturating_sub(1), first + returned)
+            format!(
+                "lines {first}–{} of {total}; read on with offset {}",
+                first + returned.saturating_sub(1),
+                first + returned
+            )
         } else {
             format!("{total} lines, {bytes} bytes")
         };
@@ -255,7 +329,12 @@ impl<'a> FileTools<'a> {
     }
 
     /// The old file for a write: none, or a regular file with one link and within the cap.
-    fn existing(&self, tool: &str, t: &Target, dir: &std::os::fd::OwnedFd) -> Result<Option<io::Existing>, OperationResult> {
+    fn existing(
+        &self,
+        tool: &str,
+        t: &Target,
+        dir: &std::os::fd::OwnedFd,
+    ) -> Result<Option<io::Existing>, OperationResult> {
         match io::links(dir, &t.name).map_err(|r| self.io_refusal(tool, t, r))? {
             None => Ok(None),
             Some(n) if n > 1 => Err(self.io_refusal(tool, t, io::IoRefusal::HardLinked(n))),
@@ -269,13 +348,24 @@ impl<'a> FileTools<'a> {
     /// secret it stands for.
     fn no_marker(&self, tool: &str, what: &str, text: &str) -> Result<(), OperationResult> {
         if text.contains("[REDACTED:") {
-            return Err(refuse(tool, ResultCode::PolicyDenied, format!("{what} holds a redaction marker ([REDACTED:…]), which stands for a secret you were not shown; edit around it (old_text that leaves the masked part out)")));
+            return Err(refuse(
+                tool,
+                ResultCode::PolicyDenied,
+                format!(
+                    "{what} holds a redaction marker ([REDACTED:…]), which stands for a secret you were not shown; edit around it (old_text that leaves the masked part out)"
+                ),
+            ));
         }
         Ok(())
     }
 
     /// `write_file`, judged and ready to commit (parents made inside the root).
-    pub fn prepare_write(&self, given: &str, content: String, create_only: bool) -> Result<Prepared, OperationResult> {
+    pub fn prepare_write(
+        &self,
+        given: &str,
+        content: String,
+        create_only: bool,
+    ) -> Result<Prepared, OperationResult> {
         self.allowed(WRITE)?;
         let t = self.resolve(WRITE, given, true)?;
         self.no_marker(WRITE, "the content", &content)?;
@@ -291,12 +381,25 @@ impl<'a> FileTools<'a> {
         if let Some(o) = &old {
             let text = String::from_utf8_lossy(&o.bytes);
             if self.redactor.redact(&text) != text {
-                return Err(refuse(WRITE, ResultCode::PolicyDenied, format!("{} holds what the redactor masks (a secret you were not shown), so write_file will not replace it; change it with edit_file around the masked parts, or ask the operator", t.path.display())));
+                return Err(refuse(
+                    WRITE,
+                    ResultCode::PolicyDenied,
+                    format!(
+                        "{} holds what the redactor masks (a secret you were not shown), so write_file will not replace it; change it with edit_file around the masked parts, or ask the operator",
+                        t.path.display()
+                    ),
+                ));
             }
         }
-        let summary = old.as_ref().map(|o| diff_counts(&String::from_utf8_lossy(&o.bytes), &content));
+        let summary = old
+            .as_ref()
+            .map(|o| diff_counts(&String::from_utf8_lossy(&o.bytes), &content));
         let reason = match (&old, &summary) {
-            (Some(_), Some((added, removed))) => format!("replaced {} ({} bytes; +{added} -{removed} lines)", t.path.display(), content.len()),
+            (Some(_), Some((added, removed))) => format!(
+                "replaced {} ({} bytes; +{added} -{removed} lines)",
+                t.path.display(),
+                content.len()
+            ),
             _ => format!("created {} ({} bytes)", t.path.display(), content.len()),
         };
         let record = json!({
@@ -311,43 +414,86 @@ impl<'a> FileTools<'a> {
             "lines_added": summary.map(|s| s.0),
             "lines_removed": summary.map(|s| s.1),
         }));
-        Ok(Prepared { target: t, content, old, create_only, result, record })
+        Ok(Prepared {
+            target: t,
+            content,
+            old,
+            create_only,
+            result,
+            record,
+        })
     }
 
     /// `edit_file`: every edit in order, all or nothing; the unified diff (redacted). With
     /// `dry_run` the result is final and nothing is written (`Ok(Err(result))`).
-    pub fn prepare_edit(&self, given: &str, edits: &[Edit], dry_run: bool) -> Result<Result<Prepared, OperationResult>, OperationResult> {
-        self.allowed(if dry_run { READ } else { EDIT }).map_err(|mut r| {
-            r.action = EDIT.into();
-            r
-        })?;
+    pub fn prepare_edit(
+        &self,
+        given: &str,
+        edits: &[Edit],
+        dry_run: bool,
+    ) -> Result<Result<Prepared, OperationResult>, OperationResult> {
+        self.allowed(if dry_run { READ } else { EDIT })
+            .map_err(|mut r| {
+                r.action = EDIT.into();
+                r
+            })?;
         if edits.is_empty() {
-            return Err(refuse(EDIT, ResultCode::InvalidRequest, "edits is empty: give at least one {old_text, new_text}"));
+            return Err(refuse(
+                EDIT,
+                ResultCode::InvalidRequest,
+                "edits is empty: give at least one {old_text, new_text}",
+            ));
         }
         let t = self.resolve(EDIT, given, true)?;
         let dir = self.open_dir(EDIT, &t, false)?;
-        let old = self.existing(EDIT, &t, &dir)?.ok_or_else(|| self.io_refusal(EDIT, &t, io::IoRefusal::Missing))?;
-        let before = String::from_utf8(old.bytes.clone()).map_err(|_| refuse(EDIT, ResultCode::PolicyDenied, format!("{} is not UTF-8 text; edit_file changes text files", t.path.display())))?;
+        let old = self
+            .existing(EDIT, &t, &dir)?
+            .ok_or_else(|| self.io_refusal(EDIT, &t, io::IoRefusal::Missing))?;
+        let before = String::from_utf8(old.bytes.clone()).map_err(|_| {
+            refuse(
+                EDIT,
+                ResultCode::PolicyDenied,
+                format!(
+                    "{} is not UTF-8 text; edit_file changes text files",
+                    t.path.display()
+                ),
+            )
+        })?;
         let mut text = before.clone();
         for (i, e) in edits.iter().enumerate() {
             let n = i + 1;
             if e.old_text.is_empty() {
-                return Err(refuse(EDIT, ResultCode::InvalidRequest, format!("edit {n}: old_text is empty; to write a whole file use write_file")));
+                return Err(refuse(
+                    EDIT,
+                    ResultCode::InvalidRequest,
+                    format!("edit {n}: old_text is empty; to write a whole file use write_file"),
+                ));
             }
             self.no_marker(EDIT, &format!("edit {n}'s old_text"), &e.old_text)?;
             self.no_marker(EDIT, &format!("edit {n}'s new_text"), &e.new_text)?;
             let count = text.matches(e.old_text.as_str()).count();
             match (count, e.replace_all) {
                 (0, _) => {
-                    return Err(refuse(EDIT, ResultCode::Conflict, format!(
-                        "edit {n}: old_text does not occur in {} (after the edits before it); nothing was changed. The nearest lines: {}",
-                        t.path.display(),
-                        self.nearest(&text, &e.old_text)
-                    )));
+                    return Err(refuse(
+                        EDIT,
+                        ResultCode::Conflict,
+                        format!(
+                            "edit {n}: old_text does not occur in {} (after the edits before it); nothing was changed. The nearest lines: {}",
+                            t.path.display(),
+                            self.nearest(&text, &e.old_text)
+                        ),
+                    ));
                 }
                 (1, _) | (_, true) => text = text.replace(e.old_text.as_str(), &e.new_text),
                 (c, false) => {
-                    return Err(refuse(EDIT, ResultCode::Conflict, format!("edit {n}: old_text occurs {c} times in {}; add lines around it to make it unique, or set replace_all; nothing was changed", t.path.display())));
+                    return Err(refuse(
+                        EDIT,
+                        ResultCode::Conflict,
+                        format!(
+                            "edit {n}: old_text occurs {c} times in {}; add lines around it to make it unique, or set replace_all; nothing was changed",
+                            t.path.display()
+                        ),
+                    ));
                 }
             }
         }
@@ -367,13 +513,29 @@ impl<'a> FileTools<'a> {
             return Ok(Err(OperationResult::new(EDIT, ResultCode::Ok, format!("would change {shown} (+{added} -{removed} lines); nothing was written (dry_run)")).with_detail(detail)));
         }
         let record = json!({"path": t.path, "bytes": text.len(), "sha256_before": sha256(&old.bytes), "edits": edits.len()});
-        let result = OperationResult::new(EDIT, ResultCode::Ok, format!("changed {shown} (+{added} -{removed} lines)")).with_detail(detail);
-        Ok(Ok(Prepared { target: t, content: text, old: Some(old), create_only: false, result, record }))
+        let result = OperationResult::new(
+            EDIT,
+            ResultCode::Ok,
+            format!("changed {shown} (+{added} -{removed} lines)"),
+        )
+        .with_detail(detail);
+        Ok(Ok(Prepared {
+            target: t,
+            content: text,
+            old: Some(old),
+            create_only: false,
+            result,
+            record,
+        }))
     }
 
     /// Up to three lines of `text` most like the first line of `wanted`, numbered, redacted.
     fn nearest(&self, text: &str, wanted: &str) -> String {
-        let first = wanted.lines().find(|l| !l.trim().is_empty()).unwrap_or(wanted).trim();
+        let first = wanted
+            .lines()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or(wanted)
+            .trim();
         let lines: Vec<&str> = text.lines().collect();
         let best = lines
             .iter()
@@ -399,13 +561,31 @@ impl Prepared {
     /// Performs the write (after its attempt record is durable). The result, with the new
     /// content's SHA-256 for the outcome record.
     pub fn commit(self) -> (OperationResult, Value) {
-        let Prepared { target, content, old, create_only, result, .. } = self;
+        let Prepared {
+            target,
+            content,
+            old,
+            create_only,
+            result,
+            ..
+        } = self;
         let tool = result.action.clone();
         let done = io::open_root(&target.root)
             .and_then(|root| io::open_dir(&root, &target.dir, true))
-            .and_then(|dir| io::write_atomic(&dir, &target.name, content.as_bytes(), old.as_ref(), create_only || old.is_none()));
+            .and_then(|dir| {
+                io::write_atomic(
+                    &dir,
+                    &target.name,
+                    content.as_bytes(),
+                    old.as_ref(),
+                    create_only || old.is_none(),
+                )
+            });
         match done {
-            Ok(()) => (result, json!({"sha256_after": sha256(content.as_bytes()), "bytes": content.len()})),
+            Ok(()) => (
+                result,
+                json!({"sha256_after": sha256(content.as_bytes()), "bytes": content.len()}),
+            ),
             Err(r) => {
                 let tools = FileToolsErr { path: &target.path };
                 (tools.result(&tool, r), Value::Null)
@@ -423,12 +603,22 @@ impl FileToolsErr<'_> {
     fn result(&self, tool: &str, r: io::IoRefusal) -> OperationResult {
         let shown = self.path.display();
         let why = match r {
-            io::IoRefusal::Exists => return refuse(tool, ResultCode::Conflict, format!("{shown} appeared while it was written; nothing was replaced")),
+            io::IoRefusal::Exists => {
+                return refuse(
+                    tool,
+                    ResultCode::Conflict,
+                    format!("{shown} appeared while it was written; nothing was replaced"),
+                );
+            }
             io::IoRefusal::Symlink => "a symlink took its place".to_owned(),
             io::IoRefusal::Failed(why) => why,
             other => format!("{other:?}"),
         };
-        refuse(tool, ResultCode::OperationFailed, format!("{shown} could not be written ({why}); the old file, if any, is unchanged"))
+        refuse(
+            tool,
+            ResultCode::OperationFailed,
+            format!("{shown} could not be written ({why}); the old file, if any, is unchanged"),
+        )
     }
 }
 

@@ -4,6 +4,7 @@ mod audit;
 mod cli;
 mod confinement;
 mod egress;
+mod file_tools;
 mod files;
 mod first_day;
 mod first_hour;

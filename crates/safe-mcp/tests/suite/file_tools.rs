@@ -1,0 +1,449 @@
+//! The file tools (issue 31): read_file, write_file and edit_file over a real MCP session,
+//! on the jail commands use, against what a command can plant there.
+
+use serde_json::{Value, json};
+
+use super::support::{Sandbox, Session};
+
+fn sandbox(extra: &str) -> Sandbox {
+    Sandbox::with(
+        "\"sh\", \"cat\", \"git\", \"ln\", \"mkfifo\"",
+        "timeout_seconds = 20\nmax_output_bytes = 65536",
+        "closed",
+        extra,
+    )
+}
+
+async fn call(s: &Session, tool: &str, args: Value) -> Value {
+    s.call(tool, args).await
+}
+
+fn sh(script: &str) -> Value {
+    json!({"command": ["sh", "-c", script]})
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn read_edit_write_round_trip() {
+    let sb = sandbox("");
+    let s = sb.session().await;
+    // write_file makes parents and reports what it wrote.
+    let r = call(
+        &s,
+        "write_file",
+        json!({"path": "src/lib.rs", "content": "fn a() {}\nfn b() {}\nfn c() {}\n"}),
+    )
+    .await;
+    assert_eq!(r["code"], "OK", "{r}");
+    assert_eq!(r["detail"]["created"], true, "{r}");
+    assert_eq!(
+        std::fs::read_to_string(sb.jail.join("src/lib.rs")).unwrap(),
+        "fn a() {}\nfn b() {}\nfn c() {}\n"
+    );
+    // read_file by lines.
+    let r = call(
+        &s,
+        "read_file",
+        json!({"path": "src/lib.rs", "offset": 2, "limit": 1}),
+    )
+    .await;
+    assert_eq!(r["detail"]["content"], "fn b() {}\n", "{r}");
+    assert_eq!(
+        (
+            r["detail"]["first_line"].as_u64(),
+            r["detail"]["lines"].as_u64(),
+            r["detail"]["total_lines"].as_u64()
+        ),
+        (Some(2), Some(1), Some(3)),
+        "{r}"
+    );
+    // edit_file: a dry run changes nothing; the edit returns the diff.
+    let edit = json!({"path": "src/lib.rs", "edits": [{"old_text": "fn b() {}", "new_text": "fn b() { a() }"}]});
+    let mut dry = edit.clone();
+    dry["dry_run"] = json!(true);
+    let r = call(&s, "edit_file", dry).await;
+    assert_eq!(r["code"], "OK", "{r}");
+    assert!(
+        r["detail"]["diff"]
+            .as_str()
+            .unwrap()
+            .contains("+fn b() { a() }"),
+        "{r}"
+    );
+    assert!(
+        std::fs::read_to_string(sb.jail.join("src/lib.rs"))
+            .unwrap()
+            .contains("fn b() {}\n")
+    );
+    let r = call(&s, "edit_file", edit).await;
+    assert_eq!(r["code"], "OK", "{r}");
+    assert!(
+        std::fs::read_to_string(sb.jail.join("src/lib.rs"))
+            .unwrap()
+            .contains("fn b() { a() }\n")
+    );
+    // A miss names the edit and the nearest lines; nothing changes (all or nothing).
+    let before = std::fs::read_to_string(sb.jail.join("src/lib.rs")).unwrap();
+    let r = call(
+        &s,
+        "edit_file",
+        json!({"path": "src/lib.rs", "edits": [
+        {"old_text": "fn a() {}", "new_text": "fn a2() {}"},
+        {"old_text": "fn cc() {}", "new_text": "x"}]}),
+    )
+    .await;
+    assert_eq!(r["code"], "CONFLICT", "{r}");
+    let reason = r["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("edit 2:") && reason.contains("3: fn c() {}"),
+        "{reason}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(sb.jail.join("src/lib.rs")).unwrap(),
+        before
+    );
+    // Two occurrences need replace_all.
+    call(
+        &s,
+        "write_file",
+        json!({"path": "twice.txt", "content": "x\nx\n"}),
+    )
+    .await;
+    let r = call(
+        &s,
+        "edit_file",
+        json!({"path": "twice.txt", "edits": [{"old_text": "x", "new_text": "y"}]}),
+    )
+    .await;
+    assert_eq!(r["code"], "CONFLICT", "{r}");
+    let r = call(&s, "edit_file", json!({"path": "twice.txt", "edits": [{"old_text": "x", "new_text": "y", "replace_all": true}]})).await;
+    assert_eq!(r["code"], "OK", "{r}");
+    assert_eq!(
+        std::fs::read_to_string(sb.jail.join("twice.txt")).unwrap(),
+        "y\ny\n"
+    );
+    // create_only refuses an existing file; a replace keeps the mode.
+    let r = call(
+        &s,
+        "write_file",
+        json!({"path": "twice.txt", "content": "z", "create_only": true}),
+    )
+    .await;
+    assert_eq!(r["code"], "CONFLICT", "{r}");
+    std::fs::write(sb.jail.join("run.sh"), "#!/bin/sh\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(
+        sb.jail.join("run.sh"),
+        std::fs::Permissions::from_mode(0o750),
+    )
+    .unwrap();
+    let r = call(
+        &s,
+        "write_file",
+        json!({"path": "run.sh", "content": "#!/bin/sh\necho hi\n"}),
+    )
+    .await;
+    assert_eq!(r["code"], "OK", "{r}");
+    assert_eq!(
+        std::fs::metadata(sb.jail.join("run.sh"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o750
+    );
+    // No temporary file is left beside a target.
+    let left: Vec<_> = std::fs::read_dir(&sb.jail)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains(".safe-mcp-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn what_a_command_plants_is_never_followed_or_waited_on() {
+    let sb = sandbox("");
+    let outside = sb.base().join("outside.txt");
+    std::fs::write(&outside, "outside\n").unwrap();
+    let s = sb.session().await;
+    // A symlink to a file outside, and a symlinked folder, planted by a command.
+    let r = s
+        .call(
+            "run_command",
+            sh(&format!(
+                "ln -s {} link.txt; ln -s {} dir; mkfifo fifo; ln notes.txt hard.txt",
+                outside.display(),
+                sb.base().display()
+            )),
+        )
+        .await;
+    assert_eq!(r["code"], "OK", "{r}");
+    for (tool, args) in [
+        ("read_file", json!({"path": "link.txt"})),
+        (
+            "write_file",
+            json!({"path": "link.txt", "content": "pwned"}),
+        ),
+        (
+            "write_file",
+            json!({"path": "dir/outside.txt", "content": "pwned"}),
+        ),
+        (
+            "edit_file",
+            json!({"path": "link.txt", "edits": [{"old_text": "outside", "new_text": "pwned"}]}),
+        ),
+    ] {
+        let r = call(&s, tool, args.clone()).await;
+        assert_eq!(r["code"], "PATH_ESCAPE", "{tool} {args}: {r}");
+    }
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "outside\n");
+    // A FIFO answers at once, refused; so does a write to it.
+    for (tool, args) in [
+        ("read_file", json!({"path": "fifo"})),
+        ("write_file", json!({"path": "fifo", "content": "x"})),
+    ] {
+        let r = call(&s, tool, args).await;
+        assert_eq!(r["code"], "POLICY_DENIED", "{tool}: {r}");
+        assert!(r["reason"].as_str().unwrap().contains("FIFO"), "{r}");
+    }
+    // A file with a second hard link is read, never written.
+    let r = call(&s, "read_file", json!({"path": "hard.txt"})).await;
+    assert_eq!(r["code"], "OK", "{r}");
+    let r = call(
+        &s,
+        "write_file",
+        json!({"path": "hard.txt", "content": "x"}),
+    )
+    .await;
+    assert_eq!(r["code"], "POLICY_DENIED", "{r}");
+    assert!(r["reason"].as_str().unwrap().contains("hard links"), "{r}");
+    assert_eq!(
+        std::fs::read_to_string(sb.jail.join("notes.txt")).unwrap(),
+        "alpha\nbeta\ngamma\n"
+    );
+    // Outside the jail, by path.
+    for path in ["../outside.txt", "/etc/hostname", outside.to_str().unwrap()] {
+        let r = call(&s, "read_file", json!({"path": path})).await;
+        assert_eq!(r["code"], "PATH_ESCAPE", "{path}: {r}");
+    }
+    // A device (made by the operator: commands cannot), as root.
+    if rustix::process::geteuid().is_root() {
+        let dev = sb.jail.join("null-dev");
+        let made = std::process::Command::new("mknod")
+            .arg(&dev)
+            .args(["c", "1", "3"])
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let r = call(&s, "read_file", json!({"path": "null-dev"})).await;
+        assert_eq!(r["code"], "POLICY_DENIED", "{r}");
+        assert!(r["reason"].as_str().unwrap().contains("device"), "{r}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn secrets_sizes_protected_paths_and_the_switches() {
+    let sb = sandbox("[terminal.files]\nmax_file_bytes = 4096\n");
+    std::fs::write(
+        sb.jail.join(".env"),
+        "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\nDEBUG=1\n",
+    )
+    .unwrap();
+    std::fs::write(sb.jail.join("big.txt"), "x".repeat(5000)).unwrap();
+    let s = sb.session().await;
+    // Read redacted; replace refused; an edit that carries a marker refused; one around it works.
+    let r = call(&s, "read_file", json!({"path": ".env"})).await;
+    let content = r["detail"]["content"].as_str().unwrap();
+    assert!(
+        !content.contains("wJalrXUtn") && content.contains("[REDACTED:"),
+        "{r}"
+    );
+    let r = call(
+        &s,
+        "write_file",
+        json!({"path": ".env", "content": "DEBUG=0\n"}),
+    )
+    .await;
+    assert_eq!(r["code"], "POLICY_DENIED", "{r}");
+    let r = call(&s, "edit_file", json!({"path": ".env", "edits": [{"old_text": content.lines().next().unwrap(), "new_text": "X=1"}]})).await;
+    assert_eq!(r["code"], "POLICY_DENIED", "{r}");
+    assert!(
+        r["reason"].as_str().unwrap().contains("edit around it"),
+        "{r}"
+    );
+    let r = call(
+        &s,
+        "edit_file",
+        json!({"path": ".env", "edits": [{"old_text": "DEBUG=1", "new_text": "DEBUG=0"}]}),
+    )
+    .await;
+    assert_eq!(r["code"], "OK", "{r}");
+    let env = std::fs::read_to_string(sb.jail.join(".env")).unwrap();
+    assert!(
+        env.contains("wJalrXUtnFEMI") && env.contains("DEBUG=0"),
+        "{env}"
+    );
+    // Sizes.
+    let r = call(&s, "read_file", json!({"path": "big.txt"})).await;
+    assert_eq!(r["code"], "POLICY_DENIED", "{r}");
+    assert!(
+        r["reason"].as_str().unwrap().contains("max_file_bytes"),
+        "{r}"
+    );
+    let r = call(
+        &s,
+        "write_file",
+        json!({"path": "new.txt", "content": "y".repeat(5000)}),
+    )
+    .await;
+    assert_eq!(r["code"], "POLICY_DENIED", "{r}");
+    assert!(!sb.jail.join("new.txt").exists());
+    // Protected paths, with the terminal's reason.
+    let r = call(
+        &s,
+        "write_file",
+        json!({"path": ".vscode/tasks.json", "content": "{}"}),
+    )
+    .await;
+    assert_eq!(r["code"], "POLICY_DENIED", "{r}");
+    assert!(
+        r["reason"].as_str().unwrap().contains("protected path"),
+        "{r}"
+    );
+    // Binary files are reported by their size.
+    std::fs::write(sb.jail.join("blob.bin"), [0u8, 1, 2, 3]).unwrap();
+    let r = call(&s, "read_file", json!({"path": "blob.bin"})).await;
+    assert_eq!(
+        (
+            r["detail"]["binary"].as_bool(),
+            r["detail"]["bytes"].as_u64()
+        ),
+        (Some(true), Some(4)),
+        "{r}"
+    );
+    drop(s);
+    // The switches.
+    for (switch, read, write) in [
+        ("enabled = false", "POLICY_DENIED", "POLICY_DENIED"),
+        ("read_only = true", "OK", "POLICY_DENIED"),
+    ] {
+        let sb = sandbox(&format!("[terminal.files]\n{switch}\n"));
+        let s = sb.session().await;
+        assert_eq!(
+            call(&s, "read_file", json!({"path": "notes.txt"})).await["code"],
+            read,
+            "{switch}"
+        );
+        assert_eq!(
+            call(&s, "write_file", json!({"path": "n.txt", "content": "x"})).await["code"],
+            write,
+            "{switch}"
+        );
+        assert!(!sb.jail.join("n.txt").exists());
+    }
+}
+
+/// The attempt record, with the old content's hash, is durable before the write; the
+/// outcome names the new one's. Under fail-closed an unwritable trail writes nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_write_is_audited_before_it_happens() {
+    let sb = sandbox("");
+    let s = sb.session().await;
+    let r = call(
+        &s,
+        "write_file",
+        json!({"path": "notes.txt", "content": "new\n"}),
+    )
+    .await;
+    assert_eq!(r["code"], "OK", "{r}");
+    let records = sb.audit_records();
+    let attempt = records
+        .iter()
+        .rfind(|r| r["kind"] == "attempt" && r["tool"] == "write_file")
+        .unwrap();
+    let outcome = records
+        .iter()
+        .rfind(|r| r["kind"] == "outcome" && r["tool"] == "write_file")
+        .unwrap();
+    assert!(attempt["seq"].as_u64() < outcome["seq"].as_u64());
+    use sha2::Digest;
+    let old = hex::encode(sha2::Sha256::digest(b"alpha\nbeta\ngamma\n"));
+    let new = hex::encode(sha2::Sha256::digest(b"new\n"));
+    assert_eq!(attempt["args"]["sha256_before"], old, "{attempt}");
+    assert_eq!(outcome["file"]["sha256_after"], new, "{outcome}");
+    // A read is recorded as a read-only call.
+    call(&s, "read_file", json!({"path": "notes.txt"})).await;
+    assert!(
+        sb.audit_records()
+            .iter()
+            .any(|r| r["kind"] == "outcome" && r["tool"] == "read_file")
+    );
+    // The trail goes away: nothing is written.
+    drop(s);
+    let s = sb.session().await;
+    std::fs::remove_file(&sb.audit).unwrap();
+    std::fs::create_dir(&sb.audit).unwrap();
+    let r = call(
+        &s,
+        "write_file",
+        json!({"path": "notes.txt", "content": "unaudited\n"}),
+    )
+    .await;
+    assert_eq!(r["code"], "AUDIT_UNAVAILABLE", "{r}");
+    assert_eq!(
+        std::fs::read_to_string(sb.jail.join("notes.txt")).unwrap(),
+        "new\n"
+    );
+}
+
+/// A server killed at any moment of a write leaves the old file or the new one, never a
+/// mix, and the next server works on it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_write_killed_midway_leaves_old_or_new() {
+    let sb = sandbox("[terminal.files]\nmax_file_bytes = 16777216\n");
+    let old = "o".repeat(3 << 20);
+    let new = "n".repeat(3 << 20);
+    std::fs::write(sb.jail.join("big.txt"), &old).unwrap();
+    for round in 0..8u64 {
+        let s = sb.session().await;
+        let Value::Object(args) = json!({"path": "big.txt", "content": new}) else {
+            unreachable!()
+        };
+        // The raw call: its answer may never come (the server dies), which is the point.
+        let write = s
+            .client
+            .call_tool(rmcp::model::CallToolRequestParams::new("write_file").with_arguments(args));
+        let kill = async {
+            tokio::time::sleep(std::time::Duration::from_millis(round * 7)).await;
+            let _ = std::process::Command::new("pkill")
+                .args([
+                    "-KILL",
+                    "-f",
+                    &format!("terminal --config {}", sb.policy.display()),
+                ])
+                .status();
+        };
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+            tokio::select! {
+                _ = write => {},
+                _ = kill => {},
+            }
+        })
+        .await;
+        let _ = std::process::Command::new("pkill")
+            .args([
+                "-KILL",
+                "-f",
+                &format!("terminal --config {}", sb.policy.display()),
+            ])
+            .status();
+        drop(s);
+        let now = std::fs::read_to_string(sb.jail.join("big.txt")).unwrap();
+        assert!(
+            now == old || now == new,
+            "round {round}: a mix of {} bytes",
+            now.len()
+        );
+        std::fs::write(sb.jail.join("big.txt"), &old).unwrap();
+    }
+}
