@@ -247,6 +247,11 @@ const READERS: &[&str] = &[
     "dirname",
 ];
 
+/// Programs a model reaches for to change a file: their refusal points at the file tools.
+const FILE_WRITERS: &[&str] = &[
+    "sed", "tee", "dd", "truncate", "patch", "ed", "ex", "vi", "vim", "nano", "perl", "awk",
+];
+
 /// git subcommands whose path operands are only read (pathspecs of what to show or stage).
 const GIT_READERS: &[&str] = &[
     "add",
@@ -439,7 +444,12 @@ fn judge_program(policy: &TerminalPolicy, argv: &[String]) -> StageVerdict {
             ResultCode::PolicyDenied,
             "not-allowlisted",
             format!(
-                "`{name}` is not on the allowlist (deny by default); describe_policy lists what is"
+                "`{name}` is not on the allowlist (deny by default); describe_policy lists what is{}",
+                if FILE_WRITERS.contains(&name) {
+                    ". To change a file use edit_file, to create or replace one write_file"
+                } else {
+                    ""
+                }
             ),
         );
     }

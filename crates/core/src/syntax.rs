@@ -93,7 +93,7 @@ impl Forbidden {
                 "command substitution (`$(...)` or backticks) is refused: no shell runs here"
             }
             Forbidden::Redirection => {
-                "redirections (`<`, `>`, `2>&1`) are refused: output is returned to you, and files are written only by allowed tools"
+                "redirections (`<`, `>`, `2>&1`) are refused: output is returned to you; to create or replace a file use write_file, to change one edit_file"
             }
             Forbidden::HereDoc => {
                 "here-documents are refused; pass input with the `stdin` argument"

@@ -475,6 +475,13 @@ impl TerminalService {
                     crate::egress::NetworkMode::Open => "any network the view has (in the private view, its own loopback only)",
                 },
             },
+            "file_tools": {
+                "read_file": p.files.enabled,
+                "write_file": p.files.enabled && !p.files.read_only,
+                "edit_file": p.files.enabled && !p.files.read_only,
+                "max_file_bytes": p.files.max_file_bytes,
+                "how": "to change a file use edit_file (old_text -> new_text, all or nothing, returns the diff); to create or replace one write_file; to read one read_file (by lines). They work in the jail and the write paths, never through a symlink, never on a protected path",
+            },
             "protected_paths": {
                 "paths": p.protected.entries.iter().map(|e| e.path.as_str()).collect::<Vec<_>>(),
                 "removed_by_the_operator": p.protected.removed,

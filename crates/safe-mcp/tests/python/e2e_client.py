@@ -24,6 +24,13 @@ CALLS = [
     ("run_command", {"command": 42}, "INVALID_REQUEST"),
     ("run_command", {"command": "sleep 5", "timeout_seconds": 1}, "TIMEOUT"),
     ("run_command", {"command": "yes"}, "OUTPUT_TRUNCATED"),
+    # The file tools, as a coding agent uses them: write, read, edit, then a refusal of each kind.
+    ("write_file", {"path": "src/app.py", "content": "def f():\n    return 1\n"}, "OK"),
+    ("read_file", {"path": "src/app.py", "offset": 2, "limit": 1}, "OK"),
+    ("edit_file", {"path": "src/app.py", "edits": [{"old_text": "return 1", "new_text": "return 2"}]}, "OK"),
+    ("edit_file", {"path": "src/app.py", "edits": [{"old_text": "return 9", "new_text": "x"}]}, "CONFLICT"),
+    ("read_file", {"path": "../escape.txt"}, "PATH_ESCAPE"),
+    ("write_file", {"path": ".vscode/tasks.json", "content": "{}"}, "POLICY_DENIED"),
 ]
 
 
@@ -36,8 +43,9 @@ async def main(binary: str, policy: str) -> None:
             assert info.name == "safe-mcp", info
             tools = {t.name: t for t in (await session.list_tools()).tools}
             assert sorted(tools) == [
-                "describe_policy", "explain_command", "list_processes", "read_process_output",
-                "run_command", "start_process", "stop_process", "write_process_input",
+                "describe_policy", "edit_file", "explain_command", "list_processes", "read_file",
+                "read_process_output", "run_command", "start_process", "stop_process", "write_file",
+                "write_process_input",
             ], sorted(tools)
             for name, tool in tools.items():
                 schema = field(tool, "output_schema", "outputSchema")

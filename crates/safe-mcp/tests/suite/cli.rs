@@ -329,7 +329,7 @@ fn a_session_over_non_pipe_stdio_works() {
     }
     assert!(child.wait().unwrap().success());
     assert_eq!(answers[&1]["result"]["serverInfo"]["name"], "safe-mcp");
-    assert_eq!(answers[&2]["result"]["tools"].as_array().unwrap().len(), 8);
+    assert_eq!(answers[&2]["result"]["tools"].as_array().unwrap().len(), 11);
     let run = &answers[&3]["result"]["structuredContent"];
     assert_eq!(run["detail"]["stdout"], "over-a-file\n", "{run}");
 }
@@ -553,7 +553,7 @@ fn bad_lines_get_json_rpc_errors_and_the_server_stays_up() {
     assert!(
         reply["result"]["tools"]
             .as_array()
-            .is_some_and(|t| t.len() == 8),
+            .is_some_and(|t| t.len() == 11),
         "{reply}"
     );
     drop(input);

@@ -75,6 +75,11 @@ fn official_python_sdk_drives_every_tool() {
     let sb = Sandbox::new("");
     let stdout = run_client("e2e_client.py", &sb.policy);
     assert!(stdout.contains("validated"), "{stdout}");
+    // The file tools' edit reached the disk.
+    assert_eq!(
+        std::fs::read_to_string(sb.jail.join("src/app.py")).unwrap(),
+        "def f():\n    return 2\n"
+    );
 }
 
 #[test]

@@ -21,12 +21,15 @@ async fn tools_are_listed_with_schemas_annotations_and_our_server_info() {
         names,
         [
             "describe_policy",
+            "edit_file",
             "explain_command",
             "list_processes",
+            "read_file",
             "read_process_output",
             "run_command",
             "start_process",
             "stop_process",
+            "write_file",
             "write_process_input"
         ]
     );
@@ -52,10 +55,15 @@ async fn tools_are_listed_with_schemas_annotations_and_our_server_info() {
             tool.name
         );
         let a = tool.annotations.as_ref().expect("annotations");
-        // The tools that only look: describe, explain, list, and reading a session's output.
+        // The tools that only look: describe, explain, list, reading a session's output,
+        // and reading a file.
         let read_only = matches!(
             tool.name.as_ref(),
-            "describe_policy" | "explain_command" | "list_processes" | "read_process_output"
+            "describe_policy"
+                | "explain_command"
+                | "list_processes"
+                | "read_process_output"
+                | "read_file"
         );
         assert_eq!(a.read_only_hint, Some(read_only), "{}", tool.name);
         assert_eq!(a.destructive_hint, Some(!read_only), "{}", tool.name);
