@@ -173,6 +173,34 @@ async fn init_as_root_with_the_real_home_builds_tests_and_commits() {
         ],
     )
     .await;
+    // The loop a coding agent runs, through the server alone: read, edit, test, diff, commit.
+    let r = s
+        .call("read_file", serde_json::json!({"path": "src/lib.rs"}))
+        .await;
+    assert!(
+        r["detail"]["content"]
+            .as_str()
+            .unwrap()
+            .contains("pub fn two() -> u32 { 2 }"),
+        "{r}"
+    );
+    let r = s
+        .call(
+            "edit_file",
+            serde_json::json!({"path": "src/lib.rs", "edits": [{"old_text": "{ 2 }", "new_text": "{ 1 + 1 }"}]}),
+        )
+        .await;
+    assert_eq!(r["code"], "OK", "{r}");
+    all_succeed(&s, &["cargo test --offline"]).await;
+    let r = s.run("git diff").await;
+    assert!(
+        r["detail"]["stdout"]
+            .as_str()
+            .unwrap()
+            .contains("+pub fn two() -> u32 { 1 + 1 }"),
+        "{r}"
+    );
+    all_succeed(&s, &["git commit -q -a -m two"]).await;
 }
 
 /// Item 1, as an unprivileged user with a home of its own: `init --profile python --profile
