@@ -130,28 +130,7 @@ pub(super) async fn session_with(sb: &Sandbox, path: &str, uid: Option<u32>) -> 
             })
             .await
         }
-        Some(uid) => {
-            let path = path.to_owned();
-            Session::start_with_stderr(
-                &sb.policy,
-                |c| {
-                    let program = std::mem::replace(c, tokio::process::Command::new("setpriv"));
-                    let args: Vec<_> = program.as_std().get_args().map(|a| a.to_owned()).collect();
-                    c.args([
-                        format!("--reuid={uid}"),
-                        format!("--regid={uid}"),
-                        "--clear-groups".to_owned(),
-                        "--".to_owned(),
-                    ])
-                    .arg(super::support::BIN)
-                    .args(args)
-                    .env_clear()
-                    .env("PATH", path);
-                },
-                None,
-            )
-            .await
-        }
+        Some(uid) => sb.session_as_with_path(uid, Some(path)).await,
     }
 }
 

@@ -124,6 +124,13 @@ allow_interpreter = true
 
     /// A session with the server run as `uid` (through setpriv; the caller must be root).
     pub async fn session_as(&self, uid: u32) -> Session {
+        self.session_as_with_path(uid, None).await
+    }
+
+    /// [`Sandbox::session_as`], with `PATH` set for the server when given (the profiles find
+    /// their toolchains through it).
+    pub async fn session_as_with_path(&self, uid: u32, path: Option<&str>) -> Session {
+        let path = path.map(str::to_owned);
         Session::start_with_stderr(
             &self.policy,
             |c| {
@@ -138,6 +145,9 @@ allow_interpreter = true
                 .arg(BIN)
                 .args(args)
                 .env_clear();
+                if let Some(path) = path {
+                    c.env("PATH", path);
+                }
             },
             None,
         )
