@@ -195,7 +195,7 @@ pub fn default_covering(rel: &str) -> Option<&'static str> {
 }
 
 /// `*` matches any run of characters (within one component); everything else itself.
-fn glob_match(pattern: &str, name: &str) -> bool {
+pub(crate) fn glob_match(pattern: &str, name: &str) -> bool {
     match pattern.split_once('*') {
         None => pattern == name,
         Some((head, tail)) => {

@@ -480,6 +480,7 @@ impl TerminalService {
                 "write_file": p.files.enabled && !p.files.read_only,
                 "edit_file": p.files.enabled && !p.files.read_only,
                 "max_file_bytes": p.files.max_file_bytes,
+                "confirm_paths": p.files.confirm_paths,
                 "how": "to change a file use edit_file (old_text -> new_text, all or nothing, returns the diff); to create or replace one write_file; to read one read_file (by lines). They work in the jail and the write paths, never through a symlink, never on a protected path",
             },
             "protected_paths": {

@@ -134,9 +134,24 @@ impl TerminalServer {
                 Ok(a) => a,
                 Err(r) => return r,
             };
+        let approver = self.approver(&context.peer);
+        let approval = match self
+            .service()
+            .approve_file_write("write_file", &args.path, Some(&approver), &caller)
+            .await
+        {
+            Ok(a) => a,
+            Err(refused) => return to_result(refused),
+        };
         let service = self.service().clone();
         blocking("write_file", move || {
-            service.write_file(&args.path, args.content, args.create_only, &caller)
+            service.write_file(
+                &args.path,
+                args.content,
+                args.create_only,
+                approval,
+                &caller,
+            )
         })
         .await
     }
@@ -171,9 +186,23 @@ impl TerminalServer {
                 replace_all: e.replace_all,
             })
             .collect();
+        // A dry run changes nothing: no one is asked.
+        let approver = self.approver(&context.peer);
+        let approval = if args.dry_run {
+            None
+        } else {
+            match self
+                .service()
+                .approve_file_write("edit_file", &args.path, Some(&approver), &caller)
+                .await
+            {
+                Ok(a) => a,
+                Err(refused) => return to_result(refused),
+            }
+        };
         let service = self.service().clone();
         blocking("edit_file", move || {
-            service.edit_file(&args.path, &edits, args.dry_run, &caller)
+            service.edit_file(&args.path, &edits, args.dry_run, approval, &caller)
         })
         .await
     }

@@ -391,7 +391,10 @@ impl TerminalServer {
     }
 
     /// Who asks a person for a call of this request's client.
-    fn approver(&self, peer: &rmcp::Peer<rmcp::RoleServer>) -> safe_mcp_core::approval::AskPerson {
+    pub(crate) fn approver(
+        &self,
+        peer: &rmcp::Peer<rmcp::RoleServer>,
+    ) -> safe_mcp_core::approval::AskPerson {
         safe_mcp_core::approval::AskPerson(Arc::new(crate::approval::ClientApprover {
             peer: peer.clone(),
             pages: self.pages.clone(),

@@ -555,6 +555,14 @@ impl Builder<'_> {
         )?;
         let write_paths = union(own, caches);
         let files = raw.files.unwrap_or_default();
+        for p in &files.confirm_paths {
+            crate::protected::check_entry(&p.replace("**", "x")).map_err(|message| {
+                ConfigError::Invalid {
+                    key: "terminal.files.confirm_paths".into(),
+                    message,
+                }
+            })?;
+        }
         if files.max_file_bytes == 0 || files.max_file_bytes > 64 << 20 {
             return Err(ConfigError::Invalid {
                 key: "terminal.files.max_file_bytes".into(),

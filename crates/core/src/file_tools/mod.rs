@@ -32,7 +32,7 @@ pub const WRITE: &str = "write_file";
 pub const EDIT: &str = "edit_file";
 
 /// `[terminal.files]`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FileToolSettings {
     /// Whether the three tools answer at all (default true).
@@ -41,6 +41,10 @@ pub struct FileToolSettings {
     pub read_only: bool,
     /// The largest file the tools read or write (default 4 MiB).
     pub max_file_bytes: u64,
+    /// Paths (relative to the jail; `*` within a component, `**` any depth) that a write
+    /// of `write_file` or `edit_file` changes only with a person's approval, through the
+    /// approval machinery commands use (`[terminal.approvals]`).
+    pub confirm_paths: Vec<String>,
 }
 
 impl Default for FileToolSettings {
@@ -49,6 +53,7 @@ impl Default for FileToolSettings {
             enabled: true,
             read_only: false,
             max_file_bytes: 4 << 20,
+            confirm_paths: Vec::new(),
         }
     }
 }
@@ -109,8 +114,26 @@ impl<'a> FileTools<'a> {
         FileTools { policy, redactor }
     }
 
-    fn settings(&self) -> FileToolSettings {
-        self.policy.files
+    fn settings(&self) -> &FileToolSettings {
+        &self.policy.files
+    }
+
+    /// Why a write to `given` needs a person's approval, when it does (`confirm_paths`).
+    pub fn needs_approval(&self, given: &str) -> Option<String> {
+        let jail = &self.policy.jail_root;
+        let path = lexical_normalize(&jail.join(given));
+        let rel = path.strip_prefix(jail).ok()?;
+        let parts: Vec<String> = rel
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        self.settings()
+            .confirm_paths
+            .iter()
+            .find(|p| path_glob(&p.split('/').collect::<Vec<_>>(), &parts))
+            .map(|p| {
+                format!("a write to {} needs a person's approval ([terminal.files] confirm_paths: {p:?})", rel.display())
+            })
     }
 
     /// Whether `tool` may answer at all under the policy.
@@ -619,6 +642,18 @@ impl FileToolsErr<'_> {
             ResultCode::OperationFailed,
             format!("{shown} could not be written ({why}); the old file, if any, is unchanged"),
         )
+    }
+}
+
+/// Whether the components `name` match `pattern`: `**` any number of components, `*`
+/// within one.
+fn path_glob(pattern: &[&str], name: &[String]) -> bool {
+    match pattern.split_first() {
+        None => name.is_empty(),
+        Some((&"**", rest)) => (0..=name.len()).any(|skip| path_glob(rest, &name[skip..])),
+        Some((first, rest)) => name.split_first().is_some_and(|(n, more)| {
+            crate::protected::glob_match(first, n) && path_glob(rest, more)
+        }),
     }
 }
 

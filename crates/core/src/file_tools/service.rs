@@ -6,11 +6,12 @@
 
 use std::time::Instant;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::{EDIT, Edit, FileTools, Prepared, READ, WRITE};
-use crate::audit::{Caller, Outcome};
-use crate::envelope::OperationResult;
+use crate::approval::{ApprovalMode, ApprovalRequest, AskPerson};
+use crate::audit::{ApprovalAsked, Caller, Outcome};
+use crate::envelope::{OperationResult, ResultCode};
 use crate::terminal::TerminalService;
 
 impl TerminalService {
@@ -38,17 +39,100 @@ impl TerminalService {
         result
     }
 
-    /// `write_file(path, content, create_only?)`.
+    /// Asks a person before a write to a path of `[terminal.files] confirm_paths`, through
+    /// the approval machinery commands use: `Ok(None)`, no approval needed; `Ok(Some)`, the
+    /// approval for the attempt record; `Err`, the refusal (recorded).
+    pub async fn approve_file_write(
+        &self,
+        tool: &'static str,
+        path: &str,
+        approver: Option<&AskPerson>,
+        caller: &Caller,
+    ) -> Result<Option<Value>, OperationResult> {
+        let Some(reason) = self.file_tools().needs_approval(path) else {
+            return Ok(None);
+        };
+        let reasons = vec![reason];
+        let settings = &self.policy().approvals;
+        let started = Instant::now();
+        let refuse = |why: String, approval: Value| {
+            let result = OperationResult::new(tool, ResultCode::PolicyDenied, why)
+                .with_detail(json!({"needs_approval": true, "approval_reasons": reasons}));
+            let mut attempt = self.attempt_for(tool, &format!("{tool} {path}"), caller);
+            attempt.args = Some(json!({ "path": path }));
+            attempt.approval = Some(approval);
+            let result = result.with_duration(started.elapsed());
+            self.gate().record(attempt, &result);
+            result
+        };
+        let not_asked =
+            |decision: &str| json!({"required": reasons, "decision": decision, "via": "none"});
+        if settings.mode == ApprovalMode::Deny {
+            return Err(refuse(
+                format!(
+                    "{}; [terminal.approvals] mode = \"deny\" refuses it without asking; nothing was written",
+                    reasons[0]
+                ),
+                not_asked("denied-by-mode"),
+            ));
+        }
+        let Some(approver) = approver else {
+            return Err(refuse(
+                format!(
+                    "{}; this server cannot ask a person here, so nothing was written",
+                    reasons[0]
+                ),
+                not_asked("no-transport"),
+            ));
+        };
+        let jail = self.policy().jail_root.display().to_string();
+        let request = ApprovalRequest {
+            call: format!("{tool} {path}"),
+            tool,
+            stages: vec![vec![tool.to_owned(), path.to_owned()]],
+            command: format!("{tool} {path}"),
+            cwd: jail,
+            confinement: "the file tools (no command runs)".into(),
+            reasons: reasons.clone(),
+            timeout: settings.timeout,
+        };
+        let asked = ApprovalAsked {
+            call: self.gate().begin(),
+            event: "asked",
+            tool,
+            argv: request.stages.clone(),
+            required: reasons.clone(),
+            caller: caller.clone(),
+        };
+        if let Err(e) = self.gate().append("approval", &asked, false) {
+            eprintln!("safe-mcp: warning: an approval request was not recorded: {e}");
+        }
+        let outcome = approver.0.ask(&request).await;
+        let record = outcome.record(&reasons);
+        if outcome.approved() {
+            Ok(Some(record))
+        } else {
+            let why = outcome
+                .refusal(settings.timeout)
+                .replace("this command", "this write")
+                .replace("nothing ran", "nothing was written");
+            Err(refuse(why, record))
+        }
+    }
+
+    /// `write_file(path, content, create_only?)`; `approval`, what
+    /// [`TerminalService::approve_file_write`] gave.
     pub fn write_file(
         &self,
         path: &str,
         content: String,
         create_only: bool,
+        approval: Option<Value>,
         caller: &Caller,
     ) -> OperationResult {
         let started = Instant::now();
         match self.file_tools().prepare_write(path, content, create_only) {
-            Ok(prepared) => self.commit(WRITE, path, prepared, caller, started),
+            Ok(prepared) => self.commit(WRITE, path, prepared, approval, caller, started),
             Err(result) => self.refused(WRITE, path, result, caller, started),
         }
     }
@@ -59,11 +143,12 @@ impl TerminalService {
         path: &str,
         edits: &[Edit],
         dry_run: bool,
+        approval: Option<Value>,
         caller: &Caller,
     ) -> OperationResult {
         let started = Instant::now();
         match self.file_tools().prepare_edit(path, edits, dry_run) {
-            Ok(Ok(prepared)) => self.commit(EDIT, path, prepared, caller, started),
+            Ok(Ok(prepared)) => self.commit(EDIT, path, prepared, approval, caller, started),
             // A dry run changes nothing: recorded as a read.
             Ok(Err(result)) | Err(result) => self.refused(EDIT, path, result, caller, started),
         }
@@ -93,11 +178,13 @@ impl TerminalService {
         tool: &'static str,
         path: &str,
         prepared: Prepared,
+        approval: Option<Value>,
         caller: &Caller,
         started: Instant,
     ) -> OperationResult {
         let mut attempt = self.attempt_for(tool, &format!("{tool} {path}"), caller);
         attempt.args = Some(prepared.record.clone());
+        attempt.approval = approval;
         if let Err(refused) = self.gate().admit(&attempt) {
             let result = refused.result(tool).with_duration(started.elapsed());
             let mut outcome = Outcome::of(&attempt.call, &result);

@@ -520,3 +520,89 @@ async fn hidden_characters_are_shown_escaped_and_named() {
     };
     assert!(!message.contains("Warning"), "{message}");
 }
+
+/// Issue 31: `[terminal.files] confirm_paths` asks a person before a write of the file
+/// tools to those paths, through the same machinery as commands; only a yes writes, a dry
+/// run asks no one, and other paths are not asked about.
+#[tokio::test(flavor = "multi_thread")]
+async fn file_writes_to_confirm_paths_wait_for_a_person() {
+    let sb = sandbox("");
+    let text = std::fs::read_to_string(&sb.policy).unwrap();
+    std::fs::write(
+        &sb.policy,
+        format!("{text}\n[terminal.files]\nconfirm_paths = [\"Cargo.toml\", \".github/**\"]\n"),
+    )
+    .unwrap();
+    let yes = Client::start(&sb, Reply::Accept(true), true, false).await;
+    let r = yes
+        .call(
+            "write_file",
+            json!({"path": "Cargo.toml", "content": "[package]\n"}),
+        )
+        .await;
+    assert_eq!(r["code"], "OK", "{r}");
+    assert_eq!(
+        std::fs::read_to_string(sb.jail.join("Cargo.toml")).unwrap(),
+        "[package]\n"
+    );
+    let asked = yes.asked();
+    assert_eq!(asked.len(), 1);
+    let ElicitRequestParams::FormElicitationParams { message, .. } = &asked[0] else {
+        panic!("not a form: {:?}", asked[0]);
+    };
+    assert!(message.contains("write_file Cargo.toml"), "{message}");
+    assert!(message.contains("confirm_paths"), "{message}");
+    let r = yes
+        .call("write_file", json!({"path": "free.txt", "content": "x"}))
+        .await;
+    assert_eq!(r["code"], "OK", "{r}");
+    assert_eq!(
+        yes.asked().len(),
+        1,
+        "a path outside confirm_paths is not asked about"
+    );
+    let approval = sb
+        .audit_records()
+        .into_iter()
+        .rfind(|r| {
+            r["kind"] == "attempt"
+                && r["tool"] == "write_file"
+                && r["args"]["path"]
+                    .as_str()
+                    .unwrap_or("")
+                    .ends_with("Cargo.toml")
+        })
+        .map(|r| r["approval"].clone())
+        .unwrap();
+    assert_eq!(approval["decision"], "approved", "{approval}");
+
+    let no = Client::start(&sb, Reply::Decline, true, false).await;
+    let r = no
+        .call(
+            "write_file",
+            json!({"path": ".github/workflows/ci.yml", "content": "on: push\n"}),
+        )
+        .await;
+    assert_eq!(r["code"], "POLICY_DENIED", "{r}");
+    assert!(
+        r["reason"]
+            .as_str()
+            .unwrap()
+            .contains("the person declined"),
+        "{r}"
+    );
+    assert!(!sb.jail.join(".github/workflows/ci.yml").exists());
+    let r = no
+        .call("edit_file", json!({"path": "Cargo.toml", "edits": [{"old_text": "[package]", "new_text": "[workspace]"}], "dry_run": true}))
+        .await;
+    assert_eq!(r["code"], "OK", "{r}");
+    assert_eq!(no.asked().len(), 1, "a dry run asks no one");
+    let r = no
+        .call("edit_file", json!({"path": "Cargo.toml", "edits": [{"old_text": "[package]", "new_text": "[workspace]"}]}))
+        .await;
+    assert_eq!(r["code"], "POLICY_DENIED", "{r}");
+    assert_eq!(
+        std::fs::read_to_string(sb.jail.join("Cargo.toml")).unwrap(),
+        "[package]\n"
+    );
+}
