@@ -145,6 +145,22 @@ async fn main() {
     let (off, _) = connect(&off_policy).await;
     let explain = json!({"command": "echo hi"});
     let run = json!({"command": "echo hi"});
+    // The file tools beside run_command: an edit that flips one line back and forth (a
+    // durable attempt record, a read, an atomic write), and a read.
+    let lines: String = (0..40).map(|i| format!("line {i}\n")).collect();
+    let made = call(
+        &on,
+        "write_file",
+        json!({"path": "bench.txt", "content": format!("{lines}flag = a\n")}),
+    )
+    .await;
+    assert_eq!(made["code"], "OK", "{made}");
+    let flips = [
+        json!({"path": "bench.txt", "edits": [{"old_text": "flag = a", "new_text": "flag = b"}]}),
+        json!({"path": "bench.txt", "edits": [{"old_text": "flag = b", "new_text": "flag = a"}]}),
+    ];
+    let read = json!({"path": "bench.txt"});
+    let mut flipped = 0usize;
     for _ in 0..20 {
         timed_call(&on, "explain_command", &explain).await; // warm-up
         timed_call(&on, "run_command", &run).await;
@@ -154,7 +170,7 @@ async fn main() {
     // Ten rounds of back-to-back blocks, one block per row per round: every row sees the
     // same stretches of this noisy machine, so the ratios compare like with like, and each
     // call still follows one of its own kind, as in a session that is in use.
-    let mut rows: [Vec<Duration>; 7] = Default::default();
+    let mut rows: [Vec<Duration>; 9] = Default::default();
     let mut trail = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -183,6 +199,13 @@ async fn main() {
         }
         for _ in 0..block {
             rows[6].push(durable_append(&mut trail));
+        }
+        for _ in 0..block {
+            rows[7].push(timed_call(&on, "edit_file", &flips[flipped % 2]).await);
+            flipped += 1;
+        }
+        for _ in 0..block {
+            rows[8].push(timed_call(&on, "read_file", &read).await);
         }
     }
     // An agent's calls come with pauses between them: the first call after an idle spell
@@ -217,7 +240,17 @@ async fn main() {
     on.cancel().await.unwrap();
     host.cancel().await.unwrap();
     off.cancel().await.unwrap();
-    let [base, forked, explained, run_on, run_off, run_host, fsynced] = rows;
+    let [
+        base,
+        forked,
+        explained,
+        run_on,
+        run_off,
+        run_host,
+        fsynced,
+        edited,
+        read_rows,
+    ] = rows;
     let base_p50 = row("baseline: spawn /bin/echo from Rust", base);
     row("baseline: same, with a pre_exec hook (fork)", forked);
     let explain_p50 = row("explain_command(\"echo hi\")", explained);
@@ -225,6 +258,11 @@ async fn main() {
     let on_p50 = row("run_command(\"echo hi\"), enforce, private view", run_on);
     let host_p50 = row("run_command(\"echo hi\"), enforce, host view", run_host);
     let off_p50 = row("run_command(\"echo hi\"), sandbox off", run_off);
+    let edit_p50 = row(
+        "edit_file (one line of 41, attempt durable, atomic write)",
+        edited,
+    );
+    row("read_file (41 lines)", read_rows);
     row("baseline: spawn after 100 ms idle", idle_base);
     row("run_command, enforce, after 100 ms idle", idle);
 
@@ -238,6 +276,10 @@ async fn main() {
     row("cold start: spawn until initialize answered", cold);
 
     println!();
+    println!(
+        "edit_file p50 / run_command (enforce) p50: {:.2}x",
+        edit_p50 / on_p50
+    );
     println!(
         "run (enforce) p50 / bare spawn p50: {:.2}x",
         on_p50 / base_p50
