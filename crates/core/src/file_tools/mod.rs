@@ -609,40 +609,31 @@ impl Prepared {
                 result,
                 json!({"sha256_after": sha256(content.as_bytes()), "bytes": content.len()}),
             ),
-            Err(r) => {
-                let tools = FileToolsErr { path: &target.path };
-                (tools.result(&tool, r), Value::Null)
-            }
+            Err(r) => (commit_refusal(&tool, &target.path, r), Value::Null),
         }
     }
 }
 
 /// The refusal of a commit that failed at the file system.
-struct FileToolsErr<'p> {
-    path: &'p Path,
-}
-
-impl FileToolsErr<'_> {
-    fn result(&self, tool: &str, r: io::IoRefusal) -> OperationResult {
-        let shown = self.path.display();
-        let why = match r {
-            io::IoRefusal::Exists => {
-                return refuse(
-                    tool,
-                    ResultCode::Conflict,
-                    format!("{shown} appeared while it was written; nothing was replaced"),
-                );
-            }
-            io::IoRefusal::Symlink => "a symlink took its place".to_owned(),
-            io::IoRefusal::Failed(why) => why,
-            other => format!("{other:?}"),
-        };
-        refuse(
-            tool,
-            ResultCode::OperationFailed,
-            format!("{shown} could not be written ({why}); the old file, if any, is unchanged"),
-        )
-    }
+fn commit_refusal(tool: &str, path: &Path, r: io::IoRefusal) -> OperationResult {
+    let shown = path.display();
+    let why = match r {
+        io::IoRefusal::Exists => {
+            return refuse(
+                tool,
+                ResultCode::Conflict,
+                format!("{shown} appeared while it was written; nothing was replaced"),
+            );
+        }
+        io::IoRefusal::Symlink => "a symlink took its place".to_owned(),
+        io::IoRefusal::Failed(why) => why,
+        other => format!("{other:?}"),
+    };
+    refuse(
+        tool,
+        ResultCode::OperationFailed,
+        format!("{shown} could not be written ({why}); the old file, if any, is unchanged"),
+    )
 }
 
 /// Whether the components `name` match `pattern`: `**` any number of components, `*`

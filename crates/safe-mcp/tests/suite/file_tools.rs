@@ -447,3 +447,44 @@ async fn a_write_killed_midway_leaves_old_or_new() {
         std::fs::write(sb.jail.join("big.txt"), &old).unwrap();
     }
 }
+
+/// The official TypeScript SDK (what Claude Code, Cursor and Inspector build on) drives the
+/// file tools, checking every result against its outputSchema. Its package is installed
+/// from npm into `target/` on first use.
+#[test]
+fn the_typescript_sdk_drives_the_file_tools() {
+    let sdk = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("ts-sdk");
+    if !sdk.join("node_modules/@modelcontextprotocol/sdk").is_dir() {
+        std::fs::create_dir_all(&sdk).unwrap();
+        let out = std::process::Command::new("npm")
+            .args([
+                "install",
+                "--silent",
+                "--no-audit",
+                "--no-fund",
+                "@modelcontextprotocol/sdk@1",
+            ])
+            .current_dir(&sdk)
+            .output()
+            .expect("npm is needed for the TypeScript SDK test (.ci/run installs it)");
+        assert!(out.status.success(), "npm install: {out:?}");
+    }
+    let sb = sandbox("");
+    let script =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/ts/file_tools_client.mjs");
+    let out = std::process::Command::new("node")
+        .arg(&script)
+        .arg(&sdk)
+        .arg(super::support::BIN)
+        .arg(&sb.policy)
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("file-tool results validated"), "{text}");
+    assert_eq!(
+        std::fs::read_to_string(sb.jail.join("src/index.js")).unwrap(),
+        "export const answer = 42;\n"
+    );
+}
