@@ -68,19 +68,25 @@ pub struct EditFileArgs {
     pub dry_run: bool,
 }
 
+/// A read's tool result: its text block for a reader, the lines numbered as `cat -n` shows
+/// them (`structuredContent` keeps the envelope).
+fn read_result(envelope: OperationResult) -> CallToolResult {
+    let text = safe_mcp_core::file_tools::numbered_text(&envelope);
+    let mut result = to_result(envelope);
+    if let Some(text) = text {
+        result.content = vec![rmcp::model::ContentBlock::text(text)];
+    }
+    result
+}
+
 /// Runs `work` on a blocking thread; a thread that panicked is an internal error.
 async fn blocking(
     tool: &'static str,
     work: impl FnOnce() -> OperationResult + Send + 'static,
-) -> CallToolResult {
-    match tokio::task::spawn_blocking(work).await {
-        Ok(result) => to_result(result),
-        Err(_) => to_result(OperationResult::new(
-            tool,
-            ResultCode::InternalError,
-            "internal error",
-        )),
-    }
+) -> OperationResult {
+    tokio::task::spawn_blocking(work)
+        .await
+        .unwrap_or_else(|_| OperationResult::new(tool, ResultCode::InternalError, "internal error"))
 }
 
 #[tool_router(router = file_tool_router, vis = "pub(crate)")]
@@ -107,10 +113,12 @@ impl TerminalServer {
                 Err(r) => return r,
             };
         let service = self.service().clone();
-        blocking("read_file", move || {
-            service.read_file(&args.path, args.offset, args.limit, &caller)
-        })
-        .await
+        read_result(
+            blocking("read_file", move || {
+                service.read_file(&args.path, args.offset, args.limit, &caller)
+            })
+            .await,
+        )
     }
 
     /// Create or replace a file in the jail with `content` (atomically: a crash leaves the
@@ -144,16 +152,18 @@ impl TerminalServer {
             Err(refused) => return to_result(refused),
         };
         let service = self.service().clone();
-        blocking("write_file", move || {
-            service.write_file(
-                &args.path,
-                args.content,
-                args.create_only,
-                approval,
-                &caller,
-            )
-        })
-        .await
+        to_result(
+            blocking("write_file", move || {
+                service.write_file(
+                    &args.path,
+                    args.content,
+                    args.create_only,
+                    approval,
+                    &caller,
+                )
+            })
+            .await,
+        )
     }
 
     /// Change a text file in the jail: each edit's `old_text` must occur exactly once (or
@@ -201,9 +211,11 @@ impl TerminalServer {
             }
         };
         let service = self.service().clone();
-        blocking("edit_file", move || {
-            service.edit_file(&args.path, &edits, args.dry_run, approval, &caller)
-        })
-        .await
+        to_result(
+            blocking("edit_file", move || {
+                service.edit_file(&args.path, &edits, args.dry_run, approval, &caller)
+            })
+            .await,
+        )
     }
 }

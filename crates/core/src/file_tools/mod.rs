@@ -605,10 +605,16 @@ impl Prepared {
                 )
             });
         match done {
-            Ok(()) => (
-                result,
-                json!({"sha256_after": sha256(content.as_bytes()), "bytes": content.len()}),
-            ),
+            Ok(()) => {
+                // The outcome record: the new content's hash and size, and the diff's.
+                let file = json!({
+                    "sha256_after": sha256(content.as_bytes()),
+                    "bytes": content.len(),
+                    "lines_added": result.detail.get("lines_added"),
+                    "lines_removed": result.detail.get("lines_removed"),
+                });
+                (result, file)
+            }
             Err(r) => (commit_refusal(&tool, &target.path, r), Value::Null),
         }
     }
@@ -646,6 +652,26 @@ fn path_glob(pattern: &[&str], name: &[String]) -> bool {
             crate::protected::glob_match(first, n) && path_glob(rest, more)
         }),
     }
+}
+
+/// The text block of a `read_file` that returned lines: the verdict, then each line
+/// numbered as `cat -n` does (`structuredContent` keeps the envelope). `None` for any other
+/// result, whose text block stays the envelope.
+pub fn numbered_text(result: &OperationResult) -> Option<String> {
+    if result.action != READ || result.code != ResultCode::Ok {
+        return None;
+    }
+    let content = result.detail.get("content")?.as_str()?;
+    let first = result.detail.get("first_line")?.as_u64()?;
+    let path = result.detail.get("path")?.as_str().unwrap_or_default();
+    let mut text = format!("OK: {} ({path})\n", result.reason);
+    for (i, line) in content.split_inclusive('\n').enumerate() {
+        text.push_str(&format!("{:>6}\t{line}", first + i as u64));
+    }
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    Some(text)
 }
 
 /// Lines added and removed from `old` to `new`.

@@ -39,6 +39,13 @@ async fn read_edit_write_round_trip() {
         std::fs::read_to_string(sb.jail.join("src/lib.rs")).unwrap(),
         "fn a() {}\nfn b() {}\nfn c() {}\n"
     );
+    // read_file's text block numbers the lines, as `cat -n` does.
+    let raw = s.raw_call("read_file", json!({"path": "src/lib.rs"})).await;
+    let text = raw.content[0].as_text().unwrap().text.clone();
+    assert!(
+        text.contains("     1\tfn a() {}\n     2\tfn b() {}\n     3\tfn c() {}\n"),
+        "{text}"
+    );
     // read_file by lines.
     let r = call(
         &s,
@@ -371,6 +378,14 @@ async fn every_write_is_audited_before_it_happens() {
     let new = hex::encode(sha2::Sha256::digest(b"new\n"));
     assert_eq!(attempt["args"]["sha256_before"], old, "{attempt}");
     assert_eq!(outcome["file"]["sha256_after"], new, "{outcome}");
+    assert_eq!(
+        (
+            outcome["file"]["lines_added"].as_u64(),
+            outcome["file"]["lines_removed"].as_u64()
+        ),
+        (Some(1), Some(3)),
+        "{outcome}"
+    );
     // A read is recorded as a read-only call.
     call(&s, "read_file", json!({"path": "notes.txt"})).await;
     assert!(
