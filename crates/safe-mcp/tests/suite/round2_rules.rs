@@ -39,7 +39,10 @@ fn have(tool: &str) -> bool {
 fn tools_present(test: &str, tools: &[&str]) -> bool {
     let missing: Vec<&str> = tools.iter().copied().filter(|t| !have(t)).collect();
     if !missing.is_empty() {
-        eprintln!("skipping {test}: {} not installed", missing.join(", "));
+        super::support::skip(format!(
+            "skipping {test}: {} not installed",
+            missing.join(", ")
+        ));
         return false;
     }
     true

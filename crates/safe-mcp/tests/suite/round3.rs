@@ -590,7 +590,9 @@ fn host_inotify_of_nobody() -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_command_cannot_take_the_users_kernel_counters() {
     if !rustix::process::geteuid().is_root() {
-        eprintln!("skipping: the unprivileged server is started as uid 65534 by a root test");
+        super::support::skip(format!(
+            "skipping: the unprivileged server is started as uid 65534 by a root test"
+        ));
         return;
     }
     let host_limit: usize = std::fs::read_to_string("/proc/sys/user/max_inotify_instances")
@@ -735,7 +737,7 @@ async fn a_secret_printed_in_two_parts_never_comes_back_whole() {
 async fn the_loader_does_not_run_a_jail_file_in_the_private_view() {
     let loader = "/lib64/ld-linux-x86-64.so.2";
     if !std::path::Path::new(loader).exists() {
-        eprintln!("skipping: no {loader} on this architecture");
+        super::support::skip(format!("skipping: no {loader} on this architecture"));
         return;
     }
     let script = format!(

@@ -266,7 +266,9 @@ fn toolchain_present(program: &str) -> bool {
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
-        eprintln!("skipping: {program} is not installed on this machine");
+        super::support::skip(format!(
+            "skipping: {program} is not installed on this machine"
+        ));
     }
     ok
 }
@@ -706,9 +708,9 @@ async fn the_rust_profile_is_offline_only_without_network() {
     let s = session_with_toolchains(&sb).await;
     let r = s.call("run_command", probe).await;
     if r["code"] == "SANDBOX_UNAVAILABLE" {
-        eprintln!(
+        super::support::skip(format!(
             "skipping the egress half: no egress tier here (no namespaces and Landlock ABI < 4): {r}"
-        );
+        ));
         return;
     }
     assert_eq!(r["detail"]["stdout"], "unset\n", "{r}");

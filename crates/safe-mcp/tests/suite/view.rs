@@ -33,7 +33,7 @@ pub fn namespaces_available(uid: Option<u32>, pid: bool) -> bool {
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
-        eprintln!(
+        super::support::skip(format!(
             "skipping: this kernel or user cannot make mount, ipc and network namespaces{} here (unshare failed), so the server falls back {}",
             if pid {
                 " with a pid namespace and its /proc"
@@ -45,7 +45,7 @@ pub fn namespaces_available(uid: Option<u32>, pid: bool) -> bool {
             } else {
                 "to the host view"
             }
-        );
+        ));
     }
     ok
 }
@@ -228,7 +228,9 @@ async fn a_command_sees_only_its_view_of_the_machine() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_unprivileged_server_gets_the_same_view() {
     if !rustix::process::geteuid().is_root() {
-        eprintln!("skipping: switching to an unprivileged user (setpriv --reuid=65534) needs root");
+        super::support::skip(format!(
+            "skipping: switching to an unprivileged user (setpriv --reuid=65534) needs root"
+        ));
         return;
     }
     if !namespaces_available(Some(65534), false) {
@@ -323,7 +325,7 @@ async fn device_files_in_the_view_cannot_be_chmodded() {
     let s = sb.session().await;
     let d = s.call("describe_policy", json!({})).await;
     if d["detail"]["confinement"]["view"]["view"] != "private" {
-        eprintln!("skipping: no private view here");
+        super::support::skip(format!("skipping: no private view here"));
         return;
     }
     let r = s
