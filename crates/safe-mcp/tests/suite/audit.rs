@@ -152,9 +152,7 @@ async fn rotation_continues_the_chain() {
 async fn fault_injection_under_fail_closed() {
     // Disk full: a 12 KiB tmpfs fills after a few records.
     if !is_root() {
-        super::support::skip(format!(
-            "skipping: mounting a tiny tmpfs and switching users need root"
-        ));
+        super::support::skip("skipping: mounting a tiny tmpfs and switching users need root");
         return;
     }
     let sb = Sandbox::new("");

@@ -343,9 +343,9 @@ fn explain_and_doctor_make_no_cgroup() {
     use rustix::fs::inotify;
     let root = std::path::Path::new("/sys/fs/cgroup/pids");
     if !rustix::process::geteuid().is_root() || !root.is_dir() {
-        super::support::skip(format!(
-            "skipping: only a root server with cgroup v1 pids makes a pids cgroup"
-        ));
+        super::support::skip(
+            "skipping: only a root server with cgroup v1 pids makes a pids cgroup",
+        );
         return;
     }
     let sb = Sandbox::new("");
@@ -440,9 +440,9 @@ fn audit_and_doctor_exit_codes_match_the_docs() {
 #[test]
 fn policy_check_says_what_the_server_user_cannot_write() {
     if !rustix::process::geteuid().is_root() {
-        super::support::skip(format!(
-            "skipping: switching to an unprivileged user (setpriv --reuid=65534) needs root"
-        ));
+        super::support::skip(
+            "skipping: switching to an unprivileged user (setpriv --reuid=65534) needs root",
+        );
         return;
     }
     let sb = Sandbox::new("");

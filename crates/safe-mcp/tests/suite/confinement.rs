@@ -305,9 +305,9 @@ async fn a_fork_loop_and_a_file_size_bomb_are_stopped_by_limits() {
 #[tokio::test(flavor = "multi_thread")]
 async fn as_an_unprivileged_user_the_same_confinement_holds() {
     if !rustix::process::geteuid().is_root() {
-        super::support::skip(format!(
-            "skipping: switching to an unprivileged user (setpriv --reuid=65534) needs root"
-        ));
+        super::support::skip(
+            "skipping: switching to an unprivileged user (setpriv --reuid=65534) needs root",
+        );
         return;
     }
     let sb = Sandbox::with(
@@ -388,9 +388,9 @@ async fn unix_sockets_can_be_refused() {
 async fn a_root_server_runs_commands_in_its_own_pids_cgroup_and_cleans_up() {
     let root = std::path::Path::new("/sys/fs/cgroup/pids");
     if !rustix::process::geteuid().is_root() || !root.is_dir() {
-        super::support::skip(format!(
-            "skipping: the pids cgroup is used only by a root server with cgroup v1 pids"
-        ));
+        super::support::skip(
+            "skipping: the pids cgroup is used only by a root server with cgroup v1 pids",
+        );
         return;
     }
     // 999999999 is above every pid_max, so no server of that pid can be alive.

@@ -540,9 +540,9 @@ async fn a_tunnel_still_open_when_the_call_ends_is_closed_on_the_record() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_unprivileged_server_has_egress_through_its_proxy() {
     if !rustix::process::geteuid().is_root() {
-        super::support::skip(format!(
-            "skipping: switching to an unprivileged user (setpriv --reuid=65534) needs root"
-        ));
+        super::support::skip(
+            "skipping: switching to an unprivileged user (setpriv --reuid=65534) needs root",
+        );
         return;
     }
     let up = Upstream::start().await;

@@ -488,9 +488,7 @@ async fn a_crash_at_any_point_of_apply_loses_nothing_and_undo_restores() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_move_across_filesystems_is_refused_never_copied() {
     if !rustix::process::geteuid().is_root() {
-        super::support::skip(format!(
-            "skipping: mounting a tmpfs inside the workspace needs root"
-        ));
+        super::support::skip("skipping: mounting a tmpfs inside the workspace needs root");
         return;
     }
     let ws = Workspace::new(true);

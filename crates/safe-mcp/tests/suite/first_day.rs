@@ -118,9 +118,9 @@ async fn init_as_root_with_the_real_home_builds_tests_and_commits() {
     let home = std::env::var("HOME").unwrap_or_default();
     let path = std::env::var("PATH").unwrap_or_default();
     if !rustix::process::geteuid().is_root() || home.is_empty() {
-        super::support::skip(format!(
-            "skipping: this test is for a root user with a HOME (CI runs as root)"
-        ));
+        super::support::skip(
+            "skipping: this test is for a root user with a HOME (CI runs as root)",
+        );
         return;
     }
     let base = tempfile::tempdir().unwrap();
@@ -210,9 +210,9 @@ async fn init_as_root_with_the_real_home_builds_tests_and_commits() {
 #[tokio::test(flavor = "multi_thread")]
 async fn init_as_an_unprivileged_user_tests_and_commits() {
     if !rustix::process::geteuid().is_root() {
-        super::support::skip(format!(
-            "skipping: the unprivileged user is made by a root test (CI runs as root)"
-        ));
+        super::support::skip(
+            "skipping: the unprivileged user is made by a root test (CI runs as root)",
+        );
         return;
     }
     let base = tempfile::tempdir().unwrap();

@@ -66,9 +66,9 @@ fn write_device_archive(path: &Path) {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_device_member_of_an_archive_is_never_made_a_device() {
     if !is_root() {
-        super::support::skip(format!(
-            "skipping: only a root server's commands could make device nodes (needs root)"
-        ));
+        super::support::skip(
+            "skipping: only a root server's commands could make device nodes (needs root)",
+        );
         return;
     }
     let sb = sandbox("enforce");
@@ -159,9 +159,7 @@ async fn no_command_can_leave_a_setuid_program_in_the_jail() {
     }
 
     if !is_root() {
-        super::support::skip(format!(
-            "skipping the control: a setuid-root copy needs a root server"
-        ));
+        super::support::skip("skipping the control: a setuid-root copy needs a root server");
         return;
     }
     // Control: unconfined, a root server's tar does restore the setuid bit.
@@ -267,9 +265,9 @@ async fn a_command_holds_no_capability_even_when_the_server_is_root() {
     }
 
     if !is_root() {
-        super::support::skip(format!(
-            "skipping the control: root's capabilities exist only for a root server"
-        ));
+        super::support::skip(
+            "skipping the control: root's capabilities exist only for a root server",
+        );
         return;
     }
     // Control: with the sandbox off, a root server's command keeps root's powers.

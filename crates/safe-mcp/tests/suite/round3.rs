@@ -590,9 +590,9 @@ fn host_inotify_of_nobody() -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_command_cannot_take_the_users_kernel_counters() {
     if !rustix::process::geteuid().is_root() {
-        super::support::skip(format!(
-            "skipping: the unprivileged server is started as uid 65534 by a root test"
-        ));
+        super::support::skip(
+            "skipping: the unprivileged server is started as uid 65534 by a root test",
+        );
         return;
     }
     let host_limit: usize = std::fs::read_to_string("/proc/sys/user/max_inotify_instances")

@@ -334,7 +334,8 @@ pub async fn eventually(secs: u64, mut f: impl FnMut() -> bool) -> bool {
 /// A test that cannot run its check here says why: on stderr, and in the file
 /// `SAFE_MCP_SKIPS` names, which `.ci/run` prints as the skip list (and fails on, since CI's
 /// machine kind has every reason removed: it runs as root with the packages installed).
-pub fn skip(why: String) {
+pub fn skip(why: impl AsRef<str>) {
+    let why = why.as_ref();
     eprintln!("{why}");
     if let Some(path) = std::env::var_os("SAFE_MCP_SKIPS") {
         use std::io::Write;

@@ -228,9 +228,9 @@ async fn a_command_sees_only_its_view_of_the_machine() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_unprivileged_server_gets_the_same_view() {
     if !rustix::process::geteuid().is_root() {
-        super::support::skip(format!(
-            "skipping: switching to an unprivileged user (setpriv --reuid=65534) needs root"
-        ));
+        super::support::skip(
+            "skipping: switching to an unprivileged user (setpriv --reuid=65534) needs root",
+        );
         return;
     }
     if !namespaces_available(Some(65534), false) {
@@ -325,7 +325,7 @@ async fn device_files_in_the_view_cannot_be_chmodded() {
     let s = sb.session().await;
     let d = s.call("describe_policy", json!({})).await;
     if d["detail"]["confinement"]["view"]["view"] != "private" {
-        super::support::skip(format!("skipping: no private view here"));
+        super::support::skip("skipping: no private view here");
         return;
     }
     let r = s
