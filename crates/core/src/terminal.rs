@@ -359,6 +359,13 @@ impl TerminalService {
                     "timeout_seconds".into(),
                     json!(self.policy.limits.timeout_seconds),
                 );
+                // Which file tools answer here: the way to change a file without a command.
+                let f = &self.policy.files;
+                let writes = f.enabled && !f.read_only;
+                detail.insert(
+                    "file_tools".into(),
+                    json!({"read_file": f.enabled, "write_file": writes, "edit_file": writes}),
+                );
                 OperationResult::new(EXPLAIN, decision.code, decision.reason.clone())
                     .with_detail(Value::Object(detail))
             }
