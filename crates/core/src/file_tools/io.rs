@@ -164,7 +164,8 @@ pub(crate) fn links(dir: &OwnedFd, name: &Path) -> Result<Option<u64>, IoRefusal
 /// Writes `bytes` as `name` in `dir` atomically: a new temporary file beside it (mode and
 /// owner as `keep`, else 0644), fsync, rename over it (or, with `no_clobber`, only where
 /// nothing is), fsync of the directory. A crash at any moment leaves the old file or the new
-/// one, never half of either (and at most a temporary file, named `.<name>.safe-mcp-*`).
+/// one, never half of either (and at most its temporary file, `.<name>.safe-mcp.tmp`, which
+/// the next write of that file removes).
 pub(crate) fn write_atomic(
     dir: &OwnedFd,
     name: &Path,
@@ -172,9 +173,11 @@ pub(crate) fn write_atomic(
     keep: Option<&Existing>,
     no_clobber: bool,
 ) -> Result<(), IoRefusal> {
-    let base = name.to_string_lossy();
-    let token = crate::random::hex(8).map_err(|e| IoRefusal::Failed(format!("randomness: {e}")))?;
-    let temp = format!(".{base}.safe-mcp-{token}.tmp");
+    // One temporary name per target: what a killed write left behind is removed by the next
+    // write of the same file (unlinkat removes a link a command put there, never its target;
+    // O_EXCL then refuses anything that appears in between).
+    let temp = format!(".{}.safe-mcp.tmp", name.to_string_lossy());
+    let _ = rustix::fs::unlinkat(dir, temp.as_str(), AtFlags::empty());
     let mode = keep.map_or(0o644, |k| k.mode & 0o777);
     let fd = rustix::fs::openat2(
         dir,

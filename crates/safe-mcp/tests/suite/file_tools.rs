@@ -468,6 +468,22 @@ async fn a_write_killed_midway_leaves_old_or_new() {
         );
         std::fs::write(sb.jail.join("big.txt"), &old).unwrap();
     }
+    // What a killed write left beside the file goes with the next write of it.
+    let s = sb.session().await;
+    let r = s
+        .call(
+            "write_file",
+            json!({"path": "big.txt", "content": "done\n"}),
+        )
+        .await;
+    assert_eq!(r["code"], "OK", "{r}");
+    let left: Vec<_> = std::fs::read_dir(&sb.jail)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains(".safe-mcp"))
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 }
 
 /// The official TypeScript SDK (what Claude Code, Cursor and Inspector build on) drives the
