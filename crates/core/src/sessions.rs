@@ -207,6 +207,15 @@ impl Session {
             .any(|s| !s.pending.is_empty() || ready(s, false) > 0)
     }
 
+    /// How long both streams have printed nothing (zero before any output).
+    pub fn quiet_for(&self) -> Duration {
+        let out = lock(&self.out);
+        out.iter()
+            .filter_map(|s| s.last_output)
+            .max()
+            .map_or(Duration::ZERO, |t| t.elapsed())
+    }
+
     /// Whether any output is still unread.
     pub fn has_unread(&self) -> bool {
         lock(&self.out)

@@ -113,6 +113,23 @@ pub struct ReadArgs {
     /// Wait up to this many seconds (at most 30) for new output or the end.
     #[serde(default, deserialize_with = "integral")]
     pub wait_seconds: Option<u64>,
+    /// What to wait for within wait_seconds: "output" (default: the first new line),
+    /// "exit" (the session's end: one read for a whole test run), or "quiet" (output that
+    /// then pauses for 0.3 s: a prompt, or a dev server that is up).
+    #[serde(default)]
+    pub until: Option<Until>,
+}
+
+/// What `read_process_output` waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Until {
+    /// New output, or the end.
+    Output,
+    /// The end.
+    Exit,
+    /// Output followed by a pause, or the end.
+    Quiet,
 }
 
 /// Arguments of `write_process_input`.
@@ -499,7 +516,17 @@ impl TerminalServer {
             .min(process::MAX_WAIT_SECONDS);
         // A reader waiting is not idle.
         session.touch();
-        until(Duration::from_secs(wait), || session.has_news()).await;
+        let wanted = args.until.unwrap_or(Until::Output);
+        until(Duration::from_secs(wait), || match wanted {
+            Until::Output => session.has_news(),
+            Until::Exit => !session.running(),
+            Until::Quiet => {
+                !session.running()
+                    || (session.has_unread()
+                        && session.quiet_for() >= safe_mcp_core::sessions::QUIET)
+            }
+        })
+        .await;
         to_result(self.service.read_process(&session, &caller))
     }
 

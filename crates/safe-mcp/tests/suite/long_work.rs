@@ -563,3 +563,55 @@ async fn a_host_view_session_keeps_its_orphans_while_it_runs() {
     }
     assert!(gone, "the orphan outlived its session");
 }
+
+/// Issue 33, in part: `read_process_output` can wait for the session's end (`until:
+/// "exit"`: one read for a whole test run, not one per line) or for output that then pauses
+/// (`until: "quiet"`: a prompt, a server that is up).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_read_can_wait_for_the_end_or_for_a_pause() {
+    let sb = Sandbox::with("\"python3\"", "timeout_seconds = 30", "closed", "");
+    let s = sb.session().await;
+    let twenty = "import time\nfor i in range(20):\n    print('line', i, flush=True)\n    time.sleep(0.05)\n";
+    let started = s
+        .call(
+            "start_process",
+            json!({"command": ["python3", "-c", twenty]}),
+        )
+        .await;
+    let handle = started["detail"]["handle"].as_str().unwrap().to_owned();
+    let r = s
+        .call(
+            "read_process_output",
+            json!({"handle": handle, "wait_seconds": 20, "until": "exit"}),
+        )
+        .await;
+    assert_eq!(r["detail"]["running"], false, "one read saw the end: {r}");
+    let out = r["detail"]["stdout"].as_str().unwrap();
+    assert_eq!(out.lines().count(), 20, "{out}");
+    // A pause after some output ends a "quiet" wait before the process does.
+    let prompt =
+        "import sys, time\nprint('ready', flush=True)\ntime.sleep(5)\nprint('late', flush=True)\n";
+    let started = s
+        .call(
+            "start_process",
+            json!({"command": ["python3", "-c", prompt]}),
+        )
+        .await;
+    let handle = started["detail"]["handle"].as_str().unwrap().to_owned();
+    let r = s
+        .call(
+            "read_process_output",
+            json!({"handle": handle, "wait_seconds": 20, "until": "quiet"}),
+        )
+        .await;
+    assert_eq!(r["detail"]["running"], true, "{r}");
+    assert_eq!(r["detail"]["stdout"], "ready\n", "{r}");
+    let r = s
+        .call(
+            "read_process_output",
+            json!({"handle": handle, "until": "later"}),
+        )
+        .await;
+    assert_eq!(r["code"], "INVALID_REQUEST", "{r}");
+    s.call("stop_process", json!({"handle": handle})).await;
+}
