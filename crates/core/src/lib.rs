@@ -28,6 +28,7 @@ pub mod args;
 pub mod audit;
 pub mod config;
 pub mod egress;
+pub mod env_prefix;
 pub mod envelope;
 pub mod file_tools;
 pub mod gitdir;

@@ -298,7 +298,40 @@ fn verdict(argv: &[String], code: ResultCode, rule: &str, reason: String) -> Sta
     }
 }
 
+/// A stage with `NAME=value` prefixes: each judged ([`crate::env_prefix`]), then the command
+/// after them as any stage; the accepted ones go to the command's environment, under the
+/// catalog's hardening (which wins). The verdict names the whole stage.
 fn judge_stage(
+    policy: &TerminalPolicy,
+    jail: &JailRoot,
+    argv: &[String],
+    cwd: Option<&Path>,
+) -> StageVerdict {
+    let n = argv
+        .iter()
+        .take_while(|w| crate::syntax::is_assignment(w))
+        .count();
+    if n == 0 {
+        return judge_command(policy, jail, argv, cwd);
+    }
+    let mut env = Vec::with_capacity(n);
+    for word in &argv[..n] {
+        let (name, value) = word.split_once('=').unwrap_or((word.as_str(), ""));
+        if let Err(why) = crate::env_prefix::judge(name, &policy.env.prefix_allow) {
+            return verdict(argv, ResultCode::PolicyDenied, "env-prefix", why);
+        }
+        env.push((name.to_owned(), value.to_owned()));
+    }
+    let mut v = judge_command(policy, jail, &argv[n..], cwd);
+    v.argv = argv.to_vec();
+    if v.code == ResultCode::Ok {
+        env.append(&mut v.env);
+        v.env = env;
+    }
+    v
+}
+
+fn judge_command(
     policy: &TerminalPolicy,
     jail: &JailRoot,
     argv: &[String],

@@ -105,7 +105,7 @@ impl Forbidden {
                 "subshells and command groups (`(`, `)`, `{`, `}`) are refused: no shell runs here"
             }
             Forbidden::LeadingAssignment => {
-                "environment assignments before a command (`NAME=value cmd`) are refused: the environment is fixed by policy"
+                "an assignment with no command after it (`NAME=value` alone) sets nothing here: put it before the command it is for (`RUST_BACKTRACE=1 cargo test`)"
             }
             Forbidden::Comment => {
                 "an unquoted `#` starts a comment in a shell; quote it to pass it literally"
@@ -323,7 +323,8 @@ fn dollar(next: Option<char>) -> SyntaxError {
     }
 }
 
-fn is_assignment(word: &str) -> bool {
+/// Whether `word` is a shell assignment (`NAME=value`, NAME a valid variable name).
+pub fn is_assignment(word: &str) -> bool {
     let Some((name, _)) = word.split_once('=') else {
         return false;
     };
@@ -345,12 +346,13 @@ fn assemble(tokens: Vec<Token>) -> Result<CommandList, SyntaxError> {
         if stage.is_empty() {
             return Err(forbid(Forbidden::EmptyCommand));
         }
-        let first = &stage[0];
+        // `NAME=value cmd`: the assignments stay in front of the program, for the policy to
+        // judge (crate::env_prefix); an assignment with no program after it sets nothing.
+        let Some(first) = stage.iter().find(|w| !is_assignment(w)) else {
+            return Err(forbid(Forbidden::LeadingAssignment));
+        };
         if first == "cd" {
             return Err(forbid(Forbidden::ChangeDirectory));
-        }
-        if is_assignment(first) {
-            return Err(forbid(Forbidden::LeadingAssignment));
         }
         if matches!(first.as_str(), "{" | "}") {
             return Err(forbid(Forbidden::Subshell));
@@ -455,7 +457,9 @@ mod tests {
         assert_eq!(refused("sleep 1 &"), Forbidden::Background);
         assert_eq!(refused("(ls)"), Forbidden::Subshell);
         assert_eq!(refused("{ ls; }"), Forbidden::Subshell);
-        assert_eq!(refused("FOO=1 ls"), Forbidden::LeadingAssignment);
+        assert_eq!(refused("FOO=1"), Forbidden::LeadingAssignment);
+        assert_eq!(refused("FOO=1 | ls"), Forbidden::LeadingAssignment);
+        assert_eq!(parse("FOO=1 ls").unwrap().pipelines[0][0], ["FOO=1", "ls"]);
         assert_eq!(refused("ls # comment"), Forbidden::Comment);
         assert_eq!(refused("ls |& cat"), Forbidden::PipeStderr);
         for empty in ["", "   ", ";", "ls ;; ls", "ls |", "| ls", "ls &&", "&& ls"] {

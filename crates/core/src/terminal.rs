@@ -449,11 +449,16 @@ impl TerminalService {
                 "jail_bytes": p.limits.jail_bytes,
             },
             "syntax": {
-                "accepted": ["'single' and \"double\" quotes (tokenization only)", "\\ escapes", "|", "&&", "||", ";"],
-                "refused": ["$VAR and ${VAR}", "$(...) and backticks", "< > >> 2>&1 redirections", "<< here-docs", "& background", "( ) { } groups", "NAME=value before a command", "unquoted # comments"],
+                "accepted": ["'single' and \"double\" quotes (tokenization only)", "\\ escapes", "|", "&&", "||", ";", "NAME=value before a command, for the names in env_prefixes"],
+                "refused": ["$VAR and ${VAR}", "$(...) and backticks", "< > >> 2>&1 redirections", "<< here-docs", "& background", "( ) { } groups", "NAME=value for other names, or with no command after it", "unquoted # comments"],
                 "expansion": "none: no globs, braces, tilde or variables; words are passed literally",
                 "programs": "bare names resolved through the server's PATH; a name containing / is refused",
             },
+            "env_prefixes": crate::env_prefix::DEFAULT_ALLOWED
+                .iter()
+                .map(|n| n.to_string())
+                .chain(p.env.prefix_allow.iter().cloned())
+                .collect::<Vec<_>>(),
             "environment": self
                 .env
                 .iter()

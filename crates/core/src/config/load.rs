@@ -883,9 +883,26 @@ fn environment(raw: super::raw::RawEnv) -> Result<EnvSettings, ConfigError> {
             message: format!("a value contains a NUL byte: {v:?}"),
         });
     }
+    for name in &raw.prefix_allow {
+        if !valid(name) {
+            return Err(ConfigError::Invalid {
+                key: "terminal.env.prefix_allow".into(),
+                message: format!("{name:?} is not a variable name"),
+            });
+        }
+        if let Some(why) = crate::env_prefix::dangerous(name) {
+            return Err(ConfigError::Invalid {
+                key: "terminal.env.prefix_allow".into(),
+                message: format!(
+                    "{name} {why}: a command may never set it (set it yourself in [terminal.env] set)"
+                ),
+            });
+        }
+    }
     Ok(EnvSettings {
         pass: raw.pass,
         set: raw.set.into_iter().collect(),
+        prefix_allow: raw.prefix_allow,
     })
 }
 

@@ -250,6 +250,9 @@ pub struct EnvSettings {
     pub pass: Vec<String>,
     /// Fixed values, in name order.
     pub set: Vec<(String, String)>,
+    /// Names a `NAME=value cmd` prefix may set beyond the defaults
+    /// ([`crate::env_prefix::DEFAULT_ALLOWED`]).
+    pub prefix_allow: Vec<String>,
 }
 
 /// `[terminal.limits]`.

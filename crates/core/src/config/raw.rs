@@ -139,6 +139,8 @@ pub(super) struct RawEnv {
     pub(super) pass: Vec<String>,
     #[serde(default)]
     pub(super) set: BTreeMap<String, String>,
+    #[serde(default)]
+    pub(super) prefix_allow: Vec<String>,
 }
 
 #[derive(Debug, Deserialize, Default)]

@@ -15,6 +15,7 @@ mod oauth;
 mod privilege;
 mod protected;
 mod python_sdk;
+mod results;
 mod round2_rules;
 mod round3;
 mod shipping;

@@ -146,7 +146,9 @@ async fn policy_denied_cases() {
         ("sleep 1 &", "background"),
         ("(ls)", "subshell"),
         ("cat <<EOF", "here-doc"),
-        ("FOO=1 ls", "leading-assignment"),
+        // A prefix off the safe list (issue 32: the safe ones pass), and one with no command.
+        ("FOO=1 ls", "env-prefix"),
+        ("FOO=1", "leading-assignment"),
         ("", "empty-command"),
         ("ls ;; ls", "empty-command"),
     ] {
