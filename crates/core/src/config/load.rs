@@ -543,15 +543,17 @@ impl Builder<'_> {
             &jail_root,
             &path,
             home.as_deref(),
+            super::writable::Made::Already,
         )?;
         // A refusal of a profile's cache names the key that moves it. Caches may not exist
         // yet: a starting server makes them.
-        let caches = super::writable::resolve_missing(
+        let caches = super::writable::resolve(
             "terminal.cache_dir",
             expansion.write_paths.clone(),
             &jail_root,
             &path,
             home.as_deref(),
+            super::writable::Made::AtStart,
         )?;
         let write_paths = union(own, caches);
         let files = raw.files.unwrap_or_default();

@@ -48,31 +48,14 @@ fn invalid(key: &str, message: String) -> ConfigError {
     }
 }
 
-/// Resolves and checks the write paths of one terminal section: each an existing directory,
-/// canonical, and none of the kinds the module refuses that the section alone can tell.
-/// `key` is the key a refusal names: `terminal.write_paths` for the operator's own, or
-/// `terminal.cache_dir` for the profiles' caches beneath it.
-pub(super) fn resolve(
-    key: &str,
-    paths: Vec<PathBuf>,
-    jail: &Path,
-    path_dirs: &[PathBuf],
-    home: Option<&Path>,
-) -> Result<Vec<PathBuf>, ConfigError> {
-    check(key, paths, jail, path_dirs, home, false)
-}
-
-/// [`resolve`] for directories a starting server makes (the profiles' caches): a missing
-/// one is judged by where it would be (its nearest existing ancestor, canonical, and the
-/// rest).
-pub(super) fn resolve_missing(
-    key: &str,
-    paths: Vec<PathBuf>,
-    jail: &Path,
-    path_dirs: &[PathBuf],
-    home: Option<&Path>,
-) -> Result<Vec<PathBuf>, ConfigError> {
-    check(key, paths, jail, path_dirs, home, true)
+/// Whether the directories checked must exist now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Made {
+    /// The operator's: they exist already.
+    Already,
+    /// The profiles' caches, which a starting server makes: a missing one is judged by where
+    /// it would be (its nearest existing ancestor, canonical, and the rest).
+    AtStart,
 }
 
 /// Where `p` is or would be: canonical, through its nearest existing ancestor.
@@ -88,13 +71,17 @@ fn would_be(p: &Path) -> Option<PathBuf> {
     }
 }
 
-fn check(
+/// Resolves and checks the write paths of one terminal section: each a directory, canonical,
+/// and none of the kinds the module refuses that the section alone can tell. `key` is the key
+/// a refusal names: `terminal.write_paths` for the operator's own, or `terminal.cache_dir`
+/// for the profiles' caches beneath it.
+pub(super) fn resolve(
     key: &str,
     paths: Vec<PathBuf>,
     jail: &Path,
     path_dirs: &[PathBuf],
     home: Option<&Path>,
-    may_be_missing: bool,
+    made: Made,
 ) -> Result<Vec<PathBuf>, ConfigError> {
     let invalid = |message: String| invalid(key, message);
     let home = home.and_then(|h| std::fs::canonicalize(h).ok());
@@ -104,7 +91,7 @@ fn check(
     });
     let mut resolved = Vec::with_capacity(paths.len());
     for p in paths {
-        let real = if may_be_missing && !p.exists() {
+        let real = if made == Made::AtStart && !p.exists() {
             would_be(&p).filter(|r| r.is_absolute())
         } else {
             std::fs::canonicalize(&p).ok().filter(|r| r.is_dir())
