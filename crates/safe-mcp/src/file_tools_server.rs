@@ -89,6 +89,25 @@ async fn blocking(
         .unwrap_or_else(|_| OperationResult::new(tool, ResultCode::InternalError, "internal error"))
 }
 
+impl TerminalServer {
+    /// Asks this request's client (or the approval page) before a write to a path of
+    /// `[terminal.files] confirm_paths`: the approval for the attempt record, or the
+    /// refusal to answer with.
+    async fn approval(
+        &self,
+        tool: &'static str,
+        path: &str,
+        context: &RequestContext<RoleServer>,
+        caller: &safe_mcp_core::audit::Caller,
+    ) -> Result<Option<serde_json::Value>, CallToolResult> {
+        let approver = self.approver(&context.peer);
+        self.service()
+            .approve_file_write(tool, path, Some(&approver), caller)
+            .await
+            .map_err(to_result)
+    }
+}
+
 #[tool_router(router = file_tool_router, vis = "pub(crate)")]
 impl TerminalServer {
     /// Read a text file in the jail: `detail.content` (redacted like command output), with
@@ -142,14 +161,12 @@ impl TerminalServer {
                 Ok(a) => a,
                 Err(r) => return r,
             };
-        let approver = self.approver(&context.peer);
         let approval = match self
-            .service()
-            .approve_file_write("write_file", &args.path, Some(&approver), &caller)
+            .approval("write_file", &args.path, &context, &caller)
             .await
         {
             Ok(a) => a,
-            Err(refused) => return to_result(refused),
+            Err(refused) => return refused,
         };
         let service = self.service().clone();
         to_result(
@@ -197,17 +214,15 @@ impl TerminalServer {
             })
             .collect();
         // A dry run changes nothing: no one is asked.
-        let approver = self.approver(&context.peer);
         let approval = if args.dry_run {
             None
         } else {
             match self
-                .service()
-                .approve_file_write("edit_file", &args.path, Some(&approver), &caller)
+                .approval("edit_file", &args.path, &context, &caller)
                 .await
             {
                 Ok(a) => a,
-                Err(refused) => return to_result(refused),
+                Err(refused) => return refused,
             }
         };
         let service = self.service().clone();

@@ -11,20 +11,7 @@ use super::support::{BIN, Session};
 /// Runs `safe-mcp init` with `args` (as `uid` through setpriv, when given) in `env` only, and
 /// returns the client configuration it printed.
 fn init(args: &[&str], env: &[(&str, &str)], uid: Option<u32>) -> Value {
-    let mut c = match uid {
-        Some(uid) => {
-            let mut c = std::process::Command::new("setpriv");
-            c.args([
-                format!("--reuid={uid}"),
-                format!("--regid={uid}"),
-                "--clear-groups".to_owned(),
-                "--".to_owned(),
-                BIN.to_owned(),
-            ]);
-            c
-        }
-        None => std::process::Command::new(BIN),
-    };
+    let mut c = super::support::as_user(BIN, uid);
     c.arg("init").args(args).env_clear();
     for (k, v) in env {
         c.env(k, v);
@@ -66,20 +53,7 @@ async fn session_as_configured(config: &Value, uid: Option<u32>) -> Session {
     let command = server["command"].as_str().unwrap().to_owned();
     let policy = PathBuf::from(&args[2]);
     Session::start(&policy, move |c| {
-        let mut fresh = match uid {
-            Some(uid) => {
-                let mut f = tokio::process::Command::new("setpriv");
-                f.args([
-                    format!("--reuid={uid}"),
-                    format!("--regid={uid}"),
-                    "--clear-groups".to_owned(),
-                    "--".to_owned(),
-                    command,
-                ]);
-                f
-            }
-            None => tokio::process::Command::new(command),
-        };
+        let mut fresh = tokio::process::Command::from(super::support::as_user(&command, uid));
         fresh.args(&args).env_clear().envs(env);
         *c = fresh;
     })

@@ -134,24 +134,36 @@ allow_interpreter = true
         Session::start_with_stderr(
             &self.policy,
             |c| {
-                let program = std::mem::replace(c, tokio::process::Command::new("setpriv"));
-                let args: Vec<_> = program.as_std().get_args().map(|a| a.to_owned()).collect();
-                c.args([
-                    format!("--reuid={uid}"),
-                    format!("--regid={uid}"),
-                    "--clear-groups".to_owned(),
-                    "--".to_owned(),
-                ])
-                .arg(BIN)
-                .args(args)
-                .env_clear();
+                let args: Vec<_> = c.as_std().get_args().map(|a| a.to_owned()).collect();
+                let mut fresh = tokio::process::Command::from(as_user(BIN, Some(uid)));
+                fresh.args(args).env_clear();
                 if let Some(path) = path {
-                    c.env("PATH", path);
+                    fresh.env("PATH", path);
                 }
+                *c = fresh;
             },
             None,
         )
         .await
+    }
+}
+
+/// `program` as uid `uid` would run it: through setpriv (the caller must be root), with the
+/// user's own uid and gid and no supplementary groups; or as it is, for `None`.
+pub fn as_user(program: &str, uid: Option<u32>) -> std::process::Command {
+    match uid {
+        None => std::process::Command::new(program),
+        Some(uid) => {
+            let mut c = std::process::Command::new("setpriv");
+            c.args([
+                format!("--reuid={uid}"),
+                format!("--regid={uid}"),
+                "--clear-groups".to_owned(),
+                "--".to_owned(),
+                program.to_owned(),
+            ]);
+            c
+        }
     }
 }
 
