@@ -13,41 +13,10 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Value, json};
 
-/// `[terminal.approvals] mode`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ApprovalMode {
-    /// Ask a person through the client (or the page, with `url_base`). The default.
-    #[default]
-    Elicit,
-    /// Never ask: a command needing approval is refused.
-    Deny,
-}
-
-/// `[terminal.approvals]`, resolved.
-#[derive(Debug, Clone)]
-pub struct ApprovalSettings {
-    /// Elicit or deny.
-    pub mode: ApprovalMode,
-    /// Out-of-band approval: the page's base URL (`http://127.0.0.1:PORT`), and the
-    /// loopback address the server listens on for it.
-    pub url_base: Option<(String, std::net::SocketAddr)>,
-    /// How long a call waits for the answer.
-    pub timeout: Duration,
-}
-
-impl Default for ApprovalSettings {
-    fn default() -> Self {
-        ApprovalSettings {
-            mode: ApprovalMode::Elicit,
-            url_base: None,
-            timeout: Duration::from_secs(120),
-        }
-    }
-}
+pub use crate::config::{ApprovalMode, ApprovalSettings};
 
 /// What a person is asked to approve: exactly what would run.
 #[derive(Debug, Clone, Serialize)]

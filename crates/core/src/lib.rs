@@ -9,11 +9,16 @@
 //! examples; [`lint`] lists what in a loaded policy deserves a second look. The servers and
 //! the CLI only translate between MCP or argv and these calls.
 //!
-//! Imports point down only. [`config`] is the ground floor: it imports nothing from this crate
-//! but [`paths`] and [`untrusted`] (which import nothing). [`jail`] imports only [`paths`]; [`audit`] and [`redact`] import [`config`];
-//! [`policy`] imports [`config`], [`jail`], [`tools`], [`args`], [`syntax`] and [`envelope`];
-//! [`load`] sits on top of [`config`], [`policy`] and [`audit`], [`lint`] on [`config`] and
-//! [`tools`].
+//! Imports point down only, floor by floor (`scripts/check_imports.py` holds the same list
+//! and fails CI on a circle or an import that runs up):
+//! 0. leaves, importing nothing of the crate but each other: [`paths`], [`untrusted`],
+//!    [`random`], [`envelope`], [`syntax`], [`egress`], [`env_prefix`], [`protected`],
+//!    [`gitdir`], [`home`], [`usage`], [`tools`], [`args`], [`jail`];
+//! 1. [`config`], the policy file and every settings type other modules are configured with;
+//! 2. what is built from a loaded policy: [`audit`], [`redact`], [`preflight`], [`lint`],
+//!    [`policy`];
+//! 3. [`approval`], [`sessions`], [`progress`], [`load`];
+//! 4. the request flow: [`terminal`] and [`file_tools`].
 //!
 //! ```
 //! use safe_mcp_core::syntax::parse;

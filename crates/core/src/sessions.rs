@@ -21,6 +21,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use safe_mcp_contract::{InteractiveIo, OutputObserver, OutputStream};
 
 use crate::audit::CallId;
+pub use crate::config::Capacity;
 use crate::redact::Redactor;
 
 /// How long a trailing partial line must sit unchanged before a read hands it out.
@@ -386,13 +387,6 @@ impl std::fmt::Debug for SessionTable {
             .field("sessions", &lock(&self.sessions).len())
             .finish()
     }
-}
-
-/// How many sessions may run at once: in all, and for one caller.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Capacity {
-    pub total: usize,
-    pub per_caller: usize,
 }
 
 /// Why no session could be made.

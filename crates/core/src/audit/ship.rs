@@ -29,40 +29,15 @@
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::net::{TcpStream, ToSocketAddrs};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use serde::Deserialize;
 use serde_json::{Value, json};
 
-/// What to do while a sink is down.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ShipFailure {
-    /// Keep the records in the spool and replay them when the sink is back.
-    #[default]
-    Spool,
-    /// The same, and refuse new calls meanwhile.
-    Deny,
-}
-
-/// `[audit.ship]`, resolved.
-#[derive(Debug, Clone)]
-pub struct ShipSettings {
-    /// OTLP/HTTP logs endpoint: `host:port` and path.
-    pub otlp_http: Option<(String, String)>,
-    /// Syslog receiver: `host:port`.
-    pub syslog_tcp: Option<String>,
-    /// Spool or deny.
-    pub on_failure: ShipFailure,
-    /// Where undelivered records wait.
-    pub spool_dir: PathBuf,
-    /// At most this often, a `checkpoint` record names the chain's head.
-    pub checkpoint_seconds: u64,
-}
+pub use crate::config::{ShipFailure, ShipSettings};
 
 /// Records per batch.
 const BATCH: usize = 256;

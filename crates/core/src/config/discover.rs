@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
-use super::Env;
+use super::env::Env;
 
 /// How long one question may take.
 const DEADLINE: Duration = Duration::from_secs(10);

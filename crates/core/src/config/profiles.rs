@@ -22,9 +22,13 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
-use super::{ArgRule, ConfigError, Env, discover};
+use super::discover;
+use super::env::Env;
+use super::error::ConfigError;
+use super::settings::{CacheDir, ProfileReport};
+use super::types::ArgRule;
 
 /// The built-in profiles, by name.
 const BUILT_IN: &[(&str, &str)] = &[
@@ -74,31 +78,6 @@ struct ProfileEnv {
     /// the registry the operator allowed.
     #[serde(default)]
     offline: BTreeMap<String, String>,
-}
-
-/// What one profile added, for `describe_policy` and `policy check`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct ProfileReport {
-    /// Its name.
-    pub name: String,
-    /// What it is for.
-    pub description: String,
-    /// Allowlist entries it added.
-    pub commands: Vec<String>,
-    /// Commands it added an argument rule for (the operator's own rule wins).
-    pub rules: Vec<String>,
-    /// Read paths it added.
-    pub read_paths: Vec<PathBuf>,
-    /// PATH entries it added.
-    pub path: Vec<PathBuf>,
-    /// Writable caches it added (also in `write_paths`).
-    pub write_paths: Vec<PathBuf>,
-    /// Variables it set (the operator's own value wins).
-    pub env: Vec<String>,
-    /// Whether it turned `exec_in_jail` on (unless the operator set it).
-    pub exec_in_jail: bool,
-    /// What discovery could not find, for a warning.
-    pub notes: Vec<String>,
 }
 
 /// Everything the named profiles add, before the load merges it (read paths and PATH
@@ -254,15 +233,6 @@ pub(super) fn default_cache_dir(env: &dyn Env) -> Option<PathBuf> {
     absolute("XDG_CACHE_HOME")
         .or_else(|| absolute("HOME").map(|h| h.join(".cache")))
         .map(|base| base.join("safe-mcp"))
-}
-
-/// One profile cache: its directory and the names of its tool configuration files.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CacheDir {
-    /// The directory (a write path).
-    pub dir: PathBuf,
-    /// The files in it that configure its tool: read-only placeholders.
-    pub config: Vec<String>,
 }
 
 /// Makes each cache (mode 0700, with its missing parents) and its placeholders: what a

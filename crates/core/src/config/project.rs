@@ -10,31 +10,16 @@
 //! it can only narrow, the worst it can do is refuse more (at the next start). It is opened
 //! without following a symlink, must be a regular file, and is read up to 64 KiB.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use serde::Serialize;
-
-use super::{ArgRule, ConfigError, Limits};
+use super::error::ConfigError;
+use super::settings::ProjectReport;
+use super::types::{ArgRule, Limits};
 
 /// The project file's name, at the jail root.
 pub const FILE_NAME: &str = ".safe-mcp.toml";
 
 const MAX_BYTES: u64 = 64 * 1024;
-
-/// What the project file changed, for `describe_policy` and `policy check`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct ProjectReport {
-    /// The file.
-    pub path: PathBuf,
-    /// Commands it removed (denylisted).
-    pub removed: Vec<String>,
-    /// Commands it added deny rules for.
-    pub rules: Vec<String>,
-    /// Limits it lowered, as `name = value`.
-    pub limits: Vec<String>,
-    /// Protected paths it added.
-    pub protected_paths: Vec<String>,
-}
 
 /// The narrowing a project file asks for.
 #[derive(Debug, Default)]

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use super::{
+use super::types::{
     ArgRule, AuditFailMode, ExtraPattern, Limits, NamespaceMode, PolicyExamples, SandboxMode,
     SkipLayer,
 };
@@ -77,7 +77,7 @@ pub(super) struct RawAudit {
 pub(super) struct RawShip {
     pub(super) otlp_http: Option<String>,
     pub(super) syslog_tcp: Option<String>,
-    pub(super) on_failure: Option<crate::audit::ship::ShipFailure>,
+    pub(super) on_failure: Option<super::settings::ShipFailure>,
     pub(super) spool_dir: Option<PathBuf>,
     pub(super) checkpoint_seconds: Option<u64>,
 }
@@ -107,9 +107,9 @@ pub(super) struct RawTerminal {
     pub(super) cache_dir: Option<PathBuf>,
     pub(super) shared_cache: Option<bool>,
     pub(super) protected_paths: Option<Vec<String>>,
-    pub(super) files: Option<crate::file_tools::FileToolSettings>,
+    pub(super) files: Option<super::settings::FileToolSettings>,
     pub(super) unprotected_paths: Option<Vec<String>>,
-    pub(super) sessions: Option<super::SessionSettings>,
+    pub(super) sessions: Option<super::types::SessionSettings>,
     pub(super) network: Option<RawNetwork>,
     pub(super) approvals: Option<RawApprovals>,
 }
@@ -117,7 +117,7 @@ pub(super) struct RawTerminal {
 #[derive(Debug, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawApprovals {
-    pub(super) mode: Option<crate::approval::ApprovalMode>,
+    pub(super) mode: Option<super::settings::ApprovalMode>,
     pub(super) url_base: Option<String>,
     pub(super) timeout_seconds: Option<u64>,
 }
@@ -176,7 +176,7 @@ pub(super) struct RawFiles {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawSkip {
     pub(super) layer: Option<SkipLayer>,
-    /// Read as text and parsed into [`super::SkipCondition`] by the loader, so that a
+    /// Read as text and parsed into [`super::types::SkipCondition`] by the loader, so that a
     /// misspelt condition is reported with the rule's index and every known name.
     #[serde(default)]
     pub(super) when: Vec<String>,

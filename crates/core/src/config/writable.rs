@@ -12,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::ConfigError;
+use super::error::ConfigError;
 
 /// The key of the operator's own write paths.
 pub(super) const WRITE_PATHS: &str = "terminal.write_paths";

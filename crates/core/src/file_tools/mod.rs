@@ -16,9 +16,9 @@ mod service;
 
 use std::path::{Component, Path, PathBuf};
 
-use serde::Deserialize;
 use serde_json::{Value, json};
 
+pub use crate::config::FileToolSettings;
 use crate::config::TerminalPolicy;
 use crate::envelope::{OperationResult, ResultCode};
 use crate::paths::lexical_normalize;
@@ -30,33 +30,6 @@ pub const READ: &str = "read_file";
 pub const WRITE: &str = "write_file";
 /// See [`READ`].
 pub const EDIT: &str = "edit_file";
-
-/// `[terminal.files]`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct FileToolSettings {
-    /// Whether the three tools answer at all (default true).
-    pub enabled: bool,
-    /// Whether only `read_file` does (default false).
-    pub read_only: bool,
-    /// The largest file the tools read or write (default 4 MiB).
-    pub max_file_bytes: u64,
-    /// Paths (relative to the jail; `*` within a component, `**` any depth) that a write
-    /// of `write_file` or `edit_file` changes only with a person's approval, through the
-    /// approval machinery commands use (`[terminal.approvals]`).
-    pub confirm_paths: Vec<String>,
-}
-
-impl Default for FileToolSettings {
-    fn default() -> Self {
-        FileToolSettings {
-            enabled: true,
-            read_only: false,
-            max_file_bytes: 4 << 20,
-            confirm_paths: Vec::new(),
-        }
-    }
-}
 
 /// One edit of `edit_file`.
 #[derive(Debug, Clone)]

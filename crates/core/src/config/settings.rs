@@ -1,0 +1,152 @@
+//! Settings types other modules are configured with (sessions, shipping, approvals, the
+//! file tools) and the reports of what profiles and the project file added. They live here, on the ground floor, so that `config` names them without
+//! importing the modules that use them; each of those modules re-exports its own.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// How many sessions may run at once: in all, and for one caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capacity {
+    /// Sessions running at once, for all callers.
+    pub total: usize,
+    /// Sessions running at once for one caller.
+    pub per_caller: usize,
+}
+
+/// What to do while a sink is down.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ShipFailure {
+    /// Keep the records in the spool and replay them when the sink is back.
+    #[default]
+    Spool,
+    /// The same, and refuse new calls meanwhile.
+    Deny,
+}
+
+/// `[audit.ship]`, resolved.
+#[derive(Debug, Clone)]
+pub struct ShipSettings {
+    /// OTLP/HTTP logs endpoint: `host:port` and path.
+    pub otlp_http: Option<(String, String)>,
+    /// Syslog receiver: `host:port`.
+    pub syslog_tcp: Option<String>,
+    /// Spool or deny.
+    pub on_failure: ShipFailure,
+    /// Where undelivered records wait.
+    pub spool_dir: PathBuf,
+    /// At most this often, a `checkpoint` record names the chain's head.
+    pub checkpoint_seconds: u64,
+}
+
+/// `[terminal.approvals] mode`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ApprovalMode {
+    /// Ask a person through the client (or the page, with `url_base`). The default.
+    #[default]
+    Elicit,
+    /// Never ask: a command needing approval is refused.
+    Deny,
+}
+
+/// `[terminal.approvals]`, resolved.
+#[derive(Debug, Clone)]
+pub struct ApprovalSettings {
+    /// Elicit or deny.
+    pub mode: ApprovalMode,
+    /// Out-of-band approval: the page's base URL (`http://127.0.0.1:PORT`), and the
+    /// loopback address the server listens on for it.
+    pub url_base: Option<(String, std::net::SocketAddr)>,
+    /// How long a call waits for the answer.
+    pub timeout: Duration,
+}
+
+impl Default for ApprovalSettings {
+    fn default() -> Self {
+        ApprovalSettings {
+            mode: ApprovalMode::Elicit,
+            url_base: None,
+            timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+/// `[terminal.files]`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FileToolSettings {
+    /// Whether the three tools answer at all (default true).
+    pub enabled: bool,
+    /// Whether only `read_file` does (default false).
+    pub read_only: bool,
+    /// The largest file the tools read or write (default 4 MiB).
+    pub max_file_bytes: u64,
+    /// Paths (relative to the jail; `*` within a component, `**` any depth) that a write
+    /// of `write_file` or `edit_file` changes only with a person's approval, through the
+    /// approval machinery commands use (`[terminal.approvals]`).
+    pub confirm_paths: Vec<String>,
+}
+
+impl Default for FileToolSettings {
+    fn default() -> Self {
+        FileToolSettings {
+            enabled: true,
+            read_only: false,
+            max_file_bytes: 4 << 20,
+            confirm_paths: Vec::new(),
+        }
+    }
+}
+
+/// What one profile added, for `describe_policy` and `policy check`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ProfileReport {
+    /// Its name.
+    pub name: String,
+    /// What it is for.
+    pub description: String,
+    /// Allowlist entries it added.
+    pub commands: Vec<String>,
+    /// Commands it added an argument rule for (the operator's own rule wins).
+    pub rules: Vec<String>,
+    /// Read paths it added.
+    pub read_paths: Vec<PathBuf>,
+    /// PATH entries it added.
+    pub path: Vec<PathBuf>,
+    /// Writable caches it added (also in `write_paths`).
+    pub write_paths: Vec<PathBuf>,
+    /// Variables it set (the operator's own value wins).
+    pub env: Vec<String>,
+    /// Whether it turned `exec_in_jail` on (unless the operator set it).
+    pub exec_in_jail: bool,
+    /// What discovery could not find, for a warning.
+    pub notes: Vec<String>,
+}
+
+/// One profile cache: its directory and the names of its tool configuration files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheDir {
+    /// The directory (a write path).
+    pub dir: PathBuf,
+    /// The files in it that configure its tool: read-only placeholders.
+    pub config: Vec<String>,
+}
+
+/// What the project file changed, for `describe_policy` and `policy check`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ProjectReport {
+    /// The file.
+    pub path: PathBuf,
+    /// Commands it removed (denylisted).
+    pub removed: Vec<String>,
+    /// Commands it added deny rules for.
+    pub rules: Vec<String>,
+    /// Limits it lowered, as `name = value`.
+    pub limits: Vec<String>,
+    /// Protected paths it added.
+    pub protected_paths: Vec<String>,
+}
