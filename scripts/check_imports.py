@@ -142,9 +142,9 @@ for (crate, mod), path in nodes.items():
         for item in items:
             key = (crate, tuple(base + [item]))
             deps.add(key if key in nodes else resolve(crate, base))
-    for m in re.finditer(r"\bcrate((?:::[a-z_0-9]+)+)", text):
+    for m in re.finditer(r"\bcrate((?:::[A-Za-z_0-9]+)+)", text):
         deps.add(resolve(crate, m.group(1).strip(":").split("::")))
-    for m in re.finditer(r"\bsuper((?:::[a-z_0-9]+)*)", text):
+    for m in re.finditer(r"\bsuper((?:::[A-Za-z_0-9]+)*)", text):
         rest = [p for p in m.group(1).strip(":").split("::") if p]
         deps.add(resolve(crate, list(mod[:-1]) + rest))
     for m in re.finditer(r"\b([a-z_0-9]+)::[A-Za-z_{]", text):

@@ -129,7 +129,7 @@ pub struct TerminalService {
     policy: TerminalPolicy,
     jail: JailRoot,
     redactor: Redactor,
-    gate: Gate,
+    gate: std::sync::Arc<Gate>,
     env: Vec<(String, String)>,
     /// Every command's HOME: empty, outside the jail, read-only to commands.
     home: PrivateHome,
@@ -139,9 +139,8 @@ pub struct TerminalService {
     usage: crate::usage::JailUsage,
     /// How the protected paths are held, once the server holds them ([`Self::hold_protected`]).
     protected: std::sync::OnceLock<crate::protected::Plan>,
-    /// Egress: the proxy that serves each call's connections, once the transport has
-    /// started it ([`TerminalService::set_egress`]).
-    egress: std::sync::OnceLock<std::sync::Arc<dyn EgressProvider>>,
+    /// Egress: the proxy that serves each call's connections ([`Self::with_egress`]).
+    egress: Option<std::sync::Arc<dyn EgressProvider>>,
 }
 
 /// Makes the proxy of one call (egress, DESIGN §9): the binary's proxy, which knows the
@@ -186,8 +185,23 @@ const EXPLAIN: &str = "explain_command";
 const DESCRIBE: &str = "describe_policy";
 
 impl TerminalService {
-    /// Builds the service from a validated policy.
+    /// Builds the service from a validated policy, without egress: under
+    /// `[terminal.network] mode = "allowlist"` its commands then have no way out (the
+    /// executor refuses them); [`Self::with_egress`] gives them the proxy.
     pub fn new(policy: &Policy) -> Result<Self, ServiceError> {
+        Self::with_egress(policy, |_, _| None)
+    }
+
+    /// Builds the service, and under `mode = "allowlist"` its proxy: `egress` is handed the
+    /// network policy and the trail the proxy's `network` records go to, and returns the
+    /// proxy (or `None`). It is not called in any other mode.
+    pub fn with_egress(
+        policy: &Policy,
+        egress: impl FnOnce(
+            &crate::egress::NetworkPolicy,
+            std::sync::Arc<Gate>,
+        ) -> Option<std::sync::Arc<dyn EgressProvider>>,
+    ) -> Result<Self, ServiceError> {
         let terminal = policy.terminal.clone().ok_or(ServiceError::NoTerminal)?;
         let log = policy.audit.log.as_deref().ok_or(ServiceError::NoAudit)?;
         let redactor = Redactor::new(&policy.redaction)?;
@@ -229,11 +243,18 @@ impl TerminalService {
                 .chain(terminal.write_paths.iter().cloned())
                 .collect(),
         );
+        let gate = std::sync::Arc::new(Gate::new(
+            AuditLog::open(log, policy.audit_options()),
+            Server::Terminal,
+        ));
+        let egress = match terminal.network.mode {
+            crate::egress::NetworkMode::Allowlist => {
+                egress(&terminal.network, std::sync::Arc::clone(&gate))
+            }
+            _ => None,
+        };
         Ok(TerminalService {
-            gate: Gate::new(
-                AuditLog::open(log, policy.audit_options()),
-                Server::Terminal,
-            ),
+            gate,
             policy: terminal,
             jail,
             redactor,
@@ -242,7 +263,7 @@ impl TerminalService {
             sessions: SessionTable::default(),
             usage,
             protected: std::sync::OnceLock::new(),
-            egress: std::sync::OnceLock::new(),
+            egress,
         })
     }
 
@@ -303,12 +324,6 @@ impl TerminalService {
             .collect()
     }
 
-    /// Installs the proxy (once). Under egress a call without one has no way out and is
-    /// refused by the executor.
-    pub fn set_egress(&self, provider: std::sync::Arc<dyn EgressProvider>) {
-        let _ = self.egress.set(provider);
-    }
-
     /// The terminal policy in force.
     pub fn policy(&self) -> &TerminalPolicy {
         &self.policy
@@ -319,7 +334,8 @@ impl TerminalService {
         self.gate.log()
     }
 
-    /// Appends a record of `kind` (the proxy's `network` records) to the trail.
+    /// Appends a record of `kind` (the transport's `http` records, the protected sweep's) to
+    /// the trail.
     pub fn record_event(
         &self,
         kind: &str,
@@ -644,7 +660,7 @@ impl TerminalService {
             capture_limit: self.capture_limit(),
             observer: req.observer,
             interactive: None,
-            egress: self.egress.get().map(|p| p.for_call(call)),
+            egress: self.egress.as_ref().map(|p| p.for_call(call)),
         };
         Ok(Prepared {
             decision,

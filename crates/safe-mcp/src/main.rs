@@ -14,7 +14,6 @@ mod files_server;
 mod http;
 mod init;
 mod progress;
-mod proxy;
 mod runtime;
 mod stdio;
 mod terminal_server;
@@ -250,15 +249,15 @@ fn serve_terminal(config: Option<&Path>, http: Option<&str>) -> ExitCode {
         Ok(l) => l,
         Err(e) => return fatal(e),
     };
-    let service = match TerminalService::new(&policy) {
+    let service = TerminalService::with_egress(&policy, |network, trail| {
+        Some(Arc::new(safe_mcp_proxy::Proxy::new(network.clone(), trail)))
+    });
+    let service = match service {
         Ok(s) => Arc::new(s),
         Err(e) => return fatal(e),
     };
     if let Err(e) = start_shipping(&policy, service.audit(), "terminal") {
         return fatal(e);
-    }
-    if service.policy().network.mode == safe_mcp_core::egress::NetworkMode::Allowlist {
-        service.set_egress(Arc::new(proxy::Proxy::new(&service)));
     }
     if let Err(e) = service.hold_protected() {
         return fatal(e);

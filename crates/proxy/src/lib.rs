@@ -20,22 +20,25 @@
 //! are refused; through CONNECT anything goes).
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use safe_mcp_core::audit::{CallId, NetworkRecord};
+use safe_mcp_core::audit::{AuditError, CallId, Gate, NetworkRecord};
 use safe_mcp_core::egress::{NetworkPolicy, Refusal};
+use safe_mcp_core::terminal::EgressProvider;
 use safe_mcp_core::terminal::{Egress, EgressGate};
-use safe_mcp_core::terminal::{EgressProvider, TerminalService};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
+mod relay;
+mod request;
 mod splice;
 
-/// The longest request head read (request line and headers).
-const MAX_HEAD: usize = 16 * 1024;
+use relay::{Moved, relay};
+use request::{Refused, Request, read_request};
+
 /// How long a client may take to send its request head.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(15);
 /// How long a name may take to resolve.
@@ -45,19 +48,32 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 /// How long the end of a call waits for its connections' last records.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// Where a proxy's `network` records go: the server's audit trail ([`Gate`]), or in a test
+/// a list.
+pub trait Recorder: Send + Sync + std::fmt::Debug {
+    /// Appends `record`; made durable first when `durable` (an `open`, before a byte flows).
+    fn record(&self, record: &NetworkRecord, durable: bool) -> Result<(), AuditError>;
+}
+
+impl Recorder for Gate {
+    fn record(&self, record: &NetworkRecord, durable: bool) -> Result<(), AuditError> {
+        self.append("network", record, durable)
+    }
+}
+
 /// The proxy of one terminal server: its policy, and the trail its records go to.
 #[derive(Debug)]
 pub struct Proxy {
     policy: Arc<NetworkPolicy>,
-    service: Weak<TerminalService>,
+    recorder: Arc<dyn Recorder>,
 }
 
 impl Proxy {
-    /// A proxy judging by `service`'s network policy and writing to its trail.
-    pub fn new(service: &Arc<TerminalService>) -> Proxy {
+    /// A proxy judging by `policy` and writing its records to `recorder`.
+    pub fn new(policy: NetworkPolicy, recorder: Arc<dyn Recorder>) -> Proxy {
         Proxy {
-            policy: Arc::new(service.policy().network.clone()),
-            service: Arc::downgrade(service),
+            policy: Arc::new(policy),
+            recorder,
         }
     }
 }
@@ -66,7 +82,7 @@ impl EgressProvider for Proxy {
     fn for_call(&self, call: &CallId) -> Egress {
         Egress(Arc::new(CallProxy(Arc::new(Context {
             policy: Arc::clone(&self.policy),
-            service: self.service.clone(),
+            recorder: Arc::clone(&self.recorder),
             call: call.to_string(),
             refused: std::sync::Mutex::default(),
             records: AtomicUsize::new(0),
@@ -213,7 +229,7 @@ impl EgressGate for CallProxy {
 /// What every connection of a call's proxy shares.
 struct Context {
     policy: Arc<NetworkPolicy>,
-    service: Weak<TerminalService>,
+    recorder: Arc<dyn Recorder>,
     call: String,
     /// What was refused, a line each, for the call's result (at most [`MAX_REFUSALS`]).
     refused: std::sync::Mutex<Vec<String>>,
@@ -229,34 +245,6 @@ struct Context {
 /// A connection [`Context::reach`] made: the upstream, its address, the request, the host
 /// as judged and the rule that allowed it.
 type Reached = (TcpStream, SocketAddr, Request, String, String);
-
-/// Bytes relayed each way, counted as they go.
-#[derive(Default)]
-struct Moved {
-    up: AtomicU64,
-    down: AtomicU64,
-}
-
-/// A request as the proxy reads it.
-struct Request {
-    method: String,
-    host: String,
-    port: u16,
-    /// Plain HTTP: the head to send upstream (origin-form, hop-by-hop headers dropped,
-    /// `Connection: close`), and the body length that follows it.
-    forward: Option<(Vec<u8>, u64)>,
-    /// Bytes the client sent after the head.
-    rest: Vec<u8>,
-}
-
-/// Why a request was refused, and the status it gets.
-struct Refused {
-    status: &'static str,
-    refusal: Refusal,
-    method: String,
-    host: String,
-    port: u16,
-}
 
 impl Context {
     /// One connection, to its end: refused, or opened, relayed and closed, each on the
@@ -476,13 +464,9 @@ impl Context {
 
     /// Appends `record` to the trail (on a blocking thread: an fsync when `durable`).
     async fn append(&self, record: &NetworkRecord, durable: bool) -> bool {
-        let Some(service) = self.service.upgrade() else {
-            return false;
-        };
+        let recorder = Arc::clone(&self.recorder);
         let record = record.clone();
-        let appended =
-            tokio::task::spawn_blocking(move || service.record_event("network", &record, durable))
-                .await;
+        let appended = tokio::task::spawn_blocking(move || recorder.record(&record, durable)).await;
         match appended {
             Ok(Ok(())) => true,
             Ok(Err(e)) => {
@@ -505,312 +489,4 @@ async fn connect(addresses: &[SocketAddr]) -> Option<(TcpStream, SocketAddr)> {
         }
     }
     None
-}
-
-/// Reads and checks the request head.
-async fn read_request(client: &mut TcpStream) -> Result<Request, Refused> {
-    let bad = |reason: String| Refused {
-        status: "400 Bad Request",
-        refusal: Refusal {
-            rule: "bad-request".into(),
-            reason,
-        },
-        method: String::new(),
-        host: String::new(),
-        port: 0,
-    };
-    let mut head = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 4096];
-    loop {
-        let n = client
-            .read(&mut chunk)
-            .await
-            .map_err(|e| bad(format!("reading the request: {e}")))?;
-        if n == 0 {
-            return Err(bad("the connection closed before a request arrived".into()));
-        }
-        head.extend_from_slice(&chunk[..n]);
-        let mut headers = [httparse::EMPTY_HEADER; 64];
-        let mut parsed = httparse::Request::new(&mut headers);
-        match parsed.parse(&head) {
-            Ok(httparse::Status::Complete(len)) => {
-                return check_request(&parsed, head[len..].to_vec()).map_err(|(status, reason)| {
-                    Refused {
-                        status,
-                        refusal: Refusal {
-                            rule: "bad-request".into(),
-                            reason,
-                        },
-                        method: parsed.method.unwrap_or_default().to_owned(),
-                        host: String::new(),
-                        port: 0,
-                    }
-                });
-            }
-            Ok(httparse::Status::Partial) if head.len() < MAX_HEAD => continue,
-            Ok(httparse::Status::Partial) => {
-                return Err(bad(format!(
-                    "the request head is longer than {MAX_HEAD} bytes"
-                )));
-            }
-            Err(e) => {
-                return Err(bad(format!(
-                    "not an HTTP proxy request ({e}); the proxy speaks HTTP CONNECT and plain HTTP"
-                )));
-            }
-        }
-    }
-}
-
-/// Headers that say where a request goes or where it ends; each may appear once.
-const ROUTING_HEADERS: &[&str] = &[
-    "host",
-    "content-length",
-    "transfer-encoding",
-    "x-forwarded-host",
-    "forwarded",
-];
-
-/// The parts of a parsed head the proxy acts on, or why it is refused.
-fn check_request(
-    r: &httparse::Request<'_, '_>,
-    rest: Vec<u8>,
-) -> Result<Request, (&'static str, String)> {
-    let method = r.method.unwrap_or_default().to_owned();
-    let target = r.path.unwrap_or_default();
-    let header = |name: &str| {
-        r.headers
-            .iter()
-            .find(|h| h.name.eq_ignore_ascii_case(name))
-            .map(|h| String::from_utf8_lossy(h.value).trim().to_owned())
-    };
-    // One value per routing header: a second `Host` (or a second length) is a request one
-    // hop reads one way and the next another, and only the first was judged.
-    for name in ROUTING_HEADERS {
-        let count = r
-            .headers
-            .iter()
-            .filter(|h| h.name.eq_ignore_ascii_case(name))
-            .count();
-        if count > 1 {
-            return Err((
-                "400 Bad Request",
-                format!("the request has {count} {name} headers; send one"),
-            ));
-        }
-    }
-    if method == "CONNECT" {
-        let (host, port) = split_authority(target).ok_or_else(|| {
-            (
-                "400 Bad Request",
-                format!("CONNECT {target:?} names no host:port"),
-            )
-        })?;
-        let port = port.ok_or_else(|| ("400 Bad Request", "CONNECT needs a port".to_owned()))?;
-        return Ok(Request {
-            method,
-            host,
-            port,
-            forward: None,
-            rest,
-        });
-    }
-    let Some(after) = target.strip_prefix("http://") else {
-        return Err((
-            "400 Bad Request",
-            format!(
-                "{method} {target}: a proxy request names its URL in full (http://host/path); HTTPS goes through CONNECT"
-            ),
-        ));
-    };
-    let (authority, path) = match after.find('/') {
-        Some(i) => (&after[..i], &after[i..]),
-        None => (after, "/"),
-    };
-    if authority.contains('@') {
-        return Err((
-            "400 Bad Request",
-            "credentials in the URL are refused".into(),
-        ));
-    }
-    let (host, port) = split_authority(authority)
-        .ok_or_else(|| ("400 Bad Request", format!("{target:?} names no host")))?;
-    let port = port.unwrap_or(80);
-    // The Host header must name the host the request line names (and so the one judged):
-    // a server routing by Host must not be sent somewhere else than what was checked.
-    let host_header = header("host").ok_or_else(|| {
-        (
-            "400 Bad Request",
-            "the request has no Host header".to_owned(),
-        )
-    })?;
-    let same = split_authority(&host_header).is_some_and(|(h, p)| {
-        h.trim_end_matches('.')
-            .eq_ignore_ascii_case(host.trim_end_matches('.'))
-            && p.unwrap_or(80) == port
-    });
-    if !same {
-        return Err((
-            "403 Forbidden",
-            format!(
-                "the Host header {host_header:?} does not name the request's host {host}:{port}"
-            ),
-        ));
-    }
-    if header("transfer-encoding").is_some() {
-        return Err((
-            "501 Not Implemented",
-            "a chunked request body over plain HTTP is not relayed; send a Content-Length, or use HTTPS".into(),
-        ));
-    }
-    let length = match header("content-length") {
-        None => 0,
-        Some(v) => v.parse::<u64>().map_err(|_| {
-            (
-                "400 Bad Request",
-                format!("Content-Length {v:?} is not a number"),
-            )
-        })?,
-    };
-    let mut upstream = format!("{method} {path} HTTP/1.1\r\n").into_bytes();
-    const HOP_BY_HOP: &[&str] = &[
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "proxy-authorization",
-        "proxy-authenticate",
-        "te",
-        "trailer",
-        "upgrade",
-    ];
-    for h in r.headers.iter() {
-        if HOP_BY_HOP.iter().any(|n| h.name.eq_ignore_ascii_case(n)) {
-            continue;
-        }
-        upstream.extend_from_slice(h.name.as_bytes());
-        upstream.extend_from_slice(b": ");
-        upstream.extend_from_slice(h.value);
-        upstream.extend_from_slice(b"\r\n");
-    }
-    upstream.extend_from_slice(b"Connection: close\r\n\r\n");
-    Ok(Request {
-        method,
-        host,
-        port,
-        forward: Some((upstream, length)),
-        rest,
-    })
-}
-
-/// `host`, `host:port`, `[v6]` or `[v6]:port`.
-fn split_authority(authority: &str) -> Option<(String, Option<u16>)> {
-    if authority.is_empty() {
-        return None;
-    }
-    if let Some(rest) = authority.strip_prefix('[') {
-        let (host, after) = rest.split_once(']')?;
-        let port = match after.strip_prefix(':') {
-            Some(p) => Some(p.parse().ok()?),
-            None if after.is_empty() => None,
-            None => return None,
-        };
-        return Some((format!("[{host}]"), port));
-    }
-    match authority.rsplit_once(':') {
-        Some((host, port)) if !host.contains(':') => {
-            Some((host.to_owned(), Some(port.parse().ok()?)))
-        }
-        Some(_) => None,
-        None => Some((authority.to_owned(), None)),
-    }
-}
-
-/// Relays between the command and the host, counting the bytes each way in `moved`.
-async fn relay(mut client: TcpStream, mut upstream: TcpStream, request: Request, moved: &Moved) {
-    match request.forward {
-        None => {
-            if client
-                .write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
-                .await
-                .is_err()
-                || upstream.write_all(&request.rest).await.is_err()
-            {
-                return;
-            }
-            moved
-                .up
-                .fetch_add(request.rest.len() as u64, Ordering::Relaxed);
-            splice::both_ways(&client, &upstream, &moved.up, &moved.down).await;
-        }
-        Some((head, length)) => {
-            let (mut client_r, client_w) = client.split();
-            let (upstream_r, mut upstream_w) = upstream.split();
-            let send = async {
-                upstream_w.write_all(&head).await?;
-                let first = request
-                    .rest
-                    .len()
-                    .min(usize::try_from(length).unwrap_or(usize::MAX));
-                upstream_w.write_all(&request.rest[..first]).await?;
-                moved
-                    .up
-                    .fetch_add((head.len() + first) as u64, Ordering::Relaxed);
-                let remaining = length - first as u64;
-                copy_counted(&mut client_r, &mut upstream_w, remaining, &moved.up).await
-            };
-            // The answer moves in the kernel, like a tunnel's bytes.
-            let receive = splice::one_way(upstream_r.as_ref(), client_w.as_ref(), &moved.down);
-            let _ = tokio::join!(send, receive);
-        }
-    }
-}
-
-/// Copies `n` bytes (or until end of file) from `from` to `to`, counting them in `moved`.
-async fn copy_counted<R, W>(
-    from: &mut R,
-    to: &mut W,
-    mut n: u64,
-    moved: &AtomicU64,
-) -> std::io::Result<()>
-where
-    R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin,
-{
-    let mut buf = vec![0u8; 64 * 1024];
-    while n > 0 {
-        let want = buf.len().min(usize::try_from(n).unwrap_or(usize::MAX));
-        let got = from.read(&mut buf[..want]).await?;
-        if got == 0 {
-            break;
-        }
-        to.write_all(&buf[..got]).await?;
-        moved.fetch_add(got as u64, Ordering::Relaxed);
-        n -= got as u64;
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::split_authority;
-
-    #[test]
-    fn authorities_split_into_host_and_port() {
-        assert_eq!(
-            split_authority("example.com:443"),
-            Some(("example.com".into(), Some(443)))
-        );
-        assert_eq!(
-            split_authority("example.com"),
-            Some(("example.com".into(), None))
-        );
-        assert_eq!(
-            split_authority("[::1]:80"),
-            Some(("[::1]".into(), Some(80)))
-        );
-        assert_eq!(split_authority("[::1]"), Some(("[::1]".into(), None)));
-        assert_eq!(split_authority("::1"), None);
-        assert_eq!(split_authority("host:notaport"), None);
-        assert_eq!(split_authority(""), None);
-    }
 }
