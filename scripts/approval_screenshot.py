@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Takes the README's screenshot of the approval page, in a real headless browser.
+"""Takes docs/HTTP.md's screenshot of the approval page, in a real headless browser.
 
 Starts `safe-mcp terminal` on a temporary sandbox whose `git` rule needs approval for
 `push`, with `url_base` set; speaks raw JSON-RPC over stdio as a client that declares

@@ -14,7 +14,7 @@
 //!   call, and the call's Landlock ruleset allows TCP connect to that port alone (and no
 //!   bind); seccomp refuses every socket but AF_UNIX and TCP streams. Landlock matches ports,
 //!   not addresses, so a command could reach another host on that same port number: the
-//!   README names this ceiling.
+//!   threat model (docs/THREAT_MODEL.md) names this ceiling.
 //!
 //! Either way seccomp allows TCP streams only ([`crate::seccomp::Inet::Tcp`]), and every
 //! connection a command makes to the proxy arrives on a listener that belongs to its call.

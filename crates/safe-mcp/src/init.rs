@@ -246,7 +246,7 @@ fn policy_text(
     let (name, email) = (toml_string(&identity.0), toml_string(&identity.1));
     format!(
         r#"# safe-mcp policy, written by `safe-mcp init`. Check it with `safe-mcp policy check`.
-# Reference: the README's "Policy reference". Relative paths resolve against this file's
+# Reference: docs/POLICY.md in safe-mcp's source. Relative paths resolve against this file's
 # directory.
 
 # Every attempt is recorded here before anything runs (a hash chain; `safe-mcp audit

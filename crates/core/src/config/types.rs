@@ -251,7 +251,7 @@ pub struct Limits {
     pub file_size_bytes: u64,
     /// RLIMIT_NOFILE of each command.
     pub open_files: u64,
-    /// RLIMIT_NPROC of each command (per user, see the README's ceilings).
+    /// RLIMIT_NPROC of each command (per user, see docs/THREAT_MODEL.md's ceilings).
     pub processes: u64,
     /// What the jail and the write paths may hold in all, in bytes (0: no bound). Checked
     /// after each call ([`crate::usage`]).

@@ -395,7 +395,7 @@ fn explain_and_doctor_make_no_cgroup() {
     );
 }
 
-/// Exit codes that mean what the README says: a file that cannot be read is an error (2),
+/// Exit codes that mean what docs/AUDIT.md says: a file that cannot be read is an error (2),
 /// not a tamper alarm (1); a file that is not a trail says so; output into a closed pipe
 /// ends quietly.
 #[test]

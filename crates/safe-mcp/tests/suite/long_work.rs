@@ -322,7 +322,7 @@ async fn a_session_takes_input_redacts_output_and_dies_whole_at_stop() {
     let l = call(&client, "list_processes", json!({})).await;
     assert_eq!(l["detail"]["processes"][0]["running"], true, "{l}");
     // Its setsid grandchild left the session's process session: in a pid namespace it
-    // stays with its init; in the host view the sweep takes it (see the README).
+    // stays with its init; in the host view the sweep takes it (see docs/THREAT_MODEL.md).
     if super::view::namespaces_available(None, true) {
         assert!(
             !live_processes_with("947.7").is_empty(),

@@ -899,7 +899,7 @@ fn check_token_and_the_servers_log_say_why_a_token_is_refused() {
     }
 }
 
-/// Issue 28, item 9: the README's recipe (`scripts/oauth_test_issuer.sh`) makes a key, the
+/// Issue 28, item 9: docs/HTTP.md's recipe (`scripts/oauth_test_issuer.sh`) makes a key, the
 /// JWKS file and a token that the server accepts, with openssl and python3 alone.
 #[test]
 fn the_oauth_recipe_makes_a_token_the_server_accepts() {
