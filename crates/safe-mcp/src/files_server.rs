@@ -71,7 +71,7 @@ impl RecordRefusal for FilesService {
 pub struct FilesServer {
     service: Arc<FilesService>,
     /// Tool calls running at once, shared by every client of an `--http` server.
-    calls: Option<Arc<crate::http::limits::Calls>>,
+    calls: Option<Arc<safe_mcp_http::limits::Calls>>,
 }
 
 async fn blocking<F: FnOnce() -> safe_mcp_core::OperationResult + Send + 'static>(
@@ -89,7 +89,10 @@ async fn blocking<F: FnOnce() -> safe_mcp_core::OperationResult + Send + 'static
 #[tool_router]
 impl FilesServer {
     /// Builds the server over the organizer.
-    pub fn new(service: Arc<FilesService>, calls: Option<Arc<crate::http::limits::Calls>>) -> Self {
+    pub fn new(
+        service: Arc<FilesService>,
+        calls: Option<Arc<safe_mcp_http::limits::Calls>>,
+    ) -> Self {
         FilesServer { service, calls }
     }
 

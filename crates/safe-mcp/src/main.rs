@@ -11,7 +11,7 @@ mod demo;
 mod exit;
 mod file_tools_server;
 mod files_server;
-mod http;
+
 mod init;
 mod progress;
 mod runtime;
@@ -32,6 +32,7 @@ use safe_mcp_core::redact::Redactor;
 use safe_mcp_core::terminal::confinement_spec;
 use safe_mcp_core::terminal::{CommandInput, TerminalService};
 use safe_mcp_exec::{LocalExecutor, planned_report};
+use safe_mcp_http as http;
 
 use exit::{fatal, say};
 
@@ -295,7 +296,7 @@ fn serve_terminal(config: Option<&Path>, http: Option<&str>) -> ExitCode {
     let runs = terminal_server::Runs::default();
     // The approval page's port is taken now: one in use stops the start, not a call.
     let pages = match &terminal.approvals.url_base {
-        Some((base, addr)) => match approval::page::Pages::bind(base, *addr) {
+        Some((base, addr)) => match http::page::Pages::bind(base, *addr) {
             Ok(pages) => Some(pages),
             Err(e) => {
                 return fatal(format!(
@@ -355,7 +356,8 @@ fn serve_terminal(config: Option<&Path>, http: Option<&str>) -> ExitCode {
             record,
             4,
             end,
-        ),
+        )
+        .map_or_else(fatal, |()| ExitCode::SUCCESS),
         None => serve_stdio(make(None), 4, end),
     }
 }
@@ -410,7 +412,8 @@ fn serve_files(config: Option<&Path>, http: Option<&str>) -> ExitCode {
             record,
             2,
             async {},
-        ),
+        )
+        .map_or_else(fatal, |()| ExitCode::SUCCESS),
         None => serve_stdio(files_server::FilesServer::new(service, None), 2, async {}),
     }
 }

@@ -168,9 +168,9 @@ pub struct TerminalServer {
     /// The sessions' runs, awaited at shutdown so that each writes its outcome record.
     runs: Runs,
     /// The out-of-band approval pages (`[terminal.approvals] url_base`).
-    pages: Option<Arc<crate::approval::page::Pages>>,
+    pages: Option<Arc<safe_mcp_http::page::Pages>>,
     /// Tool calls running at once, shared by every client of an `--http` server.
-    calls: Option<Arc<crate::http::limits::Calls>>,
+    calls: Option<Arc<safe_mcp_http::limits::Calls>>,
 }
 
 /// The authenticated caller of an HTTP request (`[http.auth]`), as the middleware left it in
@@ -312,7 +312,7 @@ async fn until(max: Duration, mut done: impl FnMut() -> bool) {
 pub(crate) async fn call_counted<S: Send + Sync + 'static>(
     server: &S,
     router: &'static rmcp::handler::server::router::tool::ToolRouter<S>,
-    calls: Option<&Arc<crate::http::limits::Calls>>,
+    calls: Option<&Arc<safe_mcp_http::limits::Calls>>,
     audit: &(dyn RecordRefusal + Sync),
     request: rmcp::model::CallToolRequestParams,
     context: RequestContext<RoleServer>,
@@ -390,8 +390,8 @@ impl TerminalServer {
         service: Arc<TerminalService>,
         executor: Arc<dyn Executor>,
         runs: Runs,
-        pages: Option<Arc<crate::approval::page::Pages>>,
-        calls: Option<Arc<crate::http::limits::Calls>>,
+        pages: Option<Arc<safe_mcp_http::page::Pages>>,
+        calls: Option<Arc<safe_mcp_http::limits::Calls>>,
     ) -> Self {
         // One stdio connection per server process; 64 random bits name it (the pid, should
         // the kernel give none: handles never leave this process anyway).

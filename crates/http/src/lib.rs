@@ -12,19 +12,21 @@
 //!   refused unless `[http] allowed_origins` lists it (403); request bodies are capped;
 //! - an MCP session is its caller's, and sessions and requests at once are limited in all
 //!   and per caller ([`limits`]).
+//!
+//! The approval page ([`page`]) is served on the same stack (axum on hyper), on a loopback
+//! address of its own. This crate decides who reaches the server; it runs no command and
+//! knows no tool: the binary hands [`serve`] a factory of tool servers.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
-use crate::exit::fatal;
-
 pub mod jwks;
 pub mod limits;
 pub mod oauth;
+pub mod page;
 
 /// Where `--http` listens.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,7 +59,7 @@ impl Listen {
 
 /// Serves a fresh `factory(calls)` per client session at `/mcp` until SIGINT or SIGTERM; then
 /// `on_end` runs (the sessions' cleanup). The transport's refusals of a caller go to
-/// `record`.
+/// `record`. An error is why it could not serve, for the binary's `fatal:` line.
 pub fn serve<S, F>(
     listen: &Listen,
     factory: F,
@@ -65,19 +67,17 @@ pub fn serve<S, F>(
     record: limits::Recorder,
     workers: usize,
     on_end: impl std::future::Future<Output = ()>,
-) -> ExitCode
+) -> Result<(), String>
 where
     S: rmcp::ServerHandler + Send + 'static,
     F: Fn(std::sync::Arc<limits::Calls>) -> Result<S, std::io::Error> + Send + Sync + 'static,
 {
-    let runtime = match crate::runtime::build(workers) {
-        Ok(r) => r,
-        Err(code) => return code,
-    };
-    let guard = match settings.oauth.clone().map(oauth::Guard::new).transpose() {
-        Ok(g) => g,
-        Err(e) => return fatal(e),
-    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    let guard = settings.oauth.clone().map(oauth::Guard::new).transpose()?;
     let result = runtime.block_on(async move {
         let stop = tokio_util::sync::CancellationToken::new();
         let mut hosts = vec![
@@ -152,10 +152,7 @@ where
         Ok::<(), String>(())
     });
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => fatal(e),
-    }
+    result
 }
 
 /// A unix socket only this user can connect to: made under a 0077 umask, then checked.

@@ -18,8 +18,6 @@ use rmcp::service::{ElicitationError, ServiceError};
 use rmcp::{Peer, RoleServer};
 use safe_mcp_core::approval::{Answer, ApprovalRequest, Approver, Outcome};
 
-pub mod page;
-
 /// Why a session on protocol 2026-07-28 or later cannot be asked.
 const NEWER_PROTOCOL: &str = "the session speaks MCP 2026-07-28 or later, which forbids a server's requests to the client (elicitation among them), so no person can be asked through it";
 
@@ -41,7 +39,7 @@ rmcp::elicit_safe!(ApproveForm);
 /// Asks through one client session (and the server's page, when there is one).
 pub struct ClientApprover {
     pub peer: Peer<RoleServer>,
-    pub pages: Option<Arc<page::Pages>>,
+    pub pages: Option<Arc<safe_mcp_http::page::Pages>>,
 }
 
 impl Approver for ClientApprover {
@@ -90,7 +88,11 @@ impl ClientApprover {
         }
     }
 
-    async fn ask_page(&self, pages: &Arc<page::Pages>, request: &ApprovalRequest) -> Answer {
+    async fn ask_page(
+        &self,
+        pages: &Arc<safe_mcp_http::page::Pages>,
+        request: &ApprovalRequest,
+    ) -> Answer {
         let opened = match pages.open(request) {
             Ok(o) => o,
             Err(e) => return Answer::Failed(format!("the approval page: {e}")),

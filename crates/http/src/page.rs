@@ -14,13 +14,19 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Path, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use safe_mcp_core::approval::{ApprovalRequest, render_argv, render_text};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
-/// The longest request head and body read.
-const MAX_REQUEST: usize = 16 * 1024;
+/// The longest request body read (a form of two tokens and a word).
+const MAX_BODY: usize = 16 * 1024;
+/// How long a request head may take to arrive.
+const HEAD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The pages of one server.
 pub struct Pages {
@@ -61,7 +67,7 @@ impl Pages {
         }))
     }
 
-    /// Starts the accept loop, once (in the runtime, which exists by the first approval).
+    /// Starts serving, once (in the runtime, which exists by the first approval).
     fn serve_pages(self: &Arc<Self>) {
         let Some(listener) = self.listener.lock().ok().and_then(|mut l| l.take()) else {
             return;
@@ -69,14 +75,36 @@ impl Pages {
         let Ok(listener) = TcpListener::from_std(listener) else {
             return;
         };
-        let pages = Arc::clone(self);
+        let router = axum::Router::new()
+            .route(
+                "/approve/{token}",
+                axum::routing::get(show).post(answer).fallback(|| async {
+                    reply(StatusCode::METHOD_NOT_ALLOWED, "<p>GET or POST only.</p>")
+                }),
+            )
+            .fallback(|| async { reply(StatusCode::NOT_FOUND, "<p>No such page.</p>") })
+            .layer(DefaultBodyLimit::max(MAX_BODY))
+            .layer(axum::middleware::from_fn_with_state(
+                Arc::clone(self),
+                own_address,
+            ))
+            .with_state(Arc::clone(self));
+        // hyper's own connection loop rather than `axum::serve`: a page answers a browser,
+        // so its header names are written in Title-Case, and a head must arrive in time.
         tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     continue;
                 };
-                let pages = Arc::clone(&pages);
-                tokio::spawn(async move { pages.serve(stream).await });
+                let service = hyper_util::service::TowerToHyperService::new(router.clone());
+                tokio::spawn(async move {
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .title_case_headers(true)
+                        .timer(hyper_util::rt::TokioTimer::new())
+                        .header_read_timeout(HEAD_TIMEOUT)
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                        .await;
+                });
             }
         });
     }
@@ -110,93 +138,108 @@ impl Pages {
             map.remove(token);
         }
     }
+}
 
-    async fn serve(&self, mut stream: TcpStream) {
-        let response = match read_request(&mut stream).await {
-            Some(request) => self.answer(&request),
-            None => reply(
-                "400 Bad Request",
-                "<p>Not a request this page understands.</p>",
-            ),
-        };
-        let _ = stream.write_all(response.as_bytes()).await;
-        let _ = stream.shutdown().await;
+/// Every request first: its `Host` must name the page's own address, so that a rebinding
+/// DNS name cannot reach it from a browser.
+async fn own_address(State(pages): State<Arc<Pages>>, request: Request, next: Next) -> Response {
+    let host = request
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or_default();
+    if !host.trim().eq_ignore_ascii_case(&pages.authority) {
+        return reply(
+            StatusCode::MISDIRECTED_REQUEST,
+            "<p>This page answers only at its own address.</p>",
+        );
     }
+    next.run(request).await
+}
 
-    fn answer(&self, r: &Request) -> String {
-        if !r.host.eq_ignore_ascii_case(&self.authority) {
-            return reply(
-                "421 Misdirected Request",
-                "<p>This page answers only at its own address.</p>",
-            );
-        }
-        let Some(token) = r.path.strip_prefix("/approve/") else {
-            return reply("404 Not Found", "<p>No such page.</p>");
-        };
-        let gone = || {
-            reply(
-                "410 Gone",
-                "<h1>This link has been used or has expired</h1><p>It approves nothing now. If the command is still wanted, ask for it again.</p>",
-            )
-        };
-        let Ok(mut map) = self.pending.lock() else {
-            return gone();
-        };
+fn gone() -> Response {
+    reply(
+        StatusCode::GONE,
+        "<h1>This link has been used or has expired</h1><p>It approves nothing now. If the command is still wanted, ask for it again.</p>",
+    )
+}
+
+impl Pages {
+    /// The pending approval of `token`, if it is still live (an expired or abandoned one is
+    /// forgotten here).
+    fn live(&self, token: &str) -> Option<std::sync::MutexGuard<'_, HashMap<String, Pending>>> {
+        let mut map = self.pending.lock().ok()?;
         let live = map
             .get(token)
             .is_some_and(|p| p.expires > Instant::now() && !p.answer.is_closed());
         if !live {
             map.remove(token);
-            return gone();
+            return None;
         }
-        match r.method.as_str() {
-            "GET" => {
-                let Some(p) = map.get(token) else {
-                    return gone();
-                };
-                reply("200 OK", &page_html(token, p))
-            }
-            "POST" => {
-                if r.origin.as_deref().is_some_and(|o| o != self.base) {
-                    return reply(
-                        "403 Forbidden",
-                        "<p>An answer must come from this page.</p>",
-                    );
-                }
-                let form = parse_form(&r.body);
-                let given = form.get("form_token").map(String::as_str).unwrap_or("");
-                let Some(p) = map.get(token) else {
-                    return gone();
-                };
-                if !same(given, &p.form_token) {
-                    return reply(
-                        "403 Forbidden",
-                        "<p>This answer did not come from this page.</p>",
-                    );
-                }
-                let approve = match form.get("decision").map(String::as_str) {
-                    Some("approve") => true,
-                    Some("deny") => false,
-                    _ => return reply("400 Bad Request", "<p>Choose Approve or Deny.</p>"),
-                };
-                let Some(p) = map.remove(token) else {
-                    return gone();
-                };
-                let _ = p.answer.send(approve);
-                if approve {
-                    reply(
-                        "200 OK",
-                        "<h1>Approved</h1><p>The command runs now, once. You can close this page.</p>",
-                    )
-                } else {
-                    reply(
-                        "200 OK",
-                        "<h1>Denied</h1><p>Nothing ran. You can close this page.</p>",
-                    )
-                }
-            }
-            _ => reply("405 Method Not Allowed", "<p>GET or POST only.</p>"),
-        }
+        Some(map)
+    }
+}
+
+/// GET: the page of one approval.
+async fn show(State(pages): State<Arc<Pages>>, Path(token): Path<String>) -> Response {
+    let Some(map) = pages.live(&token) else {
+        return gone();
+    };
+    match map.get(&token) {
+        Some(p) => reply(StatusCode::OK, &page_html(&token, p)),
+        None => gone(),
+    }
+}
+
+/// POST: the answer, from this page (its `Origin`, when sent, and its form token).
+async fn answer(
+    State(pages): State<Arc<Pages>>,
+    Path(token): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let Some(mut map) = pages.live(&token) else {
+        return gone();
+    };
+    let origin = headers
+        .get(header::ORIGIN)
+        .map(|o| o.to_str().unwrap_or("?"));
+    if origin.is_some_and(|o| o.trim() != pages.base) {
+        return reply(
+            StatusCode::FORBIDDEN,
+            "<p>An answer must come from this page.</p>",
+        );
+    }
+    let form = parse_form(&body);
+    let given = form.get("form_token").map(String::as_str).unwrap_or("");
+    let Some(p) = map.get(&token) else {
+        return gone();
+    };
+    if !same(given, &p.form_token) {
+        return reply(
+            StatusCode::FORBIDDEN,
+            "<p>This answer did not come from this page.</p>",
+        );
+    }
+    let approve = match form.get("decision").map(String::as_str) {
+        Some("approve") => true,
+        Some("deny") => false,
+        _ => return reply(StatusCode::BAD_REQUEST, "<p>Choose Approve or Deny.</p>"),
+    };
+    let Some(p) = map.remove(&token) else {
+        return gone();
+    };
+    let _ = p.answer.send(approve);
+    if approve {
+        reply(
+            StatusCode::OK,
+            "<h1>Approved</h1><p>The command runs now, once. You can close this page.</p>",
+        )
+    } else {
+        reply(
+            StatusCode::OK,
+            "<h1>Denied</h1><p>Nothing ran. You can close this page.</p>",
+        )
     }
 }
 
@@ -205,90 +248,9 @@ fn same(a: &str, b: &str) -> bool {
     a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
 }
 
-struct Request {
-    method: String,
-    path: String,
-    host: String,
-    origin: Option<String>,
-    body: Vec<u8>,
-}
-
-async fn read_request(stream: &mut TcpStream) -> Option<Request> {
-    let mut buf = Vec::with_capacity(2048);
-    let mut chunk = [0u8; 4096];
-    loop {
-        let n = tokio::time::timeout(std::time::Duration::from_secs(10), stream.read(&mut chunk))
-            .await
-            .ok()?
-            .ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        if buf.len() > MAX_REQUEST {
-            return None;
-        }
-        let mut headers = [httparse::EMPTY_HEADER; 32];
-        let mut parsed = httparse::Request::new(&mut headers);
-        let Ok(httparse::Status::Complete(head)) = parsed.parse(&buf) else {
-            continue;
-        };
-        let header = |name: &str| {
-            parsed
-                .headers
-                .iter()
-                .find(|h| h.name.eq_ignore_ascii_case(name))
-                .map(|h| String::from_utf8_lossy(h.value).trim().to_owned())
-        };
-        let length: usize = header("content-length")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
-        if head + length > MAX_REQUEST {
-            return None;
-        }
-        if buf.len() < head + length {
-            continue;
-        }
-        return Some(Request {
-            method: parsed.method?.to_owned(),
-            path: parsed.path?.to_owned(),
-            host: header("host")?,
-            origin: header("origin"),
-            body: buf[head..head + length].to_vec(),
-        });
-    }
-}
-
 /// `application/x-www-form-urlencoded`, decoded.
 fn parse_form(body: &[u8]) -> HashMap<String, String> {
-    let text = String::from_utf8_lossy(body);
-    text.split('&')
-        .filter_map(|pair| pair.split_once('='))
-        .map(|(k, v)| (decode(k), decode(v)))
-        .collect()
-}
-
-fn decode(s: &str) -> String {
-    let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let b = bytes[i];
-        let escaped = (b == b'%')
-            .then(|| Some((hex(*bytes.get(i + 1)?)?, hex(*bytes.get(i + 2)?)?)))
-            .flatten();
-        match (b, escaped) {
-            (_, Some((hi, lo))) => {
-                out.push(hi << 4 | lo);
-                i += 2;
-            }
-            (b'+', _) => out.push(b' '),
-            (b, _) => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    url::form_urlencoded::parse(body).into_owned().collect()
 }
 
 fn escape(s: &str) -> String {
@@ -339,14 +301,22 @@ fn page_html(token: &str, p: &Pending) -> String {
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:46rem;margin:2rem auto;padding:0 1rem;color:#1b1b1b}code{background:#f2f2f2;padding:.1rem .3rem;border-radius:3px;word-break:break-all}dt{font-weight:600;margin-top:.8rem}dd{margin-left:1rem}button{font-size:1.1rem;padding:.5rem 1.4rem;margin:1.2rem .6rem 0 0;border-radius:6px;border:1px solid #555;cursor:pointer}.approve{background:#1f7a35;color:#fff}.deny{background:#fff;color:#8a1c1c;border-color:#8a1c1c}";
 
-fn reply(status: &str, body: &str) -> String {
+fn reply(status: StatusCode, body: &str) -> Response {
     let html = format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\"><title>safe-mcp approval</title><style>{STYLE}</style></head><body>{body}</body></html>"
     );
-    format!(
-        "HTTP/1.1 {status}\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {}\r\nContent-Security-Policy: default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'\r\nX-Frame-Options: DENY\r\nX-Content-Type-Options: nosniff\r\nReferrer-Policy: no-referrer\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n{html}",
-        html.len()
-    )
+    let headers = [
+        (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+        (
+            header::CONTENT_SECURITY_POLICY,
+            "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+        ),
+        (header::X_FRAME_OPTIONS, "DENY"),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::REFERRER_POLICY, "no-referrer"),
+        (header::CACHE_CONTROL, "no-store"),
+    ];
+    (status, headers, html).into_response()
 }
 
 #[cfg(test)]
