@@ -14,8 +14,8 @@ use safe_mcp_organizer::{FilesService, Watch};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::progress::Ticker;
-use crate::terminal_server::{RecordRefusal, envelope_schema, input, parse_args, to_result};
+use crate::mcp::call::{RecordRefusal, envelope_schema, input, parse_args, to_result};
+use crate::mcp::progress::Ticker;
 
 /// Arguments of `list_files`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -108,7 +108,7 @@ impl FilesServer {
         args: JsonObject,
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let caller = crate::terminal_server::caller_of(&context);
+        let caller = crate::mcp::call::caller_of(&context);
         let args: ListArgs = match parse_args("list_files", args, self.service.as_ref(), &caller) {
             Ok(a) => a,
             Err(r) => return r,
@@ -129,7 +129,7 @@ impl FilesServer {
         args: JsonObject,
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let caller = crate::terminal_server::caller_of(&context);
+        let caller = crate::mcp::call::caller_of(&context);
         if let Err(r) = parse_args::<NoArgs>("plan_organize", args, self.service.as_ref(), &caller)
         {
             return r;
@@ -150,7 +150,7 @@ impl FilesServer {
         args: JsonObject,
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let caller = crate::terminal_server::caller_of(&context);
+        let caller = crate::mcp::call::caller_of(&context);
         let args: ApplyArgs = match parse_args("apply_plan", args, self.service.as_ref(), &caller) {
             Ok(a) => a,
             Err(r) => return r,
@@ -207,7 +207,7 @@ impl FilesServer {
         args: JsonObject,
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let caller = crate::terminal_server::caller_of(&context);
+        let caller = crate::mcp::call::caller_of(&context);
         let args: MoveArgs = match parse_args("move_file", args, self.service.as_ref(), &caller) {
             Ok(a) => a,
             Err(r) => return r,
@@ -227,7 +227,7 @@ impl FilesServer {
         args: JsonObject,
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let caller = crate::terminal_server::caller_of(&context);
+        let caller = crate::mcp::call::caller_of(&context);
         if let Err(r) =
             parse_args::<NoArgs>("undo_last_action", args, self.service.as_ref(), &caller)
         {
@@ -248,7 +248,7 @@ impl FilesServer {
         args: JsonObject,
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let caller = crate::terminal_server::caller_of(&context);
+        let caller = crate::mcp::call::caller_of(&context);
         if let Err(r) =
             parse_args::<NoArgs>("redo_last_action", args, self.service.as_ref(), &caller)
         {
@@ -259,7 +259,7 @@ impl FilesServer {
     }
 }
 
-crate::terminal_server::built_once_router!(FilesServer);
+crate::mcp::call::built_once_router!(FilesServer);
 
 #[tool_handler(router = router())]
 impl ServerHandler for FilesServer {
@@ -269,15 +269,8 @@ impl ServerHandler for FilesServer {
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::CallToolResponse, rmcp::ErrorData> {
         let audit = self.service.as_ref();
-        crate::terminal_server::call_counted(
-            self,
-            router(),
-            self.calls.as_ref(),
-            audit,
-            request,
-            context,
-        )
-        .await
+        crate::mcp::call::call_counted(self, router(), self.calls.as_ref(), audit, request, context)
+            .await
     }
 
     fn get_info(&self) -> ServerConfig {

@@ -11,9 +11,8 @@ use safe_mcp_core::{OperationResult, ResultCode};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::terminal_server::{
-    TerminalServer, caller_of, envelope_schema, input, integral, parse_args, to_result,
-};
+use crate::mcp::call::{caller_of, envelope_schema, input, integral, parse_args, to_result};
+use crate::mcp::terminal::TerminalServer;
 
 /// Arguments of `read_file`.
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -1,0 +1,19 @@
+//! The binary's commands other than serving: each reads its arguments, calls the core, and
+//! prints; none decides anything itself.
+
+pub mod audit;
+pub mod demo;
+pub mod doctor;
+pub mod init;
+pub mod policy;
+pub mod serve;
+
+use std::path::Path;
+
+use safe_mcp_core::config::{Policy, ProcessEnv, Section};
+use safe_mcp_core::load::load_policy;
+
+/// The policy for `section`, from `--config` (else `SAFE_MCP_POLICY_FILE`), or why not.
+pub(crate) fn load(config: Option<&Path>, section: Section) -> Result<Policy, String> {
+    load_policy(config, &ProcessEnv, section).map_err(|e| e.to_string())
+}

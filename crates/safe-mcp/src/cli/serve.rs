@@ -1,0 +1,248 @@
+//! Serving: `safe-mcp terminal` and `safe-mcp files`, on stdio or `--http`. One startup
+//! path for both: load the policy for the server's section, start shipping, build the
+//! service, then hand a factory of tool servers to the transport.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use rmcp::ServiceExt;
+use safe_mcp_core::config::{Policy, SandboxMode, Section};
+use safe_mcp_core::terminal::TerminalService;
+use safe_mcp_exec::LocalExecutor;
+use safe_mcp_http as http;
+
+use super::load;
+use crate::exit::fatal;
+use crate::mcp;
+
+/// `safe-mcp terminal`.
+pub(crate) fn serve_terminal(config: Option<&Path>, http: Option<&str>) -> ExitCode {
+    let (policy, listen) = match begin(config, http, Section::Terminal) {
+        Ok(started) => started,
+        Err(code) => return code,
+    };
+    let service = TerminalService::with_egress(&policy, |network, trail| {
+        Some(Arc::new(safe_mcp_proxy::Proxy::new(network.clone(), trail)))
+    });
+    let service = match service {
+        Ok(s) => Arc::new(s),
+        Err(e) => return fatal(e),
+    };
+    if let Err(code) = trail_ready(&policy, service.audit(), "terminal") {
+        return code;
+    }
+    if let Err(e) = service.hold_protected() {
+        return fatal(e);
+    }
+    let terminal = service.policy();
+    let executor = match LocalExecutor::new(&service.confinement_spec()) {
+        Ok(x) => x,
+        Err(e @ safe_mcp_exec::ConfineError::Namespaces(_)) => {
+            return fatal(format!(
+                "{e} (set [terminal.sandbox] namespaces = \"auto\" to fall back to the host's view)"
+            ));
+        }
+        Err(e) => {
+            return fatal(format!(
+                "{e}; sandbox mode is \"{}\" (set [terminal.sandbox] mode = \"best-effort\" to run less confined)",
+                terminal.sandbox.mode.as_str()
+            ));
+        }
+    };
+    if terminal.sandbox.mode == SandboxMode::Off {
+        eprintln!(
+            "safe-mcp: WARNING: [terminal.sandbox] mode = \"off\": commands are confined by path checks only, not by the kernel"
+        );
+    }
+    // Four workers: an attempt record's group commit blocks its worker for one fsync, and the
+    // stdio transport must keep moving meanwhile.
+    let runs = mcp::terminal::Runs::default();
+    // The approval page's port is taken now: one in use stops the start, not a call.
+    let pages = match &terminal.approvals.url_base {
+        Some((base, addr)) => match http::page::Pages::bind(base, *addr) {
+            Ok(pages) => Some(pages),
+            Err(e) => {
+                return fatal(format!(
+                    "[terminal.approvals] url_base = {base:?}: cannot listen on {addr}: {e}"
+                ));
+            }
+        },
+        None => None,
+    };
+    let executor: Arc<dyn safe_mcp_core::terminal::Executor> = Arc::new(executor);
+    let make = {
+        let (service, executor, runs) = (Arc::clone(&service), executor, Arc::clone(&runs));
+        move |calls| {
+            mcp::terminal::TerminalServer::new(
+                Arc::clone(&service),
+                Arc::clone(&executor),
+                Arc::clone(&runs),
+                pages.clone(),
+                calls,
+            )
+        }
+    };
+    // When the client goes, so do the sessions: each is killed, and its run writes the start
+    // call's outcome record ("server-exit") before the process ends.
+    let record: http::limits::Recorder = {
+        let service = Arc::clone(&service);
+        Arc::new(move |r| service.record_event("http", r, false))
+    };
+    let end = async move {
+        let _ = service.stop_all("server-exit");
+        let tasks: Vec<_> = runs
+            .lock()
+            .map(|mut r| r.drain(..).collect())
+            .unwrap_or_default();
+        let all = async {
+            for task in tasks {
+                let _ = task.await;
+            }
+        };
+        if tokio::time::timeout(std::time::Duration::from_secs(5), all)
+            .await
+            .is_err()
+        {
+            eprintln!(
+                "safe-mcp: warning: a session did not end within 5 seconds of the server's exit"
+            );
+        }
+    };
+    transport(listen, &policy, record, 4, end, make)
+}
+
+/// `safe-mcp files`.
+pub(crate) fn serve_files(config: Option<&Path>, http: Option<&str>) -> ExitCode {
+    let (policy, listen) = match begin(config, http, Section::Files) {
+        Ok(started) => started,
+        Err(code) => return code,
+    };
+    let (service, notes) = match safe_mcp_organizer::FilesService::start(&policy) {
+        Ok(s) => s,
+        Err(e) => return fatal(e),
+    };
+    for note in notes {
+        eprintln!("safe-mcp: files: {note}");
+    }
+    if let Err(code) = trail_ready(&policy, service.audit(), "files") {
+        return code;
+    }
+    let service = Arc::new(service);
+    let record: http::limits::Recorder = {
+        let service = Arc::clone(&service);
+        Arc::new(move |r| service.record_event("http", r, false))
+    };
+    let make = move |calls| mcp::files::FilesServer::new(Arc::clone(&service), calls);
+    transport(listen, &policy, record, 2, async {}, make)
+}
+
+/// What both servers do first: the policy for their section, and where `--http` listens.
+fn begin(
+    config: Option<&Path>,
+    http: Option<&str>,
+    section: Section,
+) -> Result<(Policy, Option<http::Listen>), ExitCode> {
+    let policy = load(config, section).map_err(fatal)?;
+    let listen = http
+        .map(|a| http::Listen::parse(a, policy.http.oauth.is_some()))
+        .transpose()
+        .map_err(fatal)?;
+    Ok((policy, listen))
+}
+
+/// The trail a server writes, ready: shipping started (a failure stops the start), and a
+/// warning for each path the server cannot reach and for a trail not writable now.
+fn trail_ready(
+    policy: &Policy,
+    log: &safe_mcp_core::audit::AuditLog,
+    server: &str,
+) -> Result<(), ExitCode> {
+    start_shipping(policy, log, server).map_err(fatal)?;
+    for p in safe_mcp_core::preflight::access_problems(policy) {
+        eprintln!("safe-mcp: warning: {p}");
+    }
+    if let Err(e) = log.check() {
+        eprintln!(
+            "safe-mcp: warning: the audit trail is not writable now ({e}); calls will get AUDIT_UNAVAILABLE until it is"
+        );
+    }
+    Ok(())
+}
+
+/// Serves until the client (stdio) or a signal (`--http`) ends it, then runs `end`. Over
+/// HTTP each client session gets a tool server of its own (its own session handles), made
+/// by `make` with the shared count of running calls.
+fn transport<S: rmcp::ServerHandler + Send + 'static>(
+    listen: Option<http::Listen>,
+    policy: &Policy,
+    record: http::limits::Recorder,
+    workers: usize,
+    end: impl std::future::Future<Output = ()>,
+    make: impl Fn(Option<Arc<http::limits::Calls>>) -> S + Send + Sync + 'static,
+) -> ExitCode {
+    match listen {
+        Some(listen) => http::serve(
+            &listen,
+            move |calls| Ok(make(Some(calls))),
+            policy.http.clone(),
+            record,
+            workers,
+            end,
+        )
+        .map_or_else(fatal, |()| ExitCode::SUCCESS),
+        None => serve_stdio(make(None), workers, end),
+    }
+}
+
+/// Starts `[audit.ship]`'s sinks for `log`, when the policy names any.
+fn start_shipping(
+    policy: &Policy,
+    log: &safe_mcp_core::audit::AuditLog,
+    server: &str,
+) -> Result<(), String> {
+    let Some(ship) = &policy.audit.ship else {
+        return Ok(());
+    };
+    let shipper = safe_mcp_core::audit::ship::Shipper::start(ship, server).map_err(|e| {
+        format!(
+            "[audit.ship]: cannot start shipping (spool_dir {}): {e}",
+            ship.spool_dir.display()
+        )
+    })?;
+    log.ship_to(shipper);
+    Ok(())
+}
+
+/// Serves `server` over stdio until the client closes the session.
+fn serve_stdio<S: rmcp::ServerHandler>(
+    server: S,
+    workers: usize,
+    on_end: impl std::future::Future<Output = ()>,
+) -> ExitCode {
+    let runtime = match crate::runtime::build(workers) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let result = runtime.block_on(async move {
+        let running = match mcp::stdio::pipes() {
+            Some((r, w)) => server.serve(mcp::stdio::LineTransport::new(r, w)).await?,
+            None => {
+                let transport =
+                    mcp::stdio::LineTransport::new(tokio::io::stdin(), tokio::io::stdout());
+                server.serve(transport).await?
+            }
+        };
+        let waited = running.waiting().await;
+        on_end.await;
+        waited?;
+        Ok::<_, Box<dyn std::error::Error>>(())
+    });
+    // Work still on a blocking thread (a session that would not die) does not hold the
+    // process past this.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fatal(format!("the MCP session failed: {e}")),
+    }
+}

@@ -1,0 +1,14 @@
+//! The MCP side of the binary: the two servers' tools as rmcp handlers, and what they share.
+//!
+//! [`call`] is the path every tool call takes; [`terminal`] (with [`file_tools`]) and
+//! [`files`] are the servers; [`approval`] asks a person through the client; [`progress`]
+//! sends progress notifications; [`stdio`] is the line transport. Nothing here decides:
+//! every verdict comes from `safe_mcp_core`.
+
+pub mod approval;
+pub mod call;
+pub mod file_tools;
+pub mod files;
+pub mod progress;
+pub mod stdio;
+pub mod terminal;
