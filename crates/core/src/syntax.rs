@@ -83,6 +83,42 @@ pub enum Forbidden {
 }
 
 impl Forbidden {
+    /// Every refused construct, in the order `describe_policy` lists them.
+    pub const ALL: [Forbidden; 12] = [
+        Forbidden::VariableExpansion,
+        Forbidden::CommandSubstitution,
+        Forbidden::Redirection,
+        Forbidden::HereDoc,
+        Forbidden::Background,
+        Forbidden::Subshell,
+        Forbidden::LeadingAssignment,
+        Forbidden::Comment,
+        Forbidden::PipeStderr,
+        Forbidden::EmptyCommand,
+        Forbidden::Glob,
+        Forbidden::ChangeDirectory,
+    ];
+
+    /// What it looks like, for `describe_policy`'s list of refused syntax.
+    pub fn construct(self) -> &'static str {
+        match self {
+            Forbidden::VariableExpansion => "$VAR and ${VAR}",
+            Forbidden::CommandSubstitution => "$(...) and backticks",
+            Forbidden::Redirection => "< > >> 2>&1 redirections",
+            Forbidden::HereDoc => "<< here-docs",
+            Forbidden::Background => "& background",
+            Forbidden::Subshell => "( ) { } groups",
+            Forbidden::LeadingAssignment => {
+                "NAME=value for other names, or with no command after it"
+            }
+            Forbidden::Comment => "unquoted # comments",
+            Forbidden::PipeStderr => "|& (pipe stderr)",
+            Forbidden::EmptyCommand => "empty commands (`;;`, a trailing `|` or `&&`)",
+            Forbidden::Glob => "unquoted * and ? (no file-name expansion; quote them)",
+            Forbidden::ChangeDirectory => "cd (pass the directory as `cwd`)",
+        }
+    }
+
     /// Why it is refused, as a sentence for the model.
     pub fn reason(self) -> &'static str {
         match self {
@@ -392,6 +428,29 @@ fn assemble(tokens: Vec<Token>) -> Result<CommandList, SyntaxError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_forbidden_construct_is_listed_once() {
+        // A new variant fails to compile here until it has a place, and then in ALL.
+        let place = |f: Forbidden| match f {
+            Forbidden::VariableExpansion => 0,
+            Forbidden::CommandSubstitution => 1,
+            Forbidden::Redirection => 2,
+            Forbidden::HereDoc => 3,
+            Forbidden::Background => 4,
+            Forbidden::Subshell => 5,
+            Forbidden::LeadingAssignment => 6,
+            Forbidden::Comment => 7,
+            Forbidden::PipeStderr => 8,
+            Forbidden::EmptyCommand => 9,
+            Forbidden::Glob => 10,
+            Forbidden::ChangeDirectory => 11,
+        };
+        for (i, f) in Forbidden::ALL.iter().enumerate() {
+            assert_eq!(place(*f), i, "{}", f.name());
+            assert!(!f.construct().is_empty());
+        }
+    }
 
     fn argv(s: &str) -> Vec<String> {
         let list = parse(s).unwrap();

@@ -15,11 +15,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use super::{Early, Prepared, RunRequest, TerminalService};
+use super::prepare::{Early, Prepared};
+use super::result::exec_failure;
+use super::service::{MAX_STDIN_BYTES, RunRequest, TerminalService};
 use crate::audit::{Attempt, Caller, Outcome};
 use crate::envelope::{OperationResult, ResultCode};
 use crate::sessions::{Capacity, CreateError, ReadOut, Session};
-use safe_mcp_contract::{ExecFailure, Executor, Interactive, Observer};
+use safe_mcp_contract::{Executor, Interactive, Observer};
 
 /// The tool names.
 pub const START: &str = "start_process";
@@ -138,11 +140,11 @@ impl TerminalService {
                     outcome.exit_code,
                 ),
                 Err(failure) => {
-                    let (code, reason) = failure_of(&failure);
-                    if let ExecFailure::Internal(message) = &failure {
-                        eprintln!("safe-mcp: internal error in call {}: {message}", s.call);
-                    }
-                    (s.ended(None, false, Some((code, reason))), None)
+                    let failed = exec_failure(START, &s.call, &failure);
+                    (
+                        s.ended(None, false, Some((failed.code, failed.reason))),
+                        None,
+                    )
                 }
             };
             let (code, reason) = match &end.failure {
@@ -226,11 +228,11 @@ impl TerminalService {
         session.touch();
         let preview: String = self.redactor.redact(data).chars().take(60).collect();
         let args = json!({"handle": session.handle, "bytes": data.len(), "preview": preview, "close_stdin": close});
-        let result = if data.len() > super::MAX_STDIN_BYTES {
+        let result = if data.len() > MAX_STDIN_BYTES {
             OperationResult::new(
                 WRITE,
                 ResultCode::InvalidRequest,
-                format!("at most {} bytes per write", super::MAX_STDIN_BYTES),
+                format!("at most {} bytes per write", MAX_STDIN_BYTES),
             )
         } else {
             match session.write(data.as_bytes(), close) {
@@ -372,24 +374,5 @@ fn ended_reason(how: &str, exit_code: Option<i32>) -> String {
         "timeout" => "stopped: it ran past its timeout ([terminal.sessions] max_seconds); its whole tree was killed".to_owned(),
         "server-exit" => "stopped: the server exited; its whole tree was killed".to_owned(),
         other => format!("ended ({other})"),
-    }
-}
-
-/// The code and reason start_process answers when the executor could not start it.
-fn failure_of(e: &ExecFailure) -> (ResultCode, String) {
-    match e {
-        ExecFailure::Spawn { program, message } => (
-            ResultCode::OperationFailed,
-            format!("`{program}` could not be started: {message}"),
-        ),
-        ExecFailure::Sandbox(message) => (
-            ResultCode::SandboxUnavailable,
-            format!("kernel confinement could not be applied, so nothing ran: {message}"),
-        ),
-        ExecFailure::NotDurable => {
-            let r = crate::audit::NotAdmitted::UNWRITTEN.result(START);
-            (r.code, r.reason)
-        }
-        ExecFailure::Internal(_) => (ResultCode::InternalError, "internal error".to_owned()),
     }
 }

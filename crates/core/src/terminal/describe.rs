@@ -1,0 +1,198 @@
+//! `explain_command` and `describe_policy`: the verdict and the policy in force, answered
+//! without an executor, so neither can run anything.
+
+use std::time::Instant;
+
+use safe_mcp_contract::ConfinementReport;
+use serde_json::{Value, json};
+
+use super::result::{decision_detail, syntax_refusal};
+use super::service::{CommandInput, TerminalService};
+use crate::audit::Caller;
+use crate::envelope::{OperationResult, ResultCode};
+use crate::policy::evaluate;
+
+const EXPLAIN: &str = "explain_command";
+const DESCRIBE: &str = "describe_policy";
+
+impl TerminalService {
+    /// The verdict for `command` run from `cwd`, without running anything.
+    pub fn explain(
+        &self,
+        command: &CommandInput,
+        cwd: Option<&str>,
+        confinement: &ConfinementReport,
+    ) -> OperationResult {
+        let started = Instant::now();
+        let result = match command.parse() {
+            Err(e) => syntax_refusal(EXPLAIN, &e),
+            Ok(list) => {
+                let decision = evaluate(&self.policy, &self.jail, &list, cwd);
+                let mut detail = decision_detail(&decision);
+                detail.insert("would_run".into(), json!(decision.code == ResultCode::Ok));
+                // The gist; describe_policy has the confinement in full.
+                detail.insert("confinement".into(), report_gist(confinement));
+                detail.insert(
+                    "timeout_seconds".into(),
+                    json!(self.policy.limits.timeout_seconds),
+                );
+                // Which file tools answer here: the way to change a file without a command.
+                let f = &self.policy.files;
+                let writes = f.enabled && !f.read_only;
+                detail.insert(
+                    "file_tools".into(),
+                    json!({"read_file": f.enabled, "write_file": writes, "edit_file": writes}),
+                );
+                OperationResult::new(EXPLAIN, decision.code, decision.reason.clone())
+                    .with_detail(Value::Object(detail))
+            }
+        };
+        self.redacted(result).with_duration(started.elapsed())
+    }
+
+    /// `explain`, recorded in the audit trail as every call of every tool is (the CLI's
+    /// `explain` uses the unrecorded one).
+    pub fn explain_call(
+        &self,
+        command: &CommandInput,
+        cwd: Option<&str>,
+        confinement: &ConfinementReport,
+        caller: &Caller,
+    ) -> OperationResult {
+        let result = self.explain(command, cwd, confinement);
+        let mut attempt = self.attempt_for(EXPLAIN, &command.display(), caller);
+        attempt.cwd = cwd.map(str::to_owned);
+        self.gate.record(attempt, &result);
+        result
+    }
+
+    /// `describe`, recorded.
+    pub fn describe_call(
+        &self,
+        confinement: &ConfinementReport,
+        caller: &Caller,
+    ) -> OperationResult {
+        let result = self.describe(confinement);
+        self.gate
+            .record(self.attempt_for(DESCRIBE, DESCRIBE, caller), &result);
+        result
+    }
+
+    /// The policy as a model should read it.
+    pub fn describe(&self, confinement: &ConfinementReport) -> OperationResult {
+        let p = &self.policy;
+        let rules: Vec<Value> = p
+            .rules
+            .iter()
+            .map(|r| json!({"command": r.command, "deny_args": r.deny_args, "reason": r.reason}))
+            .collect();
+        let detail = json!({
+            "jail_root": p.jail_root,
+            "allowlist": p.allow,
+            "denylist": p.deny,
+            "rules": rules,
+            "limits": {
+                "timeout_seconds": p.limits.timeout_seconds,
+                "max_output_bytes": p.limits.max_output_bytes,
+                "cpu_seconds": p.limits.cpu_seconds,
+                "memory_bytes": p.limits.memory_bytes,
+                "file_size_bytes": p.limits.file_size_bytes,
+                "open_files": p.limits.open_files,
+                "processes": p.limits.processes,
+                "jail_bytes": p.limits.jail_bytes,
+            },
+            "syntax": {
+                "accepted": ["'single' and \"double\" quotes (tokenization only)", "\\ escapes", "|", "&&", "||", ";", "NAME=value before a command, for the names in env_prefixes"],
+                "refused": crate::syntax::Forbidden::ALL.map(crate::syntax::Forbidden::construct),
+                "expansion": "none: no globs, braces, tilde or variables; words are passed literally",
+                "programs": "bare names resolved through the server's PATH; a name containing / is refused",
+            },
+            "env_prefixes": crate::env_prefix::DEFAULT_ALLOWED
+                .iter()
+                .map(|n| n.to_string())
+                .chain(p.env.prefix_allow.iter().cloned())
+                .collect::<Vec<_>>(),
+            "environment": self
+                .env
+                .iter()
+                .map(|(k, _)| k.as_str())
+                .chain(safe_mcp_contract::CALL_TMP_VARIABLES.iter().copied())
+                .collect::<Vec<_>>(),
+            "sessions": {
+                "max_sessions": p.sessions.max_sessions,
+                "max_sessions_per_caller": p.sessions.capacity().per_caller,
+                "idle_timeout_seconds": p.sessions.idle_timeout_seconds,
+                "max_seconds": p.sessions.max_seconds,
+                "buffer_bytes": p.sessions.buffer_bytes,
+                "when": "use start_process instead of run_command for a command that runs longer than one call should wait, never ends by itself (a dev server, a watcher), or needs input after it starts (a REPL); then read_process_output, write_process_input, stop_process",
+            },
+            "profiles": p.profiles,
+            "project_policy": p.project,
+            "write_paths": p.write_paths,
+            "network": {
+                "mode": p.network.mode.as_str(),
+                "allow_domains": p.network.allow.iter().map(|d| d.text()).collect::<Vec<_>>(),
+                "deny_domains": p.network.deny.iter().map(|d| d.text()).collect::<Vec<_>>(),
+                "allow_private": p.network.allow_private,
+                "how": match p.network.mode {
+                    crate::egress::NetworkMode::Off => "commands have no network (loopback only in the private view)",
+                    crate::egress::NetworkMode::Allowlist => "only through the server's proxy (HTTP_PROXY, HTTPS_PROXY), to the allowed names; deny wins; IP literals and private addresses are refused",
+                    crate::egress::NetworkMode::Open => "any network the view has (in the private view, its own loopback only)",
+                },
+            },
+            "file_tools": {
+                "read_file": p.files.enabled,
+                "write_file": p.files.enabled && !p.files.read_only,
+                "edit_file": p.files.enabled && !p.files.read_only,
+                "max_file_bytes": p.files.max_file_bytes,
+                "confirm_paths": p.files.confirm_paths,
+                "how": "to change a file use edit_file (old_text -> new_text, all or nothing, returns the diff); to create or replace one write_file; to read one read_file (by lines). They work in the jail and the write paths, never through a symlink, never on a protected path",
+            },
+            "protected_paths": {
+                "paths": p.protected.entries.iter().map(|e| e.path.as_str()).collect::<Vec<_>>(),
+                "removed_by_the_operator": p.protected.removed,
+                "how": "no command, file tool or move may write, create or replace these: they configure programs that run outside the sandbox (the operator's git, editor, agent client); in the private view they are bound read-only",
+            },
+            "caches": if p.sandbox.shared_cache {
+                "shared_cache = true: the profile caches are shared with every project whose policy names the same cache_dir (the operator's choice); their tool configuration files stay read-only"
+            } else {
+                "per jail: the profile caches belong to this jail alone; their tool configuration files (config.toml, pip.conf, .npmrc, ...) are read-only"
+            },
+            "confinement": report_value(confinement),
+            "warnings": crate::lint::interpreter_voids_rules(p)
+                .map(|f| f.to_string())
+                .into_iter()
+                .collect::<Vec<_>>(),
+        });
+        OperationResult::new(
+            DESCRIBE,
+            ResultCode::Ok,
+            format!(
+                "{} commands allowlisted; everything else is denied",
+                p.allow.len()
+            ),
+        )
+        .with_detail(detail)
+    }
+}
+
+/// What confinement a command would get, in one line's worth of fields.
+pub(super) fn report_gist(r: &ConfinementReport) -> Value {
+    let mut gist = json!({
+        "mode": r.mode,
+        "view": r.view.view,
+        "landlock": r.landlock.enforced,
+        "seccomp": r.seccomp.enabled,
+        "capabilities": r.capabilities,
+        "tcp": r.landlock.tcp,
+    });
+    if let Some(egress) = &r.egress {
+        gist["egress"] = json!({ "tier": egress.tier, "detail": egress.detail });
+    }
+    gist
+}
+
+/// A confinement report as JSON (a plain struct: serializing it cannot fail).
+pub(super) fn report_value(report: &ConfinementReport) -> Value {
+    serde_json::to_value(report).unwrap_or_default()
+}

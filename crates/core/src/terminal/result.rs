@@ -1,0 +1,257 @@
+//! What a run becomes for the client and the trail: output redacted, then capped; the
+//! code and reason; every string of a refusal's detail redacted; and the one mapping of an
+//! executor's failure to a code.
+
+use std::path::PathBuf;
+
+use safe_mcp_contract::{ConfinementSummary, ExecFailure, ExecOutcome, StageOutcome};
+use serde_json::{Map, Value, json};
+
+use super::service::{REDACTION_SLACK_BYTES, TerminalService};
+use crate::audit::{CallId, OutputCounts};
+use crate::envelope::{OperationResult, ResultCode};
+use crate::policy::Decision;
+use crate::redact::Redactor;
+use crate::syntax::SyntaxError;
+
+/// What the outcome record says of a command beyond its code.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct RunFacts {
+    pub(super) exit_code: Option<i32>,
+    pub(super) output: Option<OutputCounts>,
+    pub(super) cancelled: bool,
+}
+
+pub(super) const RUN: &str = "run_command";
+
+impl TerminalService {
+    /// Raw bytes the executor keeps per stream: the cap, and the slack a secret straddling
+    /// it needs to be recognised whole.
+    pub fn capture_limit(&self) -> usize {
+        self.policy.limits.max_output_bytes + REDACTION_SLACK_BYTES
+    }
+
+    /// A verdict as the client and the trail see it: the reason and every string of the
+    /// detail redacted, since both echo the arguments (a `--password` value, say).
+    pub(super) fn redacted(&self, mut result: OperationResult) -> OperationResult {
+        result.reason = self.redactor.redact(&result.reason);
+        // The confinement report is the server's own text; everything else may echo input.
+        let confinement = result.detail.remove("confinement");
+        result.detail = redact_strings(&self.redactor, std::mem::take(&mut result.detail));
+        if let Some(c) = confinement {
+            result.detail.insert("confinement".into(), c);
+        }
+        result
+    }
+
+    /// `argv` is each stage's argv, already redacted for the attempt record.
+    pub(super) fn finish(
+        &self,
+        decision: &Decision,
+        argv: &[Vec<String>],
+        out: ExecOutcome,
+        timeout: u64,
+        cwd: PathBuf,
+        confinement: ConfinementSummary,
+    ) -> (OperationResult, RunFacts) {
+        let cap = self.policy.limits.max_output_bytes;
+        let (stdout, stdout_cut) =
+            self.redact_and_cap(&out.stdout, out.stdout_bytes, cap, out.flooded);
+        let (stderr, stderr_cut) =
+            self.redact_and_cap(&out.stderr, out.stderr_bytes, cap, out.flooded);
+        let stages: Vec<Value> = decision
+            .stages
+            .iter()
+            .zip(argv)
+            .zip(
+                out.stages
+                    .iter()
+                    .chain(std::iter::repeat(&StageOutcome::default())),
+            )
+            .map(|((v, argv), o)| {
+                json!({
+                    "argv": argv,
+                    "program": v.program,
+                    "ran": o.ran,
+                    "exit_code": o.exit_code,
+                    "signal": o.signal,
+                })
+            })
+            .collect();
+        // Fields that would say nothing are left out: a model reads the text block, and
+        // every character of it costs. describe_policy has the confinement in full; a run
+        // carries it only when it did not end OK.
+        let mut detail = Map::new();
+        detail.insert("exit_code".into(), json!(out.exit_code));
+        detail.insert("stdout".into(), json!(stdout));
+        detail.insert("stderr".into(), json!(stderr));
+        for (key, bytes, cut) in [
+            ("stdout", out.stdout_bytes, stdout_cut),
+            ("stderr", out.stderr_bytes, stderr_cut),
+        ] {
+            if cut {
+                detail.insert(format!("{key}_bytes"), json!(bytes));
+                detail.insert(format!("{key}_truncated"), json!(true));
+            }
+        }
+        if stages.len() > 1 || out.exit_code.is_none() {
+            detail.insert("stages".into(), json!(stages));
+        }
+        detail.insert("cwd".into(), json!(cwd));
+        detail.insert("timeout_seconds".into(), json!(timeout));
+        let (code, reason) = if out.timed_out {
+            (
+                ResultCode::Timeout,
+                format!("the command exceeded {timeout}s; its whole process tree was killed"),
+            )
+        } else if out.cancelled {
+            (
+                ResultCode::OperationFailed,
+                "the client cancelled the call; the whole process tree was killed".to_owned(),
+            )
+        } else if out.flooded {
+            (
+                ResultCode::OutputTruncated,
+                format!(
+                    "output passed the {cap}-byte cap; reading stopped and the process tree was killed"
+                ),
+            )
+        } else if stdout_cut || stderr_cut {
+            (
+                ResultCode::OutputTruncated,
+                format!("the command ran; output was cut at {cap} bytes"),
+            )
+        } else {
+            let status = match out.exit_code {
+                Some(c) => format!("exit code {c}"),
+                None => "no exit code (killed by a signal)".to_owned(),
+            };
+            let mut reason = format!("the command ran ({status})");
+            let git = decision.stages.iter().any(|s| s.argv[0] == "git");
+            if git
+                && (stderr.contains("Please tell me who you are")
+                    || stderr.contains("Author identity unknown"))
+            {
+                reason.push_str("; git has no author identity here: the operator sets one in the policy, [terminal.env] set = { GIT_AUTHOR_NAME = \"…\", GIT_AUTHOR_EMAIL = \"…\", GIT_COMMITTER_NAME = \"…\", GIT_COMMITTER_EMAIL = \"…\" } (git -c and git config are refused)");
+            }
+            (ResultCode::Ok, reason)
+        };
+        let facts = RunFacts {
+            exit_code: out.exit_code,
+            output: Some(OutputCounts {
+                stdout_bytes: out.stdout_bytes,
+                stderr_bytes: out.stderr_bytes,
+                stdout_truncated: stdout_cut,
+                stderr_truncated: stderr_cut,
+            }),
+            cancelled: out.cancelled,
+        };
+        if code != ResultCode::Ok {
+            detail.insert("confinement".into(), json!(confinement));
+        }
+        (
+            OperationResult::new(RUN, code, reason).with_detail(Value::Object(detail)),
+            facts,
+        )
+    }
+
+    /// Redacts first, then caps at a char boundary with a marker. When the stream was cut
+    /// (more bytes existed than were kept), a secret may run past the end of what was read,
+    /// so the last [`REDACTION_SLACK_BYTES`] are never shown: the cap falls before them.
+    pub(super) fn redact_and_cap(
+        &self,
+        raw: &[u8],
+        total: u64,
+        cap: usize,
+        flooded: bool,
+    ) -> (String, bool) {
+        let text = String::from_utf8_lossy(raw);
+        // A stream that produced nothing was not cut, even when the other one flooded.
+        let cut = (flooded && total > 0) || total > raw.len() as u64;
+        let safe_end = if cut {
+            text.len().saturating_sub(REDACTION_SLACK_BYTES)
+        } else {
+            text.len()
+        };
+        let (redacted, safe) = self.redactor.redact_until(&text, safe_end);
+        let limit = if cut { cap.min(safe) } else { cap };
+        if !cut && redacted.len() <= limit {
+            return (redacted, false);
+        }
+        let mut end = limit.min(redacted.len());
+        while !redacted.is_char_boundary(end) {
+            end -= 1;
+        }
+        let more = if cut { "at least " } else { "" };
+        (
+            format!(
+                "{}\n[output truncated at {cap} bytes; {more}{total} bytes were produced]",
+                &redacted[..end]
+            ),
+            true,
+        )
+    }
+}
+
+/// The result of `tool`'s call when the executor could not run it.
+pub(super) fn exec_failure(tool: &'static str, call: &CallId, e: &ExecFailure) -> OperationResult {
+    match e {
+        ExecFailure::Spawn { program, message } => OperationResult::new(
+            tool,
+            ResultCode::OperationFailed,
+            format!("`{program}` could not be started: {message}"),
+        ),
+        ExecFailure::Sandbox(message) => OperationResult::new(
+            tool,
+            ResultCode::SandboxUnavailable,
+            format!("kernel confinement could not be applied, so nothing ran: {message}"),
+        ),
+        ExecFailure::NotDurable => crate::audit::NotAdmitted::UNWRITTEN.result(tool),
+        ExecFailure::Internal(message) => {
+            eprintln!("safe-mcp: internal error in call {call}: {message}");
+            OperationResult::internal(tool)
+        }
+    }
+}
+
+/// Every string inside `map`, redacted.
+pub(super) fn redact_strings(redactor: &Redactor, map: Map<String, Value>) -> Map<String, Value> {
+    fn walk(redactor: &Redactor, v: Value) -> Value {
+        match v {
+            Value::String(s) => Value::String(redactor.redact(&s)),
+            Value::Array(items) => {
+                Value::Array(items.into_iter().map(|i| walk(redactor, i)).collect())
+            }
+            Value::Object(map) => Value::Object(redact_strings(redactor, map)),
+            other => other,
+        }
+    }
+    map.into_iter()
+        .map(|(k, v)| (k, walk(redactor, v)))
+        .collect()
+}
+
+pub(super) fn syntax_refusal(action: &str, e: &SyntaxError) -> OperationResult {
+    let code = if e.is_invalid_request() {
+        ResultCode::InvalidRequest
+    } else {
+        ResultCode::PolicyDenied
+    };
+    let rule = match e {
+        SyntaxError::Forbidden(f) => f.name(),
+        _ => "syntax",
+    };
+    OperationResult::new(action, code, e.to_string())
+        .with_detail(json!({"rule": rule, "would_run": false}))
+}
+
+pub(super) fn decision_detail(d: &Decision) -> Map<String, Value> {
+    let mut map = match serde_json::to_value(d) {
+        Ok(Value::Object(map)) => map,
+        _ => Map::new(),
+    };
+    // The envelope already carries the deciding code and reason.
+    map.remove("code");
+    map.remove("reason");
+    map
+}

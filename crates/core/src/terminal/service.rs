@@ -1,0 +1,332 @@
+//! The terminal service itself: its parts (policy, jail, redactor, trail, HOME, sessions,
+//! egress), how it is built from a policy, and what the transports read of it. The request
+//! flow that uses them is in the sibling modules.
+
+use crate::audit::{Attempt, AuditLog, CallId, Caller, Gate, Server};
+use crate::config::{Policy, TerminalPolicy};
+use crate::envelope::OperationResult;
+use crate::home::PrivateHome;
+use crate::jail::JailRoot;
+use crate::redact::{PatternError, Redactor};
+use crate::sessions::SessionTable;
+use crate::syntax::{self, CommandList, SyntaxError};
+
+/// Extra raw bytes read past the cap, so a secret straddling the cap is redacted whole.
+pub const REDACTION_SLACK_BYTES: usize = 16 * 1024;
+
+/// The longest `stdin` a call may carry; like the command's own cap, an input bound.
+pub const MAX_STDIN_BYTES: usize = 1024 * 1024;
+
+/// `command`: a string split without a shell, or an argv array (one simple command).
+#[derive(Debug, Clone)]
+pub enum CommandInput {
+    /// POSIX-quoted text.
+    Line(String),
+    /// One simple command, taken literally.
+    Argv(Vec<String>),
+}
+
+impl CommandInput {
+    pub(super) fn parse(&self) -> Result<CommandList, SyntaxError> {
+        match self {
+            CommandInput::Line(s) => syntax::parse(s),
+            CommandInput::Argv(v) => CommandList::from_argv(v.clone()),
+        }
+    }
+
+    pub(super) fn display(&self) -> String {
+        match self {
+            CommandInput::Line(s) => s.clone(),
+            CommandInput::Argv(v) => v.join(" "),
+        }
+    }
+}
+
+/// A `run_command` call.
+#[derive(Debug, Clone)]
+pub struct RunRequest {
+    /// What to run.
+    pub command: CommandInput,
+    /// Relative to the jail root, or absolute inside it.
+    pub cwd: Option<String>,
+    /// Text fed to the first stage.
+    pub stdin: Option<String>,
+    /// May lower, never raise, the policy's limit.
+    pub timeout_seconds: Option<u64>,
+    /// Told of the output as it comes, for progress notifications.
+    pub observer: Option<Observer>,
+    /// Asks a person when the command needs approval; `None`: this transport cannot.
+    pub approver: Option<crate::approval::AskPerson>,
+    /// Who asked (an authenticated HTTP caller); empty over stdio.
+    pub caller: crate::audit::Caller,
+}
+
+use safe_mcp_contract::{ConfinementSpec, Observer, ProcessLimits};
+
+/// The confinement `policy` asks for, in the executor's terms.
+pub fn confinement_spec(policy: &TerminalPolicy) -> ConfinementSpec {
+    let sandbox = &policy.sandbox;
+    let l = &policy.limits;
+    ConfinementSpec {
+        jail_root: policy.jail_root.clone(),
+        mode: sandbox.mode,
+        network: sandbox.network,
+        egress: policy.network.mode == crate::egress::NetworkMode::Allowlist,
+        unix_sockets: sandbox.unix_sockets,
+        read_paths: sandbox.read_paths.clone(),
+        write_paths: policy.write_paths.clone(),
+        read_only_files: sandbox.read_only_files.clone(),
+        pinned_dirs: Vec::new(),
+        exec_in_jail: sandbox.exec_in_jail,
+        namespaces: sandbox.namespaces,
+        home: None,
+        limits: ProcessLimits {
+            cpu_seconds: l.cpu_seconds,
+            memory_bytes: l.memory_bytes,
+            file_size_bytes: l.file_size_bytes,
+            open_files: l.open_files,
+            processes: l.processes,
+        },
+    }
+}
+
+/// Why the service could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServiceError {
+    /// The policy has no terminal section.
+    #[error("the policy has no [terminal] section")]
+    NoTerminal,
+    /// The policy has no audit log.
+    #[error("the policy sets no audit_log")]
+    NoAudit,
+    /// A redaction pattern failed to compile.
+    #[error(transparent)]
+    Pattern(#[from] PatternError),
+    /// The commands' HOME could not be made.
+    #[error(transparent)]
+    Home(#[from] crate::home::HomeError),
+}
+
+/// The terminal server's core: every rule, no transport.
+#[derive(Debug)]
+pub struct TerminalService {
+    pub(super) policy: TerminalPolicy,
+    pub(super) jail: JailRoot,
+    pub(super) redactor: Redactor,
+    pub(super) gate: std::sync::Arc<Gate>,
+    pub(super) env: Vec<(String, String)>,
+    /// Every command's HOME: empty, outside the jail, read-only to commands.
+    pub(super) home: PrivateHome,
+    /// The process sessions (see [`process`]).
+    pub(super) sessions: SessionTable,
+    /// `jail_bytes`: what the jail and the write paths hold, measured after calls.
+    pub(super) usage: crate::usage::JailUsage,
+    /// How the protected paths are held, once the server holds them ([`Self::hold_protected`]).
+    pub(super) protected: std::sync::OnceLock<crate::protected::Plan>,
+    /// Egress: the proxy that serves each call's connections ([`Self::with_egress`]).
+    pub(super) egress: Option<std::sync::Arc<dyn EgressProvider>>,
+}
+
+/// Makes the proxy of one call (egress, DESIGN §9): the binary's proxy, which knows the
+/// network policy and writes the call's `network` records.
+pub trait EgressProvider: Send + Sync + std::fmt::Debug {
+    /// The proxy for the call `call`.
+    fn for_call(&self, call: &CallId) -> safe_mcp_contract::Egress;
+}
+
+impl TerminalService {
+    /// Builds the service from a validated policy, without egress: under
+    /// `[terminal.network] mode = "allowlist"` its commands then have no way out (the
+    /// executor refuses them); [`Self::with_egress`] gives them the proxy.
+    pub fn new(policy: &Policy) -> Result<Self, ServiceError> {
+        Self::with_egress(policy, |_, _| None)
+    }
+
+    /// Builds the service, and under `mode = "allowlist"` its proxy: `egress` is handed the
+    /// network policy and the trail the proxy's `network` records go to, and returns the
+    /// proxy (or `None`). It is not called in any other mode.
+    pub fn with_egress(
+        policy: &Policy,
+        egress: impl FnOnce(
+            &crate::egress::NetworkPolicy,
+            std::sync::Arc<Gate>,
+        ) -> Option<std::sync::Arc<dyn EgressProvider>>,
+    ) -> Result<Self, ServiceError> {
+        let terminal = policy.terminal.clone().ok_or(ServiceError::NoTerminal)?;
+        let log = policy.audit.log.as_deref().ok_or(ServiceError::NoAudit)?;
+        let redactor = Redactor::new(&policy.redaction)?;
+        let jail = crate::policy::jail_of(&terminal);
+        let path = terminal
+            .path
+            .iter()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(":");
+        let home = PrivateHome::create(&std::env::temp_dir(), &terminal.jail_root)?;
+        let mut env = vec![
+            ("PATH".to_owned(), path),
+            // Not the jail: an rc file the model writes there must not configure the next
+            // command (see `home`).
+            (
+                "HOME".to_owned(),
+                home.path().to_string_lossy().into_owned(),
+            ),
+            ("LANG".to_owned(), "C.UTF-8".to_owned()),
+            // Pins: no system git config, no credential prompts waiting on a terminal.
+            ("GIT_CONFIG_NOSYSTEM".to_owned(), "1".to_owned()),
+            ("GIT_TERMINAL_PROMPT".to_owned(), "0".to_owned()),
+        ];
+        // `[terminal.env]`: named variables of the server's own environment, then fixed
+        // values; the names were checked at load (never PATH, HOME, TMPDIR or LD_*).
+        let passed = terminal
+            .env
+            .pass
+            .iter()
+            .filter_map(|name| std::env::var(name).ok().map(|v| (name.clone(), v)));
+        for (name, value) in passed.chain(terminal.env.set.iter().cloned()) {
+            env.retain(|(n, _)| *n != name);
+            env.push((name, value));
+        }
+        let usage = crate::usage::JailUsage::new(
+            terminal.limits.jail_bytes,
+            std::iter::once(terminal.jail_root.clone())
+                .chain(terminal.write_paths.iter().cloned())
+                .collect(),
+        );
+        let gate = std::sync::Arc::new(Gate::new(
+            AuditLog::open(log, policy.audit_options()),
+            Server::Terminal,
+        ));
+        let egress = match terminal.network.mode {
+            crate::egress::NetworkMode::Allowlist => {
+                egress(&terminal.network, std::sync::Arc::clone(&gate))
+            }
+            _ => None,
+        };
+        Ok(TerminalService {
+            gate,
+            policy: terminal,
+            jail,
+            redactor,
+            env,
+            home,
+            sessions: SessionTable::default(),
+            usage,
+            protected: std::sync::OnceLock::new(),
+            egress,
+        })
+    }
+
+    /// The confinement this server's commands get: the policy's, plus read access to
+    /// their HOME.
+    pub fn confinement_spec(&self) -> ConfinementSpec {
+        let mut spec = confinement_spec(&self.policy);
+        spec.home = Some(self.home.path().to_path_buf());
+        if let Some(plan) = self.protected.get() {
+            spec.read_only_files.extend(plan.read_only.iter().cloned());
+            spec.pinned_dirs.extend(plan.pinned.iter().cloned());
+        }
+        spec
+    }
+
+    /// What a starting server makes on disk before its confinement is built, once: the
+    /// profiles' caches with their placeholders, and the missing directories and placeholders
+    /// the protected paths' plan needs. `explain`, `policy check` and the reports never call
+    /// it, so they change nothing on disk.
+    pub fn hold_protected(&self) -> Result<(), String> {
+        if self.protected.get().is_some() {
+            return Ok(());
+        }
+        crate::config::make_caches(&self.policy.caches)?;
+        let plan = crate::protected::plan(&self.policy.jail_root, &self.policy.protected, true)
+            .map_err(|e| format!("[terminal] protected_paths: {e}"))?;
+        let _ = self.protected.set(plan);
+        Ok(())
+    }
+
+    /// Moves aside what a command made at a watched protected path, records each move, and
+    /// returns a line for each (for the result).
+    pub(super) fn sweep_protected(&self, call: &CallId) -> Vec<String> {
+        let moved = self
+            .protected
+            .get()
+            .map(|plan| crate::protected::sweep(&plan.watched))
+            .unwrap_or_default();
+        moved
+            .into_iter()
+            .map(|(path, to)| {
+                let record = crate::audit::ProtectedRecord {
+                    call: call.to_string(),
+                    event: "moved-aside",
+                    path: path.display().to_string(),
+                    to: to.display().to_string(),
+                    rule: "protected-path",
+                };
+                if let Err(e) = self.record_event("protected", &record, false) {
+                    eprintln!("safe-mcp: warning: a protected-path record was not written: {e}");
+                }
+                format!(
+                    "{} is a protected path (it would configure programs outside the sandbox): moved aside to {}",
+                    path.display(),
+                    to.display()
+                )
+            })
+            .collect()
+    }
+
+    /// The terminal policy in force.
+    pub fn policy(&self) -> &TerminalPolicy {
+        &self.policy
+    }
+
+    /// The audit trail.
+    pub fn audit(&self) -> &AuditLog {
+        self.gate.log()
+    }
+
+    /// Appends a record of `kind` (the transport's `http` records, the protected sweep's) to
+    /// the trail.
+    pub fn record_event(
+        &self,
+        kind: &str,
+        record: &impl serde::Serialize,
+        durable: bool,
+    ) -> Result<(), crate::audit::AuditError> {
+        self.gate.append(kind, record, durable)
+    }
+
+    /// The audit gate, for the file tools' records ([`crate::file_tools`]).
+    pub(crate) fn gate(&self) -> &Gate {
+        &self.gate
+    }
+
+    /// The redactor (shared with the CLI's `redact`).
+    pub fn redactor(&self) -> &Redactor {
+        &self.redactor
+    }
+
+    /// Records a call refused before the core saw it (arguments that do not parse).
+    /// `request` is what was asked, rendered; it is redacted.
+    pub fn record_refusal(
+        &self,
+        tool: &'static str,
+        request: &str,
+        result: &OperationResult,
+        caller: &Caller,
+    ) {
+        let attempt = self.attempt_for(tool, request, caller);
+        self.gate.record(attempt, &self.redacted(result.clone()));
+    }
+
+    pub(crate) fn attempt_for(
+        &self,
+        tool: &'static str,
+        request: &str,
+        caller: &Caller,
+    ) -> Attempt {
+        let mut attempt = Attempt::new(&self.gate.begin(), tool, self.redactor.redact(request));
+        attempt.caller = caller.clone();
+        attempt
+    }
+}
