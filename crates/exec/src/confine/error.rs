@@ -1,0 +1,22 @@
+//! Why confinement could not be prepared: the typed [`ConfineError`].
+
+/// Why confinement could not be prepared. Fatal at startup under `enforce`.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfineError {
+    /// The Landlock ruleset could not be built as required.
+    #[error("Landlock cannot be enforced on this kernel: {0}")]
+    Landlock(String),
+    /// The seccomp program could not be compiled.
+    #[error("the seccomp filter could not be built: {0}")]
+    Seccomp(String),
+    /// The root of the commands' temporary directories could not be made.
+    #[error("the commands' temporary directories: {0}")]
+    Tmp(String),
+    /// `namespaces = "required"` and no private view could be made.
+    #[error("namespaces = \"required\", but no private view of the machine could be made: {0}")]
+    Namespaces(String),
+    /// Egress is on, but commands cannot be held to the proxy.
+    #[error("egress (mode = \"allowlist\") cannot be enforced: {0}")]
+    Egress(String),
+}

@@ -1,0 +1,472 @@
+//! What the kernel enforces on every command (DESIGN §5), built once in the parent.
+//!
+//! Owns the Landlock ruleset, the seccomp program and the rlimits. Everything that allocates,
+//! opens paths or can fail with a message happens here, at server start, in the parent. The
+//! child only makes syscalls (see `Confinement::apply_in_child`): it runs in the server's
+//! own memory until exec (the `spawn` module), where allocating or taking a lock would race the
+//! server's other threads. We chose that over re-executing a helper binary because a second
+//! `exec` per command would double the spawn cost that the benchmark measures.
+
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use landlock::AccessFs;
+use safe_mcp_contract::{
+    ConfinementReport, ConfinementSpec, ConfinementSummary, EGRESS_PORT, NamespaceMode,
+    ProcessLimits, SandboxMode,
+};
+
+use crate::egress::Tier;
+use crate::seccomp::{self, Inet};
+use crate::step::{Step, errno};
+use crate::tmp::{CallTmp, TmpRoot};
+use crate::view::View;
+
+mod capabilities;
+mod cgroup;
+mod error;
+mod report;
+mod rules;
+
+use capabilities::CapabilityDrop;
+use cgroup::PidsCgroup;
+use report::{ViewState, describe, egress_tier};
+use rules::{LandlockRules, add_path_rule};
+
+pub use capabilities::capability_report;
+pub use error::ConfineError;
+pub use report::planned_report;
+pub(crate) use report::{egress_tier_here, namespaces_possible};
+pub use rules::landlock_abi;
+
+/// The confinement applied to every command of one server.
+pub struct Confinement {
+    mode: SandboxMode,
+    /// The Landlock rules, opened once; each call's ruleset is built from them.
+    landlock: Option<LandlockRules>,
+    /// The root of every call's private temporary directory.
+    tmp_root: TmpRoot,
+    /// Its path, for the init's remount ([`Confinement::hold_tmp_root`]).
+    tmp_root_c: CString,
+    /// The flags of the writable mounts of the view (nosuid, nodev, and noexec unless
+    /// exec_in_jail), which the init's remounts keep.
+    tmp_flags: libc::c_ulong,
+    /// The seccomp filter; its length fits the kernel's 16-bit field (`seccomp::build`).
+    seccomp: Option<seccomp::Program>,
+    rlimits: Vec<(libc::__rlimit_resource_t, libc::rlimit)>,
+    /// Which capability sets the child clears; `None` under `off`.
+    capabilities: Option<CapabilityDrop>,
+    /// The private view every command enters, where one could be made.
+    view: Option<View>,
+    pids_cgroup: Option<PidsCgroup>,
+    /// Under egress: how commands reach the proxy, or why they cannot (then nothing runs).
+    egress: Option<Result<Tier, String>>,
+    report: ConfinementReport,
+    summary: ConfinementSummary,
+}
+
+impl std::fmt::Debug for Confinement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Confinement")
+            .field("report", &self.report)
+            .finish()
+    }
+}
+
+impl Confinement {
+    /// Builds the confinement for `spec`. Under `enforce`, anything the kernel cannot fully
+    /// enforce is an error; under `best-effort`, it is reported; under `off`, only rlimits apply.
+    /// As root this makes the server's pids cgroup: only a server that runs commands calls it.
+    pub fn new(spec: &ConfinementSpec) -> Result<Self, ConfineError> {
+        let rlimits = rlimits(&spec.limits);
+        let tmp_root = TmpRoot::create(&spec.jail_root).map_err(ConfineError::Tmp)?;
+        let pids_cgroup = PidsCgroup::create(spec.limits.processes);
+        let capabilities = (spec.mode != SandboxMode::Off).then(CapabilityDrop::for_this_process);
+        // Under enforce the ruleset is built with HardRequirement: it is complete, or building
+        // it fails and the server does not start. Each child restricts itself with its
+        // descriptor; a kernel refusal there refuses the command (SANDBOX_UNAVAILABLE).
+        let (view, view_state) = match (spec.mode, spec.namespaces) {
+            (SandboxMode::Off, _) => (None, ViewState::Host("sandbox mode off".into())),
+            (_, NamespaceMode::Off) => (None, ViewState::Host("namespaces = \"off\"".into())),
+            (_, setting) => match View::create(spec, tmp_root.path()) {
+                Ok(view) => match (&view.pid, setting) {
+                    (Err(why), NamespaceMode::Required) => {
+                        return Err(ConfineError::Namespaces(why.clone()));
+                    }
+                    _ => {
+                        let state =
+                            ViewState::Private(view.names(), view.visible(), view.own_pts());
+                        (Some(view), state)
+                    }
+                },
+                Err(why) if setting == NamespaceMode::Required => {
+                    return Err(ConfineError::Namespaces(why));
+                }
+                Err(why) => {
+                    eprintln!(
+                        "safe-mcp: warning: namespaces = \"auto\": no private view of the machine could be made ({why}); commands see the host's filesystem, confined by Landlock and seccomp"
+                    );
+                    (
+                        None,
+                        ViewState::Host(format!("no private view could be made: {why}")),
+                    )
+                }
+            },
+        };
+        let egress = spec.egress.then(|| egress_tier(spec, view.is_some()));
+        if let Some(Err(why)) = &egress {
+            eprintln!(
+                "safe-mcp: warning: [terminal.network] mode = \"allowlist\", but no tier can hold commands to the proxy ({why}); every command is refused (SANDBOX_UNAVAILABLE)"
+            );
+        }
+        // Each command of the private view makes an ipc namespace of its own with its pid
+        // namespace; anywhere else commands would share one (the host's, or the view's).
+        let own_ipc = view.as_ref().is_some_and(|v| v.pid.is_ok());
+        let (landlock, seccomp) = match spec.mode {
+            SandboxMode::Off => (None, None),
+            mode => {
+                let rules = LandlockRules::open(spec, mode == SandboxMode::Enforce, view.as_ref())?;
+                // Built once here, so that a kernel refusal stops the start, not a call.
+                rules.validate(tmp_root.path())?;
+                rules.ruleset(tmp_root.path(), None)?;
+                let inet = match (spec.network, spec.egress) {
+                    (true, _) => Inet::Any,
+                    (false, true) => Inet::Tcp,
+                    (false, false) => Inet::None,
+                };
+                let switches = seccomp::Switches {
+                    inet,
+                    unix_sockets: spec.unix_sockets,
+                    sysv_ipc: own_ipc,
+                    memfd_exec: spec.exec_in_jail,
+                };
+                (
+                    Some(rules),
+                    Some(seccomp::build(switches).map_err(ConfineError::Seccomp)?),
+                )
+            }
+        };
+        // In a user namespace of its own the child holds every capability of it, so it can
+        // and must drop them all, bounding set included.
+        let capabilities = match (capabilities, &view) {
+            (Some(_), Some(v)) if v.user => Some(CapabilityDrop::Everything),
+            (c, _) => c,
+        };
+        let (report, summary) = describe(
+            spec,
+            pids_cgroup.is_some(),
+            &view_state,
+            capabilities,
+            Some(tmp_root.path()),
+            egress.as_ref(),
+        );
+        if spec.mode == SandboxMode::BestEffort && report.landlock.enforced != "full" {
+            eprintln!(
+                "safe-mcp: warning: sandbox mode best-effort: Landlock is {} on this kernel (ABI {}); commands run less confined",
+                report.landlock.enforced, report.landlock.kernel_abi
+            );
+        }
+        Ok(Confinement {
+            mode: spec.mode,
+            landlock,
+            tmp_root_c: CString::new(tmp_root.path().as_os_str().as_bytes()).map_err(|_| {
+                ConfineError::Tmp("the temporary directory's path holds a NUL byte".into())
+            })?,
+            tmp_flags: libc::MS_NOSUID
+                | libc::MS_NODEV
+                | if spec.exec_in_jail {
+                    0
+                } else {
+                    libc::MS_NOEXEC
+                },
+            tmp_root,
+            seccomp,
+            rlimits,
+            capabilities,
+            view,
+            pids_cgroup,
+            egress,
+            report,
+            summary,
+        })
+    }
+
+    /// What applies, as reported by explain, describe, doctor and the audit trail.
+    pub fn report(&self) -> &ConfinementReport {
+        &self.report
+    }
+
+    /// The compact form recorded with every run: mode, Landlock state, seccomp, network.
+    pub fn summary(&self) -> &ConfinementSummary {
+        &self.summary
+    }
+
+    /// What one call needs beyond the server's confinement: its temporary directory, the
+    /// Landlock ruleset that lets it (and no other call) write there, and under egress the
+    /// proxy port it may connect to (with the landlock tier, the call's own listener).
+    pub(crate) fn for_call(&self) -> Result<CallConfinement, ConfineError> {
+        let tmp = self.tmp_root.for_call().map_err(ConfineError::Tmp)?;
+        let (listener, port) = match &self.egress {
+            None => (None, None),
+            Some(Err(why)) => return Err(ConfineError::Egress(why.clone())),
+            Some(Ok(Tier::Namespace)) => (None, Some(EGRESS_PORT)),
+            Some(Ok(Tier::Landlock)) => {
+                let (listener, port) = crate::egress::loopback_listener()
+                    .map_err(|e| ConfineError::Egress(format!("the proxy's listener: {e}")))?;
+                (Some(listener), Some(port))
+            }
+        };
+        let ruleset = match &self.landlock {
+            Some(rules) => Some(rules.ruleset(tmp.path(), port)?),
+            None => None,
+        };
+        let tmp_c = CString::new(tmp.path().as_os_str().as_bytes()).map_err(|_| {
+            ConfineError::Tmp("a call's temporary directory holds a NUL byte".into())
+        })?;
+        Ok(CallConfinement {
+            ruleset,
+            tmp_c,
+            tmp,
+            listener,
+            proxy_port: port,
+        })
+    }
+
+    /// Under egress with the namespace tier: each stage makes a network namespace of its
+    /// own and sends its listener back.
+    pub(crate) fn own_network(&self) -> bool {
+        matches!(self.egress, Some(Ok(Tier::Namespace)))
+    }
+
+    /// Whether each command gets a pid namespace (and an init) of its own in the view.
+    pub(crate) fn pid_namespace(&self) -> bool {
+        self.view.as_ref().is_some_and(|v| v.pid.is_ok())
+    }
+
+    /// Leaves the command only its own temporary directory writable beneath the root of
+    /// every call's: the call's directory is bound onto itself, then the root is remounted
+    /// read-only. So no command can `chmod` the root (which would make every later call
+    /// SANDBOX_UNAVAILABLE) or another call's directory, or make anything there. The mounts
+    /// are in the command's own mount namespace, which no other command shares.
+    ///
+    /// # Safety
+    /// Only in a stage's init, in its own mount namespace, before it starts the command.
+    pub(crate) unsafe fn hold_tmp_root(&self, call: &CallConfinement) -> Result<(), libc::c_int> {
+        if self.view.is_none() {
+            return Ok(());
+        }
+        let none = std::ptr::null::<libc::c_char>();
+        let flags = self.tmp_flags;
+        let own = call.tmp_c.as_ptr();
+        let steps = [
+            (own, own, libc::MS_BIND),
+            (none, own, libc::MS_REMOUNT | libc::MS_BIND | flags),
+            (
+                none,
+                self.tmp_root_c.as_ptr(),
+                libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | flags,
+            ),
+        ];
+        for (source, target, mount_flags) in steps {
+            // SAFETY: NUL-terminated paths prepared before the clone (or NULL); no data.
+            if unsafe { libc::mount(source, target, none, mount_flags, std::ptr::null()) } != 0 {
+                return Err(errno());
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds to the call's ruleset read access beneath the freshly mounted `/proc`, and, with
+    /// a devpts of the command's own, read-write and terminal ioctls beneath `/dev/pts`.
+    /// The ruleset is the call's; another stage's command restricted itself already or
+    /// gets a rule for a file system it cannot reach.
+    ///
+    /// # Safety
+    /// Only in a stage's init, after its mounts and before it starts the command.
+    pub(crate) unsafe fn add_own_mounts(&self, call: &CallConfinement) -> Result<(), libc::c_int> {
+        let (Some(ruleset), Some(rules)) = (&call.ruleset, &self.landlock) else {
+            return Ok(());
+        };
+        // Only the rights this kernel handles (an older one has no IOCTL_DEV, say).
+        let handled = rules.attr.handled_access_fs;
+        let read = (AccessFs::ReadFile | AccessFs::ReadDir).bits() & handled;
+        let pts =
+            (AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::ReadDir | AccessFs::IoctlDev)
+                .bits()
+                & handled;
+        let mut mounts = [(c"/proc", read), (c"/dev/pts", pts)].into_iter();
+        let wanted = if self.private_pts() { 2 } else { 1 };
+        for (path, access) in mounts.by_ref().take(wanted) {
+            // SAFETY: opens a static NUL-terminated path as an O_PATH descriptor.
+            let fd = unsafe { libc::open(path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+            if fd < 0 {
+                return Err(errno());
+            }
+            let rc = add_path_rule(ruleset.as_raw_fd(), fd, access);
+            let add_errno = errno();
+            // SAFETY: closes the descriptor opened above.
+            unsafe { libc::close(fd) };
+            if rc != 0 {
+                return Err(add_errno);
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether each command's init mounts a devpts of the command's own.
+    pub(crate) fn private_pts(&self) -> bool {
+        self.view.as_ref().is_some_and(View::own_pts)
+    }
+
+    /// Enters the private view, when there is one. Runs in the `CLONE_VM` child before its
+    /// chdir (the view's root becomes its root and cwd).
+    ///
+    /// # Safety
+    /// Only for the child made by [`crate::spawn::spawn`], before exec.
+    pub(crate) unsafe fn enter_view(&self) -> Result<(), (Step, libc::c_int)> {
+        match &self.view {
+            // SAFETY: we are the spawn child, as `enter` requires.
+            Some(view) => unsafe { view.enter() }.map_err(|e| (Step::View, e)),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs in the `CLONE_VM` child before exec (see [`crate::spawn`]): syscalls on state
+    /// prepared at startup, no allocation, no locks. Order (written down as Firecracker's
+    /// jailer does): the pids cgroup (root only), rlimits, every capability dropped and the
+    /// securebits locked, no_new_privs + Landlock, then seccomp last. Returns the step that
+    /// failed and its errno.
+    ///
+    /// # Safety
+    /// Only for the child made by [`crate::spawn::spawn`], before exec: it changes the
+    /// calling process's limits and credentials for good.
+    pub(crate) unsafe fn apply_in_child(
+        &self,
+        call: &CallConfinement,
+    ) -> Result<(), (Step, libc::c_int)> {
+        let fail = |step: Step| (step, errno());
+        if let Some(cgroup) = &self.pids_cgroup {
+            // "0" is the writing thread, here the whole child; joined before it can fork.
+            // The raw syscall: glibc's write() is a cancellation point and would touch the
+            // parent thread's control block, which this child shares.
+            // SAFETY: writes one byte from a static string to a descriptor this
+            // confinement owns and keeps open.
+            let n = unsafe {
+                libc::syscall(
+                    libc::SYS_write,
+                    cgroup.tasks.as_raw_fd(),
+                    b"0".as_ptr(),
+                    1usize,
+                )
+            };
+            if n != 1 {
+                return Err(fail(Step::Limits));
+            }
+        }
+        for (resource, limit) in &self.rlimits {
+            // SAFETY: setrlimit reads the limit, which lives in this confinement.
+            if unsafe { libc::setrlimit(*resource, limit) } != 0 {
+                return Err(fail(Step::Limits));
+            }
+        }
+        if self.mode == SandboxMode::Off {
+            return Ok(());
+        }
+        if let Some(drop) = self.capabilities {
+            // SAFETY: we are the spawn child, before exec, as `apply` requires.
+            unsafe { drop.apply() }.map_err(|errno| (Step::Capabilities, errno))?;
+        }
+        // SAFETY: prctl with integer arguments only.
+        if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+            return Err(fail(Step::Sandbox));
+        }
+        if let Some(ruleset) = &call.ruleset {
+            // SAFETY: restricts this process with a ruleset descriptor the call owns.
+            let rc = unsafe {
+                libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32)
+            };
+            if rc != 0 {
+                return Err(fail(Step::Sandbox));
+            }
+        }
+        if let Some(program) = &self.seccomp {
+            let fprog = libc::sock_fprog {
+                len: program.len() as libc::c_ushort,
+                filter: program.as_ptr().cast_mut(),
+            };
+            // SAFETY: the kernel copies the program that `fprog` points at (kept alive by
+            // this confinement; its length was checked against BPF_MAXINSNS when built).
+            let rc = unsafe {
+                libc::syscall(
+                    libc::SYS_seccomp,
+                    libc::SECCOMP_SET_MODE_FILTER,
+                    0u32,
+                    std::ptr::from_ref(&fprog),
+                )
+            };
+            if rc != 0 {
+                return Err(fail(Step::Sandbox));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn rlimits(limits: &ProcessLimits) -> Vec<(libc::__rlimit_resource_t, libc::rlimit)> {
+    let wanted = [
+        (libc::RLIMIT_CPU, limits.cpu_seconds),
+        (libc::RLIMIT_AS, limits.memory_bytes),
+        (libc::RLIMIT_FSIZE, limits.file_size_bytes),
+        (libc::RLIMIT_NOFILE, limits.open_files),
+        (libc::RLIMIT_NPROC, limits.processes),
+        (libc::RLIMIT_CORE, 0),
+        // POSIX message queue bytes are charged to the real uid host-wide (819,200 by
+        // default): a command that filled them would leave every host process of the
+        // server's user without. No build or test tool needs one.
+        (libc::RLIMIT_MSGQUEUE, 0),
+    ];
+    wanted
+        .into_iter()
+        .map(|(resource, value)| {
+            // Never ask for more than our own hard limit: raising it needs CAP_SYS_RESOURCE,
+            // and a failed setrlimit in the child would refuse every command.
+            let mut own = libc::rlimit {
+                rlim_cur: libc::RLIM_INFINITY,
+                rlim_max: libc::RLIM_INFINITY,
+            };
+            // SAFETY: getrlimit writes only the rlimit passed; on failure `own` stays infinite.
+            unsafe {
+                libc::getrlimit(resource, &mut own);
+            }
+            let value = value.min(own.rlim_max);
+            (
+                resource,
+                libc::rlimit {
+                    rlim_cur: value,
+                    rlim_max: value,
+                },
+            )
+        })
+        .collect()
+}
+
+/// One call's confinement beyond the server's: see [`Confinement::for_call`].
+pub(crate) struct CallConfinement {
+    ruleset: Option<OwnedFd>,
+    tmp: CallTmp,
+    /// The temporary directory's path, for the init's bind ([`Confinement::hold_tmp_root`]).
+    tmp_c: CString,
+    /// The landlock tier's listener for this call, until the executor hands it to the proxy.
+    pub(crate) listener: Option<std::net::TcpListener>,
+    /// Under egress, the port the proxy listens on, as commands see it.
+    pub(crate) proxy_port: Option<u16>,
+}
+
+impl CallConfinement {
+    /// The call's temporary directory, for `TMPDIR`.
+    pub(crate) fn tmp(&self) -> &Path {
+        self.tmp.path()
+    }
+}

@@ -1,0 +1,276 @@
+//! What confinement a command gets, or would get, in the report (`describe_policy`,
+//! `explain`, `doctor`) and its one-line summary; and which egress tier holds commands to the
+//! proxy here.
+
+use std::path::{Path, PathBuf};
+
+use safe_mcp_contract::{
+    ConfinementReport, ConfinementSpec, ConfinementSummary, EgressReport, HARMLESS_DEVICES,
+    LandlockReport, NamespaceMode, RlimitReport, SandboxMode, SeccompReport, ViewReport,
+};
+
+use crate::egress::Tier;
+use crate::seccomp::{self};
+
+use super::capabilities::CapabilityDrop;
+use super::cgroup::PidsCgroup;
+use super::rules::{TARGET_ABI, landlock_abi};
+
+/// Which view of the machine commands get.
+pub(super) enum ViewState {
+    /// Their own namespaces, these ones, what they see, and whether each has a devpts of
+    /// its own (where terminal ioctls are granted).
+    Private(Vec<&'static str>, String, bool),
+    /// The host's, for this reason.
+    Host(String),
+    /// Not built (explain, doctor): what a server would try.
+    Planned(&'static str),
+}
+
+/// The confinement `spec` would get here, described without building any of it: no
+/// cgroup, no ruleset, no namespace. What `explain` and `doctor` show; a read-only call has
+/// no side effect.
+pub fn planned_report(spec: &ConfinementSpec) -> ConfinementReport {
+    let view = match (spec.mode, spec.namespaces) {
+        (SandboxMode::Off, _) => ViewState::Host("sandbox mode off".into()),
+        (_, NamespaceMode::Off) => ViewState::Host("namespaces = \"off\"".into()),
+        _ if namespaces_possible() => ViewState::Planned(
+            "private where the server can make its namespaces at start (it tries, and says so)",
+        ),
+        _ => ViewState::Host("this user cannot make namespaces here".into()),
+    };
+    let capabilities = (spec.mode != SandboxMode::Off).then(CapabilityDrop::for_this_process);
+    let egress = spec.egress.then(|| match view {
+        ViewState::Planned(_) => Ok(Tier::Namespace),
+        _ => egress_tier(spec, false),
+    });
+    describe(
+        spec,
+        PidsCgroup::would_be_used(),
+        &view,
+        capabilities,
+        None,
+        egress.as_ref(),
+    )
+    .0
+}
+
+/// The egress tier a server run by this user would use, for `doctor`.
+pub(crate) fn egress_tier_here() -> String {
+    if namespaces_possible() {
+        "namespace (each command in a network namespace of its own whose only way out is the proxy), where the server can make its private view at start".into()
+    } else if landlock_abi() >= 4 {
+        "landlock (no namespaces for this user: Landlock allows TCP connect to the proxy's port only)".into()
+    } else {
+        format!(
+            "unavailable (no namespaces for this user and Landlock ABI {} has no TCP rules): under allowlist, no command runs",
+            landlock_abi()
+        )
+    }
+}
+
+/// Whether this user could make the view's namespaces: root, or user namespaces allowed.
+pub(crate) fn namespaces_possible() -> bool {
+    let read = |p: &str| std::fs::read_to_string(p).ok().map(|s| s.trim().to_owned());
+    rustix::process::geteuid().is_root()
+        || (read("/proc/sys/user/max_user_namespaces").is_some_and(|n| n != "0")
+            && read("/proc/sys/kernel/unprivileged_userns_clone").is_none_or(|v| v != "0"))
+}
+
+/// The report and summary for `spec` on this kernel, for this user.
+pub(super) fn describe(
+    spec: &ConfinementSpec,
+    pids_cgroup: bool,
+    view: &ViewState,
+    capabilities: Option<CapabilityDrop>,
+    tmp_root: Option<&Path>,
+    egress: Option<&Result<Tier, String>>,
+) -> (ConfinementReport, ConfinementSummary) {
+    let abi = landlock_abi();
+    let off = spec.mode == SandboxMode::Off;
+    let landlock_state = match (spec.mode, abi) {
+        (SandboxMode::Off, _) => "off",
+        (_, a) if a >= TARGET_ABI as i64 => "full",
+        (_, 0) => "none",
+        _ => "partial",
+    };
+    let strings = |names: &[&'static str]| if off { Vec::new() } else { names.to_vec() };
+    let view_report = match view {
+        ViewState::Private(names, visible, _) => ViewReport {
+            setting: spec.namespaces.as_str(),
+            view: "private",
+            namespaces: names.clone(),
+            detail: visible.clone(),
+        },
+        ViewState::Host(why) => ViewReport {
+            setting: spec.namespaces.as_str(),
+            view: "host",
+            namespaces: Vec::new(),
+            detail: why.clone(),
+        },
+        ViewState::Planned(what) => ViewReport {
+            setting: spec.namespaces.as_str(),
+            view: "planned",
+            namespaces: Vec::new(),
+            detail: (*what).to_owned(),
+        },
+    };
+    let report = ConfinementReport {
+        mode: spec.mode.as_str(),
+        view: view_report,
+        landlock: LandlockReport {
+            kernel_abi: abi,
+            requested_abi: TARGET_ABI as i64,
+            enforced: landlock_state,
+            read_paths: spec.read_paths.clone(),
+            read_write: std::iter::once(spec.jail_root.clone())
+                .chain(spec.write_paths.iter().cloned())
+                .chain(
+                    HARMLESS_DEVICES
+                        .iter()
+                        .filter(|(_, w)| *w)
+                        .map(|(n, _)| PathBuf::from(n)),
+                )
+                .collect(),
+            never_granted: strings(if matches!(view, ViewState::Private(_, _, true)) {
+                &[
+                    "make_char",
+                    "make_block",
+                    "ioctl_dev (but on the command's own /dev/pts)",
+                ]
+            } else {
+                &["make_char", "make_block", "ioctl_dev"]
+            }),
+            exec_in_jail: spec.exec_in_jail,
+            tcp: match (
+                spec.network || off,
+                spec.egress,
+                matches!(view, ViewState::Private(..)),
+            ) {
+                (true, _, true) => "loopback only (the private view's own network namespace)",
+                (true, _, false) => "allowed",
+                (false, true, _) => "connect to the proxy's port only; no bind",
+                (false, false, _) => "denied",
+            },
+            scoped: strings(&["signal", "abstract-unix-socket"]),
+            tmpdir: format!(
+                "a directory of its own for each call beneath {}, named by TMPDIR, TMP and TEMP, writable by that call only, removed when it ends",
+                tmp_root.map_or_else(
+                    || "the server's temporary directory".to_owned(),
+                    |p| p.display().to_string()
+                )
+            ),
+        },
+        seccomp: SeccompReport {
+            enabled: !off,
+            denied: if off {
+                Vec::new()
+            } else {
+                seccomp::denied().map(|(n, _)| *n).collect()
+            },
+            refused_setid_modes: if off {
+                Vec::new()
+            } else {
+                seccomp::refused_by_argument().collect()
+            },
+            refused_device_nodes: if off {
+                Vec::new()
+            } else {
+                seccomp::device_node_calls().collect()
+            },
+            sockets: match (off, spec.network, spec.egress, spec.unix_sockets) {
+                (true, ..) | (false, true, _, true) => "any",
+                (false, true, _, false) => "any but AF_UNIX (socketpair allowed)",
+                (false, false, true, true) => "AF_UNIX, and TCP streams over IPv4 and IPv6",
+                (false, false, true, false) => {
+                    "TCP streams over IPv4 and IPv6 (socketpair allowed)"
+                }
+                (false, false, false, true) => "AF_UNIX only",
+                (false, false, false, false) => "none (socketpair only)",
+            },
+            sysv_ipc: match (off, view) {
+                (true, _) => {
+                    "allowed (sandbox mode off): commands share the server's ipc namespace"
+                }
+                (false, ViewState::Private(names, ..)) if names.contains(&"pid") => {
+                    "allowed: each command has an ipc namespace of its own, removed with it"
+                }
+                (false, ViewState::Planned(_)) => {
+                    "allowed where each command gets an ipc namespace of its own (the private view), refused (shmget, shmat, msgget, semget, ...) where commands would share one"
+                }
+                (false, _) => {
+                    "refused (shmget, shmat, msgget, semget, ...): commands would share one ipc namespace"
+                }
+            },
+            memfd: match (off, spec.exec_in_jail) {
+                (true, _) | (false, true) => {
+                    "any memfd (exec_in_jail: programs the command writes may run anyway)"
+                }
+                (false, false) => {
+                    "memfd_create only with MFD_NOEXEC_SEAL: nothing the command writes can run"
+                }
+            },
+        },
+        no_new_privs: !off,
+        capabilities: capabilities.map_or("kept (sandbox mode off)", CapabilityDrop::describe),
+        rlimits: RlimitReport {
+            cpu_seconds: spec.limits.cpu_seconds,
+            memory_bytes: spec.limits.memory_bytes,
+            file_size_bytes: spec.limits.file_size_bytes,
+            open_files: spec.limits.open_files,
+            processes: spec.limits.processes,
+            processes_enforced_by: if pids_cgroup {
+                "cgroup v1 pids.max (shared by all commands of this server)"
+            } else {
+                "RLIMIT_NPROC (per user; does not bind root)"
+            },
+            core_bytes: 0,
+        },
+        process_group: "own; the whole tree is killed on timeout, cancel or flood",
+        egress: egress.map(|tier| match tier {
+            Ok(tier) => EgressReport {
+                tier: tier.as_str(),
+                detail: tier.describe(),
+            },
+            Err(why) => EgressReport {
+                tier: "unavailable",
+                detail: format!("{why}; no command runs (SANDBOX_UNAVAILABLE)"),
+            },
+        }),
+    };
+    let summary = ConfinementSummary {
+        mode: spec.mode.as_str(),
+        landlock: landlock_state,
+        landlock_abi: abi,
+        seccomp: !off,
+        capabilities: match capabilities {
+            Some(CapabilityDrop::Everything) => "all dropped",
+            Some(CapabilityDrop::HeldSets) => "none held",
+            None => "kept",
+        },
+        view: if matches!(view, ViewState::Private(..)) {
+            "private"
+        } else {
+            "host"
+        },
+        network: spec.network,
+        egress: egress.map(|tier| tier.as_ref().map_or("unavailable", |t| t.as_str())),
+    };
+    (report, summary)
+}
+
+/// How commands of `spec` can be held to the proxy here: their own network namespace in
+/// the private view, else Landlock's TCP rules (ABI 4), else not at all.
+pub(super) fn egress_tier(spec: &ConfinementSpec, view: bool) -> Result<Tier, String> {
+    let abi = landlock_abi();
+    match (spec.mode, view) {
+        (SandboxMode::Off, _) => {
+            Err("sandbox mode is off, so nothing holds a command to the proxy".into())
+        }
+        (_, true) => Ok(Tier::Namespace),
+        (_, false) if abi >= 4 => Ok(Tier::Landlock),
+        (_, false) => Err(format!(
+            "no network namespace can be made here and Landlock ABI {abi} has no TCP rules (ABI 4 does)"
+        )),
+    }
+}

@@ -1,0 +1,282 @@
+//! The Landlock rules of a server, opened once at start, and each call's ruleset built from
+//! them (raw syscalls where a stage's init adds its own mounts).
+
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath,
+    PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, Scope,
+};
+use safe_mcp_contract::{ConfinementSpec, EGRESS_PORT, HARMLESS_DEVICES};
+
+use crate::view::View;
+
+use super::error::ConfineError;
+
+/// The Landlock ABI whose rights we request: filesystem (incl. truncate, ioctl on devices),
+/// TCP bind/connect (v4) and signal / abstract-socket scoping (v6).
+pub(super) const TARGET_ABI: ABI = ABI::V6;
+
+/// The kernel's Landlock ABI version, or 0 when Landlock is unavailable.
+pub fn landlock_abi() -> i64 {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: landlock_create_ruleset with a NULL attr, size 0 and the VERSION flag only
+    // returns the ABI number (or an error); it reads no memory and creates no descriptor.
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    if v < 0 { 0 } else { v }
+}
+
+/// `LANDLOCK_RULE_PATH_BENEATH` of `landlock_add_rule(2)`.
+pub(super) const LANDLOCK_RULE_PATH_BENEATH: libc::c_int = 1;
+
+/// `struct landlock_path_beneath_attr` (packed, as the kernel declares it).
+#[repr(C, packed)]
+pub(super) struct PathBeneathAttr {
+    pub(super) allowed_access: u64,
+    pub(super) parent_fd: i32,
+}
+
+/// `landlock_add_rule(ruleset, LANDLOCK_RULE_PATH_BENEATH, {access, parent_fd}, 0)`: 0, or
+/// -1 with errno set. One raw syscall (no allocation, no lock), so a stage's init may call it.
+pub(super) fn add_path_rule(
+    ruleset: libc::c_int,
+    parent_fd: libc::c_int,
+    access: u64,
+) -> libc::c_long {
+    let attr = PathBeneathAttr {
+        allowed_access: access,
+        parent_fd,
+    };
+    // SAFETY: the kernel reads `attr`, a packed struct on this stack laid out as
+    // `struct landlock_path_beneath_attr`; bad descriptors are errors, not undefined.
+    unsafe {
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset,
+            LANDLOCK_RULE_PATH_BENEATH,
+            std::ptr::from_ref(&attr),
+            0u32,
+        )
+    }
+}
+
+/// The Landlock rules of a server: every path opened once at start, with the rights it
+/// grants. Each call's ruleset is these plus the call's temporary directory.
+pub(super) struct LandlockRules {
+    pub(super) level: CompatLevel,
+    pub(super) network: bool,
+    /// Whether calls may connect to the proxy's port (egress).
+    pub(super) egress: bool,
+    pub(super) rules: Vec<(PathFd, BitFlags<AccessFs>)>,
+    /// What the jail grants, and so also the write paths and a call's temporary directory.
+    pub(super) writable: BitFlags<AccessFs>,
+    /// What each call's ruleset handles on this kernel, and the size of the attr struct
+    /// this kernel knows: asked once, at start.
+    pub(super) attr: RawRulesetAttr,
+    pub(super) attr_size: usize,
+}
+
+impl LandlockRules {
+    /// With a private `view`, commands may also read its synthetic `/etc` files (other
+    /// inodes than the host's) and use `/dev/tty` (which, with no controlling terminal,
+    /// opens nothing). Each command's own `/proc` and `/dev/pts` are fresh file systems the
+    /// server cannot name beforehand (Landlock ignores the covered mount point), so their
+    /// rules are added by the command's init ([`Confinement::add_own_mounts`]).
+    pub(super) fn open(
+        spec: &ConfinementSpec,
+        hard: bool,
+        view: Option<&View>,
+    ) -> Result<LandlockRules, ConfineError> {
+        let extra_read = view.map_or(Vec::new(), View::own_files);
+        let tty = view
+            .filter(|v| v.tty())
+            .map(|_| PathBuf::from(crate::view::TTY));
+        let all = AccessFs::from_all(TARGET_ABI);
+        let read_exec = AccessFs::from_read(TARGET_ABI);
+        // A jail never needs device nodes: with MAKE_CHAR / MAKE_BLOCK a root command could
+        // extract one (`tar xf`) and read or write the raw disk through it; IOCTL_DEV is for
+        // devices only. Neither is granted beneath the jail (nor anywhere else).
+        let mut writable = all & !(AccessFs::MakeChar | AccessFs::MakeBlock | AccessFs::IoctlDev);
+        if !spec.exec_in_jail {
+            writable &= !AccessFs::Execute;
+        }
+        let device = |writable: bool| {
+            HARMLESS_DEVICES
+                .iter()
+                .filter(move |(_, w)| *w == writable)
+                .map(|(name, _)| PathBuf::from(name))
+        };
+        let wanted: Vec<(PathBuf, BitFlags<AccessFs>)> = spec
+            .read_paths
+            .iter()
+            .chain(spec.home.iter())
+            .chain(&extra_read)
+            .cloned()
+            .map(|p| (p, read_exec))
+            .chain(device(true).map(|p| (p, AccessFs::ReadFile | AccessFs::WriteFile)))
+            .chain(device(false).map(|p| (p, AccessFs::ReadFile.into())))
+            // The command's own /proc is mounted on this directory of the view's skeleton;
+            // Landlock matches the mount point on the way up from any file beneath it.
+            .chain(tty.map(|p| (p, AccessFs::ReadFile | AccessFs::WriteFile)))
+            .chain(spec.write_paths.iter().cloned().map(|p| (p, writable)))
+            .chain(std::iter::once((spec.jail_root.clone(), writable)))
+            .collect();
+        let mut rules = Vec::with_capacity(wanted.len());
+        for (path, access) in wanted.into_iter().filter(|(p, _)| p.exists()) {
+            let fd = PathFd::new(&path)
+                .map_err(|e| ConfineError::Landlock(format!("{}: {e}", path.display())))?;
+            rules.push((fd, access_for(&path, access)));
+        }
+        // The ABI whose rights a ruleset handles here: the kernel's, at most TARGET_ABI.
+        let abi = i32::try_from(landlock_abi())
+            .unwrap_or(0)
+            .min(TARGET_ABI as i32);
+        let handled = ABI::from(abi);
+        let attr = RawRulesetAttr {
+            handled_access_fs: AccessFs::from_all(handled).bits(),
+            handled_access_net: if spec.network {
+                0
+            } else {
+                AccessNet::from_all(handled).bits()
+            },
+            scoped: Scope::from_all(handled).bits(),
+        };
+        // `struct landlock_ruleset_attr` grew with the ABI: pass the size this kernel knows.
+        let attr_size = match abi {
+            6.. => 24usize,
+            4 | 5 => 16,
+            _ => 8,
+        };
+        Ok(LandlockRules {
+            level: if hard {
+                CompatLevel::HardRequirement
+            } else {
+                CompatLevel::BestEffort
+            },
+            network: spec.network,
+            egress: spec.egress,
+            rules,
+            writable,
+            attr,
+            attr_size,
+        })
+    }
+
+    /// A ruleset of these rules and read+write beneath `tmp`, built by the landlock crate,
+    /// which checks every right against the kernel as the compatibility level says. Done
+    /// once at start, so that a refusal stops the start rather than a call.
+    pub(super) fn validate(&self, tmp: &Path) -> Result<(), ConfineError> {
+        let err = |e: landlock::RulesetError| ConfineError::Landlock(e.to_string());
+        let mut ruleset = Ruleset::default()
+            .set_compatibility(self.level)
+            .handle_access(AccessFs::from_all(TARGET_ABI))
+            .map_err(err)?;
+        if !self.network {
+            ruleset = ruleset
+                .handle_access(AccessNet::from_all(TARGET_ABI))
+                .map_err(err)?;
+        }
+        // Egress's one rule: TCP connect to the proxy's port (checked here once; each call
+        // adds it in a raw syscall, for its own port).
+        let proxy = self
+            .egress
+            .then(|| NetPort::new(EGRESS_PORT, AccessNet::ConnectTcp));
+        let tmp_fd = PathFd::new(tmp)
+            .map_err(|e| ConfineError::Landlock(format!("{}: {e}", tmp.display())))?;
+        let rules = self
+            .rules
+            .iter()
+            .map(|(fd, access)| Ok::<_, landlock::RulesetError>(PathBeneath::new(fd, *access)));
+        ruleset
+            .scope(Scope::from_all(TARGET_ABI))
+            .map_err(err)?
+            .create()
+            .map_err(err)?
+            .add_rules(rules)
+            .map_err(err)?
+            .add_rule(PathBeneath::new(tmp_fd, self.writable))
+            .map_err(err)?
+            .add_rules(proxy.into_iter().map(Ok::<_, landlock::RulesetError>))
+            .map_err(err)?;
+        Ok(())
+    }
+
+    /// The same ruleset for one call, in raw syscalls: one to create it, one per rule, with
+    /// the rights this kernel handles (what [`LandlockRules::validate`] accepted). The crate's
+    /// checks cost a `fstat` per rule on every call; they were made once at start.
+    pub(super) fn ruleset(
+        &self,
+        tmp: &Path,
+        proxy_port: Option<u16>,
+    ) -> Result<OwnedFd, ConfineError> {
+        let (attr, size, fs) = (&self.attr, self.attr_size, self.attr.handled_access_fs);
+        let failed = |what: &str| {
+            ConfineError::Landlock(format!("{what}: {}", std::io::Error::last_os_error()))
+        };
+        // SAFETY: the kernel reads `size` bytes of `attr`, a repr(C) struct on this stack
+        // at least that large, and returns a new descriptor (or -1).
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_create_ruleset,
+                std::ptr::from_ref(attr),
+                size,
+                0u32,
+            )
+        };
+        let fd = i32::try_from(fd)
+            .ok()
+            .filter(|fd| *fd >= 0)
+            .ok_or_else(|| failed("landlock_create_ruleset"))?;
+        // SAFETY: the kernel made this descriptor for us alone.
+        let ruleset = unsafe { OwnedFd::from_raw_fd(fd) };
+        let tmp_fd = rustix::fs::open(
+            tmp,
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .map_err(|e| ConfineError::Landlock(format!("{}: {e}", tmp.display())))?;
+        let every = self
+            .rules
+            .iter()
+            .map(|(fd, access)| (fd.as_fd().as_raw_fd(), access.bits()))
+            .chain([(tmp_fd.as_raw_fd(), self.writable.bits())]);
+        for (parent_fd, access) in every {
+            if add_path_rule(ruleset.as_raw_fd(), parent_fd, access & fs) != 0 {
+                return Err(failed("landlock_add_rule"));
+            }
+        }
+        if let Some(port) = proxy_port
+            && self.attr.handled_access_net & crate::egress::CONNECT_TCP != 0
+        {
+            crate::egress::allow_connect(ruleset.as_fd(), port)
+                .map_err(|e| ConfineError::Landlock(format!("the proxy's port rule: {e}")))?;
+        }
+        Ok(ruleset)
+    }
+}
+
+/// `struct landlock_ruleset_attr` as of ABI 6.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub(super) struct RawRulesetAttr {
+    pub(super) handled_access_fs: u64,
+    pub(super) handled_access_net: u64,
+    pub(super) scoped: u64,
+}
+
+/// The rights of `access` that apply to `path`: a file takes only the rights of files.
+pub(super) fn access_for(path: &Path, access: BitFlags<AccessFs>) -> BitFlags<AccessFs> {
+    if path.is_dir() {
+        access
+    } else {
+        access & AccessFs::from_file(TARGET_ABI)
+    }
+}

@@ -1,0 +1,433 @@
+//! Starting one stage: a vfork-style `clone` whose child only makes syscalls.
+//!
+//! Owns the step from "a prepared stage" to "a confined program is running, with a pidfd".
+//! `fork` would copy the server's page tables and `exec` would tear the copy down again, which
+//! costs more than the command `echo hi` itself; so, like glibc's `posix_spawn`, we clone with
+//! `CLONE_VM | CLONE_VFORK`: the child borrows the server's memory on a stack of its own, and
+//! the calling thread sleeps until the child has exec'd or exited. Unlike `posix_spawn` the
+//! child also confines itself (pids cgroup, rlimits, `no_new_privs`, Landlock, seccomp) and
+//! then waits at the exec gate until the attempt record is durable.
+//!
+//! Because the child shares the server's memory while other server threads keep running, it
+//! must not allocate, take a lock or write anything of the parent's except the slots it is
+//! given: every string, pointer array and descriptor is prepared here, in the parent
+//! ([`Prepared`]), and the child ([`child_main`]) only reads them and makes syscalls, through
+//! libc wrappers that take no lock (raw ones for read, write and the signal mask). All
+//! signals are blocked across the clone and the child resets every caught signal to its
+//! default before unblocking, so no server signal handler can run on the child's stack.
+//!
+//! In a private view with pid namespaces, one stage is three processes, all on stacks of
+//! their own in the server's memory:
+//! 1. the **first child** enters the view, unshares a pid and a mount namespace and starts
+//! 2. the namespace's **init** (pid 1; `CLONE_PARENT`, so the server is its parent and the
+//!    stage's pid is the init's), which mounts the namespace's `/proc` and vforks
+//! 3. the **command**, which confines itself, waits at the gate and execs.
+//!
+//! The first child waits for the init's word that the command has exec'd (or failed), then
+//! exits, and the server's thread resumes as with one process. The init then closes every
+//! descriptor, reaps until the command exits, stores the command's wait status in a slot of
+//! the server's ([`InitMemory`]) and exits; the kernel kills whatever else is left in the
+//! namespace. From its word on, the init runs beside the server's threads, so it makes only
+//! raw syscalls that never write the shared `errno` (rustix's, not libc's) and touches
+//! nothing but its own stack and that slot, both of which the server keeps until it has
+//! reaped the init.
+
+use std::ffi::{CString, OsStr, c_char, c_int, c_void};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+
+use rustix::process::Pid;
+
+use crate::confine::{CallConfinement, Confinement};
+use crate::step::Step;
+
+mod child;
+
+use child::{
+    ALL_SIGNALS, PidNamespaceStage, Prepared, STATUS_SET, child_main, failure_code, set_signal_mask,
+};
+
+pub(crate) use child::GATE_CLOSED;
+
+/// The child's own stack. It needs only a few hundred bytes; the rest is headroom.
+const STACK_BYTES: usize = 64 * 1024;
+
+/// Why a stage did not start.
+#[derive(Debug)]
+pub(crate) enum SpawnError {
+    /// The child failed at `step` with `errno`; it has exited and been reaped.
+    Child { step: Step, errno: c_int },
+    /// The parent could not prepare or clone.
+    Parent(std::io::Error),
+}
+
+impl std::fmt::Display for SpawnError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SpawnError::Child { step, errno } => write!(
+                f,
+                "{}: {}",
+                step.as_str(),
+                std::io::Error::from_raw_os_error(*errno)
+            ),
+            SpawnError::Parent(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl From<std::io::Error> for SpawnError {
+    fn from(e: std::io::Error) -> Self {
+        SpawnError::Parent(e)
+    }
+}
+
+/// One stage to start: where it reads, where it writes, which group it joins.
+pub(crate) struct StageSpawn<'a> {
+    pub program: &'a Path,
+    pub argv: &'a [String],
+    pub env: &'a [(String, String)],
+    pub cwd: &'a Path,
+    /// Descriptors that become the child's 0, 1 and 2. All must be >= 3.
+    pub stdio: [BorrowedFd<'a>; 3],
+    /// The group to join; 0 makes the child the leader of a new one.
+    pub pgid: i32,
+    /// Lead a session of its own instead (a process session in the host view), so that what
+    /// it leaves behind can be told apart from other orphans (see `reap`).
+    pub new_session: bool,
+    pub confinement: &'a Confinement,
+    /// What the call adds: its Landlock ruleset.
+    pub call: &'a CallConfinement,
+    /// The exec gate's read end.
+    pub gate: BorrowedFd<'a>,
+    /// A session's stage: the program keeps the death signal set at the gate, so that it
+    /// dies with the server's thread that runs the session, however the server ends.
+    pub keep_death_signal: bool,
+    /// The gate's write end, as the number the child's copy of it has: the child closes it,
+    /// so that a gate the server closes without a ticket (or a server that dies) reads as
+    /// closed instead of leaving the child waiting forever on its own copy.
+    pub gate_writer: RawFd,
+}
+
+/// A started stage: its pid (the init's, in a pid namespace of its own), a pidfd, its
+/// process group, and the memory its init still uses.
+pub(crate) struct Spawned {
+    pub pid: Pid,
+    pub pidfd: OwnedFd,
+    pub pgid: i32,
+    pub init: Option<InitMemory>,
+    /// Egress's namespace tier: the proxy's listener in the stage's own network namespace.
+    pub listener: Option<std::net::TcpListener>,
+}
+
+/// What a stage's init uses until it exits: its stack, and the slot where it leaves the
+/// command's wait status. Freed only once the init has been reaped ([`InitMemory::free`]);
+/// dropped any other way, it is leaked, never unmapped under a process that may still run.
+pub(crate) struct InitMemory {
+    stack: Option<ChildStack>,
+    status: Option<Box<AtomicU64>>,
+}
+
+impl InitMemory {
+    /// The command's raw wait status, if its init lived to store it. Call after reaping.
+    pub(crate) fn command_status(&self) -> Option<i32> {
+        let raw = self.status.as_ref()?.load(Ordering::Acquire);
+        (raw & STATUS_SET != 0).then_some(raw as u32 as i32)
+    }
+
+    /// Frees the memory. Only once the init has been reaped.
+    pub(crate) fn free(mut self) {
+        drop(self.stack.take());
+        drop(self.status.take());
+    }
+}
+
+impl Drop for InitMemory {
+    fn drop(&mut self) {
+        std::mem::forget(self.stack.take());
+        std::mem::forget(self.status.take());
+    }
+}
+
+struct Strings {
+    _owned: Vec<CString>,
+    argv: Vec<*const c_char>,
+    envp: Vec<*const c_char>,
+    program: CString,
+    cwd: CString,
+}
+
+fn cstring(bytes: &[u8]) -> std::io::Result<CString> {
+    CString::new(bytes).map_err(|_| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "an argument or variable contains a NUL byte",
+        )
+    })
+}
+
+fn prepare_strings(s: &StageSpawn<'_>) -> std::io::Result<Strings> {
+    let mut owned = Vec::with_capacity(s.argv.len() + s.env.len());
+    for a in s.argv {
+        owned.push(cstring(a.as_bytes())?);
+    }
+    for (k, v) in s.env {
+        owned.push(cstring(format!("{k}={v}").as_bytes())?);
+    }
+    // The CStrings' heap buffers do not move when `owned` is moved into `Strings`.
+    let mut argv: Vec<*const c_char> = owned[..s.argv.len()].iter().map(|c| c.as_ptr()).collect();
+    argv.push(std::ptr::null());
+    let mut envp: Vec<*const c_char> = owned[s.argv.len()..].iter().map(|c| c.as_ptr()).collect();
+    envp.push(std::ptr::null());
+    Ok(Strings {
+        _owned: owned,
+        argv,
+        envp,
+        program: cstring(s.program.as_os_str().as_bytes())?,
+        cwd: cstring(OsStr::as_bytes(s.cwd.as_os_str()))?,
+    })
+}
+
+/// An anonymous mapping used as the child's stack, with a guard page at its low end.
+struct ChildStack {
+    base: *mut c_void,
+    len: usize,
+}
+
+impl ChildStack {
+    fn new() -> std::io::Result<ChildStack> {
+        // SAFETY: sysconf only reads a constant of this system.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+            .map_err(|_| std::io::Error::other("no page size"))?;
+        let len = STACK_BYTES + page;
+        // SAFETY: a fresh private anonymous mapping; no existing memory is touched.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        let stack = ChildStack { base, len };
+        // SAFETY: the first page of the mapping we own; the stack grows down towards it.
+        if unsafe { libc::mprotect(base, page, libc::PROT_NONE) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(stack)
+    }
+
+    fn top(&self) -> *mut c_void {
+        // The mapping is page aligned, so its end is 16-byte aligned as the ABI wants.
+        self.base.wrapping_byte_add(self.len)
+    }
+}
+
+impl Drop for ChildStack {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the mapping created in `new`; the child that used it has
+        // exec'd or exited by the time the parent can drop it.
+        unsafe {
+            libc::munmap(self.base, self.len);
+        }
+    }
+}
+
+/// Starts one stage. Returns once the program is running (or the child failed and was reaped).
+pub(crate) fn spawn(s: &StageSpawn<'_>) -> Result<Spawned, SpawnError> {
+    if s.stdio.iter().any(|fd| fd.as_raw_fd() < 3) || s.gate.as_raw_fd() < 3 {
+        return Err(SpawnError::Parent(std::io::Error::other(
+            "a descriptor to hand the child is below 3",
+        )));
+    }
+    let strings = prepare_strings(s)?;
+    let stack = ChildStack::new()?;
+    let channel = if s.confinement.own_network() {
+        Some(crate::egress::Channel::new()?)
+    } else {
+        None
+    };
+    let server = rustix::process::getpid().as_raw_nonzero().get();
+    let mut init = None;
+    let mut command_stack = None;
+    let pid_ns = if s.confinement.pid_namespace() {
+        let memory = InitMemory {
+            stack: Some(ChildStack::new()?),
+            status: Some(Box::new(AtomicU64::new(0))),
+        };
+        let command = ChildStack::new()?;
+        let stage = PidNamespaceStage {
+            init_stack: memory
+                .stack
+                .as_ref()
+                .map_or(std::ptr::null_mut(), ChildStack::top),
+            command_stack: command.top(),
+            status: memory
+                .status
+                .as_deref()
+                .map_or(std::ptr::null(), std::ptr::from_ref),
+            pts: s.confinement.private_pts(),
+            init_pid: AtomicI32::new(0),
+            report: AtomicI32::new(-1),
+        };
+        init = Some(memory);
+        command_stack = Some(command);
+        Some(stage)
+    } else {
+        None
+    };
+    let prepared = Prepared {
+        program: strings.program.as_ptr(),
+        argv: strings.argv.as_ptr(),
+        envp: strings.envp.as_ptr(),
+        cwd: strings.cwd.as_ptr(),
+        stdio: [
+            s.stdio[0].as_raw_fd(),
+            s.stdio[1].as_raw_fd(),
+            s.stdio[2].as_raw_fd(),
+        ],
+        // With a pid namespace the init leaves the group for a session of its own, so each
+        // stage starts a group of its own: its init, killed through its pidfd, takes the
+        // namespace down with it.
+        pgid: if pid_ns.is_some() || s.new_session {
+            0
+        } else {
+            s.pgid
+        },
+        new_session: s.new_session && pid_ns.is_none(),
+        gate: s.gate.as_raw_fd(),
+        gate_writer: s.gate_writer,
+        parent: if pid_ns.is_some() { 1 } else { server },
+        confinement: std::ptr::from_ref(s.confinement),
+        call: std::ptr::from_ref(s.call),
+        keep_death_signal: s.keep_death_signal,
+        egress_channel: channel.as_ref().map_or(-1, |c| c.child.as_raw_fd()),
+        failure: AtomicI32::new(0),
+        pid_ns,
+    };
+
+    let mut pidfd: c_int = -1;
+    // Every signal blocked on this thread, so no handler runs on the child's stack before it
+    // resets them; the child inherits this mask.
+    let old = set_signal_mask(ALL_SIGNALS).map_err(std::io::Error::from_raw_os_error)?;
+    // SAFETY: CLONE_VM|CLONE_VFORK: the child runs `child_main` on `stack`, which is ours and
+    // large enough, and reads `prepared` (alive on our frame: this thread is suspended until
+    // the child has exec'd or exited, so nothing here moves or is freed meanwhile). The child
+    // makes only raw syscalls and writes only `prepared`'s atomic slots (see `child_main`).
+    // CLONE_PIDFD stores a pidfd for the child in `pidfd`.
+    let pid = unsafe {
+        libc::clone(
+            child_main,
+            stack.top(),
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD,
+            std::ptr::from_ref(&prepared).cast_mut().cast::<c_void>(),
+            &mut pidfd as *mut c_int,
+            std::ptr::null_mut::<c_void>(),
+            std::ptr::null_mut::<c_int>(),
+        )
+    };
+    let clone_error = std::io::Error::last_os_error();
+    let _ = set_signal_mask(old);
+    drop(stack);
+    drop(command_stack);
+    drop(strings);
+    if pid < 0 {
+        return Err(SpawnError::Parent(clone_error));
+    }
+    // SAFETY: with CLONE_PIDFD the kernel stored a new descriptor that we now own.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
+    let pid = Pid::from_raw(pid).ok_or_else(|| std::io::Error::other("clone returned pid 0"))?;
+    let pgid = if prepared.pgid == 0 {
+        pid.as_raw_nonzero().get()
+    } else {
+        prepared.pgid
+    };
+    let failure = prepared.failure.load(Ordering::Acquire);
+    let child_failed = |failure: i32| SpawnError::Child {
+        step: Step::from_raw(failure >> 16).unwrap_or(Step::Exec),
+        errno: failure & 0xffff,
+    };
+    // The first child has sent its listener, or failed (which the failure slot says); a
+    // listener that did not arrive is a failure of the network step.
+    let (failure, listener) = match (&channel, failure) {
+        (Some(channel), 0) => match channel.receive() {
+            Ok(listener) => (0, Some(listener)),
+            Err(e) => (
+                failure_code(Step::Network, e.raw_os_error().unwrap_or(libc::EIO)),
+                None,
+            ),
+        },
+        (_, failure) => (failure, None),
+    };
+    let Some(stage) = &prepared.pid_ns else {
+        if failure != 0 {
+            // The child has exited (or, its listener lost, runs): end it and reap it, so
+            // that it leaves no zombie.
+            let _ = rustix::process::pidfd_send_signal(&pidfd, rustix::process::Signal::KILL);
+            let _ = reap(&pidfd);
+            return Err(child_failed(failure));
+        }
+        return Ok(Spawned {
+            pid,
+            pidfd,
+            pgid,
+            init: None,
+            listener,
+        });
+    };
+    // The first child has exited either way; the init, if there is one, is our child.
+    let _ = reap(&pidfd);
+    let init_pid = Pid::from_raw(stage.init_pid.load(Ordering::Acquire));
+    let init_fd =
+        init_pid.map(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()));
+    match (failure, init_pid, init_fd, init) {
+        // The init left the first child's group for a session of its own, so its group
+        // is the init's pid, pinned by the init itself until we reap it: never a stranger's.
+        (0, Some(init_pid), Some(Ok(init_fd)), Some(memory)) => Ok(Spawned {
+            pid: init_pid,
+            pidfd: init_fd,
+            pgid: init_pid.as_raw_nonzero().get(),
+            init: Some(memory),
+            listener,
+        }),
+        (failure, _, init_fd, memory) => {
+            if let Some(Ok(fd)) = &init_fd {
+                let _ = rustix::process::pidfd_send_signal(fd, rustix::process::Signal::KILL);
+                // Its stack is unmapped only once it is certainly gone; otherwise leaked.
+                if reap(fd)
+                    && let Some(memory) = memory
+                {
+                    memory.free();
+                }
+            }
+            Err(match failure {
+                0 => SpawnError::Child {
+                    step: Step::PidNamespace,
+                    errno: libc::ECHILD,
+                },
+                f => child_failed(f),
+            })
+        }
+    }
+}
+
+/// Waits for the exited child behind `pidfd`, so that it leaves no zombie; true once it
+/// has been reaped.
+fn reap(pidfd: &OwnedFd) -> bool {
+    loop {
+        match rustix::process::waitid(
+            rustix::process::WaitId::PidFd(pidfd.as_fd()),
+            rustix::process::WaitIdOptions::EXITED,
+        ) {
+            Ok(Some(_)) => return true,
+            Ok(None) | Err(rustix::io::Errno::INTR) => continue,
+            Err(_) => return false,
+        }
+    }
+}
