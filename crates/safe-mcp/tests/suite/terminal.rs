@@ -1,11 +1,9 @@
 //! The terminal server over a real MCP session: one test per result code, the parsing and
 //! evaluation examples of the issue, execution bounds, redaction and the audit trail.
 
-use std::time::Duration;
-
 use serde_json::json;
 
-use super::support::{DEFAULT_ALLOW, Sandbox, Session, eventually, live_processes_with};
+use super::support::{Sandbox, Session};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn tools_are_listed_with_schemas_annotations_and_our_server_info() {
@@ -376,104 +374,6 @@ async fn environment_is_scrubbed() {
     );
 }
 
-/// A stage can leave the process group the tree kill aims at: the first into the server's own
-/// group (`setpgid`, same session), a later one into a session of its own (`setsid`). The
-/// deadline still holds: each stage is also killed through its pidfd before it is reaped.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_stage_that_leaves_its_group_still_dies_at_the_deadline() {
-    let sb = Sandbox::with(
-        &format!("{DEFAULT_ALLOW}, \"python3\""),
-        "timeout_seconds = 10",
-        "closed",
-        "",
-    );
-    let s = sb.session().await;
-    let rejoin = "import os, time; os.setpgid(0, os.getpgid(os.getppid())); time.sleep(917.1)";
-    let leave = "import os, time; os.setsid(); time.sleep(917.2)";
-    for args in [
-        json!({"command": ["python3", "-c", rejoin], "timeout_seconds": 1}),
-        json!({"command": format!("echo x | python3 -c '{leave}'"), "timeout_seconds": 1}),
-    ] {
-        let call = s.call("run_command", args);
-        let r = tokio::time::timeout(Duration::from_secs(30), call)
-            .await
-            .expect("the call outlived its deadline by far");
-        assert_eq!(r["code"], "TIMEOUT", "{r}");
-    }
-    assert!(
-        eventually(5, || live_processes_with("917.").is_empty()).await,
-        "survivors: {:?}",
-        live_processes_with("917.")
-    );
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn timeout_kills_the_whole_group_and_escapees() {
-    let sb = Sandbox::new("");
-    let s = sb.session().await;
-    let script = "sleep 913.25 & sleep 913.25 & setsid sleep 913.26 & sleep 913.27";
-    let r = s
-        .call(
-            "run_command",
-            json!({"command": ["sh", "-c", script], "timeout_seconds": 1}),
-        )
-        .await;
-    assert_eq!(r["code"], "TIMEOUT", "{r}");
-    assert_eq!(r["ok"], false);
-    assert_eq!(r["detail"]["timeout_seconds"], 1);
-    assert!(
-        eventually(5, || live_processes_with("913.2").is_empty()).await,
-        "survivors: {:?}",
-        live_processes_with("913.2")
-    );
-    // timeout_seconds may lower the policy's limit, never raise it.
-    let r = s
-        .call(
-            "run_command",
-            json!({"command": "true", "timeout_seconds": 100000}),
-        )
-        .await;
-    assert_eq!(r["detail"]["timeout_seconds"], 10);
-    // The server answers the next call.
-    assert_eq!(s.run("echo alive").await["detail"]["stdout"], "alive\n");
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn a_double_forked_escapee_dies_with_its_call() {
-    let sb = Sandbox::new("");
-    let s = sb.session().await;
-    // The grandchild leaves the group and the session; it would write a marker later.
-    let script = "(setsid sh -c 'sleep 2; touch escaped-marker' &) ; echo started";
-    let r = s
-        .call("run_command", json!({"command": ["sh", "-c", script]}))
-        .await;
-    assert_eq!(r["code"], "OK", "{r}");
-    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
-    assert!(
-        !sb.jail.join("escaped-marker").exists(),
-        "an escaped grandchild outlived its call"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn output_flood_is_cut_and_the_tree_killed() {
-    let sb = Sandbox::new("");
-    let s = sb.session().await;
-    let r = s.run("yes flood-me-now").await;
-    assert_eq!(r["code"], "OUTPUT_TRUNCATED", "{r}");
-    assert_eq!(r["ok"], true);
-    assert_eq!(r["detail"]["stdout_truncated"], true);
-    let out = r["detail"]["stdout"].as_str().unwrap();
-    assert!(out.len() < 4096 + 200, "{}", out.len());
-    assert!(out.contains("[output truncated at 4096 bytes"));
-    assert!(eventually(5, || live_processes_with("flood-me-now").is_empty()).await);
-    // A bounded output above the cap is truncated too, with the command's real exit code.
-    std::fs::write(sb.jail.join("big.txt"), "line\n".repeat(2000)).unwrap();
-    let r = s.run("cat big.txt").await;
-    assert_eq!(r["code"], "OUTPUT_TRUNCATED");
-    assert_eq!(r["detail"]["stdout_bytes"], 10000);
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn operation_failed_when_an_allowed_program_is_missing() {
     let sb = Sandbox::new("");
@@ -531,37 +431,6 @@ async fn explain_never_executes() {
             .contains(&json!("echo"))
     );
     assert_eq!(d["detail"]["limits"]["max_output_bytes"], 4096);
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn secrets_are_redacted_in_output_and_in_the_audit_trail() {
-    let sb = Sandbox::new("");
-    std::fs::write(
-        sb.jail.join("creds"),
-        "token ghp_0123456789abcdefghijklmnopqrstuvwxyz\n",
-    )
-    .unwrap();
-    let s = sb.session().await;
-    let r = s.run("cat creds").await;
-    let out = r["detail"]["stdout"].as_str().unwrap();
-    assert!(!out.contains("ghp_0123456789"), "{out}");
-    assert!(out.contains("[REDACTED:github_pat]"));
-    let r = s.run("echo DB_PASSWORD=hunter2hunter2").await;
-    assert!(
-        r["detail"]["stdout"]
-            .as_str()
-            .unwrap()
-            .contains("[REDACTED:generic_secret_assignment]")
-    );
-    let trail = std::fs::read_to_string(&sb.audit).unwrap();
-    assert!(
-        !trail.contains("hunter2hunter2"),
-        "the audited command must be redacted"
-    );
-    assert!(
-        !trail.contains("ghp_0123"),
-        "output never reaches the audit trail"
-    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -684,114 +553,6 @@ async fn futures_join_all<F: std::future::Future>(
     out
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_cancelled_call_kills_its_whole_tree() {
-    use rmcp::model::CallToolRequestParams;
-    let sb = Sandbox::new("");
-    let s = sb.session().await;
-    let script = "sleep 917.5 & setsid sleep 917.6 & sleep 917.7";
-    let serde_json::Value::Object(args) = json!({"command": ["sh", "-c", script]}) else {
-        unreachable!()
-    };
-    // Dropping the request future makes the client send notifications/cancelled.
-    let mut call = Box::pin(
-        s.client
-            .call_tool(CallToolRequestParams::new("run_command").with_arguments(args)),
-    );
-    tokio::select! {
-        r = &mut call => panic!("the call should still be running: {r:?}"),
-        // Both the `sh` (whose command line holds the script) and the setsid sleep.
-        started = eventually(5, || live_processes_with("917.6").len() >= 2) => {
-            assert!(started, "the command never started");
-        }
-    }
-    drop(call);
-    assert!(
-        eventually(5, || live_processes_with("917.").is_empty()).await,
-        "survivors after cancellation: {:?}",
-        live_processes_with("917.")
-    );
-    assert_eq!(s.run("echo alive").await["detail"]["stdout"], "alive\n");
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn a_secret_straddling_the_cap_or_a_read_boundary_never_leaks_in_part() {
-    let token = "ghp_0123456789abcdefghijklmnopqrstuvwxyz";
-    let fragment = "ghp_0123";
-    let sb = Sandbox::new(""); // max_output_bytes = 4096
-    // Straddles the cap: the whole token is read, redacted, then the cap cuts the marker.
-    std::fs::write(
-        sb.jail.join("cap.txt"),
-        format!("{}{token}\nend\n", "x".repeat(4090)),
-    )
-    .unwrap();
-    // Straddles the capture limit (cap + 16 KiB) of a flood: what was read of it is never shown.
-    std::fs::write(
-        sb.jail.join("flood.txt"),
-        format!(
-            "{}{token}{}",
-            "y".repeat(4096 + 16384 - 12),
-            "z".repeat(100_000)
-        ),
-    )
-    .unwrap();
-    let s = sb.session().await;
-    for file in ["cap.txt", "flood.txt"] {
-        let r = s.run(&format!("cat {file}")).await;
-        assert_eq!(r["code"], "OUTPUT_TRUNCATED", "{file}: {r}");
-        let out = r["detail"]["stdout"].as_str().unwrap();
-        assert!(
-            !out.contains(fragment) && !out.contains("0123456789abcdef"),
-            "{file} leaked part of the token"
-        );
-    }
-
-    // A token across the executor's 64 KiB read-chunk boundary is redacted whole.
-    let big = Sandbox::with(
-        DEFAULT_ALLOW,
-        "timeout_seconds = 10\nmax_output_bytes = 200000",
-        "closed",
-        "",
-    );
-    std::fs::write(
-        big.jail.join("chunk.txt"),
-        format!("{} {token}\n", "w".repeat(65536 - 11)),
-    )
-    .unwrap();
-    let s = big.session().await;
-    let r = s.run("cat chunk.txt").await;
-    assert_eq!(r["code"], "OK", "{r}");
-    let out = r["detail"]["stdout"].as_str().unwrap();
-    assert!(
-        !out.contains(fragment) && out.ends_with("[REDACTED:github_pat]\n"),
-        "{}",
-        &out[out.len() - 60..]
-    );
-}
-
-/// A refused or explained command echoes its arguments in `reason` and `detail`; a secret
-/// among them comes back redacted there too, as it is in the trail.
-#[tokio::test(flavor = "multi_thread")]
-async fn refusals_and_explanations_redact_the_arguments_they_echo() {
-    let sb = Sandbox::new("");
-    let s = sb.session().await;
-    let token = "ghp_0123456789abcdefghijklmnopqrstuvwxyz";
-    for (tool, command) in [
-        ("run_command", format!("cat /etc/{token}")),
-        ("explain_command", format!("cat /etc/{token}")),
-        ("run_command", format!("frobnicate --token {token}")),
-        ("explain_command", format!("echo {token}")),
-    ] {
-        let result = s.raw_call(tool, json!({ "command": command })).await;
-        let envelope = super::support::envelope_of(&result);
-        let text = envelope.to_string();
-        assert!(!text.contains("ghp_0123456789"), "{tool} {command}: {text}");
-        assert!(text.contains("[REDACTED:github_pat]"), "{tool}: {text}");
-    }
-    let trail = std::fs::read_to_string(&sb.audit).unwrap();
-    assert!(!trail.contains("ghp_0123456789"), "{trail}");
-}
-
 /// The harmless device files may be named as paths (`/dev/null` as an empty side of a
 /// diff, `/dev/urandom` for random bytes); any other device, or a path through one, may not.
 #[tokio::test(flavor = "multi_thread")]
@@ -874,72 +635,4 @@ async fn git_shows_real_diffs() {
     }
     assert!(!repo.join("planted-marker").exists());
     assert!(!sb.jail.join("planted-marker").exists());
-}
-
-/// The redaction classes of the round-2 review, end to end: what a command prints or is
-/// given comes back without the secret, and what is not a secret comes back whole.
-#[tokio::test(flavor = "multi_thread")]
-async fn redaction_classes_hold_over_a_session() {
-    let sb = Sandbox::with(
-        &format!("{DEFAULT_ALLOW}, \"tail\", \"printf\""),
-        "timeout_seconds = 10\nmax_output_bytes = 65536",
-        "closed",
-        "",
-    );
-    let key = std::process::Command::new("openssl")
-        .args([
-            "genpkey",
-            "-algorithm",
-            "RSA",
-            "-pkeyopt",
-            "rsa_keygen_bits:1024",
-        ])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8(o.stdout).unwrap());
-    let token = "ghp_0123456789abcdefghijklmnopqrstuvwxyz";
-    std::fs::write(
-        sb.jail.join("colored.txt"),
-        format!("token: \u{1b}[32m{token}\u{1b}[0m\nPWD=/srv/app\nSet-Cookie: session=9f8e7d6c5b4a39281706f5e4d3c2b1a0; Path=/; HttpOnly\n"),
-    )
-    .unwrap();
-    let s = sb.session().await;
-    let r = s.run("cat colored.txt").await;
-    let out = r["detail"]["stdout"].as_str().unwrap();
-    assert!(!out.contains("ghp_0123456789"), "{out}");
-    assert!(
-        out.contains("PWD=/srv/app"),
-        "a directory is not a password: {out}"
-    );
-    assert!(
-        out.contains("Path=/; HttpOnly"),
-        "cookie attributes stay: {out}"
-    );
-    assert!(!out.contains("9f8e7d6c5b4a39281706f5e4d3c2b1a0"), "{out}");
-    // A secret as the word after --password: redacted in the echo and in the trail.
-    let r = s.run("echo --password hunter2-Xq9-correct").await;
-    assert!(!r.to_string().contains("hunter2-Xq9-correct"), "{r}");
-    assert!(
-        !std::fs::read_to_string(&sb.audit)
-            .unwrap()
-            .contains("hunter2-Xq9-correct")
-    );
-    // URL-encoded basic-auth credentials.
-    let r = s
-        .run("echo https://deploy:p%40ssw0rd%21Secret@git.example.com/repo")
-        .await;
-    assert!(!r.to_string().contains("p%40ssw0rd"), "{r}");
-    match key {
-        Some(key) => {
-            std::fs::write(sb.jail.join("key.pem"), &key).unwrap();
-            let body = key.lines().nth(2).unwrap().to_owned();
-            // The BEGIN line dropped: the body is still a key.
-            let r = s.run("tail -n +2 key.pem").await;
-            let out = r["detail"]["stdout"].as_str().unwrap();
-            assert!(!out.contains(&body[..24]), "{out}");
-            assert!(out.contains("[REDACTED:"), "{out}");
-        }
-        None => super::support::skip("skipping the key-body case: openssl is not installed here"),
-    }
 }

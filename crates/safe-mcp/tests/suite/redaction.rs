@@ -1,0 +1,184 @@
+//! Redaction over a real MCP session: secrets leave neither the result nor the trail, not
+//! in part at the cap or a read boundary, not in a refusal that echoes them, and every
+//! class of round-2 finding holds through a process session.
+
+use serde_json::json;
+
+use super::support::{DEFAULT_ALLOW, Sandbox};
+
+#[tokio::test(flavor = "multi_thread")]
+async fn secrets_are_redacted_in_output_and_in_the_audit_trail() {
+    let sb = Sandbox::new("");
+    std::fs::write(
+        sb.jail.join("creds"),
+        "token ghp_0123456789abcdefghijklmnopqrstuvwxyz\n",
+    )
+    .unwrap();
+    let s = sb.session().await;
+    let r = s.run("cat creds").await;
+    let out = r["detail"]["stdout"].as_str().unwrap();
+    assert!(!out.contains("ghp_0123456789"), "{out}");
+    assert!(out.contains("[REDACTED:github_pat]"));
+    let r = s.run("echo DB_PASSWORD=hunter2hunter2").await;
+    assert!(
+        r["detail"]["stdout"]
+            .as_str()
+            .unwrap()
+            .contains("[REDACTED:generic_secret_assignment]")
+    );
+    let trail = std::fs::read_to_string(&sb.audit).unwrap();
+    assert!(
+        !trail.contains("hunter2hunter2"),
+        "the audited command must be redacted"
+    );
+    assert!(
+        !trail.contains("ghp_0123"),
+        "output never reaches the audit trail"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_secret_straddling_the_cap_or_a_read_boundary_never_leaks_in_part() {
+    let token = "ghp_0123456789abcdefghijklmnopqrstuvwxyz";
+    let fragment = "ghp_0123";
+    let sb = Sandbox::new(""); // max_output_bytes = 4096
+    // Straddles the cap: the whole token is read, redacted, then the cap cuts the marker.
+    std::fs::write(
+        sb.jail.join("cap.txt"),
+        format!("{}{token}\nend\n", "x".repeat(4090)),
+    )
+    .unwrap();
+    // Straddles the capture limit (cap + 16 KiB) of a flood: what was read of it is never shown.
+    std::fs::write(
+        sb.jail.join("flood.txt"),
+        format!(
+            "{}{token}{}",
+            "y".repeat(4096 + 16384 - 12),
+            "z".repeat(100_000)
+        ),
+    )
+    .unwrap();
+    let s = sb.session().await;
+    for file in ["cap.txt", "flood.txt"] {
+        let r = s.run(&format!("cat {file}")).await;
+        assert_eq!(r["code"], "OUTPUT_TRUNCATED", "{file}: {r}");
+        let out = r["detail"]["stdout"].as_str().unwrap();
+        assert!(
+            !out.contains(fragment) && !out.contains("0123456789abcdef"),
+            "{file} leaked part of the token"
+        );
+    }
+
+    // A token across the executor's 64 KiB read-chunk boundary is redacted whole.
+    let big = Sandbox::with(
+        DEFAULT_ALLOW,
+        "timeout_seconds = 10\nmax_output_bytes = 200000",
+        "closed",
+        "",
+    );
+    std::fs::write(
+        big.jail.join("chunk.txt"),
+        format!("{} {token}\n", "w".repeat(65536 - 11)),
+    )
+    .unwrap();
+    let s = big.session().await;
+    let r = s.run("cat chunk.txt").await;
+    assert_eq!(r["code"], "OK", "{r}");
+    let out = r["detail"]["stdout"].as_str().unwrap();
+    assert!(
+        !out.contains(fragment) && out.ends_with("[REDACTED:github_pat]\n"),
+        "{}",
+        &out[out.len() - 60..]
+    );
+}
+
+/// A refused or explained command echoes its arguments in `reason` and `detail`; a secret
+/// among them comes back redacted there too, as it is in the trail.
+#[tokio::test(flavor = "multi_thread")]
+async fn refusals_and_explanations_redact_the_arguments_they_echo() {
+    let sb = Sandbox::new("");
+    let s = sb.session().await;
+    let token = "ghp_0123456789abcdefghijklmnopqrstuvwxyz";
+    for (tool, command) in [
+        ("run_command", format!("cat /etc/{token}")),
+        ("explain_command", format!("cat /etc/{token}")),
+        ("run_command", format!("frobnicate --token {token}")),
+        ("explain_command", format!("echo {token}")),
+    ] {
+        let result = s.raw_call(tool, json!({ "command": command })).await;
+        let envelope = super::support::envelope_of(&result);
+        let text = envelope.to_string();
+        assert!(!text.contains("ghp_0123456789"), "{tool} {command}: {text}");
+        assert!(text.contains("[REDACTED:github_pat]"), "{tool}: {text}");
+    }
+    let trail = std::fs::read_to_string(&sb.audit).unwrap();
+    assert!(!trail.contains("ghp_0123456789"), "{trail}");
+}
+
+/// The redaction classes of the round-2 review, end to end: what a command prints or is
+/// given comes back without the secret, and what is not a secret comes back whole.
+#[tokio::test(flavor = "multi_thread")]
+async fn redaction_classes_hold_over_a_session() {
+    let sb = Sandbox::with(
+        &format!("{DEFAULT_ALLOW}, \"tail\", \"printf\""),
+        "timeout_seconds = 10\nmax_output_bytes = 65536",
+        "closed",
+        "",
+    );
+    let key = std::process::Command::new("openssl")
+        .args([
+            "genpkey",
+            "-algorithm",
+            "RSA",
+            "-pkeyopt",
+            "rsa_keygen_bits:1024",
+        ])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8(o.stdout).unwrap());
+    let token = "ghp_0123456789abcdefghijklmnopqrstuvwxyz";
+    std::fs::write(
+        sb.jail.join("colored.txt"),
+        format!("token: \u{1b}[32m{token}\u{1b}[0m\nPWD=/srv/app\nSet-Cookie: session=9f8e7d6c5b4a39281706f5e4d3c2b1a0; Path=/; HttpOnly\n"),
+    )
+    .unwrap();
+    let s = sb.session().await;
+    let r = s.run("cat colored.txt").await;
+    let out = r["detail"]["stdout"].as_str().unwrap();
+    assert!(!out.contains("ghp_0123456789"), "{out}");
+    assert!(
+        out.contains("PWD=/srv/app"),
+        "a directory is not a password: {out}"
+    );
+    assert!(
+        out.contains("Path=/; HttpOnly"),
+        "cookie attributes stay: {out}"
+    );
+    assert!(!out.contains("9f8e7d6c5b4a39281706f5e4d3c2b1a0"), "{out}");
+    // A secret as the word after --password: redacted in the echo and in the trail.
+    let r = s.run("echo --password hunter2-Xq9-correct").await;
+    assert!(!r.to_string().contains("hunter2-Xq9-correct"), "{r}");
+    assert!(
+        !std::fs::read_to_string(&sb.audit)
+            .unwrap()
+            .contains("hunter2-Xq9-correct")
+    );
+    // URL-encoded basic-auth credentials.
+    let r = s
+        .run("echo https://deploy:p%40ssw0rd%21Secret@git.example.com/repo")
+        .await;
+    assert!(!r.to_string().contains("p%40ssw0rd"), "{r}");
+    match key {
+        Some(key) => {
+            std::fs::write(sb.jail.join("key.pem"), &key).unwrap();
+            let body = key.lines().nth(2).unwrap().to_owned();
+            // The BEGIN line dropped: the body is still a key.
+            let r = s.run("tail -n +2 key.pem").await;
+            let out = r["detail"]["stdout"].as_str().unwrap();
+            assert!(!out.contains(&body[..24]), "{out}");
+            assert!(out.contains("[REDACTED:"), "{out}");
+        }
+        None => super::support::skip("skipping the key-body case: openssl is not installed here"),
+    }
+}

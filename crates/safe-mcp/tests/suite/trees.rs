@@ -1,0 +1,137 @@
+//! A command's whole process tree, over a real MCP session: a timeout, a flood or a
+//! cancelled call kills every process of it, the ones that left its group or double-forked
+//! included.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::support::{DEFAULT_ALLOW, Sandbox, eventually, live_processes_with};
+
+/// A stage can leave the process group the tree kill aims at: the first into the server's own
+/// group (`setpgid`, same session), a later one into a session of its own (`setsid`). The
+/// deadline still holds: each stage is also killed through its pidfd before it is reaped.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stage_that_leaves_its_group_still_dies_at_the_deadline() {
+    let sb = Sandbox::with(
+        &format!("{DEFAULT_ALLOW}, \"python3\""),
+        "timeout_seconds = 10",
+        "closed",
+        "",
+    );
+    let s = sb.session().await;
+    let rejoin = "import os, time; os.setpgid(0, os.getpgid(os.getppid())); time.sleep(917.1)";
+    let leave = "import os, time; os.setsid(); time.sleep(917.2)";
+    for args in [
+        json!({"command": ["python3", "-c", rejoin], "timeout_seconds": 1}),
+        json!({"command": format!("echo x | python3 -c '{leave}'"), "timeout_seconds": 1}),
+    ] {
+        let call = s.call("run_command", args);
+        let r = tokio::time::timeout(Duration::from_secs(30), call)
+            .await
+            .expect("the call outlived its deadline by far");
+        assert_eq!(r["code"], "TIMEOUT", "{r}");
+    }
+    assert!(
+        eventually(5, || live_processes_with("917.").is_empty()).await,
+        "survivors: {:?}",
+        live_processes_with("917.")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn timeout_kills_the_whole_group_and_escapees() {
+    let sb = Sandbox::new("");
+    let s = sb.session().await;
+    let script = "sleep 913.25 & sleep 913.25 & setsid sleep 913.26 & sleep 913.27";
+    let r = s
+        .call(
+            "run_command",
+            json!({"command": ["sh", "-c", script], "timeout_seconds": 1}),
+        )
+        .await;
+    assert_eq!(r["code"], "TIMEOUT", "{r}");
+    assert_eq!(r["ok"], false);
+    assert_eq!(r["detail"]["timeout_seconds"], 1);
+    assert!(
+        eventually(5, || live_processes_with("913.2").is_empty()).await,
+        "survivors: {:?}",
+        live_processes_with("913.2")
+    );
+    // timeout_seconds may lower the policy's limit, never raise it.
+    let r = s
+        .call(
+            "run_command",
+            json!({"command": "true", "timeout_seconds": 100000}),
+        )
+        .await;
+    assert_eq!(r["detail"]["timeout_seconds"], 10);
+    // The server answers the next call.
+    assert_eq!(s.run("echo alive").await["detail"]["stdout"], "alive\n");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_double_forked_escapee_dies_with_its_call() {
+    let sb = Sandbox::new("");
+    let s = sb.session().await;
+    // The grandchild leaves the group and the session; it would write a marker later.
+    let script = "(setsid sh -c 'sleep 2; touch escaped-marker' &) ; echo started";
+    let r = s
+        .call("run_command", json!({"command": ["sh", "-c", script]}))
+        .await;
+    assert_eq!(r["code"], "OK", "{r}");
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert!(
+        !sb.jail.join("escaped-marker").exists(),
+        "an escaped grandchild outlived its call"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn output_flood_is_cut_and_the_tree_killed() {
+    let sb = Sandbox::new("");
+    let s = sb.session().await;
+    let r = s.run("yes flood-me-now").await;
+    assert_eq!(r["code"], "OUTPUT_TRUNCATED", "{r}");
+    assert_eq!(r["ok"], true);
+    assert_eq!(r["detail"]["stdout_truncated"], true);
+    let out = r["detail"]["stdout"].as_str().unwrap();
+    assert!(out.len() < 4096 + 200, "{}", out.len());
+    assert!(out.contains("[output truncated at 4096 bytes"));
+    assert!(eventually(5, || live_processes_with("flood-me-now").is_empty()).await);
+    // A bounded output above the cap is truncated too, with the command's real exit code.
+    std::fs::write(sb.jail.join("big.txt"), "line\n".repeat(2000)).unwrap();
+    let r = s.run("cat big.txt").await;
+    assert_eq!(r["code"], "OUTPUT_TRUNCATED");
+    assert_eq!(r["detail"]["stdout_bytes"], 10000);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancelled_call_kills_its_whole_tree() {
+    use rmcp::model::CallToolRequestParams;
+    let sb = Sandbox::new("");
+    let s = sb.session().await;
+    let script = "sleep 917.5 & setsid sleep 917.6 & sleep 917.7";
+    let serde_json::Value::Object(args) = json!({"command": ["sh", "-c", script]}) else {
+        unreachable!()
+    };
+    // Dropping the request future makes the client send notifications/cancelled.
+    let mut call = Box::pin(
+        s.client
+            .call_tool(CallToolRequestParams::new("run_command").with_arguments(args)),
+    );
+    tokio::select! {
+        r = &mut call => panic!("the call should still be running: {r:?}"),
+        // Both the `sh` (whose command line holds the script) and the setsid sleep.
+        started = eventually(5, || live_processes_with("917.6").len() >= 2) => {
+            assert!(started, "the command never started");
+        }
+    }
+    drop(call);
+    assert!(
+        eventually(5, || live_processes_with("917.").is_empty()).await,
+        "survivors after cancellation: {:?}",
+        live_processes_with("917.")
+    );
+    assert_eq!(s.run("echo alive").await["detail"]["stdout"], "alive\n");
+}
