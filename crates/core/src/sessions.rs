@@ -21,6 +21,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use safe_mcp_contract::{InteractiveIo, OutputObserver, OutputStream};
 
 use crate::audit::CallId;
+pub use crate::audit::EndedBy;
 pub use crate::config::Capacity;
 use crate::redact::Redactor;
 
@@ -46,7 +47,7 @@ pub struct Session {
     out: Mutex<[Stream; 2]>,
     buffer_bytes: usize,
     stop: Trigger,
-    stopped_because: Mutex<Option<&'static str>>,
+    stopped_because: Mutex<Option<EndedBy>>,
     last_used: Mutex<Instant>,
     end: Mutex<Option<SessionEnd>>,
 }
@@ -83,8 +84,8 @@ fn line_tail(text: &str) -> &str {
 pub struct SessionEnd {
     /// The exit code, when it exited.
     pub exit_code: Option<i32>,
-    /// `exit`, `stop`, `idle`, `timeout`, `server-exit`, or `failed` (it never started).
-    pub how: &'static str,
+    /// How: on its own, stopped (and why), or it never started.
+    pub how: EndedBy,
     /// Why it never started, for `failed`: the code and reason start_process answers.
     pub failure: Option<(crate::ResultCode, String)>,
 }
@@ -103,7 +104,7 @@ pub struct ReadOut {
     /// The exit code once it exited.
     pub exit_code: Option<i32>,
     /// How it ended, once it did.
-    pub ended: Option<&'static str>,
+    pub ended: Option<EndedBy>,
     /// Whether more output is ready than this read could take.
     pub more: bool,
 }
@@ -164,7 +165,7 @@ impl Session {
 
     /// Asks the executor to kill the tree; `why` becomes how it ended (the first reason
     /// given wins).
-    pub fn stop(&self, why: &'static str) {
+    pub fn stop(&self, why: EndedBy) {
         lock(&self.stopped_because).get_or_insert(why);
         self.stop.fire();
     }
@@ -183,10 +184,10 @@ impl Session {
         failure: Option<(crate::ResultCode, String)>,
     ) -> SessionEnd {
         let how = match (&failure, *lock(&self.stopped_because), timed_out) {
-            (Some(_), _, _) => "failed",
+            (Some(_), _, _) => EndedBy::Failed,
             (None, Some(why), _) => why,
-            (None, None, true) => "timeout",
-            (None, None, false) => "exit",
+            (None, None, true) => EndedBy::Timeout,
+            (None, None, false) => EndedBy::Exit,
         };
         let end = SessionEnd {
             exit_code,

@@ -18,8 +18,8 @@ use crate::fsroot::{EntryInfo, Kind};
 /// Why an entry is not moved.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Skip {
-    /// `protection` or `restraint`.
-    pub layer: &'static str,
+    /// Protection or restraint (`protection`, `restraint` in JSON).
+    pub layer: SkipLayer,
     /// POLICY_DENIED (protection), NEEDS_EXPLICIT_REQUEST (restraint), CONFLICT (occupied).
     pub code: ResultCode,
     /// The rule: `default-deny`, a condition name, or `files.skip[N]`.
@@ -271,7 +271,7 @@ fn name_holds(condition: SkipCondition, name: &str) -> bool {
 /// `.mcp.json`, `.vscode/`, …), with the same reason the terminal gives.
 fn protected_path(rel: &str) -> Option<Skip> {
     safe_mcp_core::protected::default_covering(rel).map(|entry| Skip {
-        layer: "protection",
+        layer: SkipLayer::Protection,
         code: ResultCode::PolicyDenied,
         rule: "protected-path".into(),
         reason: safe_mcp_core::protected::reason(entry),
@@ -386,7 +386,7 @@ impl Rules {
                 .filter(|r| r.layer == SkipLayer::Protection)
                 .find(|r| r.when.iter().any(|&c| name_holds(c, component)))
                 .map(|r| Skip {
-                    layer: "protection",
+                    layer: SkipLayer::Protection,
                     code: ResultCode::PolicyDenied,
                     rule: r.name.clone(),
                     reason: format!("`{component}`: {}", r.reason),
@@ -405,7 +405,7 @@ impl Rules {
             rel.split('/')
                 .find(|component| name_holds(SkipCondition::ToolConfig, component))
                 .map(|component| Skip {
-                    layer: "protection",
+                    layer: SkipLayer::Protection,
                     code: ResultCode::PolicyDenied,
                     rule: "tool-config".into(),
                     reason: format!(
@@ -424,7 +424,7 @@ impl Rules {
                 "a FIFO, socket or device"
             };
             return Some(Skip {
-                layer: "protection",
+                layer: SkipLayer::Protection,
                 code: ResultCode::PolicyDenied,
                 rule: "default-deny".into(),
                 reason: format!(
@@ -449,11 +449,7 @@ impl Rules {
             .filter(|r| r.layer == layer)
             .find(|r| r.when.iter().any(|&c| self.holds(c, e, now_ns)))
             .map(|r| Skip {
-                layer: if layer == SkipLayer::Protection {
-                    "protection"
-                } else {
-                    "restraint"
-                },
+                layer,
                 code: if layer == SkipLayer::Protection {
                     ResultCode::PolicyDenied
                 } else {
@@ -531,7 +527,7 @@ mod tests {
         assert_eq!(
             (skip.layer, skip.rule.as_str(), skip.code),
             (
-                "restraint",
+                SkipLayer::Restraint,
                 "uncategorized",
                 ResultCode::NeedsExplicitRequest
             )

@@ -3,11 +3,11 @@
 //! stdout, and a reader that went away (`safe-mcp doctor | head`) ends the process quietly
 //! with success instead of a panic.
 //!
-//! Owns that one convention, shared by `main.rs` and the subcommands it dispatches to
-//! (`audit_cli`, `demo`). It is a leaf: it must never import `main.rs` or any other file of
-//! this crate (they import it), and it must never decide what may run or exit the process
-//! itself, except [`say_line`] when nobody reads stdout any more; callers return the code it
-//! gives.
+//! Owns that one convention, shared by `main.rs`, `runtime.rs` and the commands `main.rs`
+//! dispatches to (`cli/`: serve, policy, doctor, audit, init, demo). It is a leaf: it must
+//! never import `main.rs` or any other file of this crate (they import it), and it must never
+//! decide what may run or exit the process itself, except [`say_line`] when nobody reads
+//! stdout any more; callers return the code it gives.
 
 use std::process::ExitCode;
 

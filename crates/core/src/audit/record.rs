@@ -136,7 +136,7 @@ pub struct Outcome {
     /// For the start of a process session, written when the session ends: how (`exit`,
     /// `stop`, `idle`, `timeout`, `server-exit`, `failed`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub session_end: Option<&'static str>,
+    pub session_end: Option<EndedBy>,
     /// The file tools: the written file's SHA-256 and size.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub file: Option<Value>,
@@ -288,4 +288,22 @@ mod tests {
         assert_eq!(v["stdout_bytes"], 3);
         assert!(v.get("exit_code").is_none() && v.get("client_id").is_none());
     }
+}
+
+/// How a process session ended, as its start call's outcome record names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EndedBy {
+    /// The process ended on its own.
+    Exit,
+    /// `stop_process`.
+    Stop,
+    /// No read or write for `idle_timeout_seconds`.
+    Idle,
+    /// It ran past `max_seconds`.
+    Timeout,
+    /// The server exited.
+    ServerExit,
+    /// It never started.
+    Failed,
 }

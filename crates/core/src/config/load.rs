@@ -1,13 +1,14 @@
 //! Turning the raw file into a validated [`Policy`]: paths, roots, environment overrides and
 //! the older flat layout.
 //!
-//! Owns every check of what the file says about itself: relative paths resolve against the
+//! Owns every check of what the file says about itself, applying those of `checks.rs`
+//! (single values) and `sections.rs` (one section each): relative paths resolve against the
 //! policy file's directory (an environment value against the cwd), roots must be existing
 //! directories other than `/`, the audit log, the journal and the HMAC key must lie outside
 //! every root, program names are bare, operator regexes compile, every skip rule names its
 //! layer and known conditions. It must never run a command or a policy example (that is
-//! [`crate::load`], above), never import `policy`, `audit`, `jail`, `terminal` or `tools`, and
-//! never guess a path the policy and environment did not give.
+//! [`crate::load`], above), never import a module above config's floor (`policy`, `audit`,
+//! `terminal`, …), and never guess a path the policy and environment did not give.
 
 use std::path::{Path, PathBuf};
 

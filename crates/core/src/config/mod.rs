@@ -4,9 +4,10 @@
 //! missing roots, an audit log inside a root, a bad operator regex, an unlabelled skip rule:
 //! each is a [`ConfigError`], and the binary prints `fatal: <reason>` and exits.
 //!
-//! This is the ground floor of the crate: it imports only the leaves below it
-//! ([`crate::paths`], [`crate::untrusted`], [`crate::egress`], [`crate::env_prefix`],
-//! [`crate::protected`]), never `policy`, `audit`, `jail`, `sessions`, `terminal` or `tools`.
+//! This is floor 1 of the crate (the crate docs list the floors): it imports only floor-0
+//! leaves ([`crate::paths`], [`crate::untrusted`], [`crate::egress`], [`crate::env_prefix`],
+//! [`crate::protected`]), never a module above it (`audit`, `redact`, `policy`, `sessions`,
+//! `load`, `terminal`, …).
 //! The settings types those modules are configured with live here (`settings.rs`) and
 //! are re-exported by them. What needs the modules above, running the policy's own examples
 //! and building the audit options, is in [`crate::load`]. It must never guess a default

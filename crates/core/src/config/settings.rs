@@ -1,6 +1,7 @@
 //! Settings types other modules are configured with (sessions, shipping, approvals, the
-//! file tools) and the reports of what profiles and the project file added. They live here, on the ground floor, so that `config` names them without
-//! importing the modules that use them; each of those modules re-exports its own.
+//! file tools) and the reports of what profiles and the project file added. They live here,
+//! on config's floor (floor 1, below the modules that use them), so that `config` names them
+//! without importing those modules; each of them re-exports its own.
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -1,7 +1,9 @@
 //! The public policy types: what a loaded, validated policy is.
 //!
 //! Owns the shapes both servers are configured with. It must never validate or read
-//! anything (that is `load.rs`), and imports only the settings types beside it.
+//! anything (that is `load.rs`, with `checks.rs` and `sections.rs`), and imports only the
+//! settings types beside it and the floor-0 leaves whose types it holds (`egress` and
+//! `protected`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -553,7 +555,7 @@ impl std::str::FromStr for SkipCondition {
 }
 
 /// The two skip layers of the files server.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SkipLayer {
     /// Every tool, no override.

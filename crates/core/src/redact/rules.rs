@@ -7,8 +7,10 @@
 //! group `secret` marks the part to hide; without one the whole match is hidden. Values that
 //! a regex cannot tell from placeholders are dropped by [`super::is_placeholder`].
 //!
-//! Each kind has positive and negative cases in `crates/core/tests/redaction_cases.rs`, and
-//! the classes a held-out corpus found have theirs in `crates/core/tests/redaction_classes.rs`.
+//! Each kind has positive and negative cases in `crates/core/testdata/redaction_cases.rs`
+//! (and the files it includes), run by `crates/core/tests/redaction.rs`; the classes a
+//! held-out corpus found have theirs in `crates/core/testdata/redaction_class_cases.rs`, run
+//! by `crates/core/tests/redaction_classes.rs`.
 //! Finders that are not one regex (headless and base64-encoded PEM keys) live in `pem.rs`.
 
 /// (kind, keywords, regex).

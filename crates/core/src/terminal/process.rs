@@ -20,7 +20,7 @@ use super::result::exec_failure;
 use super::service::{MAX_STDIN_BYTES, RunRequest, TerminalService};
 use crate::audit::{Attempt, Caller, Outcome};
 use crate::envelope::{OperationResult, ResultCode};
-use crate::sessions::{Capacity, CreateError, ReadOut, Session};
+use crate::sessions::{Capacity, CreateError, EndedBy, ReadOut, Session};
 use safe_mcp_contract::{Executor, Interactive, Observer};
 
 /// The tool names.
@@ -292,7 +292,7 @@ impl TerminalService {
     }
 
     /// Stops every running session, saying why (the server is exiting).
-    pub fn stop_all(&self, why: &'static str) -> Vec<Arc<Session>> {
+    pub fn stop_all(&self, why: EndedBy) -> Vec<Arc<Session>> {
         let running = self.sessions.all_running();
         for s in &running {
             s.stop(why);
@@ -365,14 +365,14 @@ fn read_result(tool: &'static str, out: &ReadOut) -> OperationResult {
 }
 
 /// How a session ended, in words.
-fn ended_reason(how: &str, exit_code: Option<i32>) -> String {
+fn ended_reason(how: EndedBy, exit_code: Option<i32>) -> String {
     let status = exit_code.map_or_else(|| "killed".to_owned(), |c| format!("exit code {c}"));
     match how {
-        "exit" => format!("the process ended ({status})"),
-        "stop" => format!("stopped by stop_process; its whole tree was killed ({status})"),
-        "idle" => "stopped: no read or write for [terminal.sessions] idle_timeout_seconds; its whole tree was killed".to_owned(),
-        "timeout" => "stopped: it ran past its timeout ([terminal.sessions] max_seconds); its whole tree was killed".to_owned(),
-        "server-exit" => "stopped: the server exited; its whole tree was killed".to_owned(),
-        other => format!("ended ({other})"),
+        EndedBy::Exit => format!("the process ended ({status})"),
+        EndedBy::Stop => format!("stopped by stop_process; its whole tree was killed ({status})"),
+        EndedBy::Idle => "stopped: no read or write for [terminal.sessions] idle_timeout_seconds; its whole tree was killed".to_owned(),
+        EndedBy::Timeout => "stopped: it ran past its timeout ([terminal.sessions] max_seconds); its whole tree was killed".to_owned(),
+        EndedBy::ServerExit => "stopped: the server exited; its whole tree was killed".to_owned(),
+        EndedBy::Failed => "ended (failed)".to_owned(),
     }
 }

@@ -89,8 +89,12 @@ pub struct FilesService {
     gate: Gate,
     /// Numbers plans (their ids and their age).
     counter: AtomicU64,
-    /// The caller of each acting call in flight, for its outcome record.
-    callers: Mutex<HashMap<String, Caller>>,
+}
+
+/// An acting call under way: its id and its caller, carried to its outcome record.
+struct Acting {
+    call: CallId,
+    caller: Caller,
 }
 
 impl std::fmt::Debug for FilesService {
@@ -147,7 +151,6 @@ impl FilesService {
             max_moves: files.max_plan_moves,
             journal: Mutex::new(journal),
             plans: Mutex::new(HashMap::new()),
-            callers: Mutex::new(HashMap::new()),
             gate: Gate::new(AuditLog::open(log, policy.audit_options()), Server::Files),
             counter: AtomicU64::new(0),
         };
@@ -185,28 +188,18 @@ impl FilesService {
     }
 
     /// Starts an acting call: names it and describes it for the trail.
-    fn attempt(&self, tool: &'static str, args: Value, caller: &Caller) -> (CallId, Attempt) {
+    fn attempt(&self, tool: &'static str, args: Value, caller: &Caller) -> (Acting, Attempt) {
         let call = self.gate.begin();
         let attempt = Attempt {
             args: Some(args.clone()),
             caller: caller.clone(),
             ..Attempt::new(&call, tool, format!("{tool} {args}"))
         };
-        if caller.sub.is_some()
-            && let Ok(mut callers) = self.callers.lock()
-        {
-            callers.insert(call.to_string(), caller.clone());
-        }
-        (call, attempt)
-    }
-
-    /// The caller of `call`, once: its outcome is being written.
-    fn caller_of(&self, call: &CallId) -> Caller {
-        self.callers
-            .lock()
-            .ok()
-            .and_then(|mut c| c.remove(call.as_str()))
-            .unwrap_or_default()
+        let acting = Acting {
+            call,
+            caller: caller.clone(),
+        };
+        (acting, attempt)
     }
 
     /// Records `result` as a refusal of a call that never acted, and returns it.
@@ -217,7 +210,6 @@ impl FilesService {
         result: OperationResult,
     ) -> OperationResult {
         let result = result.with_duration(started.elapsed());
-        self.caller_of(&attempt.call);
         self.gate.record(attempt, &result);
         result
     }
@@ -231,8 +223,7 @@ impl FilesService {
         result: OperationResult,
         caller: &Caller,
     ) -> OperationResult {
-        let (call, attempt) = self.attempt(tool, args, caller);
-        self.caller_of(&call);
+        let (_, attempt) = self.attempt(tool, args, caller);
         self.gate.record(attempt, &result);
         result
     }
@@ -240,27 +231,31 @@ impl FilesService {
     /// Writes the attempt; `Err` is the AUDIT_UNAVAILABLE result (already recorded as far
     /// as the trail allows) when nothing may change.
     fn admit(&self, started: Instant, attempt: &Attempt) -> Result<(), OperationResult> {
-        self.gate
-            .admit(attempt)
-            .map_err(|refused| self.finish(&attempt.call, started, refused.result(attempt.tool)))
+        self.gate.admit(attempt).map_err(|refused| {
+            let acting = Acting {
+                call: attempt.call.clone(),
+                caller: attempt.caller.clone(),
+            };
+            self.finish(&acting, started, refused.result(attempt.tool))
+        })
     }
 
     /// Records how an admitted call ended, and returns its result.
-    fn finish(&self, call: &CallId, started: Instant, result: OperationResult) -> OperationResult {
+    fn finish(&self, call: &Acting, started: Instant, result: OperationResult) -> OperationResult {
         self.finish_cancelled(call, started, result, false)
     }
 
     /// [`Self::finish`], saying in the outcome whether the client cancelled the call.
     fn finish_cancelled(
         &self,
-        call: &CallId,
+        call: &Acting,
         started: Instant,
         result: OperationResult,
         cancelled: bool,
     ) -> OperationResult {
         let result = result.with_duration(started.elapsed());
-        let mut outcome = Outcome::of(call, &result);
-        outcome.caller = self.caller_of(call);
+        let mut outcome = Outcome::of(&call.call, &result);
+        outcome.caller = call.caller.clone();
         outcome.reason = Some(result.reason.clone());
         outcome.cancelled = cancelled;
         self.gate.finish(&outcome);

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use safe_mcp_core::audit::Caller;
+use safe_mcp_core::config::SkipLayer;
 
 use super::{FilesService, MAX_PLANS, PlannedMove, StoredPlan, fs_error, now_ns};
 use crate::fsroot::{EntryInfo, Kind};
@@ -42,7 +43,7 @@ impl FilesService {
         }
         let Some(category) = self.rules.category(&e.name) else {
             return Err(Skip {
-                layer: "restraint",
+                layer: SkipLayer::Restraint,
                 code: ResultCode::NeedsExplicitRequest,
                 rule: "uncategorized".into(),
                 reason: "no category matches this file's extension".into(),
@@ -52,13 +53,13 @@ impl FilesService {
         match self.ws.stat(&dst) {
             Ok(None) => Ok(dst),
             Ok(Some(_)) => Err(Skip {
-                layer: "protection",
+                layer: SkipLayer::Protection,
                 code: ResultCode::Conflict,
                 rule: "occupied-target".into(),
                 reason: format!("{dst} already exists and is never overwritten"),
             }),
             Err(e) => Err(Skip {
-                layer: "protection",
+                layer: SkipLayer::Protection,
                 code: ResultCode::PathEscape,
                 rule: "escape".into(),
                 reason: e.to_string(),
@@ -102,7 +103,7 @@ impl FilesService {
                     }
                 } else {
                     let skip = self.rules.protection(e, now).unwrap_or(Skip {
-                        layer: "restraint",
+                        layer: SkipLayer::Restraint,
                         code: ResultCode::NeedsExplicitRequest,
                         rule: "top-level-only".into(),
                         reason: "plan_organize tidies only the top level of the workspace".into(),

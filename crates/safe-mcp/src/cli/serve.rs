@@ -90,7 +90,7 @@ pub(crate) fn serve_terminal(config: Option<&Path>, http: Option<&str>) -> ExitC
         Arc::new(move |r| service.record_event("http", r, false))
     };
     let end = async move {
-        let _ = service.stop_all("server-exit");
+        let _ = service.stop_all(safe_mcp_core::sessions::EndedBy::ServerExit);
         let tasks: Vec<_> = runs
             .lock()
             .map(|mut r| r.drain(..).collect())

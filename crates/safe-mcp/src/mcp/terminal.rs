@@ -275,7 +275,7 @@ impl TerminalServer {
             while watched.running() {
                 tokio::time::sleep(Duration::from_secs(1)).await;
                 if watched.idle_for() >= idle {
-                    watched.stop("idle");
+                    watched.stop(safe_mcp_core::sessions::EndedBy::Idle);
                     break;
                 }
             }
@@ -393,7 +393,7 @@ impl TerminalServer {
             Ok(s) => s,
             Err(r) => return to_result(r),
         };
-        session.stop("stop");
+        session.stop(safe_mcp_core::sessions::EndedBy::Stop);
         until(Duration::from_secs(5), || !session.running()).await;
         to_result(self.service.stopped_result(&session, &caller))
     }
