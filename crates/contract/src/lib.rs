@@ -7,7 +7,9 @@
 //! on this small one and not on the policy parser, regexes and HMAC of the core (as
 //! Firecracker's jailer and Codex's linux-sandbox keep theirs).
 //!
-//! This crate holds data and one trait, no decisions.
+//! This crate holds data and the traits across that boundary ([`Executor`], and the
+//! callbacks a plan carries: [`EgressGate`], [`InteractiveIo`], [`OutputObserver`]), no
+//! decisions.
 //!
 //! ```
 //! use safe_mcp_contract::{ExecStage, Sequence};

@@ -81,3 +81,21 @@ pub(crate) fn errno() -> c_int {
     // whose errno it may overwrite: the parent reads errno only right after its own calls).
     unsafe { *slot }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Step;
+
+    #[test]
+    fn every_step_survives_the_round_trip_through_its_raw_code() {
+        // A step the child reports as `step << 16 | errno` must read back as itself, or the
+        // message names the wrong step.
+        for raw in 1..=13 {
+            let step = Step::from_raw(raw).unwrap_or_else(|| panic!("no step {raw}"));
+            assert_eq!(step as i32, raw);
+            assert!(!step.as_str().is_empty());
+        }
+        assert_eq!(Step::from_raw(0), None);
+        assert_eq!(Step::from_raw(14), None);
+    }
+}

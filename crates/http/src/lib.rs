@@ -1,7 +1,7 @@
 //! Serving MCP over Streamable HTTP (DESIGN §11, `--http ADDR`): one server process, many
 //! client sessions, each with its own tool server (its own process-session handles).
 //!
-//! rmcp's `StreamableHttpService` does the protocol; this module decides who may reach it:
+//! rmcp's `StreamableHttpService` does the protocol; this crate decides who may reach it:
 //! - `--http 127.0.0.1:PORT` (or `[::1]`) on loopback, or `--http unix:PATH`, a socket of
 //!   mode 0600 that only the server's user (and root) can connect to;
 //! - any other address only with `[http.auth] mode = "oauth"` ([`oauth`]): a server

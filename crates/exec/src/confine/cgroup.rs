@@ -32,14 +32,19 @@ impl PidsCgroup {
         if let Ok(entries) = std::fs::read_dir(Self::ROOT) {
             for entry in entries.flatten() {
                 let name = entry.file_name().to_string_lossy().into_owned();
-                if let Some(pid) = name.strip_prefix("safe-mcp-")
+                let pid = name.strip_prefix("safe-mcp-").map(|rest| rest.split('-').next());
+                if let Some(Some(pid)) = pid
                     && !Path::new("/proc").join(pid).exists()
                 {
                     let _ = std::fs::remove_dir(entry.path());
                 }
             }
         }
-        let dir = Path::new(Self::ROOT).join(format!("safe-mcp-{}", std::process::id()));
+        // One group per executor, even when a process makes several (a test binary does):
+        // one executor's drop must not take away the group another's commands join.
+        static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = Path::new(Self::ROOT).join(format!("safe-mcp-{}-{n}", std::process::id()));
         if let Err(e) = std::fs::create_dir(&dir)
             && e.kind() != std::io::ErrorKind::AlreadyExists
         {

@@ -470,3 +470,46 @@ impl CallConfinement {
         self.tmp.path()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use safe_mcp_contract::ProcessLimits;
+
+    use super::rlimits;
+
+    #[test]
+    fn rlimits_bound_each_resource_and_never_ask_above_the_servers_hard_limit() {
+        let limits = ProcessLimits {
+            cpu_seconds: 7,
+            memory_bytes: u64::MAX,
+            file_size_bytes: 1 << 20,
+            open_files: 64,
+            processes: 32,
+        };
+        let set = rlimits(&limits);
+        let value = |resource| {
+            set.iter()
+                .find(|(r, _)| *r == resource)
+                .map(|(_, l)| (l.rlim_cur, l.rlim_max))
+                .unwrap()
+        };
+        for (resource, wanted) in [
+            (libc::RLIMIT_CPU, 7),
+            (libc::RLIMIT_FSIZE, 1 << 20),
+            (libc::RLIMIT_NOFILE, 64),
+            (libc::RLIMIT_CORE, 0),
+            (libc::RLIMIT_MSGQUEUE, 0),
+        ] {
+            let mut own = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            // SAFETY: getrlimit writes only `own`.
+            unsafe { libc::getrlimit(resource, &mut own) };
+            let expected = wanted.min(own.rlim_max);
+            assert_eq!(value(resource), (expected, expected), "resource {resource}");
+        }
+        // Soft and hard alike: a command cannot raise its own soft limit back.
+        assert!(set.iter().all(|(_, l)| l.rlim_cur == l.rlim_max));
+    }
+}

@@ -274,3 +274,63 @@ pub(super) fn egress_tier(spec: &ConfinementSpec, view: bool) -> Result<Tier, St
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use safe_mcp_contract::{ConfinementSpec, NamespaceMode, ProcessLimits, SandboxMode};
+
+    use super::{egress_tier, planned_report};
+    use crate::egress::Tier;
+
+    fn spec(mode: SandboxMode, namespaces: NamespaceMode) -> ConfinementSpec {
+        ConfinementSpec {
+            jail_root: PathBuf::from("/nonexistent-jail"),
+            mode,
+            network: false,
+            egress: true,
+            unix_sockets: false,
+            read_paths: Vec::new(),
+            write_paths: Vec::new(),
+            read_only_files: Vec::new(),
+            pinned_dirs: Vec::new(),
+            exec_in_jail: false,
+            namespaces,
+            home: None,
+            limits: ProcessLimits {
+                cpu_seconds: 1,
+                memory_bytes: 1 << 30,
+                file_size_bytes: 1 << 20,
+                open_files: 64,
+                processes: 16,
+            },
+        }
+    }
+
+    #[test]
+    fn egress_needs_a_sandbox_and_prefers_the_namespace_tier() {
+        let on = spec(SandboxMode::Enforce, NamespaceMode::Auto);
+        assert!(matches!(egress_tier(&on, true), Ok(Tier::Namespace)));
+        let off = spec(SandboxMode::Off, NamespaceMode::Auto);
+        let e = egress_tier(&off, true).unwrap_err();
+        assert!(e.contains("sandbox mode is off"), "{e}");
+        // Without a view: Landlock's TCP rules where the kernel has them, else nothing.
+        match egress_tier(&on, false) {
+            Ok(tier) => assert!(matches!(tier, Tier::Landlock)),
+            Err(e) => assert!(e.contains("no TCP rules"), "{e}"),
+        }
+    }
+
+    #[test]
+    fn a_planned_report_builds_nothing_and_says_what_off_drops() {
+        let off = planned_report(&spec(SandboxMode::Off, NamespaceMode::Auto));
+        assert_eq!(off.landlock.enforced, "off");
+        assert_eq!(off.view.view, "host");
+        let report = planned_report(&spec(SandboxMode::Enforce, NamespaceMode::Off));
+        assert_eq!(report.view.view, "host");
+        assert!(report.seccomp.enabled);
+        // Nothing was made for it: the jail named does not exist and was not created.
+        assert!(!std::path::Path::new("/nonexistent-jail").exists());
+    }
+}

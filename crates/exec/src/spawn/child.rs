@@ -455,3 +455,19 @@ pub(super) unsafe fn run_command(p: &Prepared) -> Result<std::convert::Infallibl
     unsafe { libc::execve(p.program, p.argv, p.envp) };
     Err(fail(Step::Exec))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::failure_code;
+    use crate::step::Step;
+
+    #[test]
+    fn a_failure_code_holds_the_step_and_the_errno() {
+        let code = failure_code(Step::Sandbox, libc::EPERM);
+        assert_eq!(Step::from_raw(code >> 16), Some(Step::Sandbox));
+        assert_eq!(code & 0xffff, libc::EPERM);
+        // An errno never spills into the step.
+        let code = failure_code(Step::Gate, 0x1_0005);
+        assert_eq!(Step::from_raw(code >> 16), Some(Step::Gate));
+    }
+}

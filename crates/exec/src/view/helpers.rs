@@ -107,3 +107,37 @@ pub(super) fn make_mount_point(root: &Path, at: &Path, dir: bool) -> Result<(), 
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::{cstring, synthetic_etc, under};
+
+    #[test]
+    fn a_host_path_lands_under_the_views_root() {
+        assert_eq!(
+            under(Path::new("/run/view"), Path::new("/usr/lib")),
+            Path::new("/run/view/usr/lib")
+        );
+        assert_eq!(under(Path::new("/v"), Path::new("/")), Path::new("/v"));
+        assert!(cstring(Path::new("/a\0b")).is_err());
+    }
+
+    #[test]
+    fn the_synthetic_etc_names_only_root_nobody_and_the_server() {
+        let files = synthetic_etc(1000, 1000);
+        let file = |name: &str| files.iter().find(|(n, _)| *n == name).unwrap().1.clone();
+        let passwd = file("passwd");
+        assert_eq!(passwd.lines().count(), 3, "{passwd}");
+        assert!(passwd.contains("safe-mcp:x:1000:1000:"));
+        assert!(passwd.lines().all(|l| l.ends_with("/usr/sbin/nologin")));
+        assert!(file("hosts").starts_with("127.0.0.1\tlocalhost"));
+        // A root server adds no user of its own.
+        assert_eq!(file_of(&synthetic_etc(0, 0), "passwd").lines().count(), 2);
+    }
+
+    fn file_of(files: &[(&'static str, String)], name: &str) -> String {
+        files.iter().find(|(n, _)| *n == name).unwrap().1.clone()
+    }
+}

@@ -3,10 +3,10 @@
 //! Without `url_base`, the server sends `elicitation/create` in form mode: one boolean,
 //! `approve`, and a message naming every stage's argv, the cwd and the confinement; only
 //! `accept` with `approve = true` is a yes. With `url_base`, it opens a one-time page
-//! ([`page`]) and sends a URL-mode elicitation pointing at it; the call then waits for the
-//! answer given *on that page*, so a client that accepts elicitations on its own (or a hook
-//! that answers them) approves nothing. A client that declines or cancels the URL request
-//! refuses the call at once.
+//! ([`safe_mcp_http::page`]) and sends a URL-mode elicitation pointing at it; the call then
+//! waits for the answer given *on that page*, so a client that accepts elicitations on its own
+//! (or a hook that answers them) approves nothing. A client that declines or cancels the URL
+//! request refuses the call at once.
 
 use std::future::Future;
 use std::pin::Pin;

@@ -1,0 +1,273 @@
+//! The executor as a library, with real processes: what a plan the core approved gets from
+//! the kernel, with no server around it. Each test builds a `LocalExecutor` for a fresh jail
+//! under `enforce` (the private view where this user can make it, as a server would), runs
+//! real programs, and checks what they could and could not do.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use safe_mcp_contract::{
+    ConfinementSpec, ExecFailure, ExecOutcome, ExecPlan, ExecStage, Executor, NamespaceMode,
+    ProcessLimits, SandboxMode, Sequence,
+};
+use safe_mcp_exec::LocalExecutor;
+
+fn spec(jail: &Path) -> ConfinementSpec {
+    ConfinementSpec {
+        jail_root: jail.to_path_buf(),
+        mode: SandboxMode::Enforce,
+        network: false,
+        egress: false,
+        unix_sockets: false,
+        read_paths: ["/usr", "/bin", "/lib", "/lib64", "/etc"]
+            .iter()
+            .map(PathBuf::from)
+            .filter(|p| p.exists())
+            .collect(),
+        write_paths: Vec::new(),
+        read_only_files: Vec::new(),
+        pinned_dirs: Vec::new(),
+        exec_in_jail: false,
+        namespaces: NamespaceMode::Auto,
+        home: None,
+        limits: ProcessLimits {
+            cpu_seconds: 30,
+            memory_bytes: 4 << 30,
+            file_size_bytes: 1 << 30,
+            open_files: 1024,
+            processes: 256,
+        },
+    }
+}
+
+/// One stage: `argv[0]` found on the usual PATH.
+fn stage(argv: &[&str]) -> ExecStage {
+    let program = ["/usr/bin", "/bin"]
+        .iter()
+        .map(|d| Path::new(d).join(argv[0]))
+        .find(|p| p.exists())
+        .unwrap_or_else(|| panic!("{} is not installed", argv[0]));
+    ExecStage {
+        program,
+        argv: argv.iter().map(|a| (*a).to_owned()).collect(),
+        env: Vec::new(),
+    }
+}
+
+fn plan(jail: &Path, pipelines: Vec<Vec<ExecStage>>, joins: Vec<Sequence>) -> ExecPlan {
+    ExecPlan {
+        pipelines,
+        joins,
+        cwd: jail.to_path_buf(),
+        env: vec![
+            ("PATH".into(), "/usr/bin:/bin".into()),
+            ("LANG".into(), "C.UTF-8".into()),
+        ],
+        stdin: None,
+        timeout: Duration::from_secs(20),
+        capture_limit: 1 << 20,
+        observer: None,
+        interactive: None,
+        egress: None,
+    }
+}
+
+/// Runs `plan` with a durable attempt (or not) and no cancellation.
+fn run(
+    executor: &LocalExecutor,
+    plan: ExecPlan,
+    durable: bool,
+) -> Result<ExecOutcome, ExecFailure> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(executor.execute(
+        plan,
+        Box::pin(std::future::pending()),
+        Box::pin(async move { durable }),
+    ))
+}
+
+fn jail() -> (tempfile::TempDir, PathBuf, LocalExecutor) {
+    let dir = tempfile::tempdir().unwrap();
+    let jail = dir.path().join("jail");
+    std::fs::create_dir(&jail).unwrap();
+    let jail = jail.canonicalize().unwrap();
+    let executor = LocalExecutor::new(&spec(&jail)).expect("confinement for enforce");
+    (dir, jail, executor)
+}
+
+#[test]
+fn a_stage_runs_and_its_output_and_status_come_back() {
+    let (_dir, jail, executor) = jail();
+    let out = run(
+        &executor,
+        plan(&jail, vec![vec![stage(&["echo", "hi"])]], vec![]),
+        true,
+    )
+    .unwrap();
+    assert_eq!(out.exit_code, Some(0));
+    assert_eq!(out.stdout, b"hi\n");
+    assert_eq!(out.stdout_bytes, 3);
+    assert!(out.stages[0].ran);
+    assert!(!out.timed_out && !out.flooded && !out.cancelled);
+}
+
+#[test]
+fn a_pipeline_is_wired_and_a_failed_and_skips_the_rest() {
+    let (_dir, jail, executor) = jail();
+    let pipe = vec![stage(&["printf", "a\\nb\\n"]), stage(&["wc", "-l"])];
+    let out = run(&executor, plan(&jail, vec![pipe], vec![]), true).unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "2");
+    let list = vec![vec![stage(&["false"])], vec![stage(&["echo", "never"])]];
+    let out = run(&executor, plan(&jail, list, vec![Sequence::And]), true).unwrap();
+    assert_eq!(out.exit_code, Some(1));
+    assert!(out.stdout.is_empty());
+    assert!(!out.stages[1].ran, "{:?}", out.stages);
+}
+
+#[test]
+fn nothing_runs_when_the_attempt_is_not_durable() {
+    let (_dir, jail, executor) = jail();
+    let marker = jail.join("ran");
+    let touch = stage(&["touch", marker.to_str().unwrap()]);
+    let failed = run(
+        &executor,
+        plan(&jail, vec![vec![touch.clone()]], vec![]),
+        false,
+    );
+    assert!(matches!(failed, Err(ExecFailure::NotDurable)), "{failed:?}");
+    assert!(
+        !marker.exists(),
+        "a command ran before its attempt was durable"
+    );
+    // The positive control: the same stage, durable, does run.
+    run(&executor, plan(&jail, vec![vec![touch]], vec![]), true).unwrap();
+    assert!(marker.exists());
+}
+
+#[test]
+fn the_jail_is_writable_and_outside_it_is_not() {
+    let (dir, jail, executor) = jail();
+    let inside = jail.join("inside");
+    let outside = dir.path().join("outside");
+    let out = run(
+        &executor,
+        plan(
+            &jail,
+            vec![vec![stage(&["touch", inside.to_str().unwrap()])]],
+            vec![],
+        ),
+        true,
+    )
+    .unwrap();
+    assert_eq!(
+        out.exit_code,
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(inside.exists());
+    let out = run(
+        &executor,
+        plan(
+            &jail,
+            vec![vec![stage(&["touch", outside.to_str().unwrap()])]],
+            vec![],
+        ),
+        true,
+    )
+    .unwrap();
+    assert_ne!(out.exit_code, Some(0));
+    assert!(!outside.exists(), "a command wrote outside its jail");
+}
+
+#[test]
+fn the_environment_is_the_plans_and_nothing_of_the_servers() {
+    // SAFETY: set before any executor thread of this test runs; no other test reads it.
+    unsafe { std::env::set_var("SAFE_MCP_EXEC_TEST_SERVER_ONLY", "leaked") };
+    let (_dir, jail, executor) = jail();
+    let out = run(
+        &executor,
+        plan(&jail, vec![vec![stage(&["env"])]], vec![]),
+        true,
+    )
+    .unwrap();
+    let env = String::from_utf8_lossy(&out.stdout);
+    assert!(env.contains("PATH=/usr/bin:/bin"), "{env}");
+    assert!(
+        env.contains("TMPDIR="),
+        "each call gets its own TMPDIR: {env}"
+    );
+    assert!(!env.contains("SAFE_MCP_EXEC_TEST_SERVER_ONLY"), "{env}");
+}
+
+#[test]
+fn a_namespace_cannot_be_made_by_a_command() {
+    let (_dir, jail, executor) = jail();
+    let out = run(
+        &executor,
+        plan(
+            &jail,
+            vec![vec![stage(&["unshare", "--user", "true"])]],
+            vec![],
+        ),
+        true,
+    )
+    .unwrap();
+    assert_ne!(out.exit_code, Some(0), "seccomp lets a command unshare");
+    // The positive control: the same program runs, and exits 0, when it makes no syscall
+    // the filter refuses.
+    let out = run(
+        &executor,
+        plan(&jail, vec![vec![stage(&["unshare", "--help"])]], vec![]),
+        true,
+    )
+    .unwrap();
+    assert_eq!(
+        out.exit_code,
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_deadline_kills_the_tree_and_a_flood_is_cut() {
+    let (_dir, jail, executor) = jail();
+    let mut slow = plan(&jail, vec![vec![stage(&["sleep", "30"])]], vec![]);
+    slow.timeout = Duration::from_millis(300);
+    let out = run(&executor, slow, true).unwrap();
+    assert!(out.timed_out);
+    assert_eq!(
+        out.stages[0].signal,
+        Some(libc::SIGKILL),
+        "{:?}",
+        out.stages
+    );
+    let mut flood = plan(&jail, vec![vec![stage(&["yes"])]], vec![]);
+    flood.capture_limit = 4096;
+    let out = run(&executor, flood, true).unwrap();
+    assert!(out.flooded);
+    assert!(out.stdout.len() <= 4096);
+}
+
+#[test]
+fn a_cancelled_call_is_killed_and_says_so() {
+    let (_dir, jail, executor) = jail();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let out = runtime
+        .block_on(executor.execute(
+            plan(&jail, vec![vec![stage(&["sleep", "30"])]], vec![]),
+            Box::pin(async { tokio::time::sleep(Duration::from_millis(200)).await }),
+            Box::pin(async { true }),
+        ))
+        .unwrap();
+    assert!(out.cancelled);
+    assert!(!out.timed_out);
+}
