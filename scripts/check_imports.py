@@ -31,7 +31,7 @@ FLOORS = {
         ["audit", "redact", "preflight", "lint", "policy"],
         ["approval", "sessions", "progress", "load"],
         # The request flow, which uses everything below.
-        ["terminal", "terminal_process", "file_tools"],
+        ["terminal", "file_tools"],
     ],
 }
 

@@ -3,11 +3,11 @@
 //!
 //! Owns what is asked and what counts as a yes. The transport asks (an MCP elicitation
 //! through the client, or a one-time page the server serves; see the binary's
-//! `approval` module) through an [`Approver`]; this module turns its answer into a verdict:
-//! only [`Answer::Approved`] lets the command run, everything else (decline, cancel,
-//! `approve = false`, no capability, no answer in time, a failure) is POLICY_DENIED with a
-//! reason that says which. The decision, who made it and how long it took go into the
-//! attempt record.
+//! `mcp/approval.rs` and `safe_mcp_http::page`) through an [`Approver`]; this module turns
+//! its answer into a verdict: only [`Answer::Approved`] lets the command run, everything else
+//! (decline, cancel, `approve = false`, no capability, no answer in time, a failure) is
+//! POLICY_DENIED with a reason that says which. The decision, who made it and how long it
+//! took go into the attempt record.
 
 use std::future::Future;
 use std::pin::Pin;

@@ -7,8 +7,8 @@
 //! matches subdomains of x only; anything else matches exactly). The proxy resolves an
 //! allowed name itself and [`NetworkPolicy::check_addresses`] refuses it when any answer is
 //! loopback, private, link-local, CGNAT, ULA, multicast, reserved or an IPv4-mapped form,
-//! unless `allow_private`. The proxy (in the binary) does the I/O; nothing here touches the
-//! network.
+//! unless `allow_private`. The proxy (`safe_mcp_proxy`) does the I/O; nothing here touches
+//! the network.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};

@@ -1,9 +1,9 @@
 //! The executor of safe-mcp: the only crate with `unsafe`.
 //!
 //! It runs an [`ExecPlan`] that the core already approved, and nothing else: it starts each
-//! stage with a vfork-style clone (`spawn`) in its own process group with a scrubbed
-//! environment, closes inherited descriptors, applies rlimits, `no_new_privs`, Landlock and
-//! seccomp in the child ([`confine`]), wires the pipes itself, enforces the deadline, caps
+//! stage with a vfork-style clone (`spawn`) in its own process group and private view, with
+//! the plan's environment, and confines it in the child ([`confine`]) in the order
+//! docs/CONFINEMENT.md writes down; it wires the pipes itself, enforces the deadline, caps
 //! output, and kills and reaps the whole tree, `setsid` escapees included ([`reap`]). It
 //! never decides *whether* something may run.
 //!

@@ -111,7 +111,7 @@ enum Cmd {
         /// The project directory the model works in (default: the current directory).
         #[arg(long)]
         jail: Option<PathBuf>,
-        /// Where to write the policy (default: $XDG_CONFIG_HOME/safe-mcp/<project>.toml).
+        /// Where to write the policy (default: $XDG_CONFIG_HOME/safe-mcp/PROJECT.toml).
         #[arg(long)]
         output: Option<PathBuf>,
     },

@@ -1,7 +1,7 @@
 //! Shipping the trail off the host (DESIGN §12): every record, byte for byte, to OTLP/HTTP
 //! JSON logs and to RFC 5424 syslog over TCP, off the call's hot path.
 //!
-//! The local fsync still gates execution; shipping never does. [`AuditLog`] hands each line
+//! The local fsync still gates execution; shipping never does. [`super::AuditLog`] hands each line
 //! it wrote to [`Shipper::offer`], which appends it to each sink's spool file
 //! (`spool_dir/<sink>-<server>.spool`, one write, no wait) and rings the sink's thread. The
 //! thread reads the spool in order, sends batches, makes the spool durable, and records the
@@ -323,7 +323,7 @@ impl Shipper {
     }
 
     /// Under `on_failure = "deny"`, waits until each sink that acknowledges what it gets
-    /// (OTLP answers each batch) has confirmed the record `seq`, at most [`SEND_TIMEOUT`];
+    /// (OTLP answers each batch) has confirmed the record `seq`, at most `SEND_TIMEOUT` (5 s);
     /// why not, if it has not. Syslog over TCP has no acknowledgement: what holds there is
     /// [`Shipper::refusing`]'s look at the connection before the call.
     pub fn confirmed(&self, seq: u64) -> Result<(), String> {

@@ -80,7 +80,8 @@ impl Default for ApprovalSettings {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FileToolSettings {
-    /// Whether the three tools answer at all (default true).
+    /// Whether the three file tools (`read_file`, `write_file`, `edit_file`) answer at all
+    /// (default true).
     pub enabled: bool,
     /// Whether only `read_file` does (default false).
     pub read_only: bool,

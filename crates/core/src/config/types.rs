@@ -203,7 +203,7 @@ pub struct TerminalPolicy {
     pub write_paths: Vec<PathBuf>,
     /// `protected_paths`: what in the jail configures programs outside it.
     pub protected: crate::protected::ProtectedPaths,
-    /// The profiles' caches, which a starting server makes ([`make_caches`]).
+    /// The profiles' caches, which a starting server makes ([`super::make_caches`]).
     pub caches: Vec<CacheDir>,
     /// `[terminal.files]`: the file tools (read_file, write_file, edit_file).
     pub files: FileToolSettings,

@@ -4,7 +4,7 @@
 //! Owns what each tool may touch and what it does: a path is judged on paper (inside the
 //! jail or a write path; for a read, also a read path the operator named; never a protected
 //! path for a write), then opened beneath its root with `openat2` so that no symlink is ever
-//! followed ([`io`]); only regular files, at most `max_file_bytes`, never one with a second
+//! followed (`io`); only regular files, at most `max_file_bytes`, never one with a second
 //! hard link for a write. Reads are redacted like command output. A file whose content the
 //! redactor masks cannot be replaced by `write_file` (the model never saw what it would
 //! wipe), and an edit or a content that holds a redaction marker is refused. Writes are

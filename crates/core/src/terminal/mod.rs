@@ -7,7 +7,7 @@
 //! they cannot run anything. The executor (the `safe-mcp-exec` crate) only runs an
 //! [`ExecPlan`] this module approved.
 //!
-//! Split by step: [`service`] builds the service; `prepare` parses, judges and plans a call
+//! Split by step: `service` builds the service; `prepare` parses, judges and plans a call
 //! (shared by `run_command` and [`process`]); `approval` asks a person; `flow` runs an
 //! admitted call; `result` turns an outcome into the envelope; `describe` answers
 //! `explain_command` and `describe_policy` without an executor.

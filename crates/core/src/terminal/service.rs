@@ -118,7 +118,7 @@ pub struct TerminalService {
     pub(super) env: Vec<(String, String)>,
     /// Every command's HOME: empty, outside the jail, read-only to commands.
     pub(super) home: PrivateHome,
-    /// The process sessions (see [`process`]).
+    /// The process sessions (see [`super::process`]).
     pub(super) sessions: SessionTable,
     /// `jail_bytes`: what the jail and the write paths hold, measured after calls.
     pub(super) usage: crate::usage::JailUsage,
@@ -128,8 +128,8 @@ pub struct TerminalService {
     pub(super) egress: Option<std::sync::Arc<dyn EgressProvider>>,
 }
 
-/// Makes the proxy of one call (egress, DESIGN §9): the binary's proxy, which knows the
-/// network policy and writes the call's `network` records.
+/// Makes the proxy of one call (egress, DESIGN §9): the proxy of `safe_mcp_proxy`, which
+/// knows the network policy and writes the call's `network` records.
 pub trait EgressProvider: Send + Sync + std::fmt::Debug {
     /// The proxy for the call `call`.
     fn for_call(&self, call: &CallId) -> safe_mcp_contract::Egress;

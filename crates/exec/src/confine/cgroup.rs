@@ -32,7 +32,9 @@ impl PidsCgroup {
         if let Ok(entries) = std::fs::read_dir(Self::ROOT) {
             for entry in entries.flatten() {
                 let name = entry.file_name().to_string_lossy().into_owned();
-                let pid = name.strip_prefix("safe-mcp-").map(|rest| rest.split('-').next());
+                let pid = name
+                    .strip_prefix("safe-mcp-")
+                    .map(|rest| rest.split('-').next());
                 if let Some(Some(pid)) = pid
                     && !Path::new("/proc").join(pid).exists()
                 {

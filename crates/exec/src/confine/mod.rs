@@ -1,4 +1,5 @@
-//! What the kernel enforces on every command (DESIGN §5), built once in the parent.
+//! What the kernel enforces on every command (DESIGN §5; the order in docs/CONFINEMENT.md),
+//! built once in the parent.
 //!
 //! Owns the Landlock ruleset, the seccomp program and the rlimits. Everything that allocates,
 //! opens paths or can fail with a message happens here, at server start, in the parent. The
@@ -334,10 +335,11 @@ impl Confinement {
     }
 
     /// Runs in the `CLONE_VM` child before exec (see [`crate::spawn`]): syscalls on state
-    /// prepared at startup, no allocation, no locks. Order (written down as Firecracker's
-    /// jailer does): the pids cgroup (root only), rlimits, every capability dropped and the
-    /// securebits locked, no_new_privs + Landlock, then seccomp last. Returns the step that
-    /// failed and its errno.
+    /// prepared at startup, no allocation, no locks. Its body is docs/CONFINEMENT.md's steps
+    /// 17 to 22 in order: the pids cgroup (root only), rlimits (still privileged, so a root
+    /// server may set them; `mode = "off"` stops here), every capability dropped and the
+    /// securebits locked, no_new_privs, Landlock, then seccomp last (so the filter need not
+    /// allow the calls before it). Returns the step that failed and its errno.
     ///
     /// # Safety
     /// Only for the child made by [`crate::spawn::spawn`], before exec: it changes the
@@ -347,6 +349,7 @@ impl Confinement {
         call: &CallConfinement,
     ) -> Result<(), (Step, libc::c_int)> {
         let fail = |step: Step| (step, errno());
+        // 17. The pids cgroup.
         if let Some(cgroup) = &self.pids_cgroup {
             // "0" is the writing thread, here the whole child; joined before it can fork.
             // The raw syscall: glibc's write() is a cancellation point and would touch the
@@ -365,6 +368,7 @@ impl Confinement {
                 return Err(fail(Step::Limits));
             }
         }
+        // 18. rlimits.
         for (resource, limit) in &self.rlimits {
             // SAFETY: setrlimit reads the limit, which lives in this confinement.
             if unsafe { libc::setrlimit(*resource, limit) } != 0 {
@@ -374,14 +378,17 @@ impl Confinement {
         if self.mode == SandboxMode::Off {
             return Ok(());
         }
+        // 19. Capabilities.
         if let Some(drop) = self.capabilities {
             // SAFETY: we are the spawn child, before exec, as `apply` requires.
             unsafe { drop.apply() }.map_err(|errno| (Step::Capabilities, errno))?;
         }
+        // 20. no_new_privs.
         // SAFETY: prctl with integer arguments only.
         if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
             return Err(fail(Step::Sandbox));
         }
+        // 21. Landlock.
         if let Some(ruleset) = &call.ruleset {
             // SAFETY: restricts this process with a ruleset descriptor the call owns.
             let rc = unsafe {
@@ -391,6 +398,7 @@ impl Confinement {
                 return Err(fail(Step::Sandbox));
             }
         }
+        // 22. seccomp.
         if let Some(program) = &self.seccomp {
             let fprog = libc::sock_fprog {
                 len: program.len() as libc::c_ushort,

@@ -89,7 +89,7 @@ impl LandlockRules {
     /// inodes than the host's) and use `/dev/tty` (which, with no controlling terminal,
     /// opens nothing). Each command's own `/proc` and `/dev/pts` are fresh file systems the
     /// server cannot name beforehand (Landlock ignores the covered mount point), so their
-    /// rules are added by the command's init ([`Confinement::add_own_mounts`]).
+    /// rules are added by the command's init ([`super::Confinement::add_own_mounts`]).
     pub(super) fn open(
         spec: &ConfinementSpec,
         hard: bool,

@@ -125,7 +125,7 @@ pub(super) fn set_signal_mask(mask: KernelSigset) -> Result<KernelSigset, c_int>
 /// once the command has exec'd.
 ///
 /// # Safety
-/// Must run in a `CLONE_VM` child made by [`spawn`], with every signal blocked.
+/// Must run in a `CLONE_VM` child made by [`super::spawn`], with every signal blocked.
 pub(super) unsafe fn run_child(p: &Prepared) -> Result<(), (Step, c_int)> {
     let fail = |step: Step| (step, errno());
     // Each call below is a plain syscall wrapper on values on this stack or on pointers and
@@ -351,7 +351,7 @@ pub(super) unsafe fn run_init(p: &Prepared) -> Result<std::convert::Infallible, 
 /// be gone by now, stays reachable from here.
 ///
 /// # Safety
-/// Only in the init, with `status` the slot of its [`InitMemory`].
+/// Only in the init, with `status` the slot of its [`super::InitMemory`].
 #[inline(never)]
 pub(super) unsafe fn reap_until(command: libc::pid_t, status: *const AtomicU64) -> ! {
     loop {
@@ -384,22 +384,48 @@ pub(super) extern "C" fn command_main(arg: *mut c_void) -> c_int {
     unsafe { libc::_exit(127) }
 }
 
-/// The steps of the child that execs: chdir, descriptors, confinement, the gate, exec.
-/// Returns only on failure.
+/// The child that execs: docs/CONFINEMENT.md's steps 15 to 25, one call each, in that
+/// order. Returns only on failure.
 ///
 /// # Safety
 /// Only in the `CLONE_VM` child that execs (the first child, or the command under an init),
 /// after it has entered the view, with every signal blocked.
 pub(super) unsafe fn run_command(p: &Prepared) -> Result<std::convert::Infallible, (Step, c_int)> {
-    let fail = |step: Step| (step, errno());
-    // SAFETY: `p.confinement` points at the caller's Confinement, alive for the clone.
-    let confinement = unsafe { &*p.confinement };
+    // Each step's safety: we are that child, before exec; `p` and what it points at are
+    // kept alive by the parent until this child has exec'd or exited.
+    // 15. The working directory.
+    // SAFETY: as above.
+    unsafe { change_directory(p) }?;
+    // 16. Every inherited descriptor >= 3 closes at exec.
+    close_inherited()?;
+    // 17-22. pids cgroup, rlimits, capabilities, no_new_privs, Landlock, seccomp.
+    // SAFETY: as above; `apply_in_child` changes this process's limits for good.
+    unsafe { confine(p) }?;
+    // 23. The gate: exec only with the server's ticket.
+    // SAFETY: as above.
+    unsafe { pass_gate(p) }?;
+    // 24. The signal mask execve would pass on, emptied.
+    set_signal_mask(0).map_err(|errno| (Step::Signals, errno))?;
+    // 25.
+    // SAFETY: as above.
+    Err(unsafe { exec(p) })
+}
+
+/// Step 15: `chdir(cwd)`.
+///
+/// # Safety
+/// In the child that execs, with `p.cwd` alive.
+unsafe fn change_directory(p: &Prepared) -> Result<(), (Step, c_int)> {
     // SAFETY: `p.cwd` is a NUL-terminated string the parent keeps alive.
     if unsafe { libc::chdir(p.cwd) } != 0 {
-        return Err(fail(Step::Chdir));
+        return Err((Step::Chdir, errno()));
     }
-    // Every inherited descriptor >= 3 closes at exec (the gate and the confinement's
-    // descriptors stay usable until then).
+    Ok(())
+}
+
+/// Step 16: every descriptor >= 3 marked close-on-exec (the gate and the confinement's
+/// descriptors stay usable until then).
+fn close_inherited() -> Result<(), (Step, c_int)> {
     // SAFETY: integer arguments only; it marks descriptors close-on-exec.
     let rc = unsafe {
         libc::syscall(
@@ -410,17 +436,35 @@ pub(super) unsafe fn run_command(p: &Prepared) -> Result<std::convert::Infallibl
         )
     };
     if rc != 0 {
-        return Err(fail(Step::Descriptors));
+        return Err((Step::Descriptors, errno()));
     }
+    Ok(())
+}
+
+/// Steps 17 to 22 ([`crate::confine::Confinement::apply_in_child`]).
+///
+/// # Safety
+/// In the child that execs, before exec, with `p.confinement` and `p.call` alive.
+unsafe fn confine(p: &Prepared) -> Result<(), (Step, c_int)> {
+    // SAFETY: `p.confinement` points at the caller's Confinement, alive for the clone.
+    let confinement = unsafe { &*p.confinement };
     // SAFETY: `p.call` points at the caller's CallConfinement, alive for the clone.
     let call = unsafe { &*p.call };
     // SAFETY: this is the spawn child, before exec, as `apply_in_child` requires.
-    unsafe { confinement.apply_in_child(call) }?;
-    // The gate: die with the server while waiting; exec only with a ticket of 1.
+    unsafe { confinement.apply_in_child(call) }
+}
+
+/// Step 23: die with the server while waiting; go on only if the parent is still the one
+/// that cloned us and it sends a ticket of 1 (the attempt record is durable); then drop the
+/// death signal unless this is a session stage.
+///
+/// # Safety
+/// In the child that execs, with `p.gate` open.
+unsafe fn pass_gate(p: &Prepared) -> Result<(), (Step, c_int)> {
     let kill = libc::SIGKILL as libc::c_ulong;
     // SAFETY: prctl with integer arguments only.
     if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, kill) } != 0 {
-        return Err(fail(Step::Gate));
+        return Err((Step::Gate, errno()));
     }
     // SAFETY: no arguments.
     if unsafe { libc::getppid() } != p.parent {
@@ -445,15 +489,20 @@ pub(super) unsafe fn run_command(p: &Prepared) -> Result<std::convert::Infallibl
         // SAFETY: prctl with integer arguments only.
         && unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, 0 as libc::c_ulong) } != 0
     {
-        return Err(fail(Step::Gate));
+        return Err((Step::Gate, errno()));
     }
-    if let Err(errno) = set_signal_mask(0) {
-        return Err((Step::Signals, errno));
-    }
+    Ok(())
+}
+
+/// Step 25: `execve`; returns only on failure, with its errno.
+///
+/// # Safety
+/// In the child that execs, last, with `p`'s strings alive.
+unsafe fn exec(p: &Prepared) -> (Step, c_int) {
     // SAFETY: NUL-terminated program, and NULL-terminated argv and envp arrays of
     // NUL-terminated strings, all prepared and kept alive by the parent.
     unsafe { libc::execve(p.program, p.argv, p.envp) };
-    Err(fail(Step::Exec))
+    (Step::Exec, errno())
 }
 
 #[cfg(test)]

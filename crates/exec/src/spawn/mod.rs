@@ -5,13 +5,14 @@
 //! costs more than the command `echo hi` itself; so, like glibc's `posix_spawn`, we clone with
 //! `CLONE_VM | CLONE_VFORK`: the child borrows the server's memory on a stack of its own, and
 //! the calling thread sleeps until the child has exec'd or exited. Unlike `posix_spawn` the
-//! child also confines itself (pids cgroup, rlimits, `no_new_privs`, Landlock, seccomp) and
-//! then waits at the exec gate until the attempt record is durable.
+//! child also confines itself (pids cgroup, rlimits, capabilities, `no_new_privs`, Landlock,
+//! seccomp) and then waits at the exec gate until the attempt record is durable: the steps
+//! docs/CONFINEMENT.md numbers, each process's in one function of `child.rs`.
 //!
 //! Because the child shares the server's memory while other server threads keep running, it
 //! must not allocate, take a lock or write anything of the parent's except the slots it is
 //! given: every string, pointer array and descriptor is prepared here, in the parent
-//! ([`Prepared`]), and the child ([`child_main`]) only reads them and makes syscalls, through
+//! (`Prepared`), and the child (`child_main`) only reads them and makes syscalls, through
 //! libc wrappers that take no lock (raw ones for read, write and the signal mask). All
 //! signals are blocked across the clone and the child resets every caught signal to its
 //! default before unblocking, so no server signal handler can run on the child's stack.

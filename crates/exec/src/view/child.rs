@@ -32,7 +32,7 @@ pub(super) struct Setup {
     /// The skeleton's `dev/pts`, where it tries a `devpts` of its own.
     pub(super) pts_dir: CString,
     /// In a user namespace of the view's own: the per-user kernel counters it bounds, with
-    /// the value written (see [`USER_LIMITS`]).
+    /// the value written (see [`super::consts::USER_LIMITS`]).
     pub(super) user_limits: Vec<(CString, Vec<u8>)>,
 }
 

@@ -83,5 +83,5 @@ pub(super) const USER_LIMITS: &[&str] = &[
 /// Lays out the skeleton and the bind list, then makes the namespaces in a child.
 pub(super) type Entries = Vec<(OwnedFd, &'static Namespace)>;
 
-/// The controlling terminal's device, bound into the view (see [`View::tty`]).
+/// The controlling terminal's device, bound into the view (see [`super::View::tty`]).
 pub(crate) const TTY: &str = "/dev/tty";

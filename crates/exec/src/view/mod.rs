@@ -44,7 +44,7 @@ mod helpers;
 
 /// The namespaces every command enters, made once.
 pub(crate) struct View {
-    /// Each namespace's descriptor, in [`NAMESPACES`] order (the user namespace first, when
+    /// Each namespace's descriptor, in [`consts::NAMESPACES`] order (the user namespace first, when
     /// there is one).
     entries: Vec<(OwnedFd, &'static Namespace)>,
     /// Whether the view has a user namespace of its own (an unprivileged server).
@@ -54,7 +54,7 @@ pub(crate) struct View {
     pub(crate) pid: Result<(), String>,
     /// Whether the kernel mounts a private `devpts` here (each command then gets its own).
     pts: bool,
-    /// Whether the per-user kernel counters ([`USER_LIMITS`]) are bounded for commands.
+    /// Whether the per-user kernel counters ([`consts::USER_LIMITS`]) are bounded for commands.
     user_limits: bool,
     /// What network commands have, for the reports.
     network: &'static str,

@@ -6,9 +6,9 @@
 //! CONFLICT before anything moves; a failure mid-way rolls the finished moves back.
 //!
 //! This file holds the service's state, start-up and audit plumbing (every acting call goes
-//! through [`FilesService::attempt`], then `admit` or `refuse`, then `finish`); the tools
-//! live in [`plan`] (list, plan: read-only), [`transaction`] (apply, move: journaled moves)
-//! and [`history`] (undo, redo).
+//! through `FilesService::attempt`, then `admit` or `refuse`, then `finish`); the tools
+//! live in `plan` (list, plan: read-only), `transaction` (apply, move: journaled moves)
+//! and `history` (undo, redo).
 
 mod history;
 mod plan;

@@ -1,5 +1,5 @@
-//! The binary's commands other than serving: each reads its arguments, calls the core, and
-//! prints; none decides anything itself.
+//! The binary's commands: [`serve`] starts a server (its tools are in `crate::mcp`); the
+//! others each read their arguments, call the core, and print. None decides anything itself.
 
 pub mod audit;
 pub mod demo;

@@ -1,8 +1,9 @@
 //! MCP wiring of the files server: six tools, tool schemas only, no rules.
 //!
 //! Owns translating `tools/call` arguments into organizer calls and envelopes into tool
-//! results; every decision is in `safe_mcp_organizer`. Arguments are deserialized here so a
-//! bad argument is an INVALID_REQUEST envelope that matches the declared `outputSchema`.
+//! results; every decision is in `safe_mcp_organizer`. Arguments are deserialized here
+//! (through [`super::call`]) so a bad argument is an INVALID_REQUEST envelope that matches the
+//! declared `outputSchema`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

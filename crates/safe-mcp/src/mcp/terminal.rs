@@ -2,9 +2,10 @@
 //! [`super::file_tools`]), tool schemas only, no rules.
 //!
 //! Owns translating `tools/call` arguments into core requests and envelopes into tool
-//! results. Arguments are deserialized here, not by the SDK, so that a bad argument comes back
-//! as an INVALID_REQUEST envelope that matches the declared `outputSchema` like every other
-//! result. It must never decide anything: every verdict comes from `safe_mcp_core`.
+//! results. Arguments are deserialized here (through [`super::call`]), not by the SDK, so that
+//! a bad argument comes back as an INVALID_REQUEST envelope that matches the declared
+//! `outputSchema` like every other result. It must never decide anything: every verdict comes
+//! from `safe_mcp_core`.
 
 use std::sync::Arc;
 

@@ -1,5 +1,6 @@
 //! The terminal server over a real MCP session: one test per result code, the parsing and
-//! evaluation examples of the issue, execution bounds, redaction and the audit trail.
+//! evaluation examples of the issue, the environment and the audit trail. The process-tree
+//! bounds (timeout, flood, cancel) are in `trees.rs`, redaction in `redaction.rs`.
 
 use serde_json::json;
 

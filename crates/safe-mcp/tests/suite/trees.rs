@@ -70,21 +70,42 @@ async fn timeout_kills_the_whole_group_and_escapees() {
     assert_eq!(s.run("echo alive").await["detail"]["stdout"], "alive\n");
 }
 
+/// A grandchild that leaves the group and the session (`setsid` after a double fork) dies
+/// with its call. The positive control is in the test: the escapee provably ran and led a
+/// session of its own before the call ended, so its absence afterwards is the kill's doing.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_double_forked_escapee_dies_with_its_call() {
     let sb = Sandbox::new("");
     let s = sb.session().await;
-    // The grandchild leaves the group and the session; it would write a marker later.
-    let script = "(setsid sh -c 'sleep 2; touch escaped-marker' &) ; echo started";
+    // The grandchild writes its pid and its session (field 6 of a child's stat), then would
+    // write a marker later; the call waits until it has started.
+    let escapee =
+        "echo $$ > escapee-pid; cat /proc/self/stat > escapee-stat; sleep 2; touch escaped-marker";
+    let script = format!(
+        "(setsid sh -c '{escapee}' &) ; while [ ! -s escapee-stat ]; do :; done; echo started"
+    );
     let r = s
         .call("run_command", json!({"command": ["sh", "-c", script]}))
         .await;
     assert_eq!(r["code"], "OK", "{r}");
-    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
-    assert!(
-        !sb.jail.join("escaped-marker").exists(),
-        "an escaped grandchild outlived its call"
+    let pid = std::fs::read_to_string(sb.jail.join("escapee-pid")).unwrap();
+    let stat = std::fs::read_to_string(sb.jail.join("escapee-stat")).unwrap();
+    let session = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(3))
+        .unwrap_or_default();
+    assert_eq!(
+        session,
+        pid.trim(),
+        "the grandchild did not lead a session: {stat}"
     );
+    // It is gone (no process holds its command line), so the marker can never be written.
+    assert!(
+        eventually(5, || live_processes_with("escaped-marker").is_empty()).await,
+        "an escaped grandchild outlived its call: {:?}",
+        live_processes_with("escaped-marker")
+    );
+    assert!(!sb.jail.join("escaped-marker").exists());
 }
 
 #[tokio::test(flavor = "multi_thread")]
