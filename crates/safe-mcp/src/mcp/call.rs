@@ -143,11 +143,17 @@ pub(crate) async fn call_counted<S: Send + Sync + 'static>(
     calls: Option<&Arc<safe_mcp_http::limits::Calls>>,
     audit: &(dyn RecordRefusal + Sync),
     request: rmcp::model::CallToolRequestParams,
-    context: RequestContext<RoleServer>,
+    mut context: RequestContext<RoleServer>,
 ) -> Result<rmcp::model::CallToolResponse, rmcp::ErrorData> {
+    let tool = router.get(&request.name);
+    // The handler learns its own name from here ([`arguments`]).
+    if let Some(tool) = tool {
+        let name: &'static str = &tool.name;
+        context.extensions.insert(ToolName(name));
+    }
     let mut _slot = None;
     // Only a known tool is counted (an unknown one is the router's error to give).
-    if let (Some(calls), Some(tool)) = (calls, router.get(&request.name)) {
+    if let (Some(calls), Some(tool)) = (calls, tool) {
         let caller = caller_of(&context);
         match calls.begin(caller.sub.as_deref().unwrap_or_default()) {
             Ok(slot) => _slot = Some(slot),
@@ -175,8 +181,45 @@ pub(crate) trait RecordRefusal {
     );
 }
 
+/// The tool a call names, as the router knows it: put in the request's extensions by
+/// [`call_counted`] before the handler runs, so that no handler spells its own name again.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ToolName(pub(crate) &'static str);
+
+/// The name of the tool `context` calls.
+pub(crate) fn tool_of(context: &RequestContext<RoleServer>) -> &'static str {
+    context
+        .extensions
+        .get::<ToolName>()
+        .map_or("unknown_tool", |t| t.0)
+}
+
+/// The start of every tool handler: its caller and its arguments as `T`, or the
+/// INVALID_REQUEST result (recorded by `audit`) that the handler returns as it is.
+pub(crate) fn start_call<T: DeserializeOwned>(
+    args: JsonObject,
+    context: &RequestContext<RoleServer>,
+    audit: &dyn RecordRefusal,
+) -> Result<(safe_mcp_core::audit::Caller, T), CallToolResult> {
+    let caller = caller_of(context);
+    let parsed = parse_args(tool_of(context), args, audit, &caller)?;
+    Ok((caller, parsed))
+}
+
+/// `let (caller, args): (_, T) = arguments!(args, context, audit);` in a handler: the
+/// caller and the parsed arguments, or the handler returns the INVALID_REQUEST result.
+macro_rules! arguments {
+    ($args:expr, $context:expr, $audit:expr) => {
+        match $crate::mcp::call::start_call($args, &$context, $audit) {
+            Ok(parsed) => parsed,
+            Err(result) => return result,
+        }
+    };
+}
+pub(crate) use arguments;
+
 /// The arguments of `action` as `T`, or an INVALID_REQUEST envelope, recorded by `audit`.
-pub(crate) fn parse_args<T: DeserializeOwned>(
+fn parse_args<T: DeserializeOwned>(
     action: &'static str,
     args: JsonObject,
     audit: &dyn RecordRefusal,

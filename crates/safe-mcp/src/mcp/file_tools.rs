@@ -11,7 +11,7 @@ use safe_mcp_core::{OperationResult, ResultCode};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::mcp::call::{caller_of, envelope_schema, input, integral, parse_args, to_result};
+use crate::mcp::call::{arguments, envelope_schema, input, integral, to_result, tool_of};
 use crate::mcp::terminal::TerminalServer;
 
 /// Arguments of `read_file`.
@@ -124,15 +124,10 @@ impl TerminalServer {
         args: JsonObject,
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let caller = caller_of(&context);
-        let args: ReadFileArgs =
-            match parse_args("read_file", args, self.service().as_ref(), &caller) {
-                Ok(a) => a,
-                Err(r) => return r,
-            };
+        let (caller, args): (_, ReadFileArgs) = arguments!(args, context, self.service().as_ref());
         let service = self.service().clone();
         read_result(
-            blocking("read_file", move || {
+            blocking(tool_of(&context), move || {
                 service.read_file(&args.path, args.offset, args.limit, &caller)
             })
             .await,
@@ -154,12 +149,7 @@ impl TerminalServer {
         args: JsonObject,
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let caller = caller_of(&context);
-        let args: WriteFileArgs =
-            match parse_args("write_file", args, self.service().as_ref(), &caller) {
-                Ok(a) => a,
-                Err(r) => return r,
-            };
+        let (caller, args): (_, WriteFileArgs) = arguments!(args, context, self.service().as_ref());
         let approval = match self
             .approval("write_file", &args.path, &context, &caller)
             .await
@@ -169,7 +159,7 @@ impl TerminalServer {
         };
         let service = self.service().clone();
         to_result(
-            blocking("write_file", move || {
+            blocking(tool_of(&context), move || {
                 service.write_file(
                     &args.path,
                     args.content,
@@ -197,12 +187,7 @@ impl TerminalServer {
         args: JsonObject,
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let caller = caller_of(&context);
-        let args: EditFileArgs =
-            match parse_args("edit_file", args, self.service().as_ref(), &caller) {
-                Ok(a) => a,
-                Err(r) => return r,
-            };
+        let (caller, args): (_, EditFileArgs) = arguments!(args, context, self.service().as_ref());
         let edits: Vec<Edit> = args
             .edits
             .into_iter()
@@ -226,7 +211,7 @@ impl TerminalServer {
         };
         let service = self.service().clone();
         to_result(
-            blocking("edit_file", move || {
+            blocking(tool_of(&context), move || {
                 service.edit_file(&args.path, &edits, args.dry_run, approval, &caller)
             })
             .await,

@@ -15,7 +15,7 @@ use safe_mcp_organizer::{FilesService, Watch};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::mcp::call::{RecordRefusal, envelope_schema, input, parse_args, to_result};
+use crate::mcp::call::{RecordRefusal, arguments, envelope_schema, input, to_result};
 use crate::mcp::progress::Ticker;
 
 /// Arguments of `list_files`.
@@ -109,11 +109,7 @@ impl FilesServer {
         args: JsonObject,
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let caller = crate::mcp::call::caller_of(&context);
-        let args: ListArgs = match parse_args("list_files", args, self.service.as_ref(), &caller) {
-            Ok(a) => a,
-            Err(r) => return r,
-        };
+        let (caller, args): (_, ListArgs) = arguments!(args, context, self.service.as_ref());
         let s = Arc::clone(&self.service);
         blocking(move || s.list_files(args.subdir.as_deref(), &caller)).await
     }
@@ -130,11 +126,7 @@ impl FilesServer {
         args: JsonObject,
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let caller = crate::mcp::call::caller_of(&context);
-        if let Err(r) = parse_args::<NoArgs>("plan_organize", args, self.service.as_ref(), &caller)
-        {
-            return r;
-        }
+        let (caller, NoArgs {}) = arguments!(args, context, self.service.as_ref());
         let s = Arc::clone(&self.service);
         blocking(move || s.plan_organize(&caller)).await
     }
@@ -151,11 +143,7 @@ impl FilesServer {
         args: JsonObject,
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let caller = crate::mcp::call::caller_of(&context);
-        let args: ApplyArgs = match parse_args("apply_plan", args, self.service.as_ref(), &caller) {
-            Ok(a) => a,
-            Err(r) => return r,
-        };
+        let (caller, args): (_, ApplyArgs) = arguments!(args, context, self.service.as_ref());
         // Moves done of how many, for progress; the request's cancellation stops it between
         // two moves.
         let counts = Arc::new((AtomicUsize::new(0), AtomicUsize::new(0)));
@@ -208,11 +196,7 @@ impl FilesServer {
         args: JsonObject,
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let caller = crate::mcp::call::caller_of(&context);
-        let args: MoveArgs = match parse_args("move_file", args, self.service.as_ref(), &caller) {
-            Ok(a) => a,
-            Err(r) => return r,
-        };
+        let (caller, args): (_, MoveArgs) = arguments!(args, context, self.service.as_ref());
         let s = Arc::clone(&self.service);
         blocking(move || s.move_file(&args.src, &args.dest, &caller)).await
     }
@@ -228,12 +212,7 @@ impl FilesServer {
         args: JsonObject,
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let caller = crate::mcp::call::caller_of(&context);
-        if let Err(r) =
-            parse_args::<NoArgs>("undo_last_action", args, self.service.as_ref(), &caller)
-        {
-            return r;
-        }
+        let (caller, NoArgs {}) = arguments!(args, context, self.service.as_ref());
         let s = Arc::clone(&self.service);
         blocking(move || s.undo_last_action(&caller)).await
     }
@@ -249,12 +228,7 @@ impl FilesServer {
         args: JsonObject,
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let caller = crate::mcp::call::caller_of(&context);
-        if let Err(r) =
-            parse_args::<NoArgs>("redo_last_action", args, self.service.as_ref(), &caller)
-        {
-            return r;
-        }
+        let (caller, NoArgs {}) = arguments!(args, context, self.service.as_ref());
         let s = Arc::clone(&self.service);
         blocking(move || s.redo_last_action(&caller)).await
     }

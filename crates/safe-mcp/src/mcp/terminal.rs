@@ -18,7 +18,7 @@ use safe_mcp_core::terminal::{
 };
 
 use crate::mcp::call::{
-    RecordRefusal, call_counted, caller_of, envelope_schema, input, integral, parse_args, to_result,
+    RecordRefusal, arguments, call_counted, envelope_schema, input, integral, to_result, tool_of,
 };
 use crate::mcp::progress::Ticker;
 use safe_mcp_core::OperationResult;
@@ -242,12 +242,7 @@ impl TerminalServer {
         args: JsonObject,
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let caller = caller_of(&context);
-        let args: StartArgs = match parse_args(process::START, args, self.service.as_ref(), &caller)
-        {
-            Ok(a) => a,
-            Err(r) => return r,
-        };
+        let (caller, args): (_, StartArgs) = arguments!(args, context, self.service.as_ref());
         let req = RunRequest {
             command: args.command.into(),
             cwd: args.cwd,
@@ -304,18 +299,15 @@ impl TerminalServer {
         args: JsonObject,
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let caller = caller_of(&context);
-        let args: ReadArgs = match parse_args(process::READ, args, self.service.as_ref(), &caller) {
-            Ok(a) => a,
-            Err(r) => return r,
-        };
-        let session = match self
-            .service
-            .session(process::READ, &args.handle, &self.owner, &caller)
-        {
-            Ok(s) => s,
-            Err(r) => return to_result(r),
-        };
+        let (caller, args): (_, ReadArgs) = arguments!(args, context, self.service.as_ref());
+        let session =
+            match self
+                .service
+                .session(tool_of(&context), &args.handle, &self.owner, &caller)
+            {
+                Ok(s) => s,
+                Err(r) => return to_result(r),
+            };
         let wait = args
             .wait_seconds
             .unwrap_or(0)
@@ -349,19 +341,15 @@ impl TerminalServer {
         args: JsonObject,
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let caller = caller_of(&context);
-        let args: WriteArgs = match parse_args(process::WRITE, args, self.service.as_ref(), &caller)
-        {
-            Ok(a) => a,
-            Err(r) => return r,
-        };
-        let session = match self
-            .service
-            .session(process::WRITE, &args.handle, &self.owner, &caller)
-        {
-            Ok(s) => s,
-            Err(r) => return to_result(r),
-        };
+        let (caller, args): (_, WriteArgs) = arguments!(args, context, self.service.as_ref());
+        let session =
+            match self
+                .service
+                .session(tool_of(&context), &args.handle, &self.owner, &caller)
+            {
+                Ok(s) => s,
+                Err(r) => return to_result(r),
+            };
         to_result(
             self.service
                 .write_process(&session, &args.data, args.close_stdin, &caller),
@@ -381,19 +369,15 @@ impl TerminalServer {
         args: JsonObject,
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let caller = caller_of(&context);
-        let args: HandleArgs = match parse_args(process::STOP, args, self.service.as_ref(), &caller)
-        {
-            Ok(a) => a,
-            Err(r) => return r,
-        };
-        let session = match self
-            .service
-            .session(process::STOP, &args.handle, &self.owner, &caller)
-        {
-            Ok(s) => s,
-            Err(r) => return to_result(r),
-        };
+        let (caller, args): (_, HandleArgs) = arguments!(args, context, self.service.as_ref());
+        let session =
+            match self
+                .service
+                .session(tool_of(&context), &args.handle, &self.owner, &caller)
+            {
+                Ok(s) => s,
+                Err(r) => return to_result(r),
+            };
         session.stop(safe_mcp_core::sessions::EndedBy::Stop);
         until(Duration::from_secs(5), || !session.running()).await;
         to_result(self.service.stopped_result(&session, &caller))
@@ -411,10 +395,7 @@ impl TerminalServer {
         args: JsonObject,
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let caller = caller_of(&context);
-        if let Err(r) = parse_args::<NoArgs>(process::LIST, args, self.service.as_ref(), &caller) {
-            return r;
-        }
+        let (caller, NoArgs {}) = arguments!(args, context, self.service.as_ref());
         to_result(self.service.list_processes(&self.owner, &caller))
     }
 
@@ -433,11 +414,7 @@ impl TerminalServer {
         args: JsonObject,
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let caller = caller_of(&context);
-        let args: RunArgs = match parse_args("run_command", args, self.service.as_ref(), &caller) {
-            Ok(a) => a,
-            Err(r) => return r,
-        };
+        let (caller, args): (_, RunArgs) = arguments!(args, context, self.service.as_ref());
         // With a progress token: bytes printed so far, and the latest line, redacted.
         let watched = context
             .meta
@@ -482,12 +459,7 @@ impl TerminalServer {
         args: JsonObject,
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let caller = caller_of(&context);
-        let args: ExplainArgs =
-            match parse_args("explain_command", args, self.service.as_ref(), &caller) {
-                Ok(a) => a,
-                Err(r) => return r,
-            };
+        let (caller, args): (_, ExplainArgs) = arguments!(args, context, self.service.as_ref());
         to_result(self.service.explain_call(
             &args.command.into(),
             args.cwd.as_deref(),
@@ -509,12 +481,7 @@ impl TerminalServer {
         args: JsonObject,
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let caller = caller_of(&context);
-        if let Err(r) =
-            parse_args::<NoArgs>("describe_policy", args, self.service.as_ref(), &caller)
-        {
-            return r;
-        }
+        let (caller, NoArgs {}) = arguments!(args, context, self.service.as_ref());
         to_result(
             self.service
                 .describe_call(self.executor.confinement(), &caller),
