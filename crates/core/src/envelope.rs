@@ -146,42 +146,6 @@ impl OperationResult {
         )
     }
 
-    /// The envelope as the text a model reads (the tool result's text block): the same
-    /// JSON as [`OperationResult::to_value`], with its keys in the order a reader wants
-    /// them: the verdict (`ok`, `code`, `reason`), then the detail with a command's
-    /// `exit_code`, `stdout` and `stderr` first, then the rest.
-    pub fn to_reader_text(&self) -> String {
-        let json = |v: &Value| serde_json::to_string(v).unwrap_or_else(|_| "null".into());
-        let mut detail = String::from("{");
-        let first = ["exit_code", "stdout", "stderr"];
-        let ordered = first
-            .iter()
-            .filter_map(|k| self.detail.get(*k).map(|v| (*k, v)))
-            .chain(
-                self.detail
-                    .iter()
-                    .filter(|(k, _)| !first.contains(&k.as_str()))
-                    .map(|(k, v)| (k.as_str(), v)),
-            );
-        for (i, (key, value)) in ordered.enumerate() {
-            if i > 0 {
-                detail.push(',');
-            }
-            detail.push_str(&json(&Value::String(key.to_owned())));
-            detail.push(':');
-            detail.push_str(&json(value));
-        }
-        detail.push('}');
-        format!(
-            "{{\"ok\":{},\"code\":{},\"reason\":{},\"detail\":{detail},\"action\":{},\"duration_ms\":{}}}",
-            self.ok,
-            json(&Value::String(self.code.as_str().to_owned())),
-            json(&Value::String(self.reason.clone())),
-            json(&Value::String(self.action.clone())),
-            self.duration_ms
-        )
-    }
-
     /// The envelope as a JSON value (for `structuredContent`).
     pub fn to_value(&self) -> Value {
         serde_json::to_value(self).unwrap_or_else(|_| {
@@ -222,28 +186,5 @@ mod tests {
     fn non_object_detail_is_wrapped() {
         let r = OperationResult::new("x", ResultCode::Ok, "r").with_detail(serde_json::json!(3));
         assert_eq!(r.detail.get("value"), Some(&serde_json::json!(3)));
-    }
-
-    #[test]
-    fn the_reader_text_is_the_same_json_with_the_verdict_and_output_first() {
-        let r = OperationResult::new(
-            "run_command",
-            ResultCode::Ok,
-            "the command ran (exit code 0)",
-        )
-        .with_detail(serde_json::json!({
-            "cwd": "/j", "stderr": "", "stdout": "hi \"there\"\n", "exit_code": 0,
-            "timeout_seconds": 30
-        }));
-        let text = r.to_reader_text();
-        assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), r.to_value());
-        let at = |k: &str| text.find(&format!("\"{k}\"")).unwrap();
-        assert!(at("ok") < at("code") && at("code") < at("reason") && at("reason") < at("detail"));
-        assert!(
-            at("exit_code") < at("stdout")
-                && at("stdout") < at("stderr")
-                && at("stderr") < at("cwd")
-        );
-        assert!(at("cwd") < at("action"));
     }
 }

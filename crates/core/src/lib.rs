@@ -12,7 +12,7 @@
 //! Imports point down only, floor by floor (`scripts/check_imports.py` holds the same list
 //! and fails CI on a circle or an import that runs up):
 //! 0. leaves, importing nothing of the crate but each other: [`paths`], [`untrusted`],
-//!    [`random`], [`envelope`], [`syntax`], [`egress`], [`env_prefix`], [`protected`],
+//!    [`random`], [`envelope`], [`reader`], [`syntax`], [`egress`], [`env_prefix`], [`protected`],
 //!    [`gitdir`], [`home`], [`usage`], [`tools`], [`args`], [`jail`];
 //! 1. [`config`], the policy file and every settings type other modules are configured with;
 //! 2. what is built from a loaded policy: [`audit`], [`redact`], [`preflight`], [`lint`],
@@ -47,6 +47,7 @@ pub mod preflight;
 pub mod progress;
 pub mod protected;
 pub mod random;
+pub mod reader;
 pub mod redact;
 pub mod sessions;
 pub mod syntax;

@@ -29,15 +29,7 @@ pub(super) fn hmac_key(
             path.display()
         )));
     }
-    for root in roots {
-        if real.starts_with(root) {
-            return Err(ConfigError::InsideRoot {
-                key,
-                path: path.to_path_buf(),
-                root: root.clone(),
-            });
-        }
-    }
+    not_inside(key, path, &real, roots)?;
     for readable in read_paths {
         let readable = std::fs::canonicalize(readable).unwrap_or_else(|_| readable.clone());
         if real.starts_with(&readable) {
@@ -92,6 +84,23 @@ pub(super) fn existing_root(key: &'static str, path: &Path) -> Result<PathBuf, C
     Ok(real)
 }
 
+/// Refuses `path`, resolved as `real`, when it lies inside any root.
+fn not_inside(
+    key: &'static str,
+    path: &Path,
+    real: &Path,
+    roots: &[PathBuf],
+) -> Result<(), ConfigError> {
+    match roots.iter().find(|root| real.starts_with(root)) {
+        Some(root) => Err(ConfigError::InsideRoot {
+            key,
+            path: path.to_path_buf(),
+            root: root.clone(),
+        }),
+        None => Ok(()),
+    }
+}
+
 /// Resolves `path` (whose parent must exist) and refuses it inside any root.
 pub(super) fn outside_roots(
     key: &'static str,
@@ -116,15 +125,7 @@ pub(super) fn outside_roots(
     if let Ok(target) = std::fs::canonicalize(&real) {
         real = target; // an existing symlink is judged by where it points
     }
-    for root in roots {
-        if real.starts_with(root) {
-            return Err(ConfigError::InsideRoot {
-                key,
-                path: path.to_path_buf(),
-                root: root.clone(),
-            });
-        }
-    }
+    not_inside(key, path, &real, roots)?;
     Ok(real)
 }
 

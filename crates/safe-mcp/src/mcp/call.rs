@@ -121,8 +121,8 @@ pub(crate) fn envelope_schema() -> Arc<JsonObject> {
     }
 }
 
-/// The tool result: the envelope as `structuredContent`, and the same JSON, keys in reading
-/// order, as the text block most clients show the model.
+/// The tool result: the envelope as `structuredContent`, and the text block most clients
+/// show the model written for a reader ([`safe_mcp_core::reader`]).
 pub(crate) fn to_result(envelope: OperationResult) -> CallToolResult {
     let value = envelope.to_value();
     let mut result = if envelope.ok {
@@ -130,7 +130,9 @@ pub(crate) fn to_result(envelope: OperationResult) -> CallToolResult {
     } else {
         CallToolResult::structured_error(value)
     };
-    result.content = vec![rmcp::model::ContentBlock::text(envelope.to_reader_text())];
+    result.content = vec![rmcp::model::ContentBlock::text(
+        safe_mcp_core::reader::text(&envelope),
+    )];
     result
 }
 
