@@ -57,7 +57,9 @@ pub struct ExecPlan {
     pub stdin: Option<Vec<u8>>,
     /// Wall-clock limit for the whole list.
     pub timeout: Duration,
-    /// Raw bytes to read per stream before the tree is killed as a flood.
+    /// Raw bytes kept per stream: the first quarter from the start, the rest as a ring of the
+    /// last bytes. A command that prints more runs on (to its end or its deadline); what
+    /// lies between is counted, not kept.
     pub capture_limit: usize,
     /// Told of every chunk of output as it is read, for progress; `None` when nobody asked.
     pub observer: Option<Observer>,
@@ -157,16 +159,23 @@ pub struct ExecOutcome {
     pub stages: Vec<StageOutcome>,
     /// The list's status: the last pipeline run's last stage.
     pub exit_code: Option<i32>,
-    /// Captured stdout (at most `capture_limit` bytes).
+    /// Captured stdout: all of it, or, past `capture_limit`, its first bytes (see
+    /// `stdout_tail`).
     pub stdout: Vec<u8>,
-    /// Captured stderr (at most `capture_limit` bytes).
+    /// Captured stderr, as `stdout`.
     pub stderr: Vec<u8>,
+    /// The last bytes of stdout, when some before them were not kept; else empty.
+    pub stdout_tail: Vec<u8>,
+    /// The last bytes of stderr, as `stdout_tail`.
+    pub stderr_tail: Vec<u8>,
     /// stdout bytes read in all.
     pub stdout_bytes: u64,
     /// stderr bytes read in all.
     pub stderr_bytes: u64,
-    /// Output passed `capture_limit` and the tree was killed.
-    pub flooded: bool,
+    /// Newlines in all of stdout, kept or not.
+    pub stdout_lines: u64,
+    /// Newlines in all of stderr, kept or not.
+    pub stderr_lines: u64,
     /// The wall-clock limit was hit and the tree was killed.
     pub timed_out: bool,
     /// The client cancelled and the tree was killed.
@@ -207,7 +216,7 @@ pub trait Executor: Send + Sync {
     fn confinement(&self) -> &ConfinementReport;
     /// A compact form of the same, for every run result and attempt record.
     fn confinement_summary(&self) -> &ConfinementSummary;
-    /// Runs `plan`, killing the whole tree on timeout, flood or `cancel`.
+    /// Runs `plan`, killing the whole tree on timeout or `cancel`.
     ///
     /// The executor may fork and confine the children while `durable` runs, but no child may
     /// exec its program before `durable` has resolved to `true`; on `false` nothing runs and

@@ -26,8 +26,10 @@ pub struct CommandProgress {
 
 #[derive(Debug)]
 struct State {
-    stdout: Vec<u8>,
-    stderr: Vec<u8>,
+    /// The last bytes of each stream (at most the limit), and whether earlier ones were
+    /// dropped (then the window's first line may be a part, and is never shown).
+    stdout: (Vec<u8>, bool),
+    stderr: (Vec<u8>, bool),
     last: OutputStream,
     total: u64,
     reported: u64,
@@ -43,12 +45,13 @@ pub struct ProgressUpdate {
 }
 
 impl CommandProgress {
-    /// Keeps at most `limit` bytes per stream (the executor's capture limit).
+    /// Keeps the last `limit` bytes per stream (the executor's capture limit), so that the
+    /// message follows a command that prints more than it.
     pub fn new(limit: usize) -> CommandProgress {
         CommandProgress {
             state: Mutex::new(State {
-                stdout: Vec::new(),
-                stderr: Vec::new(),
+                stdout: (Vec::new(), false),
+                stderr: (Vec::new(), false),
                 last: OutputStream::Stdout,
                 total: 0,
                 reported: 0,
@@ -65,12 +68,19 @@ impl CommandProgress {
                 return None;
             }
             s.reported = s.total;
-            let buf = match s.last {
+            let (buf, trimmed) = match s.last {
                 OutputStream::Stdout => &s.stdout,
                 OutputStream::Stderr => &s.stderr,
             };
             let complete = buf.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
-            (s.total, buf[..complete].to_vec())
+            let start = if *trimmed {
+                buf.iter()
+                    .position(|b| *b == b'\n')
+                    .map_or(complete, |i| (i + 1).min(complete))
+            } else {
+                0
+            };
+            (s.total, buf[start..complete].to_vec())
         };
         let text = String::from_utf8_lossy(&lines);
         let redacted = redactor.redact(&text);
@@ -93,13 +103,18 @@ impl CommandProgress {
 impl OutputObserver for CommandProgress {
     fn output(&self, stream: OutputStream, bytes: &[u8]) {
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let buf = match stream {
+        let (buf, trimmed) = match stream {
             OutputStream::Stdout => &mut s.stdout,
             OutputStream::Stderr => &mut s.stderr,
         };
-        let room = self.limit.saturating_sub(buf.len());
-        buf.extend_from_slice(&bytes[..bytes.len().min(room)]);
-        s.total += bytes.len() as u64;
+        let printed = bytes.len() as u64;
+        buf.extend_from_slice(&bytes[bytes.len().saturating_sub(self.limit)..]);
+        let over = buf.len().saturating_sub(self.limit);
+        if over > 0 || bytes.len() > self.limit {
+            buf.drain(..over);
+            *trimmed = true;
+        }
+        s.total += printed;
         s.last = stream;
     }
 }

@@ -2,8 +2,9 @@
 //!
 //! Most clients hand the model a tool result's text block and nothing else, so the text is
 //! what the model pays for and works from. It is, in order:
-//! 1. the verdict in one line: `exit 0 · 12 ms` for a command that ran, else
-//!    `CODE: reason` (`POLICY_DENIED: …`, `TIMEOUT: …`, `OK: 2 session(s)`);
+//! 1. the verdict in one line: `exit 0 · 12 ms` for a command that ran (its output cut or
+//!    not: a cut is a fact below), else `CODE: reason` (`POLICY_DENIED: …`, `TIMEOUT: …`,
+//!    `OK: 2 session(s)`);
 //! 2. stdout as it was printed, then `--- stderr ---` and stderr when there is any;
 //! 3. one line per notable fact (`truncated: …`, `network refused: …`, a pipeline's stages)
 //!    for a command; for any other tool, each field of the detail, a multi-line text under
@@ -37,7 +38,8 @@ const RUN_QUIET: &[&str] = &[
 pub fn text(result: &OperationResult) -> String {
     let detail = &result.detail;
     let ran = result.action == "run_command" && detail.contains_key("exit_code");
-    let mut out = if ran && result.code == ResultCode::Ok {
+    let cut = result.code == ResultCode::OutputTruncated;
+    let mut out = if ran && (result.code == ResultCode::Ok || cut) {
         exit_line(detail, result.duration_ms)
     } else {
         format!("{}: {}", result.code, result.reason)
@@ -89,7 +91,9 @@ fn facts(out: &mut String, detail: &Map<String, Value>) {
                 .get(&format!("{stream}_bytes"))
                 .and_then(Value::as_u64)
                 .unwrap_or_default();
-            out.push_str(&format!("truncated: {stream}, {bytes} bytes produced\n"));
+            out.push_str(&format!(
+                "truncated: {stream}, {bytes} bytes printed; its start and end are above\n"
+            ));
         }
     }
     if let Some(Value::Array(refused)) = detail.get("network_refused") {
@@ -252,20 +256,15 @@ mod tests {
         let r = run(
             ResultCode::OutputTruncated,
             "the command ran; output was cut at 4096 bytes",
-            json!({"exit_code": 0, "stdout": "aaaa\n[output truncated at 4096 bytes; 10000 bytes were produced]",
+            json!({"exit_code": 0, "stdout": "aaaa\n[… 3 lines (9990 bytes) left out of 10000 bytes: the start and the end are shown …]\nbb\n",
                    "stderr": "", "stdout_bytes": 10000, "stdout_truncated": true,
                    "network_refused": ["CONNECT evil.test:443: not allowed"],
                    "stages": [{"argv": ["cat"], "ran": true, "exit_code": 0}, {"argv": ["head"], "ran": true, "exit_code": null, "signal": 13}]}),
         );
         let t = text(&r);
+        assert!(t.starts_with("exit 0 · 0 ms\naaaa\n"), "{t}");
         assert!(
-            t.starts_with(
-                "OUTPUT_TRUNCATED: the command ran; output was cut at 4096 bytes\naaaa\n"
-            ),
-            "{t}"
-        );
-        assert!(
-            t.contains("\ntruncated: stdout, 10000 bytes produced\n"),
+            t.contains("\ntruncated: stdout, 10000 bytes printed; its start and end are above\n"),
             "{t}"
         );
         assert!(

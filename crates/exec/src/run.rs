@@ -31,66 +31,96 @@ const DRAIN_GRACE: Duration = Duration::from_millis(200);
 
 struct Capture {
     fd: Option<OwnedFd>,
-    buf: Vec<u8>,
+    /// The first bytes, up to `head_limit`.
+    head: Vec<u8>,
+    /// The last bytes after the head, a ring of at most `tail_limit`.
+    tail: std::collections::VecDeque<u8>,
+    head_limit: usize,
+    tail_limit: usize,
     total: u64,
+    lines: u64,
     /// Whether output is kept here (a call) or only handed to the observer (a session).
     keep: bool,
-    /// Who else sees each chunk kept (progress), and as which stream.
+    /// Who else sees each chunk (progress), and as which stream.
     observer: Option<(Observer, OutputStream)>,
 }
 
 impl Capture {
-    fn new(fd: OwnedFd, observer: Option<(Observer, OutputStream)>, keep: bool) -> Self {
+    /// Keeps at most `limit` bytes: a quarter from the start, the rest from the end.
+    fn new(
+        fd: OwnedFd,
+        observer: Option<(Observer, OutputStream)>,
+        keep: bool,
+        limit: usize,
+    ) -> Self {
+        let head_limit = limit / 4;
         Capture {
             fd: Some(fd),
-            buf: Vec::new(),
+            head: Vec::new(),
+            tail: std::collections::VecDeque::new(),
+            head_limit,
+            tail_limit: limit - head_limit,
             total: 0,
+            lines: 0,
             keep,
             observer,
         }
     }
 
-    /// Reads what is available. Returns true when the capture limit was passed.
-    fn read_some(&mut self, limit: usize) -> bool {
-        let Some(fd) = &self.fd else { return false };
+    /// What was kept: all of it as the first part (the second empty), or, when bytes between
+    /// them were dropped, the head and the tail.
+    fn kept(self) -> (Vec<u8>, Vec<u8>) {
+        let (mut head, tail) = (self.head, Vec::from(self.tail));
+        if self.total == (head.len() + tail.len()) as u64 {
+            head.extend_from_slice(&tail);
+            (head, Vec::new())
+        } else {
+            (head, tail)
+        }
+    }
+
+    /// Reads what is available, keeping the head and the tail. A stream never stops the
+    /// call by its volume: memory is bounded by the two limits.
+    fn read_some(&mut self) {
+        let Some(fd) = &self.fd else { return };
         let mut chunk = [0u8; READ_CHUNK];
         loop {
             match rustix::io::read(fd, &mut chunk) {
                 Ok(0) => {
                     self.fd = None;
-                    return false;
+                    return;
                 }
                 Ok(n) if !self.keep => {
-                    // A session: the observer keeps what it can; nothing floods here. One
-                    // chunk per call, so that a writer faster than the observer cannot keep
-                    // the loop from seeing a stop or the deadline.
+                    // A session: the observer keeps what it can. One chunk per call, so that
+                    // a writer faster than the observer cannot keep the loop from seeing a
+                    // stop or the deadline.
                     self.total += n as u64;
                     if let Some((observer, stream)) = &self.observer {
                         observer.0.output(*stream, &chunk[..n]);
                     }
-                    return false;
+                    return;
                 }
                 Ok(n) => {
+                    let data = &chunk[..n];
                     self.total += n as u64;
-                    let room = limit.saturating_sub(self.buf.len());
-                    let kept = &chunk[..n.min(room)];
-                    self.buf.extend_from_slice(kept);
-                    if let Some((observer, stream)) = &self.observer
-                        && !kept.is_empty()
-                    {
-                        observer.0.output(*stream, kept);
+                    self.lines += data.iter().filter(|b| **b == b'\n').count() as u64;
+                    if let Some((observer, stream)) = &self.observer {
+                        observer.0.output(*stream, data);
                     }
-                    if self.total > limit as u64 {
-                        // Stop reading: the writers get EPIPE/SIGPIPE and the tree is killed.
-                        self.fd = None;
-                        return true;
-                    }
+                    let room = self.head_limit.saturating_sub(self.head.len());
+                    let (first, rest) = data.split_at(room.min(n));
+                    self.head.extend_from_slice(first);
+                    self.tail.extend(rest);
+                    let over = self.tail.len().saturating_sub(self.tail_limit);
+                    self.tail.drain(..over);
+                    // One chunk per call here too, for the same reason as a session's.
+                    return;
                 }
-                Err(Errno::AGAIN) => return false,
+                Err(Errno::AGAIN) => return,
                 Err(Errno::INTR) => continue,
                 Err(_) => {
                     self.fd = None;
-                    return false;
+                    return;
                 }
             }
         }
@@ -142,7 +172,6 @@ enum Stop {
     None,
     Timeout,
     Cancel,
-    Flood,
 }
 
 /// Runs `plan` to completion on the calling (blocking) thread.
@@ -164,8 +193,9 @@ pub(crate) fn run_plan(
     }
     let observed = |stream| plan.observer.clone().map(|o| (o, stream));
     let keep = plan.interactive.is_none();
-    let mut stdout = Capture::new(out_r, observed(OutputStream::Stdout), keep);
-    let mut stderr = Capture::new(err_r, observed(OutputStream::Stderr), keep);
+    let limit = plan.capture_limit;
+    let mut stdout = Capture::new(out_r, observed(OutputStream::Stdout), keep, limit);
+    let mut stderr = Capture::new(err_r, observed(OutputStream::Stderr), keep, limit);
     let mut writers = Some((out_w, err_w));
     let mut feed = StdinFeed {
         fd: None,
@@ -255,7 +285,6 @@ pub(crate) fn run_plan(
             &mut feed,
             cancel,
             deadline,
-            plan.capture_limit,
         );
         // Every stage has exited (or we are stopping): kill the rest of the group while an
         // unreaped member still pins its id, then reap.
@@ -296,19 +325,19 @@ pub(crate) fn run_plan(
         }
         let _ = poll(&mut fds, Some(&timespec(drain_until - now)));
         drop(fds);
-        if stdout.read_some(plan.capture_limit) || stderr.read_some(plan.capture_limit) {
-            stop = Stop::Flood;
-        }
+        stdout.read_some();
+        stderr.read_some();
     }
 
     outcome.exit_code = status;
     outcome.timed_out = stop == Stop::Timeout;
     outcome.cancelled = stop == Stop::Cancel;
-    outcome.flooded = stop == Stop::Flood;
-    outcome.stdout = stdout.buf;
-    outcome.stderr = stderr.buf;
+    outcome.stdout_lines = stdout.lines;
+    outcome.stderr_lines = stderr.lines;
     outcome.stdout_bytes = stdout.total;
     outcome.stderr_bytes = stderr.total;
+    (outcome.stdout, outcome.stdout_tail) = stdout.kept();
+    (outcome.stderr, outcome.stderr_tail) = stderr.kept();
     Ok(outcome)
 }
 
@@ -547,7 +576,6 @@ fn wait_pipeline(
     feed: &mut StdinFeed,
     cancel: &OwnedFd,
     deadline: Instant,
-    limit: usize,
 ) -> Stop {
     feed.write_some();
     loop {
@@ -594,8 +622,11 @@ fn wait_pipeline(
         if cancelled {
             return Stop::Cancel;
         }
-        if (out_ready && stdout.read_some(limit)) || (err_ready && stderr.read_some(limit)) {
-            return Stop::Flood;
+        if out_ready {
+            stdout.read_some();
+        }
+        if err_ready {
+            stderr.read_some();
         }
         if in_ready {
             feed.write_some();

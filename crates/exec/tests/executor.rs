@@ -112,7 +112,7 @@ fn a_stage_runs_and_its_output_and_status_come_back() {
     assert_eq!(out.stdout, b"hi\n");
     assert_eq!(out.stdout_bytes, 3);
     assert!(out.stages[0].ran);
-    assert!(!out.timed_out && !out.flooded && !out.cancelled);
+    assert!(!out.timed_out && !out.cancelled);
 }
 
 #[test]
@@ -235,7 +235,7 @@ fn a_namespace_cannot_be_made_by_a_command() {
 }
 
 #[test]
-fn a_deadline_kills_the_tree_and_a_flood_is_cut() {
+fn a_deadline_kills_the_tree_and_a_flood_keeps_its_head_and_tail() {
     let (_dir, jail, executor) = jail();
     let mut slow = plan(&jail, vec![vec![stage(&["sleep", "30"])]], vec![]);
     slow.timeout = Duration::from_millis(300);
@@ -247,11 +247,28 @@ fn a_deadline_kills_the_tree_and_a_flood_is_cut() {
         "{:?}",
         out.stages
     );
+    // Printing much stops nothing: `yes` runs to the deadline; a quarter of the limit is
+    // kept from the start, the rest from the end, and every byte and line is counted.
     let mut flood = plan(&jail, vec![vec![stage(&["yes"])]], vec![]);
     flood.capture_limit = 4096;
+    flood.timeout = Duration::from_millis(300);
     let out = run(&executor, flood, true).unwrap();
-    assert!(out.flooded);
-    assert!(out.stdout.len() <= 4096);
+    assert!(out.timed_out);
+    assert_eq!((out.stdout.len(), out.stdout_tail.len()), (1024, 3072));
+    assert!(out.stdout.starts_with(b"y\ny\n") && out.stdout_tail.ends_with(b"y\n"));
+    assert!(out.stdout_bytes > 1 << 20, "{}", out.stdout_bytes);
+    assert!(
+        (out.stdout_bytes / 2).abs_diff(out.stdout_lines) <= 1,
+        "{}",
+        out.stdout_lines
+    );
+    // Within the limit, the stream comes back whole, as one part.
+    let small = plan(&jail, vec![vec![stage(&["echo", "hi"])]], vec![]);
+    let out = run(&executor, small, true).unwrap();
+    assert_eq!(
+        (out.stdout.as_slice(), out.stdout_tail.len()),
+        (&b"hi\n"[..], 0)
+    );
 }
 
 #[test]

@@ -28,7 +28,10 @@ impl TerminalService {
     /// Raw bytes the executor keeps per stream: the cap, and the slack a secret straddling
     /// it needs to be recognised whole.
     pub fn capture_limit(&self) -> usize {
-        self.policy.limits.max_output_bytes + REDACTION_SLACK_BYTES
+        // The executor keeps a quarter of this from the start and the rest from the end:
+        // each part then holds its share of the cap, the slack at the seam, and (the tail)
+        // room to start at a whole line.
+        self.policy.limits.max_output_bytes + 4 * REDACTION_SLACK_BYTES
     }
 
     /// A verdict as the client and the trail see it: the reason and every string of the
@@ -55,10 +58,20 @@ impl TerminalService {
         confinement: ConfinementSummary,
     ) -> (OperationResult, RunFacts) {
         let cap = self.policy.limits.max_output_bytes;
-        let (stdout, stdout_cut) =
-            self.redact_and_cap(&out.stdout, out.stdout_bytes, cap, out.flooded);
-        let (stderr, stderr_cut) =
-            self.redact_and_cap(&out.stderr, out.stderr_bytes, cap, out.flooded);
+        let (stdout, stdout_cut) = self.redact_and_cut(
+            &out.stdout,
+            &out.stdout_tail,
+            out.stdout_bytes,
+            out.stdout_lines,
+            cap,
+        );
+        let (stderr, stderr_cut) = self.redact_and_cut(
+            &out.stderr,
+            &out.stderr_tail,
+            out.stderr_bytes,
+            out.stderr_lines,
+            cap,
+        );
         let stages: Vec<Value> = decision
             .stages
             .iter()
@@ -109,17 +122,15 @@ impl TerminalService {
                 ResultCode::OperationFailed,
                 "the client cancelled the call; the whole process tree was killed".to_owned(),
             )
-        } else if out.flooded {
+        } else if stdout_cut || stderr_cut {
+            let status = out
+                .exit_code
+                .map_or_else(|| "no exit code".to_owned(), |c| format!("exit code {c}"));
             (
                 ResultCode::OutputTruncated,
                 format!(
-                    "output passed the {cap}-byte cap; reading stopped and the process tree was killed"
+                    "the command ran ({status}); its output passed the {cap}-byte cap ([terminal.limits] max_output_bytes), so its start and its end are shown and the middle is left out"
                 ),
-            )
-        } else if stdout_cut || stderr_cut {
-            (
-                ResultCode::OutputTruncated,
-                format!("the command ran; output was cut at {cap} bytes"),
             )
         } else {
             let status = match out.exit_code {
@@ -155,41 +166,90 @@ impl TerminalService {
         )
     }
 
-    /// Redacts first, then caps at a char boundary with a marker. When the stream was cut
-    /// (more bytes existed than were kept), a secret may run past the end of what was read,
-    /// so the last [`REDACTION_SLACK_BYTES`] are never shown: the cap falls before them.
-    pub(super) fn redact_and_cap(
+    /// Redacts first, then keeps what fits in `cap`: all of it, or its first quarter and
+    /// its last three quarters with one marker line between saying what was left out.
+    /// Redaction runs before any cut. A stream the executor kept whole is redacted whole and
+    /// then cut. Where the executor dropped its middle, a secret may straddle either seam:
+    /// the head is shown only up to [`REDACTION_SLACK_BYTES`] before its end, and the tail
+    /// only from the first line that starts that far into it (none at all when no line
+    /// does), so no secret reaches the text in part.
+    pub(super) fn redact_and_cut(
         &self,
-        raw: &[u8],
+        head: &[u8],
+        tail: &[u8],
         total: u64,
+        lines: u64,
         cap: usize,
-        flooded: bool,
     ) -> (String, bool) {
-        let text = String::from_utf8_lossy(raw);
-        // A stream that produced nothing was not cut, even when the other one flooded.
-        let cut = (flooded && total > 0) || total > raw.len() as u64;
-        let safe_end = if cut {
-            text.len().saturating_sub(REDACTION_SLACK_BYTES)
+        let (head_cap, tail_cap) = (cap / 4, cap - cap / 4);
+        let (first, last) = if tail.is_empty() {
+            let text = self.redactor.redact(&String::from_utf8_lossy(head));
+            if text.len() <= cap {
+                return (text, false);
+            }
+            (prefix(&text, head_cap), suffix(&text, tail_cap))
         } else {
-            text.len()
+            let text = String::from_utf8_lossy(head);
+            let safe_end = text.len().saturating_sub(REDACTION_SLACK_BYTES);
+            let (redacted, safe) = self.redactor.redact_until(&text, safe_end);
+            let first = prefix(&redacted[..safe], head_cap);
+            let text = String::from_utf8_lossy(tail);
+            let start = text
+                .as_bytes()
+                .iter()
+                .skip(REDACTION_SLACK_BYTES)
+                .position(|b| *b == b'\n')
+                .map(|i| i + REDACTION_SLACK_BYTES + 1);
+            let last = match start {
+                Some(start) => suffix(&self.redactor.redact(&text[start..]), tail_cap),
+                None => String::new(),
+            };
+            (first, last)
         };
-        let (redacted, safe) = self.redactor.redact_until(&text, safe_end);
-        let limit = if cut { cap.min(safe) } else { cap };
-        if !cut && redacted.len() <= limit {
-            return (redacted, false);
-        }
-        let mut end = limit.min(redacted.len());
-        while !redacted.is_char_boundary(end) {
-            end -= 1;
-        }
-        let more = if cut { "at least " } else { "" };
+        let newlines = |s: &str| s.bytes().filter(|b| *b == b'\n').count() as u64;
+        let left_lines = lines.saturating_sub(newlines(&first) + newlines(&last));
+        let left_bytes = total.saturating_sub((first.len() + last.len()) as u64);
+        let seam = if first.is_empty() || first.ends_with('\n') {
+            ""
+        } else {
+            "\n"
+        };
         (
             format!(
-                "{}\n[output truncated at {cap} bytes; {more}{total} bytes were produced]",
-                &redacted[..end]
+                "{first}{seam}[… {left_lines} lines ({left_bytes} bytes) left out of {total} bytes: the start and the end are shown …]\n{last}"
             ),
             true,
         )
+    }
+}
+
+/// The start of `text`, at most `max` bytes, ending at a line end where one is near.
+fn prefix(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    match text[..end].rfind('\n') {
+        Some(nl) if nl + 1 >= end / 2 => text[..=nl].to_owned(),
+        _ => text[..end].to_owned(),
+    }
+}
+
+/// The end of `text`, at most `max` bytes, starting at a line start where one is near.
+fn suffix(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut start = text.len() - max;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    match text[start..].find('\n') {
+        Some(nl) if nl < max / 2 => text[start + nl + 1..].to_owned(),
+        _ => text[start..].to_owned(),
     }
 }
 

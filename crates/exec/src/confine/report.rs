@@ -226,7 +226,7 @@ pub(super) fn describe(
             },
             core_bytes: 0,
         },
-        process_group: "own; the whole tree is killed on timeout, cancel or flood",
+        process_group: "own; the whole tree is killed on timeout or cancel",
         egress: egress.map(|tier| match tier {
             Ok(tier) => EgressReport {
                 tier: tier.as_str(),

@@ -23,7 +23,8 @@ CALLS = [
     ("run_command", {"command": "echo 'open"}, "INVALID_REQUEST"),
     ("run_command", {"command": 42}, "INVALID_REQUEST"),
     ("run_command", {"command": "sleep 5", "timeout_seconds": 1}, "TIMEOUT"),
-    ("run_command", {"command": "yes"}, "OUTPUT_TRUNCATED"),
+    ("run_command", {"command": "yes", "timeout_seconds": 1}, "TIMEOUT"),
+    ("run_command", {"command": "yes | head -c 100000"}, "OUTPUT_TRUNCATED"),
     # The file tools, as a coding agent uses them: write, read, edit, then a refusal of each kind.
     ("write_file", {"path": "src/app.py", "content": "def f():\n    return 1\n"}, "OK"),
     ("read_file", {"path": "src/app.py", "offset": 2, "limit": 1}, "OK"),
@@ -37,7 +38,7 @@ CALLS = [
 def check_reader_text(name, text, envelope):
     """The text block is the envelope written for a reader: the verdict first, then the output."""
     first = text.split("\n", 1)[0]
-    ran = envelope["action"] == "run_command" and envelope["code"] == "OK" and "exit_code" in envelope["detail"]
+    ran = envelope["action"] == "run_command" and envelope["code"] in ("OK", "OUTPUT_TRUNCATED") and "exit_code" in envelope["detail"]
     verdict = first.startswith("exit ") or first.startswith("killed ") if ran else first == f"{envelope['code']}: {envelope['reason'].splitlines()[0] if envelope['reason'] else ''}"
     assert verdict, f"{name}: the text block does not open with the verdict: {first!r}"
     for stream in ("stdout", "stderr"):

@@ -41,20 +41,27 @@ async fn secrets_are_redacted_in_output_and_in_the_audit_trail() {
 async fn a_secret_straddling_the_cap_or_a_read_boundary_never_leaks_in_part() {
     let token = "ghp_0123456789abcdefghijklmnopqrstuvwxyz";
     let fragment = "ghp_0123";
-    let sb = Sandbox::new(""); // max_output_bytes = 4096
-    // Straddles the cap: the whole token is read, redacted, then the cap cuts the marker.
+    let sb = Sandbox::new(""); // max_output_bytes = 4096: a quarter from the start, the rest from the end
+    // Straddles the head's cut of a stream kept whole: the whole token is read, redacted,
+    // then cut.
     std::fs::write(
         sb.jail.join("cap.txt"),
-        format!("{}{token}\nend\n", "x".repeat(4090)),
+        format!("{} {token}\n{}", "x".repeat(1019), "end\n".repeat(2000)),
     )
     .unwrap();
-    // Straddles the capture limit (cap + 16 KiB) of a flood: what was read of it is never shown.
+    // A flood the executor kept only the start and the end of (the capture limit is
+    // cap + 64 KiB: a quarter, 17,408 bytes, from the start): a token across the head's end,
+    // and one across the tail's start, are never shown in part.
+    let head = 4096 / 4 + 16384;
+    let tail = 4096 - 4096 / 4 + 3 * 16384;
+    let middle = 200_000;
     std::fs::write(
         sb.jail.join("flood.txt"),
         format!(
-            "{}{token}{}",
-            "y".repeat(4096 + 16384 - 12),
-            "z".repeat(100_000)
+            "{} {token} {} {token} {}",
+            "y".repeat(head - 13),
+            "z".repeat(middle),
+            "w".repeat(tail - 29)
         ),
     )
     .unwrap();

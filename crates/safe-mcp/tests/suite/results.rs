@@ -1,8 +1,130 @@
-//! What the model reads (issue 32), over a real MCP session: `NAME=value cmd` prefixes.
+//! What the model reads (issue 32), over a real MCP session: the text block of each kind
+//! of result, output past the cap (its start and its end), and `NAME=value cmd` prefixes.
 
 use serde_json::json;
 
-use super::support::Sandbox;
+use super::support::{DEFAULT_ALLOW, Sandbox, live_processes_with};
+
+/// Item 1: the text block of each kind of result, as a client hands it to the model.
+#[tokio::test(flavor = "multi_thread")]
+async fn each_kind_of_result_reads_as_a_verdict_then_its_output() {
+    let sb = Sandbox::new("");
+    std::fs::write(
+        sb.jail.join("many.txt"),
+        (1..=3000)
+            .map(|n| format!("line {n}\n"))
+            .collect::<String>(),
+    )
+    .unwrap();
+    let s = sb.session().await;
+    let text = |r: rmcp::model::CallToolResult| {
+        r.content[0]
+            .as_text()
+            .map(|t| t.text.clone())
+            .unwrap_or_default()
+    };
+    let ran = text(
+        s.raw_call("run_command", json!({"command": "echo hi"}))
+            .await,
+    );
+    assert!(
+        ran.starts_with("exit 0 · ") && ran.ends_with(" ms\nhi\n"),
+        "{ran}"
+    );
+    assert_eq!(ran.lines().count(), 2, "{ran}");
+    let failed = text(
+        s.raw_call("run_command", json!({"command": "ls no-such-file"}))
+            .await,
+    );
+    assert!(failed.starts_with("exit 2 · "), "{failed}");
+    assert!(
+        failed.contains("\n--- stderr ---\nls: cannot access 'no-such-file'"),
+        "{failed}"
+    );
+    let denied = text(
+        s.raw_call("run_command", json!({"command": "whoami"}))
+            .await,
+    );
+    assert!(denied.starts_with("POLICY_DENIED: `whoami`"), "{denied}");
+    let cut = text(
+        s.raw_call("run_command", json!({"command": "cat many.txt"}))
+            .await,
+    );
+    assert!(
+        cut.starts_with("exit 0 · ") && cut.contains("\nline 1\nline 2\n"),
+        "{cut}"
+    );
+    assert!(cut.contains("line 3000\ntruncated: stdout, "), "{cut}");
+    let timed_out = text(
+        s.raw_call(
+            "run_command",
+            json!({"command": "sleep 5", "timeout_seconds": 1}),
+        )
+        .await,
+    );
+    assert!(
+        timed_out.starts_with("TIMEOUT: the command exceeded 1s"),
+        "{timed_out}"
+    );
+    let prefix = text(
+        s.raw_call("run_command", json!({"command": "LD_PRELOAD=x.so ls"}))
+            .await,
+    );
+    assert!(
+        prefix.starts_with("POLICY_DENIED: ") && prefix.contains("LD_PRELOAD"),
+        "{prefix}"
+    );
+    // Every one of them is also the typed envelope in structuredContent (support::envelope_of
+    // checks that the text is that envelope written for a reader).
+    let r = s.run("echo hi").await;
+    assert_eq!(r["detail"]["stdout"], "hi\n");
+}
+
+/// Item 2: 50 MB of output runs to its end; the result keeps the start and the end (where
+/// a test summary is) with one marker line between, and the server's memory stays bounded.
+#[tokio::test(flavor = "multi_thread")]
+async fn fifty_megabytes_of_output_run_to_the_end_and_keep_the_tail() {
+    let sb = Sandbox::with(
+        DEFAULT_ALLOW,
+        "timeout_seconds = 60\nmax_output_bytes = 4096",
+        "closed",
+        "",
+    );
+    let s = sb.session().await;
+    let bytes = 50u64 << 20;
+    let r = s
+        .run(&format!("yes 0123456789abcdef | head -c {bytes}"))
+        .await;
+    assert_eq!(r["code"], "OUTPUT_TRUNCATED", "{r}");
+    assert_eq!(r["detail"]["exit_code"], 0, "it ran to its end: {r}");
+    assert_eq!(r["detail"]["stdout_bytes"], bytes);
+    let out = r["detail"]["stdout"].as_str().unwrap();
+    assert!(out.starts_with("0123456789abcdef\n"), "{}", &out[..40]);
+    // The last line of the stream is a part line (50 MiB is not a multiple of 17 bytes).
+    let last = (bytes % 17) as usize;
+    assert!(
+        out.ends_with(&format!("\n{}", &"0123456789abcdef\n"[..last])),
+        "{}",
+        &out[out.len() - 60..]
+    );
+    let marker = out.lines().find(|l| l.starts_with("[… ")).unwrap();
+    assert!(
+        marker.contains(&format!("left out of {bytes} bytes")),
+        "{marker}"
+    );
+    assert!(out.len() < 4096 + 200, "{}", out.len());
+    // The server kept two bounded windows, not the stream.
+    let peak = live_processes_with(sb.policy.to_str().unwrap())
+        .into_iter()
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/status")).ok())
+        .filter_map(|status| {
+            let line = status.lines().find(|l| l.starts_with("VmHWM:"))?.to_owned();
+            line.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .max()
+        .unwrap();
+    assert!(peak < 64 * 1024, "the server's peak RSS was {peak} KiB");
+}
 
 /// Item 4: a prefix on the safe list reaches the command (in every stage of a list or
 /// pipeline); one that changes what runs or where it reaches is refused naming the rule;
