@@ -15,6 +15,7 @@
 mod approval;
 mod describe;
 mod flow;
+mod limits;
 mod prepare;
 pub mod process;
 mod result;

@@ -147,6 +147,15 @@ impl TerminalService {
             }
             (ResultCode::Ok, reason)
         };
+        // A limit that stopped it is named, with its key (the timeout's reason says it ran
+        // out of time already; this adds the key and what to do instead).
+        let reason = match super::limits::limit_hit(&out, &stderr, &self.policy.limits) {
+            Some((key, why)) => {
+                detail.insert("limit".into(), json!(key));
+                format!("{reason}; {why}")
+            }
+            None => reason,
+        };
         let facts = RunFacts {
             exit_code: out.exit_code,
             output: Some(OutputCounts {

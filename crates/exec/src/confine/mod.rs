@@ -449,11 +449,18 @@ fn rlimits(limits: &ProcessLimits) -> Vec<(libc::__rlimit_resource_t, libc::rlim
                 libc::getrlimit(resource, &mut own);
             }
             let value = value.min(own.rlim_max);
+            // CPU: the soft limit first, so that the kernel's SIGXCPU names the limit (the
+            // result says which one stopped the command); SIGKILL a second later.
+            let hard = if resource == libc::RLIMIT_CPU {
+                value.saturating_add(1).min(own.rlim_max)
+            } else {
+                value
+            };
             (
                 resource,
                 libc::rlimit {
                     rlim_cur: value,
-                    rlim_max: value,
+                    rlim_max: hard,
                 },
             )
         })
@@ -501,8 +508,13 @@ mod tests {
                 .map(|(_, l)| (l.rlim_cur, l.rlim_max))
                 .unwrap()
         };
+        let (soft, hard) = value(libc::RLIMIT_CPU);
+        assert_eq!(
+            (soft, hard),
+            (7, 8),
+            "SIGXCPU at the limit, SIGKILL a second on"
+        );
         for (resource, wanted) in [
-            (libc::RLIMIT_CPU, 7),
             (libc::RLIMIT_FSIZE, 1 << 20),
             (libc::RLIMIT_NOFILE, 64),
             (libc::RLIMIT_CORE, 0),
@@ -517,7 +529,10 @@ mod tests {
             let expected = wanted.min(own.rlim_max);
             assert_eq!(value(resource), (expected, expected), "resource {resource}");
         }
-        // Soft and hard alike: a command cannot raise its own soft limit back.
-        assert!(set.iter().all(|(_, l)| l.rlim_cur == l.rlim_max));
+        // Soft and hard alike but for CPU: a command cannot raise its own soft limit back.
+        assert!(
+            set.iter()
+                .all(|(r, l)| *r == libc::RLIMIT_CPU || l.rlim_cur == l.rlim_max)
+        );
     }
 }

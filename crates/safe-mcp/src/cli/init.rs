@@ -273,6 +273,7 @@ commands = ["ls", "cat", "head", "tail", "wc", "grep", "find", "sort", "diff", "
 
 [terminal.limits]
 timeout_seconds = 300          # a build or a test suite can take minutes
+cpu_seconds = 1200             # CPU time per process: a compiler on 4 cores for the whole timeout
 max_output_bytes = 262144
 
 # Variables every command gets. git needs an identity to commit (the commands' HOME holds no

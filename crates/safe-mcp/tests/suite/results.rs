@@ -184,3 +184,50 @@ async fn env_prefixes_on_the_safe_list_reach_the_command() {
         "{e}"
     );
 }
+
+/// Item 5: a command stopped by the CPU, file-size or wall-clock limit says which one, with
+/// the policy key that sets it, in `detail.limit`, the reason and the text block.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_limit_that_stops_a_command_is_named_with_its_key() {
+    let sb = Sandbox::with(
+        DEFAULT_ALLOW,
+        "timeout_seconds = 20\ncpu_seconds = 1\nfile_size_bytes = 1048576",
+        "closed",
+        "",
+    );
+    let s = sb.session().await;
+    for (args, key, says) in [
+        (
+            json!({"command": ["sh", "-c", "while :; do :; done"]}),
+            "cpu_seconds",
+            "cpu_seconds = 1",
+        ),
+        (
+            json!({"command": ["sh", "-c", "yes > big.txt"]}),
+            "file_size_bytes",
+            "file_size_bytes = 1048576",
+        ),
+        (
+            json!({"command": "sleep 5", "timeout_seconds": 1}),
+            "timeout_seconds",
+            "start_process",
+        ),
+    ] {
+        let raw = s.raw_call("run_command", args.clone()).await;
+        let text = raw.content[0]
+            .as_text()
+            .map(|t| t.text.clone())
+            .unwrap_or_default();
+        let r = raw.structured_content.unwrap();
+        assert_eq!(r["detail"]["limit"], key, "{args}: {r}");
+        let reason = r["reason"].as_str().unwrap();
+        assert!(reason.contains(says), "{args}: {reason}");
+        assert!(
+            text.contains(&format!("limit: {key}")) || text.contains(says),
+            "{text}"
+        );
+    }
+    // A command that ends on its own names no limit.
+    let r = s.run("echo fine").await;
+    assert!(r["detail"].get("limit").is_none(), "{r}");
+}
