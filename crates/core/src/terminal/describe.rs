@@ -71,14 +71,138 @@ impl TerminalService {
         &self,
         confinement: &ConfinementReport,
         caller: &Caller,
+        verbose: bool,
     ) -> OperationResult {
-        let result = self.describe(confinement);
+        let result = if verbose {
+            self.describe(confinement)
+        } else {
+            self.describe_short(confinement)
+        };
         self.gate
             .record(self.attempt_for(DESCRIBE, DESCRIBE, caller), &result);
         result
     }
 
-    /// The policy as a model should read it.
+    /// The policy in a few lines, as a model needs it before its first command (the default
+    /// of `describe_policy`): what can run and the notable rules, where commands and the
+    /// file tools write, the network, the limits, the syntax that works, how to change a
+    /// file, and the confinement in one line. [`Self::describe`] has every detail.
+    pub fn describe_short(&self, confinement: &ConfinementReport) -> OperationResult {
+        let p = &self.policy;
+        let list = |v: &mut dyn Iterator<Item = String>| v.collect::<Vec<_>>().join(", ");
+        let commands = list(&mut p.allow.iter().cloned());
+        let rules: Vec<String> = p
+            .rules
+            .iter()
+            .filter(|r| !r.deny_args.is_empty())
+            .map(|r| {
+                let why = r
+                    .reason
+                    .as_deref()
+                    .map(|w| format!(" ({w})"))
+                    .unwrap_or_default();
+                format!("{}: refuses {}{why}", r.command, r.deny_args.join(", "))
+            })
+            .collect();
+        let mut writes = vec![p.jail_root.display().to_string()];
+        writes.extend(p.write_paths.iter().map(|w| w.display().to_string()));
+        let network = match p.network.mode {
+            crate::egress::NetworkMode::Off => "off: commands have no network".to_owned(),
+            crate::egress::NetworkMode::Open => "open: any network the view has".to_owned(),
+            crate::egress::NetworkMode::Allowlist => {
+                let names = |rules: &[crate::egress::DomainRule]| {
+                    let v: Vec<String> = rules.iter().map(|d| d.text()).collect();
+                    if v.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        v.join(", ")
+                    }
+                };
+                format!(
+                    "allowlist, through the server's proxy: {}; never {}",
+                    names(&p.network.allow),
+                    names(&p.network.deny)
+                )
+            }
+        };
+        let l = &p.limits;
+        let limits = format!(
+            "timeout {} s per call (longer work: start_process), output {} bytes per stream (past it, its start and end), cpu {} s and memory {} MiB and files {} MiB per process",
+            l.timeout_seconds,
+            l.max_output_bytes,
+            l.cpu_seconds,
+            l.memory_bytes >> 20,
+            l.file_size_bytes >> 20
+        );
+        let prefixes = list(
+            &mut crate::env_prefix::DEFAULT_ALLOWED
+                .iter()
+                .map(|n| n.to_string())
+                .chain(p.env.prefix_allow.iter().cloned()),
+        );
+        let files = if !p.files.enabled {
+            "the file tools are off here; no command writes a file by redirection either".to_owned()
+        } else if p.files.read_only {
+            "read_file only (the write tools are off)".to_owned()
+        } else {
+            "edit_file changes a file (old_text -> new_text, all or nothing, returns the diff), write_file creates or replaces one, read_file reads one by lines".to_owned()
+        };
+        let g = report_gist(confinement);
+        let confinement_line = format!(
+            "sandbox {}, {} view, Landlock {}, seccomp {}, capabilities {}",
+            g["mode"].as_str().unwrap_or("?"),
+            g["view"].as_str().unwrap_or("?"),
+            g["landlock"].as_str().unwrap_or("?"),
+            if g["seccomp"] == true { "on" } else { "off" },
+            g["capabilities"]
+                .as_str()
+                .unwrap_or("?")
+                .split(['(', ';'])
+                .next()
+                .unwrap_or("?")
+                .trim(),
+        );
+        let mut detail = json!({
+            "commands": commands,
+            "rules": rules,
+            "writes": format!(
+                "in {} (commands and the file tools); never the protected paths ({})",
+                writes.join(", "),
+                p.protected.entries.iter().map(|e| e.path.as_str()).take(6).collect::<Vec<_>>().join(", ")
+            ),
+            "files": files,
+            "network": network,
+            "limits": limits,
+            "syntax": format!(
+                "a command, a pipeline (|) or a list (&&, ||, ;); 'single' and \"double\" quotes; NAME=value before a command for {prefixes}; no $ expansion, redirection, globs, subshells, & or cd (pass cwd instead)"
+            ),
+            "confinement": confinement_line,
+            "more": "describe_policy {\"verbose\": true} has every detail",
+        });
+        let warnings: Vec<String> = crate::lint::interpreter_voids_rules(p)
+            .map(|f| f.to_string())
+            .into_iter()
+            .collect();
+        if !warnings.is_empty() {
+            detail["warnings"] = json!(warnings);
+        }
+        if rules.is_empty()
+            && let Some(map) = detail.as_object_mut()
+        {
+            map.remove("rules");
+        }
+        OperationResult::new(
+            DESCRIBE,
+            ResultCode::Ok,
+            format!(
+                "{} commands allowlisted; everything else is denied",
+                p.allow.len()
+            ),
+        )
+        .with_detail(detail)
+    }
+
+    /// The policy in full (`describe_policy {"verbose": true}`).
     pub fn describe(&self, confinement: &ConfinementReport) -> OperationResult {
         let p = &self.policy;
         let rules: Vec<Value> = p

@@ -137,10 +137,19 @@ pub struct HandleArgs {
     pub handle: String,
 }
 
-/// Arguments of `describe_policy` (none).
+/// Arguments of a tool that takes none (`list_processes`).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NoArgs {}
+
+/// `describe_policy`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DescribeArgs {
+    /// Every detail of the policy and the confinement instead of the short form.
+    #[serde(default)]
+    pub verbose: bool,
+}
 
 /// The terminal MCP server.
 #[derive(Clone)]
@@ -468,10 +477,11 @@ impl TerminalServer {
         ))
     }
 
-    /// Describe the policy: allowed and denied commands, argument rules, limits, accepted
-    /// syntax and the kernel confinement in force.
+    /// Describe the policy in a few lines: what can run, where commands and the file tools
+    /// write, the network, the limits, the syntax that works, how to change a file, the
+    /// confinement. `verbose: true` returns every detail (rules, seccomp and Landlock lists).
     #[tool(
-        input_schema = input::<NoArgs>(),
+        input_schema = input::<DescribeArgs>(),
         output_schema = envelope_schema(),
         annotations(title = "Describe the policy", read_only_hint = true, destructive_hint = false,
                     idempotent_hint = true, open_world_hint = false)
@@ -481,10 +491,10 @@ impl TerminalServer {
         args: JsonObject,
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let (caller, NoArgs {}) = arguments!(args, context, self.service.as_ref());
+        let (caller, args): (_, DescribeArgs) = arguments!(args, context, self.service.as_ref());
         to_result(
             self.service
-                .describe_call(self.executor.confinement(), &caller),
+                .describe_call(self.executor.confinement(), &caller, args.verbose),
         )
     }
 }

@@ -38,7 +38,7 @@ async fn a_child_cannot_read_or_write_outside_the_jail() {
     assert_eq!(r["code"], "OK", "{r}");
     assert_ne!(r["detail"]["exit_code"], 0);
     // In the private view the file is not there at all; in the host view Landlock refuses.
-    let described = s.call("describe_policy", json!({})).await;
+    let described = s.call("describe_policy", json!({"verbose": true})).await;
     let refusal = if described["detail"]["confinement"]["view"]["view"] == "private" {
         "No such file or directory"
     } else {

@@ -161,7 +161,7 @@ async fn allowed_names_pass_through_the_proxy_and_are_audited() {
     for namespaces in ["auto", "off"] {
         let sb = sandbox(namespaces, LISTS);
         let s = Session::start(&sb.policy, |_| {}).await;
-        let describe = s.call("describe_policy", json!({})).await;
+        let describe = s.call("describe_policy", json!({"verbose": true})).await;
         let tier = describe["detail"]["confinement"]["egress"]["tier"].clone();
         // The namespace tier wherever the server made its private view; "auto" falls
         // back to the host's view (and so the landlock tier) where namespaces cannot be
@@ -468,7 +468,7 @@ async fn without_a_tier_nothing_runs() {
     )
     .unwrap();
     let s = Session::start(&sb.policy, |_| {}).await;
-    let describe = s.call("describe_policy", json!({})).await;
+    let describe = s.call("describe_policy", json!({"verbose": true})).await;
     assert_eq!(
         describe["detail"]["confinement"]["egress"]["tier"], "unavailable",
         "{describe}"
@@ -581,7 +581,7 @@ async fn an_unprivileged_server_has_egress_through_its_proxy() {
     assert!(tier.starts_with(expected), "{tier}");
 
     let s = Session::start(&sb.policy, as_nobody).await;
-    let describe = s.call("describe_policy", json!({})).await;
+    let describe = s.call("describe_policy", json!({"verbose": true})).await;
     assert_eq!(
         describe["detail"]["confinement"]["egress"]["tier"], expected,
         "{describe}"

@@ -349,7 +349,7 @@ async fn secrets_sizes_protected_paths_and_the_switches() {
         assert!(!sb.jail.join("n.txt").exists());
         // describe_policy and explain_command say which answer.
         let e = call(&s, "explain_command", json!({"command": "cat notes.txt"})).await;
-        let d = call(&s, "describe_policy", json!({})).await;
+        let d = call(&s, "describe_policy", json!({"verbose": true})).await;
         for tools in [&e["detail"]["file_tools"], &d["detail"]["file_tools"]] {
             assert_eq!(tools["read_file"], read == "OK", "{switch}: {tools}");
             assert_eq!(tools["write_file"], false, "{switch}: {tools}");

@@ -360,7 +360,9 @@ async fn describe_policy_names_the_network_and_its_domains() {
         "[terminal.network]\nmode = \"allowlist\"\nallow_domains = [\"crates.io\", \"*.github.com\"]\ndeny_domains = [\"gist.github.com\"]\n",
     );
     let s = sb.session().await;
-    let d = s.call("describe_policy", serde_json::json!({})).await;
+    let d = s
+        .call("describe_policy", serde_json::json!({"verbose": true}))
+        .await;
     let n = &d["detail"]["network"];
     assert_eq!(n["mode"], "allowlist", "{d}");
     assert_eq!(

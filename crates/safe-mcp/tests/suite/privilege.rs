@@ -253,7 +253,7 @@ async fn a_command_holds_no_capability_even_when_the_server_is_root() {
             "{action} was allowed: {r}"
         );
     }
-    let described = s.call("describe_policy", json!({})).await;
+    let described = s.call("describe_policy", json!({"verbose": true})).await;
     let caps = described["detail"]["confinement"]["capabilities"]
         .as_str()
         .unwrap_or_default()

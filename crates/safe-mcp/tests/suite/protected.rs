@@ -189,7 +189,7 @@ async fn protected_paths_hold_in_the_private_view_and_git_keeps_working() {
             )
             .await;
         assert!(e["reason"].as_str().unwrap().contains(".mcp.json"), "{e}");
-        let d = s.call("describe_policy", json!({})).await;
+        let d = s.call("describe_policy", json!({"verbose": true})).await;
         assert_eq!(
             d["detail"]["protected_paths"]["removed_by_the_operator"],
             json!([".idea"]),

@@ -231,3 +231,68 @@ async fn a_limit_that_stops_a_command_is_named_with_its_key() {
     let r = s.run("echo fine").await;
     assert!(r["detail"].get("limit").is_none(), "{r}");
 }
+
+/// Item 3: `describe_policy` is short by default (what runs, where it writes, the network,
+/// the limits, the syntax, how to change a file, the confinement in a line) and has every
+/// detail with `verbose`.
+#[tokio::test(flavor = "multi_thread")]
+async fn describe_policy_is_short_and_verbose_has_every_detail() {
+    let sb = Sandbox::new("");
+    let s = sb.session().await;
+    let raw = s.raw_call("describe_policy", json!({})).await;
+    let text = raw.content[0]
+        .as_text()
+        .map(|t| t.text.clone())
+        .unwrap_or_default();
+    assert!(text.len() < 2048, "{} bytes:\n{text}", text.len());
+    let d = raw.structured_content.unwrap();
+    for key in [
+        "commands",
+        "writes",
+        "files",
+        "network",
+        "limits",
+        "syntax",
+        "confinement",
+        "more",
+    ] {
+        assert!(d["detail"][key].is_string(), "{key}: {d}");
+    }
+    assert!(
+        d["detail"]["commands"].as_str().unwrap().contains("git"),
+        "{d}"
+    );
+    assert!(
+        d["detail"]["rules"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("git: refuses push --force"),
+        "{d}"
+    );
+    assert!(
+        d["detail"]["files"].as_str().unwrap().contains("edit_file"),
+        "{d}"
+    );
+    assert!(
+        d["detail"]["network"].as_str().unwrap().starts_with("off"),
+        "{d}"
+    );
+    assert!(
+        d["detail"]["syntax"]
+            .as_str()
+            .unwrap()
+            .contains("RUST_BACKTRACE"),
+        "{d}"
+    );
+    let full = s.call("describe_policy", json!({"verbose": true})).await;
+    assert!(
+        full["detail"]["confinement"]["seccomp"]["denied"].is_array(),
+        "{full}"
+    );
+    assert!(
+        full.to_string().len() > 2 * text.len(),
+        "{} against {}",
+        full.to_string().len(),
+        text.len()
+    );
+}

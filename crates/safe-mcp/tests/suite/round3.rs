@@ -240,7 +240,7 @@ async fn a_shared_cache_is_the_operators_named_choice() {
     let (_, cache_b) = sh(&sb_, "echo $PIP_CACHE_DIR").await;
     assert_eq!(cache_a, cache_b);
     assert_eq!(cache_a.trim(), cache.join("pip").to_str().unwrap());
-    let d = sa.call("describe_policy", json!({})).await;
+    let d = sa.call("describe_policy", json!({"verbose": true})).await;
     let text = d["detail"].to_string();
     assert!(text.contains("shared_cache = true"), "{text}");
     // Shared or not, the placeholders hold.
@@ -354,7 +354,7 @@ async fn sysv_ipc_never_crosses_a_command() {
         let what = format!("namespaces = {namespaces}, uid {uid:?}");
         let host_seen = shm(&s, &format!("find {key}")).await;
         assert!(!host_seen.starts_with("read"), "{what}: {host_seen}");
-        let d = s.call("describe_policy", json!({})).await;
+        let d = s.call("describe_policy", json!({"verbose": true})).await;
         let sysv = d["detail"]["confinement"]["seccomp"]["sysv_ipc"].to_string();
         if namespaces == "off" {
             assert_eq!(host_seen, "shmget Operation not permitted\n", "{what}");
@@ -442,7 +442,7 @@ async fn an_allowed_interpreter_is_named_as_voiding_the_argument_rules() {
         "[[terminal.rules]]\ncommand = \"git\"\nconfirm_args = [\"push\"]\n",
     );
     let s = sb.session().await;
-    let d = s.call("describe_policy", json!({})).await;
+    let d = s.call("describe_policy", json!({"verbose": true})).await;
     let warnings = d["detail"]["warnings"].to_string();
     assert!(
         warnings.contains("an allowed interpreter (python3) can start any other program itself")
@@ -459,7 +459,7 @@ async fn an_allowed_interpreter_is_named_as_voiding_the_argument_rules() {
     // Without the interpreter, no such warning.
     let sb = Sandbox::with("\"git\"", "timeout_seconds = 20", "closed", "");
     let s = sb.session().await;
-    let d = s.call("describe_policy", json!({})).await;
+    let d = s.call("describe_policy", json!({"verbose": true})).await;
     assert_eq!(d["detail"]["warnings"], json!([]), "{d}");
 }
 
@@ -635,7 +635,7 @@ async fn a_command_cannot_take_the_users_kernel_counters() {
     );
     // While it holds them, a host process of the same uid still gets its own.
     assert_eq!(host_inotify_of_nobody(), "8");
-    let d = s.call("describe_policy", json!({})).await;
+    let d = s.call("describe_policy", json!({"verbose": true})).await;
     assert!(
         d["detail"]["confinement"]["view"]["detail"]
             .as_str()

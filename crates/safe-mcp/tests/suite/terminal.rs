@@ -405,7 +405,7 @@ async fn explain_never_executes() {
         .await;
     assert_eq!(r["code"], "POLICY_DENIED");
     assert!(r["reason"].as_str().unwrap().contains("force-push"));
-    let d = s.call("describe_policy", json!({})).await;
+    let d = s.call("describe_policy", json!({"verbose": true})).await;
     // Read-only calls are recorded like every other call (attempt and outcome, not waited
     // for on disk), and a call with arguments that do not parse is too.
     let bad = s.call("run_command", json!({"command": 5})).await;

@@ -146,7 +146,7 @@ async fn write_paths_are_writable() {
             std::fs::read_to_string(cache.join("entry")).unwrap(),
             "cached\n"
         );
-        let d = s.call("describe_policy", json!({})).await;
+        let d = s.call("describe_policy", json!({"verbose": true})).await;
         let rw = d["detail"]["confinement"]["landlock"]["read_write"].to_string();
         assert!(rw.contains(cache.to_str().unwrap()), "{d}");
     }
@@ -436,7 +436,7 @@ async fn the_git_profile_commits_and_diffs() {
         r["code"], "POLICY_DENIED",
         "the operator's rule should win: {r}"
     );
-    let d = s.call("describe_policy", json!({})).await;
+    let d = s.call("describe_policy", json!({"verbose": true})).await;
     assert_eq!(d["detail"]["profiles"][0]["name"], "git", "{d}");
 }
 
@@ -497,7 +497,7 @@ async fn a_project_file_narrows_the_policy() {
         r["reason"].as_str().unwrap().contains("pushed by CI only"),
         "{r}"
     );
-    let d = s.call("describe_policy", json!({})).await;
+    let d = s.call("describe_policy", json!({"verbose": true})).await;
     assert_eq!(d["detail"]["limits"]["timeout_seconds"], 5, "{d}");
     assert_eq!(d["detail"]["project_policy"]["removed"][0], "touch", "{d}");
     let r = s.run("echo still").await;

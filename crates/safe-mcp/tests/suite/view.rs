@@ -127,7 +127,7 @@ async fn a_command_sees_only_its_view_of_the_machine() {
         listener.set_nonblocking(true).unwrap();
         let port = listener.local_addr().unwrap().port();
         let s = sb.session().await;
-        let d = s.call("describe_policy", json!({})).await;
+        let d = s.call("describe_policy", json!({"verbose": true})).await;
         let view = d["detail"]["confinement"]["view"]["view"].clone();
         let private = namespaces == "auto";
         assert_eq!(view, if private { "private" } else { "host" }, "{d}");
@@ -241,7 +241,7 @@ async fn an_unprivileged_server_gets_the_same_view() {
     let sb = sandbox("");
     sb.give_to(65534);
     let s = sb.session_as(65534).await;
-    let d = s.call("describe_policy", json!({})).await;
+    let d = s.call("describe_policy", json!({"verbose": true})).await;
     let view = &d["detail"]["confinement"]["view"];
     assert_eq!(view["view"], "private", "{d}");
     assert_eq!(view["namespaces"][0], "user", "{d}");
@@ -323,7 +323,7 @@ async fn kill_minus_one_kills_nothing_outside() {
 async fn device_files_in_the_view_cannot_be_chmodded() {
     let sb = sandbox("");
     let s = sb.session().await;
-    let d = s.call("describe_policy", json!({})).await;
+    let d = s.call("describe_policy", json!({"verbose": true})).await;
     if d["detail"]["confinement"]["view"]["view"] != "private" {
         super::support::skip("skipping: no private view here");
         return;
@@ -383,7 +383,7 @@ async fn each_command_has_a_pid_namespace_of_its_own() {
             "[terminal.sandbox]\nnamespaces = \"{namespaces}\""
         ));
         let s = sb.session().await;
-        let d = s.call("describe_policy", json!({})).await;
+        let d = s.call("describe_policy", json!({"verbose": true})).await;
         let names = d["detail"]["confinement"]["view"]["namespaces"].clone();
         let r = s
             .call(
@@ -420,7 +420,7 @@ async fn a_setsid_escapee_dies_with_the_pid_namespace() {
     }
     let sb = sandbox("");
     let s = sb.session().await;
-    let d = s.call("describe_policy", json!({})).await;
+    let d = s.call("describe_policy", json!({"verbose": true})).await;
     assert!(
         d["detail"]["confinement"]["view"]["namespaces"]
             .as_array()
@@ -456,7 +456,7 @@ async fn the_view_has_a_minimal_dev_with_private_ptys() {
     }
     let sb = sandbox("");
     let s = sb.session().await;
-    let d = s.call("describe_policy", json!({})).await;
+    let d = s.call("describe_policy", json!({"verbose": true})).await;
     let detail = d["detail"]["confinement"]["view"]["detail"]
         .as_str()
         .unwrap();
