@@ -25,7 +25,10 @@ pub enum JailError {
 impl std::fmt::Display for JailError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            JailError::Escape { given, why } => write!(f, "{given:?} {why}"),
+            JailError::Escape { given, why } => write!(
+                f,
+                "{given:?} {why}. Name a path inside the jail: relative to it, or absolute beneath it"
+            ),
             JailError::ReadOnly { given } => write!(
                 f,
                 "{given:?} lies in a read path: commands may read it but not write it, and this program could; read it with cat or grep, or work on a copy in the jail"
@@ -33,7 +36,7 @@ impl std::fmt::Display for JailError {
             JailError::NoSuchDirectory { given } => {
                 write!(
                     f,
-                    "cwd {given:?} is not an existing directory inside the jail"
+                    "cwd {given:?} is not an existing directory inside the jail. Give one that exists (relative to the jail; `ls` shows them)"
                 )
             }
         }

@@ -160,7 +160,7 @@ pub fn evaluate(
         None => (
             ResultCode::PolicyDenied,
             "syntax".to_owned(),
-            "empty command".to_owned(),
+            "empty command: nothing to run. Send the command itself".to_owned(),
         ),
     };
     if code == ResultCode::Ok {
@@ -371,7 +371,10 @@ fn judge_command(
             argv,
             ResultCode::PolicyDenied,
             &format!("escape:{}", esc.id),
-            format!("{}; refused", esc.reason),
+            format!(
+                "{}; refused. If the task needs it, the operator can allow this one escape for `{name}`: [[terminal.rules]] command = \"{name}\", allow_escapes = [\"{}\"]",
+                esc.reason, esc.id
+            ),
         );
     }
     if let Some(dir) = cwd {
@@ -450,7 +453,7 @@ fn judge_program(policy: &TerminalPolicy, argv: &[String]) -> StageVerdict {
             argv,
             ResultCode::PolicyDenied,
             "syntax",
-            "empty command: nothing to run".into(),
+            "empty command: nothing to run. Send the command itself".into(),
         );
     }
     if name.contains('/') {
@@ -468,7 +471,9 @@ fn judge_program(policy: &TerminalPolicy, argv: &[String]) -> StageVerdict {
             argv,
             ResultCode::PolicyDenied,
             "denylist",
-            format!("`{name}` is on the denylist"),
+            format!(
+                "`{name}` is on the denylist: it does not run here, whatever its arguments. If the task needs it, ask the operator (the key is [terminal.denylist] commands)"
+            ),
         );
     }
     if !policy.allow.contains(name) {
@@ -477,11 +482,11 @@ fn judge_program(policy: &TerminalPolicy, argv: &[String]) -> StageVerdict {
             ResultCode::PolicyDenied,
             "not-allowlisted",
             format!(
-                "`{name}` is not on the allowlist (deny by default); describe_policy lists what is{}",
+                "`{name}` is not on the allowlist (deny by default). {}",
                 if FILE_WRITERS.contains(&name) {
-                    ". To change a file use edit_file, to create or replace one write_file"
+                    "To change a file use edit_file, to create or replace one write_file"
                 } else {
-                    ""
+                    "describe_policy lists what runs; if the task needs it, ask the operator to add it to [terminal.allowlist] commands"
                 }
             ),
         );
@@ -501,7 +506,9 @@ fn judge_program(policy: &TerminalPolicy, argv: &[String]) -> StageVerdict {
                 argv,
                 ResultCode::PolicyDenied,
                 &format!("rules[{i}]"),
-                format!("`{name}` with `{pattern}` is denied: {why}"),
+                format!(
+                    "`{name}` with `{pattern}` is denied: {why}. Run it without `{pattern}`, or, if the task needs it, ask the operator (the policy's [[terminal.rules]] for `{name}`)"
+                ),
             );
         }
         if approval.is_none()

@@ -126,7 +126,7 @@ impl Forbidden {
                 "`$` expands variables in a shell and no shell runs here; quote it ('$') to pass it literally"
             }
             Forbidden::CommandSubstitution => {
-                "command substitution (`$(...)` or backticks) is refused: no shell runs here"
+                "command substitution (`$(...)` or backticks) is refused: no shell runs here. Run the inner command on its own first and pass what it printed as an argument"
             }
             Forbidden::Redirection => {
                 "redirections (`<`, `>`, `2>&1`) are refused: output is returned to you; to create or replace a file use write_file, to change one edit_file"
@@ -135,10 +135,10 @@ impl Forbidden {
                 "here-documents are refused; pass input with the `stdin` argument"
             }
             Forbidden::Background => {
-                "`&` (background execution) is refused: every command runs in the foreground and is bounded"
+                "`&` (background execution) is refused: every call runs in the foreground and is bounded. A command that keeps running (a server, a watcher) goes to start_process"
             }
             Forbidden::Subshell => {
-                "subshells and command groups (`(`, `)`, `{`, `}`) are refused: no shell runs here"
+                "subshells and command groups (`(`, `)`, `{`, `}`) are refused: no shell runs here. Chain commands with `&&` or `;`, and give a directory as `cwd`"
             }
             Forbidden::LeadingAssignment => {
                 "an assignment with no command after it (`NAME=value` alone) sets nothing here: put it before the command it is for (`RUST_BACKTRACE=1 cargo test`)"
@@ -146,8 +146,10 @@ impl Forbidden {
             Forbidden::Comment => {
                 "an unquoted `#` starts a comment in a shell; quote it to pass it literally"
             }
-            Forbidden::PipeStderr => "`|&` is refused; stderr is returned separately",
-            Forbidden::EmptyCommand => "empty command: nothing to run",
+            Forbidden::PipeStderr => {
+                "`|&` is refused. Use `|`: stderr is returned to you separately"
+            }
+            Forbidden::EmptyCommand => "empty command: nothing to run. Send the command itself",
             Forbidden::Glob => {
                 "`*` and `?` are not expanded here (no shell runs, so `ls *.py` would look for a file named `*.py`): quote the pattern when the program itself takes one (`find . -name '*.py'`), or list matching files with `find . -name '*.py'`"
             }

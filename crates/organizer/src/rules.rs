@@ -151,7 +151,7 @@ const DEFAULT_RULES: &[(&str, SkipLayer, &[SkipCondition], &str)] = &[
         "uncategorized",
         SkipLayer::Restraint,
         &[SkipCondition::Uncategorized],
-        "no category matches this file's extension",
+        "no category matches this file's extension; move it where it belongs with move_file",
     ),
 ];
 

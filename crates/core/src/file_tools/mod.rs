@@ -146,7 +146,7 @@ impl<'a> FileTools<'a> {
             return Err(refuse(
                 tool,
                 ResultCode::InvalidRequest,
-                "path is empty or holds a NUL byte",
+                "path is empty or holds a NUL byte; give the file's path, relative to the jail",
             ));
         }
         let jail = &self.policy.jail_root;
@@ -175,7 +175,9 @@ impl<'a> FileTools<'a> {
             return Err(refuse(
                 tool,
                 ResultCode::InvalidRequest,
-                format!("{given:?} names a folder, not a file"),
+                format!(
+                    "{given:?} names a folder, not a file; name a file in it (`ls` lists them)"
+                ),
             ));
         };
         Ok(Target {
@@ -206,7 +208,9 @@ impl<'a> FileTools<'a> {
             io::IoRefusal::NotRegular(what) => refuse(
                 tool,
                 ResultCode::PolicyDenied,
-                format!("{shown} is {what}: the file tools read and write regular files only"),
+                format!(
+                    "{shown} is {what}: the file tools read and write regular files only; read it with a command instead"
+                ),
             ),
             io::IoRefusal::HardLinked(n) => refuse(
                 tool,
@@ -225,7 +229,9 @@ impl<'a> FileTools<'a> {
             io::IoRefusal::Exists => refuse(
                 tool,
                 ResultCode::Conflict,
-                format!("{shown} exists and create_only is true; nothing was written"),
+                format!(
+                    "{shown} exists and create_only is true; nothing was written. To replace it, call write_file without create_only; to change it, edit_file"
+                ),
             ),
             io::IoRefusal::Failed(why) => {
                 refuse(tool, ResultCode::OperationFailed, format!("{shown}: {why}"))
@@ -601,7 +607,9 @@ fn commit_refusal(tool: &str, path: &Path, r: io::IoRefusal) -> OperationResult 
             return refuse(
                 tool,
                 ResultCode::Conflict,
-                format!("{shown} appeared while it was written; nothing was replaced"),
+                format!(
+                    "{shown} appeared while it was written; nothing was replaced. Read it, then write again"
+                ),
             );
         }
         io::IoRefusal::Symlink => "a symlink took its place".to_owned(),

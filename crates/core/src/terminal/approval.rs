@@ -43,14 +43,14 @@ impl TerminalService {
         if settings.mode == ApprovalMode::Deny {
             prepared.attempt.approval = Some(not_asked("denied-by-mode"));
             return Err(refuse(format!(
-                "{}; [terminal.approvals] mode = \"deny\" refuses it without asking",
+                "{}; [terminal.approvals] mode = \"deny\" refuses it without asking. Do the task without it, or ask the operator",
                 reasons.join("; ")
             )));
         }
         let Some(approver) = approver else {
             prepared.attempt.approval = Some(not_asked("no-transport"));
             return Err(refuse(format!(
-                "{}; this server cannot ask a person here, so nothing ran",
+                "{}; this server cannot ask a person here, so nothing ran. The operator can set [terminal.approvals] url_base for an approval page",
                 reasons.join("; ")
             )));
         };

@@ -56,7 +56,9 @@ impl FilesService {
                 layer: SkipLayer::Protection,
                 code: ResultCode::Conflict,
                 rule: "occupied-target".into(),
-                reason: format!("{dst} already exists and is never overwritten"),
+                reason: format!(
+                    "{dst} already exists and is never overwritten; move it under another name with move_file"
+                ),
             }),
             Err(e) => Err(Skip {
                 layer: SkipLayer::Protection,
@@ -106,7 +108,7 @@ impl FilesService {
                         layer: SkipLayer::Restraint,
                         code: ResultCode::NeedsExplicitRequest,
                         rule: "top-level-only".into(),
-                        reason: "plan_organize tidies only the top level of the workspace".into(),
+                        reason: "plan_organize tidies only the top level of the workspace; move deeper files with move_file".into(),
                     });
                     self.entry_json(&path, e, Some(&skip), None)
                 }

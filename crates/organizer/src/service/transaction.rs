@@ -135,7 +135,7 @@ impl FilesService {
                         A,
                         ResultCode::Conflict,
                         format!(
-                            "{} {what} since the plan was made; nothing was moved",
+                            "{} {what} since the plan was made; nothing was moved. Call plan_organize again for a plan of what is there now",
                             p.mv.src
                         ),
                     )
@@ -156,7 +156,7 @@ impl FilesService {
             if let Some(refusal) = self.refuse_if_occupied(
                 A,
                 &p.mv.dst,
-                "appeared since the plan was made; nothing was moved",
+                "appeared since the plan was made; nothing was moved. Call plan_organize again for a plan of what is there now",
             ) {
                 return self.finish(
                     &call,
@@ -364,7 +364,7 @@ impl FilesService {
                     OperationResult::new(
                         A,
                         ResultCode::InvalidRequest,
-                        format!("{src_rel} does not exist"),
+                        format!("{src_rel} does not exist; list_files shows what is there"),
                     ),
                 );
             }
@@ -399,7 +399,7 @@ impl FilesService {
                     A,
                     ResultCode::InvalidRequest,
                     format!(
-                        "the destination is {depth} folders deep; at most {MAX_DEPTH} are allowed"
+                        "the destination is {depth} folders deep; at most {MAX_DEPTH} are allowed. Choose a shallower destination"
                     ),
                 ),
             );
@@ -416,7 +416,7 @@ impl FilesService {
                 OperationResult::new(
                     A,
                     ResultCode::InvalidRequest,
-                    "a folder cannot move into itself",
+                    "a folder cannot move into itself; choose a destination outside it",
                 ),
             );
         }

@@ -296,3 +296,56 @@ async fn describe_policy_is_short_and_verbose_has_every_detail() {
         text.len()
     );
 }
+
+/// Item 6: a refusal's first sentence says what was refused, the next what to do instead.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_refusal_says_what_was_refused_and_what_to_do_instead() {
+    let sb = Sandbox::new("");
+    let s = sb.session().await;
+    for (command, names, instead) in [
+        (
+            "whoami",
+            "`whoami` is not on the allowlist",
+            "[terminal.allowlist]",
+        ),
+        ("rm -rf x", "`rm` is on the denylist", "ask the operator"),
+        (
+            "cat /etc/passwd",
+            "\"/etc/passwd\" is an absolute path outside the jail",
+            "inside the jail",
+        ),
+        ("cat ../x", "climbs out of the jail", "inside the jail"),
+        (
+            "echo $(whoami)",
+            "command substitution",
+            "Run the inner command on its own",
+        ),
+        ("sleep 1 &", "background execution", "start_process"),
+        ("(ls)", "subshells", "Chain commands"),
+        ("ls |& wc", "`|&` is refused", "Use `|`"),
+        ("echo hi > out.txt", "redirections", "write_file"),
+        ("cd src", "`cd` is a shell builtin", "`cwd`"),
+        ("ls *.txt", "are not expanded here", "quote the pattern"),
+        ("echo $HOME", "expands variables", "quote it"),
+        ("LD_PRELOAD=x.so ls", "LD_PRELOAD", "[terminal.env]"),
+        (
+            "git push --force",
+            "`git` with `push --force` is denied",
+            "ask the operator",
+        ),
+        ("touch .mcp.json", "is a protected path", "ask the operator"),
+    ] {
+        let r = s.call("explain_command", json!({"command": command})).await;
+        let reason = r["reason"].as_str().unwrap_or_default();
+        assert_ne!(r["code"], "OK", "{command}: {r}");
+        assert!(
+            reason.contains(names),
+            "{command}: the reason does not name it: {reason}"
+        );
+        let at = reason.find(names).unwrap_or(0);
+        assert!(
+            reason[at..].contains(instead),
+            "{command}: no way forward after what was refused: {reason}"
+        );
+    }
+}
