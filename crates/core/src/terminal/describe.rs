@@ -191,12 +191,17 @@ impl TerminalService {
         {
             map.remove("rules");
         }
+        self.described(detail)
+    }
+
+    /// `describe_policy`'s result around either detail.
+    fn described(&self, detail: Value) -> OperationResult {
         OperationResult::new(
             DESCRIBE,
             ResultCode::Ok,
             format!(
                 "{} commands allowlisted; everything else is denied",
-                p.allow.len()
+                self.policy.allow.len()
             ),
         )
         .with_detail(detail)
@@ -288,15 +293,7 @@ impl TerminalService {
                 .into_iter()
                 .collect::<Vec<_>>(),
         });
-        OperationResult::new(
-            DESCRIBE,
-            ResultCode::Ok,
-            format!(
-                "{} commands allowlisted; everything else is denied",
-                p.allow.len()
-            ),
-        )
-        .with_detail(detail)
+        self.described(detail)
     }
 }
 
