@@ -147,16 +147,14 @@ impl TerminalService {
         } else {
             "edit_file changes a file (old_text -> new_text, all or nothing, returns the diff), write_file creates or replaces one, read_file reads one by lines".to_owned()
         };
-        let g = report_gist(confinement);
+        let r = confinement;
         let confinement_line = format!(
             "sandbox {}, {} view, Landlock {}, seccomp {}, capabilities {}",
-            g["mode"].as_str().unwrap_or("?"),
-            g["view"].as_str().unwrap_or("?"),
-            g["landlock"].as_str().unwrap_or("?"),
-            if g["seccomp"] == true { "on" } else { "off" },
-            g["capabilities"]
-                .as_str()
-                .unwrap_or("?")
+            r.mode,
+            r.view.view,
+            r.landlock.enforced,
+            if r.seccomp.enabled { "on" } else { "off" },
+            r.capabilities
                 .split(['(', ';'])
                 .next()
                 .unwrap_or("?")

@@ -183,6 +183,18 @@ pub(crate) trait RecordRefusal {
     );
 }
 
+/// Runs a tool's blocking work (file I/O, the organizer) off the runtime's threads; a
+/// panic in it is logged and answered as `tool`'s internal error.
+pub(crate) async fn blocking(
+    tool: &'static str,
+    work: impl FnOnce() -> OperationResult + Send + 'static,
+) -> OperationResult {
+    tokio::task::spawn_blocking(work).await.unwrap_or_else(|e| {
+        eprintln!("safe-mcp: {tool} task failed: {e}");
+        OperationResult::internal(tool)
+    })
+}
+
 /// The tool a call names, as the router knows it: put in the request's extensions by
 /// [`call_counted`] before the handler runs, so that no handler spells its own name again.
 #[derive(Debug, Clone, Copy)]

@@ -6,12 +6,12 @@
 use rmcp::model::{CallToolResult, JsonObject};
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{tool, tool_router};
+use safe_mcp_core::OperationResult;
 use safe_mcp_core::file_tools::Edit;
-use safe_mcp_core::{OperationResult, ResultCode};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::mcp::call::{arguments, envelope_schema, input, integral, to_result, tool_of};
+use crate::mcp::call::{arguments, blocking, envelope_schema, input, integral, to_result, tool_of};
 use crate::mcp::terminal::TerminalServer;
 
 /// Arguments of `read_file`.
@@ -76,16 +76,6 @@ fn read_result(envelope: OperationResult) -> CallToolResult {
         result.content = vec![rmcp::model::ContentBlock::text(text)];
     }
     result
-}
-
-/// Runs `work` on a blocking thread; a thread that panicked is an internal error.
-async fn blocking(
-    tool: &'static str,
-    work: impl FnOnce() -> OperationResult + Send + 'static,
-) -> OperationResult {
-    tokio::task::spawn_blocking(work)
-        .await
-        .unwrap_or_else(|_| OperationResult::new(tool, ResultCode::InternalError, "internal error"))
 }
 
 impl TerminalServer {

@@ -15,7 +15,9 @@ use safe_mcp_organizer::{FilesService, Watch};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::mcp::call::{RecordRefusal, arguments, envelope_schema, input, to_result};
+use crate::mcp::call::{
+    RecordRefusal, arguments, blocking, envelope_schema, input, to_result, tool_of,
+};
 use crate::mcp::progress::Ticker;
 
 /// Arguments of `list_files`.
@@ -75,18 +77,6 @@ pub struct FilesServer {
     calls: Option<Arc<safe_mcp_http::limits::Calls>>,
 }
 
-async fn blocking<F: FnOnce() -> safe_mcp_core::OperationResult + Send + 'static>(
-    f: F,
-) -> CallToolResult {
-    match tokio::task::spawn_blocking(f).await {
-        Ok(envelope) => to_result(envelope),
-        Err(e) => {
-            eprintln!("safe-mcp: files task failed: {e}");
-            to_result(safe_mcp_core::OperationResult::internal("files"))
-        }
-    }
-}
-
 #[tool_router]
 impl FilesServer {
     /// Builds the server over the organizer.
@@ -111,7 +101,12 @@ impl FilesServer {
     ) -> CallToolResult {
         let (caller, args): (_, ListArgs) = arguments!(args, context, self.service.as_ref());
         let s = Arc::clone(&self.service);
-        blocking(move || s.list_files(args.subdir.as_deref(), &caller)).await
+        to_result(
+            blocking(tool_of(&context), move || {
+                s.list_files(args.subdir.as_deref(), &caller)
+            })
+            .await,
+        )
     }
 
     /// Plan how to tidy the workspace's top level into category folders. Changes nothing,
@@ -128,7 +123,7 @@ impl FilesServer {
     ) -> CallToolResult {
         let (caller, NoArgs {}) = arguments!(args, context, self.service.as_ref());
         let s = Arc::clone(&self.service);
-        blocking(move || s.plan_organize(&caller)).await
+        to_result(blocking(tool_of(&context), move || s.plan_organize(&caller)).await)
     }
 
     /// Apply a plan: every file is re-checked first, and if anything changed nothing moves.
@@ -164,7 +159,7 @@ impl FilesServer {
             })
         };
         let (s, ct) = (Arc::clone(&self.service), context.ct.clone());
-        let result = blocking(move || {
+        let result = blocking(tool_of(&context), move || {
             let moved = |done: usize, total: usize| {
                 counts.1.store(total, Ordering::Release);
                 counts.0.store(done, Ordering::Release);
@@ -181,7 +176,7 @@ impl FilesServer {
         })
         .await;
         ticker.stop().await;
-        result
+        to_result(result)
     }
 
     /// Move one named file or folder to a full destination path. Never overwrites and never
@@ -198,7 +193,12 @@ impl FilesServer {
     ) -> CallToolResult {
         let (caller, args): (_, MoveArgs) = arguments!(args, context, self.service.as_ref());
         let s = Arc::clone(&self.service);
-        blocking(move || s.move_file(&args.src, &args.dest, &caller)).await
+        to_result(
+            blocking(tool_of(&context), move || {
+                s.move_file(&args.src, &args.dest, &caller)
+            })
+            .await,
+        )
     }
 
     /// Undo the last move or applied plan, as one action. Never overwrites.
@@ -214,7 +214,7 @@ impl FilesServer {
     ) -> CallToolResult {
         let (caller, NoArgs {}) = arguments!(args, context, self.service.as_ref());
         let s = Arc::clone(&self.service);
-        blocking(move || s.undo_last_action(&caller)).await
+        to_result(blocking(tool_of(&context), move || s.undo_last_action(&caller)).await)
     }
 
     /// Redo the last undone action. New work clears redo.
@@ -230,7 +230,7 @@ impl FilesServer {
     ) -> CallToolResult {
         let (caller, NoArgs {}) = arguments!(args, context, self.service.as_ref());
         let s = Arc::clone(&self.service);
-        blocking(move || s.redo_last_action(&caller)).await
+        to_result(blocking(tool_of(&context), move || s.redo_last_action(&caller)).await)
     }
 }
 
