@@ -112,6 +112,16 @@ async fn fifty_megabytes_of_output_run_to_the_end_and_keep_the_tail() {
         marker.contains(&format!("left out of {bytes} bytes")),
         "{marker}"
     );
+    // The count of lines left out is exact: every line of the stream is shown (the head's
+    // last one in part) or counted in the marker.
+    let (head, rest) = out.split_once("\n[… ").unwrap();
+    let tail = rest.split_once('\n').unwrap().1;
+    let shown = head.matches('\n').count() as u64 + u64::from(!head.ends_with('\n'));
+    let left = bytes / 17 - shown - tail.matches('\n').count() as u64;
+    assert!(
+        marker.starts_with(&format!("[… {left} lines (")),
+        "{left}: {marker}"
+    );
     assert!(out.len() < 4096 + 200, "{}", out.len());
     // The server kept two bounded windows, not the stream.
     let peak = live_processes_with(sb.policy.to_str().unwrap())
