@@ -23,7 +23,7 @@ import sys
 FLOORS = {
     "core": [
         # Leaves: import nothing of the crate but each other.
-        ["paths", "untrusted", "random", "envelope", "reader", "syntax", "egress", "env_prefix",
+        ["paths", "untrusted", "random", "envelope", "reader", "cut", "syntax", "egress", "env_prefix",
          "protected", "gitdir", "home", "usage", "tools", "args", "jail"],
         # The policy file and its settings types.
         ["config"],

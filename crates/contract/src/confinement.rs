@@ -97,6 +97,9 @@ pub struct ConfinementSpec {
     pub egress: bool,
     /// Whether commands may create unix sockets.
     pub unix_sockets: bool,
+    /// TCP ports commands may bind and connect to where they share the host's network (no
+    /// private view): `[terminal.network] listen_ports`.
+    pub listen_ports: Vec<u16>,
     /// Read+execute paths outside the jail.
     pub read_paths: Vec<PathBuf>,
     /// Read+write paths outside the jail (caches), checked at load.
@@ -135,7 +138,7 @@ pub struct LandlockReport {
     /// Whether files in the jail may be executed.
     pub exec_in_jail: bool,
     /// `allowed` or `denied`.
-    pub tcp: &'static str,
+    pub tcp: String,
     /// IPC scopes (signals, abstract unix sockets).
     pub scoped: Vec<&'static str>,
     /// Each call's private temporary directory (read+write for that call only).
@@ -197,7 +200,7 @@ pub struct SeccompReport {
 pub struct RlimitReport {
     /// RLIMIT_CPU.
     pub cpu_seconds: u64,
-    /// RLIMIT_AS.
+    /// The memory limit (see `memory_enforced_by`).
     pub memory_bytes: u64,
     /// RLIMIT_FSIZE.
     pub file_size_bytes: u64,
@@ -207,6 +210,9 @@ pub struct RlimitReport {
     pub processes: u64,
     /// What enforces the process cap.
     pub processes_enforced_by: &'static str,
+    /// What enforces the memory limit: a memory cgroup per call (memory used), or
+    /// RLIMIT_AS per process (address space).
+    pub memory_enforced_by: &'static str,
     /// RLIMIT_CORE (always 0).
     pub core_bytes: u64,
 }
@@ -266,6 +272,9 @@ pub struct ConfinementSummary {
     pub view: &'static str,
     /// Whether commands may use the network.
     pub network: bool,
+    /// What TCP commands have: `any`, `loopback` (the private view's own), `proxy`
+    /// (egress), `ports` (`listen_ports` on the host's network) or `none`.
+    pub tcp: &'static str,
     /// Egress's tier (`namespace`, `landlock`, `unavailable`), when the policy asks for it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub egress: Option<&'static str>,

@@ -129,6 +129,9 @@ pub enum OutputStream {
 pub trait OutputObserver: Send + Sync {
     /// `bytes` were read from `stream` (at most the capture limit in all).
     fn output(&self, stream: OutputStream, bytes: &[u8]);
+    /// `stream` reached its end: every process that held it has closed it (the session is
+    /// ending). Nothing to do by default.
+    fn closed(&self, _stream: OutputStream) {}
 }
 
 /// An [`OutputObserver`] a plan can carry.
@@ -180,6 +183,8 @@ pub struct ExecOutcome {
     pub timed_out: bool,
     /// The client cancelled and the tree was killed.
     pub cancelled: bool,
+    /// The command's memory cgroup hit its limit and the kernel killed a process of it.
+    pub memory_limit_hit: bool,
 }
 
 /// Why the executor could not run the plan. Exhaustive on purpose: the core maps each

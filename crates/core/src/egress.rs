@@ -102,6 +102,9 @@ pub struct NetworkPolicy {
     /// asking the system resolver (an internal registry, a pinned mirror). Their answers
     /// are checked like any other.
     pub hosts: BTreeMap<String, Vec<IpAddr>>,
+    /// TCP ports commands may bind and connect to where there is no private view and they
+    /// share the host's network (in the view, its own loopback is theirs anyway).
+    pub listen_ports: Vec<u16>,
 }
 
 /// Why the proxy refused a request: the rule (or check) and a sentence for the model.

@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -43,6 +43,8 @@ pub struct Session {
     /// The call that started it: its outcome record says how the session ended.
     pub call: CallId,
     pid: AtomicU32,
+    /// Which streams reached their end (bit 0 stdout, bit 1 stderr).
+    closed: AtomicU8,
     stdin: Mutex<Option<OwnedFd>>,
     out: Mutex<[Stream; 2]>,
     buffer_bytes: usize,
@@ -88,6 +90,8 @@ pub struct SessionEnd {
     pub how: EndedBy,
     /// Why it never started, for `failed`: the code and reason start_process answers.
     pub failure: Option<(crate::ResultCode, String)>,
+    /// The limit that stopped it, if one did: its policy key and a sentence.
+    pub limit: Option<(&'static str, String)>,
 }
 
 /// What one read hands out.
@@ -128,6 +132,7 @@ impl Session {
                 .map_or(0, |d| d.as_secs()),
             call,
             pid: AtomicU32::new(0),
+            closed: AtomicU8::new(0),
             stdin: Mutex::new(None),
             out: Mutex::new([Stream::default(), Stream::default()]),
             buffer_bytes,
@@ -151,6 +156,12 @@ impl Session {
     /// Whether it still runs (started and not ended).
     pub fn running(&self) -> bool {
         self.end().is_none()
+    }
+
+    /// Whether both of its streams have reached their end while it is still counted as
+    /// running: its processes are gone or going, and its end is moments away.
+    pub fn ending(&self) -> bool {
+        self.closed.load(Ordering::Acquire) == 0b11 && self.running()
     }
 
     /// Marks the session as used now (reads and writes keep it from idling out).
@@ -182,6 +193,7 @@ impl Session {
         exit_code: Option<i32>,
         timed_out: bool,
         failure: Option<(crate::ResultCode, String)>,
+        limit: Option<(&'static str, String)>,
     ) -> SessionEnd {
         let how = match (&failure, *lock(&self.stopped_because), timed_out) {
             (Some(_), _, _) => EndedBy::Failed,
@@ -193,6 +205,7 @@ impl Session {
             exit_code,
             how,
             failure,
+            limit,
         };
         *lock(&self.end) = Some(end.clone());
         *lock(&self.stdin) = None;
@@ -344,6 +357,14 @@ fn ready(s: &Stream, finished: bool) -> usize {
 }
 
 impl OutputObserver for Session {
+    fn closed(&self, stream: OutputStream) {
+        let bit = match stream {
+            OutputStream::Stdout => 0b01,
+            OutputStream::Stderr => 0b10,
+        };
+        self.closed.fetch_or(bit, Ordering::AcqRel);
+    }
+
     fn output(&self, stream: OutputStream, bytes: &[u8]) {
         let mut out = lock(&self.out);
         let s = &mut out[match stream {

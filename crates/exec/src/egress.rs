@@ -153,14 +153,17 @@ struct NetPortAttr {
 
 /// LANDLOCK_RULE_NET_PORT.
 const RULE_NET_PORT: c_int = 2;
+/// LANDLOCK_ACCESS_NET_BIND_TCP.
+pub(crate) const BIND_TCP: u64 = 1 << 0;
 /// LANDLOCK_ACCESS_NET_CONNECT_TCP.
 pub(crate) const CONNECT_TCP: u64 = 1 << 1;
 
-/// Allows TCP connect to `port` in `ruleset` (raw: the crate checked the same rule at start).
-pub(crate) fn allow_connect(ruleset: BorrowedFd<'_>, port: u16) -> std::io::Result<()> {
+/// Allows `access` (TCP connect, bind) to `port` in `ruleset` (raw: the crate checked the
+/// same rule at start).
+pub(crate) fn allow_port(ruleset: BorrowedFd<'_>, port: u16, access: u64) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
     let attr = NetPortAttr {
-        allowed_access: CONNECT_TCP,
+        allowed_access: access,
         port: u64::from(port),
     };
     // SAFETY: the kernel reads the attr struct on this stack for a net-port rule.

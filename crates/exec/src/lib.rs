@@ -135,9 +135,14 @@ impl Executor for LocalExecutor {
                     &gate_r,
                     gate_writer,
                 );
-                // Every process of the call is gone: its temporary directory can go.
+                // Every process of the call is gone: its temporary directory (and its memory
+                // cgroup, once read) can go.
+                let memory_limit_hit = call.memory_limit_hit();
                 drop(call);
-                outcome
+                outcome.map(|mut o| {
+                    o.memory_limit_hit = memory_limit_hit;
+                    o
+                })
             });
             let released = durable.await;
             // One ticket per stage: 1 lets it exec, 0 sends it away. A ticket is written either

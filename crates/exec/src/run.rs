@@ -88,6 +88,9 @@ impl Capture {
             match rustix::io::read(fd, &mut chunk) {
                 Ok(0) => {
                     self.fd = None;
+                    if let Some((observer, stream)) = &self.observer {
+                        observer.0.closed(*stream);
+                    }
                     return;
                 }
                 Ok(n) if !self.keep => {
@@ -120,6 +123,9 @@ impl Capture {
                 Err(Errno::INTR) => continue,
                 Err(_) => {
                     self.fd = None;
+                    if let Some((observer, stream)) = &self.observer {
+                        observer.0.closed(*stream);
+                    }
                     return;
                 }
             }

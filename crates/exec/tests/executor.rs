@@ -20,6 +20,7 @@ fn spec(jail: &Path) -> ConfinementSpec {
         network: false,
         egress: false,
         unix_sockets: false,
+        listen_ports: Vec::new(),
         read_paths: ["/usr", "/bin", "/lib", "/lib64", "/etc"]
             .iter()
             .map(PathBuf::from)

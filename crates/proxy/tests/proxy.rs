@@ -35,6 +35,7 @@ fn policy() -> NetworkPolicy {
             "origin.test".to_owned(),
             vec![IpAddr::V4(Ipv4Addr::LOCALHOST)],
         )]),
+        listen_ports: Vec::new(),
     }
 }
 

@@ -130,6 +130,7 @@ pub(super) struct RawNetwork {
     pub(super) deny_domains: Option<Vec<String>>,
     pub(super) allow_private: Option<bool>,
     pub(super) hosts: Option<BTreeMap<String, Vec<String>>>,
+    pub(super) listen_ports: Option<Vec<u16>>,
 }
 
 #[derive(Debug, Deserialize, Default)]

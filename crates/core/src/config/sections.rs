@@ -122,12 +122,29 @@ pub(super) fn network_policy(
             ),
         ));
     }
+    let listen_ports = raw.listen_ports.unwrap_or_default();
+    if mode != NetworkMode::Off && !listen_ports.is_empty() {
+        return Err(bad(
+            "listen_ports",
+            format!(
+                "listen_ports applies to mode = \"off\" (mode is \"{}\": commands have the proxy, or every port, already)",
+                mode.as_str()
+            ),
+        ));
+    }
+    if listen_ports.contains(&0) {
+        return Err(bad(
+            "listen_ports",
+            "0 is no port; name the ports a dev server listens on (8000, 5173)".into(),
+        ));
+    }
     Ok(NetworkPolicy {
         mode,
         allow,
         deny,
         allow_private: raw.allow_private.unwrap_or(false),
         hosts,
+        listen_ports,
     })
 }
 

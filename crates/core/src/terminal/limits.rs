@@ -32,6 +32,26 @@ const NO_MORE_PROCESSES: &[&str] = &[
     "Resource temporarily unavailable (os error 11)",
 ];
 
+/// What programs print when seccomp or Landlock refuses them a TCP socket, bind or connect.
+const NO_SOCKET: &[&str] = &[
+    "[Errno 1] Operation not permitted",
+    "listen EPERM",
+    "connect EPERM",
+    "bind EPERM",
+    "Operation not permitted (os error 1)",
+    "socket: Operation not permitted",
+    "Couldn't connect to server",
+];
+
+/// Why a failed run that looks refused a socket was: only where commands have no TCP at
+/// all (`tcp` is the confinement summary's word for it).
+pub(super) fn socket_refused(out: &ExecOutcome, stderr: &str, tcp: &str) -> Option<String> {
+    let failed = out.exit_code != Some(0);
+    (failed && tcp == "none" && NO_SOCKET.iter().any(|p| stderr.contains(p))).then(|| {
+        "it looks like a process was refused a network socket: with no private view here commands share the host's network, so listening and connecting are refused; [terminal.network] listen_ports names ports a dev server may use".to_owned()
+    })
+}
+
 /// The limit that stopped the run, as its policy key and a sentence saying so, if one did.
 pub(super) fn limit_hit(
     out: &ExecOutcome,
@@ -44,6 +64,15 @@ pub(super) fn limit_hit(
             format!(
                 "the call's wall-clock limit is [terminal.limits] timeout_seconds = {}; work that takes longer runs as a process session (start_process)",
                 limits.timeout_seconds
+            ),
+        ));
+    }
+    if out.memory_limit_hit {
+        return Some((
+            "memory_bytes",
+            format!(
+                "a process used more memory than the limit and the kernel killed it: [terminal.limits] memory_bytes = {} for the whole command (its memory cgroup)",
+                limits.memory_bytes
             ),
         ));
     }

@@ -15,12 +15,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+use super::limits::limit_hit;
 use super::prepare::{Early, Prepared};
 use super::result::exec_failure;
 use super::service::{MAX_STDIN_BYTES, RunRequest, TerminalService};
 use crate::audit::{Attempt, Caller, Outcome};
 use crate::envelope::{OperationResult, ResultCode};
-use crate::sessions::{Capacity, CreateError, EndedBy, ReadOut, Session};
+use crate::sessions::{Capacity, CreateError, EndedBy, ReadOut, Session, SessionEnd};
 use safe_mcp_contract::{Executor, Interactive, Observer};
 
 /// The tool names.
@@ -38,8 +39,10 @@ pub const LIST: &str = "list_processes";
 /// writing the start call's outcome record.
 pub type SessionRun = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
-/// The longest a read may wait for news.
+/// The longest a read may wait for news, or for output to pause.
 pub const MAX_WAIT_SECONDS: u64 = 30;
+/// The longest a read may wait for a session's end (`until = "exit"`): a test suite's run.
+pub const MAX_EXIT_WAIT_SECONDS: u64 = 120;
 
 impl TerminalService {
     /// Starts a session for `owner`, or refuses (the refusal is recorded). The run must be
@@ -135,21 +138,28 @@ impl TerminalService {
                 e.0.finish().await;
             }
             let (end, exit_code) = match result {
-                Ok(outcome) => (
-                    s.ended(outcome.exit_code, outcome.timed_out, None),
-                    outcome.exit_code,
-                ),
+                Ok(outcome) => {
+                    // The session's own wall clock is its EndedBy::Timeout; any other limit
+                    // that stopped it is named.
+                    let limit = (!outcome.timed_out)
+                        .then(|| limit_hit(&outcome, "", &me.policy.limits))
+                        .flatten();
+                    (
+                        s.ended(outcome.exit_code, outcome.timed_out, None, limit),
+                        outcome.exit_code,
+                    )
+                }
                 Err(failure) => {
                     let failed = exec_failure(START, &s.call, &failure);
                     (
-                        s.ended(None, false, Some((failed.code, failed.reason))),
+                        s.ended(None, false, Some((failed.code, failed.reason)), None),
                         None,
                     )
                 }
             };
             let (code, reason) = match &end.failure {
                 Some((code, reason)) => (*code, reason.clone()),
-                None => (ResultCode::Ok, ended_reason(end.how, exit_code)),
+                None => (ResultCode::Ok, ended_reason(&end)),
             };
             let result = OperationResult::new(START, code, reason).with_duration(started.elapsed());
             let mut outcome = Outcome::of(&s.call, &result);
@@ -201,15 +211,25 @@ impl TerminalService {
         })
     }
 
-    /// `read_process_output`: what is new (the server has waited for news, or not).
-    pub fn read_process(&self, session: &Session, caller: &Caller) -> OperationResult {
+    /// `read_process_output`: what is new (the server has waited for news, or not). With
+    /// `whole`, a session that has ended hands out everything it still holds in this one
+    /// read, its start and its end kept where it is longer than the output limit.
+    pub fn read_process(&self, session: &Session, caller: &Caller, whole: bool) -> OperationResult {
         // A running session writes between calls: each read is a moment to measure again,
         // and to move aside what it made at a watched protected path.
         self.usage.call_ended();
         self.sweep_protected(&session.call);
         session.touch();
-        let out = self.read_and_collect(session);
-        let mut result = read_result(READ, &out);
+        let out = if whole && !session.running() {
+            let cap = self.policy.limits.max_output_bytes;
+            let mut out = self.read_and_collect(session, usize::MAX);
+            out.stdout = crate::cut::head_and_tail(&out.stdout, cap).0;
+            out.stderr = crate::cut::head_and_tail(&out.stderr, cap).0;
+            out
+        } else {
+            self.read_and_collect(session, self.policy.limits.max_output_bytes)
+        };
+        let mut result = read_result(READ, &out, session.end().as_ref());
         if let Some((_, why)) = session.end().and_then(|e| e.failure) {
             result.reason = format!("it never started: {why}");
         }
@@ -253,8 +273,8 @@ impl TerminalService {
 
     /// `stop_process`, once the server has stopped the session and waited for its end.
     pub fn stopped_result(&self, session: &Session, caller: &Caller) -> OperationResult {
-        let out = self.read_and_collect(session);
-        let mut result = read_result(STOP, &out);
+        let out = self.read_and_collect(session, self.policy.limits.max_output_bytes);
+        let mut result = read_result(STOP, &out, session.end().as_ref());
         if out.running {
             result = OperationResult::new(
                 STOP,
@@ -308,8 +328,8 @@ impl TerminalService {
     /// Records a session call that acted on nothing durable (its attempt and outcome).
     /// One read of `session`; once it has ended and been read to the end, its handle is
     /// spent (output it still holds keeps the handle, for the next read).
-    fn read_and_collect(&self, session: &Session) -> ReadOut {
-        let out = session.read(&self.redactor, self.policy.limits.max_output_bytes);
+    fn read_and_collect(&self, session: &Session, limit: usize) -> ReadOut {
+        let out = session.read(&self.redactor, limit);
         if !out.running && !session.has_unread() {
             self.sessions.collect(&session.handle);
         }
@@ -347,13 +367,13 @@ fn full(why: &CreateError, capacity: Capacity) -> OperationResult {
 }
 
 /// The envelope of a read (or of a stop, with its final output).
-fn read_result(tool: &'static str, out: &ReadOut) -> OperationResult {
-    let reason = match (out.running, out.ended) {
+fn read_result(tool: &'static str, out: &ReadOut, end: Option<&SessionEnd>) -> OperationResult {
+    let reason = match (out.running, end) {
         (true, _) => "running".to_owned(),
-        (false, Some(how)) => ended_reason(how, out.exit_code),
+        (false, Some(end)) => ended_reason(end),
         (false, None) => "ended".to_owned(),
     };
-    OperationResult::new(tool, ResultCode::Ok, reason).with_detail(json!({
+    let mut detail = json!({
         "stdout": out.stdout,
         "stderr": out.stderr,
         "running": out.running,
@@ -361,18 +381,36 @@ fn read_result(tool: &'static str, out: &ReadOut) -> OperationResult {
         "dropped_bytes": out.dropped_bytes,
         "ended": out.ended,
         "more": out.more,
-    }))
+    });
+    if let Some((key, _)) = end.and_then(|e| e.limit.as_ref()) {
+        detail["limit"] = json!(key);
+    }
+    OperationResult::new(tool, ResultCode::Ok, reason).with_detail(detail)
 }
 
-/// How a session ended, in words.
-fn ended_reason(how: EndedBy, exit_code: Option<i32>) -> String {
-    let status = exit_code.map_or_else(|| "killed".to_owned(), |c| format!("exit code {c}"));
-    match how {
-        EndedBy::Exit => format!("the process ended ({status})"),
-        EndedBy::Stop => format!("stopped by stop_process; its whole tree was killed ({status})"),
-        EndedBy::Idle => "stopped: no read or write for [terminal.sessions] idle_timeout_seconds; its whole tree was killed".to_owned(),
-        EndedBy::Timeout => "stopped: it ran past its timeout ([terminal.sessions] max_seconds); its whole tree was killed".to_owned(),
-        EndedBy::ServerExit => "stopped: the server exited; its whole tree was killed".to_owned(),
-        EndedBy::Failed => "ended (failed)".to_owned(),
+/// How a session ended, in words: `ended: exit code 1`, and what stopped it when it did
+/// not end by itself.
+fn ended_reason(end: &SessionEnd) -> String {
+    let status = end
+        .exit_code
+        .map_or_else(|| "killed".to_owned(), |c| format!("exit code {c}"));
+    if let Some((_, why)) = &end.limit {
+        return format!("ended: {status}; {why}");
+    }
+    match end.how {
+        EndedBy::Exit => format!("ended: {status}"),
+        EndedBy::Stop => {
+            format!("ended: {status}; stopped by stop_process, its whole tree was killed")
+        }
+        EndedBy::Idle => format!(
+            "ended: {status}; no read or write for [terminal.sessions] idle_timeout_seconds, its whole tree was killed"
+        ),
+        EndedBy::Timeout => format!(
+            "ended: {status}; it ran past its timeout ([terminal.sessions] max_seconds), its whole tree was killed"
+        ),
+        EndedBy::ServerExit => {
+            format!("ended: {status}; the server exited, its whole tree was killed")
+        }
+        EndedBy::Failed => "ended: it failed to start".to_owned(),
     }
 }

@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 
 use super::service::{REDACTION_SLACK_BYTES, TerminalService};
 use crate::audit::{CallId, OutputCounts};
+use crate::cut::{prefix, suffix};
 use crate::envelope::{OperationResult, ResultCode};
 use crate::policy::Decision;
 use crate::redact::Redactor;
@@ -154,7 +155,10 @@ impl TerminalService {
                 detail.insert("limit".into(), json!(key));
                 format!("{reason}; {why}")
             }
-            None => reason,
+            None => match super::limits::socket_refused(&out, &stderr, confinement.tcp) {
+                Some(why) => format!("{reason}; {why}"),
+                None => reason,
+            },
         };
         let facts = RunFacts {
             exit_code: out.exit_code,
@@ -232,36 +236,6 @@ impl TerminalService {
             ),
             true,
         )
-    }
-}
-
-/// The start of `text`, at most `max` bytes, ending at a line end where one is near.
-fn prefix(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    match text[..end].rfind('\n') {
-        Some(nl) if nl + 1 >= end / 2 => text[..=nl].to_owned(),
-        _ => text[..end].to_owned(),
-    }
-}
-
-/// The end of `text`, at most `max` bytes, starting at a line start where one is near.
-fn suffix(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut start = text.len() - max;
-    while !text.is_char_boundary(start) {
-        start += 1;
-    }
-    match text[start..].find('\n') {
-        Some(nl) if nl < max / 2 => text[start + nl + 1..].to_owned(),
-        _ => text[start..].to_owned(),
     }
 }
 

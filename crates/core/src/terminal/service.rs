@@ -73,6 +73,7 @@ pub fn confinement_spec(policy: &TerminalPolicy) -> ConfinementSpec {
         network: sandbox.network,
         egress: policy.network.mode == crate::egress::NetworkMode::Allowlist,
         unix_sockets: sandbox.unix_sockets,
+        listen_ports: policy.network.listen_ports.clone(),
         read_paths: sandbox.read_paths.clone(),
         write_paths: policy.write_paths.clone(),
         read_only_files: sandbox.read_only_files.clone(),

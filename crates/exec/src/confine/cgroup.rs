@@ -1,5 +1,12 @@
-//! The pids cgroup a root server puts each command in, so that a fork bomb meets a
-//! per-command bound and not only the per-user RLIMIT_NPROC.
+//! The cgroups a root server puts commands in: a `pids` group, so that a fork bomb meets a
+//! bound and not only the per-user RLIMIT_NPROC, and a `memory` group per call (issue 33,
+//! item 4), so that the memory limit counts memory used, not address space reserved: V8,
+//! the JVM and wasm runtimes reserve many gigabytes they never touch, and RLIMIT_AS refused
+//! them (`node`'s `fetch()` died with "WebAssembly out of memory" under 4 GiB).
+//!
+//! Both are cgroup v1 controllers (this project's machines run the hybrid layout, whose v2
+//! tree has neither); where none is writable (an unprivileged server, a v2-only host) the
+//! rlimits stay the bound.
 
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -29,19 +36,7 @@ impl PidsCgroup {
             return None;
         }
         // Groups left by servers that were killed: empty ones can go (rmdir fails otherwise).
-        if let Ok(entries) = std::fs::read_dir(Self::ROOT) {
-            for entry in entries.flatten() {
-                let name = entry.file_name().to_string_lossy().into_owned();
-                let pid = name
-                    .strip_prefix("safe-mcp-")
-                    .map(|rest| rest.split('-').next());
-                if let Some(Some(pid)) = pid
-                    && !Path::new("/proc").join(pid).exists()
-                {
-                    let _ = std::fs::remove_dir(entry.path());
-                }
-            }
-        }
+        remove_stale(Path::new(Self::ROOT));
         // One group per executor, even when a process makes several (a test binary does):
         // one executor's drop must not take away the group another's commands join.
         static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -66,5 +61,127 @@ impl Drop for PidsCgroup {
     fn drop(&mut self) {
         // Succeeds only once every command has exited, which the tree kill ensures.
         let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// The parent of every call's memory group of one executor, in the v1 `memory` hierarchy.
+pub(super) struct MemoryCgroups {
+    dir: PathBuf,
+    /// The limit of each call's group, in bytes.
+    limit: u64,
+    made: std::sync::atomic::AtomicU64,
+}
+
+impl MemoryCgroups {
+    const ROOT: &'static str = "/sys/fs/cgroup/memory";
+
+    /// Whether a server run by this user would use them (without making any).
+    pub(super) fn would_be_used() -> bool {
+        rustix::process::geteuid().is_root()
+            && Path::new(Self::ROOT)
+                .join("memory.limit_in_bytes")
+                .is_file()
+    }
+
+    /// The executor's parent group, or None where memory groups cannot be made (the
+    /// rlimit is then the bound). Groups of killed servers that are empty are removed.
+    pub(super) fn create(limit: u64) -> Option<MemoryCgroups> {
+        if !Self::would_be_used() {
+            return None;
+        }
+        remove_stale(Path::new(Self::ROOT));
+        static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = Path::new(Self::ROOT).join(format!("safe-mcp-{}-{n}", std::process::id()));
+        std::fs::create_dir(&dir).ok()?;
+        let cgroups = MemoryCgroups {
+            dir,
+            limit,
+            made: std::sync::atomic::AtomicU64::new(0),
+        };
+        // One call's group made and removed: a kernel that refuses either refuses now.
+        cgroups.for_call().ok()?;
+        Some(cgroups)
+    }
+
+    /// A group of its own for one call, limited to the policy's memory: every stage joins it
+    /// before it can allocate, so the whole command tree counts against one limit.
+    pub(super) fn for_call(&self) -> Result<CallMemory, String> {
+        let n = self.made.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = self.dir.join(format!("call-{n}"));
+        std::fs::create_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        // Made first, so that a failure below removes the directory again.
+        let mut call = CallMemory { dir, tasks: None };
+        let limit = self.limit.to_string();
+        std::fs::write(call.dir.join("memory.limit_in_bytes"), &limit)
+            .map_err(|e| format!("memory.limit_in_bytes: {e}"))?;
+        // With swap accounting, swap counts too: a command must not page out past the limit.
+        let memsw = call.dir.join("memory.memsw.limit_in_bytes");
+        if memsw.exists() {
+            std::fs::write(&memsw, &limit)
+                .map_err(|e| format!("memory.memsw.limit_in_bytes: {e}"))?;
+        }
+        let tasks = std::fs::OpenOptions::new()
+            .write(true)
+            .open(call.dir.join("tasks"))
+            .map_err(|e| format!("tasks: {e}"))?;
+        call.tasks = Some(tasks.into());
+        Ok(call)
+    }
+}
+
+impl Drop for MemoryCgroups {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// One call's memory group; removed when dropped (after every process of the call is gone).
+pub(crate) struct CallMemory {
+    dir: PathBuf,
+    /// Its `tasks` file, open for writing: each stage writes "0" to join.
+    pub(super) tasks: Option<OwnedFd>,
+}
+
+impl CallMemory {
+    /// Whether the kernel killed a process of the call for the limit.
+    pub(crate) fn limit_hit(&self) -> bool {
+        std::fs::read_to_string(self.dir.join("memory.oom_control")).is_ok_and(|text| {
+            text.lines()
+                .filter_map(|l| l.strip_prefix("oom_kill "))
+                .any(|n| n.trim() != "0")
+        })
+    }
+}
+
+impl Drop for CallMemory {
+    fn drop(&mut self) {
+        self.tasks = None;
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// Removes the empty groups beneath `root` that servers which were killed left.
+fn remove_stale(root: &Path) {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let pid = name
+            .strip_prefix("safe-mcp-")
+            .map(|rest| rest.split('-').next());
+        if let Some(Some(pid)) = pid
+            && !Path::new("/proc").join(pid).exists()
+        {
+            // A memory parent holds its calls' groups: those first (rmdir fails while any
+            // process is left in one).
+            if let Ok(calls) = std::fs::read_dir(entry.path()) {
+                for call in calls.flatten().filter(|c| c.path().is_dir()) {
+                    let _ = std::fs::remove_dir(call.path());
+                }
+            }
+            let _ = std::fs::remove_dir(entry.path());
+        }
     }
 }

@@ -19,4 +19,7 @@ pub enum ConfineError {
     /// Egress is on, but commands cannot be held to the proxy.
     #[error("egress (mode = \"allowlist\") cannot be enforced: {0}")]
     Egress(String),
+    /// A call's memory cgroup could not be made.
+    #[error("the call's memory cgroup: {0}")]
+    Memory(String),
 }

@@ -20,7 +20,7 @@ use safe_mcp_contract::{
 };
 
 use crate::egress::Tier;
-use crate::seccomp::{self, Inet};
+use crate::seccomp;
 use crate::step::{Step, errno};
 use crate::tmp::{CallTmp, TmpRoot};
 use crate::view::View;
@@ -30,11 +30,14 @@ mod cgroup;
 mod error;
 mod report;
 mod rules;
+mod tcp;
 
 use capabilities::CapabilityDrop;
-use cgroup::PidsCgroup;
+pub(crate) use cgroup::CallMemory;
+use cgroup::{MemoryCgroups, PidsCgroup};
 use report::{ViewState, describe, egress_tier};
 use rules::{LandlockRules, add_path_rule};
+use tcp::TcpAccess;
 
 pub use capabilities::capability_report;
 pub use error::ConfineError;
@@ -62,6 +65,9 @@ pub struct Confinement {
     /// The private view every command enters, where one could be made.
     view: Option<View>,
     pids_cgroup: Option<PidsCgroup>,
+    /// Where each call gets a memory group of its own (root, cgroup v1): the memory limit
+    /// then counts memory used, and RLIMIT_AS is not set.
+    memory: Option<MemoryCgroups>,
     /// Under egress: how commands reach the proxy, or why they cannot (then nothing runs).
     egress: Option<Result<Tier, String>>,
     report: ConfinementReport,
@@ -79,11 +85,18 @@ impl std::fmt::Debug for Confinement {
 impl Confinement {
     /// Builds the confinement for `spec`. Under `enforce`, anything the kernel cannot fully
     /// enforce is an error; under `best-effort`, it is reported; under `off`, only rlimits apply.
-    /// As root this makes the server's pids cgroup: only a server that runs commands calls it.
+    /// As root this makes the server's pids and memory cgroups: only a server that runs
+    /// commands calls it.
     pub fn new(spec: &ConfinementSpec) -> Result<Self, ConfineError> {
-        let rlimits = rlimits(&spec.limits);
         let tmp_root = TmpRoot::create(&spec.jail_root).map_err(ConfineError::Tmp)?;
         let pids_cgroup = PidsCgroup::create(spec.limits.processes);
+        let memory = match spec.mode {
+            SandboxMode::Off => None,
+            _ => MemoryCgroups::create(spec.limits.memory_bytes),
+        };
+        // With a memory group per call the limit counts memory used; RLIMIT_AS, which counts
+        // address space reserved, would refuse runtimes that reserve far more than they use.
+        let rlimits = rlimits(&spec.limits, memory.is_none());
         let capabilities = (spec.mode != SandboxMode::Off).then(CapabilityDrop::for_this_process);
         // Under enforce the ruleset is built with HardRequirement: it is complete, or building
         // it fails and the server does not start. Each child restricts itself with its
@@ -125,20 +138,17 @@ impl Confinement {
         // Each command of the private view makes an ipc namespace of its own with its pid
         // namespace; anywhere else commands would share one (the host's, or the view's).
         let own_ipc = view.as_ref().is_some_and(|v| v.pid.is_ok());
+        let tcp = TcpAccess::of(spec, view.as_ref().is_some_and(View::shares_network));
         let (landlock, seccomp) = match spec.mode {
             SandboxMode::Off => (None, None),
             mode => {
-                let rules = LandlockRules::open(spec, mode == SandboxMode::Enforce, view.as_ref())?;
+                let rules =
+                    LandlockRules::open(spec, mode == SandboxMode::Enforce, view.as_ref(), &tcp)?;
                 // Built once here, so that a kernel refusal stops the start, not a call.
                 rules.validate(tmp_root.path())?;
                 rules.ruleset(tmp_root.path(), None)?;
-                let inet = match (spec.network, spec.egress) {
-                    (true, _) => Inet::Any,
-                    (false, true) => Inet::Tcp,
-                    (false, false) => Inet::None,
-                };
                 let switches = seccomp::Switches {
-                    inet,
+                    inet: tcp.inet(),
                     unix_sockets: spec.unix_sockets,
                     sysv_ipc: own_ipc,
                     memfd_exec: spec.exec_in_jail,
@@ -158,6 +168,7 @@ impl Confinement {
         let (report, summary) = describe(
             spec,
             pids_cgroup.is_some(),
+            memory.is_some(),
             &view_state,
             capabilities,
             Some(tmp_root.path()),
@@ -188,6 +199,7 @@ impl Confinement {
             capabilities,
             view,
             pids_cgroup,
+            memory,
             egress,
             report,
             summary,
@@ -226,7 +238,12 @@ impl Confinement {
         let tmp_c = CString::new(tmp.path().as_os_str().as_bytes()).map_err(|_| {
             ConfineError::Tmp("a call's temporary directory holds a NUL byte".into())
         })?;
+        let memory = match &self.memory {
+            Some(groups) => Some(groups.for_call().map_err(ConfineError::Memory)?),
+            None => None,
+        };
         Ok(CallConfinement {
+            memory,
             ruleset,
             tmp_c,
             tmp,
@@ -368,6 +385,15 @@ impl Confinement {
                 return Err(fail(Step::Limits));
             }
         }
+        // 17b. The call's memory group, the same way.
+        if let Some(tasks) = call.memory.as_ref().and_then(|m| m.tasks.as_ref()) {
+            // SAFETY: as the pids cgroup's write above, to a descriptor the call owns.
+            let n =
+                unsafe { libc::syscall(libc::SYS_write, tasks.as_raw_fd(), b"0".as_ptr(), 1usize) };
+            if n != 1 {
+                return Err(fail(Step::Limits));
+            }
+        }
         // 18. rlimits.
         for (resource, limit) in &self.rlimits {
             // SAFETY: setrlimit reads the limit, which lives in this confinement.
@@ -422,10 +448,20 @@ impl Confinement {
     }
 }
 
-fn rlimits(limits: &ProcessLimits) -> Vec<(libc::__rlimit_resource_t, libc::rlimit)> {
+fn rlimits(
+    limits: &ProcessLimits,
+    address_space: bool,
+) -> Vec<(libc::__rlimit_resource_t, libc::rlimit)> {
     let wanted = [
         (libc::RLIMIT_CPU, limits.cpu_seconds),
-        (libc::RLIMIT_AS, limits.memory_bytes),
+        (
+            libc::RLIMIT_AS,
+            if address_space {
+                limits.memory_bytes
+            } else {
+                libc::RLIM_INFINITY
+            },
+        ),
         (libc::RLIMIT_FSIZE, limits.file_size_bytes),
         (libc::RLIMIT_NOFILE, limits.open_files),
         (libc::RLIMIT_NPROC, limits.processes),
@@ -477,9 +513,16 @@ pub(crate) struct CallConfinement {
     pub(crate) listener: Option<std::net::TcpListener>,
     /// Under egress, the port the proxy listens on, as commands see it.
     pub(crate) proxy_port: Option<u16>,
+    /// The call's memory group, where calls get one.
+    memory: Option<CallMemory>,
 }
 
 impl CallConfinement {
+    /// Whether the kernel killed a process of the call for its memory limit.
+    pub(crate) fn memory_limit_hit(&self) -> bool {
+        self.memory.as_ref().is_some_and(CallMemory::limit_hit)
+    }
+
     /// The call's temporary directory, for `TMPDIR`.
     pub(crate) fn tmp(&self) -> &Path {
         self.tmp.path()
@@ -501,7 +544,14 @@ mod tests {
             open_files: 64,
             processes: 32,
         };
-        let set = rlimits(&limits);
+        // Where a memory cgroup bounds the call, RLIMIT_AS is left unbounded.
+        let unbounded = rlimits(&limits, false);
+        assert!(
+            unbounded
+                .iter()
+                .any(|(r, l)| *r == libc::RLIMIT_AS && l.rlim_cur == libc::RLIM_INFINITY)
+        );
+        let set = rlimits(&limits, true);
         let value = |resource| {
             set.iter()
                 .find(|(r, _)| *r == resource)

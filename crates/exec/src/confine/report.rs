@@ -10,10 +10,12 @@ use safe_mcp_contract::{
 };
 
 use crate::egress::Tier;
-use crate::seccomp::{self};
+use crate::seccomp::{self, Inet};
+
+use super::tcp::TcpAccess;
 
 use super::capabilities::CapabilityDrop;
-use super::cgroup::PidsCgroup;
+use super::cgroup::{MemoryCgroups, PidsCgroup};
 use super::rules::{TARGET_ABI, landlock_abi};
 
 /// Which view of the machine commands get.
@@ -47,6 +49,7 @@ pub fn planned_report(spec: &ConfinementSpec) -> ConfinementReport {
     describe(
         spec,
         PidsCgroup::would_be_used(),
+        MemoryCgroups::would_be_used() && spec.mode != SandboxMode::Off,
         &view,
         capabilities,
         None,
@@ -81,6 +84,7 @@ pub(crate) fn namespaces_possible() -> bool {
 pub(super) fn describe(
     spec: &ConfinementSpec,
     pids_cgroup: bool,
+    memory_cgroup: bool,
     view: &ViewState,
     capabilities: Option<CapabilityDrop>,
     tmp_root: Option<&Path>,
@@ -95,6 +99,10 @@ pub(super) fn describe(
         _ => "partial",
     };
     let strings = |names: &[&'static str]| if off { Vec::new() } else { names.to_vec() };
+    // A planned view is reported as the private one the server would try first.
+    let view_network =
+        !spec.egress && matches!(view, ViewState::Private(..) | ViewState::Planned(_));
+    let tcp = TcpAccess::of(spec, view_network);
     let view_report = match view {
         ViewState::Private(names, visible, _) => ViewReport {
             setting: spec.namespaces.as_str(),
@@ -142,15 +150,10 @@ pub(super) fn describe(
                 &["make_char", "make_block", "ioctl_dev"]
             }),
             exec_in_jail: spec.exec_in_jail,
-            tcp: match (
-                spec.network || off,
-                spec.egress,
-                matches!(view, ViewState::Private(..)),
-            ) {
-                (true, _, true) => "loopback only (the private view's own network namespace)",
-                (true, _, false) => "allowed",
-                (false, true, _) => "connect to the proxy's port only; no bind",
-                (false, false, _) => "denied",
+            tcp: if off {
+                "allowed".to_owned()
+            } else {
+                tcp.describe()
             },
             scoped: strings(&["signal", "abstract-unix-socket"]),
             tmpdir: format!(
@@ -178,15 +181,13 @@ pub(super) fn describe(
             } else {
                 seccomp::device_node_calls().collect()
             },
-            sockets: match (off, spec.network, spec.egress, spec.unix_sockets) {
-                (true, ..) | (false, true, _, true) => "any",
-                (false, true, _, false) => "any but AF_UNIX (socketpair allowed)",
-                (false, false, true, true) => "AF_UNIX, and TCP streams over IPv4 and IPv6",
-                (false, false, true, false) => {
-                    "TCP streams over IPv4 and IPv6 (socketpair allowed)"
-                }
-                (false, false, false, true) => "AF_UNIX only",
-                (false, false, false, false) => "none (socketpair only)",
+            sockets: match (off, tcp.inet(), spec.unix_sockets) {
+                (true, ..) | (false, Inet::Any, true) => "any",
+                (false, Inet::Any, false) => "any but AF_UNIX (socketpair allowed)",
+                (false, Inet::Tcp, true) => "AF_UNIX, and TCP streams over IPv4 and IPv6",
+                (false, Inet::Tcp, false) => "TCP streams over IPv4 and IPv6 (socketpair allowed)",
+                (false, Inet::None, true) => "AF_UNIX only",
+                (false, Inet::None, false) => "none (socketpair only)",
             },
             sysv_ipc: match (off, view) {
                 (true, _) => {
@@ -224,6 +225,11 @@ pub(super) fn describe(
             } else {
                 "RLIMIT_NPROC (per user; does not bind root)"
             },
+            memory_enforced_by: if memory_cgroup {
+                "cgroup v1 memory.limit_in_bytes: memory used by the whole command, a group of its own per call (RLIMIT_AS is not set)"
+            } else {
+                "RLIMIT_AS: address space of each process (runtimes that reserve much, like V8 and wasm, need more than they use)"
+            },
             core_bytes: 0,
         },
         process_group: "own; the whole tree is killed on timeout or cancel",
@@ -254,6 +260,7 @@ pub(super) fn describe(
             "host"
         },
         network: spec.network,
+        tcp: if off { "any" } else { tcp.short() },
         egress: egress.map(|tier| tier.as_ref().map_or("unavailable", |t| t.as_str())),
     };
     (report, summary)
@@ -291,6 +298,7 @@ mod tests {
             network: false,
             egress: true,
             unix_sockets: false,
+            listen_ports: Vec::new(),
             read_paths: Vec::new(),
             write_paths: Vec::new(),
             read_only_files: Vec::new(),

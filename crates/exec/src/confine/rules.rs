@@ -72,7 +72,10 @@ pub(super) fn add_path_rule(
 /// grants. Each call's ruleset is these plus the call's temporary directory.
 pub(super) struct LandlockRules {
     pub(super) level: CompatLevel,
+    /// Whether Landlock leaves TCP alone (network open, or the view's own loopback).
     pub(super) network: bool,
+    /// TCP ports commands may bind and connect to (`listen_ports`, on the host's network).
+    pub(super) ports: Vec<u16>,
     /// Whether calls may connect to the proxy's port (egress).
     pub(super) egress: bool,
     pub(super) rules: Vec<(PathFd, BitFlags<AccessFs>)>,
@@ -94,6 +97,7 @@ impl LandlockRules {
         spec: &ConfinementSpec,
         hard: bool,
         view: Option<&View>,
+        tcp: &super::tcp::TcpAccess,
     ) -> Result<LandlockRules, ConfineError> {
         let extra_read = view.map_or(Vec::new(), View::own_files);
         let tty = view
@@ -142,10 +146,10 @@ impl LandlockRules {
         let handled = ABI::from(abi);
         let attr = RawRulesetAttr {
             handled_access_fs: AccessFs::from_all(handled).bits(),
-            handled_access_net: if spec.network {
-                0
-            } else {
+            handled_access_net: if tcp.landlock_handles() {
                 AccessNet::from_all(handled).bits()
+            } else {
+                0
             },
             scoped: Scope::from_all(handled).bits(),
         };
@@ -161,7 +165,8 @@ impl LandlockRules {
             } else {
                 CompatLevel::BestEffort
             },
-            network: spec.network,
+            network: !tcp.landlock_handles(),
+            ports: tcp.ports().to_vec(),
             egress: spec.egress,
             rules,
             writable,
@@ -189,6 +194,10 @@ impl LandlockRules {
         let proxy = self
             .egress
             .then(|| NetPort::new(EGRESS_PORT, AccessNet::ConnectTcp));
+        let listen = self
+            .ports
+            .iter()
+            .map(|p| Ok(NetPort::new(*p, AccessNet::BindTcp | AccessNet::ConnectTcp)));
         let tmp_fd = PathFd::new(tmp)
             .map_err(|e| ConfineError::Landlock(format!("{}: {e}", tmp.display())))?;
         let rules = self
@@ -205,6 +214,8 @@ impl LandlockRules {
             .add_rule(PathBeneath::new(tmp_fd, self.writable))
             .map_err(err)?
             .add_rules(proxy.into_iter().map(Ok::<_, landlock::RulesetError>))
+            .map_err(err)?
+            .add_rules(listen)
             .map_err(err)?;
         Ok(())
     }
@@ -256,8 +267,15 @@ impl LandlockRules {
         if let Some(port) = proxy_port
             && self.attr.handled_access_net & crate::egress::CONNECT_TCP != 0
         {
-            crate::egress::allow_connect(ruleset.as_fd(), port)
+            crate::egress::allow_port(ruleset.as_fd(), port, crate::egress::CONNECT_TCP)
                 .map_err(|e| ConfineError::Landlock(format!("the proxy's port rule: {e}")))?;
+        }
+        if self.attr.handled_access_net != 0 {
+            for &port in &self.ports {
+                let access = crate::egress::CONNECT_TCP | crate::egress::BIND_TCP;
+                crate::egress::allow_port(ruleset.as_fd(), port, access)
+                    .map_err(|e| ConfineError::Landlock(format!("listen_ports {port}: {e}")))?;
+            }
         }
         Ok(ruleset)
     }

@@ -111,6 +111,14 @@ impl View {
         Ok(view)
     }
 
+    /// Whether commands enter the view's own network namespace (loopback only), which they
+    /// then share: everywhere but under egress, where each makes one of its own.
+    pub(crate) fn shares_network(&self) -> bool {
+        self.entries
+            .iter()
+            .any(|(_, ns)| ns.flag == libc::CLONE_NEWNET)
+    }
+
     /// The files of the view that are not the host's (its synthetic `/etc`), which the
     /// Landlock ruleset must let commands read.
     pub(crate) fn own_files(&self) -> Vec<PathBuf> {

@@ -94,12 +94,12 @@ pub struct StartArgs {
 pub struct ReadArgs {
     /// The handle start_process returned.
     pub handle: String,
-    /// Wait up to this many seconds (at most 30) for new output or the end.
+    /// Wait up to this many seconds for what `until` names (at most 30; 120 for "exit").
     #[serde(default, deserialize_with = "integral")]
     pub wait_seconds: Option<u64>,
     /// What to wait for within wait_seconds: "output" (default: the first new line),
     /// "exit" (the session's end: one read for a whole test run), or "quiet" (output that
-    /// then pauses for 0.3 s: a prompt, or a dev server that is up).
+    /// then pauses for 0.5 s: a prompt, or a dev server that is up).
     #[serde(default)]
     pub until: Option<Until>,
 }
@@ -168,6 +168,14 @@ pub struct TerminalServer {
 
 /// The tasks that run the sessions.
 pub type Runs = Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>;
+
+/// How long output must pause for `until = "quiet"` to return (a prompt, a server that is
+/// up and waiting).
+const QUIET_READ: Duration = Duration::from_millis(500);
+
+/// How long a waiting read that found news gives the process to end (its last words are
+/// often a traceback).
+const SETTLE: Duration = Duration::from_millis(150);
 
 /// Waits until `done` or `max` has passed, looking again after 0.5 ms, then twice as long
 /// each time up to 20 ms: quick answers stay quick, long waits cost little.
@@ -295,7 +303,9 @@ impl TerminalServer {
 
     /// Read a session's output that is new since the last read: stdout, stderr (redacted),
     /// running, exit_code, dropped_bytes, and `more` when more is ready than one read takes.
-    /// `wait_seconds` (at most 30) waits for new output or the end. Once a session has ended
+    /// `wait_seconds` waits: until="output" (default) for new output, "quiet" for output
+    /// that then pauses (a server that is up), "exit" (up to 120 s) for the end, returning
+    /// all of the run at once, its start and end kept when long. Once a session has ended
     /// and its last output was read, its handle is gone.
     #[tool(
         input_schema = input::<ReadArgs>(),
@@ -317,24 +327,49 @@ impl TerminalServer {
                 Ok(s) => s,
                 Err(r) => return to_result(r),
             };
-        let wait = args
-            .wait_seconds
-            .unwrap_or(0)
-            .min(process::MAX_WAIT_SECONDS);
+        let wanted = args.until.unwrap_or(Until::Output);
+        let most = match wanted {
+            Until::Exit => process::MAX_EXIT_WAIT_SECONDS,
+            Until::Output | Until::Quiet => process::MAX_WAIT_SECONDS,
+        };
+        let wait = Duration::from_secs(args.wait_seconds.unwrap_or(0).min(most));
         // A reader waiting is not idle.
         session.touch();
-        let wanted = args.until.unwrap_or(Until::Output);
-        until(Duration::from_secs(wait), || match wanted {
+        // With a progress token, a long wait says so once a second, so that the client's
+        // request timeout does not end it.
+        let started = tokio::time::Instant::now();
+        let ticker = Ticker::start(&context, move || {
+            let waited = started.elapsed().as_secs();
+            (waited > 0).then(|| {
+                (
+                    waited as f64,
+                    Some(wait.as_secs() as f64),
+                    Some(format!("waiting for the session ({waited} s)")),
+                )
+            })
+        });
+        until(wait, || match wanted {
             Until::Output => session.has_news(),
             Until::Exit => !session.running(),
             Until::Quiet => {
-                !session.running()
-                    || (session.has_unread()
-                        && session.quiet_for() >= safe_mcp_core::sessions::QUIET)
+                !session.running() || (session.has_unread() && session.quiet_for() >= QUIET_READ)
             }
         })
         .await;
-        to_result(self.service.read_process(&session, &caller))
+        // A read that says "running" beside the traceback that ended the process misleads:
+        // news that came while waiting gets a moment for the end that often follows it, and
+        // once both streams are closed the end is a moment away.
+        if wanted == Until::Output && !wait.is_zero() {
+            until(SETTLE, || !session.running()).await;
+        }
+        if session.ending() {
+            until(Duration::from_secs(2), || !session.running()).await;
+        }
+        ticker.stop().await;
+        to_result(
+            self.service
+                .read_process(&session, &caller, wanted == Until::Exit),
+        )
     }
 
     /// Write text to a session's stdin (a REPL's next line, an answer to a prompt); set

@@ -3,6 +3,7 @@ mod approvals;
 mod audit;
 mod cli;
 mod confinement;
+mod dev_servers;
 mod egress;
 mod file_tools;
 mod files;
