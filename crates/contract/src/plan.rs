@@ -232,4 +232,8 @@ pub trait Executor: Send + Sync {
         cancel: Cancel,
         durable: Durable<'a>,
     ) -> ExecFuture<'a>;
+    /// An unconnected TCP socket (IPv6 when `v6`) on the network commands share, so that the
+    /// server can relay a connection from the host to a server a command started; or why
+    /// there is none.
+    fn inner_socket(&self, v6: bool) -> Result<std::os::fd::OwnedFd, String>;
 }

@@ -72,6 +72,11 @@ pub enum Finding {
     },
     /// `shared_cache = true`: the profile caches are shared with other projects.
     SharedCache,
+    /// `[terminal.sessions] expose_bind` is not a loopback address.
+    ExposedBeyondLoopback {
+        /// The address.
+        bind: String,
+    },
     /// `unprotected_paths`: default protected paths the operator removed.
     Unprotected {
         /// The entries removed.
@@ -130,6 +135,10 @@ impl fmt::Display for Finding {
             Finding::SharedCache => write!(
                 f,
                 "shared_cache = true: every project whose policy names this cache_dir shares the profile caches, so one project's commands can leave what another's build reads (a poisoned package, a build artifact); the tool configuration files stay read-only only in the private view"
+            ),
+            Finding::ExposedBeyondLoopback { bind } => write!(
+                f,
+                "[terminal.sessions] expose_bind = \"{bind}\" is not loopback: a server a session exposes (expose_port) is reachable from the network, not only from this machine"
             ),
             Finding::EscapeOptedIn { name, escape } => write!(
                 f,
@@ -275,6 +284,11 @@ pub fn lint(t: &TerminalPolicy) -> Vec<Finding> {
     }
     if t.sandbox.shared_cache {
         out.push(Finding::SharedCache);
+    }
+    if !t.sessions.expose_bind.is_loopback() {
+        out.push(Finding::ExposedBeyondLoopback {
+            bind: t.sessions.expose_bind.to_string(),
+        });
     }
     if !t.protected.removed.is_empty() {
         out.push(Finding::Unprotected {
@@ -428,6 +442,7 @@ mod tests {
                 Finding::ExecInJail { .. } => "exec_in_jail",
                 Finding::InterpreterVoidsRules { .. } => "interpreters",
                 Finding::SharedCache => "shared_cache",
+                Finding::ExposedBeyondLoopback { .. } => "expose_bind",
                 Finding::Unprotected { .. } => "unprotected_paths",
             })
             .collect();

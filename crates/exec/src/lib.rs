@@ -25,6 +25,7 @@
 
 pub mod confine;
 mod egress;
+mod inner;
 pub mod reap;
 mod run;
 mod rundir;
@@ -51,6 +52,8 @@ pub struct LocalExecutor {
     confinement: Arc<Confinement>,
     /// Standard input of stages that are given none.
     dev_null: Arc<OwnedFd>,
+    /// The helper that makes sockets in the view's network namespace, made on first use.
+    inner: Arc<std::sync::OnceLock<Result<inner::SocketFactory, String>>>,
 }
 
 impl LocalExecutor {
@@ -63,11 +66,24 @@ impl LocalExecutor {
         Ok(LocalExecutor {
             confinement: Arc::new(Confinement::new(spec)?),
             dev_null: Arc::new(dev_null.into()),
+            inner: Arc::default(),
         })
     }
 }
 
 impl Executor for LocalExecutor {
+    fn inner_socket(&self, v6: bool) -> Result<OwnedFd, String> {
+        match self.confinement.shared_network()? {
+            Some(namespaces) => self
+                .inner
+                .get_or_init(|| inner::SocketFactory::start(&namespaces))
+                .as_ref()
+                .map_err(Clone::clone)?
+                .socket(v6),
+            None => inner::host_socket(v6),
+        }
+    }
+
     fn confinement(&self) -> &ConfinementReport {
         self.confinement.report()
     }

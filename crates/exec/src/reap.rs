@@ -66,6 +66,22 @@ pub(crate) fn spawn_registered(
     Ok(child)
 }
 
+/// Runs `fork` (which returns the child's pid in the parent, or -1) and registers the child
+/// for good, before any sweep can look: a helper of the server's own (the socket helper of
+/// [`crate::inner`]), which lives as long as the server and is no escapee.
+pub(crate) fn fork_kept(fork: impl FnOnce() -> libc::pid_t) -> libc::pid_t {
+    let _guard = SPAWNING.read().unwrap_or_else(|e| e.into_inner());
+    let pid = fork();
+    if pid > 0 {
+        let mut stages = STAGES.lock().unwrap_or_else(|e| e.into_inner());
+        *stages
+            .get_or_insert_with(HashMap::new)
+            .entry(pid.unsigned_abs())
+            .or_insert(0) += 1;
+    }
+    pid
+}
+
 /// Forgets a stage once it has been reaped.
 pub(crate) fn forget(pid: Pid) {
     let mut stages = STAGES.lock().unwrap_or_else(|e| e.into_inner());

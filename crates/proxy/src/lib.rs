@@ -32,6 +32,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
+pub mod ingress;
 mod relay;
 mod request;
 mod splice;

@@ -587,6 +587,17 @@ impl Builder<'_> {
                 if s.buffer_bytes < 4096 || s.buffer_bytes > 64 << 20 {
                     return Err(bad("buffer_bytes", "must be between 4096 and 67108864"));
                 }
+                if s.expose_ports
+                    .is_some_and(|[first, last]| first == 0 || first > last)
+                {
+                    return Err(bad(
+                        "expose_ports",
+                        "must be [first, last] with 0 < first <= last",
+                    ));
+                }
+                if s.max_exposed > 64 {
+                    return Err(bad("max_exposed", "must be at most 64"));
+                }
                 s
             },
             network,

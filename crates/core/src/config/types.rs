@@ -337,6 +337,13 @@ pub struct SessionSettings {
     pub max_seconds: u64,
     /// Unread output kept per stream; older output is dropped and counted.
     pub buffer_bytes: usize,
+    /// Where `expose_port` listens on the host: loopback unless the operator names another
+    /// address (`policy check` warns).
+    pub expose_bind: std::net::IpAddr,
+    /// The host ports `expose_port` takes one from, inclusive; unset, the kernel picks.
+    pub expose_ports: Option<[u16; 2]>,
+    /// Ports exposed at once by the whole server; one more is POLICY_DENIED.
+    pub max_exposed: usize,
 }
 
 impl SessionSettings {
@@ -357,6 +364,9 @@ impl Default for SessionSettings {
             idle_timeout_seconds: 600,
             max_seconds: 3600,
             buffer_bytes: 1 << 20,
+            expose_bind: std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+            expose_ports: None,
+            max_exposed: 4,
         }
     }
 }

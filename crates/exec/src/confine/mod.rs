@@ -9,7 +9,8 @@
 //! `exec` per command would double the spawn cost that the benchmark measures.
 
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::ffi::c_int;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -250,6 +251,22 @@ impl Confinement {
             listener,
             proxy_port: port,
         })
+    }
+
+    /// The network commands share, for a socket that relays a connection from the host into
+    /// it (`expose_port`): the private view's own namespace (its user and network
+    /// namespaces, for [`crate::inner::SocketFactory`]), or `None` for the host's network
+    /// where there is no view. Under egress each command has a namespace of its own, which
+    /// no later connection can name.
+    pub(crate) fn shared_network(&self) -> Result<Option<Vec<(RawFd, c_int)>>, String> {
+        if self.egress.is_some() {
+            return Err("under [terminal.network] mode = \"allowlist\" each command has a network namespace of its own, which nothing outside can reach; expose_port needs mode = \"off\" or \"open\"".into());
+        }
+        Ok(self
+            .view
+            .as_ref()
+            .filter(|v| v.shares_network())
+            .map(View::network_entries))
     }
 
     /// Under egress with the namespace tier: each stage makes a network namespace of its

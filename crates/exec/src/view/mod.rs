@@ -111,6 +111,17 @@ impl View {
         Ok(view)
     }
 
+    /// The view's user namespace (if it has one) and network namespace, as descriptor and
+    /// `CLONE_NEW*` flag, for a helper that makes sockets in the latter
+    /// ([`crate::inner::SocketFactory`]).
+    pub(crate) fn network_entries(&self) -> Vec<(std::os::fd::RawFd, c_int)> {
+        self.entries
+            .iter()
+            .filter(|(_, ns)| matches!(ns.flag, libc::CLONE_NEWUSER | libc::CLONE_NEWNET))
+            .map(|(fd, ns)| (fd.as_raw_fd(), ns.flag))
+            .collect()
+    }
+
     /// Whether commands enter the view's own network namespace (loopback only), which they
     /// then share: everywhere but under egress, where each makes one of its own.
     pub(crate) fn shares_network(&self) -> bool {

@@ -58,6 +58,7 @@ pub(crate) fn serve_terminal(config: Option<&Path>, http: Option<&str>) -> ExitC
     // Four workers: an attempt record's group commit blocks its worker for one fsync, and the
     // stdio transport must keep moving meanwhile.
     let runs = mcp::terminal::Runs::default();
+    let exposed = mcp::expose::Exposed::default();
     // The approval page's port is taken now: one in use stops the start, not a call.
     let pages = match &terminal.approvals.url_base {
         Some((base, addr)) => match http::page::Pages::bind(base, *addr) {
@@ -80,6 +81,7 @@ pub(crate) fn serve_terminal(config: Option<&Path>, http: Option<&str>) -> ExitC
                 Arc::clone(&runs),
                 pages.clone(),
                 calls,
+                Arc::clone(&exposed),
             )
         }
     };

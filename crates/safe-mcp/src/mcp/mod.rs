@@ -7,6 +7,7 @@
 
 pub mod approval;
 pub mod call;
+pub mod expose;
 pub mod file_tools;
 pub mod files;
 pub mod progress;

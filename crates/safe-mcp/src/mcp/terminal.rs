@@ -86,6 +86,10 @@ pub struct StartArgs {
     /// Lowers the session's wall-clock limit ([terminal.sessions] max_seconds).
     #[serde(default, deserialize_with = "integral")]
     pub timeout_seconds: Option<u64>,
+    /// The port the command's server listens on (loopback of the sandbox): the host can
+    /// reach it at the `exposed.url` the result gives, until the session ends.
+    #[serde(default)]
+    pub expose_port: Option<u16>,
 }
 
 /// Arguments of `read_process_output`.
@@ -164,6 +168,8 @@ pub struct TerminalServer {
     pages: Option<Arc<safe_mcp_http::page::Pages>>,
     /// Tool calls running at once, shared by every client of an `--http` server.
     calls: Option<Arc<safe_mcp_http::limits::Calls>>,
+    /// Ports exposed at once, shared likewise.
+    exposed: crate::mcp::expose::Exposed,
 }
 
 /// The tasks that run the sessions.
@@ -215,6 +221,7 @@ impl TerminalServer {
         runs: Runs,
         pages: Option<Arc<safe_mcp_http::page::Pages>>,
         calls: Option<Arc<safe_mcp_http::limits::Calls>>,
+        exposed: crate::mcp::expose::Exposed,
     ) -> Self {
         // One stdio connection per server process; 64 random bits name it (the pid, should
         // the kernel give none: handles never leave this process anyway).
@@ -227,6 +234,7 @@ impl TerminalServer {
             runs,
             pages,
             calls,
+            exposed,
         }
     }
 
@@ -247,7 +255,9 @@ impl TerminalServer {
     /// one call should wait, never ends by itself, or needs input after it starts. Then
     /// read_process_output (what is new, redacted), write_process_input, stop_process;
     /// list_processes lists yours. Idle sessions are killed (no read or write for
-    /// [terminal.sessions] idle_timeout_seconds).
+    /// [terminal.sessions] idle_timeout_seconds). A dev server listens on the sandbox's own
+    /// loopback (later run_command calls reach it); `expose_port` also makes it reachable
+    /// from the host at the `exposed.url` the result gives.
     #[tool(
         input_schema = input::<StartArgs>(),
         output_schema = envelope_schema(),
@@ -259,7 +269,29 @@ impl TerminalServer {
         args: JsonObject,
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
+        let asked = format!(
+            "{} {}",
+            process::START,
+            serde_json::Value::Object(args.clone())
+        );
         let (caller, args): (_, StartArgs) = arguments!(args, context, self.service.as_ref());
+        // The port first: a refusal there runs nothing.
+        let reserved = match args.expose_port {
+            Some(port) => match crate::mcp::expose::reserve(
+                &self.service,
+                self.executor.as_ref(),
+                &self.exposed,
+                port,
+                &asked,
+                &caller,
+            )
+            .await
+            {
+                Ok(reserved) => Some(reserved),
+                Err(result) => return to_result(result),
+            },
+            None => None,
+        };
         let req = RunRequest {
             command: args.command.into(),
             cwd: args.cwd,
@@ -298,7 +330,19 @@ impl TerminalServer {
             session.pid() != 0 || session.end().is_some()
         })
         .await;
-        to_result(self.service.started_result(&session))
+        let mut result = self.service.started_result(&session);
+        if let Some(reserved) = reserved
+            && result.ok
+        {
+            crate::mcp::expose::serve(
+                reserved,
+                &session,
+                &self.service,
+                Arc::clone(&self.executor),
+                &mut result,
+            );
+        }
+        to_result(result)
     }
 
     /// Read a session's output that is new since the last read: stdout, stderr (redacted),

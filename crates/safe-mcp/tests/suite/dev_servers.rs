@@ -344,13 +344,209 @@ async fn the_memory_limit_counts_memory_used_where_a_memory_cgroup_is_available(
             .contains("the kernel killed it"),
         "{r}"
     );
-    // No call leaves its group behind.
+    // No call of this server leaves its group behind (other tests' servers run beside it).
+    let server = super::support::live_processes_with(&sb.policy.display().to_string());
+    assert_eq!(server.len(), 1, "{server:?}");
+    let ours = format!("safe-mcp-{}-", server[0]);
     let groups = std::fs::read_dir("/sys/fs/cgroup/memory")
         .unwrap()
         .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with("safe-mcp-"))
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&ours))
         .flat_map(|e| std::fs::read_dir(e.path()).into_iter().flatten().flatten())
         .filter(|e| e.path().is_dir())
         .count();
     assert_eq!(groups, 0, "a call's memory group was left behind");
+}
+
+/// Fetches `path` from `address` over plain HTTP/1.0 from the host; the whole answer.
+fn host_get(address: &str, path: &str) -> std::io::Result<String> {
+    use std::io::Write;
+    let mut stream = std::net::TcpStream::connect(address)?;
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n")?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer)?;
+    Ok(answer)
+}
+
+/// Item 2: `expose_port` makes a session's server reachable from the host at the URL the
+/// result gives (on loopback, from the policy's range); every connection is in the trail
+/// (`expose`, then `ingress` before a byte flows and `close` with the bytes); the port
+/// closes with the session; `max_exposed` bounds the ports, and a refused expose starts
+/// nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_exposed_port_reaches_the_session_from_the_host_until_it_ends() {
+    let sb = sandbox("[terminal.sessions]\nmax_exposed = 1\nexpose_ports = [18700, 18720]");
+    let s = sb.session().await;
+    let command = json!([
+        "python3",
+        "-u",
+        "-m",
+        "http.server",
+        "8000",
+        "--bind",
+        "127.0.0.1"
+    ]);
+    let started = s
+        .call(
+            "start_process",
+            json!({"command": command, "expose_port": 8000}),
+        )
+        .await;
+    assert_eq!(started["code"], "OK", "{started}");
+    let handle = started["detail"]["handle"].as_str().unwrap().to_owned();
+    let address = started["detail"]["exposed"]["address"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let url = started["detail"]["exposed"]["url"].as_str().unwrap();
+    assert_eq!(url, format!("http://{address}/"), "{started}");
+    let at: std::net::SocketAddr = address.parse().unwrap();
+    assert!(at.ip().is_loopback(), "{address}");
+    assert!((18700..=18720).contains(&at.port()), "{address}");
+    let r = s
+        .call(
+            "read_process_output",
+            json!({"handle": handle, "wait_seconds": 20, "until": "quiet"}),
+        )
+        .await;
+    assert_eq!(r["detail"]["running"], true, "{r}");
+    let page = tokio::task::spawn_blocking({
+        let address = address.clone();
+        move || host_get(&address, "/notes.txt")
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(page.starts_with("HTTP/1.0 200"), "{page}");
+    assert!(page.ends_with("alpha\nbeta\ngamma\n"), "{page}");
+
+    // One port at a time: a second exposing session is refused and nothing starts.
+    let refused = s
+        .call(
+            "start_process",
+            json!({"command": command, "expose_port": 8001}),
+        )
+        .await;
+    assert_eq!(refused["code"], "POLICY_DENIED", "{refused}");
+    assert!(
+        refused["reason"].as_str().unwrap().contains("max_exposed"),
+        "{refused}"
+    );
+    let listed = s.call("list_processes", json!({})).await;
+    assert_eq!(
+        listed["detail"]["processes"].as_array().unwrap().len(),
+        1,
+        "{listed}"
+    );
+
+    let stopped = s.call("stop_process", json!({"handle": handle})).await;
+    assert_eq!(stopped["detail"]["running"], false, "{stopped}");
+
+    let network: Vec<Value> = sb
+        .audit_records()
+        .into_iter()
+        .filter(|r| r["kind"] == "network")
+        .collect();
+    let events: Vec<&str> = network
+        .iter()
+        .filter_map(|r| r["record"]["event"].as_str().or(r["event"].as_str()))
+        .collect();
+    assert_eq!(events, ["expose", "ingress", "close"], "{network:?}");
+    let call = &started_call(&network[0]);
+    assert!(
+        network.iter().all(|r| &started_call(r) == call),
+        "{network:?}"
+    );
+    let close = network.last().unwrap();
+    let field = |r: &Value, k: &str| r["record"][k].clone().as_u64().or(r[k].as_u64());
+    assert!(field(close, "bytes_down").unwrap() > 0, "{close}");
+
+    // Closed with the session (a connection that still got in is recorded like any other).
+    let closed =
+        super::support::eventually(10, || std::net::TcpStream::connect(&address).is_err()).await;
+    assert!(closed, "the exposed port outlived its session");
+
+    // Once its slot is free again, another session can expose.
+    let again = s
+        .call(
+            "start_process",
+            json!({"command": command, "expose_port": 8000}),
+        )
+        .await;
+    assert_eq!(again["code"], "OK", "{again}");
+    s.call("stop_process", json!({"handle": again["detail"]["handle"]}))
+        .await;
+}
+
+/// The call a network record names, wherever the trail's framing keeps it.
+fn started_call(record: &Value) -> String {
+    record["record"]["call"]
+        .as_str()
+        .or(record["call"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Item 2 under egress: each command has a network namespace of its own, which nothing
+/// outside can reach, so expose_port is refused with the reason and nothing starts.
+#[tokio::test(flavor = "multi_thread")]
+async fn expose_port_is_refused_under_egress_and_starts_nothing() {
+    let sb = sandbox("[terminal.network]\nmode = \"allowlist\"\nallow_domains = [\"example.com\"]");
+    let s = sb.session().await;
+    let r = s
+        .call(
+            "start_process",
+            json!({"command": ["python3", "-m", "http.server", "8000"], "expose_port": 8000}),
+        )
+        .await;
+    assert_eq!(r["code"], "OPERATION_FAILED", "{r}");
+    assert!(r["reason"].as_str().unwrap().contains("allowlist"), "{r}");
+    let listed = s.call("list_processes", json!({})).await;
+    assert_eq!(listed["detail"]["processes"], json!([]), "{listed}");
+    let r = s
+        .call(
+            "start_process",
+            json!({"command": ["python3", "-m", "http.server", "8000"], "expose_port": 0}),
+        )
+        .await;
+    assert_eq!(r["code"], "INVALID_REQUEST", "{r}");
+}
+
+/// Item 2 for an unprivileged server: its view has a user namespace of its own, which the
+/// socket helper enters too; the exposed port reaches the session the same way.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unprivileged_server_exposes_a_port_the_same_way() {
+    if !rustix::process::geteuid().is_root() {
+        super::support::skip("skipping: needs root to run the server as another user");
+        return;
+    }
+    let uid = 65534;
+    let sb = sandbox("");
+    sb.give_to(uid);
+    let path = std::env::var("PATH").unwrap_or_default();
+    let s = sb.session_as_with_path(uid, Some(&path)).await;
+    let started = s
+        .call(
+            "start_process",
+            json!({"command": ["python3", "-u", "-m", "http.server", "8000", "--bind", "127.0.0.1"], "expose_port": 8000}),
+        )
+        .await;
+    assert_eq!(started["code"], "OK", "{started}");
+    let handle = started["detail"]["handle"].as_str().unwrap().to_owned();
+    let address = started["detail"]["exposed"]["address"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    s.call(
+        "read_process_output",
+        json!({"handle": handle, "wait_seconds": 20, "until": "quiet"}),
+    )
+    .await;
+    let page = tokio::task::spawn_blocking(move || host_get(&address, "/notes.txt"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(page.ends_with("alpha\nbeta\ngamma\n"), "{page}");
+    s.call("stop_process", json!({"handle": handle})).await;
 }

@@ -621,3 +621,31 @@ async fn a_read_can_wait_for_the_end_or_for_a_pause() {
     assert_eq!(r["code"], "INVALID_REQUEST", "{r}");
     s.call("stop_process", json!({"handle": handle})).await;
 }
+
+/// Issue 33, item 3: a read waiting for the end sends progress about once a second while it
+/// waits (the rmcp client's requests carry a token), so that a client does not time out.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_long_wait_for_the_end_sends_progress() {
+    let sb = session_sandbox("max_sessions = 2");
+    let recorder = Recorder::default();
+    let client = connect("terminal", &sb.policy, recorder.clone()).await;
+    let handle = start(&client, "sleep 3; echo done").await;
+    let r = call(
+        &client,
+        "read_process_output",
+        json!({"handle": handle, "wait_seconds": 60, "until": "exit"}),
+    )
+    .await;
+    let answered = Instant::now();
+    assert_eq!(r["detail"]["stdout"], "done\n", "{r}");
+    assert_eq!(r["reason"], "ended: exit code 0", "{r}");
+    let seen = recorder.seen.lock().unwrap().clone();
+    assert!(seen.len() >= 2, "{} notifications", seen.len());
+    assert!(
+        seen.iter().all(|(at, _)| *at <= answered),
+        "progress after the result"
+    );
+    let progress: Vec<f64> = seen.iter().map(|(_, p)| p.progress).collect();
+    assert!(progress.windows(2).all(|w| w[0] < w[1]), "{progress:?}");
+    assert_eq!(seen[0].1.total, Some(60.0), "{:?}", seen[0].1);
+}

@@ -1,0 +1,150 @@
+//! `start_process(…, expose_port)` (issue 33, item 2): the session's server, listening on the
+//! commands' network, reached from the host through a port the server opens.
+//!
+//! Owns the order: the port is reserved (at most `[terminal.sessions] max_exposed` at once,
+//! for the whole server) and the host listener opened *before* the session starts, so a
+//! refusal runs nothing; once the session runs, an `expose` network record names the call,
+//! the host address and the session's port, and the relays start
+//! ([`safe_mcp_proxy::ingress`]); when the session ends, the listener and its relays close
+//! and the reservation is given back.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use safe_mcp_core::audit::{AuditError, Caller, NetworkRecord};
+use safe_mcp_core::sessions::Session;
+use safe_mcp_core::terminal::{Executor, TerminalService, process};
+use safe_mcp_core::{OperationResult, ResultCode};
+use safe_mcp_proxy::ingress::{self, Opened};
+use serde_json::json;
+
+/// The ports exposed at once by one server, shared by every connection of it.
+pub type Exposed = Arc<AtomicUsize>;
+
+/// One port reserved and its listener open, for a session about to start.
+pub(crate) struct Reserved {
+    opened: Opened,
+    inner_port: u16,
+    slot: Slot,
+}
+
+/// A place in the server's count of exposed ports, given back when dropped.
+struct Slot(Exposed);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The trail, as the ingress relays write to it.
+#[derive(Debug)]
+struct Trail(Arc<TerminalService>);
+
+impl safe_mcp_proxy::Recorder for Trail {
+    fn record(&self, record: &NetworkRecord, durable: bool) -> Result<(), AuditError> {
+        self.0.record_event("network", record, durable)
+    }
+}
+
+/// Reserves a port and opens the host listener for `inner_port`; or the refusal, recorded
+/// (`request` is the call as asked).
+pub(crate) async fn reserve(
+    service: &TerminalService,
+    executor: &dyn Executor,
+    exposed: &Exposed,
+    inner_port: u16,
+    request: &str,
+    caller: &Caller,
+) -> Result<Reserved, OperationResult> {
+    let settings = service.policy().sessions;
+    let refuse = |code, reason: String| {
+        let result = OperationResult::new(process::START, code, reason);
+        service.record_refusal(process::START, request, &result, caller);
+        result
+    };
+    if inner_port == 0 {
+        return Err(refuse(
+            ResultCode::InvalidRequest,
+            "expose_port must be the port the server listens on (1-65535)".into(),
+        ));
+    }
+    if exposed.fetch_add(1, Ordering::AcqRel) >= settings.max_exposed {
+        exposed.fetch_sub(1, Ordering::AcqRel);
+        return Err(refuse(
+            ResultCode::PolicyDenied,
+            format!(
+                "{} ports are exposed, the most the policy allows ([terminal.sessions] max_exposed); stop a session that exposes one, or start this one without expose_port",
+                settings.max_exposed
+            ),
+        ));
+    }
+    let slot = Slot(Arc::clone(exposed));
+    let ports = settings.expose_ports.map(|[first, last]| (first, last));
+    match ingress::open(settings.expose_bind, ports, executor).await {
+        Ok(opened) => Ok(Reserved {
+            opened,
+            inner_port,
+            slot,
+        }),
+        Err(why) => Err(refuse(
+            ResultCode::OperationFailed,
+            format!("nothing started: the port cannot be exposed: {why}"),
+        )),
+    }
+}
+
+/// Starts relaying for the session that just started, says where in `result`, and closes
+/// it all when the session ends.
+pub(crate) fn serve(
+    reserved: Reserved,
+    session: &Arc<Session>,
+    service: &Arc<TerminalService>,
+    executor: Arc<dyn Executor>,
+    result: &mut OperationResult,
+) {
+    let Reserved {
+        opened,
+        inner_port,
+        slot,
+    } = reserved;
+    let address = opened.address;
+    let call = session.call.to_string();
+    let trail = Arc::new(Trail(Arc::clone(service)));
+    let record = NetworkRecord {
+        call: call.clone(),
+        event: "expose",
+        method: "TCP".into(),
+        host: address.ip().to_string(),
+        port: inner_port,
+        rule: "expose_port".into(),
+        reason: None,
+        address: Some(address.to_string()),
+        bytes_up: None,
+        bytes_down: None,
+    };
+    if let Err(e) = service.record_event("network", &record, true) {
+        // Nothing is exposed that the trail does not hold.
+        result.reason = format!(
+            "{}; the port was not exposed: its record could not be written ({e})",
+            result.reason
+        );
+        return;
+    }
+    let exposure = ingress::serve(opened, inner_port, call, executor, trail);
+    let url = format!("http://{address}/");
+    result.reason = format!("{}; port {inner_port} is exposed at {url}", result.reason);
+    result.detail.insert(
+        "exposed".into(),
+        json!({"url": url, "address": address.to_string(), "port": inner_port}),
+    );
+    let watched = Arc::clone(session);
+    tokio::spawn(async move {
+        while watched.running() {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        drop(exposure);
+        drop(slot);
+    });
+}
