@@ -64,12 +64,42 @@ impl Drop for PidsCgroup {
     }
 }
 
-/// The parent of every call's memory group of one executor, in the v1 `memory` hierarchy.
+/// The parent of every call's memory group of one executor, in the v1 `memory` hierarchy,
+/// and the groups no call holds now. A group is made once and reused: making and removing
+/// one per call cost more than the rest of the memory limit (mkdir, rmdir and the kernel's
+/// teardown of a memory cgroup are a quarter of a millisecond here). What a reused group
+/// still holds of the last call is page cache, which the kernel reclaims under the limit.
 pub(super) struct MemoryCgroups {
     dir: PathBuf,
     /// The limit of each call's group, in bytes.
     limit: u64,
     made: std::sync::atomic::AtomicU64,
+    free: Pool,
+}
+
+/// The groups waiting for a call.
+type Pool = std::sync::Arc<std::sync::Mutex<Vec<Group>>>;
+
+/// One memory group: its directory, its `tasks` file open for writing, and its kernel OOM
+/// kill count when it was last handed out.
+struct Group {
+    dir: PathBuf,
+    tasks: OwnedFd,
+    kills: u64,
+}
+
+impl Group {
+    /// The kernel's count of processes of this group killed for its limit.
+    fn oom_kills(dir: &Path) -> u64 {
+        std::fs::read_to_string(dir.join("memory.oom_control"))
+            .ok()
+            .and_then(|text| {
+                text.lines()
+                    .find_map(|l| l.strip_prefix("oom_kill "))
+                    .and_then(|n| n.trim().parse().ok())
+            })
+            .unwrap_or(0)
+    }
 }
 
 impl MemoryCgroups {
@@ -98,66 +128,111 @@ impl MemoryCgroups {
             dir,
             limit,
             made: std::sync::atomic::AtomicU64::new(0),
+            free: Pool::default(),
         };
-        // One call's group made and removed: a kernel that refuses either refuses now.
-        cgroups.for_call().ok()?;
+        // One call's group made now: a kernel that refuses it refuses at start, and the
+        // first call finds it ready.
+        drop(cgroups.for_call().ok()?);
         Some(cgroups)
     }
 
-    /// A group of its own for one call, limited to the policy's memory: every stage joins it
-    /// before it can allocate, so the whole command tree counts against one limit.
+    /// A group for one call, limited to the policy's memory: every stage joins it before it
+    /// can allocate, so the whole command tree counts against one limit. Reused when one is
+    /// free, made otherwise.
     pub(super) fn for_call(&self) -> Result<CallMemory, String> {
+        let reused = self.free.lock().ok().and_then(|mut free| free.pop());
+        let group = match reused {
+            Some(group) => group,
+            None => self.make()?,
+        };
+        Ok(CallMemory {
+            group: Some(group),
+            pool: std::sync::Arc::clone(&self.free),
+        })
+    }
+
+    fn make(&self) -> Result<Group, String> {
         let n = self.made.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = self.dir.join(format!("call-{n}"));
         std::fs::create_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        // Made first, so that a failure below removes the directory again.
-        let mut call = CallMemory { dir, tasks: None };
-        let limit = self.limit.to_string();
-        std::fs::write(call.dir.join("memory.limit_in_bytes"), &limit)
-            .map_err(|e| format!("memory.limit_in_bytes: {e}"))?;
-        // With swap accounting, swap counts too: a command must not page out past the limit.
-        let memsw = call.dir.join("memory.memsw.limit_in_bytes");
-        if memsw.exists() {
-            std::fs::write(&memsw, &limit)
-                .map_err(|e| format!("memory.memsw.limit_in_bytes: {e}"))?;
+        let configured = (|| {
+            let limit = self.limit.to_string();
+            std::fs::write(dir.join("memory.limit_in_bytes"), &limit)
+                .map_err(|e| format!("memory.limit_in_bytes: {e}"))?;
+            // With swap accounting, swap counts too: a command must not page out past it.
+            let memsw = dir.join("memory.memsw.limit_in_bytes");
+            if memsw.exists() {
+                std::fs::write(&memsw, &limit)
+                    .map_err(|e| format!("memory.memsw.limit_in_bytes: {e}"))?;
+            }
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(dir.join("tasks"))
+                .map_err(|e| format!("tasks: {e}"))
+        })();
+        match configured {
+            Ok(tasks) => Ok(Group {
+                kills: Group::oom_kills(&dir),
+                dir,
+                tasks: tasks.into(),
+            }),
+            Err(e) => {
+                let _ = std::fs::remove_dir(&dir);
+                Err(e)
+            }
         }
-        let tasks = std::fs::OpenOptions::new()
-            .write(true)
-            .open(call.dir.join("tasks"))
-            .map_err(|e| format!("tasks: {e}"))?;
-        call.tasks = Some(tasks.into());
-        Ok(call)
     }
 }
 
 impl Drop for MemoryCgroups {
     fn drop(&mut self) {
+        // Every call has given its group back (the executor outlives its calls).
+        if let Ok(mut free) = self.free.lock() {
+            for group in free.drain(..) {
+                let _ = std::fs::remove_dir(&group.dir);
+            }
+        }
         let _ = std::fs::remove_dir(&self.dir);
     }
 }
 
-/// One call's memory group; removed when dropped (after every process of the call is gone).
+/// One call's memory group; given back to the pool when dropped (after every process of
+/// the call is gone).
 pub(crate) struct CallMemory {
-    dir: PathBuf,
-    /// Its `tasks` file, open for writing: each stage writes "0" to join.
-    pub(super) tasks: Option<OwnedFd>,
+    group: Option<Group>,
+    pool: Pool,
 }
 
 impl CallMemory {
-    /// Whether the kernel killed a process of the call for the limit.
-    pub(crate) fn limit_hit(&self) -> bool {
-        std::fs::read_to_string(self.dir.join("memory.oom_control")).is_ok_and(|text| {
-            text.lines()
-                .filter_map(|l| l.strip_prefix("oom_kill "))
-                .any(|n| n.trim() != "0")
-        })
+    /// Its `tasks` file: each stage writes "0" to join.
+    pub(super) fn tasks(&self) -> Option<&OwnedFd> {
+        self.group.as_ref().map(|g| &g.tasks)
+    }
+
+    /// Whether the kernel killed a process of the call for the limit; the group goes back
+    /// to the pool.
+    pub(crate) fn finish(mut self) -> bool {
+        let Some(mut group) = self.group.take() else {
+            return false;
+        };
+        let kills = Group::oom_kills(&group.dir);
+        let hit = kills > group.kills;
+        group.kills = kills;
+        if let Ok(mut free) = self.pool.lock() {
+            free.push(group);
+        }
+        hit
     }
 }
 
 impl Drop for CallMemory {
     fn drop(&mut self) {
-        self.tasks = None;
-        let _ = std::fs::remove_dir(&self.dir);
+        if let Some(mut group) = self.group.take() {
+            group.kills = Group::oom_kills(&group.dir);
+            if let Ok(mut free) = self.pool.lock() {
+                free.push(group);
+            }
+        }
     }
 }
 

@@ -403,7 +403,7 @@ impl Confinement {
             }
         }
         // 17b. The call's memory group, the same way.
-        if let Some(tasks) = call.memory.as_ref().and_then(|m| m.tasks.as_ref()) {
+        if let Some(tasks) = call.memory.as_ref().and_then(CallMemory::tasks) {
             // SAFETY: as the pids cgroup's write above, to a descriptor the call owns.
             let n =
                 unsafe { libc::syscall(libc::SYS_write, tasks.as_raw_fd(), b"0".as_ptr(), 1usize) };
@@ -535,9 +535,10 @@ pub(crate) struct CallConfinement {
 }
 
 impl CallConfinement {
-    /// Whether the kernel killed a process of the call for its memory limit.
-    pub(crate) fn memory_limit_hit(&self) -> bool {
-        self.memory.as_ref().is_some_and(CallMemory::limit_hit)
+    /// Whether the kernel killed a process of the call for its memory limit. Call once,
+    /// when every process of the call is gone: its memory group goes back to the pool.
+    pub(crate) fn memory_limit_hit(&mut self) -> bool {
+        self.memory.take().is_some_and(CallMemory::finish)
     }
 
     /// The call's temporary directory, for `TMPDIR`.

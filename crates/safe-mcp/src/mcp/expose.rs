@@ -20,7 +20,23 @@ use safe_mcp_proxy::ingress::{self, Opened};
 use serde_json::json;
 
 /// The ports exposed at once by one server, shared by every connection of it.
-pub type Exposed = Arc<AtomicUsize>;
+pub type Exposed = Arc<Exposures>;
+
+/// How many ports are reserved, and the open exposures by session handle.
+#[derive(Default)]
+pub struct Exposures {
+    count: AtomicUsize,
+    open: std::sync::Mutex<std::collections::HashMap<String, (ingress::Exposure, Slot)>>,
+}
+
+impl Exposures {
+    /// Closes the exposure of session `handle`, if it has one (its session has ended).
+    pub(crate) fn close(&self, handle: &str) {
+        if let Ok(mut open) = self.open.lock() {
+            open.remove(handle);
+        }
+    }
+}
 
 /// One port reserved and its listener open, for a session about to start.
 pub(crate) struct Reserved {
@@ -34,7 +50,7 @@ struct Slot(Exposed);
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        self.0.count.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -70,8 +86,8 @@ pub(crate) async fn reserve(
             "expose_port must be the port the server listens on (1-65535)".into(),
         ));
     }
-    if exposed.fetch_add(1, Ordering::AcqRel) >= settings.max_exposed {
-        exposed.fetch_sub(1, Ordering::AcqRel);
+    if exposed.count.fetch_add(1, Ordering::AcqRel) >= settings.max_exposed {
+        exposed.count.fetch_sub(1, Ordering::AcqRel);
         return Err(refuse(
             ResultCode::PolicyDenied,
             format!(
@@ -139,12 +155,16 @@ pub(crate) fn serve(
         "exposed".into(),
         json!({"url": url, "address": address.to_string(), "port": inner_port}),
     );
+    let exposed = Arc::clone(&slot.0);
+    if let Ok(mut open) = exposed.open.lock() {
+        open.insert(session.handle.clone(), (exposure, slot));
+    }
+    // stop_process closes it at once; a session that ends by itself, within 200 ms.
     let watched = Arc::clone(session);
     tokio::spawn(async move {
         while watched.running() {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        drop(exposure);
-        drop(slot);
+        exposed.close(&watched.handle);
     });
 }

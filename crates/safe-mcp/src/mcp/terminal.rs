@@ -468,6 +468,9 @@ impl TerminalServer {
             };
         session.stop(safe_mcp_core::sessions::EndedBy::Stop);
         until(Duration::from_secs(5), || !session.running()).await;
+        if !session.running() {
+            self.exposed.close(&session.handle);
+        }
         to_result(self.service.stopped_result(&session, &caller))
     }
 

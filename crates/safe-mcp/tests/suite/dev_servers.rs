@@ -344,7 +344,8 @@ async fn the_memory_limit_counts_memory_used_where_a_memory_cgroup_is_available(
             .contains("the kernel killed it"),
         "{r}"
     );
-    // No call of this server leaves its group behind (other tests' servers run beside it).
+    // The calls, one after another, reused one group (other tests' servers run beside it),
+    // and no process of theirs is left in it.
     let server = super::support::live_processes_with(&sb.policy.display().to_string());
     assert_eq!(server.len(), 1, "{server:?}");
     let ours = format!("safe-mcp-{}-", server[0]);
@@ -354,8 +355,9 @@ async fn the_memory_limit_counts_memory_used_where_a_memory_cgroup_is_available(
         .filter(|e| e.file_name().to_string_lossy().starts_with(&ours))
         .flat_map(|e| std::fs::read_dir(e.path()).into_iter().flatten().flatten())
         .filter(|e| e.path().is_dir())
-        .count();
-    assert_eq!(groups, 0, "a call's memory group was left behind");
+        .map(|e| std::fs::read_to_string(e.path().join("tasks")).unwrap())
+        .collect::<Vec<_>>();
+    assert_eq!(groups, [""], "one group, reused and empty: {groups:?}");
 }
 
 /// Fetches `path` from `address` over plain HTTP/1.0 from the host; the whole answer.
@@ -549,4 +551,29 @@ async fn an_unprivileged_server_exposes_a_port_the_same_way() {
         .unwrap();
     assert!(page.ends_with("alpha\nbeta\ngamma\n"), "{page}");
     s.call("stop_process", json!({"handle": handle})).await;
+}
+
+/// Item 5: a session killed by a limit says which, with its key, as a run does.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_killed_by_a_limit_says_which() {
+    let sb = Sandbox::with("\"python3\"", "cpu_seconds = 1", "closed", "");
+    let s = sb.session().await;
+    let started = s
+        .call(
+            "start_process",
+            json!({"command": ["python3", "-c", "while True: pass"]}),
+        )
+        .await;
+    let handle = started["detail"]["handle"].as_str().unwrap().to_owned();
+    let r = s
+        .call(
+            "read_process_output",
+            json!({"handle": handle, "wait_seconds": 60, "until": "exit"}),
+        )
+        .await;
+    assert_eq!(r["detail"]["running"], false, "{r}");
+    assert_eq!(r["detail"]["limit"], "cpu_seconds", "{r}");
+    let reason = r["reason"].as_str().unwrap();
+    assert!(reason.starts_with("ended: "), "{r}");
+    assert!(reason.contains("cpu_seconds = 1"), "{r}");
 }
