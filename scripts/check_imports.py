@@ -29,7 +29,7 @@ FLOORS = {
         ["config"],
         # What is built from a loaded policy.
         ["audit", "redact", "preflight", "lint", "policy"],
-        ["approval", "sessions", "progress", "load"],
+        ["approval", "tickets", "sessions", "progress", "load"],
         # The request flow, which uses everything below.
         ["terminal", "file_tools"],
     ],

@@ -17,7 +17,7 @@
 //! 1. [`config`], the policy file and every settings type other modules are configured with;
 //! 2. what is built from a loaded policy: [`audit`], [`redact`], [`preflight`], [`lint`],
 //!    [`policy`];
-//! 3. [`approval`], [`sessions`], [`progress`], [`load`];
+//! 3. [`approval`], [`tickets`], [`sessions`], [`progress`], [`load`];
 //! 4. the request flow: [`terminal`] and [`file_tools`].
 //!
 //! ```
@@ -53,6 +53,7 @@ pub mod redact;
 pub mod sessions;
 pub mod syntax;
 pub mod terminal;
+pub mod tickets;
 pub mod tools;
 pub mod untrusted;
 pub mod usage;

@@ -90,6 +90,12 @@ enum Cmd {
         #[command(subcommand)]
         action: AuditCmd,
     },
+    /// Approve or deny the tickets a running terminal server gave for commands that need a
+    /// person's approval (its clients could not ask); exit 0 done, 1 refused, 2 no server.
+    Approvals {
+        #[command(subcommand)]
+        action: ApprovalsCmd,
+    },
     /// Redact secrets from stdin to stdout.
     Redact {
         #[command(flatten)]
@@ -153,6 +159,36 @@ enum AuditCmd {
 }
 
 #[derive(Subcommand)]
+enum ApprovalsCmd {
+    /// The tickets waiting, and what each would run.
+    List {
+        #[command(flatten)]
+        config: PolicyFile,
+    },
+    /// One ticket: every stage's argv, the cwd, why it needs approval.
+    Show {
+        #[command(flatten)]
+        config: PolicyFile,
+        /// The ticket.
+        ticket: String,
+    },
+    /// Approve it: the model's repeat of that exact call then runs, once.
+    Approve {
+        #[command(flatten)]
+        config: PolicyFile,
+        /// The ticket.
+        ticket: String,
+    },
+    /// Deny it: nothing runs.
+    Deny {
+        #[command(flatten)]
+        config: PolicyFile,
+        /// The ticket.
+        ticket: String,
+    },
+}
+
+#[derive(Subcommand)]
 enum AuthCmd {
     /// Say whether `--http` would accept TOKEN, and if not, why (aud, iss, exp, kid, scope);
     /// exit 0 accepted, 1 refused, 2 error. The token is never printed.
@@ -207,6 +243,18 @@ fn main() -> ExitCode {
         Cmd::Audit {
             action: AuditCmd::Tail { follow, file },
         } => cli::audit::tail_cmd(&file, follow),
+        Cmd::Approvals { action } => match action {
+            ApprovalsCmd::List { config } => cli::approvals::run(config.get(), "list", None),
+            ApprovalsCmd::Show { config, ticket } => {
+                cli::approvals::run(config.get(), "show", Some(&ticket))
+            }
+            ApprovalsCmd::Approve { config, ticket } => {
+                cli::approvals::run(config.get(), "approve", Some(&ticket))
+            }
+            ApprovalsCmd::Deny { config, ticket } => {
+                cli::approvals::run(config.get(), "deny", Some(&ticket))
+            }
+        },
         Cmd::Redact { config } => cli::policy::redact(config.get()),
         Cmd::Auth {
             action: AuthCmd::CheckToken { config, token },

@@ -120,6 +120,7 @@ pub(super) struct RawApprovals {
     pub(super) mode: Option<super::settings::ApprovalMode>,
     pub(super) url_base: Option<String>,
     pub(super) timeout_seconds: Option<u64>,
+    pub(super) ticket_seconds: Option<u64>,
 }
 
 #[derive(Debug, Deserialize, Default)]

@@ -201,10 +201,15 @@ pub(super) fn approval_settings(
             Some((base.to_owned(), std::net::SocketAddr::new(ip, port)))
         }
     };
+    let ticket = raw.ticket_seconds.unwrap_or(600);
+    if !(10..=86400).contains(&ticket) {
+        return Err(bad("ticket_seconds", "must be between 10 and 86400".into()));
+    }
     Ok(super::settings::ApprovalSettings {
         mode: raw.mode.unwrap_or_default(),
         url_base,
         timeout: std::time::Duration::from_secs(timeout),
+        ticket_ttl: std::time::Duration::from_secs(ticket),
     })
 }
 

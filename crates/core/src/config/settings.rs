@@ -47,9 +47,14 @@ pub struct ShipSettings {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ApprovalMode {
-    /// Ask a person through the client (or the page, with `url_base`). The default.
+    /// Ask through the client where it can be asked (or the page, with `url_base`), and
+    /// give a ticket where it cannot (`safe-mcp approvals`). The default.
     #[default]
+    Auto,
+    /// Ask through the client (or the page) only: a client that cannot be asked is refused.
     Elicit,
+    /// Never ask the client: every approval is a ticket.
+    Ticket,
     /// Never ask: a command needing approval is refused.
     Deny,
 }
@@ -64,14 +69,17 @@ pub struct ApprovalSettings {
     pub url_base: Option<(String, std::net::SocketAddr)>,
     /// How long a call waits for the answer.
     pub timeout: Duration,
+    /// How long a ticket can be approved and then used.
+    pub ticket_ttl: Duration,
 }
 
 impl Default for ApprovalSettings {
     fn default() -> Self {
         ApprovalSettings {
-            mode: ApprovalMode::Elicit,
+            mode: ApprovalMode::Auto,
             url_base: None,
             timeout: Duration::from_secs(120),
+            ticket_ttl: Duration::from_secs(600),
         }
     }
 }

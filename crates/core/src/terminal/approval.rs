@@ -1,9 +1,11 @@
-//! A command that needs approval runs only once a person has said yes (DESIGN §10).
+//! A command that needs approval runs only once a person has said yes (DESIGN §10): through
+//! the client (a form, or the server's page), or with a ticket a person approved
+//! ([`crate::tickets`]) where the client cannot be asked.
 
 use safe_mcp_contract::ConfinementSummary;
 use serde_json::{Map, Value, json};
 
-use super::prepare::Prepared;
+use super::prepare::{Asking, Prepared};
 use super::service::TerminalService;
 use crate::envelope::{OperationResult, ResultCode};
 
@@ -15,7 +17,7 @@ impl TerminalService {
         &self,
         tool: &'static str,
         prepared: &mut Prepared,
-        approver: Option<&crate::approval::AskPerson>,
+        asking: &Asking,
     ) -> Result<(), OperationResult> {
         use crate::approval::{ApprovalMode, ApprovalRequest};
         if !prepared.decision.needs_approval {
@@ -28,18 +30,92 @@ impl TerminalService {
             .filter_map(|s| s.approval.clone())
             .collect();
         let settings = &self.policy.approvals;
-        let refuse = |reason: String| {
+        let refuse_with = |reason: String, ticket: Option<Value>| {
             let mut detail = Map::new();
             detail.insert("needs_approval".into(), json!(true));
             detail.insert("approval_reasons".into(), json!(reasons));
             detail.insert("would_run".into(), json!(false));
+            if let Some(ticket) = ticket {
+                detail.insert("approval".into(), ticket);
+            }
             self.redacted(
                 OperationResult::new(tool, ResultCode::PolicyDenied, reason)
                     .with_detail(Value::Object(detail)),
             )
         };
-        let not_asked =
-            |decision: &str| json!({"required": reasons, "decision": decision, "via": "none"});
+        let refuse = |reason: String| refuse_with(reason, None);
+        let exact: Vec<Vec<String>> = prepared
+            .plan
+            .pipelines
+            .iter()
+            .flatten()
+            .map(|stage| stage.argv.clone())
+            .collect();
+        let cwd = prepared.cwd.display().to_string();
+        let digest = crate::tickets::digest(tool, &exact, &cwd);
+        let caller = prepared.attempt.caller.sub.clone().unwrap_or_default();
+        // A ticket a person approved for this exact call: spent here, once.
+        if let Some(id) = &asking.ticket {
+            return match self.tickets.redeem(id, &caller, &asking.session, &digest) {
+                Ok(by) => {
+                    prepared.attempt.approval = Some(json!({
+                        "required": reasons, "via": "ticket-cli", "decision": "approved",
+                        "ticket": id, "approver_uid": by,
+                    }));
+                    Ok(())
+                }
+                Err(e) => {
+                    prepared.attempt.approval = Some(json!({
+                        "required": reasons, "via": "ticket-cli", "decision": "refused",
+                        "ticket": id,
+                    }));
+                    Err(refuse(format!("{e}; nothing ran")))
+                }
+            };
+        }
+        let ticket = |why: &str, prepared: &mut Prepared| {
+            let request = crate::tickets::TicketRequest {
+                tool,
+                shown: prepared.argv.clone(),
+                command: prepared.attempt.command.clone(),
+                cwd: cwd.clone(),
+                reasons: reasons.clone(),
+                digest,
+                caller: caller.clone(),
+                session: asking.session.clone(),
+            };
+            match self.tickets.issue(request) {
+                Ok(issued) => {
+                    prepared.attempt.approval = Some(json!({
+                        "required": reasons, "via": "ticket", "decision": "ticket-issued",
+                        "ticket": issued.ticket,
+                    }));
+                    let how = format!(
+                        "ask the person to run `safe-mcp approvals approve {t}` (with the server's --config) on the machine the server runs on; `safe-mcp approvals show {t}` shows exactly what would run. Then repeat this same call with \"approval_ticket\": \"{t}\"",
+                        t = issued.ticket
+                    );
+                    Err(refuse_with(
+                        format!(
+                            "{}; this needs a person's approval and {why}, so it was given ticket {} instead: {how}. The ticket expires in {} s; nothing ran",
+                            reasons.join("; "),
+                            issued.ticket,
+                            self.policy.approvals.ticket_ttl.as_secs()
+                        ),
+                        Some(
+                            json!({"ticket": issued.ticket, "expires_at": issued.expires_at, "how": how}),
+                        ),
+                    ))
+                }
+                Err(e) => {
+                    prepared.attempt.approval = Some(not_asked_json(&reasons, "no-transport"));
+                    Err(refuse(format!(
+                        "{}; {why}, and {e}; nothing ran",
+                        reasons.join("; ")
+                    )))
+                }
+            }
+        };
+        let not_asked = |decision: &str| not_asked_json(&reasons, decision);
         if settings.mode == ApprovalMode::Deny {
             prepared.attempt.approval = Some(not_asked("denied-by-mode"));
             return Err(refuse(format!(
@@ -47,7 +123,16 @@ impl TerminalService {
                 reasons.join("; ")
             )));
         }
-        let Some(approver) = approver else {
+        if settings.mode == ApprovalMode::Ticket {
+            return ticket(
+                "[terminal.approvals] mode = \"ticket\" approves through tickets only",
+                prepared,
+            );
+        }
+        let Some(approver) = &asking.approver else {
+            if settings.mode == ApprovalMode::Auto {
+                return ticket("this transport cannot ask a person", prepared);
+            }
             prepared.attempt.approval = Some(not_asked("no-transport"));
             return Err(refuse(format!(
                 "{}; this server cannot ask a person here, so nothing ran. The operator can set [terminal.approvals] url_base for an approval page",
@@ -77,12 +162,19 @@ impl TerminalService {
         }
         let outcome = approver.0.ask(&request).await;
         prepared.attempt.approval = Some(outcome.record(&reasons));
-        if outcome.approved() {
-            Ok(())
-        } else {
-            Err(refuse(outcome.refusal(settings.timeout)))
+        match &outcome.answer {
+            _ if outcome.approved() => Ok(()),
+            crate::approval::Answer::NoCapability(why) if settings.mode == ApprovalMode::Auto => {
+                ticket(why, prepared)
+            }
+            _ => Err(refuse(outcome.refusal(settings.timeout))),
         }
     }
+}
+
+/// The attempt record's `approval` when nobody was asked.
+fn not_asked_json(reasons: &[String], decision: &str) -> Value {
+    json!({"required": reasons, "decision": decision, "via": "none"})
 }
 
 /// The confinement summary of a run in words, for a person approving it.

@@ -26,6 +26,15 @@ pub(super) struct Prepared {
     pub(super) confinement: ConfinementSummary,
 }
 
+/// How a call may be approved: through the client (`approver`), or with a ticket, which is
+/// bound to the MCP `session` that asked.
+#[derive(Clone)]
+pub(super) struct Asking {
+    pub(super) approver: Option<crate::approval::AskPerson>,
+    pub(super) session: String,
+    pub(super) ticket: Option<String>,
+}
+
 /// How a call ends before it runs.
 pub(super) enum Early {
     /// Refused; the attempt is still to be recorded.
@@ -146,7 +155,11 @@ impl TerminalService {
         req: RunRequest,
         executor: &dyn Executor,
     ) -> Result<Prepared, Early> {
-        let approver = req.approver.clone();
+        let asking = Asking {
+            approver: req.approver.clone(),
+            session: req.session.clone(),
+            ticket: req.approval_ticket.clone(),
+        };
         let mut prepared = self.prepare(call, tool, req, executor)?;
         if let Some(why) = self.gate.log().shipping_refusal() {
             let result = crate::audit::NotAdmitted::shipping(why).result(tool);
@@ -158,10 +171,7 @@ impl TerminalService {
             let result = OperationResult::new(tool, ResultCode::PolicyDenied, why);
             return Err(Early::Refused(result, Box::new(prepared.attempt)));
         }
-        if let Err(result) = self
-            .seek_approval(tool, &mut prepared, approver.as_ref())
-            .await
-        {
+        if let Err(result) = self.seek_approval(tool, &mut prepared, &asking).await {
             return Err(Early::Refused(result, Box::new(prepared.attempt)));
         }
         Ok(prepared)

@@ -59,6 +59,10 @@ pub struct RunRequest {
     pub approver: Option<crate::approval::AskPerson>,
     /// Who asked (an authenticated HTTP caller); empty over stdio.
     pub caller: crate::audit::Caller,
+    /// The MCP session (connection) that asked: a ticket is bound to it.
+    pub session: String,
+    /// A ticket a person approved for this exact call (`safe-mcp approvals approve`).
+    pub approval_ticket: Option<String>,
 }
 
 use safe_mcp_contract::{ConfinementSpec, Observer, ProcessLimits};
@@ -127,6 +131,8 @@ pub struct TerminalService {
     pub(super) protected: std::sync::OnceLock<crate::protected::Plan>,
     /// Egress: the proxy that serves each call's connections ([`Self::with_egress`]).
     pub(super) egress: Option<std::sync::Arc<dyn EgressProvider>>,
+    /// Approval tickets for clients that cannot be asked ([`crate::tickets`]).
+    pub(super) tickets: std::sync::Arc<crate::tickets::Tickets>,
 }
 
 /// Makes the proxy of one call (egress, DESIGN §9): the proxy of `safe_mcp_proxy`, which
@@ -205,6 +211,7 @@ impl TerminalService {
             }
             _ => None,
         };
+        let terminal_ticket_ttl = terminal.approvals.ticket_ttl;
         Ok(TerminalService {
             gate,
             policy: terminal,
@@ -216,6 +223,7 @@ impl TerminalService {
             usage,
             protected: std::sync::OnceLock::new(),
             egress,
+            tickets: std::sync::Arc::new(crate::tickets::Tickets::new(terminal_ticket_ttl)),
         })
     }
 
@@ -274,6 +282,11 @@ impl TerminalService {
                 )
             })
             .collect()
+    }
+
+    /// The approval tickets, for the binary's desk (`safe-mcp approvals`).
+    pub fn tickets(&self) -> &std::sync::Arc<crate::tickets::Tickets> {
+        &self.tickets
     }
 
     /// The terminal policy in force.

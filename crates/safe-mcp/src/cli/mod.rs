@@ -1,6 +1,7 @@
 //! The binary's commands: [`serve`] starts a server (its tools are in `crate::mcp`); the
 //! others each read their arguments, call the core, and print. None decides anything itself.
 
+pub mod approvals;
 pub mod audit;
 pub mod demo;
 pub mod doctor;

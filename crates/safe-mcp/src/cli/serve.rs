@@ -57,6 +57,9 @@ pub(crate) fn serve_terminal(config: Option<&Path>, http: Option<&str>) -> ExitC
     }
     // Four workers: an attempt record's group commit blocks its worker for one fsync, and the
     // stdio transport must keep moving meanwhile.
+    // Tickets for clients that cannot be asked are approved at the desk beside the trail;
+    // it closes (socket and key removed) when this function returns.
+    let _desk = super::approvals::open(&service);
     let runs = mcp::terminal::Runs::default();
     let exposed = mcp::expose::Exposed::default();
     // The approval page's port is taken now: one in use stops the start, not a call.

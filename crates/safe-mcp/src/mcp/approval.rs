@@ -50,8 +50,8 @@ impl Approver for ClientApprover {
         Box::pin(async move {
             let started = Instant::now();
             let (answer, via) = match &self.pages {
-                None => (self.ask_form(request).await, "elicitation"),
-                Some(pages) => (self.ask_page(pages, request).await, "page"),
+                None => (self.ask_form(request).await, "form"),
+                Some(pages) => (self.ask_page(pages, request).await, "url"),
             };
             Outcome {
                 answer,

@@ -61,6 +61,10 @@ pub struct RunArgs {
     /// Lowers the policy's timeout for this call; it can never raise it.
     #[serde(default, deserialize_with = "integral")]
     pub timeout_seconds: Option<u64>,
+    /// The ticket a refusal gave (detail.approval.ticket), once the person approved it:
+    /// repeat the same call with it, and it runs once.
+    #[serde(default)]
+    pub approval_ticket: Option<String>,
 }
 
 /// Arguments of `explain_command`.
@@ -90,6 +94,9 @@ pub struct StartArgs {
     /// reach it at the `exposed.url` the result gives, until the session ends.
     #[serde(default)]
     pub expose_port: Option<u16>,
+    /// The ticket a refusal gave, once the person approved it (as for run_command).
+    #[serde(default)]
+    pub approval_ticket: Option<String>,
 }
 
 /// Arguments of `read_process_output`.
@@ -300,6 +307,8 @@ impl TerminalServer {
             observer: None,
             approver: Some(self.approver(&context.peer)),
             caller: caller.clone(),
+            session: self.owner.to_string(),
+            approval_ticket: args.approval_ticket,
         };
         let (session, run) = match self
             .service
@@ -530,6 +539,8 @@ impl TerminalServer {
             observer: watched.map(|w| Observer(w as Arc<dyn OutputObserver>)),
             approver: Some(self.approver(&context.peer)),
             caller: caller.clone(),
+            session: self.owner.to_string(),
+            approval_ticket: args.approval_ticket,
         };
         let cancel = Box::pin(context.ct.clone().cancelled_owned());
         let result = self.service.run(req, self.executor.as_ref(), cancel).await;

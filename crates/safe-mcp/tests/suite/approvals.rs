@@ -19,7 +19,7 @@ use super::support::{BIN, Sandbox, envelope_of};
 
 /// How the test's client answers an elicitation.
 #[derive(Clone, Copy, PartialEq)]
-enum Reply {
+pub(super) enum Reply {
     /// Accept, with this `approve`.
     Accept(bool),
     Decline,
@@ -123,7 +123,7 @@ async fn visit(url: &str, decision: &str) -> Visit {
 }
 
 /// A sandbox where `touch` needs approval with `needs-ok` and is denied with `forbidden`.
-fn sandbox(approvals: &str) -> Sandbox {
+pub(super) fn sandbox(approvals: &str) -> Sandbox {
     Sandbox::new(&format!(
         r#"
 [[terminal.rules]]
@@ -138,13 +138,13 @@ reason = "touching forbidden is refused"
     ))
 }
 
-struct Client {
+pub(super) struct Client {
     service: RunningService<RoleClient, Person>,
     person: Person,
 }
 
 impl Client {
-    async fn start(sb: &Sandbox, reply: Reply, elicitation: bool, url: bool) -> Client {
+    pub(super) async fn start(sb: &Sandbox, reply: Reply, elicitation: bool, url: bool) -> Client {
         let person = Person {
             reply,
             elicitation,
@@ -164,7 +164,7 @@ impl Client {
         Client { service, person }
     }
 
-    async fn call(&self, tool: &str, args: Value) -> Value {
+    pub(super) async fn call(&self, tool: &str, args: Value) -> Value {
         let Value::Object(args) = args else { panic!() };
         let call = self.service.call_tool(
             rmcp::model::CallToolRequestParams::new(tool.to_owned()).with_arguments(args),
@@ -176,17 +176,17 @@ impl Client {
         envelope_of(&result)
     }
 
-    async fn run(&self, command: &str) -> Value {
+    pub(super) async fn run(&self, command: &str) -> Value {
         self.call("run_command", json!({ "command": command }))
             .await
     }
 
-    fn asked(&self) -> Vec<ElicitRequestParams> {
+    pub(super) fn asked(&self) -> Vec<ElicitRequestParams> {
         self.person.asked.lock().unwrap().clone()
     }
 }
 
-fn approval_of(sb: &Sandbox) -> Value {
+pub(super) fn approval_of(sb: &Sandbox) -> Value {
     sb.audit_records()
         .into_iter()
         .rfind(|r| r["kind"] == "attempt" && r["tool"] == "run_command")
@@ -250,7 +250,7 @@ async fn an_accepted_form_with_approve_true_runs_the_command() {
     );
     let approval = approval_of(&sb);
     assert_eq!(approval["decision"], "approved", "{approval}");
-    assert_eq!(approval["via"], "elicitation");
+    assert_eq!(approval["via"], "form");
     assert!(approval["waited_ms"].is_u64());
     assert!(
         sb.audit_records()
@@ -283,7 +283,9 @@ async fn every_other_answer_refuses_and_nothing_runs() {
         ),
     ];
     for (reply, elicitation, words, decision) in cases {
-        let sb = sandbox("");
+        // A client that cannot be asked gets a ticket under the default mode ("auto", see
+        // approval_tickets); "elicit" refuses it outright.
+        let sb = sandbox(if elicitation { "" } else { "mode = \"elicit\"" });
         let c = Client::start(&sb, reply, elicitation, false).await;
         let r = c.run("touch needs-ok").await;
         assert_eq!(r["code"], "POLICY_DENIED", "{words}: {r}");
@@ -390,7 +392,7 @@ async fn the_page_decides_and_a_used_url_approves_nothing() {
     );
     let approval = approval_of(&sb);
     assert_eq!(approval["decision"], "approved");
-    assert_eq!(approval["via"], "page");
+    assert_eq!(approval["via"], "url");
 
     // A wrong form token, a foreign Origin and a foreign Host approve nothing either.
     let (status, _) = http(url, "POST", "form_token=0&decision=approve").await;

@@ -1,0 +1,190 @@
+//! Approval tickets (issue 34, item 2), over real MCP sessions: a client that cannot be
+//! asked gets a ticket; the person approves it with `safe-mcp approvals` (the CLI, talking to
+//! the running server over its owner-only socket with a key no command can read); the model
+//! repeats the exact call with `approval_ticket` and it runs once.
+
+use serde_json::json;
+
+use super::approvals::{Client, Reply, approval_of, sandbox};
+use super::support::{BIN, Sandbox};
+
+/// `safe-mcp approvals ARGS --config POLICY`: exit code and stdout.
+fn approvals(sb: &Sandbox, args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(BIN)
+        .arg("approvals")
+        .args(args)
+        .arg("--config")
+        .arg(&sb.policy)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_that_cannot_ask_gets_a_ticket_a_person_approves_and_it_runs_once() {
+    let sb = sandbox("");
+    let c = Client::start(&sb, Reply::Accept(true), false, false).await;
+    let r = c.run("touch needs-ok").await;
+    assert_eq!(r["code"], "POLICY_DENIED", "{r}");
+    let ticket = r["detail"]["approval"]["ticket"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let reason = r["reason"].as_str().unwrap();
+    assert!(
+        reason.contains(&format!("safe-mcp approvals approve {ticket}")),
+        "{r}"
+    );
+    assert!(
+        reason.contains("did not declare"),
+        "why it could not ask: {r}"
+    );
+    assert!(
+        r["detail"]["approval"]["expires_at"].as_u64().unwrap() > 0,
+        "{r}"
+    );
+    assert!(!sb.jail.join("needs-ok").exists());
+    assert_eq!(approval_of(&sb)["decision"], "ticket-issued");
+
+    // The person sees exactly what would run.
+    let (code, out, err) = approvals(&sb, &["list"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(&ticket) && out.contains("touch needs-ok"),
+        "{out}"
+    );
+    assert!(out.contains("pending"), "{out}");
+
+    // Not approved yet: the repeat is refused, and nothing runs.
+    let again = json!({"command": "touch needs-ok", "approval_ticket": ticket});
+    let r = c.call("run_command", again.clone()).await;
+    assert_eq!(r["code"], "POLICY_DENIED", "{r}");
+    assert!(
+        r["reason"].as_str().unwrap().contains("not been approved"),
+        "{r}"
+    );
+
+    let (code, out, err) = approvals(&sb, &["approve", &ticket]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("approved: ticket"), "{out}");
+    let (code, _, err) = approvals(&sb, &["approve", &ticket]);
+    assert_eq!(code, 1, "a second decision is refused");
+    assert!(err.contains("already decided"), "{err}");
+
+    // Another command with the ticket is refused (and leaves the ticket for its own call).
+    let other = json!({"command": "touch needs-ok other", "approval_ticket": ticket});
+    let r = c.call("run_command", other).await;
+    assert_eq!(r["code"], "POLICY_DENIED", "{r}");
+    assert!(
+        r["reason"].as_str().unwrap().contains("another command"),
+        "{r}"
+    );
+    assert!(!sb.jail.join("other").exists());
+
+    // The exact call runs, once.
+    let r = c.call("run_command", again.clone()).await;
+    assert_eq!(r["code"], "OK", "{r}");
+    assert!(sb.jail.join("needs-ok").exists());
+    let approval = approval_of(&sb);
+    assert_eq!(approval["via"], "ticket-cli", "{approval}");
+    assert_eq!(
+        approval["approver_uid"],
+        rustix::process::geteuid().as_raw(),
+        "{approval}"
+    );
+    std::fs::remove_file(sb.jail.join("needs-ok")).unwrap();
+    let r = c.call("run_command", again).await;
+    assert_eq!(r["code"], "POLICY_DENIED", "a ticket runs once: {r}");
+    assert!(!sb.jail.join("needs-ok").exists());
+    let decided = sb
+        .audit_records()
+        .into_iter()
+        .filter(|r| r["kind"] == "approval" && r["event"] == "ticket-approved")
+        .count();
+    assert_eq!(decided, 1, "the approval is in the trail");
+}
+
+/// A denied ticket runs nothing; a ticket is bound to the MCP session that asked.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_denied_ticket_or_one_from_another_session_runs_nothing() {
+    let sb = sandbox("mode = \"ticket\"");
+    let c = Client::start(&sb, Reply::Accept(true), true, false).await;
+    let r = c.run("touch needs-ok").await;
+    assert!(c.asked().is_empty(), "mode ticket never asks the client");
+    let ticket = r["detail"]["approval"]["ticket"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (code, _, err) = approvals(&sb, &["approve", &ticket]);
+    assert_eq!(code, 0, "{err}");
+    let again = json!({"command": "touch needs-ok", "approval_ticket": ticket});
+    let other = Client::start(&sb, Reply::Accept(true), true, false).await;
+    let r = other.call("run_command", again.clone()).await;
+    assert_eq!(r["code"], "POLICY_DENIED", "another session: {r}");
+    assert!(!sb.jail.join("needs-ok").exists());
+
+    let r = c.run("touch needs-ok").await;
+    let denied = r["detail"]["approval"]["ticket"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (code, out, err) = approvals(&sb, &["deny", &denied]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("denied: ticket"), "{out}");
+    let r = c
+        .call(
+            "run_command",
+            json!({"command": "touch needs-ok", "approval_ticket": denied}),
+        )
+        .await;
+    assert!(r["reason"].as_str().unwrap().contains("was denied"), "{r}");
+    assert!(!sb.jail.join("needs-ok").exists());
+}
+
+/// Nothing a command can reach approves a ticket: in the private view the desk's socket and
+/// key do not exist; without a view the key cannot be read, and the socket refuses a request
+/// without it.
+#[tokio::test(flavor = "multi_thread")]
+async fn no_command_can_approve_a_ticket() {
+    for namespaces in ["auto", "off"] {
+        let sb = sandbox("");
+        let text = std::fs::read_to_string(&sb.policy)
+            .unwrap()
+            .replace("\"sh\",", "\"sh\", \"python3\",");
+        std::fs::write(
+            &sb.policy,
+            format!("{text}\n[terminal.sandbox]\nnamespaces = \"{namespaces}\"\n"),
+        )
+        .unwrap();
+        let c = Client::start(&sb, Reply::Accept(true), false, false).await;
+        let r = c.run("touch needs-ok").await;
+        let ticket = r["detail"]["approval"]["ticket"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let sock = format!("{}.approvals.sock", sb.audit.display());
+        let key = format!("{}.approvals.key", sb.audit.display());
+        assert!(std::path::Path::new(&sock).exists() && std::path::Path::new(&key).exists());
+        let probe = format!(
+            "import socket, json\ntry:\n    k = open('{key}').read()\nexcept OSError as e:\n    k = ''\n    print('key', e.errno)\ntry:\n    s = socket.socket(socket.AF_UNIX)\n    s.connect('{sock}')\n    s.sendall((json.dumps({{'key': k, 'op': 'approve', 'ticket': '{ticket}'}}) + '\\n').encode())\n    print(s.recv(4096).decode())\nexcept OSError as e:\n    print('socket', e.errno)\n"
+        );
+        let r = c
+            .call("run_command", json!({"command": ["python3", "-c", probe]}))
+            .await;
+        let out = r["detail"]["stdout"].as_str().unwrap().to_owned();
+        assert!(
+            out.starts_with("key "),
+            "{namespaces}: the key was read: {r}"
+        );
+        assert!(
+            !out.contains("\"ok\":true"),
+            "{namespaces}: a command approved: {r}"
+        );
+        let (_, listed, _) = approvals(&sb, &["show", &ticket]);
+        assert!(listed.contains("pending"), "{namespaces}: {listed}");
+    }
+}
