@@ -150,3 +150,45 @@ impl ClientApprover {
         answer
     }
 }
+
+/// How a call of this request's client that needs approval would be approved, in a
+/// sentence: what `describe_policy` and `explain_command` tell the model before it asks.
+pub(crate) fn how_asked(
+    context: &rmcp::service::RequestContext<RoleServer>,
+    service: &safe_mcp_core::terminal::TerminalService,
+    page: bool,
+) -> String {
+    use rmcp::model::ProtocolVersion;
+    use rmcp::service::ElicitationMode;
+    use safe_mcp_core::approval::ApprovalMode;
+    let mode = service.policy().approvals.mode;
+    let ticket = || {
+        if service.tickets().has_desk() {
+            "with a ticket: the call is refused with detail.approval.ticket, a person approves it with `safe-mcp approvals approve TICKET`, then the same call repeated with approval_ticket runs once".to_owned()
+        } else {
+            "not at all: this client cannot be asked and the server has no approval desk, so such a call is refused".to_owned()
+        }
+    };
+    let newer = context
+        .protocol_version()
+        .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+    let modes = context.peer.supported_elicitation_modes();
+    let client = if newer {
+        None
+    } else if page && modes.contains(&ElicitationMode::Url) {
+        Some(
+            "on the server's one-time approval page, which this client is sent to (URL elicitation)",
+        )
+    } else if !page && modes.contains(&ElicitationMode::Form) {
+        Some("by a person answering a form in this client (elicitation)")
+    } else {
+        None
+    };
+    match (mode, client) {
+        (ApprovalMode::Deny, _) => "never: [terminal.approvals] mode = \"deny\" refuses such calls".to_owned(),
+        (ApprovalMode::Ticket, _) => ticket(),
+        (_, Some(how)) => how.to_owned(),
+        (ApprovalMode::Auto, None) => ticket(),
+        (ApprovalMode::Elicit, None) => "not at all: this client cannot be asked and [terminal.approvals] mode = \"elicit\" allows no ticket, so such a call is refused".to_owned(),
+    }
+}

@@ -562,12 +562,18 @@ impl TerminalServer {
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
         let (caller, args): (_, ExplainArgs) = arguments!(args, context, self.service.as_ref());
-        to_result(self.service.explain_call(
+        let mut result = self.service.explain_call(
             &args.command.into(),
             args.cwd.as_deref(),
             self.executor.confinement(),
             &caller,
-        ))
+        );
+        if result.detail.get("needs_approval") == Some(&serde_json::Value::Bool(true)) {
+            let how =
+                crate::mcp::approval::how_asked(&context, &self.service, self.pages.is_some());
+            result.detail.insert("approved".into(), how.into());
+        }
+        to_result(result)
     }
 
     /// Describe the policy in a few lines: what can run, where commands and the file tools
@@ -585,10 +591,18 @@ impl TerminalServer {
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
         let (caller, args): (_, DescribeArgs) = arguments!(args, context, self.service.as_ref());
-        to_result(
+        let mut result =
             self.service
-                .describe_call(self.executor.confinement(), &caller, args.verbose),
-        )
+                .describe_call(self.executor.confinement(), &caller, args.verbose);
+        if result.ok {
+            let how =
+                crate::mcp::approval::how_asked(&context, &self.service, self.pages.is_some());
+            result.detail.insert(
+                "approvals".into(),
+                format!("a command that needs approval is approved {how}").into(),
+            );
+        }
+        to_result(result)
     }
 }
 

@@ -188,3 +188,31 @@ async fn no_command_can_approve_a_ticket() {
         assert!(listed.contains("pending"), "{namespaces}: {listed}");
     }
 }
+
+/// Item 3: describe_policy and explain_command say how this client would be asked.
+#[tokio::test(flavor = "multi_thread")]
+async fn describe_and_explain_say_how_this_client_would_be_asked() {
+    let sb = sandbox("");
+    for (elicitation, words) in [(true, "a form in this client"), (false, "with a ticket")] {
+        let c = Client::start(&sb, Reply::Accept(true), elicitation, false).await;
+        let d = c.call("describe_policy", json!({})).await;
+        let approvals = d["detail"]["approvals"].as_str().unwrap();
+        assert!(approvals.contains(words), "{elicitation}: {approvals}");
+        let e = c
+            .call("explain_command", json!({"command": "touch needs-ok"}))
+            .await;
+        let approved = e["detail"]["approved"].as_str().unwrap();
+        assert!(approved.contains(words), "{elicitation}: {e}");
+        let plain = c
+            .call("explain_command", json!({"command": "touch fine"}))
+            .await;
+        assert!(plain["detail"].get("approved").is_none(), "{plain}");
+    }
+    let denied = sandbox("mode = \"deny\"");
+    let c = Client::start(&denied, Reply::Accept(true), true, false).await;
+    let d = c.call("describe_policy", json!({})).await;
+    assert!(
+        d["detail"]["approvals"].as_str().unwrap().contains("never"),
+        "{d}"
+    );
+}
