@@ -41,6 +41,8 @@ struct Person {
     /// Declares form elicitation (and URL mode too when `url`).
     elicitation: bool,
     url: bool,
+    /// The protocol it speaks.
+    version: ProtocolVersion,
     asked: Arc<Mutex<Vec<ElicitRequestParams>>>,
     /// What the page answered, per visit (GET status, POST status, replayed POST status).
     visits: Arc<Mutex<Vec<Visit>>>,
@@ -85,7 +87,7 @@ impl ClientHandler for Person {
         };
         let caps: ClientCapabilities = serde_json::from_value(caps).unwrap();
         ClientConfig::new(caps, Implementation::new("approval-test", "1"))
-            .with_protocol_version(ProtocolVersion::V_2025_11_25)
+            .with_protocol_version(self.version.clone())
     }
 }
 
@@ -145,10 +147,22 @@ pub(super) struct Client {
 
 impl Client {
     pub(super) async fn start(sb: &Sandbox, reply: Reply, elicitation: bool, url: bool) -> Client {
+        Client::start_speaking(sb, reply, elicitation, url, ProtocolVersion::V_2025_11_25).await
+    }
+
+    /// A client that speaks `version`.
+    pub(super) async fn start_speaking(
+        sb: &Sandbox,
+        reply: Reply,
+        elicitation: bool,
+        url: bool,
+        version: ProtocolVersion,
+    ) -> Client {
         let person = Person {
             reply,
             elicitation,
             url,
+            version,
             asked: Arc::default(),
             visits: Arc::default(),
         };
