@@ -38,6 +38,10 @@ pub struct ApprovalRequest {
     /// How long the call waits.
     #[serde(skip)]
     pub timeout: Duration,
+    /// The digest of the exact command ([`crate::tickets::digest`]): what a sealed MRTR
+    /// state or a ticket is bound to.
+    #[serde(skip)]
+    pub digest: [u8; 32],
 }
 
 impl ApprovalRequest {
@@ -107,6 +111,10 @@ pub fn render_argv(argv: &[String]) -> String {
         .join(" ")
 }
 
+/// The digest of a request that no later call can be matched to (a file write, whose
+/// content the request does not bind): only an answer within the call approves it.
+pub const UNBOUND: [u8; 32] = [0; 32];
+
 /// What came back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer {
@@ -124,6 +132,9 @@ pub enum Answer {
     TimedOut,
     /// Asking failed.
     Failed(String),
+    /// MCP 2026-07-28: the call answers with the form to show (`InputRequiredResult`); the
+    /// client repeats it with the person's answer.
+    InputRequired,
 }
 
 /// The answer, who gave it, and how long it took.
@@ -172,6 +183,9 @@ impl Outcome {
             Answer::NoCapability(what) => what.clone(),
             Answer::TimedOut => format!("no answer came within {} s", timeout.as_secs()),
             Answer::Failed(e) => format!("asking failed: {e}"),
+            Answer::InputRequired => {
+                return "this command needs a person's approval: the client is asked to show the form and repeat the call with the answer (MCP 2026-07-28); nothing ran yet".to_owned();
+            }
         };
         format!("this command needs a person's approval, and it was not given: {why}; nothing ran")
     }
@@ -189,6 +203,7 @@ impl Outcome {
                 Answer::NoCapability(_) => "no-capability",
                 Answer::TimedOut => "timeout",
                 Answer::Failed(_) => "failed",
+                Answer::InputRequired => "input-required",
             },
             "waited_ms": self.waited.as_millis() as u64,
         })

@@ -347,6 +347,7 @@ mod tests {
             confinement: "Landlock".into(),
             reasons: vec!["git push needs approval".into()],
             timeout: std::time::Duration::from_secs(1),
+            digest: safe_mcp_core::approval::UNBOUND,
         };
         let html = summary_html(&request("\u{202e}nur-yrd--"));
         assert!(!html.contains('\u{202e}'), "{html}");

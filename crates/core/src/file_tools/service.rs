@@ -95,6 +95,8 @@ impl TerminalService {
             confinement: "the file tools (no command runs)".into(),
             reasons: reasons.clone(),
             timeout: settings.timeout,
+            // Not bound to the content written: no MRTR state or ticket can approve it.
+            digest: crate::approval::UNBOUND,
         };
         let asked = ApprovalAsked {
             call: self.gate().begin(),

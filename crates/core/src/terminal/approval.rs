@@ -148,6 +148,7 @@ impl TerminalService {
             confinement: confinement_line(&prepared.confinement),
             reasons: reasons.clone(),
             timeout: settings.timeout,
+            digest,
         };
         let asked = crate::audit::ApprovalAsked {
             call: prepared.attempt.call.clone(),

@@ -62,6 +62,10 @@ pub(crate) fn serve_terminal(config: Option<&Path>, http: Option<&str>) -> ExitC
     let _desk = super::approvals::open(&service);
     let runs = mcp::terminal::Runs::default();
     let exposed = mcp::expose::Exposed::default();
+    let mrtr = match mcp::mrtr::Mrtr::new() {
+        Ok(m) => Arc::new(m),
+        Err(e) => return fatal(format!("the approval state's key: {e}")),
+    };
     // The approval page's port is taken now: one in use stops the start, not a call.
     let pages = match &terminal.approvals.url_base {
         Some((base, addr)) => match http::page::Pages::bind(base, *addr) {
@@ -85,6 +89,7 @@ pub(crate) fn serve_terminal(config: Option<&Path>, http: Option<&str>) -> ExitC
                 pages.clone(),
                 calls,
                 Arc::clone(&exposed),
+                Arc::clone(&mrtr),
             )
         }
     };

@@ -27,19 +27,24 @@ fn forbids_requests(e: &rmcp::ErrorData) -> bool {
         .contains("server-to-client requests are not allowed")
 }
 
-/// The form a client shows: one boolean.
-#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
-pub struct ApproveForm {
-    /// Run this exact command, once?
-    pub approve: bool,
-}
+pub use crate::mcp::mrtr::ApproveForm;
 
-rmcp::elicit_safe!(ApproveForm);
-
-/// Asks through one client session (and the server's page, when there is one).
+/// Asks through one client session (and the server's page, when there is one), or, on
+/// MCP 2026-07-28, through the call's own rounds ([`crate::mcp::mrtr`]).
 pub struct ClientApprover {
     pub peer: Peer<RoleServer>,
     pub pages: Option<Arc<safe_mcp_http::page::Pages>>,
+    /// On 2026-07-28: the call's round, the server's sealing key, the caller, and whether
+    /// the request declared form elicitation.
+    pub rounds: Option<Rounds>,
+}
+
+/// What asking through MRTR needs.
+pub struct Rounds {
+    pub round: Arc<crate::mcp::mrtr::Round>,
+    pub mrtr: Arc<crate::mcp::mrtr::Mrtr>,
+    pub caller: String,
+    pub form: bool,
 }
 
 impl Approver for ClientApprover {
@@ -49,9 +54,10 @@ impl Approver for ClientApprover {
     ) -> Pin<Box<dyn Future<Output = Outcome> + Send + 'a>> {
         Box::pin(async move {
             let started = Instant::now();
-            let (answer, via) = match &self.pages {
-                None => (self.ask_form(request).await, "form"),
-                Some(pages) => (self.ask_page(pages, request).await, "url"),
+            let (answer, via) = match (&self.rounds, &self.pages) {
+                (Some(rounds), _) => (ask_in_rounds(rounds, request), "mrtr"),
+                (None, None) => (self.ask_form(request).await, "form"),
+                (None, Some(pages)) => (self.ask_page(pages, request).await, "url"),
             };
             Outcome {
                 answer,
@@ -60,6 +66,23 @@ impl Approver for ClientApprover {
             }
         })
     }
+}
+
+/// MCP 2026-07-28: the form goes back in the call's result, the answer comes with its
+/// repeat. A client that declared no form elicitation, or a request no repeat can be bound
+/// to, cannot be asked this way.
+fn ask_in_rounds(rounds: &Rounds, request: &ApprovalRequest) -> Answer {
+    if !rounds.form {
+        return Answer::NoCapability(format!(
+            "{NEWER_PROTOCOL}, and this request declared no form elicitation to answer in its rounds"
+        ));
+    }
+    if request.digest == safe_mcp_core::approval::UNBOUND {
+        return Answer::NoCapability(format!(
+            "{NEWER_PROTOCOL}, and this approval cannot be bound to the repeated call"
+        ));
+    }
+    rounds.mrtr.ask(&rounds.round, request, &rounds.caller)
 }
 
 impl ClientApprover {
@@ -173,8 +196,14 @@ pub(crate) fn how_asked(
         .protocol_version()
         .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
     let modes = context.peer.supported_elicitation_modes();
+    let form_in_rounds = context
+        .client_capabilities()
+        .and_then(|c| c.elicitation)
+        .is_some_and(|e| e.form.is_some() || e.url.is_none());
     let client = if newer {
-        None
+        form_in_rounds.then_some(
+            "by a person answering a form this client shows between the call's rounds (MCP 2026-07-28 input_required, with a sealed requestState)",
+        )
     } else if page && modes.contains(&ElicitationMode::Url) {
         Some(
             "on the server's one-time approval page, which this client is sent to (URL elicitation)",

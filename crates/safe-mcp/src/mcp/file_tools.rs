@@ -89,7 +89,7 @@ impl TerminalServer {
         context: &RequestContext<RoleServer>,
         caller: &safe_mcp_core::audit::Caller,
     ) -> Result<Option<serde_json::Value>, CallToolResult> {
-        let approver = self.approver(&context.peer);
+        let approver = self.approver(context);
         self.service()
             .approve_file_write(tool, path, Some(&approver), caller)
             .await

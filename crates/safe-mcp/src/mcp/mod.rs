@@ -10,6 +10,7 @@ pub mod call;
 pub mod expose;
 pub mod file_tools;
 pub mod files;
+pub mod mrtr;
 pub mod progress;
 pub mod stdio;
 pub mod terminal;

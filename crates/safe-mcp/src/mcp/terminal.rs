@@ -177,6 +177,8 @@ pub struct TerminalServer {
     calls: Option<Arc<safe_mcp_http::limits::Calls>>,
     /// Ports exposed at once, shared likewise.
     exposed: crate::mcp::expose::Exposed,
+    /// The sealing key and spent nonces of approvals on MCP 2026-07-28, shared likewise.
+    mrtr: Arc<crate::mcp::mrtr::Mrtr>,
 }
 
 /// The tasks that run the sessions.
@@ -229,6 +231,7 @@ impl TerminalServer {
         pages: Option<Arc<safe_mcp_http::page::Pages>>,
         calls: Option<Arc<safe_mcp_http::limits::Calls>>,
         exposed: crate::mcp::expose::Exposed,
+        mrtr: Arc<crate::mcp::mrtr::Mrtr>,
     ) -> Self {
         // One stdio connection per server process; 64 random bits name it (the pid, should
         // the kernel give none: handles never leave this process anyway).
@@ -242,17 +245,40 @@ impl TerminalServer {
             pages,
             calls,
             exposed,
+            mrtr,
         }
     }
 
     /// Who asks a person for a call of this request's client.
     pub(crate) fn approver(
         &self,
-        peer: &rmcp::Peer<rmcp::RoleServer>,
+        context: &RequestContext<RoleServer>,
     ) -> safe_mcp_core::approval::AskPerson {
+        use rmcp::model::ProtocolVersion;
+        // On 2026-07-28 the client is asked in the call's own rounds (MRTR).
+        let newer = context
+            .protocol_version()
+            .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+        let round = context
+            .extensions
+            .get::<Arc<crate::mcp::mrtr::Round>>()
+            .cloned();
+        let rounds = match (newer, round) {
+            (true, Some(round)) => Some(crate::mcp::approval::Rounds {
+                round,
+                mrtr: Arc::clone(&self.mrtr),
+                caller: crate::mcp::call::caller_of(context).sub.unwrap_or_default(),
+                form: context
+                    .client_capabilities()
+                    .and_then(|c| c.elicitation)
+                    .is_some_and(|e| e.form.is_some() || e.url.is_none()),
+            }),
+            _ => None,
+        };
         safe_mcp_core::approval::AskPerson(Arc::new(crate::mcp::approval::ClientApprover {
-            peer: peer.clone(),
+            peer: context.peer.clone(),
             pages: self.pages.clone(),
+            rounds,
         }))
     }
 
@@ -305,7 +331,7 @@ impl TerminalServer {
             stdin: None,
             timeout_seconds: args.timeout_seconds,
             observer: None,
-            approver: Some(self.approver(&context.peer)),
+            approver: Some(self.approver(&context)),
             caller: caller.clone(),
             session: self.owner.to_string(),
             approval_ticket: args.approval_ticket,
@@ -537,7 +563,7 @@ impl TerminalServer {
             stdin: args.stdin,
             timeout_seconds: args.timeout_seconds,
             observer: watched.map(|w| Observer(w as Arc<dyn OutputObserver>)),
-            approver: Some(self.approver(&context.peer)),
+            approver: Some(self.approver(&context)),
             caller: caller.clone(),
             session: self.owner.to_string(),
             approval_ticket: args.approval_ticket,
@@ -623,7 +649,22 @@ impl ServerHandler for TerminalServer {
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::CallToolResponse, rmcp::ErrorData> {
         let audit = self.service.as_ref();
-        call_counted(self, router(), self.calls.as_ref(), audit, request, context).await
+        // MRTR (2026-07-28): the retry's answers and state reach the approver; an approval
+        // it needs to ask for comes back as this call's InputRequiredResult.
+        let round = Arc::new(crate::mcp::mrtr::Round {
+            responses: request.input_responses.clone(),
+            state: request.request_state.clone(),
+            asked: std::sync::Mutex::default(),
+        });
+        let mut context = context;
+        context.extensions.insert(Arc::clone(&round));
+        let response =
+            call_counted(self, router(), self.calls.as_ref(), audit, request, context).await?;
+        let asked = round.asked.lock().ok().and_then(|mut a| a.take());
+        Ok(match asked {
+            Some(input) => rmcp::model::CallToolResponse::InputRequired(input),
+            None => response,
+        })
     }
 
     fn get_info(&self) -> ServerConfig {

@@ -36,7 +36,7 @@ pub(super) enum Reply {
 type Visit = (u16, u16, u16, u16);
 
 #[derive(Clone)]
-struct Person {
+pub(super) struct Person {
     reply: Reply,
     /// Declares form elicitation (and URL mode too when `url`).
     elicitation: bool,
@@ -170,12 +170,28 @@ impl Client {
         let cmd = tokio::process::Command::new(BIN).configure(|c| {
             c.arg("terminal").arg("--config").arg(&policy).env_clear();
         });
-        let service = person
-            .clone()
-            .serve(TokioChildProcess::new(cmd).unwrap())
-            .await
-            .unwrap();
+        let transport = TokioChildProcess::new(cmd).unwrap();
+        // 2026-07-28 has no initialize: the client discovers the server and sends its
+        // capabilities with every request.
+        let service = if person.version >= ProtocolVersion::V_2026_07_28 {
+            use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+            let lifecycle = ClientLifecycleMode::Discover {
+                preferred_versions: vec![person.version.clone()],
+            };
+            person
+                .clone()
+                .serve_with_lifecycle(transport, lifecycle)
+                .await
+                .unwrap()
+        } else {
+            person.clone().serve(transport).await.unwrap()
+        };
         Client { service, person }
+    }
+
+    /// The session, for calls that drive MRTR rounds themselves.
+    pub(super) fn service(&self) -> &RunningService<RoleClient, Person> {
+        &self.service
     }
 
     pub(super) async fn call(&self, tool: &str, args: Value) -> Value {

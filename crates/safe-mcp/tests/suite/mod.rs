@@ -1,6 +1,7 @@
 //! Integration tests: the built binary, driven over stdio by a real MCP client.
 mod approval_tickets;
 mod approvals;
+mod approvals_mrtr;
 mod audit;
 mod cli;
 mod confinement;
