@@ -7,15 +7,16 @@ use std::path::{Path, PathBuf};
 use super::error::ConfigError;
 use crate::paths::lexical_normalize;
 
-/// Reads the HMAC key: mode 0600, at least 16 bytes, outside every root and every path a
+/// Reads a secret key file (`audit_hmac_key_file`, `[terminal.approvals] state_key_file`,
+/// named by `key`): mode 0600, at least 16 bytes, outside every root and every path a
 /// command may read, so that no command can learn it.
-pub(super) fn hmac_key(
+pub(super) fn secret_key(
+    key: &'static str,
     path: &Path,
     roots: &[PathBuf],
     read_paths: &[PathBuf],
 ) -> Result<Vec<u8>, ConfigError> {
     use std::os::unix::fs::PermissionsExt;
-    let key = "audit_hmac_key_file";
     let invalid = |message: String| ConfigError::Invalid {
         key: key.to_owned(),
         message,

@@ -12,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::checks::{existing_root, hmac_key, outside_roots, program_names, union};
+use super::checks::{existing_root, outside_roots, program_names, secret_key, union};
 use super::env::Env;
 use super::error::ConfigError;
 use super::raw::{RawFiles, RawPolicy, RawRedaction, RawTerminal};
@@ -161,7 +161,12 @@ impl Builder<'_> {
             .env_path("SAFE_MCP_AUDIT_LOG")
             .or_else(|| raw.audit_log.map(|p| self.file_path(p)));
 
-        let terminal = match (raw.terminal, section) {
+        let raw_state_key = raw
+            .terminal
+            .as_ref()
+            .and_then(|t| t.approvals.as_ref())
+            .and_then(|a| a.state_key_file.clone());
+        let mut terminal = match (raw.terminal, section) {
             (Some(t), Section::Terminal | Section::Any) => Some(self.terminal(t)?),
             (None, Section::Terminal) => return Err(ConfigError::MissingSection("terminal")),
             _ => None,
@@ -280,7 +285,7 @@ impl Builder<'_> {
                     .as_ref()
                     .map(|t| t.sandbox.read_paths.clone())
                     .unwrap_or_default();
-                let key = hmac_key(&p, &roots, &read_paths)?;
+                let key = secret_key("audit_hmac_key_file", &p, &roots, &read_paths)?;
                 if let Some(t) = &terminal {
                     super::writable::keep_out(&t.write_paths, &[("HMAC key", &p)], &[])?;
                 }
@@ -288,6 +293,15 @@ impl Builder<'_> {
             }
             None => (None, None),
         };
+        // The approvals' sealing key, shared by a fleet's servers: read as the HMAC key is.
+        if let Some(t) = terminal.as_mut()
+            && let Some(p) = raw_state_key.map(|p| self.file_path(p))
+        {
+            let key = "terminal.approvals.state_key_file";
+            let bytes = secret_key(key, &p, &roots, &t.sandbox.read_paths)?;
+            super::writable::keep_out(&t.write_paths, &[("approval state key", &p)], &[])?;
+            t.approvals.state_key = Some(super::settings::StateKey { bytes, file: p });
+        }
 
         Ok(Policy {
             source: source.to_path_buf(),

@@ -121,6 +121,7 @@ pub(super) struct RawApprovals {
     pub(super) url_base: Option<String>,
     pub(super) timeout_seconds: Option<u64>,
     pub(super) ticket_seconds: Option<u64>,
+    pub(super) state_key_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Deserialize, Default)]

@@ -210,6 +210,7 @@ pub(super) fn approval_settings(
         url_base,
         timeout: std::time::Duration::from_secs(timeout),
         ticket_ttl: std::time::Duration::from_secs(ticket),
+        state_key: None,
     })
 }
 

@@ -71,6 +71,24 @@ pub struct ApprovalSettings {
     pub timeout: Duration,
     /// How long a ticket can be approved and then used.
     pub ticket_ttl: Duration,
+    /// The key that seals approvals' MRTR state, shared by a fleet's servers; unset, each
+    /// server makes its own at start.
+    pub state_key: Option<StateKey>,
+}
+
+/// `[terminal.approvals] state_key_file`, read at load (its bytes never printed).
+#[derive(Clone)]
+pub struct StateKey {
+    /// The key.
+    pub bytes: Vec<u8>,
+    /// Where it was read from; the spent nonces live beside it (`<file>.spent`).
+    pub file: PathBuf,
+}
+
+impl std::fmt::Debug for StateKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "StateKey({})", self.file.display())
+    }
 }
 
 impl Default for ApprovalSettings {
@@ -80,6 +98,7 @@ impl Default for ApprovalSettings {
             url_base: None,
             timeout: Duration::from_secs(120),
             ticket_ttl: Duration::from_secs(600),
+            state_key: None,
         }
     }
 }

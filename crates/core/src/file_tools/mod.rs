@@ -669,3 +669,15 @@ fn diff_counts(old: &str, new: &str) -> (usize, usize) {
     }
     (added, removed)
 }
+
+/// How a file write may be approved: through the client (`approver`), or with a ticket
+/// bound to the MCP `session` that asked.
+#[derive(Clone, Copy)]
+pub struct FileAsking<'a> {
+    /// Asks a person through the client; `None`: this transport cannot.
+    pub approver: Option<&'a crate::approval::AskPerson>,
+    /// The MCP session (connection) that asked.
+    pub session: &'a str,
+    /// A ticket a person approved for this exact write.
+    pub ticket: Option<&'a str>,
+}

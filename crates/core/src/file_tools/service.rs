@@ -8,8 +8,8 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use super::{EDIT, Edit, FileTools, Prepared, READ, WRITE};
-use crate::approval::{ApprovalMode, ApprovalRequest, AskPerson};
+use super::{EDIT, Edit, FileAsking, FileTools, Prepared, READ, WRITE};
+use crate::approval::{ApprovalMode, ApprovalRequest};
 use crate::audit::{ApprovalAsked, Caller, Outcome};
 use crate::envelope::{OperationResult, ResultCode};
 use crate::terminal::TerminalService;
@@ -41,29 +41,72 @@ impl TerminalService {
 
     /// Asks a person before a write to a path of `[terminal.files] confirm_paths`, through
     /// the approval machinery commands use: `Ok(None)`, no approval needed; `Ok(Some)`, the
-    /// approval for the attempt record; `Err`, the refusal (recorded).
+    /// approval for the attempt record; `Err`, the refusal (recorded). `content` is what the
+    /// write would put there (the content, or the edits): an MRTR state or a ticket is bound
+    /// to it as to the path.
     pub async fn approve_file_write(
         &self,
         tool: &'static str,
         path: &str,
-        approver: Option<&AskPerson>,
+        content: &[u8],
+        asking: FileAsking<'_>,
         caller: &Caller,
     ) -> Result<Option<Value>, OperationResult> {
+        let FileAsking {
+            approver,
+            session,
+            ticket,
+        } = asking;
         let Some(reason) = self.file_tools().needs_approval(path) else {
             return Ok(None);
         };
         let reasons = vec![reason];
         let settings = &self.policy().approvals;
         let started = Instant::now();
-        let refuse = |why: String, approval: Value| {
-            let result = OperationResult::new(tool, ResultCode::PolicyDenied, why)
-                .with_detail(json!({"needs_approval": true, "approval_reasons": reasons}));
+        let refuse_with = |why: String, approval: Value, ticket: Option<Value>| {
+            let mut detail = json!({"needs_approval": true, "approval_reasons": reasons});
+            if let Some(ticket) = ticket {
+                detail["approval"] = ticket;
+            }
+            let result =
+                OperationResult::new(tool, ResultCode::PolicyDenied, why).with_detail(detail);
             let mut attempt = self.attempt_for(tool, &format!("{tool} {path}"), caller);
             attempt.args = Some(json!({ "path": path }));
             attempt.approval = Some(approval);
             let result = result.with_duration(started.elapsed());
             self.gate().record(attempt, &result);
             result
+        };
+        let refuse = |why: String, approval: Value| refuse_with(why, approval, None);
+        let jail = self.policy().jail_root.display().to_string();
+        let shown = vec![vec![tool.to_owned(), path.to_owned()]];
+        let content_hash = {
+            use sha2::Digest;
+            let hash: [u8; 32] = sha2::Sha256::digest(content).into();
+            hash.iter().map(|b| format!("{b:02x}")).collect::<String>()
+        };
+        let bound = vec![vec![tool.to_owned(), path.to_owned(), content_hash]];
+        let digest = crate::tickets::digest(tool, &bound, &jail);
+        let who = caller.sub.clone().unwrap_or_default();
+        if let Some(id) = ticket {
+            return match self.redeem_ticket(id, &who, session, &digest, &reasons) {
+                Ok(record) => Ok(Some(record)),
+                Err((record, why)) => Err(refuse(format!("{why}; nothing was written"), record)),
+            };
+        }
+        let give_ticket = |why: &str| {
+            let request = crate::tickets::TicketRequest {
+                tool,
+                shown: shown.clone(),
+                command: format!("{tool} {path}"),
+                cwd: jail.clone(),
+                reasons: reasons.clone(),
+                digest,
+                caller: who.clone(),
+                session: session.to_owned(),
+            };
+            let given = self.ticket_refusal(request, why, "nothing was written");
+            Err(refuse_with(given.reason, given.record, given.detail))
         };
         let not_asked =
             |decision: &str| json!({"required": reasons, "decision": decision, "via": "none"});
@@ -76,7 +119,15 @@ impl TerminalService {
                 not_asked("denied-by-mode"),
             ));
         }
+        if settings.mode == ApprovalMode::Ticket {
+            return give_ticket(
+                "[terminal.approvals] mode = \"ticket\" approves through tickets only",
+            );
+        }
         let Some(approver) = approver else {
+            if settings.mode == ApprovalMode::Auto {
+                return give_ticket("this transport cannot ask a person");
+            }
             return Err(refuse(
                 format!(
                     "{}; this server cannot ask a person here, so nothing was written",
@@ -85,18 +136,16 @@ impl TerminalService {
                 not_asked("no-transport"),
             ));
         };
-        let jail = self.policy().jail_root.display().to_string();
         let request = ApprovalRequest {
             call: format!("{tool} {path}"),
             tool,
-            stages: vec![vec![tool.to_owned(), path.to_owned()]],
+            stages: shown.clone(),
             command: format!("{tool} {path}"),
-            cwd: jail,
+            cwd: jail.clone(),
             confinement: "the file tools (no command runs)".into(),
             reasons: reasons.clone(),
             timeout: settings.timeout,
-            // Not bound to the content written: no MRTR state or ticket can approve it.
-            digest: crate::approval::UNBOUND,
+            digest,
         };
         let asked = ApprovalAsked {
             call: self.gate().begin(),
@@ -111,6 +160,11 @@ impl TerminalService {
         }
         let outcome = approver.0.ask(&request).await;
         let record = outcome.record(&reasons);
+        if let crate::approval::Answer::NoCapability(why) = &outcome.answer
+            && settings.mode == ApprovalMode::Auto
+        {
+            return give_ticket(why);
+        }
         if outcome.approved() {
             Ok(Some(record))
         } else {

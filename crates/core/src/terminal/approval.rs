@@ -56,20 +56,14 @@ impl TerminalService {
         let caller = prepared.attempt.caller.sub.clone().unwrap_or_default();
         // A ticket a person approved for this exact call: spent here, once.
         if let Some(id) = &asking.ticket {
-            return match self.tickets.redeem(id, &caller, &asking.session, &digest) {
-                Ok(by) => {
-                    prepared.attempt.approval = Some(json!({
-                        "required": reasons, "via": "ticket-cli", "decision": "approved",
-                        "ticket": id, "approver_uid": by,
-                    }));
+            return match self.redeem_ticket(id, &caller, &asking.session, &digest, &reasons) {
+                Ok(record) => {
+                    prepared.attempt.approval = Some(record);
                     Ok(())
                 }
-                Err(e) => {
-                    prepared.attempt.approval = Some(json!({
-                        "required": reasons, "via": "ticket-cli", "decision": "refused",
-                        "ticket": id,
-                    }));
-                    Err(refuse(format!("{e}; nothing ran")))
+                Err((record, why)) => {
+                    prepared.attempt.approval = Some(record);
+                    Err(refuse(format!("{why}; nothing ran")))
                 }
             };
         }
@@ -84,36 +78,9 @@ impl TerminalService {
                 caller: caller.clone(),
                 session: asking.session.clone(),
             };
-            match self.tickets.issue(request) {
-                Ok(issued) => {
-                    prepared.attempt.approval = Some(json!({
-                        "required": reasons, "via": "ticket", "decision": "ticket-issued",
-                        "ticket": issued.ticket,
-                    }));
-                    let how = format!(
-                        "ask the person to run `safe-mcp approvals approve {t}` (with the server's --config) on the machine the server runs on; `safe-mcp approvals show {t}` shows exactly what would run. Then repeat this same call with \"approval_ticket\": \"{t}\"",
-                        t = issued.ticket
-                    );
-                    Err(refuse_with(
-                        format!(
-                            "{}; this needs a person's approval and {why}, so it was given ticket {} instead: {how}. The ticket expires in {} s; nothing ran",
-                            reasons.join("; "),
-                            issued.ticket,
-                            self.policy.approvals.ticket_ttl.as_secs()
-                        ),
-                        Some(
-                            json!({"ticket": issued.ticket, "expires_at": issued.expires_at, "how": how}),
-                        ),
-                    ))
-                }
-                Err(e) => {
-                    prepared.attempt.approval = Some(not_asked_json(&reasons, "no-transport"));
-                    Err(refuse(format!(
-                        "{}; {why}, and {e}; nothing ran",
-                        reasons.join("; ")
-                    )))
-                }
-            }
+            let given = self.ticket_refusal(request, why, "nothing ran");
+            prepared.attempt.approval = Some(given.record);
+            Err(refuse_with(given.reason, given.detail))
         };
         let not_asked = |decision: &str| not_asked_json(&reasons, decision);
         if settings.mode == ApprovalMode::Deny {
@@ -169,6 +136,77 @@ impl TerminalService {
                 ticket(why, prepared)
             }
             _ => Err(refuse(outcome.refusal(settings.timeout))),
+        }
+    }
+}
+
+/// What giving a ticket instead of an approval makes: the attempt's `approval` record, the
+/// refusal's reason, and its `detail.approval` (none when no ticket could be given).
+pub(crate) struct TicketRefusal {
+    pub(crate) record: Value,
+    pub(crate) reason: String,
+    pub(crate) detail: Option<Value>,
+}
+
+impl TerminalService {
+    /// Gives a ticket for `request`, which could not be approved in this call because of
+    /// `why`; `nothing` ends the reason ("nothing ran", "nothing was written").
+    pub(crate) fn ticket_refusal(
+        &self,
+        request: crate::tickets::TicketRequest,
+        why: &str,
+        nothing: &str,
+    ) -> TicketRefusal {
+        let reasons = request.reasons.clone();
+        match self.tickets.issue(request) {
+            Ok(issued) => {
+                let how = format!(
+                    "ask the person to run `safe-mcp approvals approve {t}` (with the server's --config) on the machine the server runs on; `safe-mcp approvals show {t}` shows exactly what it approves. Then repeat this same call with \"approval_ticket\": \"{t}\"",
+                    t = issued.ticket
+                );
+                TicketRefusal {
+                    record: json!({
+                        "required": reasons, "via": "ticket", "decision": "ticket-issued",
+                        "ticket": issued.ticket,
+                    }),
+                    reason: format!(
+                        "{}; this needs a person's approval and {why}, so it was given ticket {} instead: {how}. The ticket expires in {} s; {nothing}",
+                        reasons.join("; "),
+                        issued.ticket,
+                        self.policy.approvals.ticket_ttl.as_secs()
+                    ),
+                    detail: Some(
+                        json!({"ticket": issued.ticket, "expires_at": issued.expires_at, "how": how}),
+                    ),
+                }
+            }
+            Err(e) => TicketRefusal {
+                record: not_asked_json(&reasons, "no-transport"),
+                reason: format!("{}; {why}, and {e}; {nothing}", reasons.join("; ")),
+                detail: None,
+            },
+        }
+    }
+
+    /// Spends ticket `id` for the exact call `digest` of `caller` in `session`: the attempt's
+    /// `approval` record, or that record and why it was refused.
+    pub(crate) fn redeem_ticket(
+        &self,
+        id: &str,
+        caller: &str,
+        session: &str,
+        digest: &[u8; 32],
+        reasons: &[String],
+    ) -> Result<Value, (Value, String)> {
+        match self.tickets.redeem(id, caller, session, digest) {
+            Ok(by) => Ok(json!({
+                "required": reasons, "via": "ticket-cli", "decision": "approved",
+                "ticket": id, "approver_uid": by,
+            })),
+            Err(e) => Err((
+                json!({"required": reasons, "via": "ticket-cli", "decision": "refused", "ticket": id}),
+                e.to_string(),
+            )),
         }
     }
 }

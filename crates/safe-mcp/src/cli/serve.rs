@@ -62,7 +62,7 @@ pub(crate) fn serve_terminal(config: Option<&Path>, http: Option<&str>) -> ExitC
     let _desk = super::approvals::open(&service);
     let runs = mcp::terminal::Runs::default();
     let exposed = mcp::expose::Exposed::default();
-    let mrtr = match mcp::mrtr::Mrtr::new() {
+    let mrtr = match mcp::mrtr::Mrtr::new(terminal.approvals.state_key.as_ref()) {
         Ok(m) => Arc::new(m),
         Err(e) => return fatal(format!("the approval state's key: {e}")),
     };

@@ -39,6 +39,9 @@ pub struct WriteFileArgs {
     /// Refuse (CONFLICT) when the file exists.
     #[serde(default)]
     pub create_only: bool,
+    /// The ticket a refusal gave (detail.approval.ticket), once the person approved it.
+    #[serde(default)]
+    pub approval_ticket: Option<String>,
 }
 
 /// One edit.
@@ -65,6 +68,9 @@ pub struct EditFileArgs {
     /// Return the diff and change nothing.
     #[serde(default)]
     pub dry_run: bool,
+    /// The ticket a refusal gave (detail.approval.ticket), once the person approved it.
+    #[serde(default)]
+    pub approval_ticket: Option<String>,
 }
 
 /// A read's tool result: its text block for a reader, the lines numbered as `cat -n` shows
@@ -86,12 +92,19 @@ impl TerminalServer {
         &self,
         tool: &'static str,
         path: &str,
+        content: &[u8],
+        ticket: Option<&str>,
         context: &RequestContext<RoleServer>,
         caller: &safe_mcp_core::audit::Caller,
     ) -> Result<Option<serde_json::Value>, CallToolResult> {
         let approver = self.approver(context);
+        let asking = safe_mcp_core::file_tools::FileAsking {
+            approver: Some(&approver),
+            session: self.session(),
+            ticket,
+        };
         self.service()
-            .approve_file_write(tool, path, Some(&approver), caller)
+            .approve_file_write(tool, path, content, asking, caller)
             .await
             .map_err(to_result)
     }
@@ -140,8 +153,16 @@ impl TerminalServer {
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
         let (caller, args): (_, WriteFileArgs) = arguments!(args, context, self.service().as_ref());
+        let ticket = args.approval_ticket.as_deref();
         let approval = match self
-            .approval("write_file", &args.path, &context, &caller)
+            .approval(
+                "write_file",
+                &args.path,
+                args.content.as_bytes(),
+                ticket,
+                &context,
+                &caller,
+            )
             .await
         {
             Ok(a) => a,
@@ -178,6 +199,15 @@ impl TerminalServer {
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
         let (caller, args): (_, EditFileArgs) = arguments!(args, context, self.service().as_ref());
+        // What an approval is bound to: every edit, in order.
+        let bound = serde_json::to_vec(
+            &args
+                .edits
+                .iter()
+                .map(|e| (&e.old_text, &e.new_text, e.replace_all))
+                .collect::<Vec<_>>(),
+        )
+        .unwrap_or_default();
         let edits: Vec<Edit> = args
             .edits
             .into_iter()
@@ -192,7 +222,14 @@ impl TerminalServer {
             None
         } else {
             match self
-                .approval("edit_file", &args.path, &context, &caller)
+                .approval(
+                    "edit_file",
+                    &args.path,
+                    &bound,
+                    args.approval_ticket.as_deref(),
+                    &context,
+                    &caller,
+                )
                 .await
             {
                 Ok(a) => a,

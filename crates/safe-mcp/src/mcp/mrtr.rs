@@ -39,7 +39,71 @@ const KEY: &str = "approval";
 /// The server's sealing key and the nonces spent, shared by every connection.
 pub struct Mrtr {
     codec: RequestStateCodec,
-    spent: Mutex<HashMap<String, Instant>>,
+    spent: Spent,
+}
+
+/// Where spent nonces are kept: in this process, or, with a fleet's shared key, in a file
+/// beside it (`<state_key_file>.spent`, 0600, under `flock`), so that a state spent at one
+/// server of the fleet is spent at every server on this machine.
+enum Spent {
+    Memory(Mutex<HashMap<String, Instant>>),
+    File(std::path::PathBuf),
+}
+
+impl Spent {
+    /// Spends `nonce` (valid for `ttl`); false when it was spent already.
+    fn spend(&self, nonce: &str, ttl: Duration) -> Result<bool, String> {
+        match self {
+            Spent::Memory(spent) => {
+                let mut spent = spent.lock().unwrap_or_else(|e| e.into_inner());
+                let now = Instant::now();
+                spent.retain(|_, until| *until > now);
+                Ok(spent.insert(nonce.to_owned(), now + ttl).is_none())
+            }
+            Spent::File(path) => spend_in_file(path, nonce, ttl),
+        }
+    }
+}
+
+/// The file form of [`Spent::spend`]: lines `NONCE EXPIRY` (seconds since the epoch),
+/// rewritten under an exclusive lock with the expired ones left out.
+fn spend_in_file(path: &std::path::Path, nonce: &str, ttl: Duration) -> Result<bool, String> {
+    use std::io::{Read, Seek, Write};
+    use std::os::unix::fs::OpenOptionsExt;
+    let fail = |e: std::io::Error| format!("{}: {e}", path.display());
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)
+        .map_err(fail)?;
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
+        .map_err(|e| fail(e.into()))?;
+    let mut text = String::new();
+    file.read_to_string(&mut text).map_err(fail)?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let mut kept: Vec<(&str, u64)> = text
+        .lines()
+        .filter_map(|l| {
+            let (n, until) = l.split_once(' ')?;
+            Some((n, until.parse().ok()?))
+        })
+        .filter(|(_, until)| *until > now)
+        .collect();
+    if kept.iter().any(|(n, _)| *n == nonce) {
+        return Ok(false);
+    }
+    kept.push((nonce, now + ttl.as_secs() + 1));
+    let out: String = kept.iter().map(|(n, u)| format!("{n} {u}\n")).collect();
+    file.set_len(0).map_err(fail)?;
+    file.rewind().map_err(fail)?;
+    file.write_all(out.as_bytes()).map_err(fail)?;
+    file.sync_data().map_err(fail)?;
+    Ok(true)
 }
 
 impl std::fmt::Debug for Mrtr {
@@ -75,14 +139,24 @@ fn bound_to(caller: &str, request: &ApprovalRequest) -> Vec<u8> {
 }
 
 impl Mrtr {
-    /// A key of 32 random bytes, new at every start.
-    pub fn new() -> Result<Mrtr, String> {
-        let key = safe_mcp_core::random::hex(32).map_err(|e| e.to_string())?;
-        let codec = RequestStateCodec::try_new(key.into_bytes()).map_err(|e| e.to_string())?;
-        Ok(Mrtr {
-            codec,
-            spent: Mutex::new(HashMap::new()),
-        })
+    /// With `shared` (`[terminal.approvals] state_key_file`), a fleet's key and spent
+    /// nonces; otherwise a key of 32 random bytes, new at every start.
+    pub fn new(shared: Option<&safe_mcp_core::config::StateKey>) -> Result<Mrtr, String> {
+        let (key, spent) = match shared {
+            Some(k) => {
+                let mut file = k.file.clone().into_os_string();
+                file.push(".spent");
+                (k.bytes.clone(), Spent::File(file.into()))
+            }
+            None => (
+                safe_mcp_core::random::hex(32)
+                    .map_err(|e| e.to_string())?
+                    .into_bytes(),
+                Spent::Memory(Mutex::new(HashMap::new())),
+            ),
+        };
+        let codec = RequestStateCodec::try_new(key).map_err(|e| e.to_string())?;
+        Ok(Mrtr { codec, spent })
     }
 
     /// The answer for `request` in this `round`: the person's, from a retry whose state
@@ -107,15 +181,14 @@ impl Mrtr {
                 );
             }
         };
-        {
-            let mut spent = self.spent.lock().unwrap_or_else(|e| e.into_inner());
-            let now = Instant::now();
-            spent.retain(|_, at| now.duration_since(*at) < Duration::from_secs(2 * 3600));
-            if spent.insert(sealed.nonce, now).is_some() {
+        match self.spent.spend(&sealed.nonce, request.timeout) {
+            Ok(true) => {}
+            Ok(false) => {
                 return Answer::Failed(
                     "this requestState was used already: an approval runs its call once".into(),
                 );
             }
+            Err(e) => return Answer::Failed(format!("the spent approvals cannot be checked: {e}")),
         }
         let Some(reply) = round.responses.as_ref().and_then(|r| r.get(KEY)) else {
             return Answer::Failed("the retry carried no answer to the approval request".into());

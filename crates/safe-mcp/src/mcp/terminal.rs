@@ -249,6 +249,11 @@ impl TerminalServer {
         }
     }
 
+    /// This connection's name: what a ticket is bound to.
+    pub(crate) fn session(&self) -> &str {
+        &self.owner
+    }
+
     /// Who asks a person for a call of this request's client.
     pub(crate) fn approver(
         &self,

@@ -216,3 +216,64 @@ async fn describe_and_explain_say_how_this_client_would_be_asked() {
         "{d}"
     );
 }
+
+/// The file tools' approvals take the same paths: a client that cannot ask gets a ticket,
+/// bound to the path and the content, which the approved repeat spends; other content with
+/// the ticket writes nothing. On 2026-07-28 the form comes in the call's rounds.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_file_write_that_needs_approval_gets_a_ticket_or_mrtr_bound_to_its_content() {
+    let sb = sandbox("");
+    let text = std::fs::read_to_string(&sb.policy).unwrap();
+    std::fs::write(
+        &sb.policy,
+        format!("{text}\n[terminal.files]\nconfirm_paths = [\"Cargo.toml\"]\n"),
+    )
+    .unwrap();
+    let c = Client::start(&sb, Reply::Accept(true), false, false).await;
+    let write = |content: &str, ticket: Option<&str>| json!({"path": "Cargo.toml", "content": content, "approval_ticket": ticket});
+    let r = c.call("write_file", write("[package]\n", None)).await;
+    assert_eq!(r["code"], "POLICY_DENIED", "{r}");
+    let ticket = r["detail"]["approval"]["ticket"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        r["reason"]
+            .as_str()
+            .unwrap()
+            .contains("nothing was written"),
+        "{r}"
+    );
+    let (code, _, err) = approvals(&sb, &["approve", &ticket]);
+    assert_eq!(code, 0, "{err}");
+    let r = c.call("write_file", write("[evil]\n", Some(&ticket))).await;
+    assert_eq!(r["code"], "POLICY_DENIED", "other content: {r}");
+    assert!(!sb.jail.join("Cargo.toml").exists());
+    let r = c
+        .call("write_file", write("[package]\n", Some(&ticket)))
+        .await;
+    assert_eq!(r["code"], "OK", "{r}");
+    assert_eq!(
+        std::fs::read_to_string(sb.jail.join("Cargo.toml")).unwrap(),
+        "[package]\n"
+    );
+
+    let newer = Client::start_speaking(
+        &sb,
+        Reply::Accept(true),
+        true,
+        false,
+        rmcp::model::ProtocolVersion::V_2026_07_28,
+    )
+    .await;
+    let r = newer
+        .call("write_file", write("[package]\nname = \"x\"\n", None))
+        .await;
+    assert_eq!(r["code"], "OK", "{r}");
+    assert_eq!(newer.asked().len(), 1, "the form came in the rounds");
+    assert!(
+        std::fs::read_to_string(sb.jail.join("Cargo.toml"))
+            .unwrap()
+            .contains("name")
+    );
+}

@@ -150,3 +150,47 @@ async fn describe_says_a_newer_client_is_asked_in_the_rounds() {
     let how = d["detail"]["approvals"].as_str().unwrap();
     assert!(how.contains("between the call's rounds"), "{how}");
 }
+
+/// A fleet's servers share `state_key_file`: a state one server sealed opens at another,
+/// and once spent at one it is spent at all (the spent nonces live beside the key). A key
+/// file others can read stops the start.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fleet_shares_the_state_key_and_a_state_is_spent_once_across_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let sb = sandbox("state_key_file = \"state.key\"");
+    let key = sb.base().join("state.key");
+    std::fs::write(&key, "a fleet's shared approval sealing key, 32+ bytes").unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let a = client(&sb, Reply::Accept(true)).await;
+    let b = client(&sb, Reply::Accept(true)).await;
+    let state = first_round(&a, "touch needs-ok").await;
+    let CallToolResponse::Complete(done) =
+        once(&b, "touch needs-ok", Some(state.clone()), Some(accept())).await
+    else {
+        panic!("expected a result")
+    };
+    assert_eq!(
+        envelope_of(&done)["code"],
+        "OK",
+        "the other server opened it"
+    );
+    std::fs::remove_file(sb.jail.join("needs-ok")).unwrap();
+    refused(
+        once(&a, "touch needs-ok", Some(state), Some(accept())).await,
+        "used already",
+    );
+    assert!(!sb.jail.join("needs-ok").exists());
+
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = std::process::Command::new(super::support::BIN)
+        .args(["policy", "check", "--config"])
+        .arg(&sb.policy)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("state_key_file"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
