@@ -98,9 +98,10 @@ impl TerminalServer {
         caller: &safe_mcp_core::audit::Caller,
     ) -> Result<Option<serde_json::Value>, CallToolResult> {
         let approver = self.approver(context);
+        let session = self.session_for(context);
         let asking = safe_mcp_core::file_tools::FileAsking {
             approver: Some(&approver),
-            session: self.session(),
+            session: &session,
             ticket,
         };
         self.service()

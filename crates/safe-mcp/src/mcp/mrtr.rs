@@ -129,12 +129,17 @@ struct Sealed {
     nonce: String,
 }
 
-/// The associated data: the caller and the exact command.
+/// The associated data: the caller, the exact command, and why the policy wants an
+/// approval for it (a state sealed under other rules does not open under these).
 fn bound_to(caller: &str, request: &ApprovalRequest) -> Vec<u8> {
-    let mut ad = Vec::with_capacity(caller.len() + 33);
+    let mut ad = Vec::with_capacity(caller.len() + 64);
     ad.extend_from_slice(caller.as_bytes());
     ad.push(0);
     ad.extend_from_slice(&request.digest);
+    for reason in &request.reasons {
+        ad.extend_from_slice(&(reason.len() as u64).to_le_bytes());
+        ad.extend_from_slice(reason.as_bytes());
+    }
     ad
 }
 

@@ -249,9 +249,18 @@ impl TerminalServer {
         }
     }
 
-    /// This connection's name: what a ticket is bound to.
-    pub(crate) fn session(&self) -> &str {
-        &self.owner
+    /// What a ticket of this request is bound to besides its caller: this connection, or
+    /// nothing on MCP 2026-07-28, which has no sessions (each request may reach another
+    /// instance of this server).
+    pub(crate) fn session_for(&self, context: &RequestContext<RoleServer>) -> String {
+        let stateless = context
+            .protocol_version()
+            .is_some_and(|v| v >= rmcp::model::ProtocolVersion::V_2026_07_28);
+        if stateless {
+            String::new()
+        } else {
+            self.owner.to_string()
+        }
     }
 
     /// Who asks a person for a call of this request's client.
@@ -338,7 +347,7 @@ impl TerminalServer {
             observer: None,
             approver: Some(self.approver(&context)),
             caller: caller.clone(),
-            session: self.owner.to_string(),
+            session: self.session_for(&context),
             approval_ticket: args.approval_ticket,
         };
         let (session, run) = match self
@@ -570,7 +579,7 @@ impl TerminalServer {
             observer: watched.map(|w| Observer(w as Arc<dyn OutputObserver>)),
             approver: Some(self.approver(&context)),
             caller: caller.clone(),
-            session: self.owner.to_string(),
+            session: self.session_for(&context),
             approval_ticket: args.approval_ticket,
         };
         let cancel = Box::pin(context.ct.clone().cancelled_owned());

@@ -277,3 +277,35 @@ async fn a_file_write_that_needs_approval_gets_a_ticket_or_mrtr_bound_to_its_con
             .contains("name")
     );
 }
+
+/// On MCP 2026-07-28 a client without form elicitation gets a ticket too (bound to the
+/// caller alone, since that era has no sessions), and the approved repeat runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn on_the_stateless_protocol_a_client_without_forms_gets_a_ticket() {
+    let sb = sandbox("");
+    let c = Client::start_speaking(
+        &sb,
+        Reply::Accept(true),
+        false,
+        false,
+        rmcp::model::ProtocolVersion::V_2026_07_28,
+    )
+    .await;
+    let r = c.run("touch needs-ok").await;
+    assert_eq!(r["code"], "POLICY_DENIED", "{r}");
+    assert!(r["reason"].as_str().unwrap().contains("2026-07-28"), "{r}");
+    let ticket = r["detail"]["approval"]["ticket"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (code, _, err) = approvals(&sb, &["approve", &ticket]);
+    assert_eq!(code, 0, "{err}");
+    let r = c
+        .call(
+            "run_command",
+            json!({"command": "touch needs-ok", "approval_ticket": ticket}),
+        )
+        .await;
+    assert_eq!(r["code"], "OK", "{r}");
+    assert!(sb.jail.join("needs-ok").exists());
+}
