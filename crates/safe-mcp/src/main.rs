@@ -16,7 +16,7 @@ mod runtime;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
@@ -120,6 +120,17 @@ enum Cmd {
         /// Where to write the policy (default: $XDG_CONFIG_HOME/safe-mcp/PROJECT.toml).
         #[arg(long)]
         output: Option<PathBuf>,
+    },
+    /// Print shell completions (bash, zsh, fish) for safe-mcp on stdout.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Write the man pages (safe-mcp.1, and one per subcommand) into DIR.
+    Man {
+        /// Where to write them (made if missing), such as ~/.local/share/man/man1.
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
     },
     /// Seed a temporary sandbox, start the real server, drive it with a real MCP client.
     Demo {
@@ -261,6 +272,23 @@ fn main() -> ExitCode {
         } => cli::policy::check_token(config.get(), &token),
         Cmd::Doctor { config, json } => cli::doctor::doctor(config.get(), json),
         Cmd::Demo { json } => cli::demo::run(json),
+        Cmd::Completions { shell } => {
+            // Into memory first: clap_complete panics on a failed write (a closed pipe).
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "safe-mcp", &mut script);
+            match std::io::Write::write_all(&mut std::io::stdout(), &script) {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => exit::fatal(e),
+                _ => ExitCode::SUCCESS,
+            }
+        }
+        Cmd::Man { out } => {
+            let written = std::fs::create_dir_all(&out)
+                .and_then(|()| clap_mangen::generate_to(Cli::command(), &out));
+            match written {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => exit::fatal(format!("{}: {e}", out.display())),
+            }
+        }
         Cmd::Init {
             profiles,
             jail,

@@ -563,3 +563,66 @@ fn bad_lines_get_json_rpc_errors_and_the_server_stays_up() {
     drop(input);
     assert!(child.wait().unwrap().success());
 }
+
+/// Issue 37, item 2: completions for bash, zsh and fish, and man pages generated from the
+/// same clap definitions, one per subcommand, that `man` renders.
+#[test]
+fn completions_and_man_pages_come_from_the_command_definitions() {
+    for (shell, marker) in [
+        ("bash", "complete -F"),
+        ("zsh", "#compdef safe-mcp"),
+        ("fish", "complete -c safe-mcp"),
+    ] {
+        let out = Command::new(BIN)
+            .args(["completions", shell])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{shell}");
+        let script = String::from_utf8_lossy(&out.stdout);
+        assert!(script.contains(marker), "{shell}: {script}");
+        assert!(
+            script.contains("approvals") && script.contains("terminal"),
+            "{shell}"
+        );
+    }
+    let out = Command::new(BIN)
+        .args(["completions", "tcsh"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "an unknown shell is a usage error"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let pages = dir.path().join("man1");
+    let out = Command::new(BIN)
+        .args(["man", "--out"])
+        .arg(&pages)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for page in [
+        "safe-mcp.1",
+        "safe-mcp-terminal.1",
+        "safe-mcp-approvals-approve.1",
+    ] {
+        let text = std::fs::read_to_string(pages.join(page)).unwrap();
+        assert!(text.contains(".TH"), "{page}");
+    }
+    let rendered = Command::new("man")
+        .arg("-l")
+        .arg(pages.join("safe-mcp-terminal.1"))
+        .env("MANPAGER", "cat")
+        .env("MANWIDTH", "100")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&rendered.stdout);
+    assert!(text.contains("Serve the terminal tools over MCP"), "{text}");
+    assert!(text.contains("--config"), "{text}");
+}
