@@ -192,8 +192,10 @@ async fn no_command_can_approve_a_ticket() {
 /// Item 3: describe_policy and explain_command say how this client would be asked.
 #[tokio::test(flavor = "multi_thread")]
 async fn describe_and_explain_say_how_this_client_would_be_asked() {
-    let sb = sandbox("");
     for (elicitation, words) in [(true, "a form in this client"), (false, "with a ticket")] {
+        // A sandbox each: the desk is one per audit trail, and the last server may still
+        // hold it while it exits.
+        let sb = sandbox("");
         let c = Client::start(&sb, Reply::Accept(true), elicitation, false).await;
         let d = c.call("describe_policy", json!({})).await;
         let approvals = d["detail"]["approvals"].as_str().unwrap();
