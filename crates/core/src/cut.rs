@@ -38,21 +38,26 @@ pub fn head_and_tail(text: &str, cap: usize) -> (String, bool) {
         return (text.to_owned(), false);
     }
     let (first, last) = (prefix(text, cap / 4), suffix(text, cap - cap / 4));
-    let newlines = |s: &str| s.bytes().filter(|b| *b == b'\n').count();
-    let open_line = usize::from(!first.is_empty() && !first.ends_with('\n'));
-    let left_lines = newlines(text).saturating_sub(newlines(&first) + open_line + newlines(&last));
-    let left_bytes = text.len() - first.len() - last.len();
+    let lines = text.bytes().filter(|b| *b == b'\n').count() as u64;
+    (joined(&first, &last, lines, text.len() as u64), true)
+}
+
+/// `first` and `last` of a text of `lines` newlines and `total` bytes, around the line that
+/// says how many lines and bytes lie between them.
+pub fn joined(first: &str, last: &str, lines: u64, total: u64) -> String {
+    let newlines = |s: &str| s.bytes().filter(|b| *b == b'\n').count() as u64;
+    // A head that ends inside a line shows that line (or its start) too.
+    let open_line = u64::from(!first.is_empty() && !first.ends_with('\n'));
+    let shown = newlines(first) + open_line + newlines(last);
+    let left_lines = lines.saturating_sub(shown);
+    let left_bytes = total.saturating_sub((first.len() + last.len()) as u64);
     let seam = if first.is_empty() || first.ends_with('\n') {
         ""
     } else {
         "\n"
     };
-    (
-        format!(
-            "{first}{seam}[… {left_lines} lines ({left_bytes} bytes) left out of {} bytes: the start and the end are shown …]\n{last}",
-            text.len()
-        ),
-        true,
+    format!(
+        "{first}{seam}[… {left_lines} lines ({left_bytes} bytes) left out of {total} bytes: the start and the end are shown …]\n{last}"
     )
 }
 

@@ -21,7 +21,7 @@ use safe_mcp_core::audit::NetworkRecord;
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio_util::sync::CancellationToken;
 
-use crate::Recorder;
+use crate::{Recorder, append};
 
 /// Connections one exposed port relays at once; more wait in the listen queue.
 const MAX_LIVE: usize = 64;
@@ -203,17 +203,4 @@ fn socket_of(fd: OwnedFd) -> std::io::Result<TcpSocket> {
     let stream = std::net::TcpStream::from(fd);
     stream.set_nonblocking(true)?;
     Ok(TcpSocket::from_std_stream(stream))
-}
-
-/// Appends `record` on a blocking thread; false when it was not written.
-async fn append(recorder: &Arc<dyn Recorder>, record: &NetworkRecord, durable: bool) -> bool {
-    let (recorder, record) = (Arc::clone(recorder), record.clone());
-    match tokio::task::spawn_blocking(move || recorder.record(&record, durable)).await {
-        Ok(Ok(())) => true,
-        Ok(Err(e)) => {
-            eprintln!("safe-mcp: warning: an ingress record was not written: {e}");
-            false
-        }
-        Err(_) => false,
-    }
 }

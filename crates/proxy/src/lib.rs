@@ -465,17 +465,25 @@ impl Context {
 
     /// Appends `record` to the trail (on a blocking thread: an fsync when `durable`).
     async fn append(&self, record: &NetworkRecord, durable: bool) -> bool {
-        let recorder = Arc::clone(&self.recorder);
-        let record = record.clone();
-        let appended = tokio::task::spawn_blocking(move || recorder.record(&record, durable)).await;
-        match appended {
-            Ok(Ok(())) => true,
-            Ok(Err(e)) => {
-                eprintln!("safe-mcp: warning: a network record was not written: {e}");
-                false
-            }
-            Err(_) => false,
+        append(&self.recorder, record, durable).await
+    }
+}
+
+/// Appends `record` to `recorder` on a blocking thread (a durable append waits for the
+/// disk); false when it was not written, which is said on stderr.
+pub(crate) async fn append(
+    recorder: &Arc<dyn Recorder>,
+    record: &NetworkRecord,
+    durable: bool,
+) -> bool {
+    let (recorder, record) = (Arc::clone(recorder), record.clone());
+    match tokio::task::spawn_blocking(move || recorder.record(&record, durable)).await {
+        Ok(Ok(())) => true,
+        Ok(Err(e)) => {
+            eprintln!("safe-mcp: warning: a network record was not written: {e}");
+            false
         }
+        Err(_) => false,
     }
 }
 

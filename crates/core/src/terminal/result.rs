@@ -219,23 +219,7 @@ impl TerminalService {
             };
             (first, last)
         };
-        let newlines = |s: &str| s.bytes().filter(|b| *b == b'\n').count() as u64;
-        // A head that ends inside a line shows that line (or its start) too.
-        let open_line = u64::from(!first.is_empty() && !first.ends_with('\n'));
-        let shown = newlines(&first) + open_line + newlines(&last);
-        let left_lines = lines.saturating_sub(shown);
-        let left_bytes = total.saturating_sub((first.len() + last.len()) as u64);
-        let seam = if first.is_empty() || first.ends_with('\n') {
-            ""
-        } else {
-            "\n"
-        };
-        (
-            format!(
-                "{first}{seam}[… {left_lines} lines ({left_bytes} bytes) left out of {total} bytes: the start and the end are shown …]\n{last}"
-            ),
-            true,
-        )
+        (crate::cut::joined(&first, &last, lines, total), true)
     }
 }
 

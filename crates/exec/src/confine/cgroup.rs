@@ -35,13 +35,7 @@ impl PidsCgroup {
         if !Self::would_be_used() {
             return None;
         }
-        // Groups left by servers that were killed: empty ones can go (rmdir fails otherwise).
-        remove_stale(Path::new(Self::ROOT));
-        // One group per executor, even when a process makes several (a test binary does):
-        // one executor's drop must not take away the group another's commands join.
-        static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let dir = Path::new(Self::ROOT).join(format!("safe-mcp-{}-{n}", std::process::id()));
+        let dir = executor_dir(Path::new(Self::ROOT));
         if let Err(e) = std::fs::create_dir(&dir)
             && e.kind() != std::io::ErrorKind::AlreadyExists
         {
@@ -119,10 +113,7 @@ impl MemoryCgroups {
         if !Self::would_be_used() {
             return None;
         }
-        remove_stale(Path::new(Self::ROOT));
-        static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let dir = Path::new(Self::ROOT).join(format!("safe-mcp-{}-{n}", std::process::id()));
+        let dir = executor_dir(Path::new(Self::ROOT));
         std::fs::create_dir(&dir).ok()?;
         let cgroups = MemoryCgroups {
             dir,
@@ -234,6 +225,17 @@ impl Drop for CallMemory {
             }
         }
     }
+}
+
+/// The name of a new group of this executor beneath a controller's `root`, once the groups
+/// killed servers left there are removed (empty ones go; rmdir fails otherwise). One group
+/// per executor, even when a process makes several (a test binary does): one executor's
+/// drop must not take away the group another's commands join.
+fn executor_dir(root: &Path) -> PathBuf {
+    remove_stale(root);
+    static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    root.join(format!("safe-mcp-{}-{n}", std::process::id()))
 }
 
 /// Removes the empty groups beneath `root` that servers which were killed left.

@@ -174,6 +174,22 @@ impl ClientApprover {
     }
 }
 
+/// Whether this request speaks MCP 2026-07-28 or later: no sessions, and no requests from the
+/// server to the client (an approval is asked in the call's own rounds).
+pub(crate) fn stateless(context: &rmcp::service::RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .is_some_and(|v| v >= rmcp::model::ProtocolVersion::V_2026_07_28)
+}
+
+/// Whether this request declares form elicitation (declaring neither mode means form).
+pub(crate) fn declares_form(context: &rmcp::service::RequestContext<RoleServer>) -> bool {
+    context
+        .client_capabilities()
+        .and_then(|c| c.elicitation)
+        .is_some_and(|e| e.form.is_some() || e.url.is_none())
+}
+
 /// How a call of this request's client that needs approval would be approved, in a
 /// sentence: what `describe_policy` and `explain_command` tell the model before it asks.
 pub(crate) fn how_asked(
@@ -181,7 +197,6 @@ pub(crate) fn how_asked(
     service: &safe_mcp_core::terminal::TerminalService,
     page: bool,
 ) -> String {
-    use rmcp::model::ProtocolVersion;
     use rmcp::service::ElicitationMode;
     use safe_mcp_core::approval::ApprovalMode;
     let mode = service.policy().approvals.mode;
@@ -192,16 +207,9 @@ pub(crate) fn how_asked(
             "not at all: this client cannot be asked and the server has no approval desk, so such a call is refused".to_owned()
         }
     };
-    let newer = context
-        .protocol_version()
-        .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
     let modes = context.peer.supported_elicitation_modes();
-    let form_in_rounds = context
-        .client_capabilities()
-        .and_then(|c| c.elicitation)
-        .is_some_and(|e| e.form.is_some() || e.url.is_none());
-    let client = if newer {
-        form_in_rounds.then_some(
+    let client = if stateless(context) {
+        declares_form(context).then_some(
             "by a person answering a form this client shows between the call's rounds (MCP 2026-07-28 input_required, with a sealed requestState)",
         )
     } else if page && modes.contains(&ElicitationMode::Url) {

@@ -253,10 +253,7 @@ impl TerminalServer {
     /// nothing on MCP 2026-07-28, which has no sessions (each request may reach another
     /// instance of this server).
     pub(crate) fn session_for(&self, context: &RequestContext<RoleServer>) -> String {
-        let stateless = context
-            .protocol_version()
-            .is_some_and(|v| v >= rmcp::model::ProtocolVersion::V_2026_07_28);
-        if stateless {
+        if crate::mcp::approval::stateless(context) {
             String::new()
         } else {
             self.owner.to_string()
@@ -268,11 +265,8 @@ impl TerminalServer {
         &self,
         context: &RequestContext<RoleServer>,
     ) -> safe_mcp_core::approval::AskPerson {
-        use rmcp::model::ProtocolVersion;
         // On 2026-07-28 the client is asked in the call's own rounds (MRTR).
-        let newer = context
-            .protocol_version()
-            .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+        let newer = crate::mcp::approval::stateless(context);
         let round = context
             .extensions
             .get::<Arc<crate::mcp::mrtr::Round>>()
@@ -282,10 +276,7 @@ impl TerminalServer {
                 round,
                 mrtr: Arc::clone(&self.mrtr),
                 caller: crate::mcp::call::caller_of(context).sub.unwrap_or_default(),
-                form: context
-                    .client_capabilities()
-                    .and_then(|c| c.elicitation)
-                    .is_some_and(|e| e.form.is_some() || e.url.is_none()),
+                form: crate::mcp::approval::declares_form(context),
             }),
             _ => None,
         };
