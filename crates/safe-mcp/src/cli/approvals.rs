@@ -89,11 +89,16 @@ fn open_at(service: &Arc<TerminalService>, socket: &Path, key_path: &Path) -> Re
         socket: socket.to_path_buf(),
         key: key_path.to_path_buf(),
     };
-    let service = Arc::clone(service);
+    // The thread is never joined: it holds the service weakly, so that the service (and
+    // with it the commands' HOME, removed when it drops) ends with the server.
+    let service = Arc::downgrade(service);
     std::thread::Builder::new()
         .name("approval-desk".into())
         .spawn(move || {
             for stream in listener.incoming().flatten() {
+                let Some(service) = service.upgrade() else {
+                    return;
+                };
                 let _ = serve_one(&service, stream, &key);
             }
         })
