@@ -100,8 +100,11 @@ pub struct ConfinementSpec {
     /// TCP ports commands may bind and connect to where they share the host's network (no
     /// private view): `[terminal.network] listen_ports`.
     pub listen_ports: Vec<u16>,
-    /// Read+execute paths outside the jail.
+    /// Readable paths outside the jail (and executable beneath, without [`Self::executables`]).
     pub read_paths: Vec<PathBuf>,
+    /// What commands may execute, where the exec allowlist is on (the default): `None`
+    /// leaves every read path executable, as before the allowlist.
+    pub executables: Option<Executables>,
     /// Read+write paths outside the jail (caches), checked at load.
     pub write_paths: Vec<PathBuf>,
     /// Files and directories beneath the write paths or the jail that commands may read but
@@ -120,6 +123,38 @@ pub struct ConfinementSpec {
     pub limits: ProcessLimits,
 }
 
+/// What the exec allowlist grants (`[terminal.sandbox] exec_allowlist`): the only files a
+/// command, and anything it starts, may execute, besides the jail's under `exec_in_jail`.
+/// Landlock checks execute on every `execve` of the tree, on the file, a script's `#!`
+/// interpreter and an ELF's loader alike.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Executables {
+    /// Files (or directories, executable beneath) every stage may execute: the allowlisted
+    /// programs as resolved on the policy's PATH and `[terminal.allowlist] helpers`.
+    pub every: Vec<PathBuf>,
+    /// More for the stages of one program, by the path [`crate::ExecStage::program`] holds:
+    /// the helpers a profile declares for it (cargo's linker, git's exec-path).
+    pub helpers: Vec<(PathBuf, Vec<PathBuf>)>,
+    /// The policy's PATH, where a script's `#!/usr/bin/env NAME` finds its interpreter.
+    pub path: Vec<PathBuf>,
+}
+
+/// What commands may execute, as the executor opened it: every path canonical, with the
+/// interpreters and loaders those files need to start.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ExecuteReport {
+    /// `allowlist` (only these), `read-paths` (anything beneath a read path: the allowlist
+    /// is off) or `off` (no Landlock).
+    pub mode: &'static str,
+    /// What every stage may execute.
+    pub every: Vec<PathBuf>,
+    /// What the stages of one program may execute beyond `every`, by program path.
+    pub helpers: std::collections::BTreeMap<String, Vec<PathBuf>>,
+    /// What was named but could not be opened (not installed), which nothing may execute.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<PathBuf>,
+}
+
 /// What Landlock enforces.
 #[derive(Debug, Clone, Serialize)]
 pub struct LandlockReport {
@@ -129,8 +164,10 @@ pub struct LandlockReport {
     pub requested_abi: i64,
     /// `full`, `partial`, `none` or `off`.
     pub enforced: &'static str,
-    /// Read+execute beneath these.
+    /// Read beneath these (and execute, when `execute.mode` is `read-paths`).
     pub read_paths: Vec<PathBuf>,
+    /// What may be executed.
+    pub execute: ExecuteReport,
     /// Read+write beneath these.
     pub read_write: Vec<PathBuf>,
     /// Rights granted nowhere.

@@ -29,9 +29,9 @@ mod plan;
 
 pub use confinement::{
     CALL_TMP_VARIABLES, ConfinementReport, ConfinementSpec, ConfinementSummary, EGRESS_PORT,
-    EgressReport, HARMLESS_DEVICES, KernelReport, LandlockReport, NO_PROXY_VARIABLES,
-    NamespaceMode, PROXY_VARIABLES, ProcessLimits, RlimitReport, SandboxMode, SeccompReport,
-    ViewReport,
+    EgressReport, Executables, ExecuteReport, HARMLESS_DEVICES, KernelReport, LandlockReport,
+    NO_PROXY_VARIABLES, NamespaceMode, PROXY_VARIABLES, ProcessLimits, RlimitReport, SandboxMode,
+    SeccompReport, ViewReport,
 };
 pub use plan::{
     Cancel, Durable, Egress, EgressGate, ExecFailure, ExecFuture, ExecOutcome, ExecPlan, ExecStage,

@@ -104,8 +104,9 @@ impl Executor for LocalExecutor {
             let mut plan = plan;
             // The call's own temporary directory and the ruleset that lets it write there;
             // removed when this future ends, after the whole tree is gone.
+            let programs = plan.pipelines.iter().flatten().map(|s| s.program.as_path());
             let mut call = confinement
-                .for_call()
+                .for_call(programs)
                 .map_err(|e| ExecFailure::Sandbox(e.to_string()))?;
             let tmp = call.tmp().to_string_lossy().into_owned();
             for name in CALL_TMP_VARIABLES {

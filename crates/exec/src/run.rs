@@ -484,6 +484,7 @@ fn spawn_stages(
                 new_session: plan.interactive.is_some(),
                 confinement,
                 call,
+                exec_group: confinement.exec_group(&stage.program),
                 keep_death_signal: plan.interactive.is_some(),
                 gate: gate.as_fd(),
                 gate_writer,

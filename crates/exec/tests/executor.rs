@@ -21,6 +21,7 @@ fn spec(jail: &Path) -> ConfinementSpec {
         egress: false,
         unix_sockets: false,
         listen_ports: Vec::new(),
+        executables: None,
         read_paths: ["/usr", "/bin", "/lib", "/lib64", "/etc"]
             .iter()
             .map(PathBuf::from)

@@ -38,13 +38,14 @@ fn row(name: &str, samples: Vec<Duration>) -> f64 {
     p50
 }
 
-fn write_policy(dir: &Path, mode: &str, namespaces: &str) -> std::path::PathBuf {
+/// A policy allowing `echo` (and `profiles`), with `sandbox` lines in `[terminal.sandbox]`.
+fn write_policy(dir: &Path, name: &str, profiles: &str, sandbox: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(dir.join("jail")).unwrap();
-    let policy = dir.join(format!("policy-{mode}-{namespaces}.toml"));
+    let policy = dir.join(format!("policy-{name}.toml"));
     std::fs::write(
         &policy,
         format!(
-            "audit_log = \"audit-{mode}-{namespaces}.jsonl\"\n[terminal]\njail_root = \"jail\"\n[terminal.allowlist]\ncommands = [\"echo\"]\n[terminal.sandbox]\nmode = \"{mode}\"\nnamespaces = \"{namespaces}\"\n"
+            "audit_log = \"audit-{name}.jsonl\"\n[terminal]\njail_root = \"jail\"\nprofiles = [{profiles}]\n[terminal.allowlist]\ncommands = [\"echo\"]\n[terminal.sandbox]\n{sandbox}\n"
         ),
     )
     .unwrap();
@@ -135,14 +136,20 @@ fn peak_rss_kib(pid: u32) -> u64 {
 async fn main() {
     let n = common::count_arg(1000);
     let dir = tempfile::tempdir().unwrap();
-    let enforce = write_policy(dir.path(), "enforce", "auto");
-    let host_view = write_policy(dir.path(), "enforce", "off");
-    let off_policy = write_policy(dir.path(), "off", "off");
+    let enforce = write_policy(dir.path(), "enforce", "", "");
+    let host_view = write_policy(dir.path(), "host", "", "namespaces = \"off\"");
+    let off_policy = write_policy(dir.path(), "off", "", "mode = \"off\"");
+    // The exec allowlist's cost: the read paths executable instead (before issue 35), and a
+    // list of 17 programs (the readonly profile), each a Landlock rule of its own per call.
+    let exec_off = write_policy(dir.path(), "exec-off", "", "exec_allowlist = false");
+    let many = write_policy(dir.path(), "many", "\"readonly\"", "");
     println!("safe-mcp round-trip benchmark: {n} calls per row, one stdio session per mode\n");
 
     let (on, pid) = connect(&enforce).await;
     let (host, _) = connect(&host_view).await;
     let (off, _) = connect(&off_policy).await;
+    let (no_list, _) = connect(&exec_off).await;
+    let (long_list, _) = connect(&many).await;
     let explain = json!({"command": "echo hi"});
     let run = json!({"command": "echo hi"});
     // The file tools beside run_command: an edit that flips one line back and forth (a
@@ -166,11 +173,13 @@ async fn main() {
         timed_call(&on, "run_command", &run).await;
         timed_call(&host, "run_command", &run).await;
         timed_call(&off, "run_command", &run).await;
+        timed_call(&no_list, "run_command", &run).await;
+        timed_call(&long_list, "run_command", &run).await;
     }
     // Ten rounds of back-to-back blocks, one block per row per round: every row sees the
     // same stretches of this noisy machine, so the ratios compare like with like, and each
     // call still follows one of its own kind, as in a session that is in use.
-    let mut rows: [Vec<Duration>; 9] = Default::default();
+    let mut rows: [Vec<Duration>; 11] = Default::default();
     let mut trail = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -207,6 +216,12 @@ async fn main() {
         for _ in 0..block {
             rows[8].push(timed_call(&on, "read_file", &read).await);
         }
+        for _ in 0..block {
+            rows[9].push(timed_call(&no_list, "run_command", &run).await);
+        }
+        for _ in 0..block {
+            rows[10].push(timed_call(&long_list, "run_command", &run).await);
+        }
     }
     // An agent's calls come with pauses between them: the first call after an idle spell
     // is what a user waits for most often.
@@ -240,6 +255,8 @@ async fn main() {
     on.cancel().await.unwrap();
     host.cancel().await.unwrap();
     off.cancel().await.unwrap();
+    no_list.cancel().await.unwrap();
+    long_list.cancel().await.unwrap();
     let [
         base,
         forked,
@@ -250,6 +267,8 @@ async fn main() {
         fsynced,
         edited,
         read_rows,
+        run_no_list,
+        run_long_list,
     ] = rows;
     let base_p50 = row("baseline: spawn /bin/echo from Rust", base);
     row("baseline: same, with a pre_exec hook (fork)", forked);
@@ -258,6 +277,14 @@ async fn main() {
     let on_p50 = row("run_command(\"echo hi\"), enforce, private view", run_on);
     let host_p50 = row("run_command(\"echo hi\"), enforce, host view", run_host);
     let off_p50 = row("run_command(\"echo hi\"), sandbox off", run_off);
+    let no_list_p50 = row(
+        "run_command(\"echo hi\"), enforce, exec allowlist off",
+        run_no_list,
+    );
+    let long_list_p50 = row(
+        "run_command(\"echo hi\"), enforce, 17 programs allowlisted",
+        run_long_list,
+    );
     let edit_p50 = row(
         "edit_file (one line of 41, attempt durable, atomic write)",
         edited,
@@ -296,6 +323,11 @@ async fn main() {
         on_p50 - off_p50
     );
     println!("private view / host view (p50): {:.2}x", on_p50 / host_p50);
+    println!(
+        "exec allowlist adds (p50, 1 program / 17 programs, against the list off): {:.3} ms / {:.3} ms",
+        on_p50 - no_list_p50,
+        long_list_p50 - no_list_p50
+    );
     println!(
         "16 in flight, enforce: {:.0} calls/s; CPU per call (server + command) {:.2} ms, so {cores} cores allow at most {:.0} calls/s",
         burst as f64 / wall,

@@ -155,3 +155,44 @@ pub(super) fn union(
     }
     first
 }
+
+/// The helpers of the exec allowlist (`key`): each a bare program name (found on the PATH
+/// at start) or an absolute path, never inside the jail (where a command could replace it
+/// with anything) nor `/`, and never a program the denylist refuses.
+pub(super) fn helper_entries(
+    key: &str,
+    helpers: &[String],
+    jail_root: &Path,
+    deny: &BTreeSet<String>,
+) -> Result<(), ConfigError> {
+    let bad = |message: String| ConfigError::Invalid {
+        key: key.to_owned(),
+        message,
+    };
+    for helper in helpers {
+        if helper.starts_with('/') {
+            let path = Path::new(helper);
+            let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+            if real.starts_with(jail_root) {
+                return Err(ConfigError::InsideRoot {
+                    key: "terminal.allowlist.helpers",
+                    path: path.to_path_buf(),
+                    root: jail_root.to_path_buf(),
+                });
+            }
+            if real == Path::new("/") {
+                return Err(bad(format!(
+                    "{helper} would let commands execute anything; name the programs or directories"
+                )));
+            }
+            continue;
+        }
+        program_names(key, vec![helper.clone()])?;
+        if deny.contains(helper) {
+            return Err(bad(format!(
+                "{helper:?} is on the denylist; a helper may not be what the policy refuses"
+            )));
+        }
+    }
+    Ok(())
+}

@@ -37,23 +37,36 @@ pub(super) enum Discovery {
 pub(super) struct Found {
     pub(super) read_paths: Vec<PathBuf>,
     pub(super) path: Vec<PathBuf>,
+    /// Directories the profile's commands may execute beneath (the exec allowlist).
+    pub(super) helpers: Vec<PathBuf>,
 }
 
 /// Runs one discovery, or says why it found nothing.
 pub(super) fn run(discovery: Discovery, env: &dyn Env) -> Result<Found, String> {
     let found = match discovery {
         Discovery::GitExecPath => {
-            let dir = ask(env, "git", &["--exec-path"])?;
+            let dir = existing_dir(ask(env, "git", &["--exec-path"])?)?;
             Found {
-                read_paths: vec![existing_dir(&dir)?],
+                read_paths: vec![dir.clone()],
                 path: Vec::new(),
+                helpers: vec![dir],
             }
         }
         Discovery::RustcSysroot => {
             let sysroot = existing_dir(&ask(env, "rustc", &["--print", "sysroot"])?)?;
+            // The toolchain runs its own linker (rust-lld through gcc-ld), and the C
+            // compiler it calls runs its own passes (cc1, collect2) from gcc's directories.
+            let gcc = ["cc1", "collect2"].into_iter().filter_map(|pass| {
+                let at = ask(env, "cc", &[&format!("-print-prog-name={pass}")]).ok()?;
+                existing_dir(Path::new(&at).parent()?).ok()
+            });
+            let mut helpers = vec![sysroot.clone()];
+            helpers.extend(gcc);
+            helpers.dedup();
             Found {
                 path: vec![existing_dir(sysroot.join("bin"))?],
                 read_paths: vec![sysroot],
+                helpers,
             }
         }
         Discovery::PythonPrefix => {
@@ -73,6 +86,7 @@ pub(super) fn run(discovery: Discovery, env: &dyn Env) -> Result<Found, String> 
                 .map_err(|e| format!("python3's executable {executable}: {e}"))?;
             Found {
                 read_paths: vec![existing_dir(prefix)?],
+                helpers: Vec::new(),
                 path: executable
                     .parent()
                     .map(Path::to_path_buf)
@@ -92,6 +106,7 @@ pub(super) fn run(discovery: Discovery, env: &dyn Env) -> Result<Found, String> 
             Found {
                 read_paths: vec![prefix],
                 path: vec![bin],
+                helpers: Vec::new(),
             }
         }
     };

@@ -395,8 +395,12 @@ impl Builder<'_> {
                 .filter(|s| !s.is_empty())
                 .map(str::to_owned)
                 .collect(),
-            None => raw.allowlist.unwrap_or_default().commands,
+            None => raw
+                .allowlist
+                .as_ref()
+                .map_or(Vec::new(), |a| a.commands.clone()),
         };
+        let helpers = raw.allowlist.map_or(Vec::new(), |a| a.helpers);
         allow_names.extend(expansion.commands.iter().cloned());
         let allow = program_names("terminal.allowlist.commands", allow_names)?;
         let mut deny_names = raw.denylist.unwrap_or_default().commands;
@@ -432,6 +436,24 @@ impl Builder<'_> {
             None => None,
         };
         let deny = program_names("terminal.denylist.commands", deny_names)?;
+        super::checks::helper_entries("terminal.allowlist.helpers", &helpers, &jail_root, &deny)?;
+        for (command, known) in super::profiles::KNOWN_HELPERS {
+            if allow.contains(*command) {
+                let known = known.iter().map(|h| (*h).to_owned()).collect();
+                expansion.helpers.push(((*command).to_owned(), known));
+            }
+        }
+        // A profile's helper the operator's denylist names is left out, not a load error:
+        // the operator's word wins, and the tool that needed it says so when it fails.
+        for (command, own) in &mut expansion.helpers {
+            own.retain(|h| !deny.contains(h));
+            super::checks::helper_entries(
+                &format!("terminal.profiles ({command} helpers)"),
+                own,
+                &jail_root,
+                &deny,
+            )?;
+        }
         for rule in &rules {
             program_names("terminal.rules.command", vec![rule.command.clone()])?;
             for (key, patterns) in [
@@ -630,6 +652,11 @@ impl Builder<'_> {
                 namespaces: sb.namespaces.unwrap_or(NamespaceMode::Auto),
                 read_only_files: expansion.read_only_files,
                 shared_cache: raw.shared_cache.unwrap_or(false),
+                exec: super::types::ExecSettings {
+                    enabled: sb.exec_allowlist.unwrap_or(true),
+                    helpers,
+                    by_command: std::mem::take(&mut expansion.helpers),
+                },
             },
             path,
             env: environment({

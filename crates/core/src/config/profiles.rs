@@ -39,6 +39,19 @@ const BUILT_IN: &[(&str, &str)] = &[
     ("readonly", include_str!("profiles/readonly.toml")),
 ];
 
+/// What well-known programs start to do their everyday work, which their stages may execute
+/// under the exec allowlist when they are allowlisted (with or without a profile): man's
+/// formatters, the shell make runs recipes in. What those start is held to the list again.
+pub(super) const KNOWN_HELPERS: &[(&str, &[&str])] = &[
+    (
+        "man",
+        &[
+            "preconv", "tbl", "eqn", "pic", "nroff", "groff", "troff", "grotty", "col",
+        ],
+    ),
+    ("make", &["sh"]),
+];
+
 /// The names of the built-in profiles.
 pub fn names() -> impl Iterator<Item = &'static str> {
     BUILT_IN.iter().map(|(name, _)| *name)
@@ -62,6 +75,11 @@ struct ProfileData {
     /// cache (`$CARGO_HOME/config.toml`): made empty placeholders that commands cannot write.
     #[serde(default)]
     cache_config: Vec<String>,
+    /// What each command starts that is not allowlisted itself (the exec allowlist): program
+    /// names found on the PATH, or absolute paths. Discovery adds directories for all the
+    /// profile's commands (git's exec-path, the Rust toolchain).
+    #[serde(default)]
+    helpers: BTreeMap<String, Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -96,6 +114,8 @@ pub(super) struct Expansion {
     /// Set only when commands have no network.
     pub(super) env_offline: Vec<(String, String)>,
     pub(super) exec_in_jail: bool,
+    /// Helpers by command, for the exec allowlist.
+    pub(super) helpers: Vec<(String, Vec<String>)>,
 }
 
 fn invalid(message: String) -> ConfigError {
@@ -174,14 +194,32 @@ pub(super) fn expand(
             exec_in_jail: data.exec_in_jail,
             ..ProfileReport::default()
         };
+        let mut helpers = data.helpers;
         if let Some(discovery) = data.discover {
             match discover::run(discovery, env) {
                 Ok(found) => {
                     report.read_paths = found.read_paths;
                     report.path = found.path;
+                    let dirs = found
+                        .helpers
+                        .iter()
+                        .map(|p| p.to_string_lossy().into_owned());
+                    let dirs: Vec<String> = dirs.collect();
+                    for command in &data.commands {
+                        helpers
+                            .entry(command.clone())
+                            .or_default()
+                            .extend(dirs.iter().cloned());
+                    }
                 }
                 Err(why) => report.notes.push(why),
             }
+        }
+        for (command, own) in helpers {
+            report
+                .helpers
+                .extend(own.iter().map(|h| format!("{command}: {h}")));
+            out.helpers.push((command, own));
         }
         for (variable, sub) in &data.env.cache {
             let Some(base) = caches.base() else {

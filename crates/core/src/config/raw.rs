@@ -32,7 +32,7 @@ pub(super) struct RawPolicy {
     // The older flat layout: the terminal section's keys at top level.
     pub(super) jail_root: Option<PathBuf>,
     pub(super) limits: Option<Limits>,
-    pub(super) allowlist: Option<RawNames>,
+    pub(super) allowlist: Option<RawAllowlist>,
     pub(super) denylist: Option<RawNames>,
     pub(super) rules: Option<Vec<ArgRule>>,
     pub(super) sandbox: Option<RawSandbox>,
@@ -96,7 +96,7 @@ pub(super) struct RawTerminal {
     pub(super) examples: Option<Vec<PolicyExamples>>,
     pub(super) jail_root: Option<PathBuf>,
     pub(super) limits: Option<Limits>,
-    pub(super) allowlist: Option<RawNames>,
+    pub(super) allowlist: Option<RawAllowlist>,
     pub(super) denylist: Option<RawNames>,
     pub(super) rules: Option<Vec<ArgRule>>,
     pub(super) sandbox: Option<RawSandbox>,
@@ -153,6 +153,16 @@ pub(super) struct RawNames {
     pub(super) commands: Vec<String>,
 }
 
+/// `[terminal.allowlist]`: the commands, and the helpers every command may execute.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAllowlist {
+    #[serde(default)]
+    pub(super) commands: Vec<String>,
+    #[serde(default)]
+    pub(super) helpers: Vec<String>,
+}
+
 #[derive(Debug, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawSandbox {
@@ -162,6 +172,7 @@ pub(super) struct RawSandbox {
     pub(super) exec_in_jail: Option<bool>,
     pub(super) unix_sockets: Option<bool>,
     pub(super) namespaces: Option<NamespaceMode>,
+    pub(super) exec_allowlist: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, Default)]

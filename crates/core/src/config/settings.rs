@@ -152,6 +152,8 @@ pub struct ProfileReport {
     pub env: Vec<String>,
     /// Whether it turned `exec_in_jail` on (unless the operator set it).
     pub exec_in_jail: bool,
+    /// What its commands may execute besides the allowlist, as `command: helper`.
+    pub helpers: Vec<String>,
     /// What discovery could not find, for a warning.
     pub notes: Vec<String>,
 }

@@ -396,6 +396,25 @@ pub struct SandboxSettings {
     /// `[terminal] shared_cache`: whether the profile caches are shared with every other
     /// project that names the same `cache_dir` (default false: per jail).
     pub shared_cache: bool,
+    /// What commands, and everything they start, may execute.
+    pub exec: ExecSettings,
+}
+
+/// The exec allowlist (`[terminal.sandbox] exec_allowlist`, default true): Landlock grants
+/// execute only on the allowlisted programs, these helpers, what those need to start (a
+/// script's interpreter, the loader) and, under `exec_in_jail`, the jail; the read paths
+/// are then read only.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExecSettings {
+    /// Whether the allowlist binds (false: anything beneath a read path may be executed).
+    pub enabled: bool,
+    /// `[terminal.allowlist] helpers`: program names (found on the PATH) or absolute paths
+    /// every command may execute without being allowlisted itself: what allowlisted
+    /// programs start.
+    pub helpers: Vec<String>,
+    /// The profiles' helpers, by command: what only that command's stages may execute
+    /// (cargo's linker, git's exec-path, npm's script shell).
+    pub by_command: Vec<(String, Vec<String>)>,
 }
 
 impl TerminalPolicy {

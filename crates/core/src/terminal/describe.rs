@@ -32,6 +32,12 @@ impl TerminalService {
                 detail.insert("would_run".into(), json!(decision.code == ResultCode::Ok));
                 // The gist; describe_policy has the confinement in full.
                 detail.insert("confinement".into(), report_gist(confinement));
+                if decision.code == ResultCode::Ok {
+                    let programs = decision.stages.iter().filter_map(|s| s.program.as_deref());
+                    if let Some(may) = may_execute(confinement, programs) {
+                        detail.insert("may_execute".into(), may);
+                    }
+                }
                 detail.insert(
                     "timeout_seconds".into(),
                     json!(self.policy.limits.timeout_seconds),
@@ -149,7 +155,7 @@ impl TerminalService {
         };
         let r = confinement;
         let confinement_line = format!(
-            "sandbox {}, {} view, Landlock {}, seccomp {}, capabilities {}",
+            "sandbox {}, {} view, Landlock {}, seccomp {}, capabilities {}, {}",
             r.mode,
             r.view.view,
             r.landlock.enforced,
@@ -159,6 +165,7 @@ impl TerminalService {
                 .next()
                 .unwrap_or("?")
                 .trim(),
+            execute_words(r),
         );
         let mut detail = json!({
             "commands": commands,
@@ -309,6 +316,41 @@ pub(super) fn report_gist(r: &ConfinementReport) -> Value {
         gist["egress"] = json!({ "tier": egress.tier, "detail": egress.detail });
     }
     gist
+}
+
+/// What the stages of `programs` may execute, by the command or anything it starts; `None`
+/// where the exec allowlist does not bind.
+fn may_execute<'p>(
+    r: &ConfinementReport,
+    programs: impl Iterator<Item = &'p std::path::Path>,
+) -> Option<Value> {
+    let e = &r.landlock.execute;
+    if e.mode != "allowlist" {
+        return None;
+    }
+    let mut may = e.every.clone();
+    for program in programs {
+        if let Some(own) = e.helpers.get(&program.display().to_string()) {
+            may.extend(
+                own.iter()
+                    .filter(|p| !may.contains(p))
+                    .cloned()
+                    .collect::<Vec<_>>(),
+            );
+        }
+    }
+    Some(json!(may))
+}
+
+/// What may be executed, in a few words for `describe_policy`'s short form.
+fn execute_words(r: &ConfinementReport) -> &'static str {
+    match r.landlock.execute.mode {
+        "allowlist" => {
+            "only allowlisted programs and their helpers execute (explain_command lists them)"
+        }
+        "read-paths" => "anything beneath the read paths may execute",
+        _ => "exec not confined",
+    }
 }
 
 /// A confinement report as JSON (a plain struct: serializing it cannot fail).

@@ -14,6 +14,7 @@
 
 mod approval;
 mod describe;
+mod executables;
 mod flow;
 mod limits;
 mod prepare;

@@ -160,6 +160,19 @@ impl TerminalService {
                 None => reason,
             },
         };
+        let programs: Vec<&std::path::Path> = decision
+            .stages
+            .iter()
+            .filter_map(|s| s.program.as_deref())
+            .collect();
+        let reason =
+            match super::executables::not_executable(&self.policy, &out, &stderr, &programs) {
+                Some((names, why)) => {
+                    detail.insert("not_executable".into(), json!(names));
+                    format!("{reason}; {why}")
+                }
+                None => reason,
+            };
         let facts = RunFacts {
             exit_code: out.exit_code,
             output: Some(OutputCounts {

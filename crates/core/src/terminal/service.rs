@@ -79,6 +79,7 @@ pub fn confinement_spec(policy: &TerminalPolicy) -> ConfinementSpec {
         unix_sockets: sandbox.unix_sockets,
         listen_ports: policy.network.listen_ports.clone(),
         read_paths: sandbox.read_paths.clone(),
+        executables: super::executables::executables(policy),
         write_paths: policy.write_paths.clone(),
         read_only_files: sandbox.read_only_files.clone(),
         pinned_dirs: Vec::new(),

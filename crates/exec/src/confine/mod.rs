@@ -29,6 +29,7 @@ use crate::view::View;
 mod capabilities;
 mod cgroup;
 mod error;
+mod executables;
 mod report;
 mod rules;
 mod tcp;
@@ -36,6 +37,7 @@ mod tcp;
 use capabilities::CapabilityDrop;
 pub(crate) use cgroup::CallMemory;
 use cgroup::{MemoryCgroups, PidsCgroup};
+use executables::{Resolved, execute_report};
 use report::{ViewState, describe, egress_tier};
 use rules::{LandlockRules, add_path_rule};
 use tcp::TcpAccess;
@@ -51,6 +53,8 @@ pub struct Confinement {
     mode: SandboxMode,
     /// The Landlock rules, opened once; each call's ruleset is built from them.
     landlock: Option<LandlockRules>,
+    /// The exec allowlist, resolved: which stages get which helpers.
+    executables: Option<Resolved>,
     /// The root of every call's private temporary directory.
     tmp_root: TmpRoot,
     /// Its path, for the init's remount ([`Confinement::hold_tmp_root`]).
@@ -140,14 +144,23 @@ impl Confinement {
         // namespace; anywhere else commands would share one (the host's, or the view's).
         let own_ipc = view.as_ref().is_some_and(|v| v.pid.is_ok());
         let tcp = TcpAccess::of(spec, view.as_ref().is_some_and(View::shares_network));
+        let executables = match spec.mode {
+            SandboxMode::Off => None,
+            _ => spec.executables.as_ref().map(Resolved::of),
+        };
         let (landlock, seccomp) = match spec.mode {
             SandboxMode::Off => (None, None),
             mode => {
-                let rules =
-                    LandlockRules::open(spec, mode == SandboxMode::Enforce, view.as_ref(), &tcp)?;
+                let rules = LandlockRules::open(
+                    spec,
+                    mode == SandboxMode::Enforce,
+                    view.as_ref(),
+                    &tcp,
+                    executables.as_ref(),
+                )?;
                 // Built once here, so that a kernel refusal stops the start, not a call.
                 rules.validate(tmp_root.path())?;
-                rules.ruleset(tmp_root.path(), None)?;
+                rules.ruleset(tmp_root.path(), None, 0)?;
                 let switches = seccomp::Switches {
                     inet: tcp.inet(),
                     unix_sockets: spec.unix_sockets,
@@ -168,12 +181,15 @@ impl Confinement {
         };
         let (report, summary) = describe(
             spec,
-            pids_cgroup.is_some(),
-            memory.is_some(),
+            report::Cgroups {
+                pids: pids_cgroup.is_some(),
+                memory: memory.is_some(),
+            },
             &view_state,
             capabilities,
             Some(tmp_root.path()),
             egress.as_ref(),
+            execute_report(spec, executables.as_ref()),
         );
         if spec.mode == SandboxMode::BestEffort && report.landlock.enforced != "full" {
             eprintln!(
@@ -184,6 +200,7 @@ impl Confinement {
         Ok(Confinement {
             mode: spec.mode,
             landlock,
+            executables,
             tmp_root_c: CString::new(tmp_root.path().as_os_str().as_bytes()).map_err(|_| {
                 ConfineError::Tmp("the temporary directory's path holds a NUL byte".into())
             })?,
@@ -218,9 +235,13 @@ impl Confinement {
     }
 
     /// What one call needs beyond the server's confinement: its temporary directory, the
-    /// Landlock ruleset that lets it (and no other call) write there, and under egress the
-    /// proxy port it may connect to (with the landlock tier, the call's own listener).
-    pub(crate) fn for_call(&self) -> Result<CallConfinement, ConfineError> {
+    /// Landlock rulesets that let it (and no other call) write there, one for each exec
+    /// group among the `programs` its stages run, and under egress the proxy port it may
+    /// connect to (with the landlock tier, the call's own listener).
+    pub(crate) fn for_call<'p>(
+        &self,
+        programs: impl IntoIterator<Item = &'p Path>,
+    ) -> Result<CallConfinement, ConfineError> {
         let tmp = self.tmp_root.for_call().map_err(ConfineError::Tmp)?;
         let (listener, port) = match &self.egress {
             None => (None, None),
@@ -232,10 +253,15 @@ impl Confinement {
                 (Some(listener), Some(port))
             }
         };
-        let ruleset = match &self.landlock {
-            Some(rules) => Some(rules.ruleset(tmp.path(), port)?),
-            None => None,
-        };
+        let mut rulesets: Vec<(usize, OwnedFd)> = Vec::new();
+        if let Some(rules) = &self.landlock {
+            for program in programs {
+                let group = self.exec_group(program);
+                if !rulesets.iter().any(|(g, _)| *g == group) {
+                    rulesets.push((group, rules.ruleset(tmp.path(), port, group)?));
+                }
+            }
+        }
         let tmp_c = CString::new(tmp.path().as_os_str().as_bytes()).map_err(|_| {
             ConfineError::Tmp("a call's temporary directory holds a NUL byte".into())
         })?;
@@ -245,7 +271,7 @@ impl Confinement {
         };
         Ok(CallConfinement {
             memory,
-            ruleset,
+            rulesets,
             tmp_c,
             tmp,
             listener,
@@ -313,15 +339,25 @@ impl Confinement {
         Ok(())
     }
 
-    /// Adds to the call's ruleset read access beneath the freshly mounted `/proc`, and, with
-    /// a devpts of the command's own, read-write and terminal ioctls beneath `/dev/pts`.
-    /// The ruleset is the call's; another stage's command restricted itself already or
-    /// gets a rule for a file system it cannot reach.
+    /// The exec group of a stage that runs `program`: 0 for what every stage may execute,
+    /// else the program's helpers too.
+    pub(crate) fn exec_group(&self, program: &Path) -> usize {
+        self.executables.as_ref().map_or(0, |e| e.group_of(program))
+    }
+
+    /// Adds to the ruleset of the stage's exec `group` read access beneath the freshly
+    /// mounted `/proc`, and, with a devpts of the command's own, read-write and terminal
+    /// ioctls beneath `/dev/pts`. The ruleset is the call's; another stage's command
+    /// restricted itself already or gets a rule for a file system it cannot reach.
     ///
     /// # Safety
     /// Only in a stage's init, after its mounts and before it starts the command.
-    pub(crate) unsafe fn add_own_mounts(&self, call: &CallConfinement) -> Result<(), libc::c_int> {
-        let (Some(ruleset), Some(rules)) = (&call.ruleset, &self.landlock) else {
+    pub(crate) unsafe fn add_own_mounts(
+        &self,
+        call: &CallConfinement,
+        group: usize,
+    ) -> Result<(), libc::c_int> {
+        let (Some(ruleset), Some(rules)) = (call.ruleset(group), &self.landlock) else {
             return Ok(());
         };
         // Only the rights this kernel handles (an older one has no IOCTL_DEV, say).
@@ -381,6 +417,7 @@ impl Confinement {
     pub(crate) unsafe fn apply_in_child(
         &self,
         call: &CallConfinement,
+        group: usize,
     ) -> Result<(), (Step, libc::c_int)> {
         let fail = |step: Step| (step, errno());
         // 17. The pids cgroup.
@@ -431,8 +468,12 @@ impl Confinement {
         if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
             return Err(fail(Step::Sandbox));
         }
-        // 21. Landlock.
-        if let Some(ruleset) = &call.ruleset {
+        // 21. Landlock. Without the stage's ruleset (a call made for other programs) the
+        // command does not run.
+        if self.landlock.is_some() {
+            let Some(ruleset) = call.ruleset(group) else {
+                return Err((Step::Sandbox, libc::EINVAL));
+            };
             // SAFETY: restricts this process with a ruleset descriptor the call owns.
             let rc = unsafe {
                 libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32)
@@ -522,7 +563,8 @@ fn rlimits(
 
 /// One call's confinement beyond the server's: see [`Confinement::for_call`].
 pub(crate) struct CallConfinement {
-    ruleset: Option<OwnedFd>,
+    /// A Landlock ruleset per exec group among the call's stages.
+    rulesets: Vec<(usize, OwnedFd)>,
     tmp: CallTmp,
     /// The temporary directory's path, for the init's bind ([`Confinement::hold_tmp_root`]).
     tmp_c: CString,
@@ -535,6 +577,15 @@ pub(crate) struct CallConfinement {
 }
 
 impl CallConfinement {
+    /// The ruleset of the stages of exec `group`. A scan, no allocation: the spawn child
+    /// calls it.
+    fn ruleset(&self, group: usize) -> Option<&OwnedFd> {
+        self.rulesets
+            .iter()
+            .find(|(g, _)| *g == group)
+            .map(|(_, fd)| fd)
+    }
+
     /// Whether the kernel killed a process of the call for its memory limit. Call once,
     /// when every process of the call is gone: its memory group goes back to the pool.
     pub(crate) fn memory_limit_hit(&mut self) -> bool {

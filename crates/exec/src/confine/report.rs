@@ -48,12 +48,21 @@ pub fn planned_report(spec: &ConfinementSpec) -> ConfinementReport {
     });
     describe(
         spec,
-        PidsCgroup::would_be_used(),
-        MemoryCgroups::would_be_used() && spec.mode != SandboxMode::Off,
+        Cgroups {
+            pids: PidsCgroup::would_be_used(),
+            memory: MemoryCgroups::would_be_used() && spec.mode != SandboxMode::Off,
+        },
         &view,
         capabilities,
         None,
         egress.as_ref(),
+        super::executables::execute_report(
+            spec,
+            spec.executables
+                .as_ref()
+                .map(super::executables::Resolved::of)
+                .as_ref(),
+        ),
     )
     .0
 }
@@ -80,15 +89,22 @@ pub(crate) fn namespaces_possible() -> bool {
             && read("/proc/sys/kernel/unprivileged_userns_clone").is_none_or(|v| v != "0"))
 }
 
+/// Which cgroups bound commands: the pids group (a root server), and a memory group per call.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Cgroups {
+    pub(super) pids: bool,
+    pub(super) memory: bool,
+}
+
 /// The report and summary for `spec` on this kernel, for this user.
 pub(super) fn describe(
     spec: &ConfinementSpec,
-    pids_cgroup: bool,
-    memory_cgroup: bool,
+    cgroups: Cgroups,
     view: &ViewState,
     capabilities: Option<CapabilityDrop>,
     tmp_root: Option<&Path>,
     egress: Option<&Result<Tier, String>>,
+    execute: safe_mcp_contract::ExecuteReport,
 ) -> (ConfinementReport, ConfinementSummary) {
     let abi = landlock_abi();
     let off = spec.mode == SandboxMode::Off;
@@ -131,6 +147,7 @@ pub(super) fn describe(
             requested_abi: TARGET_ABI as i64,
             enforced: landlock_state,
             read_paths: spec.read_paths.clone(),
+            execute,
             read_write: std::iter::once(spec.jail_root.clone())
                 .chain(spec.write_paths.iter().cloned())
                 .chain(
@@ -220,12 +237,12 @@ pub(super) fn describe(
             file_size_bytes: spec.limits.file_size_bytes,
             open_files: spec.limits.open_files,
             processes: spec.limits.processes,
-            processes_enforced_by: if pids_cgroup {
+            processes_enforced_by: if cgroups.pids {
                 "cgroup v1 pids.max (shared by all commands of this server)"
             } else {
                 "RLIMIT_NPROC (per user; does not bind root)"
             },
-            memory_enforced_by: if memory_cgroup {
+            memory_enforced_by: if cgroups.memory {
                 "cgroup v1 memory.limit_in_bytes: memory used by the whole command, a group of its own per call (RLIMIT_AS is not set)"
             } else {
                 "RLIMIT_AS: address space of each process (runtimes that reserve much, like V8 and wasm, need more than they use)"
@@ -300,6 +317,7 @@ mod tests {
             unix_sockets: false,
             listen_ports: Vec::new(),
             read_paths: Vec::new(),
+            executables: None,
             write_paths: Vec::new(),
             read_only_files: Vec::new(),
             pinned_dirs: Vec::new(),

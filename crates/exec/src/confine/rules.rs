@@ -79,6 +79,11 @@ pub(super) struct LandlockRules {
     /// Whether calls may connect to the proxy's port (egress).
     pub(super) egress: bool,
     pub(super) rules: Vec<(PathFd, BitFlags<AccessFs>)>,
+    /// The exec allowlist's files for every stage (empty without the allowlist, when the
+    /// read paths are executable instead).
+    pub(super) exec_every: Vec<(PathFd, BitFlags<AccessFs>)>,
+    /// Its further files for the stages of one program: group `k` is `exec_groups[k - 1]`.
+    pub(super) exec_groups: Vec<Vec<(PathFd, BitFlags<AccessFs>)>>,
     /// What the jail grants, and so also the write paths and a call's temporary directory.
     pub(super) writable: BitFlags<AccessFs>,
     /// What each call's ruleset handles on this kernel, and the size of the attr struct
@@ -98,13 +103,20 @@ impl LandlockRules {
         hard: bool,
         view: Option<&View>,
         tcp: &super::tcp::TcpAccess,
+        exec: Option<&super::executables::Resolved>,
     ) -> Result<LandlockRules, ConfineError> {
         let extra_read = view.map_or(Vec::new(), View::own_files);
         let tty = view
             .filter(|v| v.tty())
             .map(|_| PathBuf::from(crate::view::TTY));
         let all = AccessFs::from_all(TARGET_ABI);
-        let read_exec = AccessFs::from_read(TARGET_ABI);
+        // With the exec allowlist, the read paths are read only; what may be executed is
+        // granted file by file.
+        let read_exec = if exec.is_some() {
+            AccessFs::from_read(TARGET_ABI) & !AccessFs::Execute
+        } else {
+            AccessFs::from_read(TARGET_ABI)
+        };
         // A jail never needs device nodes: with MAKE_CHAR / MAKE_BLOCK a root command could
         // extract one (`tar xf`) and read or write the raw disk through it; IOCTL_DEV is for
         // devices only. Neither is granted beneath the jail (nor anywhere else).
@@ -133,12 +145,33 @@ impl LandlockRules {
             .chain(spec.write_paths.iter().cloned().map(|p| (p, writable)))
             .chain(std::iter::once((spec.jail_root.clone(), writable)))
             .collect();
+        let open = |path: &Path, access| {
+            PathFd::new(path)
+                .map(|fd| (fd, access_for(path, access)))
+                .map_err(|e| ConfineError::Landlock(format!("{}: {e}", path.display())))
+        };
         let mut rules = Vec::with_capacity(wanted.len());
         for (path, access) in wanted.into_iter().filter(|(p, _)| p.exists()) {
-            let fd = PathFd::new(&path)
-                .map_err(|e| ConfineError::Landlock(format!("{}: {e}", path.display())))?;
-            rules.push((fd, access_for(&path, access)));
+            rules.push(open(&path, access)?);
         }
+        let runnable = AccessFs::Execute | AccessFs::ReadFile | AccessFs::ReadDir;
+        let open_all = |paths: &[PathBuf]| {
+            paths
+                .iter()
+                .map(|p| open(p, runnable))
+                .collect::<Result<Vec<_>, _>>()
+        };
+        let (exec_every, exec_groups) = match exec {
+            Some(resolved) => (
+                open_all(&resolved.every)?,
+                resolved
+                    .helpers
+                    .iter()
+                    .map(|(_, own)| open_all(own))
+                    .collect::<Result<Vec<_>, _>>()?,
+            ),
+            None => (Vec::new(), Vec::new()),
+        };
         // The ABI whose rights a ruleset handles here: the kernel's, at most TARGET_ABI.
         let abi = i32::try_from(landlock_abi())
             .unwrap_or(0)
@@ -169,6 +202,8 @@ impl LandlockRules {
             ports: tcp.ports().to_vec(),
             egress: spec.egress,
             rules,
+            exec_every,
+            exec_groups,
             writable,
             attr,
             attr_size,
@@ -203,6 +238,8 @@ impl LandlockRules {
         let rules = self
             .rules
             .iter()
+            .chain(&self.exec_every)
+            .chain(self.exec_groups.iter().flatten())
             .map(|(fd, access)| Ok::<_, landlock::RulesetError>(PathBeneath::new(fd, *access)));
         ruleset
             .scope(Scope::from_all(TARGET_ABI))
@@ -220,13 +257,16 @@ impl LandlockRules {
         Ok(())
     }
 
-    /// The same ruleset for one call, in raw syscalls: one to create it, one per rule, with
-    /// the rights this kernel handles (what [`LandlockRules::validate`] accepted). The crate's
-    /// checks cost a `fstat` per rule on every call; they were made once at start.
+    /// The same ruleset for one call's stages of exec `group` (0: what every stage may
+    /// execute; `k`: and the helpers of the `k`th program that has some), in raw syscalls:
+    /// one to create it, one per rule, with the rights this kernel handles (what
+    /// [`LandlockRules::validate`] accepted). The crate's checks cost a `fstat` per rule on
+    /// every call; they were made once at start.
     pub(super) fn ruleset(
         &self,
         tmp: &Path,
         proxy_port: Option<u16>,
+        group: usize,
     ) -> Result<OwnedFd, ConfineError> {
         let (attr, size, fs) = (&self.attr, self.attr_size, self.attr.handled_access_fs);
         let failed = |what: &str| {
@@ -254,9 +294,15 @@ impl LandlockRules {
             rustix::fs::Mode::empty(),
         )
         .map_err(|e| ConfineError::Landlock(format!("{}: {e}", tmp.display())))?;
+        let helpers = group
+            .checked_sub(1)
+            .and_then(|k| self.exec_groups.get(k))
+            .map_or(&[][..], Vec::as_slice);
         let every = self
             .rules
             .iter()
+            .chain(&self.exec_every)
+            .chain(helpers)
             .map(|(fd, access)| (fd.as_fd().as_raw_fd(), access.bits()))
             .chain([(tmp_fd.as_raw_fd(), self.writable.bits())]);
         for (parent_fd, access) in every {

@@ -37,6 +37,8 @@ pub(super) struct Prepared {
     pub(super) parent: libc::pid_t,
     pub(super) confinement: *const Confinement,
     pub(super) call: *const CallConfinement,
+    /// Which of the call's rulesets the stage takes.
+    pub(super) exec_group: usize,
     pub(super) keep_death_signal: bool,
     /// Egress's namespace tier: the channel on which the first child sends the listener of
     /// its own network namespace; -1 otherwise.
@@ -311,7 +313,8 @@ pub(super) unsafe fn run_init(p: &Prepared) -> Result<std::convert::Infallible, 
     // SAFETY: we are the init, in its own mount namespace, as `hold_tmp_root` requires.
     unsafe { confinement.hold_tmp_root(call) }.map_err(|e| (Step::PidNamespace, e))?;
     // SAFETY: we are the init, after its mounts, as `add_own_mounts` requires.
-    unsafe { confinement.add_own_mounts(call) }.map_err(|e| (Step::PidNamespace, e))?;
+    unsafe { confinement.add_own_mounts(call, p.exec_group) }
+        .map_err(|e| (Step::PidNamespace, e))?;
     let status = stage.status;
     let report = stage.report.load(Ordering::Acquire);
     // SAFETY: CLONE_VM|CLONE_VFORK, as in `spawn`: the command runs `command_main` on its
@@ -451,7 +454,7 @@ unsafe fn confine(p: &Prepared) -> Result<(), (Step, c_int)> {
     // SAFETY: `p.call` points at the caller's CallConfinement, alive for the clone.
     let call = unsafe { &*p.call };
     // SAFETY: this is the spawn child, before exec, as `apply_in_child` requires.
-    unsafe { confinement.apply_in_child(call) }
+    unsafe { confinement.apply_in_child(call, p.exec_group) }
 }
 
 /// Step 23: die with the server while waiting; go on only if the parent is still the one

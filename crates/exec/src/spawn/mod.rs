@@ -98,8 +98,10 @@ pub(crate) struct StageSpawn<'a> {
     /// it leaves behind can be told apart from other orphans (see `reap`).
     pub new_session: bool,
     pub confinement: &'a Confinement,
-    /// What the call adds: its Landlock ruleset.
+    /// What the call adds: its Landlock rulesets.
     pub call: &'a CallConfinement,
+    /// The stage's exec group ([`Confinement::exec_group`]): which ruleset it takes.
+    pub exec_group: usize,
     /// The exec gate's read end.
     pub gate: BorrowedFd<'a>,
     /// A session's stage: the program keeps the death signal set at the gate, so that it
@@ -307,6 +309,7 @@ pub(crate) fn spawn(s: &StageSpawn<'_>) -> Result<Spawned, SpawnError> {
         parent: if pid_ns.is_some() { 1 } else { server },
         confinement: std::ptr::from_ref(s.confinement),
         call: std::ptr::from_ref(s.call),
+        exec_group: s.exec_group,
         keep_death_signal: s.keep_death_signal,
         egress_channel: channel.as_ref().map_or(-1, |c| c.child.as_raw_fd()),
         failure: AtomicI32::new(0),

@@ -244,6 +244,7 @@ fn session_sandbox(sessions: &str) -> Sandbox {
         "closed",
         "",
     );
+    sb.add_helpers(&["setsid"]);
     let text = std::fs::read_to_string(&sb.policy).unwrap();
     std::fs::write(
         &sb.policy,

@@ -7,6 +7,7 @@ mod cli;
 mod confinement;
 mod dev_servers;
 mod egress;
+mod exec_allowlist;
 mod file_tools;
 mod files;
 mod first_day;

@@ -285,7 +285,10 @@ async fn man_pages_outside_the_jail_and_user_configs_are_refused() {
     }
     // The everyday forms run (their output depends on man-db inside the sandbox), and every
     // one of them gets `-C /dev/null`.
-    assert_runs(&s, "man -l inside.1").await;
+    // man starts its formatters (the exec allowlist's known helpers for man).
+    let r = assert_runs(&s, "man -l inside.1").await;
+    assert_eq!(r["detail"]["exit_code"], 0, "{r}");
+    assert!(r["detail"].get("not_executable").is_none(), "{r}");
     assert!(!sb.jail.join("m-man").exists());
     let e = s
         .call("explain_command", json!({"command": "man ls"}))

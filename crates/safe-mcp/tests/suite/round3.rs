@@ -106,7 +106,9 @@ fn with_profiles(
         "\"echo\", \"cat\", \"sh\"",
         "timeout_seconds = 120\nmax_output_bytes = 65536",
         "closed",
-        &format!("[terminal.sandbox]\nnamespaces = \"{namespaces}\"\n"),
+        // The exec allowlist off: the scripts plant with rm, mv and chmod, and what must
+        // stop them is the caches' own read-only binding, not a refused exec.
+        &format!("[terminal.sandbox]\nnamespaces = \"{namespaces}\"\nexec_allowlist = false\n"),
     );
     in_terminal_table(
         &sb,
@@ -475,7 +477,9 @@ async fn the_tmpdir_root_and_other_calls_tmpdirs_are_out_of_reach() {
             "\"sh\", \"echo\"",
             "timeout_seconds = 20",
             "closed",
-            "[terminal.sandbox]\nnamespaces = \"required\"\n",
+            // The exec allowlist off: chmod and touch must be stopped by the mounts and
+            // Landlock's write rules, not by a refused exec.
+            "[terminal.sandbox]\nnamespaces = \"required\"\nexec_allowlist = false\n",
         );
         let s = match uid {
             Some(uid) => {

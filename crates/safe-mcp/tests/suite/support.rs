@@ -92,6 +92,19 @@ allow_interpreter = true
         }
     }
 
+    /// Lets commands start `names` without allowlisting them (`[terminal.allowlist]
+    /// helpers`): the tools a test's script uses to probe another layer of the confinement,
+    /// which the exec allowlist would otherwise refuse first.
+    pub fn add_helpers(&self, names: &[&str]) {
+        let list: Vec<String> = names.iter().map(|n| format!("\"{n}\"")).collect();
+        let text = std::fs::read_to_string(&self.policy).unwrap().replacen(
+            "[terminal.allowlist]\n",
+            &format!("[terminal.allowlist]\nhelpers = [{}]\n", list.join(", ")),
+            1,
+        );
+        std::fs::write(&self.policy, text).unwrap();
+    }
+
     pub fn base(&self) -> &Path {
         self.jail.parent().unwrap()
     }

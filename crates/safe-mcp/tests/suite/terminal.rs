@@ -323,6 +323,8 @@ async fn pipelines_and_sequencing() {
 #[tokio::test(flavor = "multi_thread")]
 async fn environment_is_scrubbed() {
     let sb = Sandbox::new("");
+    // mkdir must start, for the read-only HOME to be what refuses it.
+    sb.add_helpers(&["mkdir"]);
     let s = sb.session().await;
     let r = s.run("env").await;
     let out = r["detail"]["stdout"].as_str().unwrap();

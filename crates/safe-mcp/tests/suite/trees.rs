@@ -42,6 +42,7 @@ async fn a_stage_that_leaves_its_group_still_dies_at_the_deadline() {
 #[tokio::test(flavor = "multi_thread")]
 async fn timeout_kills_the_whole_group_and_escapees() {
     let sb = Sandbox::new("");
+    sb.add_helpers(&["setsid", "stat"]);
     let s = sb.session().await;
     let script = "sleep 913.25 & sleep 913.25 & setsid sleep 913.26 & sleep 913.27";
     let r = s
@@ -76,6 +77,7 @@ async fn timeout_kills_the_whole_group_and_escapees() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_double_forked_escapee_dies_with_its_call() {
     let sb = Sandbox::new("");
+    sb.add_helpers(&["setsid", "stat"]);
     let s = sb.session().await;
     // The grandchild writes its pid and its session (field 6 of a child's stat), then would
     // write a marker later; the call waits until it has started.
@@ -113,6 +115,7 @@ async fn a_double_forked_escapee_dies_with_its_call() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_output_flood_runs_to_its_deadline_and_keeps_its_start_and_end() {
     let sb = Sandbox::new("");
+    sb.add_helpers(&["setsid", "stat"]);
     let s = sb.session().await;
     let r = s
         .call(
@@ -142,6 +145,7 @@ async fn an_output_flood_runs_to_its_deadline_and_keeps_its_start_and_end() {
 async fn a_cancelled_call_kills_its_whole_tree() {
     use rmcp::model::CallToolRequestParams;
     let sb = Sandbox::new("");
+    sb.add_helpers(&["setsid", "stat"]);
     let s = sb.session().await;
     let script = "sleep 917.5 & setsid sleep 917.6 & sleep 917.7";
     let serde_json::Value::Object(args) = json!({"command": ["sh", "-c", script]}) else {

@@ -51,12 +51,15 @@ pub fn namespaces_available(uid: Option<u32>, pid: bool) -> bool {
 }
 
 fn sandbox(extra: &str) -> Sandbox {
-    Sandbox::with(
+    let sb = Sandbox::with(
         &format!("{DEFAULT_ALLOW}, \"python3\", \"stat\""),
         "timeout_seconds = 20\nmax_output_bytes = 65536",
         "closed",
         extra,
-    )
+    );
+    // What the scripts look around with.
+    sb.add_helpers(&["id", "mkdir", "readlink", "hostname", "ln", "chmod"]);
+    sb
 }
 
 fn sh(script: &str) -> Value {

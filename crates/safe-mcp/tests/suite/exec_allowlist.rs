@@ -1,0 +1,299 @@
+//! The exec allowlist (issue 35): Landlock grants execute only on the allowlisted programs,
+//! their helpers and what those need to start, so nothing a command starts escapes the
+//! list, over real MCP sessions with real toolchains.
+
+use serde_json::{Value, json};
+
+use super::support::{Sandbox, Session, skip};
+
+/// A sandbox allowing `allow` with `profiles`, a cache of its own and `sandbox` lines in
+/// `[terminal.sandbox]`.
+fn sandbox(allow: &str, profiles: &[&str], sandbox: &str) -> Sandbox {
+    let sb = Sandbox::with(
+        allow,
+        "timeout_seconds = 120\nmax_output_bytes = 65536",
+        "closed",
+        &format!("[terminal.sandbox]\n{sandbox}\n"),
+    );
+    let list: Vec<String> = profiles.iter().map(|p| format!("\"{p}\"")).collect();
+    let text = std::fs::read_to_string(&sb.policy).unwrap().replacen(
+        "[terminal]\njail_root = \"jail\"\n",
+        &format!(
+            "[terminal]\njail_root = \"jail\"\nprofiles = [{}]\ncache_dir = \"cache\"\n",
+            list.join(", ")
+        ),
+        1,
+    );
+    std::fs::write(&sb.policy, text).unwrap();
+    sb
+}
+
+/// A session whose server has this test's PATH and HOME, where the profiles find their
+/// toolchains.
+async fn session(sb: &Sandbox) -> Session {
+    let path = std::env::var("PATH").unwrap_or_default();
+    let home = std::env::var("HOME").unwrap_or_default();
+    Session::start(&sb.policy, |c| {
+        c.env("PATH", path).env("HOME", home);
+    })
+    .await
+}
+
+fn present(program: &str) -> bool {
+    let ok = std::process::Command::new(program)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        skip(format!(
+            "skipping: {program} is not installed on this machine"
+        ));
+    }
+    ok
+}
+
+/// A Python script that tries each program and prints `name ran CODE` or `name refused
+/// ERRNO` (or `name missing`).
+const TRY_EACH: &str = r#"
+import subprocess, sys
+for argv in (["rm", "-rf", "src"], ["curl", "--version"], ["sh", "-c", "echo from-sh"], ["ls"]):
+    try:
+        r = subprocess.run(argv, capture_output=True)
+        print(argv[0], "ran", r.returncode)
+    except PermissionError as e:
+        print(argv[0], "refused", e.errno)
+    except FileNotFoundError:
+        print(argv[0], "missing")
+subprocess.run(["rm", "-rf", "src"])
+"#;
+
+fn python(script: &str) -> Value {
+    json!({"command": ["python3", "-c", script]})
+}
+
+/// With the python profile, what a script starts is held to the list: `rm` and `curl`
+/// (denylisted) and `sh` (not listed) fail at exec while the allowlisted `ls` runs; the
+/// result names the refused program and the key that would allow it. With the list off the
+/// same script deletes `src`: it would have run.
+#[tokio::test(flavor = "multi_thread")]
+async fn what_an_interpreter_starts_is_held_to_the_allowlist() {
+    if !present("python3") {
+        return;
+    }
+    let sb = sandbox("\"echo\", \"ls\"", &["python"], "");
+    std::fs::create_dir_all(sb.jail.join("src")).unwrap();
+    std::fs::write(sb.jail.join("src/main.py"), "print(1)\n").unwrap();
+    let s = session(&sb).await;
+    let r = s.call("run_command", python(TRY_EACH)).await;
+    assert_eq!(r["code"], "OK", "{r}");
+    let out = r["detail"]["stdout"].as_str().unwrap();
+    assert!(out.contains("rm refused 13"), "{out}");
+    assert!(out.contains("sh refused 13"), "{out}");
+    assert!(out.contains("ls ran 0"), "{out}");
+    if std::path::Path::new("/usr/bin/curl").exists() {
+        assert!(out.contains("curl refused 13"), "{out}");
+    }
+    assert!(sb.jail.join("src/main.py").exists(), "rm ran: {out}");
+
+    // A run that fails on it says which program and what key would allow it.
+    let r = s
+        .call(
+            "run_command",
+            python("import subprocess; subprocess.run(['rm', '-rf', 'src'])"),
+        )
+        .await;
+    let reason = r["reason"].as_str().unwrap();
+    assert_eq!(r["detail"]["not_executable"], json!(["rm"]), "{r}");
+    assert!(
+        reason.contains("`rm` could not be executed") && reason.contains("inferred"),
+        "{reason}"
+    );
+    assert!(reason.contains("[terminal.allowlist]"), "{reason}");
+
+    // explain_command lists what python3 may execute: itself and its loader, not rm.
+    let e = s
+        .call("explain_command", json!({"command": "python3 -c pass"}))
+        .await;
+    let may: Vec<&str> = e["detail"]["may_execute"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{e}"))
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(may.iter().any(|p| p.contains("python3")), "{may:?}");
+    assert!(may.iter().any(|p| p.contains("ld-linux")), "{may:?}");
+    assert!(!may.iter().any(|p| p.ends_with("/rm")), "{may:?}");
+    let d = s.call("describe_policy", json!({})).await;
+    let line = d["detail"]["confinement"].as_str().unwrap();
+    assert!(line.contains("only allowlisted programs"), "{line}");
+    drop(s);
+
+    // The same script with the list off: rm runs (the denylist binds the model's own
+    // commands only).
+    let off = sandbox("\"echo\", \"ls\"", &["python"], "exec_allowlist = false");
+    std::fs::create_dir_all(off.jail.join("src")).unwrap();
+    let s = session(&off).await;
+    let r = s.call("run_command", python(TRY_EACH)).await;
+    let out = r["detail"]["stdout"].as_str().unwrap();
+    assert!(out.contains("rm ran 0"), "{r}");
+    assert!(!off.jail.join("src").exists(), "{out}");
+    let d = s.call("describe_policy", json!({"verbose": true})).await;
+    assert_eq!(
+        d["detail"]["confinement"]["landlock"]["execute"]["mode"], "read-paths",
+        "{d}"
+    );
+}
+
+/// A crate whose build script runs `curl`: the build fails at that exec. One with a build
+/// script and a proc macro (a path dependency, offline) builds and tests.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_rust_profile_builds_proc_macros_and_build_scripts_but_not_curl() {
+    if !present("cargo") {
+        return;
+    }
+    let sb = sandbox("\"echo\"", &["rust"], "");
+    let write = |path: &str, text: &str| {
+        let path = sb.jail.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    write(
+        "ws/Cargo.toml",
+        "[workspace]\nmembers = [\"app\", \"answer\"]\nresolver = \"2\"\n",
+    );
+    write(
+        "ws/answer/Cargo.toml",
+        "[package]\nname = \"answer\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[lib]\nproc-macro = true\n",
+    );
+    write(
+        "ws/answer/src/lib.rs",
+        "use proc_macro::TokenStream;\n#[proc_macro]\npub fn answer(_: TokenStream) -> TokenStream { \"42\".parse().unwrap() }\n",
+    );
+    write(
+        "ws/app/Cargo.toml",
+        "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[dependencies]\nanswer = { path = \"../answer\" }\n",
+    );
+    write(
+        "ws/app/build.rs",
+        "fn main() { println!(\"cargo:rustc-env=BUILT_BY=build-script\"); }\n",
+    );
+    write(
+        "ws/app/src/lib.rs",
+        "/// ```\n/// assert_eq!(app::value(), 42);\n/// ```\npub fn value() -> u32 { answer::answer!() }\npub const BY: &str = env!(\"BUILT_BY\");\n#[test]\nfn macro_and_script() { assert_eq!(value(), 42); assert_eq!(BY, \"build-script\"); }\n",
+    );
+    write(
+        "bad/Cargo.toml",
+        "[package]\nname = \"bad\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    );
+    write(
+        "bad/build.rs",
+        "fn main() { let r = std::process::Command::new(\"curl\").arg(\"--version\").status(); println!(\"cargo:warning=curl: {r:?}\"); if r.is_err() { panic!(\"curl did not start: {r:?}\"); } }\n",
+    );
+    write("bad/src/lib.rs", "pub fn f() {}\n");
+    let s = session(&sb).await;
+    let r = s
+        .call(
+            "run_command",
+            json!({"command": "cargo test --offline", "cwd": "ws"}),
+        )
+        .await;
+    assert_eq!(r["code"], "OK", "{r}");
+    assert_eq!(r["detail"]["exit_code"], 0, "{r}");
+    assert!(
+        r["detail"]["stdout"]
+            .as_str()
+            .unwrap()
+            .contains("test macro_and_script ... ok"),
+        "{r}"
+    );
+    // The doctest: rustdoc compiles, links and runs it from the call's TMPDIR.
+    assert!(
+        r["detail"]["stdout"]
+            .as_str()
+            .unwrap()
+            .contains("src/lib.rs - value (line 1) ... ok"),
+        "{r}"
+    );
+    if std::path::Path::new("/usr/bin/curl").exists() {
+        let r = s
+            .call(
+                "run_command",
+                json!({"command": "cargo build --offline", "cwd": "bad"}),
+            )
+            .await;
+        assert_ne!(r["detail"]["exit_code"], 0, "{r}");
+        let stderr = r["detail"]["stderr"].as_str().unwrap();
+        assert!(stderr.contains("Permission denied"), "{stderr}");
+        assert_eq!(r["detail"]["not_executable"], json!(["curl"]), "{r}");
+    }
+}
+
+/// git with its helpers: clone, fetch and push to a local remote (git-upload-pack and
+/// git-receive-pack, through sh) under the git profile.
+#[tokio::test(flavor = "multi_thread")]
+async fn git_clones_fetches_and_pushes_a_local_remote() {
+    if !present("git") {
+        return;
+    }
+    let sb = sandbox("\"echo\"", &["git"], "");
+    let text = std::fs::read_to_string(&sb.policy).unwrap();
+    std::fs::write(
+        &sb.policy,
+        format!(
+            "{text}\n[terminal.env]\nset = {{ GIT_AUTHOR_NAME = \"t\", GIT_AUTHOR_EMAIL = \"t@example.com\", GIT_COMMITTER_NAME = \"t\", GIT_COMMITTER_EMAIL = \"t@example.com\" }}\n"
+        ),
+    )
+    .unwrap();
+    let s = session(&sb).await;
+    let git = |cmd: &str, cwd: &str| {
+        let args = json!({"command": cmd, "cwd": cwd});
+        let s = &s;
+        async move { s.call("run_command", args).await }
+    };
+    for (cmd, cwd) in [
+        ("git init --bare -b main remote.git", "."),
+        ("git clone --no-local remote.git one", "."),
+        ("git commit --allow-empty -m first", "one"),
+        ("git push origin HEAD:main", "one"),
+        ("git clone --no-local remote.git two", "."),
+        ("git commit --allow-empty -m second", "two"),
+        ("git push origin HEAD:main", "two"),
+        ("git fetch origin", "one"),
+        ("git log --oneline origin/main", "one"),
+    ] {
+        let r = git(cmd, cwd).await;
+        assert_eq!(r["code"], "OK", "{cmd}: {r}");
+        assert_eq!(r["detail"]["exit_code"], 0, "{cmd}: {r}");
+        if cmd.starts_with("git log") {
+            let out = r["detail"]["stdout"].as_str().unwrap();
+            assert!(out.contains("second") && out.contains("first"), "{out}");
+        }
+    }
+}
+
+/// The same list binds a server run by an unprivileged user (uid 65534, in a user namespace
+/// of its own), with the system's python3.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unprivileged_server_holds_the_same_list() {
+    if !rustix::process::geteuid().is_root() {
+        skip("skipping: switching to an unprivileged user (setpriv --reuid=65534) needs root");
+        return;
+    }
+    let sb = Sandbox::with(
+        "\"python3\", \"ls\"",
+        "timeout_seconds = 20\nmax_output_bytes = 65536",
+        "closed",
+        "",
+    );
+    std::fs::create_dir_all(sb.jail.join("src")).unwrap();
+    sb.give_to(65534);
+    std::os::unix::fs::chown(sb.jail.join("src"), Some(65534), Some(65534)).unwrap();
+    let s = sb.session_as(65534).await;
+    let r = s.call("run_command", python(TRY_EACH)).await;
+    let out = r["detail"]["stdout"].as_str().unwrap_or_default();
+    assert!(out.contains("rm refused 13"), "{r}");
+    assert!(out.contains("sh refused 13"), "{r}");
+    assert!(out.contains("ls ran 0"), "{r}");
+    assert!(sb.jail.join("src").exists());
+    assert_eq!(r["detail"]["not_executable"], json!(["rm"]), "{r}");
+}
