@@ -70,6 +70,20 @@ pub struct ExecPlan {
     /// Egress: the proxy that serves this call's connections. `None` under egress means
     /// the call has no way out at all.
     pub egress: Option<Egress>,
+    /// A nested call's standard input, output and error: the descriptors of the command that
+    /// asked for it (through the server's shim), which the stages use instead of the
+    /// server's pipes. Nothing is captured then, and `stdin` is ignored.
+    pub stdio: Option<GivenStdio>,
+}
+
+/// Three descriptors a plan's stages read and write in place of the server's pipes.
+#[derive(Clone)]
+pub struct GivenStdio(pub std::sync::Arc<[std::os::fd::OwnedFd; 3]>);
+
+impl std::fmt::Debug for GivenStdio {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("GivenStdio")
+    }
 }
 
 /// The server's proxy, as the executor sees it: it hands over listening sockets that only

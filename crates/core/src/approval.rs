@@ -165,6 +165,12 @@ pub trait Approver: Send + Sync {
         &'a self,
         request: &'a ApprovalRequest,
     ) -> Pin<Box<dyn Future<Output = Outcome> + Send + 'a>>;
+
+    /// Whether it asks in the rounds of the request it was made for (MCP 2026-07-28), which
+    /// only that call's own approval can use: a nested call is not asked through it.
+    fn asks_in_rounds(&self) -> bool {
+        false
+    }
 }
 
 impl Outcome {

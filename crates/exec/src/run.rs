@@ -192,8 +192,15 @@ pub(crate) fn run_plan(
 ) -> Result<ExecOutcome, ExecFailure> {
     let deadline = Instant::now() + plan.timeout;
     let io = |e: std::io::Error| ExecFailure::Internal(e.to_string());
-    let (out_r, out_w) = pipe_with(PipeFlags::CLOEXEC).map_err(|e| io(e.into()))?;
-    let (err_r, err_w) = pipe_with(PipeFlags::CLOEXEC).map_err(|e| io(e.into()))?;
+    let (out_r, mut out_w) = pipe_with(PipeFlags::CLOEXEC).map_err(|e| io(e.into()))?;
+    let (err_r, mut err_w) = pipe_with(PipeFlags::CLOEXEC).map_err(|e| io(e.into()))?;
+    // A nested call writes where the command that asked for it writes: our pipes' write
+    // ends close here, so their read ends end at once and nothing is captured.
+    if let Some(given) = &plan.stdio {
+        let copy = |fd: &OwnedFd| fd.try_clone().map_err(io);
+        out_w = copy(&given.0[1])?;
+        err_w = copy(&given.0[2])?;
+    }
     for fd in [&out_r, &err_r] {
         set_nonblocking(fd).map_err(io)?;
     }
@@ -242,10 +249,13 @@ pub(crate) fn run_plan(
                 session_stdin = Some(w);
                 FirstStdin::Pipe(r)
             }
-            (None, 0) => plan
-                .stdin
-                .as_deref()
-                .map_or(FirstStdin::Null, FirstStdin::Bytes),
+            (None, 0) => match &plan.stdio {
+                Some(given) => FirstStdin::Pipe(given.0[0].try_clone().map_err(io)?),
+                None => plan
+                    .stdin
+                    .as_deref()
+                    .map_or(FirstStdin::Null, FirstStdin::Bytes),
+            },
             _ => FirstStdin::Null,
         };
         let wiring = Wiring {

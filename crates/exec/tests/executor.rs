@@ -71,6 +71,7 @@ fn plan(jail: &Path, pipelines: Vec<Vec<ExecStage>>, joins: Vec<Sequence>) -> Ex
         capture_limit: 1 << 20,
         observer: None,
         interactive: None,
+        stdio: None,
         egress: None,
     }
 }

@@ -12,6 +12,7 @@ mod cli;
 mod exit;
 mod mcp;
 mod runtime;
+mod shim;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -221,6 +222,10 @@ enum PolicyCmd {
 }
 
 fn main() -> ExitCode {
+    // Started inside a command's tree under a ruled program's name: the shim.
+    if let Some(code) = shim::run_if_shim() {
+        return code;
+    }
     let cli = Cli::parse();
     match cli.command {
         Cmd::Terminal { config, http } => cli::serve::serve_terminal(config.get(), http.as_deref()),

@@ -81,6 +81,9 @@ pub struct Attempt {
     /// How a person approved the call (approvals).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub approval: Option<Value>,
+    /// A nested call: the call whose command started it (through the server's shim).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
 }
 
 impl Attempt {
@@ -99,6 +102,7 @@ impl Attempt {
             confinement: None,
             caller: Caller::default(),
             approval: None,
+            parent: None,
         }
     }
 

@@ -130,8 +130,20 @@ fn which(env: &dyn Env, program: &str) -> Result<PathBuf, String> {
 /// Runs `program args` (found on the server's PATH, with the server's environment) and
 /// returns its trimmed standard output, or why not.
 fn ask(env: &dyn Env, program: &str, args: &[&str]) -> Result<String, String> {
-    let exe = which(env, program)?;
-    let mut child = std::process::Command::new(&exe)
+    ask_program(&which(env, program)?, args)
+}
+
+/// git's exec-path (its helper programs: `git-remote-https`, `git-upload-pack`), asked of
+/// the git at `git`: the one commands run, found on the policy's PATH.
+pub(super) fn git_exec_path(git: &Path) -> Result<PathBuf, String> {
+    existing_dir(ask_program(git, &["--exec-path"])?)
+}
+
+/// Runs `exe args` with the server's environment and returns its trimmed standard output,
+/// or why not.
+fn ask_program(exe: &Path, args: &[&str]) -> Result<String, String> {
+    let program = exe.display();
+    let mut child = std::process::Command::new(exe)
         .args(args)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())

@@ -509,6 +509,21 @@ impl Builder<'_> {
             }
         }
 
+        // git starts its own helpers from its exec-path (a local remote, HTTPS): allowlisted
+        // with or without the git profile, git's stages may execute them.
+        if allow.contains("git") && !deny.contains("git") {
+            let git = path.iter().map(|d| d.join("git")).find(|p| p.is_file());
+            if let Some(dir) = git.and_then(|g| super::discover::git_exec_path(&g).ok()) {
+                let dir = dir.to_string_lossy().into_owned();
+                super::checks::helper_entries(
+                    "git's exec-path",
+                    std::slice::from_ref(&dir),
+                    &jail_root,
+                    &deny,
+                )?;
+                expansion.helpers.push(("git".to_owned(), vec![dir]));
+            }
+        }
         let sb = raw.sandbox.unwrap_or_default();
         let network = network_policy(raw.network.unwrap_or_default(), sb.network)?;
         let offline = network.mode == crate::egress::NetworkMode::Off;

@@ -50,6 +50,9 @@ pub(super) const KNOWN_HELPERS: &[(&str, &[&str])] = &[
         ],
     ),
     ("make", &["sh"]),
+    // The shell git starts a local remote's "git-upload-pack '/path'" through; git's
+    // exec-path is asked of git itself at load.
+    ("git", &["sh"]),
 ];
 
 /// The names of the built-in profiles.

@@ -68,6 +68,13 @@ impl TerminalService {
             };
         }
         let ticket = |why: &str, prepared: &mut Prepared| {
+            if asking.nested {
+                prepared.attempt.approval = Some(not_asked_json(&reasons, "nested-no-ticket"));
+                return Err(refuse(format!(
+                    "{}; a command started it, and {why}: a ticket could not be given to it. Run it as a call of its own (run_command), where it can be approved",
+                    reasons.join("; ")
+                )));
+            }
             let request = crate::tickets::TicketRequest {
                 tool,
                 shown: prepared.argv.clone(),

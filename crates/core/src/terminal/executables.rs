@@ -20,7 +20,9 @@ const EXEC_REFUSED: &[&str] = &["Permission denied", "EACCES", "os error 13"];
 
 /// What commands may execute under the exec allowlist (`None` when it is off): each
 /// allowlisted program not denied, as the PATH resolves it (the path a stage's plan holds),
-/// the operator's helpers, and each program's own helpers from its profiles.
+/// the operator's helpers, and each program's own helpers from its profiles. A program with
+/// argument rules ([`ruled`]) is left out of what every stage may execute: only its own
+/// stages run it directly, and a command reaches it through the server's shim.
 pub fn executables(policy: &TerminalPolicy) -> Option<Executables> {
     let exec = &policy.sandbox.exec;
     if !exec.enabled {
@@ -33,23 +35,27 @@ pub fn executables(policy: &TerminalPolicy) -> Option<Executables> {
             resolve_program(&policy.path, name)
         }
     };
+    let ruled = ruled(policy);
     let allowed = || policy.allow.iter().filter(|n| !policy.deny.contains(*n));
     let every = allowed()
+        .filter(|n| !ruled.contains(n))
         .filter_map(|n| find(n))
         .chain(exec.helpers.iter().filter_map(|h| find(h)))
         .collect();
     let mut helpers: Vec<(PathBuf, Vec<PathBuf>)> = Vec::new();
-    for (command, own) in &exec.by_command {
+    let own = ruled.iter().map(|n| (n, vec![n.clone()]));
+    let profiles = exec.by_command.iter().map(|(c, h)| (c, h.clone()));
+    for (command, list) in own.chain(profiles) {
         if !allowed().any(|n| n == command) {
             continue;
         }
         let Some(program) = find(command) else {
             continue;
         };
-        let own = own.iter().filter_map(|h| find(h));
+        let list = list.iter().filter_map(|h| find(h));
         match helpers.iter_mut().find(|(p, _)| *p == program) {
-            Some((_, list)) => list.extend(own),
-            None => helpers.push((program, own.collect())),
+            Some((_, known)) => known.extend(list),
+            None => helpers.push((program, list.collect())),
         }
     }
     Some(Executables {
@@ -57,6 +63,26 @@ pub fn executables(policy: &TerminalPolicy) -> Option<Executables> {
         helpers,
         path: policy.path.clone(),
     })
+}
+
+/// The allowlisted programs that have argument rules (`deny_args` or `confirm_args`, the
+/// operator's or a profile's): what a command starts of them goes through the server, which
+/// judges it as a call of its own. Empty where the exec allowlist is off or nothing is
+/// confined (sandbox mode off), since then nothing would keep a command from the program.
+pub fn ruled(policy: &TerminalPolicy) -> Vec<String> {
+    if !policy.sandbox.exec.enabled || policy.sandbox.mode == crate::config::SandboxMode::Off {
+        return Vec::new();
+    }
+    let mut names: Vec<String> = policy
+        .rules
+        .iter()
+        .filter(|r| !r.deny_args.is_empty() || !r.confirm_args.is_empty())
+        .map(|r| r.command.clone())
+        .filter(|c| policy.allow.contains(c) && !policy.deny.contains(c))
+        .collect();
+    names.sort();
+    names.dedup();
+    names
 }
 
 /// When a failed run looks refused an exec by the allowlist: the programs stderr names that

@@ -70,6 +70,7 @@ impl TerminalService {
             timeout,
             cwd,
             confinement,
+            route: _route,
         } = prepared;
         // The record is made durable while the executor forks and confines the children;
         // they wait at a gate and exec only once this resolves to true.

@@ -17,15 +17,17 @@ mod describe;
 mod executables;
 mod flow;
 mod limits;
+mod nested_calls;
 mod prepare;
 pub mod process;
 mod result;
 mod service;
 
+pub use nested_calls::NestedAsk;
 pub use safe_mcp_contract::{
     Cancel, ConfinementReport, ConfinementSpec, ConfinementSummary, Durable, Egress, EgressGate,
-    ExecFailure, ExecFuture, ExecOutcome, ExecPlan, ExecStage, Executor, Observer, OutputObserver,
-    OutputStream, ProcessLimits, StageOutcome,
+    ExecFailure, ExecFuture, ExecOutcome, ExecPlan, ExecStage, Executor, GivenStdio, Observer,
+    OutputObserver, OutputStream, ProcessLimits, StageOutcome,
 };
 pub use service::{
     CommandInput, EgressProvider, MAX_STDIN_BYTES, REDACTION_SLACK_BYTES, RunRequest, ServiceError,

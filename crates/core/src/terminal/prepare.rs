@@ -24,6 +24,8 @@ pub(super) struct Prepared {
     pub(super) cwd: PathBuf,
     /// The confinement the executor applies, typed (the attempt record has it as JSON).
     pub(super) confinement: ConfinementSummary,
+    /// The call's token for nested calls, registered until this drops.
+    pub(super) route: Option<super::service::Route>,
 }
 
 /// How a call may be approved: through the client (`approver`), or with a ticket, which is
@@ -33,6 +35,9 @@ pub(super) struct Asking {
     pub(super) approver: Option<crate::approval::AskPerson>,
     pub(super) session: String,
     pub(super) ticket: Option<String>,
+    /// A nested call, which can be approved only through the client, never by a ticket
+    /// (nothing could repeat it with one).
+    pub(super) nested: bool,
 }
 
 /// How a call ends before it runs.
@@ -57,6 +62,7 @@ impl TerminalService {
         let mut attempt = Attempt::new(call, tool, self.redactor.redact(&req.command.display()));
         attempt.cwd = req.cwd.clone();
         attempt.caller = req.caller.clone();
+        attempt.parent = req.parent.as_ref().map(|(parent, _)| parent.clone());
 
         let list = match req.command.parse() {
             Ok(list) => list,
@@ -121,17 +127,26 @@ impl TerminalService {
         let limit = self.policy.limits.timeout_seconds;
         let timeout = req.timeout_seconds.map_or(limit, |t| t.min(limit));
         let cwd = approved.cwd.clone();
+        let mut env = self.env.clone();
+        // Where this call's commands reach the ruled programs: the server, with the call's
+        // token.
+        let route = self.nested_route(call, &req);
+        if let (Some(shims), Some(route)) = (&self.nested, &route) {
+            let value = format!("{}@{}", route.token, shims.socket().display());
+            env.push((crate::nested::NESTED_VARIABLE.to_owned(), value));
+        }
         let plan = ExecPlan {
             pipelines: approved.pipelines,
             joins: approved.joins,
             cwd: approved.cwd,
-            env: self.env.clone(),
+            env,
             stdin: req.stdin.map(String::into_bytes),
             timeout: Duration::from_secs(timeout),
             capture_limit: self.capture_limit(),
             observer: req.observer,
             interactive: None,
             egress: self.egress.as_ref().map(|p| p.for_call(call)),
+            stdio: req.parent.map(|(_, stdio)| stdio),
         };
         Ok(Prepared {
             decision,
@@ -141,6 +156,7 @@ impl TerminalService {
             timeout,
             cwd,
             confinement,
+            route,
         })
     }
 
@@ -159,6 +175,7 @@ impl TerminalService {
             approver: req.approver.clone(),
             session: req.session.clone(),
             ticket: req.approval_ticket.clone(),
+            nested: req.parent.is_some(),
         };
         let mut prepared = self.prepare(call, tool, req, executor)?;
         if let Some(why) = self.gate.log().shipping_refusal() {

@@ -101,7 +101,10 @@ impl TerminalService {
             Err(Early::Internal(result)) => return Err(result),
         };
         let Prepared {
-            attempt, mut plan, ..
+            attempt,
+            mut plan,
+            route,
+            ..
         } = prepared;
         let session = match self.sessions.create(
             owner,
@@ -128,6 +131,8 @@ impl TerminalService {
         plan.interactive = Some(Interactive(Arc::clone(&session) as _));
         let (me, s) = (Arc::clone(self), Arc::clone(&session));
         let run = Box::pin(async move {
+            // The session's nested calls are routed while it runs.
+            let _route = route;
             let admit = Arc::clone(&me);
             let durable = Box::pin(async move { admit.gate.admit(&attempt).is_ok() });
             let egress = plan.egress.clone();

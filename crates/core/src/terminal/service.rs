@@ -2,6 +2,9 @@
 //! egress), how it is built from a policy, and what the transports read of it. The request
 //! flow that uses them is in the sibling modules.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
 use crate::audit::{Attempt, AuditLog, CallId, Caller, Gate, Server};
 use crate::config::{Policy, TerminalPolicy};
 use crate::envelope::OperationResult;
@@ -63,6 +66,9 @@ pub struct RunRequest {
     pub session: String,
     /// A ticket a person approved for this exact call (`safe-mcp approvals approve`).
     pub approval_ticket: Option<String>,
+    /// A nested call: the call whose command asked for it, and that command's standard
+    /// descriptors, which its stages use.
+    pub parent: Option<(String, safe_mcp_contract::GivenStdio)>,
 }
 
 use safe_mcp_contract::{ConfinementSpec, Observer, ProcessLimits};
@@ -96,6 +102,61 @@ pub fn confinement_spec(policy: &TerminalPolicy) -> ConfinementSpec {
     }
 }
 
+/// The nested calls' tokens ([`super::nested_calls`]): kept here, with the service that
+/// holds them.
+/// Who a token's nested calls are for: the call whose command asks, and how it was asked.
+#[derive(Clone)]
+pub(super) struct NestedCaller {
+    pub(super) parent: String,
+    pub(super) caller: crate::audit::Caller,
+    pub(super) session: String,
+    pub(super) approver: Option<crate::approval::AskPerson>,
+}
+
+/// The tokens of the calls now running.
+#[derive(Default)]
+pub(super) struct NestedCalls(pub(super) Arc<Mutex<HashMap<String, NestedCaller>>>);
+
+impl std::fmt::Debug for NestedCalls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("NestedCalls")
+    }
+}
+
+/// A registered token; dropping it ends the route.
+pub(super) struct Route {
+    pub(super) calls: Arc<Mutex<HashMap<String, NestedCaller>>>,
+    pub(super) token: String,
+}
+
+impl Drop for Route {
+    fn drop(&mut self) {
+        if let Ok(mut calls) = self.calls.lock() {
+            calls.remove(&self.token);
+        }
+    }
+}
+
+/// The shims of the programs with argument rules, beneath the server's temporary directory,
+/// linking to this binary (`None` when no program is ruled).
+fn nested_shims(
+    policy: &TerminalPolicy,
+) -> Result<Option<crate::nested::NestedShims>, crate::nested::ShimError> {
+    let names = super::executables::ruled(policy);
+    if names.is_empty() {
+        return Ok(None);
+    }
+    let tmp = std::env::temp_dir();
+    let exe = std::env::current_exe().map_err(|e| crate::nested::ShimError {
+        parent: tmp.clone(),
+        message: format!("this server's own binary: {e}"),
+    })?;
+    let writable: Vec<&std::path::Path> = std::iter::once(policy.jail_root.as_path())
+        .chain(policy.write_paths.iter().map(std::path::PathBuf::as_path))
+        .collect();
+    crate::nested::NestedShims::create(&tmp, &exe, &names, &writable).map(Some)
+}
+
 /// Why the service could not be built.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -112,6 +173,9 @@ pub enum ServiceError {
     /// The commands' HOME could not be made.
     #[error(transparent)]
     Home(#[from] crate::home::HomeError),
+    /// The nested-call shims could not be made.
+    #[error(transparent)]
+    Shims(#[from] crate::nested::ShimError),
 }
 
 /// The terminal server's core: every rule, no transport.
@@ -134,6 +198,11 @@ pub struct TerminalService {
     pub(super) egress: Option<std::sync::Arc<dyn EgressProvider>>,
     /// Approval tickets for clients that cannot be asked ([`crate::tickets`]).
     pub(super) tickets: std::sync::Arc<crate::tickets::Tickets>,
+    /// Where the programs with argument rules are reached from inside a command's tree,
+    /// when there are any ([`crate::nested`]).
+    pub(super) nested: Option<crate::nested::NestedShims>,
+    /// The tokens of the running calls whose commands may make nested calls.
+    pub(super) nested_calls: NestedCalls,
 }
 
 /// Makes the proxy of one call (egress, DESIGN §9): the proxy of `safe_mcp_proxy`, which
@@ -172,6 +241,12 @@ impl TerminalService {
             .collect::<Vec<_>>()
             .join(":");
         let home = PrivateHome::create(&std::env::temp_dir(), &terminal.jail_root)?;
+        let nested = nested_shims(&terminal)?;
+        // The shims first: a command that starts a ruled program by name reaches the server.
+        let path = match &nested {
+            Some(shims) => format!("{}:{path}", shims.bin().display()),
+            None => path,
+        };
         let mut env = vec![
             ("PATH".to_owned(), path),
             // Not the jail: an rc file the model writes there must not configure the next
@@ -225,7 +300,14 @@ impl TerminalService {
             protected: std::sync::OnceLock::new(),
             egress,
             tickets: std::sync::Arc::new(crate::tickets::Tickets::new(terminal_ticket_ttl)),
+            nested,
+            nested_calls: Default::default(),
         })
+    }
+
+    /// The nested-call shims, when some allowlisted program has argument rules.
+    pub fn nested_shims(&self) -> Option<&crate::nested::NestedShims> {
+        self.nested.as_ref()
     }
 
     /// The confinement this server's commands get: the policy's, plus read access to
@@ -233,6 +315,15 @@ impl TerminalService {
     pub fn confinement_spec(&self) -> ConfinementSpec {
         let mut spec = confinement_spec(&self.policy);
         spec.home = Some(self.home.path().to_path_buf());
+        // The shims are read and executed like a program of the list: their directory is
+        // in the view, the binary they link to executable by every stage.
+        if let Some(shims) = &self.nested {
+            spec.read_paths.push(shims.dir().to_path_buf());
+            spec.read_paths.push(shims.exe().to_path_buf());
+            if let Some(list) = spec.executables.as_mut() {
+                list.every.push(shims.exe().to_path_buf());
+            }
+        }
         if let Some(plan) = self.protected.get() {
             spec.read_only_files.extend(plan.read_only.iter().cloned());
             spec.pinned_dirs.extend(plan.pinned.iter().cloned());

@@ -79,6 +79,8 @@ pub(crate) fn serve_terminal(config: Option<&Path>, http: Option<&str>) -> ExitC
         None => None,
     };
     let executor: Arc<dyn safe_mcp_core::terminal::Executor> = Arc::new(executor);
+    // Where commands reach the programs with argument rules (nested calls).
+    mcp::nested::listen(&service, &executor);
     let make = {
         let (service, executor, runs) = (Arc::clone(&service), executor, Arc::clone(&runs));
         move |calls| {

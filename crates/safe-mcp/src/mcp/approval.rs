@@ -66,6 +66,10 @@ impl Approver for ClientApprover {
             }
         })
     }
+
+    fn asks_in_rounds(&self) -> bool {
+        self.rounds.is_some()
+    }
 }
 
 /// MCP 2026-07-28: the form goes back in the call's result, the answer comes with its

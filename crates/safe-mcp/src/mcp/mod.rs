@@ -11,6 +11,7 @@ pub mod expose;
 pub mod file_tools;
 pub mod files;
 pub mod mrtr;
+pub mod nested;
 pub mod progress;
 pub mod stdio;
 pub mod terminal;

@@ -340,6 +340,7 @@ impl TerminalServer {
             caller: caller.clone(),
             session: self.session_for(&context),
             approval_ticket: args.approval_ticket,
+            parent: None,
         };
         let (session, run) = match self
             .service
@@ -572,6 +573,7 @@ impl TerminalServer {
             caller: caller.clone(),
             session: self.session_for(&context),
             approval_ticket: args.approval_ticket,
+            parent: None,
         };
         let cancel = Box::pin(context.ct.clone().cancelled_owned());
         let result = self.service.run(req, self.executor.as_ref(), cancel).await;

@@ -297,3 +297,221 @@ async fn an_unprivileged_server_holds_the_same_list() {
     assert!(sb.jail.join("src").exists());
     assert_eq!(r["detail"]["not_executable"], json!(["rm"]), "{r}");
 }
+
+/// `git` in `dir` for the test's own setup, outside the server, without the user's config.
+fn host_git(dir: &std::path::Path, args: &[&str]) {
+    let st = std::process::Command::new("git")
+        .args([
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "user.name=t",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .status()
+        .unwrap();
+    assert!(st.success(), "git {args:?}");
+}
+
+/// A jail with `remote.git` (bare, one commit on main) and `work`, its clone with one commit
+/// more, for a nested push.
+fn with_remote(sb: &Sandbox) -> String {
+    host_git(&sb.jail, &["init", "-q", "--bare", "remote.git"]);
+    host_git(&sb.jail, &["clone", "-q", "remote.git", "work"]);
+    let work = sb.jail.join("work");
+    host_git(&work, &["commit", "-q", "--allow-empty", "-m", "first"]);
+    host_git(&work, &["push", "-q", "origin", "HEAD:main"]);
+    host_git(&work, &["commit", "-q", "--allow-empty", "-m", "second"]);
+    work.display().to_string()
+}
+
+/// The remote's main, as the host's git reads it.
+fn remote_head(sb: &Sandbox) -> String {
+    let out = std::process::Command::new("git")
+        .args(["--git-dir", "remote.git", "log", "--format=%s", "main"])
+        .current_dir(&sb.jail)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// A Python script that runs `git <args>` from `work` and prints what it exited with.
+fn nested_git(work: &str, args: &[&str]) -> Value {
+    let argv: Vec<String> = std::iter::once("git")
+        .chain(args.iter().copied())
+        .map(|a| format!("{a:?}"))
+        .collect();
+    let script = format!(
+        "import subprocess, sys\nr = subprocess.run([{}], cwd={work:?})\nprint('exit', r.returncode)\n",
+        argv.join(", ")
+    );
+    json!({"command": ["python3", "-c", script]})
+}
+
+/// Item 2: a program with argument rules (git: `push --force` denied, `push` confirmed) is
+/// reached from inside a command only through the server. A Python script's `git push
+/// --force` meets the deny rule, its `git push` waits for the person (the client's form) and
+/// runs once approved, and both are recorded as nested calls of the script's call. With the
+/// list off, the same forced push goes through: what the shim closes.
+#[tokio::test(flavor = "multi_thread")]
+async fn nested_calls_meet_the_rules_and_approvals_of_a_call() {
+    use super::approvals::{Client, Reply};
+    if !present("git") || !present("python3") {
+        return;
+    }
+    let rules = "[[terminal.rules]]\ncommand = \"git\"\nconfirm_args = [\"push\"]\nreason = \"a push needs a person\"\n";
+    let sb = Sandbox::with(
+        &format!("{}, \"python3\"", super::support::DEFAULT_ALLOW),
+        "timeout_seconds = 60\nmax_output_bytes = 65536",
+        "closed",
+        rules,
+    );
+    let work = with_remote(&sb);
+    let c = Client::start(&sb, Reply::Accept(true), true, false).await;
+
+    let forced = c
+        .call(
+            "run_command",
+            nested_git(&work, &["push", "--force", "origin", "HEAD:main"]),
+        )
+        .await;
+    let stderr = forced["detail"]["stderr"].as_str().unwrap_or_default();
+    assert!(
+        forced["detail"]["stdout"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("exit 126"),
+        "{forced}"
+    );
+    assert!(
+        stderr.contains("`git` was not run (POLICY_DENIED)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("push --force"), "{stderr}");
+    assert_eq!(remote_head(&sb).lines().next(), Some("first"));
+    assert!(c.asked().is_empty(), "a denied push asks nobody");
+
+    let pushed = c
+        .call(
+            "run_command",
+            nested_git(&work, &["push", "origin", "HEAD:main"]),
+        )
+        .await;
+    assert!(
+        pushed["detail"]["stdout"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("exit 0"),
+        "{pushed}"
+    );
+    assert_eq!(c.asked().len(), 1, "the person was asked once");
+    assert_eq!(remote_head(&sb).lines().next(), Some("second"));
+
+    // The trail: each nested call is an attempt of its own, naming the script's call.
+    let records = sb.audit_records();
+    let scripts: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["kind"] == "attempt" && r["argv"][0][0] == "python3")
+        .collect();
+    let nested: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["kind"] == "attempt" && r["argv"][0][0] == "git")
+        .collect();
+    assert_eq!(nested.len(), 2, "{nested:?}");
+    assert_eq!(nested[0]["parent"], scripts[0]["call"], "{nested:?}");
+    assert_eq!(nested[0]["verdict"], "POLICY_DENIED");
+    assert_eq!(nested[1]["parent"], scripts[1]["call"]);
+    assert_eq!(
+        nested[1]["approval"]["decision"], "approved",
+        "{:?}",
+        nested[1]
+    );
+
+    // git itself by its path, not its name, is not executable in the script's tree.
+    let git = std::process::Command::new("sh")
+        .args(["-c", "command -v git"])
+        .output()
+        .unwrap();
+    let git = String::from_utf8_lossy(&git.stdout).trim().to_owned();
+    let direct = c
+        .call(
+            "run_command",
+            json!({"command": ["python3", "-c", format!("import subprocess; subprocess.run([{git:?}, 'status'])")]}),
+        )
+        .await;
+    assert!(
+        direct["detail"]["stderr"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Permission denied"),
+        "{direct}"
+    );
+    drop(c);
+
+    // On MCP 2026-07-28 a call is approved in its own rounds, which a nested call has none
+    // of: it is refused with what to do instead, and the script's call ends as it would.
+    let newer = Client::start_speaking(
+        &sb,
+        Reply::Accept(true),
+        true,
+        false,
+        rmcp::model::ProtocolVersion::V_2026_07_28,
+    )
+    .await;
+    let r = newer
+        .call(
+            "run_command",
+            nested_git(&work, &["push", "origin", "HEAD:main"]),
+        )
+        .await;
+    let stderr = r["detail"]["stderr"].as_str().unwrap_or_default();
+    assert!(
+        r["detail"]["stdout"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("exit 126"),
+        "{r}"
+    );
+    assert!(stderr.contains("Run it as a call of its own"), "{stderr}");
+    drop(newer);
+
+    // The control: with the list off nothing routes git, and the forced push goes through.
+    let off = Sandbox::with(
+        &format!("{}, \"python3\"", super::support::DEFAULT_ALLOW),
+        "timeout_seconds = 60\nmax_output_bytes = 65536",
+        "closed",
+        &format!("{rules}\n[terminal.sandbox]\nexec_allowlist = false\n"),
+    );
+    let work = with_remote(&off);
+    host_git(
+        std::path::Path::new(&work),
+        &[
+            "commit",
+            "-q",
+            "--amend",
+            "--allow-empty",
+            "-m",
+            "rewritten",
+        ],
+    );
+    let c = Client::start(&off, Reply::Accept(true), true, false).await;
+    let forced = c
+        .call(
+            "run_command",
+            nested_git(&work, &["push", "--force", "-q", "origin", "HEAD:main"]),
+        )
+        .await;
+    assert!(
+        forced["detail"]["stdout"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("exit 0"),
+        "{forced}"
+    );
+    assert_eq!(remote_head(&off).lines().next(), Some("rewritten"));
+}

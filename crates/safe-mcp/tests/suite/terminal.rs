@@ -343,7 +343,9 @@ async fn environment_is_scrubbed() {
                 "GIT_TERMINAL_PROMPT",
                 "TMPDIR",
                 "TMP",
-                "TEMP"
+                "TEMP",
+                // Where the shims reach the server (the sandbox's git has argument rules).
+                "SAFE_MCP_NESTED"
             ]
             .contains(k),
             "{k} leaked: {out}"
