@@ -115,6 +115,9 @@ pub struct ConfinementSpec {
     pub pinned_dirs: Vec<PathBuf>,
     /// Whether files inside the jail may be executed.
     pub exec_in_jail: bool,
+    /// `[terminal.audit] exec_log`: every program a command's tree executes is noted for
+    /// the call's outcome record.
+    pub exec_log: bool,
     /// Whether commands get a private view of the machine.
     pub namespaces: NamespaceMode,
     /// The commands' HOME (read-only), when the server made one.
@@ -230,6 +233,9 @@ pub struct SeccompReport {
     pub sysv_ipc: &'static str,
     /// Executable memfds: allowed with `exec_in_jail`, else `memfd_create` must seal.
     pub memfd: &'static str,
+    /// Whether each `execve` and `execveat` is told to the server's exec log
+    /// (`[terminal.audit] exec_log`).
+    pub exec_log: bool,
 }
 
 /// The limits in force.

@@ -35,6 +35,6 @@ pub use confinement::{
 };
 pub use plan::{
     Cancel, Durable, Egress, EgressGate, ExecFailure, ExecFuture, ExecOutcome, ExecPlan, ExecStage,
-    Executor, GivenStdio, Interactive, InteractiveIo, Observer, OutputObserver, OutputStream,
-    Sequence, StageOutcome,
+    ExecutedProgram, Executor, GivenStdio, Interactive, InteractiveIo, Observer, OutputObserver,
+    OutputStream, Sequence, StageOutcome,
 };

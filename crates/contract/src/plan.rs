@@ -199,6 +199,23 @@ pub struct ExecOutcome {
     pub cancelled: bool,
     /// The command's memory cgroup hit its limit and the kernel killed a process of it.
     pub memory_limit_hit: bool,
+    /// With the exec log on: every program the tree executed, in order per stage, at most
+    /// a bound's worth.
+    pub executed: Vec<ExecutedProgram>,
+    /// Programs executed past that bound, counted only.
+    pub executed_dropped: u64,
+}
+
+/// One `execve` (or `execveat`) of a command's tree, as the exec log saw it: a log, not a
+/// decision (the path was read from the process's memory as the call began).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ExecutedProgram {
+    /// The process's pid in its own pid namespace.
+    pub pid: i64,
+    /// The path it asked to execute, as given (a relative one stays relative).
+    pub path: String,
+    /// Its `argv[0]`.
+    pub argv0: String,
 }
 
 /// Why the executor could not run the plan. Exhaustive on purpose: the core maps each

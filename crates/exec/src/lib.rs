@@ -25,6 +25,7 @@
 
 pub mod confine;
 mod egress;
+mod execlog;
 mod inner;
 pub mod reap;
 mod run;

@@ -144,6 +144,8 @@ struct Stage {
     index: usize,
     /// Egress's namespace tier: the proxy serving this stage's network namespace.
     _egress: Option<Box<dyn Send>>,
+    /// The exec log's watch of the stage's tree.
+    watch: Option<crate::execlog::Watch>,
 }
 
 /// How a stage ended: its exit code, or the signal that killed it.
@@ -310,6 +312,15 @@ pub(crate) fn run_plan(
             let o = &mut outcome.stages[s.index];
             o.exit_code = exit.code;
             o.signal = exit.signal;
+        }
+        // What each stage's tree executed, now that it is gone.
+        for s in &mut stages {
+            if let Some(watch) = s.watch.take() {
+                let (seen, more) = watch.finish();
+                let room = crate::execlog::MAX_RECORDS.saturating_sub(outcome.executed.len());
+                outcome.executed_dropped += more + seen.len().saturating_sub(room) as u64;
+                outcome.executed.extend(seen.into_iter().take(room));
+            }
         }
         status = stages.last().map(|s| {
             let o = &outcome.stages[s.index];
@@ -479,6 +490,13 @@ fn spawn_stages(
             Some(w)
         };
         let stage_env = merge_env(&plan.env, &stage.env);
+        // Made before the clone: the command's own exec waits for its thread.
+        let mut watch = if confinement.exec_log() {
+            Some(crate::execlog::Watch::start().map_err(io)?)
+        } else {
+            None
+        };
+        let exec_log = watch.as_ref().map_or(-1, crate::execlog::Watch::child_fd);
         let spawned = reap::spawn_registered(|| {
             spawn::spawn(&StageSpawn {
                 program: &stage.program,
@@ -495,11 +513,15 @@ fn spawn_stages(
                 confinement,
                 call,
                 exec_group: confinement.exec_group(&stage.program),
+                exec_log,
                 keep_death_signal: plan.interactive.is_some(),
                 gate: gate.as_fd(),
                 gate_writer,
             })
         });
+        if let Some(watch) = &mut watch {
+            watch.spawned();
+        }
         let child = match spawned {
             Ok(child) => child,
             Err(e) => return Err(spawn_failure(&stage.argv[0], &e)),
@@ -517,6 +539,7 @@ fn spawn_stages(
             pgid: Pid::from_raw(child.pgid).unwrap_or(child.pid),
             init: child.init,
             _egress: egress,
+            watch,
             exited: false,
             index: base + k,
         });

@@ -31,6 +31,7 @@ fn spec(jail: &Path) -> ConfinementSpec {
         read_only_files: Vec::new(),
         pinned_dirs: Vec::new(),
         exec_in_jail: false,
+        exec_log: false,
         namespaces: NamespaceMode::Auto,
         home: None,
         limits: ProcessLimits {

@@ -143,6 +143,13 @@ async fn main() {
     // list of 17 programs (the readonly profile), each a Landlock rule of its own per call.
     let exec_off = write_policy(dir.path(), "exec-off", "", "exec_allowlist = false");
     let many = write_policy(dir.path(), "many", "\"readonly\"", "");
+    // The exec log: each exec told to a thread of the server.
+    let logged = write_policy(
+        dir.path(),
+        "logged",
+        "",
+        "[terminal.audit]\nexec_log = true",
+    );
     println!("safe-mcp round-trip benchmark: {n} calls per row, one stdio session per mode\n");
 
     let (on, pid) = connect(&enforce).await;
@@ -150,6 +157,7 @@ async fn main() {
     let (off, _) = connect(&off_policy).await;
     let (no_list, _) = connect(&exec_off).await;
     let (long_list, _) = connect(&many).await;
+    let (exec_logged, _) = connect(&logged).await;
     let explain = json!({"command": "echo hi"});
     let run = json!({"command": "echo hi"});
     // The file tools beside run_command: an edit that flips one line back and forth (a
@@ -175,11 +183,12 @@ async fn main() {
         timed_call(&off, "run_command", &run).await;
         timed_call(&no_list, "run_command", &run).await;
         timed_call(&long_list, "run_command", &run).await;
+        timed_call(&exec_logged, "run_command", &run).await;
     }
     // Ten rounds of back-to-back blocks, one block per row per round: every row sees the
     // same stretches of this noisy machine, so the ratios compare like with like, and each
     // call still follows one of its own kind, as in a session that is in use.
-    let mut rows: [Vec<Duration>; 11] = Default::default();
+    let mut rows: [Vec<Duration>; 12] = Default::default();
     let mut trail = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -222,6 +231,9 @@ async fn main() {
         for _ in 0..block {
             rows[10].push(timed_call(&long_list, "run_command", &run).await);
         }
+        for _ in 0..block {
+            rows[11].push(timed_call(&exec_logged, "run_command", &run).await);
+        }
     }
     // An agent's calls come with pauses between them: the first call after an idle spell
     // is what a user waits for most often.
@@ -257,6 +269,7 @@ async fn main() {
     off.cancel().await.unwrap();
     no_list.cancel().await.unwrap();
     long_list.cancel().await.unwrap();
+    exec_logged.cancel().await.unwrap();
     let [
         base,
         forked,
@@ -269,6 +282,7 @@ async fn main() {
         read_rows,
         run_no_list,
         run_long_list,
+        run_logged,
     ] = rows;
     let base_p50 = row("baseline: spawn /bin/echo from Rust", base);
     row("baseline: same, with a pre_exec hook (fork)", forked);
@@ -285,6 +299,7 @@ async fn main() {
         "run_command(\"echo hi\"), enforce, 17 programs allowlisted",
         run_long_list,
     );
+    let logged_p50 = row("run_command(\"echo hi\"), enforce, exec log on", run_logged);
     let edit_p50 = row(
         "edit_file (one line of 41, attempt durable, atomic write)",
         edited,
@@ -327,6 +342,10 @@ async fn main() {
         "exec allowlist adds (p50, 1 program / 17 programs, against the list off): {:.3} ms / {:.3} ms",
         on_p50 - no_list_p50,
         long_list_p50 - no_list_p50
+    );
+    println!(
+        "exec log adds (p50, against the same policy without it): {:.3} ms",
+        logged_p50 - on_p50
     );
     println!(
         "16 in flight, enforce: {:.0} calls/s; CPU per call (server + command) {:.2} ms, so {cores} cores allow at most {:.0} calls/s",

@@ -144,6 +144,10 @@ pub struct Outcome {
     /// The file tools: the written file's SHA-256 and size.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub file: Option<Value>,
+    /// `[terminal.audit] exec_log`: what the command's tree executed (`programs`: pid in
+    /// its namespace, path, `argv[0]`; `dropped`: how many more).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub executed: Option<Value>,
     /// Who asked.
     #[serde(flatten)]
     pub caller: Caller,
@@ -163,6 +167,7 @@ impl Outcome {
             cancelled: false,
             session_end: None,
             file: None,
+            executed: None,
             caller: Caller::default(),
         }
     }

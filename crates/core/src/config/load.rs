@@ -137,6 +137,7 @@ impl Builder<'_> {
                 protected_paths: None,
                 unprotected_paths: None,
                 files: None,
+                audit: None,
                 sessions: None,
                 network: None,
                 approvals: None,
@@ -605,6 +606,7 @@ impl Builder<'_> {
             });
         }
         Ok(TerminalPolicy {
+            exec_log: raw.audit.and_then(|a| a.exec_log).unwrap_or(false),
             jail_root,
             write_paths,
             protected,

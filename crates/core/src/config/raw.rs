@@ -112,6 +112,14 @@ pub(super) struct RawTerminal {
     pub(super) sessions: Option<super::types::SessionSettings>,
     pub(super) network: Option<RawNetwork>,
     pub(super) approvals: Option<RawApprovals>,
+    pub(super) audit: Option<RawTerminalAudit>,
+}
+
+/// `[terminal.audit]`.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTerminalAudit {
+    pub(super) exec_log: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, Default)]

@@ -188,6 +188,9 @@ pub struct ExtraPattern {
 pub struct TerminalPolicy {
     /// The jail root, canonical.
     pub jail_root: PathBuf,
+    /// `[terminal.audit] exec_log`: each call's outcome record lists the programs its
+    /// commands executed.
+    pub exec_log: bool,
     /// `[terminal.limits]`.
     pub limits: Limits,
     /// Allowlisted program names.

@@ -42,6 +42,7 @@ impl TerminalService {
                 outcome.exit_code = facts.exit_code;
                 outcome.output = facts.output;
                 outcome.cancelled = facts.cancelled;
+                outcome.executed = facts.executed;
                 self.gate.finish(&outcome);
                 result
             }

@@ -142,6 +142,7 @@ impl TerminalService {
             if let Some(e) = &egress {
                 e.0.finish().await;
             }
+            let executed = result.as_ref().ok().and_then(|o| me.executed(o));
             let (end, exit_code) = match result {
                 Ok(outcome) => {
                     // The session's own wall clock is its EndedBy::Timeout; any other limit
@@ -172,6 +173,7 @@ impl TerminalService {
             outcome.reason = Some(result.reason.clone());
             outcome.exit_code = exit_code;
             outcome.session_end = Some(end.how);
+            outcome.executed = executed;
             me.gate.finish(&outcome);
         });
         Ok((session, run))

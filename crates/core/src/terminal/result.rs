@@ -16,16 +16,38 @@ use crate::redact::Redactor;
 use crate::syntax::SyntaxError;
 
 /// What the outcome record says of a command beyond its code.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub(super) struct RunFacts {
     pub(super) exit_code: Option<i32>,
     pub(super) output: Option<OutputCounts>,
     pub(super) cancelled: bool,
+    /// The exec log's list, for the outcome record.
+    pub(super) executed: Option<Value>,
 }
 
 pub(super) const RUN: &str = "run_command";
 
 impl TerminalService {
+    /// With `[terminal.audit] exec_log`: what the tree executed, redacted, for the outcome
+    /// record.
+    pub(super) fn executed(&self, out: &ExecOutcome) -> Option<Value> {
+        if !self.policy.exec_log {
+            return None;
+        }
+        let programs: Vec<Value> = out
+            .executed
+            .iter()
+            .map(|p| {
+                json!({
+                    "pid": p.pid,
+                    "path": self.redactor.redact(&p.path),
+                    "argv0": self.redactor.redact(&p.argv0),
+                })
+            })
+            .collect();
+        Some(json!({"programs": programs, "dropped": out.executed_dropped}))
+    }
+
     /// Raw bytes the executor keeps per stream: the cap, and the slack a secret straddling
     /// it needs to be recognised whole.
     pub fn capture_limit(&self) -> usize {
@@ -174,6 +196,7 @@ impl TerminalService {
                 None => reason,
             };
         let facts = RunFacts {
+            executed: self.executed(&out),
             exit_code: out.exit_code,
             output: Some(OutputCounts {
                 stdout_bytes: out.stdout_bytes,

@@ -90,6 +90,7 @@ pub fn confinement_spec(policy: &TerminalPolicy) -> ConfinementSpec {
         read_only_files: sandbox.read_only_files.clone(),
         pinned_dirs: Vec::new(),
         exec_in_jail: sandbox.exec_in_jail,
+        exec_log: policy.exec_log,
         namespaces: sandbox.namespaces,
         home: None,
         limits: ProcessLimits {

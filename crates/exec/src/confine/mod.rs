@@ -64,6 +64,8 @@ pub struct Confinement {
     tmp_flags: libc::c_ulong,
     /// The seccomp filter; its length fits the kernel's 16-bit field (`seccomp::build`).
     seccomp: Option<seccomp::Program>,
+    /// Whether the filter tells the exec log of each exec (`crate::execlog`).
+    exec_log: bool,
     rlimits: Vec<(libc::__rlimit_resource_t, libc::rlimit)>,
     /// Which capability sets the child clears; `None` under `off`.
     capabilities: Option<CapabilityDrop>,
@@ -166,6 +168,7 @@ impl Confinement {
                     unix_sockets: spec.unix_sockets,
                     sysv_ipc: own_ipc,
                     memfd_exec: spec.exec_in_jail,
+                    exec_log: spec.exec_log,
                 };
                 (
                     Some(rules),
@@ -212,6 +215,7 @@ impl Confinement {
                     libc::MS_NOEXEC
                 },
             tmp_root,
+            exec_log: seccomp.is_some() && spec.exec_log,
             seccomp,
             rlimits,
             capabilities,
@@ -299,6 +303,11 @@ impl Confinement {
     /// own and sends its listener back.
     pub(crate) fn own_network(&self) -> bool {
         matches!(self.egress, Some(Ok(Tier::Namespace)))
+    }
+
+    /// Whether each stage's tree reports what it executes (`[terminal.audit] exec_log`).
+    pub(crate) fn exec_log(&self) -> bool {
+        self.exec_log
     }
 
     /// Whether each command gets a pid namespace (and an init) of its own in the view.
@@ -418,6 +427,7 @@ impl Confinement {
         &self,
         call: &CallConfinement,
         group: usize,
+        exec_log: RawFd,
     ) -> Result<(), (Step, libc::c_int)> {
         let fail = |step: Step| (step, errno());
         // 17. The pids cgroup.
@@ -488,18 +498,37 @@ impl Confinement {
                 len: program.len() as libc::c_ushort,
                 filter: program.as_ptr().cast_mut(),
             };
+            // With the exec log the kernel hands back the filter's listener, which goes to
+            // the server's thread before anything is executed.
+            let flags = if self.exec_log && exec_log >= 0 {
+                libc::SECCOMP_FILTER_FLAG_NEW_LISTENER
+            } else {
+                0
+            };
             // SAFETY: the kernel copies the program that `fprog` points at (kept alive by
             // this confinement; its length was checked against BPF_MAXINSNS when built).
             let rc = unsafe {
                 libc::syscall(
                     libc::SYS_seccomp,
                     libc::SECCOMP_SET_MODE_FILTER,
-                    0u32,
+                    flags,
                     std::ptr::from_ref(&fprog),
                 )
             };
-            if rc != 0 {
+            if rc < 0 || (flags == 0 && rc != 0) {
                 return Err(fail(Step::Sandbox));
+            }
+            if flags != 0 {
+                let listener = rc as RawFd;
+                // SAFETY: the listener the kernel just made for this child, and the
+                // stage's channel, both open here.
+                let sent = unsafe { crate::execlog::send_listener(exec_log, listener) };
+                let send_errno = errno();
+                // SAFETY: closes the child's copy of the listener; the server has its own.
+                unsafe { libc::close(listener) };
+                if !sent {
+                    return Err((Step::Sandbox, send_errno));
+                }
             }
         }
         Ok(())

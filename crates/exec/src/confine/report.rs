@@ -228,6 +228,7 @@ pub(super) fn describe(
                     "memfd_create only with MFD_NOEXEC_SEAL: nothing the command writes can run"
                 }
             },
+            exec_log: !off && spec.exec_log,
         },
         no_new_privs: !off,
         capabilities: capabilities.map_or("kept (sandbox mode off)", CapabilityDrop::describe),
@@ -322,6 +323,7 @@ mod tests {
             read_only_files: Vec::new(),
             pinned_dirs: Vec::new(),
             exec_in_jail: false,
+            exec_log: false,
             namespaces,
             home: None,
             limits: ProcessLimits {

@@ -200,6 +200,8 @@ const RET_ALLOW: u32 = libc::SECCOMP_RET_ALLOW;
 const RET_KILL: u32 = libc::SECCOMP_RET_KILL_PROCESS;
 const RET_EPERM: u32 = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
 const RET_ENOSYS: u32 = libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32;
+/// The exec log: the server's thread is told, and lets the call go on (`crate::execlog`).
+const RET_NOTIFY: u32 = libc::SECCOMP_RET_USER_NOTIF;
 
 /// Where a conditional jump goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -223,6 +225,8 @@ enum Label {
     ExecFd,
     /// `memfd_create` without `MFD_NOEXEC_SEAL`, refused where jail files may not run.
     MemfdNoexec,
+    /// An exec the exec log is told of.
+    Notify,
     /// A node of the search over syscall numbers.
     Branch(u16),
 }
@@ -271,6 +275,9 @@ pub(crate) struct Switches {
     /// executable one would run what the command wrote past `exec_in_jail = false`
     /// (`execve("/proc/self/fd/N")`).
     pub(crate) memfd_exec: bool,
+    /// The exec log: `execve` and `execveat` (the ones not refused) are told to the
+    /// server's thread before they go on.
+    pub(crate) exec_log: bool,
 }
 
 /// `MFD_NOEXEC_SEAL` (Linux 6.3): the memfd is not executable and can never become so.
@@ -283,7 +290,13 @@ pub(crate) fn build(switches: Switches) -> Result<Program, String> {
         unix_sockets,
         sysv_ipc,
         memfd_exec,
+        exec_log,
     } = switches;
+    let exec = if exec_log {
+        Label::Notify
+    } else {
+        Label::Allow
+    };
     use Insn::{And, Jump, Load, Mark, Return};
     let eq = |k: u32, then: Label| Jump {
         op: libc::BPF_JEQ,
@@ -334,6 +347,9 @@ pub(crate) fn build(switches: Switches) -> Result<Program, String> {
     }
     special.push((nr(libc::SYS_openat2)?, Label::Enosys));
     special.push((nr(libc::SYS_execveat)?, Label::ExecFd));
+    if exec_log {
+        special.push((nr(libc::SYS_execve)?, Label::Notify));
+    }
     for &(_, n, arg) in MODE_SETTERS {
         special.push((nr(n)?, Label::Mode(arg)));
     }
@@ -396,7 +412,7 @@ pub(crate) fn build(switches: Switches) -> Result<Program, String> {
             op: libc::BPF_JSET,
             k: libc::AT_EMPTY_PATH as u32,
             then: Label::Eperm,
-            otherwise: Label::Allow,
+            otherwise: exec,
         },
     ]);
     if !memfd_exec {
@@ -468,6 +484,8 @@ pub(crate) fn build(switches: Switches) -> Result<Program, String> {
         Return(RET_ENOSYS),
         Mark(Label::Kill),
         Return(RET_KILL),
+        Mark(Label::Notify),
+        Return(RET_NOTIFY),
     ]);
     assemble(&code)
 }

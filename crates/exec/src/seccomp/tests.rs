@@ -58,7 +58,34 @@ fn switches(inet: Inet, unix_sockets: bool) -> Switches {
         unix_sockets,
         sysv_ipc: true,
         memfd_exec: true,
+        exec_log: false,
     }
+}
+
+#[test]
+fn the_exec_log_is_told_of_each_exec_that_is_not_refused() {
+    let logged = build(Switches {
+        exec_log: true,
+        ..switches(Inet::None, true)
+    })
+    .unwrap();
+    let plain = build(switches(Inet::None, true)).unwrap();
+    let execve = nr(libc::SYS_execve);
+    let execveat = nr(libc::SYS_execveat);
+    assert_eq!(run(&logged, AUDIT_ARCH, execve, 0), RET_NOTIFY);
+    assert_eq!(run(&plain, AUDIT_ARCH, execve, 0), RET_ALLOW);
+    assert_eq!(
+        run_args(&logged, AUDIT_ARCH, execveat, [3, 0, 0, 0, 0, 0]),
+        RET_NOTIFY
+    );
+    // A descriptor itself stays refused, logged or not.
+    let empty_path = [3, 0, 0, 0, libc::AT_EMPTY_PATH as u64, 0];
+    assert_eq!(
+        run_args(&logged, AUDIT_ARCH, execveat, empty_path),
+        RET_EPERM
+    );
+    // Everything else is as without it.
+    assert_eq!(run(&logged, AUDIT_ARCH, nr(libc::SYS_getpid), 0), RET_ALLOW);
 }
 
 #[test]

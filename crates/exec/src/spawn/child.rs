@@ -39,6 +39,9 @@ pub(super) struct Prepared {
     pub(super) call: *const CallConfinement,
     /// Which of the call's rulesets the stage takes.
     pub(super) exec_group: usize,
+    /// The exec log's channel, where the command child sends its filter's listener; -1
+    /// without the exec log.
+    pub(super) exec_log: RawFd,
     pub(super) keep_death_signal: bool,
     /// Egress's namespace tier: the channel on which the first child sends the listener of
     /// its own network namespace; -1 otherwise.
@@ -454,7 +457,7 @@ unsafe fn confine(p: &Prepared) -> Result<(), (Step, c_int)> {
     // SAFETY: `p.call` points at the caller's CallConfinement, alive for the clone.
     let call = unsafe { &*p.call };
     // SAFETY: this is the spawn child, before exec, as `apply_in_child` requires.
-    unsafe { confinement.apply_in_child(call, p.exec_group) }
+    unsafe { confinement.apply_in_child(call, p.exec_group, p.exec_log) }
 }
 
 /// Step 23: die with the server while waiting; go on only if the parent is still the one

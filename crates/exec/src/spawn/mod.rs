@@ -102,6 +102,8 @@ pub(crate) struct StageSpawn<'a> {
     pub call: &'a CallConfinement,
     /// The stage's exec group ([`Confinement::exec_group`]): which ruleset it takes.
     pub exec_group: usize,
+    /// The exec log's channel for this stage ([`crate::execlog::Watch`]), or -1.
+    pub exec_log: RawFd,
     /// The exec gate's read end.
     pub gate: BorrowedFd<'a>,
     /// A session's stage: the program keeps the death signal set at the gate, so that it
@@ -310,6 +312,7 @@ pub(crate) fn spawn(s: &StageSpawn<'_>) -> Result<Spawned, SpawnError> {
         confinement: std::ptr::from_ref(s.confinement),
         call: std::ptr::from_ref(s.call),
         exec_group: s.exec_group,
+        exec_log: s.exec_log,
         keep_death_signal: s.keep_death_signal,
         egress_channel: channel.as_ref().map_or(-1, |c| c.child.as_raw_fd()),
         failure: AtomicI32::new(0),

@@ -283,7 +283,7 @@ async fn an_unprivileged_server_holds_the_same_list() {
         "\"python3\", \"ls\"",
         "timeout_seconds = 20\nmax_output_bytes = 65536",
         "closed",
-        "",
+        "[terminal.audit]\nexec_log = true\n",
     );
     std::fs::create_dir_all(sb.jail.join("src")).unwrap();
     sb.give_to(65534);
@@ -296,6 +296,21 @@ async fn an_unprivileged_server_holds_the_same_list() {
     assert!(out.contains("ls ran 0"), "{r}");
     assert!(sb.jail.join("src").exists());
     assert_eq!(r["detail"]["not_executable"], json!(["rm"]), "{r}");
+    // The exec log sees into the server's user namespace too: python3, then ls.
+    drop(s);
+    let outcome = sb
+        .audit_records()
+        .into_iter()
+        .find(|r| r["kind"] == "outcome" && r["tool"] == "run_command")
+        .unwrap();
+    let argv0: Vec<&str> = outcome["executed"]["programs"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{outcome}"))
+        .iter()
+        .map(|p| p["argv0"].as_str().unwrap())
+        .collect();
+    assert_eq!(argv0.first(), Some(&"python3"), "{argv0:?}");
+    assert!(argv0.contains(&"ls"), "{argv0:?}");
 }
 
 /// `git` in `dir` for the test's own setup, outside the server, without the user's config.
@@ -514,4 +529,84 @@ async fn nested_calls_meet_the_rules_and_approvals_of_a_call() {
         "{forced}"
     );
     assert_eq!(remote_head(&off).lines().next(), Some("rewritten"));
+}
+
+/// Item 4: with `[terminal.audit] exec_log = true` each call's outcome record lists what its
+/// tree executed (pid in its namespace, path, argv[0]): for a build, cargo, the compiler,
+/// the linker and the build script. Without it, the record has no list.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_exec_log_lists_a_builds_compiler_and_linker() {
+    if !present("cargo") {
+        return;
+    }
+    let sb = sandbox("\"echo\"", &["rust"], "\n[terminal.audit]\nexec_log = true");
+    let write = |path: &str, text: &str| {
+        let path = sb.jail.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    write(
+        "app/Cargo.toml",
+        "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    );
+    write("app/build.rs", "fn main() {}\n");
+    write("app/src/main.rs", "fn main() { println!(\"hi\"); }\n");
+    let s = session(&sb).await;
+    let r = s
+        .call(
+            "run_command",
+            json!({"command": "cargo build --offline", "cwd": "app"}),
+        )
+        .await;
+    assert_eq!(r["detail"]["exit_code"], 0, "{r}");
+    let e = s.call("run_command", json!({"command": "echo done"})).await;
+    assert_eq!(e["code"], "OK", "{e}");
+    drop(s);
+    let outcomes: Vec<Value> = sb
+        .audit_records()
+        .into_iter()
+        .filter(|r| r["kind"] == "outcome" && r["tool"] == "run_command")
+        .collect();
+    let programs = outcomes[0]["executed"]["programs"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{:?}", outcomes[0]))
+        .clone();
+    let paths: Vec<String> = programs
+        .iter()
+        .map(|p| p["path"].as_str().unwrap().to_owned())
+        .collect();
+    let has = |what: &dyn Fn(&str) -> bool| paths.iter().any(|p| what(p));
+    assert!(has(&|p| p.ends_with("/cargo")), "{paths:?}");
+    assert!(has(&|p| p.ends_with("/rustc")), "{paths:?}");
+    assert!(has(&|p| p.ends_with("/cc")), "the linker driver: {paths:?}");
+    assert!(
+        has(&|p| p.contains("collect2") || p.ends_with("ld") || p.contains("lld")),
+        "the linker: {paths:?}"
+    );
+    assert!(has(&|p| p.contains("build-script-build")), "{paths:?}");
+    assert!(
+        programs
+            .iter()
+            .all(|p| p["pid"].as_i64().is_some_and(|n| n > 0))
+    );
+    // The second call ran echo alone.
+    let echo = outcomes[1]["executed"]["programs"].as_array().unwrap();
+    assert_eq!(echo.len(), 1, "{echo:?}");
+    assert!(
+        echo[0]["path"].as_str().unwrap().ends_with("/echo"),
+        "{echo:?}"
+    );
+    assert_eq!(echo[0]["argv0"], "echo");
+
+    // Without the key, no list.
+    let plain = sandbox("\"echo\"", &[], "");
+    let s = session(&plain).await;
+    s.call("run_command", json!({"command": "echo hi"})).await;
+    drop(s);
+    let outcome = plain
+        .audit_records()
+        .into_iter()
+        .find(|r| r["kind"] == "outcome" && r["tool"] == "run_command")
+        .unwrap();
+    assert!(outcome.get("executed").is_none(), "{outcome}");
 }
