@@ -280,7 +280,7 @@ async fn an_unprivileged_server_holds_the_same_list() {
         return;
     }
     let sb = Sandbox::with(
-        "\"python3\", \"ls\"",
+        "\"python3\", \"ls\", \"git\"",
         "timeout_seconds = 20\nmax_output_bytes = 65536",
         "closed",
         "[terminal.audit]\nexec_log = true\n",
@@ -296,6 +296,27 @@ async fn an_unprivileged_server_holds_the_same_list() {
     assert!(out.contains("ls ran 0"), "{r}");
     assert!(sb.jail.join("src").exists());
     assert_eq!(r["detail"]["not_executable"], json!(["rm"]), "{r}");
+    // A nested call reaches this server too: git (ruled by the sandbox's force-push rule)
+    // from a script runs through it, and its forced push is refused.
+    let jail = sb.jail.display().to_string();
+    let version = s
+        .call("run_command", nested_git(&jail, &["--version"]))
+        .await;
+    let out = version["detail"]["stdout"].as_str().unwrap_or_default();
+    assert!(
+        out.contains("git version") && out.contains("exit 0"),
+        "{version}"
+    );
+    let forced = s
+        .call("run_command", nested_git(&jail, &["push", "--force"]))
+        .await;
+    assert!(
+        forced["detail"]["stdout"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("exit 126"),
+        "{forced}"
+    );
     // The exec log sees into the server's user namespace too: python3, then ls.
     drop(s);
     let outcome = sb
@@ -380,11 +401,11 @@ async fn nested_calls_meet_the_rules_and_approvals_of_a_call() {
         return;
     }
     let rules = "[[terminal.rules]]\ncommand = \"git\"\nconfirm_args = [\"push\"]\nreason = \"a push needs a person\"\n";
-    let sb = Sandbox::with(
-        &format!("{}, \"python3\"", super::support::DEFAULT_ALLOW),
-        "timeout_seconds = 60\nmax_output_bytes = 65536",
-        "closed",
-        rules,
+    // The python and git profiles; the sandbox's own rule refuses `push --force`.
+    let sb = sandbox(
+        "\"echo\", \"git\"",
+        &["python", "git"],
+        &format!("\n{rules}"),
     );
     let work = with_remote(&sb);
     let c = Client::start(&sb, Reply::Accept(true), true, false).await;
@@ -496,11 +517,10 @@ async fn nested_calls_meet_the_rules_and_approvals_of_a_call() {
     drop(newer);
 
     // The control: with the list off nothing routes git, and the forced push goes through.
-    let off = Sandbox::with(
-        &format!("{}, \"python3\"", super::support::DEFAULT_ALLOW),
-        "timeout_seconds = 60\nmax_output_bytes = 65536",
-        "closed",
-        &format!("{rules}\n[terminal.sandbox]\nexec_allowlist = false\n"),
+    let off = sandbox(
+        "\"echo\", \"git\"",
+        &["python", "git"],
+        &format!("exec_allowlist = false\n{rules}"),
     );
     let work = with_remote(&off);
     host_git(
@@ -609,4 +629,34 @@ async fn the_exec_log_lists_a_builds_compiler_and_linker() {
         .find(|r| r["kind"] == "outcome" && r["tool"] == "run_command")
         .unwrap();
     assert!(outcome.get("executed").is_none(), "{outcome}");
+}
+
+/// Item 5: git's HTTPS helper runs, through the proxy. `git ls-remote` of a name the
+/// network policy does not allow reaches the proxy through `git-remote-https` (its curl says
+/// the CONNECT was refused), never fails to start it.
+#[tokio::test(flavor = "multi_thread")]
+async fn git_starts_its_https_helper_through_the_proxy() {
+    if !present("git") {
+        return;
+    }
+    let sb = sandbox(
+        "\"echo\"",
+        &["git"],
+        "\n[terminal.network]\nmode = \"allowlist\"\nallow_domains = [\"example.com\"]",
+    );
+    let s = session(&sb).await;
+    let r = s
+        .call(
+            "run_command",
+            json!({"command": "git ls-remote https://denied.example.org/repo.git"}),
+        )
+        .await;
+    let stderr = r["detail"]["stderr"].as_str().unwrap_or_default();
+    assert_ne!(r["detail"]["exit_code"], 0, "{r}");
+    assert!(stderr.contains("CONNECT") && stderr.contains("403"), "{r}");
+    assert!(!stderr.contains("Permission denied"), "{r}");
+    let refused = r["detail"]["network_refused"][0]
+        .as_str()
+        .unwrap_or_default();
+    assert!(refused.contains("denied.example.org"), "{r}");
 }
