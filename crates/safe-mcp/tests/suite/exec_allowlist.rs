@@ -403,7 +403,7 @@ async fn nested_calls_meet_the_rules_and_approvals_of_a_call() {
     let rules = "[[terminal.rules]]\ncommand = \"git\"\nconfirm_args = [\"push\"]\nreason = \"a push needs a person\"\n";
     // The python and git profiles; the sandbox's own rule refuses `push --force`.
     let sb = sandbox(
-        "\"echo\", \"git\"",
+        "\"echo\", \"git\", \"find\"",
         &["python", "git"],
         &format!("\n{rules}"),
     );
@@ -431,6 +431,19 @@ async fn nested_calls_meet_the_rules_and_approvals_of_a_call() {
     assert!(stderr.contains("push --force"), "{stderr}");
     assert_eq!(remote_head(&sb).lines().next(), Some("first"));
     assert!(c.asked().is_empty(), "a denied push asks nobody");
+    // Started by another tool's escape (find -exec, by name on PATH), it meets the same rule.
+    let script = format!(
+        "import subprocess\nsubprocess.run(['find', '.', '-maxdepth', '0', '-exec', 'git', 'push', '--force', 'origin', 'HEAD:main', ';'], cwd={work:?})\n"
+    );
+    let escaped = c
+        .call("run_command", json!({"command": ["python3", "-c", script]}))
+        .await;
+    let stderr = escaped["detail"]["stderr"].as_str().unwrap_or_default();
+    assert!(
+        stderr.contains("`git` was not run (POLICY_DENIED)"),
+        "{escaped}"
+    );
+    assert_eq!(remote_head(&sb).lines().next(), Some("first"));
 
     let pushed = c
         .call(
@@ -458,14 +471,15 @@ async fn nested_calls_meet_the_rules_and_approvals_of_a_call() {
         .iter()
         .filter(|r| r["kind"] == "attempt" && r["argv"][0][0] == "git")
         .collect();
-    assert_eq!(nested.len(), 2, "{nested:?}");
-    assert_eq!(nested[0]["parent"], scripts[0]["call"], "{nested:?}");
-    assert_eq!(nested[0]["verdict"], "POLICY_DENIED");
-    assert_eq!(nested[1]["parent"], scripts[1]["call"]);
+    assert_eq!(nested.len(), 3, "{nested:?}");
+    for (k, verdict) in ["POLICY_DENIED", "POLICY_DENIED", "OK"].iter().enumerate() {
+        assert_eq!(nested[k]["parent"], scripts[k]["call"], "{nested:?}");
+        assert_eq!(nested[k]["verdict"], *verdict, "{:?}", nested[k]);
+    }
     assert_eq!(
-        nested[1]["approval"]["decision"], "approved",
+        nested[2]["approval"]["decision"], "approved",
         "{:?}",
-        nested[1]
+        nested[2]
     );
 
     // git itself by its path, not its name, is not executable in the script's tree.
