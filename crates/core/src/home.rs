@@ -75,20 +75,33 @@ impl Drop for PrivateHome {
 
 /// Removes the empty HOMEs of servers that are no longer running.
 fn remove_stale(parent: &Path) {
+    remove_dead_servers(parent, PREFIX, |path| {
+        let _ = std::fs::remove_dir(path);
+    });
+}
+
+/// Calls `remove` on each entry of `parent` named `<prefix><pid>-…` whose server (`pid`) is
+/// no longer running and that belongs to this user: what a server killed earlier left
+/// behind (its HOME, its shims).
+pub(crate) fn remove_dead_servers(parent: &Path, prefix: &str, remove: impl Fn(&Path)) {
     let Ok(entries) = std::fs::read_dir(parent) else {
         return;
     };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         let Some(pid) = name
-            .strip_prefix(PREFIX)
+            .strip_prefix(prefix)
             .and_then(|rest| rest.split('-').next())
             .filter(|pid| pid.bytes().all(|b| b.is_ascii_digit()))
         else {
             continue;
         };
-        if !Path::new("/proc").join(pid).exists() {
-            let _ = std::fs::remove_dir(entry.path());
+        let ours = entry.metadata().is_ok_and(|m| {
+            use std::os::unix::fs::MetadataExt;
+            m.is_dir() && m.uid() == rustix::process::geteuid().as_raw()
+        });
+        if ours && !Path::new("/proc").join(pid).exists() {
+            remove(&entry.path());
         }
     }
 }

@@ -142,26 +142,9 @@ fn make_private_dir(parent: &Path) -> Result<PathBuf, String> {
 
 /// Removes the shim directories of servers that are no longer running.
 fn remove_stale(parent: &Path) {
-    let Ok(entries) = std::fs::read_dir(parent) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name
-            .strip_prefix(PREFIX)
-            .and_then(|rest| rest.split('-').next())
-            .filter(|pid| pid.bytes().all(|b| b.is_ascii_digit()))
-        else {
-            continue;
-        };
-        let ours = entry.metadata().is_ok_and(|m| {
-            use std::os::unix::fs::MetadataExt;
-            m.is_dir() && m.uid() == rustix::process::geteuid().as_raw()
-        });
-        if ours && !Path::new("/proc").join(pid).exists() {
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
-    }
+    crate::home::remove_dead_servers(parent, PREFIX, |path| {
+        let _ = std::fs::remove_dir_all(path);
+    });
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::support::{Sandbox, Session, skip};
+use super::support::{Sandbox, Session, installed as present, skip};
 
 /// A sandbox allowing `allow` with `profiles`, a cache of its own and `sandbox` lines in
 /// `[terminal.sandbox]`.
@@ -39,17 +39,11 @@ async fn session(sb: &Sandbox) -> Session {
     .await
 }
 
-fn present(program: &str) -> bool {
-    let ok = std::process::Command::new(program)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        skip(format!(
-            "skipping: {program} is not installed on this machine"
-        ));
-    }
-    ok
+/// Writes `text` at `path` in the jail, with its directories.
+fn put(sb: &Sandbox, path: &str, text: &str) {
+    let path = sb.jail.join(path);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
 }
 
 /// A Python script that tries each program and prints `name ran CODE` or `name refused
@@ -152,11 +146,7 @@ async fn the_rust_profile_builds_proc_macros_and_build_scripts_but_not_curl() {
         return;
     }
     let sb = sandbox("\"echo\"", &["rust"], "");
-    let write = |path: &str, text: &str| {
-        let path = sb.jail.join(path);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    };
+    let write = |path: &str, text: &str| put(&sb, path, text);
     write(
         "ws/Cargo.toml",
         "[workspace]\nmembers = [\"app\", \"answer\"]\nresolver = \"2\"\n",
@@ -574,11 +564,7 @@ async fn the_exec_log_lists_a_builds_compiler_and_linker() {
         return;
     }
     let sb = sandbox("\"echo\"", &["rust"], "\n[terminal.audit]\nexec_log = true");
-    let write = |path: &str, text: &str| {
-        let path = sb.jail.join(path);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    };
+    let write = |path: &str, text: &str| put(&sb, path, text);
     write(
         "app/Cargo.toml",
         "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",

@@ -361,6 +361,20 @@ pub async fn eventually(secs: u64, mut f: impl FnMut() -> bool) -> bool {
 /// A test that cannot run its check here says why: on stderr, and in the file
 /// `SAFE_MCP_SKIPS` names, which `.ci/run` prints as the skip list (and fails on, since CI's
 /// machine kind has every reason removed: it runs as root with the packages installed).
+/// Whether `program --version` runs on this machine; if not, the skip says so.
+pub fn installed(program: &str) -> bool {
+    let ok = std::process::Command::new(program)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        skip(format!(
+            "skipping: {program} is not installed on this machine"
+        ));
+    }
+    ok
+}
+
 pub fn skip(why: impl AsRef<str>) {
     let why = why.as_ref();
     eprintln!("{why}");

@@ -260,25 +260,12 @@ fn with_profiles(profiles: &[&str]) -> Sandbox {
     sb
 }
 
-fn toolchain_present(program: &str) -> bool {
-    let ok = std::process::Command::new(program)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        super::support::skip(format!(
-            "skipping: {program} is not installed on this machine"
-        ));
-    }
-    ok
-}
-
 /// `cargo build --offline` and `cargo test --offline` of a dependency-free crate, under the
 /// rust profile alone: the toolchain is found through rustup's proxy, CARGO_HOME is the
 /// server's cache, build output and test binaries stay in the jail.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_rust_profile_builds_and_tests_a_crate() {
-    if !toolchain_present("cargo") {
+    if !super::support::installed("cargo") {
         return;
     }
     let sb = with_profiles(&["rust"]);
@@ -345,7 +332,7 @@ async fn the_rust_profile_builds_and_tests_a_crate() {
 /// system) points at.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_python_profile_runs_unittest() {
-    if !toolchain_present("python3") {
+    if !super::support::installed("python3") {
         return;
     }
     let sb = with_profiles(&["python"]);
@@ -367,7 +354,7 @@ async fn the_python_profile_runs_unittest() {
 /// stay off), with the cache beneath the server's, per jail.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_node_profile_runs_npm_test() {
-    if !toolchain_present("npm") {
+    if !super::support::installed("npm") {
         return;
     }
     let sb = with_profiles(&["node"]);
@@ -605,7 +592,7 @@ async fn a_worktree_needs_its_gitdir_in_write_paths() {
 /// project; a second init refuses to overwrite it.
 #[tokio::test(flavor = "multi_thread")]
 async fn init_writes_a_policy_that_builds_tests_and_commits() {
-    if !toolchain_present("cargo") {
+    if !super::support::installed("cargo") {
         return;
     }
     let base = tempfile::tempdir().unwrap();
