@@ -165,6 +165,9 @@ enum AuditCmd {
         /// Keep reading as the trail grows (and across rotation).
         #[arg(short, long)]
         follow: bool,
+        /// Print the records themselves (JSON Lines) instead of a line per call.
+        #[arg(long)]
+        json: bool,
         /// The trail.
         file: PathBuf,
     },
@@ -257,8 +260,8 @@ fn main() -> ExitCode {
                 },
         } => cli::audit::verify_cmd(config.get(), key_file.as_deref(), &files),
         Cmd::Audit {
-            action: AuditCmd::Tail { follow, file },
-        } => cli::audit::tail_cmd(&file, follow),
+            action: AuditCmd::Tail { follow, json, file },
+        } => cli::tail::tail_cmd(&file, follow, cli::tail::Style::for_stdout(json)),
         Cmd::Approvals { action } => match action {
             ApprovalsCmd::List { config } => cli::approvals::run(config.get(), "list", None),
             ApprovalsCmd::Show { config, ticket } => {

@@ -8,6 +8,7 @@ pub mod doctor;
 pub mod init;
 pub mod policy;
 pub mod serve;
+pub mod tail;
 
 use std::path::Path;
 

@@ -42,6 +42,53 @@ fn audit_at(sb: &Sandbox, path: &Path) {
     std::fs::write(&sb.policy, text).unwrap();
 }
 
+/// `audit tail` in a terminal colours the code (green ran, red refused), plain when piped or
+/// under NO_COLOR; `--json` prints the records as they are. The terminal is a real pty
+/// (util-linux `script`).
+#[tokio::test(flavor = "multi_thread")]
+async fn tail_is_coloured_on_a_terminal_plain_when_piped_and_json_on_request() {
+    let sb = Sandbox::new("");
+    let s = sb.session().await;
+    s.run("echo one").await;
+    s.run("whoami").await;
+    drop(s);
+    let file = sb.audit.to_str().unwrap();
+    let piped = safe_mcp(&["audit", "tail", file]);
+    let plain = String::from_utf8_lossy(&piped.stdout);
+    assert!(!plain.contains('\x1b'), "{plain:?}");
+    assert!(
+        plain
+            .lines()
+            .all(|l| l.split_whitespace().nth(2) == Some("-")),
+        "the caller over stdio: {plain}"
+    );
+    let on_a_terminal = |no_color: bool| {
+        let mut c = Command::new("script");
+        c.args([
+            "-q",
+            "-e",
+            "-c",
+            &format!("{BIN} audit tail {file}"),
+            "/dev/null",
+        ]);
+        if no_color {
+            c.env("NO_COLOR", "1");
+        } else {
+            c.env_remove("NO_COLOR");
+        }
+        String::from_utf8_lossy(&c.output().unwrap().stdout).into_owned()
+    };
+    let tty = on_a_terminal(false);
+    assert!(tty.contains("\x1b[32mOK"), "{tty:?}");
+    assert!(tty.contains("\x1b[31mPOLICY_DENIED"), "{tty:?}");
+    assert!(!on_a_terminal(true).contains('\x1b'));
+    let json = safe_mcp(&["audit", "tail", "--json", file]);
+    assert_eq!(
+        String::from_utf8_lossy(&json.stdout),
+        std::fs::read_to_string(&sb.audit).unwrap()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn verify_and_tail_read_a_real_trail() {
     let sb = Sandbox::new("");
