@@ -160,7 +160,20 @@ enum AuditCmd {
         #[arg(required_unless_present = "received")]
         files: Vec<PathBuf>,
     },
-    /// One readable line per call.
+    /// Write the policy's trail as one self-contained HTML page: the chain, calls over time,
+    /// per tool, code and caller, refusals, network, approvals, sessions, the slowest calls.
+    Report {
+        #[command(flatten)]
+        config: PolicyFile,
+        /// Only records at or after this time (RFC 3339, or a prefix: 2026-12-02T06).
+        #[arg(long, value_name = "TIME")]
+        since: Option<String>,
+        /// Write the page here instead of printing it.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
+    /// One readable line per call and per network or approval record; coloured on a
+    /// terminal.
     Tail {
         /// Keep reading as the trail grows (and across rotation).
         #[arg(short, long)]
@@ -259,6 +272,9 @@ fn main() -> ExitCode {
                     ..
                 },
         } => cli::audit::verify_cmd(config.get(), key_file.as_deref(), &files),
+        Cmd::Audit {
+            action: AuditCmd::Report { config, since, out },
+        } => cli::report::report_cmd(config.get(), since.as_deref(), out.as_deref()),
         Cmd::Audit {
             action: AuditCmd::Tail { follow, json, file },
         } => cli::tail::tail_cmd(&file, follow, cli::tail::Style::for_stdout(json)),

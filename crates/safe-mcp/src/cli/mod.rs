@@ -7,6 +7,7 @@ pub mod demo;
 pub mod doctor;
 pub mod init;
 pub mod policy;
+pub mod report;
 pub mod serve;
 pub mod tail;
 

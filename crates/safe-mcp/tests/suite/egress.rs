@@ -21,13 +21,13 @@ fn namespaces_here() -> bool {
 
 /// An HTTP/1.1 server on 127.0.0.1 that answers every request with `hello from upstream`
 /// and remembers the Host header of each.
-struct Upstream {
-    port: u16,
+pub(super) struct Upstream {
+    pub(super) port: u16,
     hosts: Arc<Mutex<Vec<String>>>,
 }
 
 impl Upstream {
-    async fn start() -> Upstream {
+    pub(super) async fn start() -> Upstream {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let hosts = Arc::new(Mutex::new(Vec::new()));

@@ -3,6 +3,7 @@ mod approval_tickets;
 mod approvals;
 mod approvals_mrtr;
 mod audit;
+mod audit_report;
 mod cli;
 mod confinement;
 mod dev_servers;
