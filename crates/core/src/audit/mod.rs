@@ -17,6 +17,7 @@
 
 mod chain;
 pub mod gate;
+pub mod ocsf;
 mod private;
 pub mod received;
 pub mod record;

@@ -45,8 +45,23 @@ pub fn verify_received(text: &str, chain: &Chain) -> Result<ReceivedReport, Stri
             return Err(format!("line {}: no record on it", n + 1));
         };
         let line = raw[start..].trim_end();
-        let record: Map<String, Value> = serde_json::from_str(line)
+        let mut record: Map<String, Value> = serde_json::from_str(line)
             .map_err(|e| format!("line {}: not a JSON record ({e})", n + 1))?;
+        // An OCSF event carries the record's own line (`[audit.ship] format = "ocsf"`).
+        let original = super::ocsf::original(&record).map(str::to_owned);
+        let line = match original {
+            Some(original) => {
+                record = serde_json::from_str(&original).map_err(|e| {
+                    format!(
+                        "line {}: the OCSF event's original is not a record ({e})",
+                        n + 1
+                    )
+                })?;
+                original
+            }
+            None => line.to_owned(),
+        };
+        let line = line.as_str();
         if field(&record, "alg") != chain.alg() {
             return Err(format!(
                 "line {}: written with {:?}, verified with {:?}",

@@ -88,6 +88,9 @@ enum Wire {
 
 struct Sink {
     name: &'static str,
+    /// What each record is sent as, and the server it is from (for OCSF).
+    format: crate::config::ShipFormat,
+    server: String,
     /// Where it sends (its thread sends; deny mode also probes it before a call).
     wire: Wire,
     /// Set while a call waits for this sink's acknowledgement: the thread sends at once
@@ -256,6 +259,8 @@ impl Shipper {
             let (bell, rung) = std::sync::mpsc::sync_channel(1);
             let sink = Arc::new(Sink {
                 name,
+                format: settings.format,
+                server: server.to_owned(),
                 wire,
                 urgent: AtomicBool::new(false),
                 bell,
@@ -377,7 +382,7 @@ impl Sink {
                 }
                 Err(_) => return,
             };
-            let (batch, offset) = match next {
+            let (mut batch, offset) = match next {
                 Ok(b) => b,
                 Err(e) => {
                     self.fail(&e);
@@ -406,6 +411,11 @@ impl Sink {
                     Err(RecvTimeoutError::Disconnected) => return,
                 }
                 continue;
+            }
+            if self.format == crate::config::ShipFormat::Ocsf {
+                for (_, line) in &mut batch {
+                    *line = super::ocsf::event(line, &self.server).to_string();
+                }
             }
             match send(wire, &batch) {
                 Ok(()) => {

@@ -40,7 +40,7 @@ pub use profiles::{make_caches, names as profile_names};
 pub use project::FILE_NAME as PROJECT_FILE;
 pub use settings::{
     ApprovalMode, ApprovalSettings, CacheDir, Capacity, FileToolSettings, ProfileReport,
-    ProjectReport, ShipFailure, ShipSettings, StateKey,
+    ProjectReport, ShipFailure, ShipFormat, ShipSettings, StateKey,
 };
 
 pub use types::*;

@@ -80,6 +80,7 @@ pub(super) struct RawShip {
     pub(super) on_failure: Option<super::settings::ShipFailure>,
     pub(super) spool_dir: Option<PathBuf>,
     pub(super) checkpoint_seconds: Option<u64>,
+    pub(super) format: Option<super::settings::ShipFormat>,
 }
 
 #[derive(Debug, Deserialize, Default)]

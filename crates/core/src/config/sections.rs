@@ -301,6 +301,7 @@ pub(super) fn ship_settings(
         on_failure: raw.on_failure.unwrap_or_default(),
         spool_dir,
         checkpoint_seconds,
+        format: raw.format.unwrap_or_default(),
     })
 }
 

@@ -41,6 +41,19 @@ pub struct ShipSettings {
     pub spool_dir: PathBuf,
     /// At most this often, a `checkpoint` record names the chain's head.
     pub checkpoint_seconds: u64,
+    /// What each record is sent as.
+    pub format: ShipFormat,
+}
+
+/// `[audit.ship] format`: the record's line as it is, or an OCSF event that keeps it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ShipFormat {
+    /// The trail's JSON line. The default.
+    #[default]
+    Raw,
+    /// An OCSF event ([`crate::audit::ocsf`]) with the line in `unmapped.original`.
+    Ocsf,
 }
 
 /// `[terminal.approvals] mode`.

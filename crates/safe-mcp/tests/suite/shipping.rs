@@ -548,3 +548,128 @@ async fn deny_mode_refuses_the_first_call_after_the_receiver_dies() {
         "a call ran before its record was acknowledged"
     );
 }
+
+/// The venv with the OCSF schema package (PyPI `ocsf-json-schema`) and `jsonschema`, made
+/// once under the target directory.
+fn ocsf_python() -> std::path::PathBuf {
+    static MADE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _guard = MADE.lock().unwrap_or_else(|e| e.into_inner());
+    let target =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/ocsf-venv");
+    let python = target.join("bin/python");
+    if !target.join(".installed").exists() {
+        let made = std::process::Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&target)
+            .status()
+            .unwrap();
+        assert!(made.success(), "python3 -m venv failed");
+        let installed = std::process::Command::new(&python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+            ])
+            .args(["ocsf-json-schema==1.2.0", "jsonschema"])
+            .status()
+            .unwrap();
+        assert!(
+            installed.success(),
+            "pip install ocsf-json-schema jsonschema failed"
+        );
+        std::fs::write(target.join(".installed"), "").unwrap();
+    }
+    python
+}
+
+/// `format = "ocsf"`: each record arrives as an OCSF event (Process Activity for a run,
+/// API Activity for another tool's call) that the OCSF schema package validates, holding
+/// the record's own line; `audit verify --received` verifies what the receiver stored.
+#[tokio::test(flavor = "multi_thread")]
+async fn ocsf_events_validate_against_the_schema_and_still_verify() {
+    let otlp = Receiver::start(Kind::Otlp).await;
+    let syslog = Receiver::start(Kind::Syslog).await;
+    let sb = sandbox(|dir| {
+        format!(
+            "otlp_http = \"http://127.0.0.1:{}/v1/logs\"\nsyslog_tcp = \"127.0.0.1:{}\"\nspool_dir = \"{}/spool\"\ncheckpoint_seconds = 0\nformat = \"ocsf\"",
+            otlp.port,
+            syslog.port,
+            dir.display()
+        )
+    });
+    let s = sb.session().await;
+    calls(&s, 3).await;
+    s.run("whoami").await;
+    s.call("describe_policy", json!({})).await;
+    for r in [&otlp, &syslog] {
+        assert!(
+            eventually(10, || r.lines().len() >= local(&sb).len()).await,
+            "{} of {} arrived",
+            r.lines().len(),
+            local(&sb).len()
+        );
+        let got = r.lines();
+        let want = local(&sb);
+        let events: Vec<Value> = got
+            .iter()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let originals: Vec<String> = events
+            .iter()
+            .map(|e| e["unmapped"]["original"].as_str().unwrap().to_owned())
+            .collect();
+        same_lines(&originals, &want);
+        let classes: Vec<u64> = events
+            .iter()
+            .map(|e| e["class_uid"].as_u64().unwrap())
+            .collect();
+        assert!(
+            classes.contains(&1007) && classes.contains(&6003),
+            "{classes:?}"
+        );
+        let denied = events
+            .iter()
+            .find(|e| e["process"]["cmd_line"] == "whoami" && e["activity_id"] == 1)
+            .unwrap();
+        assert_eq!(denied["status_id"], 2, "{denied}");
+        let (ok, out) = verify_received(&got);
+        assert!(ok && out.starts_with("OK:"), "{out}");
+    }
+    // The schema package's verdict on every event.
+    let mut check = std::process::Command::new(ocsf_python())
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/ocsf_validate.py"
+        ))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = check.stdin.take().unwrap();
+        for line in otlp.lines() {
+            writeln!(stdin, "{line}").unwrap();
+        }
+        // The proxy's records, as Network Activity: an open and a refusal.
+        for record in [
+            r#"{"kind":"network","seq":1,"call":"1-1","event":"open","method":"CONNECT","host":"crates.io","port":443,"time":"2026-12-02T06:00:00.000Z"}"#,
+            r#"{"kind":"network","seq":2,"call":"1-1","event":"refused","method":"CONNECT","host":"evil.example","port":443,"reason":"not allowed","time":"2026-12-02T06:00:00.001Z"}"#,
+        ] {
+            let event = safe_mcp_core::audit::ocsf::event(record, "terminal");
+            writeln!(stdin, "{event}").unwrap();
+        }
+    }
+    let out = check.wait_with_output().unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{report}");
+    assert!(
+        report.contains("process_activity 0")
+            && report.contains("api_activity 0")
+            && report.contains("network_activity 0"),
+        "{report}"
+    );
+    drop(s);
+}
