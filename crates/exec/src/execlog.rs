@@ -43,6 +43,9 @@ const TICK: Duration = Duration::from_millis(100);
 /// The longest path or `argv[0]` read from a process.
 const MAX_STRING: usize = 4096;
 
+/// How long a call waits for its stages' watching threads once they have ended.
+const FINISH: Duration = Duration::from_secs(2);
+
 /// One stage's watch: the socketpair's child end (until the stage is spawned) and the
 /// thread that serves the listener the command child sends.
 #[derive(Debug)]
@@ -85,13 +88,22 @@ impl Watch {
     }
 
     /// Once every process of the stage is gone: what its tree executed, and how many more.
+    /// A thread still busy after [`FINISH`] (a path lookup the command made slow) is left
+    /// to end on its own; the call does not wait for it, and its list is lost.
     pub(crate) fn finish(mut self) -> (Vec<ExecutedProgram>, u64) {
         self.child = None;
         self.stop.store(true, Ordering::Release);
-        self.thread
-            .take()
-            .and_then(|t| t.join().ok())
-            .unwrap_or_default()
+        let Some(thread) = self.thread.take() else {
+            return (Vec::new(), 0);
+        };
+        let until = std::time::Instant::now() + FINISH;
+        while !thread.is_finished() && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if !thread.is_finished() {
+            return (Vec::new(), 0);
+        }
+        thread.join().unwrap_or_default()
     }
 }
 
@@ -102,11 +114,11 @@ impl Drop for Watch {
 }
 
 /// Sends `listener` on `channel`: the command child's part, after it installed the filter.
-/// rustix's raw syscall on this stack (no allocation, no lock). False when it failed.
+/// rustix's raw syscall on this stack (no allocation, no lock). The errno when it failed.
 ///
 /// # Safety
 /// Only in a spawn child, with `channel` and `listener` its own open descriptors.
-pub(crate) unsafe fn send_listener(channel: RawFd, listener: RawFd) -> bool {
+pub(crate) unsafe fn send_listener(channel: RawFd, listener: RawFd) -> Result<(), i32> {
     // SAFETY: the child's own copy of the stage's channel, open until exec.
     let channel = unsafe { BorrowedFd::borrow_raw(channel) };
     // SAFETY: the listener the kernel just made for this child, open until it closes it.
@@ -115,11 +127,13 @@ pub(crate) unsafe fn send_listener(channel: RawFd, listener: RawFd) -> bool {
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
     let mut control = SendAncillaryBuffer::new(&mut space);
     if !control.push(SendAncillaryMessage::ScmRights(&fds)) {
-        return false;
+        return Err(libc::ENOBUFS);
     }
     let byte = [1u8];
     let iov = [std::io::IoSlice::new(&byte)];
-    rustix::net::sendmsg(channel, &iov, &mut control, SendFlags::NOSIGNAL).is_ok()
+    rustix::net::sendmsg(channel, &iov, &mut control, SendFlags::NOSIGNAL)
+        .map(|_| ())
+        .map_err(|e| e.raw_os_error())
 }
 
 /// The thread: the listener, then each notification until the stage has ended.
@@ -213,7 +227,19 @@ fn answer_one(listener: &OwnedFd) -> Option<ExecutedProgram> {
         // The target died first (ENOENT), or a signal: nothing to answer.
         return None;
     }
-    let record = read_exec(&notif);
+    // What was read belongs to the process that asked only if it still waits on this
+    // notification (its pid could have been reused meanwhile).
+    let record = read_exec(&notif).filter(|_| {
+        let id = notif.id;
+        // SAFETY: SECCOMP_IOCTL_NOTIF_ID_VALID reads one u64, `id`, on this stack.
+        unsafe {
+            libc::ioctl(
+                listener.as_raw_fd(),
+                libc::SECCOMP_IOCTL_NOTIF_ID_VALID,
+                std::ptr::from_ref(&id),
+            ) == 0
+        }
+    });
     let response = libc::seccomp_notif_resp {
         id: notif.id,
         val: 0,

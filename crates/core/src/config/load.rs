@@ -444,10 +444,25 @@ impl Builder<'_> {
                 expansion.helpers.push(((*command).to_owned(), known));
             }
         }
+        // A helper runs without argument rules: a program that has some (git with deny_args)
+        // is never one. The operator's is a load error; a profile's is left out.
+        let ruled: Vec<&str> = rules
+            .iter()
+            .filter(|r| !r.deny_args.is_empty() || !r.confirm_args.is_empty())
+            .map(|r| r.command.as_str())
+            .collect();
+        if let Some(h) = helpers.iter().find(|h| ruled.contains(&h.as_str())) {
+            return Err(ConfigError::Invalid {
+                key: "terminal.allowlist.helpers".into(),
+                message: format!(
+                    "{h:?} has argument rules, which a helper would run without; it is reached through the server when a command starts it"
+                ),
+            });
+        }
         // A profile's helper the operator's denylist names is left out, not a load error:
         // the operator's word wins, and the tool that needed it says so when it fails.
         for (command, own) in &mut expansion.helpers {
-            own.retain(|h| !deny.contains(h));
+            own.retain(|h| !deny.contains(h) && !ruled.contains(&h.as_str()));
             super::checks::helper_entries(
                 &format!("terminal.profiles ({command} helpers)"),
                 own,

@@ -72,6 +72,7 @@ impl TerminalService {
             cwd,
             confinement,
             route: _route,
+            slot: _slot,
         } = prepared;
         // The record is made durable while the executor forks and confines the children;
         // they wait at a gate and exec only once this resolves to true.

@@ -30,6 +30,6 @@ pub use safe_mcp_contract::{
     OutputObserver, OutputStream, ProcessLimits, StageOutcome,
 };
 pub use service::{
-    CommandInput, EgressProvider, MAX_STDIN_BYTES, REDACTION_SLACK_BYTES, RunRequest, ServiceError,
-    TerminalService, confinement_spec,
+    CommandInput, EgressProvider, MAX_STDIN_BYTES, NestedParent, REDACTION_SLACK_BYTES, RunRequest,
+    ServiceError, TerminalService, confinement_spec,
 };

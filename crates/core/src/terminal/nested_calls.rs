@@ -8,11 +8,20 @@
 //! commands' environment only; in the private view no command sees another call's.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use safe_mcp_contract::GivenStdio;
 
-use super::service::{CommandInput, NestedCaller, Route, RunRequest, TerminalService};
+use super::service::{
+    CommandInput, NestedCaller, NestedParent, NestedSlot, Route, RunRequest, TerminalService,
+};
 use crate::audit::CallId;
+
+/// Nested calls one call's commands may have running at once.
+pub(super) const MAX_RUNNING: usize = 8;
+
+/// How deep nested calls go: a nested call's commands may make nested calls, to this depth.
+pub(super) const MAX_DEPTH: u8 = 3;
 
 /// What a nested call asks for, as the shim sends it.
 #[derive(Debug)]
@@ -35,6 +44,8 @@ impl TerminalService {
         let token = crate::random::hex(16).ok()?;
         let caller = NestedCaller {
             parent: call.to_string(),
+            depth: req.parent.as_ref().map_or(0, |p| p.depth),
+            running: Arc::new(AtomicUsize::new(0)),
             caller: req.caller.clone(),
             session: req.session.clone(),
             // A call's rounds answer that call alone; a nested call is then refused with
@@ -48,10 +59,40 @@ impl TerminalService {
 
     /// The request a nested call makes: the argv as one simple command (no shell), from the
     /// command's cwd, for the caller of the call that asked, approved only through that
-    /// call's client. `None` for a token no running call holds.
-    pub fn nested_request(&self, ask: NestedAsk) -> Option<RunRequest> {
-        let known = self.nested_calls.0.lock().ok()?.get(&ask.token).cloned()?;
-        Some(RunRequest {
+    /// call's client. Refused, with the reason, for a token no running call holds, a name
+    /// that is not a shim's, a call already running `MAX_RUNNING` nested ones, or one
+    /// `MAX_DEPTH` deep.
+    pub fn nested_request(&self, ask: NestedAsk) -> Result<RunRequest, String> {
+        let known = self
+            .nested_calls
+            .0
+            .lock()
+            .ok()
+            .and_then(|calls| calls.get(&ask.token).cloned())
+            .ok_or(
+                "the token is no running call's (the call that started this command has ended)",
+            )?;
+        let shimmed = self.nested.as_ref().is_some_and(|shims| {
+            ask.argv
+                .first()
+                .is_some_and(|name| shims.names().iter().any(|n| n == name))
+        });
+        if !shimmed {
+            return Err("only the programs with argument rules are reached through the server; run this one as a call of its own".into());
+        }
+        if known.depth >= MAX_DEPTH {
+            return Err(format!(
+                "nested calls go at most {MAX_DEPTH} deep; run it as a call of its own"
+            ));
+        }
+        let before = known.running.fetch_add(1, Ordering::AcqRel);
+        let slot = Arc::new(NestedSlot(Arc::clone(&known.running)));
+        if before >= MAX_RUNNING {
+            return Err(format!(
+                "the call that asked has {MAX_RUNNING} nested calls running already; wait for them"
+            ));
+        }
+        Ok(RunRequest {
             command: CommandInput::Argv(ask.argv),
             cwd: Some(ask.cwd),
             stdin: None,
@@ -61,7 +102,12 @@ impl TerminalService {
             caller: known.caller,
             session: known.session,
             approval_ticket: None,
-            parent: Some((known.parent, ask.stdio)),
+            parent: Some(NestedParent {
+                call: known.parent,
+                stdio: ask.stdio,
+                depth: known.depth + 1,
+                slot,
+            }),
         })
     }
 }

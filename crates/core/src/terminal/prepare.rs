@@ -26,6 +26,8 @@ pub(super) struct Prepared {
     pub(super) confinement: ConfinementSummary,
     /// The call's token for nested calls, registered until this drops.
     pub(super) route: Option<super::service::Route>,
+    /// A nested call's place among its parent's running ones, held until this drops.
+    pub(super) slot: Option<std::sync::Arc<super::service::NestedSlot>>,
 }
 
 /// How a call may be approved: through the client (`approver`), or with a ticket, which is
@@ -62,7 +64,7 @@ impl TerminalService {
         let mut attempt = Attempt::new(call, tool, self.redactor.redact(&req.command.display()));
         attempt.cwd = req.cwd.clone();
         attempt.caller = req.caller.clone();
-        attempt.parent = req.parent.as_ref().map(|(parent, _)| parent.clone());
+        attempt.parent = req.parent.as_ref().map(|p| p.call.clone());
 
         let list = match req.command.parse() {
             Ok(list) => list,
@@ -146,7 +148,7 @@ impl TerminalService {
             observer: req.observer,
             interactive: None,
             egress: self.egress.as_ref().map(|p| p.for_call(call)),
-            stdio: req.parent.map(|(_, stdio)| stdio),
+            stdio: req.parent.as_ref().map(|p| p.stdio.clone()),
         };
         Ok(Prepared {
             decision,
@@ -157,6 +159,7 @@ impl TerminalService {
             cwd,
             confinement,
             route,
+            slot: req.parent.map(|p| p.slot),
         })
     }
 

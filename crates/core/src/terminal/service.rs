@@ -68,7 +68,7 @@ pub struct RunRequest {
     pub approval_ticket: Option<String>,
     /// A nested call: the call whose command asked for it, and that command's standard
     /// descriptors, which its stages use.
-    pub parent: Option<(String, safe_mcp_contract::GivenStdio)>,
+    pub parent: Option<NestedParent>,
 }
 
 use safe_mcp_contract::{ConfinementSpec, Observer, ProcessLimits};
@@ -103,12 +103,41 @@ pub fn confinement_spec(policy: &TerminalPolicy) -> ConfinementSpec {
     }
 }
 
-/// The nested calls' tokens ([`super::nested_calls`]): kept here, with the service that
-/// holds them.
+/// A nested call's parent: the call whose command asked, that command's standard
+/// descriptors, how deep the call is, and its place among the parent's running ones.
+#[derive(Debug, Clone)]
+pub struct NestedParent {
+    /// The parent's call id.
+    pub call: String,
+    /// The asking command's stdin, stdout and stderr.
+    pub stdio: safe_mcp_contract::GivenStdio,
+    /// 1 for a call a top-level call's command made, 2 for one its nested call's made, …
+    pub depth: u8,
+    /// Held while the nested call runs: the parent's count of running ones.
+    pub(super) slot: Arc<NestedSlot>,
+}
+
+/// One running nested call of a parent; dropping it frees the place.
+#[derive(Debug)]
+pub struct NestedSlot(pub(super) Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for NestedSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
+// The nested calls' tokens ([`super::nested_calls`]) are kept here, with the service that
+// holds them.
+
 /// Who a token's nested calls are for: the call whose command asks, and how it was asked.
 #[derive(Clone)]
 pub(super) struct NestedCaller {
     pub(super) parent: String,
+    /// How deep the token's call is (0: a top-level call).
+    pub(super) depth: u8,
+    /// Its nested calls running now.
+    pub(super) running: Arc<std::sync::atomic::AtomicUsize>,
     pub(super) caller: crate::audit::Caller,
     pub(super) session: String,
     pub(super) approver: Option<crate::approval::AskPerson>,

@@ -523,10 +523,10 @@ impl Confinement {
                 // SAFETY: the listener the kernel just made for this child, and the
                 // stage's channel, both open here.
                 let sent = unsafe { crate::execlog::send_listener(exec_log, listener) };
-                let send_errno = errno();
-                // SAFETY: closes the child's copy of the listener; the server has its own.
+                // SAFETY: closes the child's copy of the listener, which is the child's
+                // own; the server holds the copy that was sent, if the send succeeded.
                 unsafe { libc::close(listener) };
-                if !sent {
+                if let Err(send_errno) = sent {
                     return Err((Step::Sandbox, send_errno));
                 }
             }

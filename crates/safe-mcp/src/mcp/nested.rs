@@ -23,6 +23,12 @@ use tokio::net::UnixStream;
 /// The longest request line.
 const MAX_REQUEST: usize = 256 << 10;
 
+/// Connections served at once (each a nested call, or a client still sending one).
+const MAX_CONNECTIONS: usize = 64;
+
+/// How long a client may take to send its request.
+const REQUEST_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Listens on the shim directory's socket, when the service has one. A socket that cannot
 /// be made leaves nested calls unanswered (the shims say so), with a warning.
 pub(crate) fn listen(service: &Arc<TerminalService>, executor: &Arc<dyn Executor>) {
@@ -51,10 +57,25 @@ pub(crate) fn listen(service: &Arc<TerminalService>, executor: &Arc<dyn Executor
                         );
                     }
                 };
-                while let Ok((stream, _)) = listener.accept().await {
+                let room = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+                loop {
+                    let stream = match listener.accept().await {
+                        Ok((stream, _)) => stream,
+                        Err(e) => {
+                            // Out of descriptors, say: wait, and keep serving.
+                            eprintln!("safe-mcp: warning: nested calls: accept: {e}");
+                            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                            continue;
+                        }
+                    };
+                    // Past the bound a connection is closed at once (its shim says so).
+                    let Ok(place) = Arc::clone(&room).try_acquire_owned() else {
+                        continue;
+                    };
                     let (service, executor) = (Weak::clone(&service), Weak::clone(&executor));
                     tokio::spawn(async move {
                         let _ = serve(stream, service, executor).await;
+                        drop(place);
                     });
                 }
             });
@@ -70,7 +91,9 @@ async fn serve(
     service: Weak<TerminalService>,
     executor: Weak<dyn Executor>,
 ) -> std::io::Result<()> {
-    let (line, fds) = receive(&stream).await?;
+    let (line, fds) = tokio::time::timeout(REQUEST_DEADLINE, receive(&stream))
+        .await
+        .map_err(|_| std::io::Error::other("the request took too long"))??;
     let (read, mut write) = stream.into_split();
     let answer = match (service.upgrade(), executor.upgrade()) {
         (Some(service), Some(executor)) => answer(&service, &*executor, read, line, fds).await,
@@ -113,10 +136,9 @@ async fn answer(
         cwd: cwd.to_owned(),
         stdio: safe_mcp_core::terminal::GivenStdio(Arc::new([stdin, stdout, stderr])),
     };
-    let Some(req) = service.nested_request(ask) else {
-        return refused(
-            "the token is no running call's (the call that started this command has ended)",
-        );
+    let req = match service.nested_request(ask) {
+        Ok(req) => req,
+        Err(why) => return json!({"code": "POLICY_DENIED", "reason": why}),
     };
     // The shim's end closing (it was killed) cancels the call, which then ends as a
     // cancelled one (its tree killed, its outcome recorded).
@@ -148,10 +170,13 @@ async fn answer(
     }
 }
 
-/// The request line and the descriptors that came with it.
+/// The request line and the descriptors that came with it: with its first message only,
+/// at most three. Descriptors on any later message end the connection (a client that sends
+/// them again and again would use up the server's).
 async fn receive(stream: &UnixStream) -> std::io::Result<(Vec<u8>, Vec<OwnedFd>)> {
     let mut line = Vec::new();
     let mut fds = Vec::new();
+    let mut first = true;
     loop {
         stream.readable().await?;
         let mut chunk = [0u8; 4096];
@@ -178,6 +203,14 @@ async fn receive(stream: &UnixStream) -> std::io::Result<(Vec<u8>, Vec<OwnedFd>)
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
             Err(e) => return Err(e),
         };
+        if !received.is_empty() && (!first || received.len() > 3) {
+            return Err(std::io::Error::other(
+                "descriptors beyond the request's three",
+            ));
+        }
+        if n > 0 {
+            first = false;
+        }
         fds.extend(received);
         line.extend_from_slice(&chunk[..n]);
         if n == 0 || line.contains(&b'\n') || line.len() > MAX_REQUEST {

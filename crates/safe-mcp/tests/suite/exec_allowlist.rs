@@ -472,6 +472,47 @@ async fn nested_calls_meet_the_rules_and_approvals_of_a_call() {
         nested[2]
     );
 
+    // The socket takes one request's three descriptors and no more: a client that keeps
+    // sending descriptors is cut off, and the next nested call is served as before. A name
+    // that is not a shim's is refused.
+    let flood = r#"
+import os, socket, array, subprocess
+token, path = os.environ['SAFE_MCP_NESTED'].split('@', 1)
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(path)
+sent = 0
+try:
+    for i in range(200):
+        s.sendmsg([b'x'], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array('i', [0, 1, 2]))])
+        sent += 1
+except OSError:
+    pass
+print('sent', sent)
+r = subprocess.run(['git', '--version'], cwd=WORK)
+print('exit', r.returncode)
+shim = os.path.join(os.path.dirname(path), 'bin', 'git')
+r = subprocess.run(['ls'], executable=shim, cwd=WORK)
+print('ls exit', r.returncode)
+"#
+    .replace("WORK", &format!("{work:?}"));
+    let flooded = c
+        .call("run_command", json!({"command": ["python3", "-c", flood]}))
+        .await;
+    let out = flooded["detail"]["stdout"].as_str().unwrap_or_default();
+    let stderr = flooded["detail"]["stderr"].as_str().unwrap_or_default();
+    let sent: usize = out
+        .lines()
+        .find_map(|l| l.strip_prefix("sent "))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(999);
+    assert!(sent < 200, "the server kept taking descriptors: {flooded}");
+    assert!(out.contains("exit 0"), "{flooded}");
+    assert!(out.contains("ls exit 126"), "{flooded}");
+    assert!(
+        stderr.contains("only the programs with argument rules"),
+        "{stderr}"
+    );
+
     // git itself by its path, not its name, is not executable in the script's tree.
     let git = std::process::Command::new("sh")
         .args(["-c", "command -v git"])
