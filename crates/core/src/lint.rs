@@ -69,6 +69,8 @@ pub enum Finding {
         interpreters: Vec<String>,
         /// The programs whose `deny_args` or `confirm_args` it voids.
         ruled: Vec<String>,
+        /// Why the exec allowlist does not route those programs through the server.
+        because: &'static str,
     },
     /// `shared_cache = true`: the profile caches are shared with other projects.
     SharedCache,
@@ -117,9 +119,10 @@ impl fmt::Display for Finding {
             Finding::InterpreterVoidsRules {
                 interpreters,
                 ruled,
+                because,
             } => write!(
                 f,
-                "an allowed interpreter ({}) can start any other program itself: the argument rules and approvals{} and the built-in escape checks bind only the commands sent to run_command and start_process, not the programs that code starts; allow no interpreter where those rules must hold",
+                "an allowed interpreter ({}) can start any other program itself, since {because}: the argument rules and approvals{} and the built-in escape checks bind only the commands sent to run_command and start_process, not the programs that code starts; keep the exec allowlist on without exec_in_jail, or allow no interpreter, where those rules must hold",
                 interpreters.join(", "),
                 if ruled.is_empty() {
                     String::new()
@@ -150,7 +153,7 @@ impl fmt::Display for Finding {
             ),
             Finding::ExecInJail { by } => write!(
                 f,
-                "exec_in_jail is on{}: programs the model writes or builds in the jail can run (confined like any command)",
+                "exec_in_jail is on{}: programs the model writes or builds in the jail can run (confined like any command), and so can a copy of any program it can read, past the exec allowlist",
                 by.as_ref()
                     .map(|p| format!(" (by the {p} profile)"))
                     .unwrap_or_default()
@@ -184,6 +187,7 @@ impl Finding {
             Finding::InterpreterVoidsRules {
                 interpreters,
                 ruled,
+                ..
             } => {
                 let all_profiles = interpreters
                     .iter()
@@ -365,8 +369,18 @@ pub fn lint(t: &TerminalPolicy) -> Vec<Finding> {
 
 /// The allowed interpreters, and the programs whose argument rules and approvals they void
 /// (round 3, item 7: `python3 -c "subprocess.run(['git', 'push', '--force'])"`), if any
-/// interpreter is allowed.
+/// interpreter is allowed where the exec allowlist does not route those programs through
+/// the server (it is off, nothing is confined, or `exec_in_jail` lets a copy run).
 pub fn interpreter_voids_rules(t: &TerminalPolicy) -> Option<Finding> {
+    let because = if !t.sandbox.exec.enabled {
+        "exec_allowlist is off"
+    } else if t.sandbox.mode == crate::config::SandboxMode::Off {
+        "sandbox mode is off"
+    } else if t.sandbox.exec_in_jail {
+        "exec_in_jail lets a copy of any program run from the jail"
+    } else {
+        return None;
+    };
     let interpreters: Vec<String> = t
         .allow
         .iter()
@@ -394,6 +408,7 @@ pub fn interpreter_voids_rules(t: &TerminalPolicy) -> Option<Finding> {
     Some(Finding::InterpreterVoidsRules {
         interpreters,
         ruled,
+        because,
     })
 }
 
@@ -416,9 +431,13 @@ mod tests {
 
     #[test]
     fn findings_and_their_printed_text() {
-        let (_dir, t) = terminal(
-            "[[terminal.rules]]\ncommand = \"find\"\nallow_escapes = [\"-delete\"]\n[[terminal.rules]]\ncommand = \"python3\"\nallow_interpreter = true\n",
-        );
+        let rules = "[[terminal.rules]]\ncommand = \"find\"\nallow_escapes = [\"-delete\"]\n[[terminal.rules]]\ncommand = \"python3\"\nallow_interpreter = true\n";
+        // With the exec allowlist on, what the interpreter starts meets the rules.
+        let (_listed, on) = terminal(rules);
+        assert!(interpreter_voids_rules(&on).is_none());
+        let (_dir, t) = terminal(&format!(
+            "{rules}[terminal.sandbox]\nexec_allowlist = false\n"
+        ));
         let (missing, findings): (Vec<Finding>, Vec<Finding>) = lint(&t)
             .into_iter()
             .partition(|f| matches!(f, Finding::NotOnPath { .. }));
@@ -476,7 +495,7 @@ mod tests {
             text[3]
         );
         assert!(
-            text[4].starts_with("an allowed interpreter (python3) can start any other program itself: the argument rules and approvals and the built-in escape checks bind only"),
+            text[4].starts_with("an allowed interpreter (python3) can start any other program itself, since exec_allowlist is off: the argument rules and approvals and the built-in escape checks bind only"),
             "{}",
             text[4]
         );

@@ -472,22 +472,21 @@ async fn nested_calls_meet_the_rules_and_approvals_of_a_call() {
         nested[2]
     );
 
-    // The socket takes one request's three descriptors and no more: a client that keeps
-    // sending descriptors is cut off, and the next nested call is served as before. A name
-    // that is not a shim's is refused.
+    // The socket takes one request's three descriptors and no more: a client that sends
+    // more (on a second message) is cut off unanswered, and the next nested call is served
+    // as before. A name that is not a shim's is refused.
     let flood = r#"
 import os, socket, array, subprocess
 token, path = os.environ['SAFE_MCP_NESTED'].split('@', 1)
+import json
+fds = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array('i', [0, 1, 2]))]
+request = json.dumps({'token': token, 'argv': ['git', '--version'], 'cwd': WORK}).encode() + b'\n'
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 s.connect(path)
-sent = 0
-try:
-    for i in range(200):
-        s.sendmsg([b'x'], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array('i', [0, 1, 2]))])
-        sent += 1
-except OSError:
-    pass
-print('sent', sent)
+s.sendmsg([b' '], fds)
+s.sendmsg([request], fds)
+s.settimeout(10)
+print('answer', repr(s.recv(4096)))
 r = subprocess.run(['git', '--version'], cwd=WORK)
 print('exit', r.returncode)
 shim = os.path.join(os.path.dirname(path), 'bin', 'git')
@@ -500,12 +499,10 @@ print('ls exit', r.returncode)
         .await;
     let out = flooded["detail"]["stdout"].as_str().unwrap_or_default();
     let stderr = flooded["detail"]["stderr"].as_str().unwrap_or_default();
-    let sent: usize = out
-        .lines()
-        .find_map(|l| l.strip_prefix("sent "))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(999);
-    assert!(sent < 200, "the server kept taking descriptors: {flooded}");
+    assert!(
+        out.contains("answer b''"),
+        "descriptors on a second message must end the connection unanswered: {flooded}"
+    );
     assert!(out.contains("exit 0"), "{flooded}");
     assert!(out.contains("ls exit 126"), "{flooded}");
     assert!(

@@ -433,21 +433,34 @@ os.waitpid(pid, 0)
     }
 }
 
-/// Item 7: an allowed interpreter voids the argument rules and approvals of every other
-/// program; `describe_policy` and `policy check` say so, naming the ruled programs.
+/// Item 7: where the exec allowlist does not route them through the server (here it is off),
+/// an allowed interpreter voids the argument rules and approvals of every other program;
+/// `describe_policy` and `policy check` say so, naming the ruled programs. With the list on
+/// (issue 35) the interpreter's nested calls meet the rules, and there is no warning.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_allowed_interpreter_is_named_as_voiding_the_argument_rules() {
+    let rule = "[[terminal.rules]]\ncommand = \"git\"\nconfirm_args = [\"push\"]\n";
+    let listed = Sandbox::with(
+        "\"python3\", \"git\"",
+        "timeout_seconds = 20",
+        "closed",
+        rule,
+    );
+    let s = listed.session().await;
+    let d = s.call("describe_policy", json!({"verbose": true})).await;
+    assert_eq!(d["detail"]["warnings"], json!([]), "{d}");
+    drop(s);
     let sb = Sandbox::with(
         "\"python3\", \"git\"",
         "timeout_seconds = 20",
         "closed",
-        "[[terminal.rules]]\ncommand = \"git\"\nconfirm_args = [\"push\"]\n",
+        &format!("{rule}\n[terminal.sandbox]\nexec_allowlist = false\n"),
     );
     let s = sb.session().await;
     let d = s.call("describe_policy", json!({"verbose": true})).await;
     let warnings = d["detail"]["warnings"].to_string();
     assert!(
-        warnings.contains("an allowed interpreter (python3) can start any other program itself")
+        warnings.contains("an allowed interpreter (python3) can start any other program itself, since exec_allowlist is off")
             && warnings.contains("of git"),
         "{warnings}"
     );
