@@ -13,7 +13,7 @@
 //! and fails CI on a circle or an import that runs up):
 //! 0. leaves, importing nothing of the crate but each other: [`paths`], [`untrusted`],
 //!    [`random`], [`envelope`], [`reader`], [`cut`], [`syntax`], [`egress`], [`env_prefix`],
-//!    [`protected`], [`gitdir`], [`home`], [`nested`], [`usage`], [`tools`], [`args`], [`jail`];
+//!    [`protected`], [`gitdir`], [`home`], [`nested`], [`programs`], [`usage`], [`tools`], [`args`], [`jail`];
 //! 1. [`config`], the policy file and every settings type other modules are configured with;
 //! 2. what is built from a loaded policy: [`audit`], [`redact`], [`preflight`], [`lint`],
 //!    [`policy`];
@@ -46,6 +46,7 @@ pub mod nested;
 pub mod paths;
 pub mod policy;
 pub mod preflight;
+pub mod programs;
 pub mod progress;
 pub mod protected;
 pub mod random;

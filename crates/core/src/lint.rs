@@ -337,12 +337,7 @@ pub fn lint(t: &TerminalPolicy) -> Vec<Finding> {
             Some(Kind::Tool) => {}
             None => out.push(Finding::UnknownTool { name: name.clone() }),
         }
-        let on_path = t.path.iter().any(|dir| {
-            std::fs::metadata(dir.join(name)).is_ok_and(|m| {
-                use std::os::unix::fs::PermissionsExt;
-                m.is_file() && m.permissions().mode() & 0o111 != 0
-            })
-        });
+        let on_path = crate::policy::resolve_program(&t.path, name).is_some();
         if !on_path {
             out.push(Finding::NotOnPath {
                 name: name.clone(),
@@ -396,15 +391,7 @@ pub fn interpreter_voids_rules(t: &TerminalPolicy) -> Option<Finding> {
     if interpreters.is_empty() {
         return None;
     }
-    let mut ruled: Vec<String> = t
-        .rules
-        .iter()
-        .filter(|r| !r.deny_args.is_empty() || !r.confirm_args.is_empty())
-        .filter(|r| t.allow.contains(&r.command) && !t.deny.contains(&r.command))
-        .map(|r| r.command.clone())
-        .collect();
-    ruled.sort();
-    ruled.dedup();
+    let ruled = t.ruled_commands();
     Some(Finding::InterpreterVoidsRules {
         interpreters,
         ruled,

@@ -532,11 +532,7 @@ fn judge_program(policy: &TerminalPolicy, argv: &[String]) -> StageVerdict {
 
 /// Finds `name` in the PATH directories: the first regular, executable file wins.
 pub fn resolve_program(path: &[PathBuf], name: &str) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    path.iter().map(|dir| dir.join(name)).find(|candidate| {
-        std::fs::metadata(candidate)
-            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    })
+    crate::programs::find_on(path.iter().map(PathBuf::as_path), name)
 }
 
 /// A policy example that did not get the verdict it names.

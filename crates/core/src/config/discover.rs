@@ -118,12 +118,8 @@ fn which(env: &dyn Env, program: &str) -> Result<PathBuf, String> {
     let path = env
         .var("PATH")
         .ok_or_else(|| format!("{program}: the server has no PATH to find it on"))?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(program))
-        .find(|p| {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
+    let dirs: Vec<PathBuf> = std::env::split_paths(&path).collect();
+    crate::programs::find_on(dirs.iter().map(PathBuf::as_path), program)
         .ok_or_else(|| format!("{program} is not on the server's PATH"))
 }
 

@@ -448,7 +448,7 @@ impl Builder<'_> {
         // is never one. The operator's is a load error; a profile's is left out.
         let ruled: Vec<&str> = rules
             .iter()
-            .filter(|r| !r.deny_args.is_empty() || !r.confirm_args.is_empty())
+            .filter(|r| r.binds_arguments())
             .map(|r| r.command.as_str())
             .collect();
         if let Some(h) = helpers.iter().find(|h| ruled.contains(&h.as_str())) {
@@ -528,7 +528,7 @@ impl Builder<'_> {
         // git starts its own helpers from its exec-path (a local remote, HTTPS): allowlisted
         // with or without the git profile, git's stages may execute them.
         if allow.contains("git") && !deny.contains("git") {
-            let git = path.iter().map(|d| d.join("git")).find(|p| p.is_file());
+            let git = crate::programs::find_on(path.iter().map(PathBuf::as_path), "git");
             if let Some(dir) = git.and_then(|g| super::discover::git_exec_path(&g).ok()) {
                 let dir = dir.to_string_lossy().into_owned();
                 super::checks::helper_entries(

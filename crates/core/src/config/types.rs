@@ -420,7 +420,29 @@ pub struct ExecSettings {
     pub by_command: Vec<(String, Vec<String>)>,
 }
 
+impl ArgRule {
+    /// Whether it judges arguments (`deny_args` or `confirm_args`): what makes a program
+    /// "ruled", reached from inside a command only through the server.
+    pub fn binds_arguments(&self) -> bool {
+        !self.deny_args.is_empty() || !self.confirm_args.is_empty()
+    }
+}
+
 impl TerminalPolicy {
+    /// The allowlisted, undenied programs with argument rules, sorted, each once.
+    pub fn ruled_commands(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .rules
+            .iter()
+            .filter(|r| r.binds_arguments())
+            .map(|r| r.command.clone())
+            .filter(|c| self.allow.contains(c) && !self.deny.contains(c))
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
     /// The read paths a command may be given as arguments: those the operator or a profile
     /// added. The default ones (the loader, libraries, `/etc/passwd`) are what every program
     /// needs, not what a model names.

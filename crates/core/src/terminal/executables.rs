@@ -73,16 +73,7 @@ pub fn ruled(policy: &TerminalPolicy) -> Vec<String> {
     if !policy.sandbox.exec.enabled || policy.sandbox.mode == crate::config::SandboxMode::Off {
         return Vec::new();
     }
-    let mut names: Vec<String> = policy
-        .rules
-        .iter()
-        .filter(|r| !r.deny_args.is_empty() || !r.confirm_args.is_empty())
-        .map(|r| r.command.clone())
-        .filter(|c| policy.allow.contains(c) && !policy.deny.contains(c))
-        .collect();
-    names.sort();
-    names.dedup();
-    names
+    policy.ruled_commands()
 }
 
 /// When a failed run looks refused an exec by the allowlist: the programs stderr names that
@@ -96,10 +87,15 @@ pub(super) fn not_executable(
     if out.exit_code == Some(0) || policy.sandbox.mode == crate::config::SandboxMode::Off {
         return None;
     }
-    let list = executables(policy)?;
-    let lines = stderr
+    let lines: Vec<&str> = stderr
         .lines()
-        .filter(|l| EXEC_REFUSED.iter().any(|m| l.contains(m)));
+        .filter(|l| EXEC_REFUSED.iter().any(|m| l.contains(m)))
+        .collect();
+    // Most failed runs say nothing of the kind: resolve the list only for those that do.
+    if lines.is_empty() {
+        return None;
+    }
+    let list = executables(policy)?;
     let mut may = Vec::new();
     for path in list.every.iter().chain(
         list.helpers
@@ -110,14 +106,10 @@ pub(super) fn not_executable(
         may.extend(std::fs::canonicalize(path));
     }
     let mut named: Vec<String> = Vec::new();
-    for word in lines.flat_map(words) {
+    for word in lines.into_iter().flat_map(words) {
         // Only an executable file is a program (a refused write names a file too).
         let found = if word.starts_with('/') {
-            Some(PathBuf::from(word)).filter(|p| {
-                use std::os::unix::fs::PermissionsExt;
-                std::fs::metadata(p)
-                    .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-            })
+            Some(PathBuf::from(word)).filter(|p| crate::programs::is_program(p))
         } else {
             resolve_program(&policy.path, word)
         };
