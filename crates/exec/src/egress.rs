@@ -25,8 +25,8 @@ use std::net::TcpListener;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd, RawFd};
 
 use rustix::net::{
-    AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
-    SendAncillaryMessage, SendFlags, SocketFlags, SocketType,
+    AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendFlags, SocketFlags,
+    SocketType,
 };
 use safe_mcp_contract::EGRESS_PORT;
 
@@ -126,15 +126,7 @@ pub(crate) unsafe fn own_network(channel: RawFd) -> Result<(), c_int> {
     rustix::net::listen(&listener, 128).map_err(code)?;
     // SAFETY: the descriptor is the child's own copy of the channel, open until exec.
     let channel = unsafe { BorrowedFd::borrow_raw(channel) };
-    let fds = [listener.as_fd()];
-    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
-    let mut control = SendAncillaryBuffer::new(&mut space);
-    if !control.push(SendAncillaryMessage::ScmRights(&fds)) {
-        return Err(libc::ENOBUFS);
-    }
-    let iov = [std::io::IoSlice::new(b"L")];
-    rustix::net::sendmsg(channel, &iov, &mut control, SendFlags::empty()).map_err(code)?;
-    Ok(())
+    crate::step::send_fd(channel, listener.as_fd(), b"L", SendFlags::empty())
 }
 
 /// A fresh loopback listener for a call of the landlock tier, and its port.

@@ -29,8 +29,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use rustix::net::{
-    AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
-    SendAncillaryMessage, SendFlags, SocketFlags, SocketType,
+    AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendFlags, SocketFlags,
+    SocketType,
 };
 use safe_mcp_contract::ExecutedProgram;
 
@@ -123,17 +123,7 @@ pub(crate) unsafe fn send_listener(channel: RawFd, listener: RawFd) -> Result<()
     let channel = unsafe { BorrowedFd::borrow_raw(channel) };
     // SAFETY: the listener the kernel just made for this child, open until it closes it.
     let listener = unsafe { BorrowedFd::borrow_raw(listener) };
-    let fds = [listener];
-    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
-    let mut control = SendAncillaryBuffer::new(&mut space);
-    if !control.push(SendAncillaryMessage::ScmRights(&fds)) {
-        return Err(libc::ENOBUFS);
-    }
-    let byte = [1u8];
-    let iov = [std::io::IoSlice::new(&byte)];
-    rustix::net::sendmsg(channel, &iov, &mut control, SendFlags::NOSIGNAL)
-        .map(|_| ())
-        .map_err(|e| e.raw_os_error())
+    crate::step::send_fd(channel, listener, &[1u8], SendFlags::NOSIGNAL)
 }
 
 /// The thread: the listener, then each notification until the stage has ended.

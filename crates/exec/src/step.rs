@@ -82,6 +82,28 @@ pub(crate) fn errno() -> c_int {
     unsafe { *slot }
 }
 
+/// Sends `data` with `fd` attached (`SCM_RIGHTS`) on `channel`: one `sendmsg` of rustix's
+/// raw backend, its control buffer on this stack (no allocation, no lock), so a spawn child
+/// may call it. The errno when it failed.
+pub(crate) fn send_fd(
+    channel: std::os::fd::BorrowedFd<'_>,
+    fd: std::os::fd::BorrowedFd<'_>,
+    data: &[u8],
+    flags: rustix::net::SendFlags,
+) -> Result<(), c_int> {
+    use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage};
+    let fds = [fd];
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if !control.push(SendAncillaryMessage::ScmRights(&fds)) {
+        return Err(libc::ENOBUFS);
+    }
+    let iov = [std::io::IoSlice::new(data)];
+    rustix::net::sendmsg(channel, &iov, &mut control, flags)
+        .map(|_| ())
+        .map_err(|e| e.raw_os_error())
+}
+
 #[cfg(test)]
 mod tests {
     use super::Step;
