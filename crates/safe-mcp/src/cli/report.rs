@@ -19,6 +19,7 @@ use safe_mcp_core::config::{ProcessEnv, Section};
 use safe_mcp_core::load::load_policy;
 use serde_json::Value;
 
+use super::tail::{caller, s};
 use crate::exit::{fatal, say};
 
 /// How many of the slowest calls are listed.
@@ -73,10 +74,6 @@ pub fn report_cmd(config: Option<&Path>, since: Option<&str>, out: Option<&Path>
             ExitCode::SUCCESS
         }
     }
-}
-
-fn s<'a>(v: &'a Value, k: &str) -> &'a str {
-    v.get(k).and_then(Value::as_str).unwrap_or("")
 }
 
 /// `text` safe inside HTML text and attribute values.
@@ -234,14 +231,11 @@ fn counts(page: &mut String, calls: &[(String, Call<'_>)]) {
     let mut by: BTreeMap<(String, String, String), usize> = BTreeMap::new();
     for (_, c) in calls {
         let Some(outcome) = c.outcome else { continue };
-        let caller = c.attempt.map_or("-", |a| match s(a, "sub") {
-            "" => "-",
-            sub => sub,
-        });
+        let who = c.attempt.map_or("-", caller);
         *by.entry((
             s(outcome, "tool").to_owned(),
             s(outcome, "code").to_owned(),
-            caller.to_owned(),
+            who.to_owned(),
         ))
         .or_default() += 1;
     }
@@ -341,10 +335,7 @@ fn approvals(page: &mut String, records: &[Value], calls: &[(String, Call<'_>)])
             s(a, "command").to_owned(),
             s(approval, "decision").to_owned(),
             s(approval, "via").to_owned(),
-            match s(a, "sub") {
-                "" => "-".to_owned(),
-                sub => sub.to_owned(),
-            },
+            caller(a).to_owned(),
         ]);
     }
     for r in records.iter().filter(|r| s(r, "kind") == "approval") {

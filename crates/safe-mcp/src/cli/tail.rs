@@ -89,12 +89,13 @@ pub fn tail_cmd(path: &Path, follow: bool, style: Style) -> ExitCode {
     }
 }
 
-fn s<'a>(v: &'a Value, k: &str) -> &'a str {
+/// A record's string field, or "" (shared with the report).
+pub(crate) fn s<'a>(v: &'a Value, k: &str) -> &'a str {
     v.get(k).and_then(Value::as_str).unwrap_or("")
 }
 
-/// Who asked: the token's subject over HTTP, `-` over stdio.
-fn caller(v: &Value) -> &str {
+/// Who asked: the token's subject over HTTP, `-` over stdio (shared with the report).
+pub(crate) fn caller(v: &Value) -> &str {
     match s(v, "sub") {
         "" => "-",
         sub => sub,
