@@ -260,14 +260,7 @@ async fn a_file_write_that_needs_approval_gets_a_ticket_or_mrtr_bound_to_its_con
         "[package]\n"
     );
 
-    let newer = Client::start_speaking(
-        &sb,
-        Reply::Accept(true),
-        true,
-        false,
-        rmcp::model::ProtocolVersion::V_2026_07_28,
-    )
-    .await;
+    let newer = Client::start_newer(&sb, Reply::Accept(true), true).await;
     let r = newer
         .call("write_file", write("[package]\nname = \"x\"\n", None))
         .await;
@@ -285,14 +278,7 @@ async fn a_file_write_that_needs_approval_gets_a_ticket_or_mrtr_bound_to_its_con
 #[tokio::test(flavor = "multi_thread")]
 async fn on_the_stateless_protocol_a_client_without_forms_gets_a_ticket() {
     let sb = sandbox("");
-    let c = Client::start_speaking(
-        &sb,
-        Reply::Accept(true),
-        false,
-        false,
-        rmcp::model::ProtocolVersion::V_2026_07_28,
-    )
-    .await;
+    let c = Client::start_newer(&sb, Reply::Accept(true), false).await;
     let r = c.run("touch needs-ok").await;
     assert_eq!(r["code"], "POLICY_DENIED", "{r}");
     assert!(r["reason"].as_str().unwrap().contains("2026-07-28"), "{r}");

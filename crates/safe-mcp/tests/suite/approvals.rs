@@ -150,6 +150,11 @@ impl Client {
         Client::start_speaking(sb, reply, elicitation, url, ProtocolVersion::V_2025_11_25).await
     }
 
+    /// A client of MCP 2026-07-28 (no initialize), declaring form elicitation or not.
+    pub(super) async fn start_newer(sb: &Sandbox, reply: Reply, elicitation: bool) -> Client {
+        Client::start_speaking(sb, reply, elicitation, false, ProtocolVersion::V_2026_07_28).await
+    }
+
     /// A client that speaks `version`.
     pub(super) async fn start_speaking(
         sb: &Sandbox,

@@ -3,14 +3,14 @@
 //! `InputRequiredResult`, the client repeats the call with the answer and the sealed
 //! `requestState`. A replayed, altered, expired or foreign state approves nothing.
 
-use rmcp::model::{CallToolRequestParams, CallToolResponse, InputResponses, ProtocolVersion};
+use rmcp::model::{CallToolRequestParams, CallToolResponse, InputResponses};
 use serde_json::{Value, json};
 
 use super::approvals::{Client, Reply, approval_of, sandbox};
 use super::support::envelope_of;
 
 async fn client(sb: &super::support::Sandbox, reply: Reply) -> Client {
-    Client::start_speaking(sb, reply, true, false, ProtocolVersion::V_2026_07_28).await
+    Client::start_newer(sb, reply, true).await
 }
 
 /// One `tools/call` of run_command, without the client driving the rounds.

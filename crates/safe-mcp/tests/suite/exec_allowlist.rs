@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::support::{Sandbox, Session, installed as present, skip};
+use super::support::{Sandbox, Session, host_git, installed as present, skip};
 
 /// A sandbox allowing `allow` with `profiles`, a cache of its own and `sandbox` lines in
 /// `[terminal.sandbox]`.
@@ -324,26 +324,6 @@ async fn an_unprivileged_server_holds_the_same_list() {
     assert!(argv0.contains(&"ls"), "{argv0:?}");
 }
 
-/// `git` in `dir` for the test's own setup, outside the server, without the user's config.
-fn host_git(dir: &std::path::Path, args: &[&str]) {
-    let st = std::process::Command::new("git")
-        .args([
-            "-c",
-            "user.email=t@t",
-            "-c",
-            "user.name=t",
-            "-c",
-            "init.defaultBranch=main",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .status()
-        .unwrap();
-    assert!(st.success(), "git {args:?}");
-}
-
 /// A jail with `remote.git` (bare, one commit on main) and `work`, its clone with one commit
 /// more, for a nested push.
 fn with_remote(sb: &Sandbox) -> String {
@@ -533,14 +513,7 @@ print('ls exit', r.returncode)
 
     // On MCP 2026-07-28 a call is approved in its own rounds, which a nested call has none
     // of: it is refused with what to do instead, and the script's call ends as it would.
-    let newer = Client::start_speaking(
-        &sb,
-        Reply::Accept(true),
-        true,
-        false,
-        rmcp::model::ProtocolVersion::V_2026_07_28,
-    )
-    .await;
+    let newer = Client::start_newer(&sb, Reply::Accept(true), true).await;
     let r = newer
         .call(
             "run_command",

@@ -9,37 +9,9 @@ use std::process::Command;
 
 use super::support::{BIN, Sandbox};
 
-/// Tests run in parallel: one of them makes the venv while the others wait.
-static VENV: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
+/// The venv with the Python SDK and jsonschema.
 fn venv_python() -> PathBuf {
-    let _guard = VENV.lock().unwrap_or_else(|e| e.into_inner());
-    let target = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/py-e2e-venv");
-    let python = target.join("bin/python");
-    let ready = target.join(".installed");
-    if !ready.exists() {
-        let status = Command::new("python3")
-            .args(["-m", "venv"])
-            .arg(&target)
-            .status()
-            .expect("python3 is required");
-        assert!(status.success(), "python3 -m venv failed");
-        let status = Command::new(&python)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "mcp>=1.20",
-                "jsonschema",
-            ])
-            .status()
-            .unwrap();
-        assert!(status.success(), "pip install mcp jsonschema failed");
-        std::fs::write(&ready, "").unwrap();
-    }
-    python
+    super::support::venv("py-e2e-venv", &["mcp>=1.20", "jsonschema"])
 }
 
 /// Runs one of the Python client scripts with these arguments; returns its stdout.

@@ -84,18 +84,7 @@ async fn assert_runs(s: &Session, command: &str) -> Value {
     r
 }
 
-/// `git` in `dir` for the test's own setup, outside the server, without the user's config.
-fn git(dir: &Path, args: &[&str]) {
-    let st = Command::new("git")
-        .args(["-c", "user.email=t@t", "-c", "user.name=t"])
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .status()
-        .unwrap();
-    assert!(st.success(), "git {args:?}");
-}
+use super::support::host_git as git;
 
 /// What `git` prints in `dir` (the test's own view, outside the server).
 fn git_out(dir: &Path, args: &[&str]) -> String {

@@ -222,6 +222,22 @@ fn verify_received(lines: &[String]) -> (bool, String) {
     )
 }
 
+/// An OTLP and a syslog receiver, and a sandbox that ships to both (a checkpoint after every
+/// call), with `extra` lines in `[audit.ship]`.
+async fn both_sinks(extra: &str) -> (Receiver, Receiver, Sandbox) {
+    let otlp = Receiver::start(Kind::Otlp).await;
+    let syslog = Receiver::start(Kind::Syslog).await;
+    let sb = sandbox(|dir| {
+        format!(
+            "otlp_http = \"http://127.0.0.1:{}/v1/logs\"\nsyslog_tcp = \"127.0.0.1:{}\"\nspool_dir = \"{}/spool\"\ncheckpoint_seconds = 0\n{extra}",
+            otlp.port,
+            syslog.port,
+            dir.display()
+        )
+    });
+    (otlp, syslog, sb)
+}
+
 async fn calls(s: &Session, n: usize) {
     for i in 0..n {
         let r = s
@@ -236,16 +252,7 @@ async fn calls(s: &Session, n: usize) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn thirty_calls_arrive_in_order_at_both_sinks_and_verify() {
-    let otlp = Receiver::start(Kind::Otlp).await;
-    let syslog = Receiver::start(Kind::Syslog).await;
-    let sb = sandbox(|dir| {
-        format!(
-            "otlp_http = \"http://127.0.0.1:{}/v1/logs\"\nsyslog_tcp = \"127.0.0.1:{}\"\nspool_dir = \"{}/spool\"\ncheckpoint_seconds = 0",
-            otlp.port,
-            syslog.port,
-            dir.display()
-        )
-    });
+    let (otlp, syslog, sb) = both_sinks("").await;
     let s = sb.session().await;
     calls(&s, 30).await;
     let want = local(&sb);
@@ -549,39 +556,9 @@ async fn deny_mode_refuses_the_first_call_after_the_receiver_dies() {
     );
 }
 
-/// The venv with the OCSF schema package (PyPI `ocsf-json-schema`) and `jsonschema`, made
-/// once under the target directory.
+/// The venv with the OCSF schema package (PyPI `ocsf-json-schema`) and `jsonschema`.
 fn ocsf_python() -> std::path::PathBuf {
-    static MADE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _guard = MADE.lock().unwrap_or_else(|e| e.into_inner());
-    let target =
-        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/ocsf-venv");
-    let python = target.join("bin/python");
-    if !target.join(".installed").exists() {
-        let made = std::process::Command::new("python3")
-            .args(["-m", "venv"])
-            .arg(&target)
-            .status()
-            .unwrap();
-        assert!(made.success(), "python3 -m venv failed");
-        let installed = std::process::Command::new(&python)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-            ])
-            .args(["ocsf-json-schema==1.2.0", "jsonschema"])
-            .status()
-            .unwrap();
-        assert!(
-            installed.success(),
-            "pip install ocsf-json-schema jsonschema failed"
-        );
-        std::fs::write(target.join(".installed"), "").unwrap();
-    }
-    python
+    super::support::venv("ocsf-venv", &["ocsf-json-schema==1.2.0", "jsonschema"])
 }
 
 /// `format = "ocsf"`: each record arrives as an OCSF event (Process Activity for a run,
@@ -589,16 +566,7 @@ fn ocsf_python() -> std::path::PathBuf {
 /// the record's own line; `audit verify --received` verifies what the receiver stored.
 #[tokio::test(flavor = "multi_thread")]
 async fn ocsf_events_validate_against_the_schema_and_still_verify() {
-    let otlp = Receiver::start(Kind::Otlp).await;
-    let syslog = Receiver::start(Kind::Syslog).await;
-    let sb = sandbox(|dir| {
-        format!(
-            "otlp_http = \"http://127.0.0.1:{}/v1/logs\"\nsyslog_tcp = \"127.0.0.1:{}\"\nspool_dir = \"{}/spool\"\ncheckpoint_seconds = 0\nformat = \"ocsf\"",
-            otlp.port,
-            syslog.port,
-            dir.display()
-        )
-    });
+    let (otlp, syslog, sb) = both_sinks("format = \"ocsf\"").await;
     let s = sb.session().await;
     calls(&s, 3).await;
     s.run("whoami").await;

@@ -361,6 +361,53 @@ pub async fn eventually(secs: u64, mut f: impl FnMut() -> bool) -> bool {
 /// A test that cannot run its check here says why: on stderr, and in the file
 /// `SAFE_MCP_SKIPS` names, which `.ci/run` prints as the skip list (and fails on, since CI's
 /// machine kind has every reason removed: it runs as root with the packages installed).
+/// The python of a venv under the target directory holding `packages` (pip-installed once;
+/// tests run in parallel, so one makes a venv while the others wait).
+pub fn venv(name: &str, packages: &[&str]) -> std::path::PathBuf {
+    static MADE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _guard = MADE.lock().unwrap_or_else(|e| e.into_inner());
+    let target = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../target")
+        .join(name);
+    let python = target.join("bin/python");
+    let ready = target.join(".installed");
+    if !ready.exists() {
+        let status = std::process::Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&target)
+            .status()
+            .expect("python3 is required");
+        assert!(status.success(), "python3 -m venv failed");
+        let status = std::process::Command::new(&python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+            ])
+            .args(packages)
+            .status()
+            .unwrap();
+        assert!(status.success(), "pip install {packages:?} failed");
+        std::fs::write(&ready, "").unwrap();
+    }
+    python
+}
+
+/// `git` in `dir` for a test's own setup, outside the server, without the user's config.
+pub fn host_git(dir: &Path, args: &[&str]) {
+    let st = std::process::Command::new("git")
+        .args(["-c", "user.email=t@t", "-c", "user.name=t"])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .status()
+        .unwrap();
+    assert!(st.success(), "git {args:?}");
+}
+
 /// Whether `program --version` runs on this machine; if not, the skip says so.
 pub fn installed(program: &str) -> bool {
     let ok = std::process::Command::new(program)
