@@ -526,8 +526,13 @@ impl Builder<'_> {
         }
 
         // git starts its own helpers from its exec-path (a local remote, HTTPS): allowlisted
-        // with or without the git profile, git's stages may execute them.
-        if allow.contains("git") && !deny.contains("git") {
+        // with or without the git profile, git's stages may execute them. The git profile's
+        // discovery has asked already when it found the directory; it is not asked twice.
+        let discovered = expansion
+            .helpers
+            .iter()
+            .any(|(c, h)| c == "git" && h.iter().any(|d| d.starts_with('/')));
+        if allow.contains("git") && !deny.contains("git") && !discovered {
             let git = crate::programs::find_on(path.iter().map(PathBuf::as_path), "git");
             if let Some(dir) = git.and_then(|g| super::discover::git_exec_path(&g).ok()) {
                 let dir = dir.to_string_lossy().into_owned();
