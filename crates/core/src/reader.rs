@@ -4,7 +4,9 @@
 //! what the model pays for and works from. It is, in order:
 //! 1. the verdict in one line: `exit 0 · 12 ms` for a command that ran (its output cut or
 //!    not: a cut is a fact below), else `CODE: reason` (`POLICY_DENIED: …`, `TIMEOUT: …`,
-//!    `OK: 2 session(s)`);
+//!    `OK: 2 session(s)`); for a command that ran, what its reason says beyond that it ran
+//!    (a limit that stopped it, a program the exec allowlist refused, a refused socket) on a
+//!    `note:` line after it;
 //! 2. stdout as it was printed, then `--- stderr ---` and stderr when there is any;
 //! 3. one line per notable fact (`truncated: …`, `network refused: …`, a pipeline's stages)
 //!    for a command; for any other tool, each field of the detail, a multi-line text under
@@ -45,6 +47,16 @@ pub fn text(result: &OperationResult) -> String {
         format!("{}: {}", result.code, result.reason)
     };
     out.push('\n');
+    // "the command ran (exit code 1); <why>": the why is news the exit line does not carry
+    // (a cut output has its own fact below).
+    if ran
+        && result.code == ResultCode::Ok
+        && let Some((_, note)) = result.reason.split_once("; ")
+    {
+        out.push_str("note: ");
+        out.push_str(note);
+        out.push('\n');
+    }
     for (key, marker) in [("stdout", None), ("stderr", Some("--- stderr ---"))] {
         if let Some(text) = detail.get(key).and_then(Value::as_str)
             && !text.is_empty()
@@ -221,6 +233,20 @@ mod tests {
         )
         .with_duration(std::time::Duration::from_millis(12));
         assert_eq!(text(&r), "exit 0 · 12 ms\nhi\n");
+    }
+
+    #[test]
+    fn what_the_reason_adds_to_a_run_is_a_note_under_the_exit_line() {
+        let r = run(
+            ResultCode::Ok,
+            "the command ran (exit code 1); it looks like `rm` could not be executed",
+            json!({"exit_code": 1, "stdout": "", "stderr": "denied\n", "not_executable": ["rm"]}),
+        )
+        .with_duration(std::time::Duration::from_millis(5));
+        assert_eq!(
+            text(&r),
+            "exit 1 · 5 ms\nnote: it looks like `rm` could not be executed\n--- stderr ---\ndenied\nnot_executable: [\"rm\"]\n"
+        );
     }
 
     #[test]
