@@ -103,6 +103,23 @@ async fn what_an_interpreter_starts_is_held_to_the_allowlist() {
         "{reason}"
     );
     assert!(reason.contains("[terminal.allowlist]"), "{reason}");
+    // The model reads it in the text block, under the exit line.
+    let raw = s
+        .raw_call(
+            "run_command",
+            python("import subprocess; subprocess.run(['rm', '-rf', 'src'])"),
+        )
+        .await;
+    let text = raw.content[0]
+        .as_text()
+        .map(|t| t.text.clone())
+        .unwrap_or_default();
+    assert!(
+        text.lines()
+            .nth(1)
+            .is_some_and(|l| l.starts_with("note: it looks like `rm` could not be executed")),
+        "{text}"
+    );
 
     // explain_command lists what python3 may execute: itself and its loader, not rm.
     let e = s
@@ -670,4 +687,39 @@ async fn git_starts_its_https_helper_through_the_proxy() {
         .as_str()
         .unwrap_or_default();
     assert!(refused.contains("denied.example.org"), "{r}");
+}
+
+/// Without a private view (`namespaces = "off"`, as where no namespace can be made) the same
+/// list binds, and a ruled program is still reached through the server: the shim and its
+/// socket are on the host's filesystem then.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_host_view_holds_the_same_list_and_routes_nested_calls() {
+    if !present("python3") || !present("git") {
+        return;
+    }
+    let sb = sandbox(
+        "\"echo\", \"ls\", \"git\"",
+        &["python"],
+        "namespaces = \"off\"",
+    );
+    std::fs::create_dir_all(sb.jail.join("src")).unwrap();
+    let s = session(&sb).await;
+    let r = s.call("run_command", python(TRY_EACH)).await;
+    let out = r["detail"]["stdout"].as_str().unwrap_or_default();
+    assert!(
+        out.contains("rm refused 13") && out.contains("ls ran 0"),
+        "{r}"
+    );
+    assert!(sb.jail.join("src").exists(), "{r}");
+    let d = s.call("describe_policy", json!({"verbose": true})).await;
+    assert_eq!(d["detail"]["confinement"]["view"]["view"], "host", "{d}");
+    let jail = sb.jail.display().to_string();
+    let forced = s
+        .call("run_command", nested_git(&jail, &["push", "--force"]))
+        .await;
+    let stderr = forced["detail"]["stderr"].as_str().unwrap_or_default();
+    assert!(
+        stderr.contains("`git` was not run (POLICY_DENIED)"),
+        "{forced}"
+    );
 }
