@@ -24,7 +24,8 @@ FLOORS = {
     "core": [
         # Leaves: import nothing of the crate but each other.
         ["paths", "untrusted", "random", "envelope", "reader", "cut", "syntax", "egress", "env_prefix",
-         "protected", "gitdir", "home", "nested", "programs", "usage", "tools", "args", "jail"],
+         "protected", "gitdir", "home", "nested", "programs", "usage", "tools", "args", "jail",
+         "credentials"],
         # The policy file and its settings types.
         ["config"],
         # What is built from a loaded policy.

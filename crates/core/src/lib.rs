@@ -13,7 +13,8 @@
 //! and fails CI on a circle or an import that runs up):
 //! 0. leaves, importing nothing of the crate but each other: [`paths`], [`untrusted`],
 //!    [`random`], [`envelope`], [`reader`], [`cut`], [`syntax`], [`egress`], [`env_prefix`],
-//!    [`protected`], [`gitdir`], [`home`], [`nested`], [`programs`], [`usage`], [`tools`], [`args`], [`jail`];
+//!    [`protected`], [`gitdir`], [`home`], [`nested`], [`programs`], [`usage`], [`tools`], [`args`], [`jail`],
+//!    [`credentials`];
 //! 1. [`config`], the policy file and every settings type other modules are configured with;
 //! 2. what is built from a loaded policy: [`audit`], [`redact`], [`preflight`], [`lint`],
 //!    [`policy`];
@@ -32,6 +33,7 @@ pub mod approval;
 pub mod args;
 pub mod audit;
 pub mod config;
+pub mod credentials;
 pub mod cut;
 pub mod egress;
 pub mod env_prefix;

@@ -21,7 +21,7 @@ use safe_mcp_core::audit::NetworkRecord;
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio_util::sync::CancellationToken;
 
-use crate::{Recorder, append};
+use crate::context::{Recorder, append};
 
 /// Connections one exposed port relays at once; more wait in the listen queue.
 const MAX_LIVE: usize = 64;
@@ -154,6 +154,7 @@ async fn relay(
         address: Some(address.to_string()),
         bytes_up: None,
         bytes_down: None,
+        ..Default::default()
     };
     // No byte flows before the trail holds the connection.
     if !append(&recorder, &record, true).await {

@@ -24,66 +24,87 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use safe_mcp_core::audit::{AuditError, CallId, Gate, NetworkRecord};
+use safe_mcp_core::audit::{CallId, NetworkRecord};
+use safe_mcp_core::credentials::Vault;
 use safe_mcp_core::egress::{NetworkPolicy, Refusal};
 use safe_mcp_core::terminal::EgressProvider;
 use safe_mcp_core::terminal::{Egress, EgressGate};
-use tokio::io::AsyncWriteExt;
+use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
+mod context;
 pub mod ingress;
 mod relay;
 mod request;
 mod splice;
+mod terminate;
+mod tls;
 
+pub use context::Recorder;
+use context::{CONNECT_TIMEOUT, Context, HEAD_TIMEOUT, MAX_RECORDS_PER_CALL};
 use relay::{Moved, relay};
 use request::{Refused, Request, read_request};
 
-/// How long a client may take to send its request head.
-const HEAD_TIMEOUT: Duration = Duration::from_secs(15);
 /// How long a name may take to resolve.
 const RESOLVE_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long one connect may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 /// How long the end of a call waits for its connections' last records.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Where a proxy's `network` records go: the server's audit trail ([`Gate`]), or in a test
-/// a list.
-pub trait Recorder: Send + Sync + std::fmt::Debug {
-    /// Appends `record`; made durable first when `durable` (an `open`, before a byte flows).
-    fn record(&self, record: &NetworkRecord, durable: bool) -> Result<(), AuditError>;
-}
-
-impl Recorder for Gate {
-    fn record(&self, record: &NetworkRecord, durable: bool) -> Result<(), AuditError> {
-        self.append("network", record, durable)
-    }
-}
-
-/// The proxy of one terminal server: its policy, and the trail its records go to.
+/// The proxy of one terminal server: its policy, the trail its records go to, and the
+/// credentials it adds (with the TLS it terminates for their hosts).
 #[derive(Debug)]
 pub struct Proxy {
     policy: Arc<NetworkPolicy>,
     recorder: Arc<dyn Recorder>,
+    vault: Arc<Vault>,
+    tls: Option<Arc<tls::Tls>>,
 }
 
 impl Proxy {
-    /// A proxy judging by `policy` and writing its records to `recorder`.
+    /// A proxy judging by `policy` and writing its records to `recorder`, with no
+    /// credentials.
     pub fn new(policy: NetworkPolicy, recorder: Arc<dyn Recorder>) -> Proxy {
         Proxy {
             policy: Arc::new(policy),
             recorder,
+            vault: Arc::default(),
+            tls: None,
         }
+    }
+
+    /// A proxy that also adds the credentials of `vault` on their hosts, terminating TLS
+    /// to those hosts (and only those) with a CA made now.
+    pub fn with_credentials(
+        policy: NetworkPolicy,
+        recorder: Arc<dyn Recorder>,
+        vault: Arc<Vault>,
+    ) -> Result<Proxy, String> {
+        let tls = match vault.is_empty() {
+            true => None,
+            false => Some(Arc::new(tls::Tls::new(&vault)?)),
+        };
+        Ok(Proxy {
+            policy: Arc::new(policy),
+            recorder,
+            vault,
+            tls,
+        })
     }
 }
 
 impl EgressProvider for Proxy {
+    fn ca_bundle(&self) -> Option<&std::path::Path> {
+        self.tls.as_deref().map(tls::Tls::bundle)
+    }
+
     fn for_call(&self, call: &CallId) -> Egress {
         Egress(Arc::new(CallProxy(Arc::new(Context {
             policy: Arc::clone(&self.policy),
             recorder: Arc::clone(&self.recorder),
+            vault: Arc::clone(&self.vault),
+            tls: self.tls.clone(),
+            requests: AtomicUsize::new(0),
             call: call.to_string(),
             refused: std::sync::Mutex::default(),
             records: AtomicUsize::new(0),
@@ -96,31 +117,6 @@ impl EgressProvider for Proxy {
 
 /// The proxy as one call sees it: what its connections share.
 struct CallProxy(Arc<Context>);
-
-/// The refusals a call's result lists; the trail has every one up to its bound.
-const MAX_REFUSALS: usize = 20;
-
-/// The network records one call may write (an allowed connection takes two, its `open` and
-/// its `close`). Code in the sandbox decides how many requests it makes: unbounded, its
-/// refusals would rotate earlier records out of the trail. Past the bound, refusals are
-/// counted and written as one summary record when the call ends, and a new connection is
-/// refused (it could not be recorded).
-const MAX_RECORDS_PER_CALL: usize = 256;
-
-/// The longest host, method and reason a network record keeps (a name is at most 253
-/// characters; a reason quotes at most a short part of the request).
-const MAX_HOST_CHARS: usize = 253;
-const MAX_METHOD_CHARS: usize = 16;
-const MAX_REASON_CHARS: usize = 300;
-
-/// `s` cut to `max` characters, with a marker when it was longer.
-fn capped(mut s: String, max: usize) -> String {
-    if let Some((at, _)) = s.char_indices().nth(max) {
-        s.truncate(at);
-        s.push_str("…[cut]");
-    }
-    s
-}
 
 /// Stops a call's proxy when dropped: its listener closes and open relays end (each then
 /// writes its `close` record).
@@ -219,28 +215,13 @@ impl EgressGate for CallProxy {
                     address: None,
                     bytes_up: None,
                     bytes_down: None,
+                    ..Default::default()
                 };
                 ctx.append(&summary, false).await;
             }
             ctx.refused.lock().map(|r| r.clone()).unwrap_or_default()
         })
     }
-}
-
-/// What every connection of a call's proxy shares.
-struct Context {
-    policy: Arc<NetworkPolicy>,
-    recorder: Arc<dyn Recorder>,
-    call: String,
-    /// What was refused, a line each, for the call's result (at most [`MAX_REFUSALS`]).
-    refused: std::sync::Mutex<Vec<String>>,
-    /// Network records this call has written or reserved (at most [`MAX_RECORDS_PER_CALL`]).
-    records: AtomicUsize,
-    /// Refusals past that bound, for the summary record.
-    unrecorded: AtomicUsize,
-    /// Connections being handled, and the signal that the last has ended.
-    live: AtomicUsize,
-    idle: tokio::sync::Notify,
 }
 
 /// A connection [`Context::reach`] made: the upstream, its address, the request, the host
@@ -251,7 +232,7 @@ impl Context {
     /// One connection, to its end: refused, or opened, relayed and closed, each on the
     /// record. Once `stop` (the call is over) nothing new is opened, and a relay still
     /// running ends with its `close` record.
-    async fn handle(&self, mut client: TcpStream, stop: &CancellationToken) {
+    async fn handle(self: &Arc<Self>, mut client: TcpStream, stop: &CancellationToken) {
         let reached = tokio::select! {
             () = stop.cancelled() => return,
             reached = self.reach(&mut client) => reached,
@@ -259,17 +240,27 @@ impl Context {
         let Some((upstream, address, request, host, rule)) = reached else {
             return;
         };
+        // A CONNECT to a credential host is terminated; every other stays a tunnel.
+        let terminated = match (&self.tls, request.forward.is_none()) {
+            (Some(tls), true) => self
+                .vault
+                .bound(&host)
+                .map(|e| (Arc::clone(tls), e.name.clone())),
+            _ => None,
+        };
         let mut record = NetworkRecord {
             call: self.call.clone(),
             event: "open",
             method: request.method.clone(),
             host,
             port: request.port,
-            rule,
+            rule: rule.clone(),
             reason: None,
             address: Some(address.to_string()),
             bytes_up: None,
             bytes_down: None,
+            credential: terminated.as_ref().map(|(_, name)| name.clone()),
+            ..Default::default()
         };
         if !self.reserve(2) {
             let refusal = Refusal {
@@ -302,11 +293,31 @@ impl Context {
             };
             return self.refuse(&mut client, refused).await;
         }
-        let moved = Moved::default();
-        tokio::select! {
-            () = relay(client, upstream, request, &moved) => {}
-            // The call's processes are gone: what is still open ends here.
-            () = stop.cancelled() => {}
+        let moved = Arc::new(Moved::default());
+        match terminated {
+            Some((tls, _)) => {
+                let ctx = Arc::clone(self);
+                let served = terminate::serve(
+                    ctx,
+                    tls,
+                    client,
+                    upstream,
+                    request,
+                    rule,
+                    Arc::clone(&moved),
+                );
+                tokio::select! {
+                    () = served => {}
+                    () = stop.cancelled() => {}
+                }
+            }
+            None => {
+                tokio::select! {
+                    () = relay(client, upstream, request, &moved) => {}
+                    // The call's processes are gone: what is still open ends here.
+                    () = stop.cancelled() => {}
+                }
+            }
         }
         record.event = "close";
         record.bytes_up = Some(moved.up.load(Ordering::Relaxed));
@@ -351,6 +362,12 @@ impl Context {
                     .await;
             }
         };
+        let mut request = request;
+        if let Err(refusal) = self.credential_checks(client, &mut request, &host).await {
+            return self
+                .refusing(client, refused("403 Forbidden", refusal, &request))
+                .await;
+        }
         let addresses = match self.resolve(&host, request.port).await {
             Ok(a) => a,
             Err(refusal) => {
@@ -375,6 +392,52 @@ impl Context {
                 .await;
         };
         Some((upstream, address, request, host, rule))
+    }
+
+    /// What the credentials ask of a request before it goes anywhere: no placeholder to a
+    /// host it is not bound to (in the head, or the first bytes of a plain request's body,
+    /// read now), and a plain request to a credential host within the host's rules.
+    async fn credential_checks(
+        &self,
+        client: &mut TcpStream,
+        request: &mut Request,
+        host: &str,
+    ) -> Result<(), Refusal> {
+        if self.vault.is_empty() {
+            return Ok(());
+        }
+        let mut seen = request.head.clone();
+        if let Some((_, length)) = &request.forward {
+            let want = usize::try_from(*length)
+                .unwrap_or(usize::MAX)
+                .min(terminate::PEEK);
+            let mut chunk = vec![0u8; 16 * 1024];
+            while request.rest.len() < want {
+                let read = tokio::time::timeout(HEAD_TIMEOUT, client.read(&mut chunk)).await;
+                match read {
+                    Ok(Ok(n)) if n > 0 => request.rest.extend_from_slice(&chunk[..n]),
+                    _ => break,
+                }
+            }
+            if let Some(path) = &request.path {
+                self.vault
+                    .allows(host, &request.method, path)
+                    .map_err(|reason| Refusal {
+                        rule: "method-path".into(),
+                        reason,
+                    })?;
+            }
+        }
+        seen.extend_from_slice(&request.rest);
+        match self.vault.foreign(host, &seen) {
+            Some(name) => Err(Refusal {
+                rule: "credential-host".into(),
+                reason: format!(
+                    "the request carries the placeholder of {name}, which is not bound to {host}; a credential goes only to its own hosts"
+                ),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// The checked name's addresses: pinned by the policy, or from the system resolver.
@@ -405,85 +468,6 @@ impl Context {
     async fn refusing(&self, client: &mut TcpStream, refused: Refused) -> Option<Reached> {
         self.refuse(client, refused).await;
         None
-    }
-
-    async fn refuse(&self, client: &mut TcpStream, refused: Refused) {
-        let body = format!("safe-mcp egress refused: {}\n", refused.refusal.reason);
-        let response = format!(
-            "HTTP/1.1 {}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\nX-Safe-Mcp-Refusal: {}\r\n\r\n{body}",
-            refused.status,
-            body.len(),
-            refused.refusal.rule,
-        );
-        let record = NetworkRecord {
-            call: self.call.clone(),
-            event: "refused",
-            method: capped(refused.method, MAX_METHOD_CHARS),
-            host: capped(refused.host, MAX_HOST_CHARS),
-            port: refused.port,
-            rule: refused.refusal.rule,
-            reason: Some(capped(refused.refusal.reason, MAX_REASON_CHARS)),
-            address: None,
-            bytes_up: None,
-            bytes_down: None,
-        };
-        if let Ok(mut refused) = self.refused.lock()
-            && refused.len() < MAX_REFUSALS
-        {
-            let target = if record.host.is_empty() {
-                String::new()
-            } else {
-                format!(" {}:{}", record.host, record.port)
-            };
-            refused.push(format!(
-                "{}{target}: {}",
-                if record.method.is_empty() {
-                    "request"
-                } else {
-                    &record.method
-                },
-                record.reason.as_deref().unwrap_or_default()
-            ));
-        }
-        if self.reserve(1) {
-            self.append(&record, false).await;
-        } else {
-            self.unrecorded.fetch_add(1, Ordering::AcqRel);
-        }
-        let _ = client.write_all(response.as_bytes()).await;
-        let _ = client.shutdown().await;
-    }
-
-    /// Takes `n` of the call's network records, if that many are left.
-    fn reserve(&self, n: usize) -> bool {
-        self.records
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
-                (used + n <= MAX_RECORDS_PER_CALL).then_some(used + n)
-            })
-            .is_ok()
-    }
-
-    /// Appends `record` to the trail (on a blocking thread: an fsync when `durable`).
-    async fn append(&self, record: &NetworkRecord, durable: bool) -> bool {
-        append(&self.recorder, record, durable).await
-    }
-}
-
-/// Appends `record` to `recorder` on a blocking thread (a durable append waits for the
-/// disk); false when it was not written, which is said on stderr.
-pub(crate) async fn append(
-    recorder: &Arc<dyn Recorder>,
-    record: &NetworkRecord,
-    durable: bool,
-) -> bool {
-    let (recorder, record) = (Arc::clone(recorder), record.clone());
-    match tokio::task::spawn_blocking(move || recorder.record(&record, durable)).await {
-        Ok(Ok(())) => true,
-        Ok(Err(e)) => {
-            eprintln!("safe-mcp: warning: a network record was not written: {e}");
-            false
-        }
-        Err(_) => false,
     }
 }
 

@@ -21,6 +21,10 @@ pub(crate) struct Request {
     pub(crate) forward: Option<(Vec<u8>, u64)>,
     /// Bytes the client sent after the head.
     pub(crate) rest: Vec<u8>,
+    /// The head as it came (looked through for placeholders).
+    pub(crate) head: Vec<u8>,
+    /// Plain HTTP: the path and query.
+    pub(crate) path: Option<String>,
 }
 
 /// Why a request was refused, and the status it gets.
@@ -59,17 +63,15 @@ pub(crate) async fn read_request(client: &mut TcpStream) -> Result<Request, Refu
         let mut parsed = httparse::Request::new(&mut headers);
         match parsed.parse(&head) {
             Ok(httparse::Status::Complete(len)) => {
-                return check_request(&parsed, head[len..].to_vec()).map_err(|(status, reason)| {
-                    Refused {
-                        status,
-                        refusal: Refusal {
-                            rule: "bad-request".into(),
-                            reason,
-                        },
-                        method: parsed.method.unwrap_or_default().to_owned(),
-                        host: String::new(),
-                        port: 0,
-                    }
+                return check_request(&parsed, &head, len).map_err(|(status, reason)| Refused {
+                    status,
+                    refusal: Refusal {
+                        rule: "bad-request".into(),
+                        reason,
+                    },
+                    method: parsed.method.unwrap_or_default().to_owned(),
+                    host: String::new(),
+                    port: 0,
                 });
             }
             Ok(httparse::Status::Partial) if head.len() < MAX_HEAD => continue,
@@ -99,8 +101,10 @@ const ROUTING_HEADERS: &[&str] = &[
 /// The parts of a parsed head the proxy acts on, or why it is refused.
 fn check_request(
     r: &httparse::Request<'_, '_>,
-    rest: Vec<u8>,
+    bytes: &[u8],
+    len: usize,
 ) -> Result<Request, (&'static str, String)> {
+    let (head, rest) = (bytes[..len].to_vec(), bytes[len..].to_vec());
     let method = r.method.unwrap_or_default().to_owned();
     let target = r.path.unwrap_or_default();
     let header = |name: &str| {
@@ -132,6 +136,8 @@ fn check_request(
             port,
             forward: None,
             rest,
+            head,
+            path: None,
         });
     }
     let (host, port, path) =
@@ -199,12 +205,14 @@ fn check_request(
         port,
         forward: Some((upstream, length)),
         rest,
+        head,
+        path: Some(path),
     })
 }
 
 /// A `host[:port]` authority (`[v6]` literals keep their brackets), or `None` when it is not
 /// one: empty, with credentials, or malformed.
-fn authority(text: &str) -> Option<(String, Option<u16>)> {
+pub(crate) fn authority(text: &str) -> Option<(String, Option<u16>)> {
     let parsed: Authority = text.parse().ok()?;
     let (host, port) = (parsed.host(), parsed.port_u16());
     // Exactly `host` or `host:port`: no credentials, no port that is not a number.

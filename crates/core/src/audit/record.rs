@@ -223,7 +223,7 @@ pub struct ProtectedRecord {
 
 /// A `network` audit record: one per decision of the proxy (and, for an allowed
 /// connection, one more when it closes, with its byte counts).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct NetworkRecord {
     /// The call whose command asked.
     pub call: String,
@@ -249,6 +249,15 @@ pub struct NetworkRecord {
     /// Bytes from the host to the command (on `close`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bytes_down: Option<u64>,
+    /// The request's path, on a host whose requests the proxy sees (a credential host).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The credential the proxy added (its variable's name, never its value).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub credential: Option<String>,
+    /// The host's answer to a request the proxy saw.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
 }
 
 /// An `http` audit record: a request of an authenticated caller that the transport refused

@@ -141,6 +141,7 @@ impl Builder<'_> {
                 sessions: None,
                 network: None,
                 approvals: None,
+                credentials: None,
             });
         }
 
@@ -167,6 +168,7 @@ impl Builder<'_> {
             .as_ref()
             .and_then(|t| t.approvals.as_ref())
             .and_then(|a| a.state_key_file.clone());
+        let raw_credentials = raw.terminal.as_mut().map(super::credentials::take);
         let mut terminal = match (raw.terminal, section) {
             (Some(t), Section::Terminal | Section::Any) => Some(self.terminal(t)?),
             (None, Section::Terminal) => return Err(ConfigError::MissingSection("terminal")),
@@ -304,6 +306,10 @@ impl Builder<'_> {
             t.approvals.state_key = Some(super::settings::StateKey { bytes, file: p });
         }
 
+        if let (Some(t), Some(c)) = (terminal.as_mut(), raw_credentials) {
+            let var = |name: &str| self.env.var(name);
+            t.credentials = super::credentials::read(c, t, &roots, var, |p| self.file_path(p))?;
+        }
         Ok(Policy {
             source: source.to_path_buf(),
             audit: AuditSettings {
@@ -674,6 +680,7 @@ impl Builder<'_> {
                 s
             },
             network,
+            credentials: Default::default(),
             approvals: approval_settings(raw.approvals.unwrap_or_default())?,
             limits,
             allow,

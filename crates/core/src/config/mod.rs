@@ -19,6 +19,7 @@
 //! environment it reads, `error.rs` the typed [`ConfigError`].
 
 mod checks;
+mod credentials;
 mod discover;
 mod env;
 mod error;

@@ -114,6 +114,7 @@ pub(super) struct RawTerminal {
     pub(super) network: Option<RawNetwork>,
     pub(super) approvals: Option<RawApprovals>,
     pub(super) audit: Option<RawTerminalAudit>,
+    pub(super) credentials: Option<Vec<RawCredential>>,
 }
 
 /// `[terminal.audit]`.
@@ -142,6 +143,8 @@ pub(super) struct RawNetwork {
     pub(super) allow_private: Option<bool>,
     pub(super) hosts: Option<BTreeMap<String, Vec<String>>>,
     pub(super) listen_ports: Option<Vec<u16>>,
+    pub(super) rules: Option<Vec<RawHostRule>>,
+    pub(super) upstream_ca_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -205,4 +208,30 @@ pub(super) struct RawSkip {
     pub(super) when: Vec<String>,
     #[serde(default)]
     pub(super) reason: String,
+}
+
+/// One `[[terminal.credentials]]` entry as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCredential {
+    pub(super) name: String,
+    pub(super) from: String,
+    pub(super) hosts: Vec<String>,
+    pub(super) inject: RawInject,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawInject {
+    pub(super) header: String,
+    pub(super) format: String,
+}
+
+/// One `[[terminal.network.rules]]` entry as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawHostRule {
+    pub(super) host: String,
+    pub(super) methods: Vec<String>,
+    pub(super) paths: Vec<String>,
 }

@@ -421,3 +421,71 @@ fn a_profile_works_offline_only_without_network() {
     let mine = format!("{egress}[terminal.env]\nset = {{ CARGO_NET_OFFLINE = \"true\" }}\n");
     assert_eq!(offline(&policy(&mine)).as_deref(), Some("true"));
 }
+
+#[test]
+fn credentials_are_refused_where_commands_could_reach_the_real_value() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(dir.path()).unwrap();
+    std::fs::create_dir_all(base.join("jail")).unwrap();
+    let outside = base.join("token");
+    std::fs::write(&outside, "ghp_0123456789abcdef\n").unwrap();
+    std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let inside = base.join("jail/token");
+    std::fs::write(&inside, "ghp_0123456789abcdef\n").unwrap();
+    std::fs::set_permissions(&inside, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let load = |network: &str, credential: &str| {
+        let text = format!(
+            "audit_log = \"audit.jsonl\"\n[terminal]\njail_root = \"jail\"\n[terminal.allowlist]\ncommands = [\"curl\"]\n[terminal.network]\n{network}\n[[terminal.credentials]]\n{credential}\n"
+        );
+        let path = base.join("policy.toml");
+        std::fs::write(&path, text).unwrap();
+        super::read(Some(&path), &no_env, Section::Terminal)
+    };
+    let allowlist = "mode = \"allowlist\"\nallow_domains = [\"github.com\"]";
+    let entry = |from: &str, host: &str, format: &str| {
+        format!(
+            "name = \"GH_TOKEN\"\nfrom = \"{from}\"\nhosts = [\"{host}\"]\ninject = {{ header = \"Authorization\", format = \"{format}\" }}"
+        )
+    };
+    let file = format!("file:{}", outside.display());
+    let ok = load(allowlist, &entry(&file, "github.com", "Bearer {}")).unwrap();
+    let creds = &ok.terminal.unwrap().credentials;
+    assert_eq!(creds.specs[0].name, "GH_TOKEN");
+    assert_eq!(format!("{:?}", creds.specs[0].value), "[secret: 20 bytes]");
+    for (network, credential, says) in [
+        (
+            "mode = \"off\"",
+            entry(&file, "github.com", "Bearer {}"),
+            "allowlist",
+        ),
+        (
+            allowlist,
+            entry(&file, "gitlab.com", "Bearer {}"),
+            "not allowed",
+        ),
+        (
+            allowlist,
+            entry(
+                &format!("file:{}", inside.display()),
+                "github.com",
+                "Bearer {}",
+            ),
+            "root",
+        ),
+        (
+            allowlist,
+            entry("env:NOT_SET_ANYWHERE", "github.com", "Bearer {}"),
+            "no NOT_SET_ANYWHERE",
+        ),
+        (
+            allowlist,
+            entry("plain", "github.com", "Bearer {}"),
+            "env:VAR",
+        ),
+        (allowlist, entry(&file, "github.com", "Bearer"), "{}"),
+    ] {
+        let err = load(network, &credential).unwrap_err().to_string();
+        assert!(err.contains(says), "{says}: {err}");
+    }
+}

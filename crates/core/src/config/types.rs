@@ -218,6 +218,8 @@ pub struct TerminalPolicy {
     pub sessions: SessionSettings,
     /// `[terminal.network]` (egress); `sandbox.network` is true exactly in mode open.
     pub network: crate::egress::NetworkPolicy,
+    /// `[[terminal.credentials]]` and the method and path rules on their hosts.
+    pub credentials: crate::credentials::Credentials,
     /// `[terminal.approvals]`.
     pub approvals: ApprovalSettings,
     /// The scrubbed PATH programs resolve through (absolute, outside the jail).

@@ -206,6 +206,10 @@ pub enum ServiceError {
     /// The nested-call shims could not be made.
     #[error(transparent)]
     Shims(#[from] crate::nested::ShimError),
+    /// The credentials' placeholders, or the proxy that adds the credentials, could not be
+    /// made.
+    #[error("credentials: {0}")]
+    Credentials(String),
 }
 
 /// The terminal server's core: every rule, no transport.
@@ -233,6 +237,11 @@ pub struct TerminalService {
     pub(super) nested: Option<crate::nested::NestedShims>,
     /// The tokens of the running calls whose commands may make nested calls.
     pub(super) nested_calls: NestedCalls,
+    /// The credentials' placeholders and real values, which the proxy adds.
+    pub(super) vault: std::sync::Arc<crate::credentials::Vault>,
+    /// The CA bundle commands trust (the system's roots and the proxy's CA), when the proxy
+    /// terminates TLS for credential hosts.
+    pub(super) ca_bundle: Option<std::path::PathBuf>,
 }
 
 /// Makes the proxy of one call (egress, DESIGN §9): the proxy of `safe_mcp_proxy`, which
@@ -240,29 +249,66 @@ pub struct TerminalService {
 pub trait EgressProvider: Send + Sync + std::fmt::Debug {
     /// The proxy for the call `call`.
     fn for_call(&self, call: &CallId) -> safe_mcp_contract::Egress;
+
+    /// The certificate bundle commands must trust for the hosts whose TLS the proxy
+    /// terminates (the system's roots and the proxy's own CA), if it terminates any.
+    fn ca_bundle(&self) -> Option<&std::path::Path> {
+        None
+    }
 }
+
+/// The variables the TLS clients commands run read their trusted roots from: each gets the
+/// proxy's bundle.
+pub const CA_VARIABLES: &[&str] = &[
+    "SSL_CERT_FILE",
+    "GIT_SSL_CAINFO",
+    "CURL_CA_BUNDLE",
+    "REQUESTS_CA_BUNDLE",
+    "NODE_EXTRA_CA_CERTS",
+    "CARGO_HTTP_CAINFO",
+    "PIP_CERT",
+];
 
 impl TerminalService {
     /// Builds the service from a validated policy, without egress: under
     /// `[terminal.network] mode = "allowlist"` its commands then have no way out (the
     /// executor refuses them); [`Self::with_egress`] gives them the proxy.
     pub fn new(policy: &Policy) -> Result<Self, ServiceError> {
-        Self::with_egress(policy, |_, _| None)
+        Self::with_egress(policy, |_, _, _| Ok(None))
     }
 
     /// Builds the service, and under `mode = "allowlist"` its proxy: `egress` is handed the
-    /// network policy and the trail the proxy's `network` records go to, and returns the
-    /// proxy (or `None`). It is not called in any other mode.
+    /// network policy, the trail the proxy's `network` records go to and the credentials,
+    /// and returns the proxy (or `None`). It is not called in any other mode.
     pub fn with_egress(
         policy: &Policy,
         egress: impl FnOnce(
             &crate::egress::NetworkPolicy,
             std::sync::Arc<Gate>,
-        ) -> Option<std::sync::Arc<dyn EgressProvider>>,
+            std::sync::Arc<crate::credentials::Vault>,
+        ) -> Result<Option<std::sync::Arc<dyn EgressProvider>>, String>,
     ) -> Result<Self, ServiceError> {
         let terminal = policy.terminal.clone().ok_or(ServiceError::NoTerminal)?;
         let log = policy.audit.log.as_deref().ok_or(ServiceError::NoAudit)?;
-        let redactor = Redactor::new(&policy.redaction)?;
+        let vault = crate::credentials::Vault::new(&terminal.credentials)
+            .map_err(|e| ServiceError::Credentials(format!("no placeholder could be made: {e}")))?;
+        let vault = std::sync::Arc::new(vault);
+        // The real values are redacted from results and the trail as any secret is: a second
+        // wall behind the proxy, which keeps them out of the view.
+        let mut redaction = policy.redaction.clone();
+        redaction
+            .extra_patterns
+            .extend(
+                terminal
+                    .credentials
+                    .specs
+                    .iter()
+                    .map(|spec| crate::config::ExtraPattern {
+                        name: format!("credential:{}", spec.name),
+                        regex: regex::escape(&String::from_utf8_lossy(spec.value.expose())),
+                    }),
+            );
+        let redactor = Redactor::new(&redaction)?;
         let jail = crate::policy::jail_of(&terminal);
         let path = terminal
             .path
@@ -301,6 +347,8 @@ impl TerminalService {
             env.retain(|(n, _)| *n != name);
             env.push((name, value));
         }
+        // Each credential's variable holds its placeholder, never the value.
+        env.extend(vault.env());
         let usage = crate::usage::JailUsage::new(
             terminal.limits.jail_bytes,
             std::iter::once(terminal.jail_root.clone())
@@ -312,11 +360,30 @@ impl TerminalService {
             Server::Terminal,
         ));
         let egress = match terminal.network.mode {
-            crate::egress::NetworkMode::Allowlist => {
-                egress(&terminal.network, std::sync::Arc::clone(&gate))
-            }
+            crate::egress::NetworkMode::Allowlist => egress(
+                &terminal.network,
+                std::sync::Arc::clone(&gate),
+                std::sync::Arc::clone(&vault),
+            )
+            .map_err(ServiceError::Credentials)?,
             _ => None,
         };
+        if !vault.is_empty() && egress.is_none() {
+            return Err(ServiceError::Credentials(
+                "credentials need the egress proxy, and this server has none".into(),
+            ));
+        }
+        let ca_bundle = egress
+            .as_ref()
+            .and_then(|e| e.ca_bundle())
+            .map(std::path::Path::to_path_buf);
+        if let Some(bundle) = &ca_bundle {
+            let bundle = bundle.to_string_lossy();
+            for name in CA_VARIABLES {
+                env.retain(|(n, _)| n != name);
+                env.push(((*name).to_owned(), bundle.clone().into_owned()));
+            }
+        }
         let terminal_ticket_ttl = terminal.approvals.ticket_ttl;
         Ok(TerminalService {
             gate,
@@ -332,7 +399,20 @@ impl TerminalService {
             tickets: std::sync::Arc::new(crate::tickets::Tickets::new(terminal_ticket_ttl)),
             nested,
             nested_calls: Default::default(),
+            vault,
+            ca_bundle,
         })
+    }
+
+    /// Reads the `file:` credentials again (on SIGHUP): a line for each that changed or
+    /// could not be read.
+    pub fn reload_credentials(&self) -> Vec<String> {
+        self.vault.reload()
+    }
+
+    /// The credentials' placeholders and values.
+    pub fn vault(&self) -> &std::sync::Arc<crate::credentials::Vault> {
+        &self.vault
     }
 
     /// The nested-call shims, when some allowlisted program has argument rules.
@@ -353,6 +433,9 @@ impl TerminalService {
             if let Some(list) = spec.executables.as_mut() {
                 list.every.push(shims.exe().to_path_buf());
             }
+        }
+        if let Some(bundle) = &self.ca_bundle {
+            spec.read_paths.push(bundle.clone());
         }
         if let Some(plan) = self.protected.get() {
             spec.read_only_files.extend(plan.read_only.iter().cloned());

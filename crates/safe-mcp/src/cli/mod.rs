@@ -3,6 +3,7 @@
 
 pub mod approvals;
 pub mod audit;
+mod credentials;
 pub mod demo;
 pub mod doctor;
 pub mod init;

@@ -22,8 +22,9 @@ pub(crate) fn serve_terminal(config: Option<&Path>, http: Option<&str>) -> ExitC
         Ok(started) => started,
         Err(code) => return code,
     };
-    let service = TerminalService::with_egress(&policy, |network, trail| {
-        Some(Arc::new(safe_mcp_proxy::Proxy::new(network.clone(), trail)))
+    let service = TerminalService::with_egress(&policy, |network, trail, vault| {
+        let proxy = safe_mcp_proxy::Proxy::with_credentials(network.clone(), trail, vault)?;
+        Ok(Some(Arc::new(proxy)))
     });
     let service = match service {
         Ok(s) => Arc::new(s),
@@ -50,6 +51,10 @@ pub(crate) fn serve_terminal(config: Option<&Path>, http: Option<&str>) -> ExitC
             ));
         }
     };
+    if let Err(e) = super::credentials::view_keeps_them(&service, &executor) {
+        return fatal(e);
+    }
+    super::credentials::reload_on_hangup(&service);
     if terminal.sandbox.mode == SandboxMode::Off {
         eprintln!(
             "safe-mcp: WARNING: [terminal.sandbox] mode = \"off\": commands are confined by path checks only, not by the kernel"

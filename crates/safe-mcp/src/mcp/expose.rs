@@ -139,6 +139,7 @@ pub(crate) fn serve(
         address: Some(address.to_string()),
         bytes_up: None,
         bytes_down: None,
+        ..Default::default()
     };
     if let Err(e) = service.record_event("network", &record, true) {
         // Nothing is exposed that the trail does not hold.

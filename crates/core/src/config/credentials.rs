@@ -1,0 +1,240 @@
+//! `[[terminal.credentials]]`, `[[terminal.network.rules]]` and `[terminal.network]
+//! upstream_ca_file`: read once the terminal section is, because each is checked against it.
+//!
+//! A credential is refused at load unless: the network mode is `allowlist` (only the proxy
+//! can add it); its variable is a plain name no other setting gives a value; its source is
+//! a variable of the server's environment that `[terminal.env] pass` does not hand on, or a
+//! file of mode 0600 outside the jail, every read path and every write path; each of its
+//! hosts is allowed (and not denied) by `[terminal.network]`. A rule must name a credential
+//! host: only their requests are seen by the proxy.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use super::error::ConfigError;
+use super::raw::{RawCredential, RawHostRule, RawTerminal};
+use super::types::TerminalPolicy;
+use crate::credentials::{CredentialSpec, Credentials, HostRule, Inject, Source};
+use crate::egress::{DomainRule, NetworkMode};
+
+/// What this module reads, taken out of the raw terminal section before the rest is read.
+#[derive(Debug, Default)]
+pub(super) struct Raw {
+    credentials: Vec<RawCredential>,
+    rules: Vec<RawHostRule>,
+    upstream_ca_file: Option<PathBuf>,
+}
+
+/// Takes the credentials, rules and upstream CA out of `raw`.
+pub(super) fn take(raw: &mut RawTerminal) -> Raw {
+    let network = raw.network.as_mut();
+    let (rules, upstream_ca_file) = match network {
+        Some(n) => (
+            n.rules.take().unwrap_or_default(),
+            n.upstream_ca_file.take(),
+        ),
+        None => (Vec::new(), None),
+    };
+    Raw {
+        credentials: raw.credentials.take().unwrap_or_default(),
+        rules,
+        upstream_ca_file,
+    }
+}
+
+/// Names a credential's variable may not have: what the server sets itself, or what
+/// configures the loader or the proxy.
+const RESERVED: &[&str] = &[
+    "PATH",
+    "HOME",
+    "TMPDIR",
+    "LANG",
+    "SHELL",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "SAFE_MCP_NESTED",
+];
+
+/// Reads and checks `raw` against the terminal policy `t`; `var` reads the server's
+/// environment and `file_path` resolves a path as the policy file's are.
+pub(super) fn read(
+    raw: Raw,
+    t: &TerminalPolicy,
+    roots: &[PathBuf],
+    var: impl Fn(&str) -> Option<OsString>,
+    file_path: impl Fn(PathBuf) -> PathBuf,
+) -> Result<Credentials, ConfigError> {
+    let bad = |key: &str, message: String| ConfigError::Invalid {
+        key: key.to_owned(),
+        message,
+    };
+    const KEY: &str = "terminal.credentials";
+    if (!raw.credentials.is_empty() || !raw.rules.is_empty() || raw.upstream_ca_file.is_some())
+        && t.network.mode != NetworkMode::Allowlist
+    {
+        return Err(bad(
+            KEY,
+            format!(
+                "credentials, rules and upstream_ca_file work through the proxy: set [terminal.network] mode = \"allowlist\" (mode is \"{}\")",
+                t.network.mode.as_str()
+            ),
+        ));
+    }
+    let mut specs: Vec<CredentialSpec> = Vec::new();
+    for c in raw.credentials {
+        let at = |m: String| bad(KEY, format!("{}: {m}", c.name));
+        let plain = !c.name.is_empty()
+            && !c.name.starts_with(|ch: char| ch.is_ascii_digit())
+            && c.name
+                .bytes()
+                .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
+        if !plain || RESERVED.contains(&c.name.as_str()) || c.name.starts_with("LD_") {
+            return Err(at(
+                "name the variable commands see in capitals (GH_TOKEN); not one the server sets"
+                    .into(),
+            ));
+        }
+        if specs.iter().any(|s| s.name == c.name)
+            || t.env.pass.contains(&c.name)
+            || t.env.set.iter().any(|(n, _)| *n == c.name)
+        {
+            return Err(at(
+                "another credential or [terminal.env] already gives this variable".into(),
+            ));
+        }
+        let (source, value) = if let Some(name) = c.from.strip_prefix("env:") {
+            if t.env.pass.iter().any(|p| p == name) {
+                return Err(at(format!(
+                    "{name} is in [terminal.env] pass, which hands its real value to every command; take it out of pass"
+                )));
+            }
+            let raw_value =
+                var(name).ok_or_else(|| at(format!("the server's environment has no {name}")))?;
+            let value = crate::credentials::value_of(raw_value.into_encoded_bytes())
+                .map_err(|m| at(format!("{name}: {m}")))?;
+            (Source::Env(name.to_owned()), value)
+        } else if let Some(path) = c.from.strip_prefix("file:") {
+            let path = file_path(PathBuf::from(path));
+            kept_from_commands(&path, t, roots).map_err(at)?;
+            let value = crate::credentials::read_file(&path).map_err(at)?;
+            (Source::File(path), value)
+        } else {
+            return Err(at(format!(
+                "from = {:?}: write \"env:VAR\" or \"file:PATH\"",
+                c.from
+            )));
+        };
+        if c.hosts.is_empty() {
+            return Err(at("name the hosts it is sent to".into()));
+        }
+        let hosts = c
+            .hosts
+            .iter()
+            .map(|h| DomainRule::parse(h).map_err(&at))
+            .collect::<Result<Vec<_>, _>>()?;
+        for host in &hosts {
+            if !allowed(&t.network.allow, &t.network.deny, host) {
+                return Err(at(format!(
+                    "host {} is not allowed by [terminal.network] allow_domains (or is denied); a credential goes only to hosts commands may reach",
+                    host.text()
+                )));
+            }
+        }
+        let inject = Inject::parse(&c.inject.header, &c.inject.format).map_err(at)?;
+        specs.push(CredentialSpec {
+            name: c.name,
+            source,
+            value,
+            hosts,
+            inject,
+        });
+    }
+    let mut rules = Vec::new();
+    for r in raw.rules {
+        let rule = HostRule::parse(&r.host, &r.methods, &r.paths)
+            .map_err(|m| bad("terminal.network.rules", format!("{}: {m}", r.host)))?;
+        if !specs
+            .iter()
+            .any(|s| s.hosts.iter().any(|h| covers(h, &rule.host)))
+        {
+            return Err(bad(
+                "terminal.network.rules",
+                format!(
+                    "{}: rules apply to the hosts of a [[terminal.credentials]] entry, whose requests the proxy sees (others stay end-to-end encrypted)",
+                    r.host
+                ),
+            ));
+        }
+        rules.push(rule);
+    }
+    let upstream_ca_file = match raw.upstream_ca_file {
+        Some(p) => {
+            let p = file_path(p);
+            std::fs::metadata(&p).map_err(|e| {
+                bad(
+                    "terminal.network.upstream_ca_file",
+                    format!("{}: {e}", p.display()),
+                )
+            })?;
+            Some(p)
+        }
+        None => None,
+    };
+    Ok(Credentials {
+        specs,
+        rules,
+        upstream_ca_file,
+    })
+}
+
+/// Refuses a credential file commands could read or write: in a root, under a read path or
+/// a write path.
+fn kept_from_commands(path: &Path, t: &TerminalPolicy, roots: &[PathBuf]) -> Result<(), String> {
+    let real = std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let places = roots
+        .iter()
+        .map(|r| ("root", r))
+        .chain(
+            t.sandbox
+                .read_paths
+                .iter()
+                .map(|r| ("sandbox read path", r)),
+        )
+        .chain(t.write_paths.iter().map(|w| ("write path", w)));
+    for (what, place) in places {
+        let place = std::fs::canonicalize(place).unwrap_or_else(|_| place.clone());
+        if real.starts_with(&place) {
+            return Err(format!(
+                "{} lies under the {what} {}, where commands could read it; keep it outside",
+                path.display(),
+                place.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether every name `rule` matches is allowed and none is denied.
+fn allowed(allow: &[DomainRule], deny: &[DomainRule], rule: &DomainRule) -> bool {
+    allow.iter().any(|a| covers(a, rule)) && !deny.iter().any(|d| overlaps(d, rule))
+}
+
+/// Whether every name `inner` matches, `outer` matches too.
+fn covers(outer: &DomainRule, inner: &DomainRule) -> bool {
+    match inner {
+        DomainRule::Exact(name) => outer.matches(name),
+        DomainRule::Subdomains(name) => match outer {
+            DomainRule::Exact(_) => false,
+            DomainRule::Subdomains(o) => name == o || outer.matches(name),
+        },
+    }
+}
+
+/// Whether some name matches both.
+fn overlaps(a: &DomainRule, b: &DomainRule) -> bool {
+    covers(a, b) || covers(b, a)
+}

@@ -1,0 +1,457 @@
+//! Credentials the model never sees (`[[terminal.credentials]]`, DESIGN §9).
+//!
+//! Owns what a credential is and what the proxy does with one, as decisions the proxy
+//! (`safe_mcp_proxy`) carries out:
+//! - a command's environment holds a **placeholder** for each credential: random per server
+//!   start, shaped like the real token's type prefix (`ghp_`, `glpat-`) so tools accept it
+//!   ([`placeholder`]);
+//! - on a host the credential is bound to (its `hosts`, TLS-terminated by the proxy), the
+//!   configured header gets the real value: where the request carries the placeholder, and
+//!   where it carries no such header at all ([`Vault::authorization`]);
+//! - a placeholder seen going to a host it is not bound to is refused ([`Vault::foreign`]);
+//! - the real value coming back in a response is masked to the same length ([`Vault::mask`]);
+//! - method and path rules on those hosts ([`rules`]).
+//!
+//! The real values live in a [`Vault`], read from the server's environment or a file at
+//! start, files again on SIGHUP ([`Vault::reload`]); they are never formatted by `Debug`.
+//! A leaf: it imports only the leaves `egress` and `random`.
+
+pub mod rules;
+mod scan;
+
+use std::path::PathBuf;
+use std::sync::RwLock;
+
+use base64::Engine;
+
+use crate::egress::DomainRule;
+pub use rules::{HostRule, PathPattern};
+
+/// A real credential value: never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(Vec<u8>);
+
+impl Secret {
+    /// Wraps `bytes` (a trailing newline, as files end, already trimmed).
+    pub fn new(bytes: Vec<u8>) -> Secret {
+        Secret(bytes)
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// The value itself, for what must hold it (the redactor's rule for it).
+    pub fn expose(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "[secret: {} bytes]", self.0.len())
+    }
+}
+
+/// Where a credential's real value comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// `env:VAR`: the server's environment, read at start.
+    Env(String),
+    /// `file:PATH`: a file outside every root, read at start and on SIGHUP.
+    File(PathBuf),
+}
+
+impl Source {
+    /// As written in the policy.
+    pub fn text(&self) -> String {
+        match self {
+            Source::Env(v) => format!("env:{v}"),
+            Source::File(p) => format!("file:{}", p.display()),
+        }
+    }
+}
+
+/// How the real value goes into a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Inject {
+    /// `format = "Bearer {}"`: the header's value is `before` + value + `after`.
+    Template {
+        /// The header's name, lower case.
+        header: String,
+        /// What comes before the value.
+        before: String,
+        /// What comes after it.
+        after: String,
+    },
+    /// `format = "Basic USER:{}"` (git over HTTPS): `Basic ` + base64 of `USER:value`.
+    Basic {
+        /// The header's name, lower case.
+        header: String,
+        /// The user name.
+        user: String,
+    },
+}
+
+/// Headers a credential may not be injected into: they route or frame the request.
+const ROUTING: &[&str] = &[
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "upgrade",
+    "te",
+    "trailer",
+    "proxy-authorization",
+    "proxy-connection",
+    "keep-alive",
+    "forwarded",
+    "x-forwarded-host",
+];
+
+impl Inject {
+    /// Parses `inject = { header, format }`.
+    pub fn parse(header: &str, format: &str) -> Result<Inject, String> {
+        let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+        if header.is_empty() || !header.bytes().all(token) {
+            return Err(format!("header {header:?} is not an HTTP header name"));
+        }
+        let header = header.to_ascii_lowercase();
+        if ROUTING.contains(&header.as_str()) {
+            return Err(format!(
+                "header {header:?} routes or frames the request; name the header the host reads the credential from (Authorization)"
+            ));
+        }
+        if format.matches("{}").count() != 1 {
+            return Err(format!(
+                "format {format:?} must hold the value's place, \"{{}}\", once (\"Bearer {{}}\", \"Basic USER:{{}}\")"
+            ));
+        }
+        if format.bytes().any(|b| b.is_ascii_control()) {
+            return Err(format!("format {format:?} holds a control character"));
+        }
+        if let Some(rest) = format.strip_prefix("Basic ") {
+            let user = rest.strip_suffix(":{}").ok_or_else(|| {
+                format!("format {format:?}: a Basic credential is written \"Basic USER:{{}}\"")
+            })?;
+            if user.is_empty() || user.contains(':') || user.contains('{') {
+                return Err(format!(
+                    "format {format:?}: name the user before \":{{}}\" (git's is often x-access-token)"
+                ));
+            }
+            return Ok(Inject::Basic {
+                header,
+                user: user.to_owned(),
+            });
+        }
+        let (before, after) = format.split_once("{}").unwrap_or((format, ""));
+        Ok(Inject::Template {
+            header,
+            before: before.to_owned(),
+            after: after.to_owned(),
+        })
+    }
+
+    /// The header's name, lower case.
+    pub fn header(&self) -> &str {
+        match self {
+            Inject::Template { header, .. } | Inject::Basic { header, .. } => header,
+        }
+    }
+
+    /// The header's value carrying `value`.
+    fn render(&self, value: &[u8]) -> Vec<u8> {
+        match self {
+            Inject::Template { before, after, .. } => {
+                [before.as_bytes(), value, after.as_bytes()].concat()
+            }
+            Inject::Basic { user, .. } => {
+                let pair = [user.as_bytes(), b":", value].concat();
+                let encoded = base64::engine::general_purpose::STANDARD.encode(pair);
+                format!("Basic {encoded}").into_bytes()
+            }
+        }
+    }
+}
+
+/// One `[[terminal.credentials]]` entry, read.
+#[derive(Debug, Clone)]
+pub struct CredentialSpec {
+    /// The variable commands see (holding the placeholder).
+    pub name: String,
+    /// Where the value comes from.
+    pub source: Source,
+    /// The value, as read at load.
+    pub value: Secret,
+    /// The hosts it is sent to (each also allowed by `[terminal.network]`).
+    pub hosts: Vec<DomainRule>,
+    /// How it is sent.
+    pub inject: Inject,
+}
+
+/// The credentials of a terminal policy and what comes with them.
+#[derive(Debug, Clone, Default)]
+pub struct Credentials {
+    /// `[[terminal.credentials]]`.
+    pub specs: Vec<CredentialSpec>,
+    /// `[[terminal.network.rules]]`: methods and paths allowed on credential hosts.
+    pub rules: Vec<HostRule>,
+    /// `[terminal.network] upstream_ca_file`: certificates trusted for upstream hosts besides
+    /// the system's roots (a private CA; a test's origin).
+    pub upstream_ca_file: Option<PathBuf>,
+}
+
+/// The shortest a placeholder's random part is.
+const MIN_RANDOM: usize = 24;
+/// The longest type prefix a placeholder copies from the real value.
+const MAX_PREFIX: usize = 12;
+
+/// A token's type prefix: lower-case words joined and ended by `_` or `-` (`ghp_`,
+/// `github_pat_`, `glpat-`, `sk-proj-`), at most [`MAX_PREFIX`] bytes; empty when the value
+/// has none. Letters only, so no random part of a token is ever copied.
+fn type_prefix(value: &[u8]) -> &[u8] {
+    let mut end = 0;
+    for (i, &b) in value.iter().enumerate().take(MAX_PREFIX) {
+        match b {
+            b'a'..=b'z' => {}
+            b'_' | b'-' if i > 0 && value[i - 1].is_ascii_lowercase() => end = i + 1,
+            _ => break,
+        }
+    }
+    &value[..end]
+}
+
+/// A placeholder for `value`: its type prefix, then random letters and digits, as long as
+/// the value (at least 24 random ones).
+pub fn placeholder(value: &[u8]) -> std::io::Result<String> {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    let prefix = type_prefix(value);
+    let want = value.len().saturating_sub(prefix.len()).max(MIN_RANDOM);
+    let mut out = String::from_utf8_lossy(prefix).into_owned();
+    while out.len() < prefix.len() + want {
+        let bytes = hex::decode(crate::random::hex(64)?).unwrap_or_default();
+        // 248 = 4 × 62: bytes above it are skipped, so every character is equally likely.
+        for b in bytes.into_iter().filter(|b| *b < 248) {
+            if out.len() == prefix.len() + want {
+                break;
+            }
+            out.push(ALPHABET[usize::from(b % 62)] as char);
+        }
+    }
+    Ok(out)
+}
+
+/// One credential at run time.
+#[derive(Debug)]
+pub struct Entry {
+    /// The variable's name.
+    pub name: String,
+    /// The hosts it is bound to.
+    pub hosts: Vec<DomainRule>,
+    /// The placeholder commands see.
+    pub placeholder: String,
+    inject: Inject,
+    source: Source,
+    value: RwLock<Secret>,
+}
+
+impl Entry {
+    /// Whether `host` (normalised) is one this credential is sent to.
+    pub fn binds(&self, host: &str) -> bool {
+        self.hosts.iter().any(|r| r.matches(host))
+    }
+
+    /// The header it goes into, lower case.
+    pub fn header(&self) -> &str {
+        self.inject.header()
+    }
+
+    fn value(&self) -> Secret {
+        self.value
+            .read()
+            .map(|v| v.clone())
+            .unwrap_or_else(|e| e.into_inner().clone())
+    }
+}
+
+/// The credentials of a running server: placeholders, real values, rules.
+#[derive(Debug, Default)]
+pub struct Vault {
+    entries: Vec<Entry>,
+    rules: Vec<HostRule>,
+    upstream_ca_file: Option<PathBuf>,
+}
+
+/// What [`Vault::authorization`] decided for a request's credential header.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Authorization {
+    /// Set the header to this value (the real credential).
+    Set(Vec<u8>),
+    /// Leave the request's own value (it carries no placeholder: the command's own).
+    Keep,
+}
+
+impl Vault {
+    /// The vault of `credentials`, with a fresh placeholder for each.
+    pub fn new(credentials: &Credentials) -> std::io::Result<Vault> {
+        let entries = credentials
+            .specs
+            .iter()
+            .map(|spec| {
+                Ok(Entry {
+                    name: spec.name.clone(),
+                    hosts: spec.hosts.clone(),
+                    placeholder: placeholder(spec.value.bytes())?,
+                    inject: spec.inject.clone(),
+                    source: spec.source.clone(),
+                    value: RwLock::new(spec.value.clone()),
+                })
+            })
+            .collect::<std::io::Result<_>>()?;
+        Ok(Vault {
+            entries,
+            rules: credentials.rules.clone(),
+            upstream_ca_file: credentials.upstream_ca_file.clone(),
+        })
+    }
+
+    /// Whether there are no credentials.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Each credential's variable and placeholder, for the commands' environment.
+    pub fn env(&self) -> Vec<(String, String)> {
+        self.entries
+            .iter()
+            .map(|e| (e.name.clone(), e.placeholder.clone()))
+            .collect()
+    }
+
+    /// The credentials.
+    pub fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
+    /// The credential bound to `host` (normalised): the first whose hosts match. The proxy
+    /// terminates TLS to such a host, and only to such a host.
+    pub fn bound(&self, host: &str) -> Option<&Entry> {
+        self.entries.iter().find(|e| e.binds(host))
+    }
+
+    /// The extra upstream certificates' file, if any.
+    pub fn upstream_ca_file(&self) -> Option<&std::path::Path> {
+        self.upstream_ca_file.as_deref()
+    }
+
+    /// The value the credential header of a request to `entry`'s host gets, given what the
+    /// request `sent` in it: the real value where it sent the placeholder (raw, or inside a
+    /// Basic pair) or nothing; its own value otherwise.
+    pub fn authorization(&self, entry: &Entry, sent: Option<&[u8]>) -> Authorization {
+        let carries = sent.is_none_or(|v| scan::carries(v, entry.placeholder.as_bytes()));
+        if carries {
+            Authorization::Set(entry.inject.render(entry.value().bytes()))
+        } else {
+            Authorization::Keep
+        }
+    }
+
+    /// The name of a credential whose placeholder `bytes` (a request's head, or the start of
+    /// its body) carries to `host`, a host it is not bound to: raw, percent-encoded, or
+    /// base64 in a Basic pair.
+    pub fn foreign(&self, host: &str, bytes: &[u8]) -> Option<&str> {
+        let decoded = scan::Decoded::of(bytes);
+        self.entries
+            .iter()
+            .filter(|e| !e.binds(host))
+            .find(|e| decoded.holds(e.placeholder.as_bytes()))
+            .map(|e| e.name.as_str())
+    }
+
+    /// The longest real value: a stream masked in pieces keeps this many bytes minus one
+    /// back, so that a value split between two pieces is found whole.
+    pub fn longest(&self) -> usize {
+        self.entries
+            .iter()
+            .map(|e| e.value().bytes().len())
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Overwrites each real value in `bytes` with as many `*` (the length kept, so a
+    /// response's framing stands); how many were masked.
+    pub fn mask(&self, bytes: &mut [u8]) -> usize {
+        self.entries
+            .iter()
+            .map(|e| scan::mask(bytes, e.value().bytes()))
+            .sum()
+    }
+
+    /// Whether a request `method path` to `host` (normalised) is allowed by the method and
+    /// path rules; the refusal's reason when it is not.
+    pub fn allows(&self, host: &str, method: &str, path: &str) -> Result<(), String> {
+        rules::allows(&self.rules, host, method, path)
+    }
+
+    /// Reads each `file:` credential again (SIGHUP); a line for each that failed (its old
+    /// value stays) and each that changed.
+    pub fn reload(&self) -> Vec<String> {
+        let mut said = Vec::new();
+        for entry in &self.entries {
+            let Source::File(path) = &entry.source else {
+                continue;
+            };
+            match read_file(path) {
+                Ok(fresh) => {
+                    if let Ok(mut v) = entry.value.write()
+                        && *v != fresh
+                    {
+                        *v = fresh;
+                        said.push(format!(
+                            "{}: read again from {}",
+                            entry.name,
+                            path.display()
+                        ));
+                    }
+                }
+                Err(why) => said.push(format!(
+                    "{}: {why}; the value read before stays in use",
+                    entry.name
+                )),
+            }
+        }
+        said
+    }
+}
+
+/// A credential file's value: a regular file of mode 0600 (no one else may read it), one
+/// line, the trailing newline dropped.
+pub fn read_file(path: &std::path::Path) -> Result<Secret, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if !meta.is_file() || meta.permissions().mode() & 0o077 != 0 {
+        return Err(format!(
+            "{} must be a regular file with mode 0600",
+            path.display()
+        ));
+    }
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    value_of(bytes).map_err(|why| format!("{}: {why}", path.display()))
+}
+
+/// A value as read: the trailing line end dropped; one non-empty line of printable ASCII.
+pub fn value_of(mut bytes: Vec<u8>) -> Result<Secret, String> {
+    while bytes.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
+        bytes.pop();
+    }
+    if bytes.len() < 8 {
+        return Err("a credential holds at least 8 characters".into());
+    }
+    if !bytes.iter().all(|b| b.is_ascii_graphic()) {
+        return Err("a credential is one line of printable characters, without spaces".into());
+    }
+    Ok(Secret(bytes))
+}
+
+#[cfg(test)]
+mod tests;
