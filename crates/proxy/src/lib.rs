@@ -252,7 +252,7 @@ impl Context {
             call: self.call.clone(),
             event: "open",
             method: request.method.clone(),
-            host,
+            host: host.clone(),
             port: request.port,
             rule: rule.clone(),
             reason: None,
@@ -303,7 +303,7 @@ impl Context {
                     client,
                     upstream,
                     request,
-                    rule,
+                    (host, rule),
                     Arc::clone(&moved),
                 );
                 tokio::select! {

@@ -27,6 +27,7 @@ use http_body_util::combinators::BoxBody;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use safe_mcp_core::audit::NetworkRecord;
+use safe_mcp_core::credentials::rules::OVERRIDES;
 use safe_mcp_core::credentials::{Authorization, Vault};
 use safe_mcp_core::egress::Refusal;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
@@ -52,10 +53,9 @@ pub(crate) async fn serve(
     mut client: TcpStream,
     upstream: TcpStream,
     request: Request,
-    rule: String,
+    (host, rule): (String, String),
     moved: Arc<Moved>,
 ) {
-    let host = request.host.clone();
     let refused = |rule: &str, reason: String| Refused {
         status: "403 Forbidden",
         refusal: Refusal {
@@ -259,6 +259,14 @@ impl Session {
     ) -> Result<Response<Answer>, Refuse> {
         let forbidden = |rule, why| Refuse(StatusCode::FORBIDDEN, rule, why);
         let vault: &Vault = &self.ctx.vault;
+        // An answer that echoes the request (TRACE) would carry the real value back; a
+        // CONNECT inside the tunnel would reach past the proxy's view.
+        if matches!(method, "TRACE" | "TRACK" | "CONNECT") {
+            return Err(forbidden(
+                "method-path",
+                format!("{method} is refused on a host the proxy adds a credential for"),
+            ));
+        }
         let entry = vault.bound(&self.host).ok_or_else(|| {
             forbidden(
                 "credential-host",
@@ -302,6 +310,16 @@ impl Session {
         vault
             .allows(&self.host, method, target)
             .map_err(|why| forbidden("method-path", why))?;
+        let ruled = vault.ruled(&self.host);
+        if ruled && let Some(h) = OVERRIDES.iter().find(|h| req.headers().contains_key(**h)) {
+            return Err(forbidden(
+                "method-path",
+                format!(
+                    "the {h} header overrides the method or path {}'s rules judged; send the request as it is meant",
+                    self.host
+                ),
+            ));
+        }
         let mut head = format!("{method} {target}\r\n").into_bytes();
         for (name, value) in req.headers() {
             head.extend_from_slice(name.as_str().as_bytes());
@@ -335,6 +353,27 @@ impl Session {
                 }
             }
         }
+        let form = parts
+            .headers
+            .get(http::header::CONTENT_TYPE)
+            .is_some_and(|v| {
+                v.as_bytes()
+                    .starts_with(b"application/x-www-form-urlencoded")
+            });
+        if ruled
+            && form
+            && first[..]
+                .split(|b| *b == b'&')
+                .any(|p| p.to_ascii_lowercase().starts_with(b"_method="))
+        {
+            return Err(forbidden(
+                "method-path",
+                format!(
+                    "a _method field overrides the method {}'s rules judged",
+                    self.host
+                ),
+            ));
+        }
         head.extend_from_slice(&first);
         if let Some(name) = vault.foreign(&self.host, &head) {
             return Err(forbidden(
@@ -355,15 +394,31 @@ impl Session {
             ));
         }
         let sent = sent.first().map(|v| v.as_bytes().to_vec());
-        if let Authorization::Set(value) = vault.authorization(entry, sent.as_deref()) {
-            let value = HeaderValue::from_bytes(&value)
-                .map_err(|e| forbidden("credential", format!("{}: {e}", entry.name)))?;
-            parts.headers.insert(header, value);
-        }
+        let added = match vault.authorization(entry, sent.as_deref()) {
+            Authorization::Set(value) => {
+                let value = HeaderValue::from_bytes(&value)
+                    .map_err(|e| forbidden("credential", format!("{}: {e}", entry.name)))?;
+                parts.headers.insert(header, value);
+                true
+            }
+            Authorization::Keep => false,
+        };
         // Uncompressed answers, so that a real value echoed back can be masked.
         parts.headers.remove(http::header::ACCEPT_ENCODING);
+        parts.headers.remove(http::header::TE);
         parts.headers.remove("proxy-authorization");
         parts.headers.remove("proxy-connection");
+        if ruled {
+            for h in [
+                "forwarded",
+                "x-forwarded-for",
+                "x-forwarded-host",
+                "x-forwarded-proto",
+                "x-forwarded-prefix",
+            ] {
+                parts.headers.remove(h);
+            }
+        }
         parts.uri = target
             .parse::<Uri>()
             .map_err(|e| Refuse(StatusCode::BAD_REQUEST, "bad-request", e.to_string()))?;
@@ -379,7 +434,7 @@ impl Session {
                 target.split('?').next().unwrap_or_default().to_owned(),
                 MAX_REASON_CHARS,
             )),
-            credential: Some(entry.name.clone()),
+            credential: added.then(|| entry.name.clone()),
             ..Default::default()
         };
         if !self.ctx.reserve_request() {
@@ -392,7 +447,9 @@ impl Session {
                 ),
             ));
         }
-        if !self.ctx.append(&record, false).await {
+        // Durable before the request goes: a request that carried the real value is on
+        // the record even if the server dies while it is in flight.
+        if !self.ctx.append(&record, true).await {
             return Err(Refuse(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "audit",
@@ -409,6 +466,20 @@ impl Session {
             .await
             .map_err(|why| Refuse(StatusCode::BAD_GATEWAY, "upstream", why))?;
         let (mut parts, body) = response.into_parts();
+        let encoded = parts
+            .headers
+            .get(http::header::CONTENT_ENCODING)
+            .is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"));
+        if encoded {
+            return Err(Refuse(
+                StatusCode::BAD_GATEWAY,
+                "upstream",
+                format!(
+                    "{} sent a compressed answer though none was asked for; the proxy cannot look through it for the credential, so it is not relayed",
+                    self.host
+                ),
+            ));
+        }
         for value in parts.headers.values_mut() {
             let mut bytes = value.as_bytes().to_vec();
             if vault.mask(&mut bytes) > 0
@@ -561,7 +632,17 @@ impl Body for Masked {
                             return Poll::Ready(Some(Ok(Frame::data(Bytes::from(buf)))));
                         }
                     }
-                    Err(trailers) => {
+                    Err(mut trailers) => {
+                        if let Some(map) = trailers.trailers_mut() {
+                            for value in map.values_mut() {
+                                let mut bytes = value.as_bytes().to_vec();
+                                if self.vault.mask(&mut bytes) > 0
+                                    && let Ok(masked) = HeaderValue::from_bytes(&bytes)
+                                {
+                                    *value = masked;
+                                }
+                            }
+                        }
                         self.held = Some(trailers);
                         let carry = std::mem::take(&mut self.carry);
                         if !carry.is_empty() {

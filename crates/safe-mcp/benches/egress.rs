@@ -82,7 +82,7 @@ fn policy(dir: &Path, name: &str) -> std::path::PathBuf {
     };
     std::fs::write(
         &p,
-        format!("audit_log = \"audit.jsonl\"\n[terminal]\njail_root = \"jail\"\npath = [\"/usr/bin\", \"/bin\"]\n[terminal.limits]\ntimeout_seconds = 120\n[terminal.allowlist]\ncommands = [\"curl\", \"sh\", \"echo\"]\n[[terminal.rules]]\ncommand = \"sh\"\nallow_interpreter = true\n{network}"),
+        format!("audit_log = \"audit.jsonl\"\n[terminal]\njail_root = \"jail\"\npath = [\"/usr/bin\", \"/bin\"]\n[terminal.limits]\ntimeout_seconds = 120\n[terminal.allowlist]\ncommands = [\"curl\", \"sh\", \"echo\", \"seq\"]\n[[terminal.rules]]\ncommand = \"sh\"\nallow_interpreter = true\n{network}"),
     )
     .unwrap();
     p

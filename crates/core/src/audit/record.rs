@@ -255,9 +255,6 @@ pub struct NetworkRecord {
     /// The credential the proxy added (its variable's name, never its value).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub credential: Option<String>,
-    /// The host's answer to a request the proxy saw.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub status: Option<u16>,
 }
 
 /// An `http` audit record: a request of an authenticated caller that the transport refused

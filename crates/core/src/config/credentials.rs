@@ -6,7 +6,8 @@
 //! a variable of the server's environment that `[terminal.env] pass` does not hand on, or a
 //! file of mode 0600 outside the jail, every read path and every write path; each of its
 //! hosts is allowed (and not denied) by `[terminal.network]`. A rule must name a credential
-//! host: only their requests are seen by the proxy.
+//! host: only their requests are seen by the proxy. `upstream_ca_file` may not lie where
+//! commands write.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -174,12 +175,10 @@ pub(super) fn read(
     let upstream_ca_file = match raw.upstream_ca_file {
         Some(p) => {
             let p = file_path(p);
-            std::fs::metadata(&p).map_err(|e| {
-                bad(
-                    "terminal.network.upstream_ca_file",
-                    format!("{}: {e}", p.display()),
-                )
-            })?;
+            // Readable by commands is fine (it holds certificates); writable is not: a CA the
+            // model plants there would be trusted for the credential hosts.
+            not_writable_by_commands(&p, t, roots)
+                .map_err(|m| bad("terminal.network.upstream_ca_file", m))?;
             Some(p)
         }
         None => None,
@@ -210,6 +209,30 @@ fn kept_from_commands(path: &Path, t: &TerminalPolicy, roots: &[PathBuf]) -> Res
         if real.starts_with(&place) {
             return Err(format!(
                 "{} lies under the {what} {}, where commands could read it; keep it outside",
+                path.display(),
+                place.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a file commands could replace: in a root or under a write path.
+fn not_writable_by_commands(
+    path: &Path,
+    t: &TerminalPolicy,
+    roots: &[PathBuf],
+) -> Result<(), String> {
+    let real = std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let places = roots
+        .iter()
+        .map(|r| ("root", r))
+        .chain(t.write_paths.iter().map(|w| ("write path", w)));
+    for (what, place) in places {
+        let place = std::fs::canonicalize(place).unwrap_or_else(|_| place.clone());
+        if real.starts_with(&place) {
+            return Err(format!(
+                "{} lies under the {what} {}, where commands could replace it; keep it outside",
                 path.display(),
                 place.display()
             ));

@@ -14,6 +14,7 @@
 //!
 //! The real values live in a [`Vault`], read from the server's environment or a file at
 //! start, files again on SIGHUP ([`Vault::reload`]); they are never formatted by `Debug`.
+//! Every spelling of every value held since start stays masked ([`Vault::forms`]).
 //! A leaf: it imports only the leaves `egress` and `random`.
 
 pub mod rules;
@@ -203,22 +204,41 @@ pub struct Credentials {
 
 /// The shortest a placeholder's random part is.
 const MIN_RANDOM: usize = 24;
-/// The longest type prefix a placeholder copies from the real value.
-const MAX_PREFIX: usize = 12;
 
-/// A token's type prefix: lower-case words joined and ended by `_` or `-` (`ghp_`,
-/// `github_pat_`, `glpat-`, `sk-proj-`), at most [`MAX_PREFIX`] bytes; empty when the value
-/// has none. Letters only, so no random part of a token is ever copied.
+/// Type prefixes of well-known tokens, longest first: a placeholder copies one of these and
+/// nothing else of the value, so that tools that check a token's type accept it.
+const KNOWN_PREFIXES: &[&str] = &[
+    "github_pat_",
+    "sk-proj-",
+    "sk-ant-",
+    "sk_live_",
+    "sk_test_",
+    "rk_live_",
+    "rk_test_",
+    "dop_v1_",
+    "glpat-",
+    "gldt-",
+    "glrt-",
+    "shpat_",
+    "xoxb-",
+    "xoxp-",
+    "pypi-",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "npm_",
+    "hf_",
+    "sk-",
+];
+
+/// The value's type prefix, when it starts with a known one (see [`KNOWN_PREFIXES`]).
 fn type_prefix(value: &[u8]) -> &[u8] {
-    let mut end = 0;
-    for (i, &b) in value.iter().enumerate().take(MAX_PREFIX) {
-        match b {
-            b'a'..=b'z' => {}
-            b'_' | b'-' if i > 0 && value[i - 1].is_ascii_lowercase() => end = i + 1,
-            _ => break,
-        }
-    }
-    &value[..end]
+    KNOWN_PREFIXES
+        .iter()
+        .find(|p| value.starts_with(p.as_bytes()))
+        .map_or(&value[..0], |p| &value[..p.len()])
 }
 
 /// A placeholder for `value`: its type prefix, then random letters and digits, as long as
@@ -253,6 +273,9 @@ pub struct Entry {
     inject: Inject,
     source: Source,
     value: RwLock<Secret>,
+    /// Every spelling of every value this entry has held since start (the value, and the
+    /// base64 of a Basic pair): what is masked in answers and redacted in results.
+    forms: RwLock<Vec<Vec<u8>>>,
 }
 
 impl Entry {
@@ -264,6 +287,38 @@ impl Entry {
     /// The header it goes into, lower case.
     pub fn header(&self) -> &str {
         self.inject.header()
+    }
+
+    /// The spellings a value travels in: as is, and a Basic pair's base64.
+    fn spellings(&self, value: &Secret) -> Vec<Vec<u8>> {
+        let mut forms = vec![value.bytes().to_vec()];
+        if let Inject::Basic { user, .. } = &self.inject {
+            let pair = [user.as_bytes(), b":", value.bytes()].concat();
+            forms.push(
+                base64::engine::general_purpose::STANDARD
+                    .encode(pair)
+                    .into_bytes(),
+            );
+        }
+        forms
+    }
+
+    /// Adds `value`'s spellings to [`Entry::forms`].
+    fn remember(&self, value: &Secret) {
+        let fresh = self.spellings(value);
+        let mut forms = self.forms.write().unwrap_or_else(|e| e.into_inner());
+        for f in fresh {
+            if !forms.contains(&f) {
+                forms.push(f);
+            }
+        }
+    }
+
+    fn forms(&self) -> Vec<Vec<u8>> {
+        self.forms
+            .read()
+            .map(|f| f.clone())
+            .unwrap_or_else(|e| e.into_inner().clone())
     }
 
     fn value(&self) -> Secret {
@@ -298,14 +353,17 @@ impl Vault {
             .specs
             .iter()
             .map(|spec| {
-                Ok(Entry {
+                let entry = Entry {
                     name: spec.name.clone(),
                     hosts: spec.hosts.clone(),
                     placeholder: placeholder(spec.value.bytes())?,
                     inject: spec.inject.clone(),
                     source: spec.source.clone(),
                     value: RwLock::new(spec.value.clone()),
-                })
+                    forms: RwLock::default(),
+                };
+                entry.remember(&spec.value);
+                Ok(entry)
             })
             .collect::<std::io::Result<_>>()?;
         Ok(Vault {
@@ -368,23 +426,40 @@ impl Vault {
             .map(|e| e.name.as_str())
     }
 
-    /// The longest real value: a stream masked in pieces keeps this many bytes minus one
-    /// back, so that a value split between two pieces is found whole.
+    /// The longest spelling of a real value: a stream masked in pieces keeps this many
+    /// bytes minus one back, so that a value split between two pieces is found whole.
     pub fn longest(&self) -> usize {
         self.entries
             .iter()
-            .map(|e| e.value().bytes().len())
+            .flat_map(Entry::forms)
+            .map(|f| f.len())
             .max()
             .unwrap_or(0)
     }
 
-    /// Overwrites each real value in `bytes` with as many `*` (the length kept, so a
-    /// response's framing stands); how many were masked.
+    /// Overwrites each spelling of each real value held since start (as is, and a Basic
+    /// pair's base64) in `bytes` with as many `*` (the length kept, so a response's framing
+    /// stands); how many were masked.
     pub fn mask(&self, bytes: &mut [u8]) -> usize {
         self.entries
             .iter()
-            .map(|e| scan::mask(bytes, e.value().bytes()))
+            .flat_map(Entry::forms)
+            .map(|f| scan::mask(bytes, &f))
             .sum()
+    }
+
+    /// Every spelling of every real value held since start, for the redactor.
+    pub fn forms(&self) -> Vec<String> {
+        self.entries
+            .iter()
+            .flat_map(Entry::forms)
+            .map(|f| String::from_utf8_lossy(&f).into_owned())
+            .collect()
+    }
+
+    /// Whether `host` (normalised) has method and path rules.
+    pub fn ruled(&self, host: &str) -> bool {
+        self.rules.iter().any(|r| r.host.matches(host))
     }
 
     /// Whether a request `method path` to `host` (normalised) is allowed by the method and
@@ -403,6 +478,7 @@ impl Vault {
             };
             match read_file(path) {
                 Ok(fresh) => {
+                    entry.remember(&fresh);
                     if let Ok(mut v) = entry.value.write()
                         && *v != fresh
                     {
@@ -424,18 +500,33 @@ impl Vault {
     }
 }
 
-/// A credential file's value: a regular file of mode 0600 (no one else may read it), one
-/// line, the trailing newline dropped.
+/// A credential file's value: opened without following a symlink, a regular file with one
+/// link, owned by this process's user, of mode 0600 or stricter (no one else may read it);
+/// one line, the trailing newline dropped.
 pub fn read_file(path: &std::path::Path) -> Result<Secret, String> {
-    use std::os::unix::fs::PermissionsExt;
-    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    if !meta.is_file() || meta.permissions().mode() & 0o077 != 0 {
+    use std::io::Read;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let at = |e: std::io::Error| format!("{}: {e}", path.display());
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(at)?;
+    let meta = file.metadata().map_err(at)?;
+    if !meta.is_file() || meta.mode() & 0o077 != 0 || meta.nlink() != 1 {
         return Err(format!(
-            "{} must be a regular file with mode 0600",
+            "{} must be a regular file (no symlink, one link) with mode 0600",
             path.display()
         ));
     }
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if meta.uid() != rustix::process::geteuid().as_raw() {
+        return Err(format!(
+            "{} must be owned by the server's user",
+            path.display()
+        ));
+    }
+    let mut bytes = Vec::new();
+    file.take(64 * 1024).read_to_end(&mut bytes).map_err(at)?;
     value_of(bytes).map_err(|why| format!("{}: {why}", path.display()))
 }
 

@@ -6,7 +6,20 @@
 //! A path a server might read as another is refused before matching, wherever a host has
 //! rules: dot segments, empty segments, a backslash, and `%2e`, `%2f` and `%5c` in any case,
 //! so that `/org/repo.git/../other.git/git-receive-pack` cannot pass as a path under
-//! `/org/repo.git/`.
+//! `/org/repo.git/`; also `;` (`..;/`), `%00`, `%25` and bytes outside printable ASCII.
+//! What overrides a method or a path elsewhere in the request is refused there too
+//! ([`OVERRIDES`], a `_method` parameter).
+
+/// Headers some frameworks let override the method or the path the rules judged; refused
+/// on a host with rules.
+pub const OVERRIDES: &[&str] = &[
+    "x-http-method-override",
+    "x-http-method",
+    "x-method-override",
+    "x-original-url",
+    "x-rewrite-url",
+    "x-original-method",
+];
 
 use crate::egress::DomainRule;
 
@@ -53,17 +66,67 @@ impl PathPattern {
     }
 }
 
-/// `*` matches a run without `/`, `**` any run.
+/// One piece of a pattern.
+#[derive(Clone, Copy, PartialEq)]
+enum Piece {
+    Byte(u8),
+    /// `*`: any run without `/`.
+    Star,
+    /// `**`: any run.
+    Stars,
+}
+
+/// `*` matches a run without `/`, `**` any run. One pass over the text with the set of
+/// pattern positions reached (no backtracking: a long path costs its length times the
+/// pattern's, whatever the pattern).
 fn glob(pattern: &[u8], text: &[u8]) -> bool {
-    match pattern {
-        [] => text.is_empty(),
-        [b'*', b'*', rest @ ..] => (0..=text.len()).any(|i| glob(rest, &text[i..])),
-        [b'*', rest @ ..] => {
-            let run = text.iter().position(|b| *b == b'/').unwrap_or(text.len());
-            (0..=run).any(|i| glob(rest, &text[i..]))
+    let mut pieces = Vec::with_capacity(pattern.len());
+    let mut i = 0;
+    while i < pattern.len() {
+        match (pattern[i], pattern.get(i + 1)) {
+            (b'*', Some(b'*')) => {
+                pieces.push(Piece::Stars);
+                i += 2;
+            }
+            (b'*', _) => {
+                pieces.push(Piece::Star);
+                i += 1;
+            }
+            (b, _) => {
+                pieces.push(Piece::Byte(b));
+                i += 1;
+            }
         }
-        [p, rest @ ..] => text.first() == Some(p) && glob(rest, &text[1..]),
     }
+    // `reached[k]`: the first k pieces match the text read so far.
+    let mut reached = vec![false; pieces.len() + 1];
+    reached[0] = true;
+    let close = |reached: &mut Vec<bool>| {
+        for k in 0..pieces.len() {
+            if reached[k] && matches!(pieces[k], Piece::Star | Piece::Stars) {
+                reached[k + 1] = true;
+            }
+        }
+    };
+    close(&mut reached);
+    for &b in text {
+        let mut next = vec![false; pieces.len() + 1];
+        for k in 0..pieces.len() {
+            if !reached[k] {
+                continue;
+            }
+            match pieces[k] {
+                Piece::Byte(p) if p == b => next[k + 1] = true,
+                Piece::Byte(_) => {}
+                Piece::Star if b != b'/' => next[k] = true,
+                Piece::Star => {}
+                Piece::Stars => next[k] = true,
+            }
+        }
+        close(&mut next);
+        reached = next;
+    }
+    reached[pieces.len()]
 }
 
 impl HostRule {
@@ -106,11 +169,20 @@ impl HostRule {
 /// Why `path` could be read by a server as another path, if it could.
 fn ambiguous(path: &str) -> Option<&'static str> {
     let lower = path.to_ascii_lowercase();
-    if ["%2e", "%2f", "%5c"].iter().any(|e| lower.contains(e)) {
-        return Some("an encoded dot, slash or backslash");
+    if ["%2e", "%2f", "%5c", "%00", "%25"]
+        .iter()
+        .any(|e| lower.contains(e))
+    {
+        return Some("an encoded dot, slash, backslash, NUL or percent sign");
     }
     if path.contains('\\') {
         return Some("a backslash");
+    }
+    if path.contains(';') {
+        return Some("a path parameter (;), which some servers drop before routing");
+    }
+    if !path.bytes().all(|b| b.is_ascii_graphic()) {
+        return Some("a byte that is not printable ASCII");
     }
     let mut segments = path.split('/').skip(1).peekable();
     while let Some(s) = segments.next() {
@@ -135,7 +207,16 @@ pub(super) fn allows(
     if mine.is_empty() {
         return Ok(());
     }
-    let path = target.split(['?', '#']).next().unwrap_or_default();
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    let path = path.split('#').next().unwrap_or_default();
+    if query
+        .split('&')
+        .any(|p| p.to_ascii_lowercase().starts_with("_method="))
+    {
+        return Err(format!(
+            "{method} {path}: a _method parameter overrides the method the rules judged; {host}'s rules refuse it"
+        ));
+    }
     if !path.starts_with('/') {
         return Err(format!("{method} {target}: the path must start with /"));
     }

@@ -19,7 +19,8 @@ fn a_placeholder_keeps_the_type_prefix_and_nothing_else_of_the_value() {
     assert_eq!(type_prefix(b"github_pat_11AB"), b"github_pat_");
     assert_eq!(type_prefix(b"glpat-xyz"), b"glpat-");
     assert_eq!(type_prefix(b"sk-proj-AbC"), b"sk-proj-");
-    // Digits or capitals before a separator are the random part: nothing is copied.
+    // Only known prefixes: a word before a dash may be the token's own random part.
+    assert_eq!(type_prefix(b"deadbeef-0000-1111"), b"");
     assert_eq!(type_prefix(b"a1b2c3-rest"), b"");
     assert_eq!(type_prefix(b"ABC_def"), b"");
     assert_eq!(type_prefix(b"_abc"), b"");
@@ -239,13 +240,72 @@ fn method_and_path_rules_allow_what_they_name_and_plain_paths_only() {
         "/org/repo.git%2F..%2Fother.git/git-receive-pack",
         "/org//repo.git/git-receive-pack",
         "/org/repo.git\\..\\x",
+        "/org/repo.git/..;/other.git/git-receive-pack",
+        "/org/repo.git/%00/git-receive-pack",
+        "/org/repo.git/%252e%252e/git-receive-pack",
     ] {
         assert!(ok("POST", sneaky).is_err(), "{sneaky}");
         assert!(ok("GET", sneaky).is_err(), "{sneaky}");
     }
+    assert!(ok("GET", "/org/repo.git/info/refs?_method=DELETE").is_err());
+    // A long path against several `**` (which a backtracking matcher would take years on)
+    // is one pass; and still matches where it should.
+    let many = HostRule::parse(
+        "h.example",
+        &["GET".into()],
+        &["/a/**/x/**/y/**/refs".into()],
+    )
+    .unwrap();
+    let long = format!("/a{}", "/x".repeat(30_000));
+    assert!(rules::allows(std::slice::from_ref(&many), "h.example", "GET", &long).is_err());
+    assert!(rules::allows(&[many], "h.example", "GET", "/a/b/x/c/y/d/e/refs").is_ok());
     // Hosts without rules are not ruled.
     assert!(rules::allows(&rules, "other.example", "DELETE", "/../x").is_ok());
     assert!(HostRule::parse("h.example", &[], &["/".into()]).is_err());
     assert!(HostRule::parse("h.example", &["GET".into()], &["x".into()]).is_err());
     assert!(HostRule::parse("h.example", &["G T".into()], &["/".into()]).is_err());
+}
+
+#[test]
+fn a_basic_pair_and_an_old_value_are_masked_too() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("token");
+    std::fs::write(&path, "ghp_firstvalue0123\n").unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mut s = spec(
+        "T",
+        "unused-unused",
+        &["a.example"],
+        "Authorization",
+        "Basic x-access-token:{}",
+    );
+    s.source = Source::File(path.clone());
+    s.value = read_file(&path).unwrap();
+    let vault = Vault::new(&Credentials {
+        specs: vec![s],
+        ..Credentials::default()
+    })
+    .unwrap();
+    let pair =
+        base64::engine::general_purpose::STANDARD.encode("x-access-token:ghp_firstvalue0123");
+    let mut echoed = format!("Authorization: Basic {pair}").into_bytes();
+    assert_eq!(vault.mask(&mut echoed), 1);
+    assert!(!String::from_utf8_lossy(&echoed).contains(&pair));
+    std::fs::write(&path, "ghp_secondvalue456\n").unwrap();
+    vault.reload();
+    let mut both = b"ghp_firstvalue0123 ghp_secondvalue456".to_vec();
+    assert_eq!(
+        vault.mask(&mut both),
+        2,
+        "the value read before stays masked"
+    );
+    assert_eq!(vault.forms().len(), 4);
+    // A symlink, a second link or a file of another mode is refused.
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&path, &link).unwrap();
+    assert!(read_file(&link).is_err());
+    let hard = dir.path().join("hard");
+    std::fs::hard_link(&path, &hard).unwrap();
+    assert!(read_file(&hard).unwrap_err().contains("one link"));
 }

@@ -106,6 +106,9 @@ pub struct Redactor {
     pgpass: Option<usize>,
     enabled: bool,
     entropy: bool,
+    /// Exact values that are secrets whatever they look like (the credentials' real values,
+    /// [`Redactor::add_literal`]): redacted even with redaction off.
+    literals: std::sync::RwLock<Vec<String>>,
 }
 
 impl std::fmt::Debug for Redactor {
@@ -195,6 +198,7 @@ impl Redactor {
             pgpass,
             enabled: settings.enabled,
             entropy: settings.entropy_fallback,
+            literals: std::sync::RwLock::default(),
         })
     }
 
@@ -256,10 +260,14 @@ impl Redactor {
     /// a secret may run past the cut. An offset inside a secret maps to the start of its
     /// marker.
     pub fn redact_until(&self, text: &str, safe_end: usize) -> (String, usize) {
-        if !self.enabled || text.is_empty() {
-            return (text.to_owned(), safe_end.min(text.len()));
+        if text.is_empty() {
+            return (text.to_owned(), 0);
         }
-        let spans = self.spans(text);
+        let mut spans = match self.enabled {
+            true => self.spans(text),
+            false => Vec::new(),
+        };
+        self.literal_spans(text, &mut spans);
         if spans.is_empty() {
             return (text.to_owned(), safe_end.min(text.len()));
         }
@@ -296,6 +304,32 @@ impl Redactor {
         out.push_str(&text[cursor..]);
         let len = out.len();
         (out, mapped.min(len))
+    }
+
+    /// Makes `value` a secret wherever it appears, whatever it looks like (it shows as
+    /// `[REDACTED:credential]`); values shorter than 8 bytes are ignored.
+    pub fn add_literal(&self, value: &str) {
+        if value.len() < 8 {
+            return;
+        }
+        let mut literals = self.literals.write().unwrap_or_else(|e| e.into_inner());
+        if !literals.iter().any(|l| l == value) {
+            literals.push(value.to_owned());
+        }
+    }
+
+    /// Adds each occurrence of a literal in `text` to `spans`, keeping them sorted.
+    fn literal_spans(&self, text: &str, spans: &mut Vec<Span>) {
+        let literals = self.literals.read().unwrap_or_else(|e| e.into_inner());
+        if literals.is_empty() {
+            return;
+        }
+        for literal in literals.iter() {
+            for (at, _) in text.match_indices(literal.as_str()) {
+                spans.push((at, at + literal.len(), Mark::Kind("credential")));
+            }
+        }
+        spans.sort_by_key(|&(s, e, _)| (s, std::cmp::Reverse(e)));
     }
 
     /// The kinds whose rules the prefilter lets run on `text` (for benchmarks and tuning).

@@ -293,22 +293,12 @@ impl TerminalService {
         let vault = crate::credentials::Vault::new(&terminal.credentials)
             .map_err(|e| ServiceError::Credentials(format!("no placeholder could be made: {e}")))?;
         let vault = std::sync::Arc::new(vault);
-        // The real values are redacted from results and the trail as any secret is: a second
-        // wall behind the proxy, which keeps them out of the view.
-        let mut redaction = policy.redaction.clone();
-        redaction
-            .extra_patterns
-            .extend(
-                terminal
-                    .credentials
-                    .specs
-                    .iter()
-                    .map(|spec| crate::config::ExtraPattern {
-                        name: format!("credential:{}", spec.name),
-                        regex: regex::escape(&String::from_utf8_lossy(spec.value.expose())),
-                    }),
-            );
-        let redactor = Redactor::new(&redaction)?;
+        let redactor = Redactor::new(&policy.redaction)?;
+        // The real values are redacted from results and the trail whatever they look like: a
+        // second wall behind the proxy, which keeps them out of the view.
+        for form in vault.forms() {
+            redactor.add_literal(&form);
+        }
         let jail = crate::policy::jail_of(&terminal);
         let path = terminal
             .path
@@ -407,7 +397,11 @@ impl TerminalService {
     /// Reads the `file:` credentials again (on SIGHUP): a line for each that changed or
     /// could not be read.
     pub fn reload_credentials(&self) -> Vec<String> {
-        self.vault.reload()
+        let said = self.vault.reload();
+        for form in self.vault.forms() {
+            self.redactor.add_literal(&form);
+        }
+        said
     }
 
     /// The credentials' placeholders and values.

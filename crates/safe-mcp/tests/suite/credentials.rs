@@ -299,6 +299,28 @@ async fn git_pushes_with_a_token_the_commands_never_see() {
         "{refused:?}"
     );
 
+    // An answer that would echo the request back (TRACE), and a header that would change
+    // the method the rules judged, never reach a credential host.
+    let git_url = format!(
+        "https://git.cred.test:{}/org/repo.git/info/refs",
+        git_origin.port
+    );
+    for script in [
+        format!("curl -sS -o /dev/null -w '%{{http_code}}' -X TRACE {echo_url}"),
+        format!(
+            "curl -sS -o /dev/null -w '%{{http_code}}' -H 'X-HTTP-Method-Override: DELETE' {git_url}"
+        ),
+    ] {
+        let seen = (echo.seen().len(), git_origin.seen().len());
+        let r = s.call("run_command", sh(&script)).await;
+        assert_eq!(out(&r).trim(), "403", "{script}: {r}");
+        assert_eq!(
+            (echo.seen().len(), git_origin.seen().len()),
+            seen,
+            "{script}"
+        );
+    }
+
     // A push to another repository: its POST matches no rule, so it is refused.
     let other = format!("https://git.cred.test:{}/org/other.git", git_origin.port);
     let r = s
@@ -310,7 +332,7 @@ async fn git_pushes_with_a_token_the_commands_never_see() {
     assert_ne!(r["detail"]["exit_code"], 0, "{r}");
     let rule = network(&sb)
         .into_iter()
-        .find(|r| r["event"] == "refused" && r["rule"] == "method-path")
+        .find(|r| r["event"] == "refused" && r["rule"] == "method-path" && r["method"] == "POST")
         .unwrap_or_else(|| panic!("{:?}", network(&sb)));
     assert_eq!(rule["method"], "POST");
     assert_eq!(rule["path"], "/org/other.git/git-receive-pack");
