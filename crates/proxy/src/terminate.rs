@@ -480,14 +480,7 @@ impl Session {
                 ),
             ));
         }
-        for value in parts.headers.values_mut() {
-            let mut bytes = value.as_bytes().to_vec();
-            if vault.mask(&mut bytes) > 0
-                && let Ok(masked) = HeaderValue::from_bytes(&bytes)
-            {
-                *value = masked;
-            }
-        }
+        mask_headers(vault, &mut parts.headers);
         let masked = Masked {
             inner: body,
             vault: Arc::clone(&self.ctx.vault),
@@ -546,6 +539,18 @@ impl Session {
         // The next request may be sent once this one's answer has begun.
         drop(upstream);
         answer.await.map_err(|e| format!("{}: {e}", self.host))
+    }
+}
+
+/// Masks each real value in the values of `headers` (an answer's, or its trailers).
+fn mask_headers(vault: &Vault, headers: &mut http::HeaderMap) {
+    for value in headers.values_mut() {
+        let mut bytes = value.as_bytes().to_vec();
+        if vault.mask(&mut bytes) > 0
+            && let Ok(masked) = HeaderValue::from_bytes(&bytes)
+        {
+            *value = masked;
+        }
     }
 }
 
@@ -634,14 +639,7 @@ impl Body for Masked {
                     }
                     Err(mut trailers) => {
                         if let Some(map) = trailers.trailers_mut() {
-                            for value in map.values_mut() {
-                                let mut bytes = value.as_bytes().to_vec();
-                                if self.vault.mask(&mut bytes) > 0
-                                    && let Ok(masked) = HeaderValue::from_bytes(&bytes)
-                                {
-                                    *value = masked;
-                                }
-                            }
+                            mask_headers(&self.vault, map);
                         }
                         self.held = Some(trailers);
                         let carry = std::mem::take(&mut self.carry);

@@ -120,7 +120,7 @@ pub(super) fn read(
             (Source::Env(name.to_owned()), value)
         } else if let Some(path) = c.from.strip_prefix("file:") {
             let path = file_path(PathBuf::from(path));
-            kept_from_commands(&path, t, roots).map_err(at)?;
+            out_of_reach(&path, t, roots, Reach::Read).map_err(at)?;
             let value = crate::credentials::read_file(&path).map_err(at)?;
             (Source::File(path), value)
         } else {
@@ -177,7 +177,7 @@ pub(super) fn read(
             let p = file_path(p);
             // Readable by commands is fine (it holds certificates); writable is not: a CA the
             // model plants there would be trusted for the credential hosts.
-            not_writable_by_commands(&p, t, roots)
+            out_of_reach(&p, t, roots, Reach::Replace)
                 .map_err(|m| bad("terminal.network.upstream_ca_file", m))?;
             Some(p)
         }
@@ -190,49 +190,41 @@ pub(super) fn read(
     })
 }
 
-/// Refuses a credential file commands could read or write: in a root, under a read path or
-/// a write path.
-fn kept_from_commands(path: &Path, t: &TerminalPolicy, roots: &[PathBuf]) -> Result<(), String> {
-    let real = std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let places = roots
-        .iter()
-        .map(|r| ("root", r))
-        .chain(
-            t.sandbox
-                .read_paths
-                .iter()
-                .map(|r| ("sandbox read path", r)),
-        )
-        .chain(t.write_paths.iter().map(|w| ("write path", w)));
-    for (what, place) in places {
-        let place = std::fs::canonicalize(place).unwrap_or_else(|_| place.clone());
-        if real.starts_with(&place) {
-            return Err(format!(
-                "{} lies under the {what} {}, where commands could read it; keep it outside",
-                path.display(),
-                place.display()
-            ));
-        }
-    }
-    Ok(())
+/// What commands must not be able to do to a file.
+#[derive(Clone, Copy, PartialEq)]
+enum Reach {
+    /// Read it (a credential): not in a root, a read path or a write path.
+    Read,
+    /// Replace it (the upstream CA): not in a root or a write path.
+    Replace,
 }
 
-/// Refuses a file commands could replace: in a root or under a write path.
-fn not_writable_by_commands(
+/// Refuses `path` where commands could `reach` it.
+fn out_of_reach(
     path: &Path,
     t: &TerminalPolicy,
     roots: &[PathBuf],
+    reach: Reach,
 ) -> Result<(), String> {
     let real = std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let read_paths = match reach {
+        Reach::Read => t.sandbox.read_paths.as_slice(),
+        Reach::Replace => &[],
+    };
     let places = roots
         .iter()
         .map(|r| ("root", r))
+        .chain(read_paths.iter().map(|r| ("sandbox read path", r)))
         .chain(t.write_paths.iter().map(|w| ("write path", w)));
+    let verb = match reach {
+        Reach::Read => "read",
+        Reach::Replace => "replace",
+    };
     for (what, place) in places {
         let place = std::fs::canonicalize(place).unwrap_or_else(|_| place.clone());
         if real.starts_with(&place) {
             return Err(format!(
-                "{} lies under the {what} {}, where commands could replace it; keep it outside",
+                "{} lies under the {what} {}, where commands could {verb} it; keep it outside",
                 path.display(),
                 place.display()
             ));
