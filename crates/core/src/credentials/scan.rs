@@ -82,16 +82,3 @@ impl Decoded {
         self.spellings.iter().any(|s| find(s, needle).is_some())
     }
 }
-
-/// Overwrites each `value` in `bytes` with `*`s; how many.
-pub(super) fn mask(bytes: &mut [u8], value: &[u8]) -> usize {
-    let mut count = 0;
-    let mut from = 0;
-    while let Some(at) = find(&bytes[from..], value) {
-        let start = from + at;
-        bytes[start..start + value.len()].fill(b'*');
-        from = start + value.len();
-        count += 1;
-    }
-    count
-}

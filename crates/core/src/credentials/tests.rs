@@ -139,6 +139,26 @@ fn a_placeholder_to_a_host_it_is_not_bound_to_is_found_in_each_spelling() {
 }
 
 #[test]
+fn values_that_overlap_in_an_answer_are_each_masked_whole() {
+    let vault = Vault::new(&Credentials {
+        specs: vec![
+            spec("A", "abcdefgh12", &["a.example"], "Authorization", "{}"),
+            spec("B", "gh12345678", &["b.example"], "Authorization", "{}"),
+        ],
+        ..Credentials::default()
+    })
+    .unwrap();
+    // One search that stopped at the first match would leave B's tail, "345678", in view.
+    let mut body = b"[abcdefgh12345678]".to_vec();
+    assert_eq!(vault.mask(&mut body), 2);
+    assert_eq!(body, b"[****************]");
+    let mut none = b"nothing to see".to_vec();
+    assert_eq!(vault.mask(&mut none), 0);
+    assert_eq!(none, b"nothing to see");
+    assert_eq!(Vault::default().mask(&mut none), 0);
+}
+
+#[test]
 fn a_real_value_in_a_response_is_masked_to_its_length() {
     let vault = Vault::new(&Credentials {
         specs: vec![spec(
