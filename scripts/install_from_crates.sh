@@ -5,7 +5,8 @@
 #
 #   scripts/install_from_crates.sh [SCRATCH]      (default: a fresh temporary directory)
 #
-# The .crate files and the registry dependencies (`cargo vendor`, from cargo's cache) are
+# The .crate files and the registry dependencies (`cargo vendor`; it takes every platform's, so
+# a crate for another OS may be downloaded once) are
 # put in one directory source that replaces crates.io; `cargo install --locked --offline`
 # then builds from it with the lock file packaged in the safe-mcp crate. The packaging is not
 # verified by `cargo package` itself (`--no-verify`): the install compiles every packaged
@@ -22,8 +23,8 @@ rm -rf "$vendor" "$root"
 echo "== cargo package (every crate)"
 cargo package --workspace --no-verify --offline
 
-echo "== the registry's crates, from cargo's cache"
-CARGO_NET_OFFLINE=true cargo vendor --offline --versioned-dirs --quiet "$vendor" >/dev/null
+echo "== the registry's crates (cargo vendor: every platform's, so some may be downloaded once)"
+cargo vendor --versioned-dirs --quiet "$vendor" >/dev/null
 
 echo "== the packaged crates, as a directory source"
 version=$(cargo metadata --no-deps --format-version 1 --offline |

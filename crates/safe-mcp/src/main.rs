@@ -51,6 +51,10 @@ enum Cmd {
     Terminal {
         #[command(flatten)]
         config: PolicyFile,
+        /// Serve the project directory DIR with the policy `init` writes for it (written on
+        /// the first start, at its default place), instead of --config.
+        #[arg(long, value_name = "DIR")]
+        jail: Option<PathBuf>,
         /// Serve MCP Streamable HTTP at /mcp on ADDR (a loopback ADDRESS:PORT, or
         /// unix:PATH) instead of stdio.
         #[arg(long, value_name = "ADDR")]
@@ -244,7 +248,16 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     match cli.command {
-        Cmd::Terminal { config, http } => cli::serve::serve_terminal(config.get(), http.as_deref()),
+        Cmd::Terminal { config, jail, http } => match (config.get(), jail) {
+            (Some(_), Some(_)) => exit::fatal(
+                "--jail and a policy file (--config or SAFE_MCP_POLICY_FILE) were both given; give one",
+            ),
+            (None, Some(jail)) => match cli::init::policy_for_jail(&jail) {
+                Ok(policy) => cli::serve::serve_terminal(Some(&policy), http.as_deref()),
+                Err(e) => exit::fatal(e),
+            },
+            (config, None) => cli::serve::serve_terminal(config, http.as_deref()),
+        },
         Cmd::Files { config, http } => cli::serve::serve_files(config.get(), http.as_deref()),
         Cmd::Explain {
             config,

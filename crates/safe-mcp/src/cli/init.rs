@@ -35,6 +35,40 @@ pub(crate) fn run(profiles: &[String], jail: Option<&Path>, output: Option<&Path
     }
 }
 
+/// The policy `terminal --jail DIR` serves: the one `init` wrote for `jail` at the default
+/// place, written now (no profiles) if there is none. Reported on stderr, since stdout
+/// carries MCP. An existing file there that names another jail is refused, not served: two
+/// projects of one name would otherwise share a policy. This is how a bundle or a registry
+/// entry starts the server with nothing but a directory; the operator edits the file to
+/// allow more.
+pub(crate) fn policy_for_jail(jail: &Path) -> Result<PathBuf, String> {
+    let canonical = std::fs::canonicalize(jail)
+        .ok()
+        .filter(|j| j.is_dir())
+        .ok_or_else(|| format!("--jail {}: not an existing directory", jail.display()))?;
+    let path = default_output(&canonical)?;
+    if std::fs::symlink_metadata(&path).is_err() {
+        let written = write_policy(&[], Some(&canonical), None)?;
+        eprintln!(
+            "safe-mcp: wrote the policy for {} to {} (edit it to allow more)",
+            canonical.display(),
+            written.display()
+        );
+        return Ok(written);
+    }
+    let policy = crate::cli::load(Some(&path), Section::Terminal)?;
+    let named = policy.terminal.map(|t| t.jail_root);
+    if named.as_deref() != Some(canonical.as_path()) {
+        return Err(format!(
+            "{} is the policy of another jail ({}), not of {}; pass --config with this project's policy, or move that file",
+            path.display(),
+            named.map_or_else(|| "none".into(), |j| j.display().to_string()),
+            canonical.display()
+        ));
+    }
+    Ok(path)
+}
+
 /// The client configuration for the server named `safe-terminal`, started as `exe
 /// terminal --config policy` with `env` and nothing else, in each client's own form. The
 /// README shows the same lines (a test keeps the two one story).

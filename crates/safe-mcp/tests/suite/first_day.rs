@@ -504,3 +504,72 @@ fn the_readme_shows_what_init_prints() {
         .unwrap();
     assert!(String::from_utf8_lossy(&demo.stdout).contains("safe-mcp init --profile"));
 }
+
+/// Issue 37: `terminal --jail DIR`, the way a bundle or a registry entry starts the server
+/// with nothing but a directory. As root with the real HOME (the caches beneath it), the
+/// first start writes init's policy for DIR at the default place and serves it over a real
+/// session; the next start serves the same file unchanged; a second project of the same
+/// name is refused rather than served the first one's policy; and --jail beside --config is
+/// refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_jail_alone_starts_the_server_with_the_policy_init_writes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let jail = tmp.path().join("proj");
+    std::fs::create_dir_all(&jail).unwrap();
+    let config_home = tmp.path().join("config");
+    let home = std::env::var("HOME").unwrap();
+    let path = std::env::var("PATH").unwrap();
+    let env = [
+        ("HOME", home.as_str()),
+        ("PATH", path.as_str()),
+        ("XDG_CONFIG_HOME", config_home.to_str().unwrap()),
+    ];
+    let policy = config_home.join("safe-mcp/proj.toml");
+    let start = |jail: &Path| {
+        let (jail, env) = (jail.to_path_buf(), env.map(|(k, v)| (k, v.to_owned())));
+        move |c: &mut tokio::process::Command| {
+            let mut fresh = tokio::process::Command::new(BIN);
+            fresh.arg("terminal").arg("--jail").arg(&jail).env_clear();
+            fresh.envs(env);
+            *c = fresh;
+        }
+    };
+
+    let s = Session::start(&policy, start(&jail)).await;
+    let r = s.run("echo hello").await;
+    assert_eq!(r["code"], "OK", "{r}");
+    assert_eq!(r["detail"]["stdout"], "hello\n", "{r}");
+    let written = std::fs::read_to_string(&policy).unwrap();
+    let canonical = std::fs::canonicalize(&jail).unwrap();
+    assert!(
+        written.contains(&format!("jail_root = {:?}", canonical.to_str().unwrap())),
+        "{written}"
+    );
+    drop(s);
+
+    let s = Session::start(&policy, start(&jail)).await;
+    assert_eq!(s.run("echo again").await["code"], "OK");
+    drop(s);
+    assert_eq!(std::fs::read_to_string(&policy).unwrap(), written);
+
+    let other = tmp.path().join("elsewhere/proj");
+    std::fs::create_dir_all(&other).unwrap();
+    let out = super::cli::run(&["terminal", "--jail", other.to_str().unwrap()], &env);
+    super::cli::assert_fatal(&out, "is the policy of another jail");
+    assert_eq!(std::fs::read_to_string(&policy).unwrap(), written);
+
+    let out = super::cli::run(
+        &[
+            "terminal",
+            "--jail",
+            jail.to_str().unwrap(),
+            "--config",
+            policy.to_str().unwrap(),
+        ],
+        &env,
+    );
+    super::cli::assert_fatal(&out, "--jail and a policy file");
+    let missing = tmp.path().join("missing");
+    let out = super::cli::run(&["terminal", "--jail", missing.to_str().unwrap()], &env);
+    super::cli::assert_fatal(&out, "not an existing directory");
+}
