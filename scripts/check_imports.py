@@ -25,7 +25,7 @@ FLOORS = {
         # Leaves: import nothing of the crate but each other.
         ["paths", "untrusted", "random", "envelope", "reader", "cut", "syntax", "egress", "env_prefix",
          "protected", "gitdir", "home", "nested", "programs", "usage", "tools", "args", "jail",
-         "credentials"],
+         "credentials", "fleet"],
         # The policy file and its settings types.
         ["config"],
         # What is built from a loaded policy.

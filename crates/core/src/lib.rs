@@ -14,7 +14,7 @@
 //! 0. leaves, importing nothing of the crate but each other: [`paths`], [`untrusted`],
 //!    [`random`], [`envelope`], [`reader`], [`cut`], [`syntax`], [`egress`], [`env_prefix`],
 //!    [`protected`], [`gitdir`], [`home`], [`nested`], [`programs`], [`usage`], [`tools`], [`args`], [`jail`],
-//!    [`credentials`];
+//!    [`credentials`], [`fleet`];
 //! 1. [`config`], the policy file and every settings type other modules are configured with;
 //! 2. what is built from a loaded policy: [`audit`], [`redact`], [`preflight`], [`lint`],
 //!    [`policy`];
@@ -39,6 +39,7 @@ pub mod egress;
 pub mod env_prefix;
 pub mod envelope;
 pub mod file_tools;
+pub mod fleet;
 pub mod gitdir;
 pub mod home;
 pub mod jail;

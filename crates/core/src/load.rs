@@ -106,6 +106,7 @@ impl Policy {
                 .ship
                 .as_ref()
                 .map(|s| std::time::Duration::from_secs(s.checkpoint_seconds)),
+            server_id: self.audit.server_id.clone(),
         }
     }
 }

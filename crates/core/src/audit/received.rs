@@ -1,11 +1,14 @@
 //! Verifying the trail as a receiver stored it (DESIGN §12): lines in any order, each once
-//! or more, with whatever the receiver put before the record (a syslog header).
+//! or more, with whatever the receiver put before the record (a syslog header), from one
+//! server or from a fleet's.
 //!
-//! Every record must match its own hash (HMAC when a key is given); records are ordered by
-//! `seq`; each that follows its predecessor must link to it (`prev`); a `seq` that is
-//! missing is a gap, reported with its range, never papered over; a `checkpoint` record
-//! whose head is present must name that head's digest. What a receiver cannot prove is
-//! said as such: the chain across a gap is unchecked.
+//! Records are grouped into chains by the `server` they carry (a trail written before
+//! servers were named is one chain, named ""). In each chain, every record must match its
+//! own hash (HMAC when a key is given); records are ordered by `seq`; each that follows its
+//! predecessor must link to it (`prev`); a `seq` that is missing is a gap, reported with its
+//! range and its server, never papered over; a `checkpoint` record whose head is present
+//! must name that head's digest. What a receiver cannot prove is said as such: the chain
+//! across a gap is unchecked.
 
 use std::collections::BTreeMap;
 
@@ -13,9 +16,11 @@ use serde_json::{Map, Value};
 
 use super::Chain;
 
-/// What a receiver's copy holds.
+/// What a receiver's copy holds of one server's chain.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct ReceivedReport {
+    /// The server the records name ("" for records that name none).
+    pub server: String,
     /// Distinct records.
     pub records: usize,
     /// The lowest and highest seq.
@@ -33,67 +38,100 @@ fn field<'a>(record: &'a Map<String, Value>, key: &str) -> &'a str {
     record.get(key).and_then(Value::as_str).unwrap_or("")
 }
 
-/// Verifies `text`, one record per line.
-pub fn verify_received(text: &str, chain: &Chain) -> Result<ReceivedReport, String> {
-    let mut by_seq: BTreeMap<u64, (String, Map<String, Value>)> = BTreeMap::new();
-    let mut report = ReceivedReport::default();
+/// A record as received: the exact line it was sealed as, and its fields.
+type Sealed = (String, Map<String, Value>);
+
+/// One chain's records by seq.
+type Records = BTreeMap<u64, Sealed>;
+
+/// Verifies `text`, one record per line: one report per server, by server id.
+pub fn verify_received(text: &str, chain: &Chain) -> Result<Vec<ReceivedReport>, String> {
+    let mut servers: BTreeMap<String, (Records, usize)> = BTreeMap::new();
     for (n, raw) in text.lines().enumerate() {
-        let Some(start) = raw.find('{') else {
-            if raw.trim().is_empty() {
-                continue;
-            }
-            return Err(format!("line {}: no record on it", n + 1));
+        let Some((line, record)) = parse(n + 1, raw, chain)? else {
+            continue;
         };
-        let line = raw[start..].trim_end();
-        let mut record: Map<String, Value> = serde_json::from_str(line)
-            .map_err(|e| format!("line {}: not a JSON record ({e})", n + 1))?;
-        // An OCSF event carries the record's own line (`[audit.ship] format = "ocsf"`).
-        let original = super::ocsf::original(&record).map(str::to_owned);
-        let line = match original {
-            Some(original) => {
-                record = serde_json::from_str(&original).map_err(|e| {
-                    format!(
-                        "line {}: the OCSF event's original is not a record ({e})",
-                        n + 1
-                    )
-                })?;
-                original
-            }
-            None => line.to_owned(),
-        };
-        let line = line.as_str();
-        if field(&record, "alg") != chain.alg() {
-            return Err(format!(
-                "line {}: written with {:?}, verified with {:?}",
-                n + 1,
-                field(&record, "alg"),
-                chain.alg()
-            ));
-        }
-        if !chain.hash_matches(&record) {
-            return Err(format!(
-                "line {}: the record does not match its own hash",
-                n + 1
-            ));
-        }
         let seq = record
             .get("seq")
             .and_then(Value::as_u64)
             .ok_or_else(|| format!("line {}: no seq", n + 1))?;
+        let server = field(&record, "server").to_owned();
+        let (by_seq, duplicates) = servers.entry(server.clone()).or_default();
         match by_seq.get(&seq) {
-            Some((seen, _)) if seen == line => report.duplicates += 1,
+            Some((seen, _)) if *seen == line => *duplicates += 1,
             Some(_) => {
                 return Err(format!(
-                    "seq {seq} was received twice with different content"
+                    "{}seq {seq} was received twice with different content",
+                    named(&server)
                 ));
             }
             None => {
-                by_seq.insert(seq, (line.to_owned(), record));
+                by_seq.insert(seq, (line, record));
             }
         }
     }
+    servers
+        .into_iter()
+        .map(|(server, (by_seq, duplicates))| {
+            let mut report =
+                one_chain(&by_seq, chain).map_err(|e| format!("{}{e}", named(&server)))?;
+            report.server = server;
+            report.duplicates = duplicates;
+            Ok(report)
+        })
+        .collect()
+}
+
+/// "server X: " before a message about X's chain; nothing for the unnamed one.
+fn named(server: &str) -> String {
+    if server.is_empty() {
+        String::new()
+    } else {
+        format!("server {server}: ")
+    }
+}
+
+/// Line `n`'s record (after any prefix a receiver added; an OCSF event's original) and the
+/// exact text it was sealed as; `None` for a blank line.
+fn parse(n: usize, raw: &str, chain: &Chain) -> Result<Option<Sealed>, String> {
+    let Some(start) = raw.find('{') else {
+        if raw.trim().is_empty() {
+            return Ok(None);
+        }
+        return Err(format!("line {n}: no record on it"));
+    };
+    let line = raw[start..].trim_end();
+    let mut record: Map<String, Value> =
+        serde_json::from_str(line).map_err(|e| format!("line {n}: not a JSON record ({e})"))?;
+    // An OCSF event carries the record's own line (`[audit.ship] format = "ocsf"`).
+    let original = super::ocsf::original(&record).map(str::to_owned);
+    let line = match original {
+        Some(original) => {
+            record = serde_json::from_str(&original).map_err(|e| {
+                format!("line {n}: the OCSF event's original is not a record ({e})")
+            })?;
+            original
+        }
+        None => line.to_owned(),
+    };
+    if field(&record, "alg") != chain.alg() {
+        return Err(format!(
+            "line {n}: written with {:?}, verified with {:?}",
+            field(&record, "alg"),
+            chain.alg()
+        ));
+    }
+    if !chain.hash_matches(&record) {
+        return Err(format!("line {n}: the record does not match its own hash"));
+    }
+    Ok(Some((line, record)))
+}
+
+/// The links, gaps and checkpoints of one server's records.
+fn one_chain(by_seq: &Records, chain: &Chain) -> Result<ReceivedReport, String> {
+    let mut report = ReceivedReport::default();
     let mut previous: Option<(u64, &str)> = None;
-    for (&seq, (line, record)) in &by_seq {
+    for (&seq, (line, record)) in by_seq {
         match previous {
             Some((p, p_line)) if seq == p + 1 => {
                 if field(record, "prev") != chain.digest(p_line.as_bytes()) {
@@ -129,10 +167,16 @@ mod tests {
     use crate::audit::{AuditLog, AuditOptions};
 
     fn trail(n: usize) -> Vec<String> {
+        trail_of(n, None)
+    }
+
+    /// `n` records of a fresh trail whose server is `server` (one made at start if `None`).
+    fn trail_of(n: usize, server: Option<&str>) -> Vec<String> {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("a.jsonl");
         let mut options = AuditOptions::closed();
         options.checkpoint_every = Some(std::time::Duration::ZERO);
+        options.server_id = server.map(str::to_owned);
         let log = AuditLog::open(&path, options);
         for i in 0..n {
             log.append("note", Map::from_iter([("i".into(), i.into())]), false)
@@ -155,7 +199,10 @@ mod tests {
             "<38>1 2026-12-01T00:00:00Z host safe-mcp 1 audit - {}",
             shuffled[0]
         );
-        let report = verify_received(&shuffled.join("\n"), &chain).unwrap();
+        let [report] = &verify_received(&shuffled.join("\n"), &chain).unwrap()[..] else {
+            panic!("one server");
+        };
+        assert!(report.server.starts_with("s-"), "{report:?}");
         assert_eq!(report.records, lines.len());
         assert_eq!(report.duplicates, 1);
         assert!(report.gaps.is_empty());
@@ -169,8 +216,71 @@ mod tests {
         let mut cut = lines.clone();
         cut.remove(2);
         let report = verify_received(&cut.join("\n"), &chain).unwrap();
-        assert_eq!(report.gaps, vec![(3, 3)]);
+        assert_eq!(report[0].gaps, vec![(3, 3)]);
         let edited = lines.join("\n").replacen("\"i\":1", "\"i\":9", 1);
         assert!(verify_received(&edited, &chain).is_err());
+    }
+
+    #[test]
+    fn a_fleets_merged_stream_verifies_per_server_and_names_the_gap_s_server() {
+        let chain = Chain::new(None);
+        let (a, b) = (
+            trail_of(5, Some("replica-a")),
+            trail_of(3, Some("replica-b")),
+        );
+        // Interleaved as one receiver would store them: both chains start at seq 1.
+        let mut merged: Vec<String> = a
+            .iter()
+            .zip(&b)
+            .flat_map(|(x, y)| [x.clone(), y.clone()])
+            .collect();
+        merged.extend(a[b.len()..].iter().cloned());
+        let reports = verify_received(&merged.join("\n"), &chain).unwrap();
+        let seen: Vec<(&str, usize, bool)> = reports
+            .iter()
+            .map(|r| (r.server.as_str(), r.records, r.gaps.is_empty()))
+            .collect();
+        assert_eq!(
+            seen,
+            vec![("replica-a", a.len(), true), ("replica-b", b.len(), true)]
+        );
+        // One of b's records lost: the gap is b's, a's chain is whole.
+        let lost = merged.iter().position(|l| *l == b[1]).unwrap();
+        merged.remove(lost);
+        let reports = verify_received(&merged.join("\n"), &chain).unwrap();
+        assert!(reports[0].gaps.is_empty());
+        assert_eq!(reports[1].gaps, vec![(2, 2)]);
+        // An edit is refused, at its line.
+        let edited = merged.join("\n").replacen("\"i\":2", "\"i\":9", 1);
+        let why = verify_received(&edited, &chain).unwrap_err();
+        assert!(why.contains("line"), "{why}");
+    }
+
+    #[test]
+    fn a_trail_keeps_its_server_id_across_restarts_and_servers_sharing_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.jsonl");
+        let open = |id: Option<&str>| {
+            let mut options = AuditOptions::closed();
+            options.server_id = id.map(str::to_owned);
+            AuditLog::open(&path, options)
+        };
+        let first = open(Some("replica-a"));
+        first.append("note", Map::new(), true).unwrap();
+        // A second server on the same file, configured otherwise, and a restart without
+        // any id: one chain, one name.
+        let second = open(Some("replica-z"));
+        second.append("note", Map::new(), true).unwrap();
+        first.append("note", Map::new(), true).unwrap();
+        drop((first, second));
+        open(None).append("note", Map::new(), true).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let reports = verify_received(&text, &Chain::new(None)).unwrap();
+        assert_eq!(reports.len(), 1, "{reports:?}");
+        assert_eq!(
+            (reports[0].server.as_str(), reports[0].records),
+            ("replica-a", 4)
+        );
+        assert!(reports[0].gaps.is_empty());
     }
 }

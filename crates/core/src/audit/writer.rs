@@ -41,6 +41,9 @@ pub struct AuditOptions {
     pub key: Option<Vec<u8>>,
     /// With shipping: at most this often, a `checkpoint` record names the chain's head.
     pub checkpoint_every: Option<std::time::Duration>,
+    /// The server id a new trail's records carry as `server` (one is made when `None`). A
+    /// trail that already names one keeps it: servers sharing a file write one chain.
+    pub server_id: Option<String>,
 }
 
 impl AuditOptions {
@@ -52,6 +55,7 @@ impl AuditOptions {
             keep: 5,
             key: None,
             checkpoint_every: None,
+            server_id: None,
         }
     }
 }
@@ -66,6 +70,8 @@ struct Writer {
     lock: Option<File>,
     /// When this process last wrote a checkpoint.
     checkpointed: Option<std::time::Instant>,
+    /// The chain's server id, stamped on every record: the trail's own once it names one.
+    server: Option<String>,
 }
 
 /// Holds the trail's cross-process lock until released or dropped (closing the file on an
@@ -139,6 +145,7 @@ impl AuditLog {
                 seq: 0,
                 lock: None,
                 checkpointed: None,
+                server: None,
             }),
             sync: Mutex::new(SyncState::default()),
             synced: Condvar::new(),
@@ -225,6 +232,9 @@ impl AuditLog {
             record.insert("time".into(), json!(rfc3339_now()));
             record.insert("seq".into(), json!(seq));
             record.insert("kind".into(), json!(kind));
+            if let Some(server) = &w.server {
+                record.insert("server".into(), json!(server));
+            }
             if let Value::Object(fields) = sanitize(Value::Object(fields)) {
                 for (k, v) in fields {
                     record.entry(k).or_insert(v);
@@ -336,6 +346,7 @@ impl AuditLog {
         if let Some(line) = &tail.last_line {
             w.prev = self.chain.digest(line);
             w.seq = seq_of(line);
+            w.server = server_of(line).or(w.server.take());
         }
         w.len = tail.len;
         if let Some(torn) = tail.torn {
@@ -476,6 +487,7 @@ impl AuditLog {
             Some(line) => (self.chain.digest(line), seq_of(line)),
             None => (GENESIS.to_owned(), 0),
         };
+        let mut named = tail.last_line.as_deref().and_then(server_of);
         if tail.last_line.is_none() && tail.torn.is_none() {
             // A fresh file after rotation (or a restart right after one): continue from `.1`.
             if let Ok(mut older) = File::open(self.rotated(1))
@@ -484,8 +496,15 @@ impl AuditLog {
             {
                 prev = self.chain.digest(&line);
                 seq = seq_of(&line);
+                named = server_of(&line);
             }
         }
+        // The trail's own id, else the one this server already used, else the configured
+        // one, else a new one.
+        w.server = named
+            .or(w.server.take())
+            .or_else(|| self.options.server_id.clone())
+            .or_else(|| Some(crate::fleet::generated_server_id()));
         if replaced {
             // The file was deleted or swapped while we ran: the chain continues from memory,
             // and a discontinuity record says so, so the gap cannot pass for a clean start.
@@ -544,6 +563,9 @@ impl AuditLog {
         record.insert("time".into(), json!(rfc3339_now()));
         record.insert("seq".into(), json!(seq));
         record.insert("kind".into(), json!(kind));
+        if let Some(server) = &w.server {
+            record.insert("server".into(), json!(server));
+        }
         record.append(&mut fields);
         let line = self
             .chain
@@ -556,6 +578,16 @@ impl AuditLog {
         self.ship(seq, &line);
         Ok(())
     }
+}
+
+/// The `server` a sealed line names, when it names a valid one.
+fn server_of(line: &[u8]) -> Option<String> {
+    serde_json::from_slice::<Value>(line)
+        .ok()?
+        .get("server")?
+        .as_str()
+        .filter(|s| crate::fleet::valid_server_id(s))
+        .map(str::to_owned)
 }
 
 fn seq_of(line: &[u8]) -> u64 {

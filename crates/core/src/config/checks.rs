@@ -1,5 +1,6 @@
 //! Checks the loader applies to single values: the HMAC key file, bare program names, roots
-//! that exist, paths kept outside every root, and the fixed environment variables.
+//! that exist, paths kept outside every root, the fixed environment variables, and a
+//! server's name in a fleet.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -195,4 +196,28 @@ pub(super) fn helper_entries(
         }
     }
     Ok(())
+}
+
+/// This server's name in a fleet: `SAFE_MCP_SERVER_ID` (each replica its own, from one
+/// shared policy), else the policy's `server_id`. 1 to 64 of `A-Z a-z 0-9 . _ -`, so that it
+/// can stand in a handle and a log line as it is.
+pub(super) fn server_id(
+    env: Option<std::ffi::OsString>,
+    policy: Option<String>,
+) -> Result<Option<String>, ConfigError> {
+    let (key, value) = match (env, policy) {
+        (Some(v), _) => ("SAFE_MCP_SERVER_ID", v.to_string_lossy().into_owned()),
+        (None, Some(v)) => ("server_id", v),
+        (None, None) => return Ok(None),
+    };
+    if crate::fleet::valid_server_id(&value) {
+        Ok(Some(value))
+    } else {
+        Err(ConfigError::Invalid {
+            key: key.into(),
+            message: format!(
+                "{value:?}: a server id is 1 to 64 letters, digits, '.', '_' or '-' (a pod name fits)"
+            ),
+        })
+    }
 }

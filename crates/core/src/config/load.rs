@@ -320,6 +320,10 @@ impl Builder<'_> {
                 hmac_key,
                 hmac_key_file,
                 ship,
+                server_id: super::checks::server_id(
+                    self.env.var("SAFE_MCP_SERVER_ID"),
+                    raw.server_id,
+                )?,
             },
             http: http_settings(raw.http.unwrap_or_default(), |p| self.file_path(p))?,
             redaction,

@@ -24,6 +24,7 @@ pub(super) struct RawPolicy {
     pub(super) audit_max_bytes: Option<u64>,
     pub(super) audit_keep: Option<usize>,
     pub(super) audit_hmac_key_file: Option<PathBuf>,
+    pub(super) server_id: Option<String>,
     pub(super) audit: Option<RawAudit>,
     pub(super) http: Option<RawHttp>,
     pub(super) redaction: Option<RawRedaction>,

@@ -489,3 +489,37 @@ fn credentials_are_refused_where_commands_could_reach_the_real_value() {
         assert!(err.contains(says), "{says}: {err}");
     }
 }
+
+#[test]
+fn a_server_id_comes_from_the_environment_else_the_policy_and_must_be_a_plain_name() {
+    let f = Fixture::new();
+    assert_eq!(
+        f.load(SECTIONED, Section::Terminal)
+            .unwrap()
+            .audit
+            .server_id,
+        None
+    );
+    let named = format!("server_id = \"replica-a\"\n{SECTIONED}");
+    let p = f.load(&named, Section::Terminal).unwrap();
+    assert_eq!(p.audit.server_id.as_deref(), Some("replica-a"));
+    assert_eq!(p.audit_options().server_id.as_deref(), Some("replica-a"));
+    // Each replica its own name from one shared policy.
+    let env = |k: &str| (k == "SAFE_MCP_SERVER_ID").then(|| OsString::from("pod-7d9f8c-x2k4p"));
+    let p = f.load_env(&named, Section::Terminal, &env).unwrap();
+    assert_eq!(p.audit.server_id.as_deref(), Some("pod-7d9f8c-x2k4p"));
+    for bad in ["a b", "", "x/y"] {
+        let text = format!("server_id = {bad:?}\n{SECTIONED}");
+        let err = f.load(&text, Section::Terminal).unwrap_err().to_string();
+        assert!(
+            err.contains("server_id") && err.contains("a server id is"),
+            "{err}"
+        );
+    }
+    let env = |k: &str| (k == "SAFE_MCP_SERVER_ID").then(|| OsString::from("no spaces please"));
+    let err = f
+        .load_env(SECTIONED, Section::Terminal, &env)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("SAFE_MCP_SERVER_ID"), "{err}");
+}

@@ -147,6 +147,10 @@ pub struct AuditSettings {
     pub hmac_key_file: Option<PathBuf>,
     /// `[audit.ship]`.
     pub ship: Option<ShipSettings>,
+    /// This server's name in a fleet (`SAFE_MCP_SERVER_ID`, else `server_id`): what its
+    /// trail's records carry as `server`, so one receiver can tell replicas' chains apart.
+    /// `None`: the trail's own, else one made at start.
+    pub server_id: Option<String>,
 }
 
 impl fmt::Debug for AuditSettings {

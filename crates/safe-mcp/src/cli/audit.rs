@@ -11,8 +11,9 @@ use safe_mcp_core::load::load_policy;
 
 use crate::exit::{fatal, say};
 
-/// Verifies the lines a receiver stored (a file, or stdin): each record's hash, the links
-/// between consecutive seqs, and the gaps. Exit 0 intact without gaps, 1 broken or gapped.
+/// Verifies the lines a receiver stored (a file, or stdin), one chain per server: each
+/// record's hash, the links between consecutive seqs, and each server's gaps. Exit 0 every
+/// chain intact without gaps, 1 broken or gapped.
 pub fn verify_received_cmd(
     config: Option<&Path>,
     key_file: Option<&Path>,
@@ -37,43 +38,84 @@ pub fn verify_received_cmd(
         Ok(t) => t,
         Err(e) => return fatal(e),
     };
-    match safe_mcp_core::audit::received::verify_received(&text, &Chain::new(key)) {
-        Ok(r) if r.gaps.is_empty() => {
-            say!(
-                "OK: {} records, seq {}..{}, chain intact, no gaps ({} duplicates, {} checkpoints matched)",
-                r.records,
-                r.first,
-                r.last,
-                r.duplicates,
-                r.checkpoints
-            );
-            ExitCode::SUCCESS
-        }
-        Ok(r) => {
-            let gaps: Vec<String> = r
-                .gaps
-                .iter()
-                .map(|(a, b)| {
-                    if a == b {
-                        format!("{a}")
-                    } else {
-                        format!("{a}..{b}")
-                    }
-                })
-                .collect();
-            say!(
-                "GAPS: {} records, seq {}..{}; missing seq {} (each record present verifies)",
-                r.records,
-                r.first,
-                r.last,
-                gaps.join(", ")
-            );
-            ExitCode::from(1)
-        }
+    let reports = match safe_mcp_core::audit::received::verify_received(&text, &Chain::new(key)) {
+        Ok(r) => r,
         Err(why) => {
             say!("BROKEN: {why}");
-            ExitCode::from(1)
+            return ExitCode::from(1);
         }
+    };
+    let gapped: Vec<&str> = reports
+        .iter()
+        .filter(|r| !r.gaps.is_empty())
+        .map(|r| r.server.as_str())
+        .collect();
+    let records: usize = reports.iter().map(|r| r.records).sum();
+    match &reports[..] {
+        [] => say!("OK: 0 records"),
+        [one] => say!("{}", chain_line(one, true)),
+        many => {
+            if gapped.is_empty() {
+                say!(
+                    "OK: {} servers, {records} records, every chain intact, no gaps",
+                    many.len()
+                );
+            } else {
+                say!(
+                    "GAPS: {} servers, {records} records; seq missing from {}",
+                    many.len(),
+                    gapped.join(", ")
+                );
+            }
+            for r in many {
+                say!("  {}", chain_line(r, false));
+            }
+        }
+    }
+    if gapped.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+/// One server's chain as `audit verify --received` reports it: with its verdict first when
+/// it is the only one, after its server's name otherwise.
+fn chain_line(r: &safe_mcp_core::audit::received::ReceivedReport, alone: bool) -> String {
+    let body = if r.gaps.is_empty() {
+        format!(
+            "{} records, seq {}..{}, chain intact, no gaps ({} duplicates, {} checkpoints matched)",
+            r.records, r.first, r.last, r.duplicates, r.checkpoints
+        )
+    } else {
+        let gaps: Vec<String> = r
+            .gaps
+            .iter()
+            .map(|(a, b)| {
+                if a == b {
+                    format!("{a}")
+                } else {
+                    format!("{a}..{b}")
+                }
+            })
+            .collect();
+        format!(
+            "{} records, seq {}..{}; missing seq {} (each record present verifies)",
+            r.records,
+            r.first,
+            r.last,
+            gaps.join(", ")
+        )
+    };
+    let server = if r.server.is_empty() {
+        "(unnamed)"
+    } else {
+        &r.server
+    };
+    match (alone, r.gaps.is_empty()) {
+        (true, true) => format!("OK: {body}; server {server}"),
+        (true, false) => format!("GAPS: {body}; server {server}"),
+        (false, _) => format!("{server}: {body}"),
     }
 }
 

@@ -641,3 +641,79 @@ async fn ocsf_events_validate_against_the_schema_and_still_verify() {
     );
     drop(s);
 }
+
+/// Issue 38, item 2: two servers (each its own trail, `SAFE_MCP_SERVER_ID` set per replica
+/// as a fleet's pods would be, one policy text) ship to one syslog receiver. Every record
+/// names its server; the merged stream verifies as two chains; a record lost from one
+/// replica's stream is a gap named for that replica, while the other's chain stays whole.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fleets_stream_at_one_receiver_verifies_per_server() {
+    let syslog = Receiver::start(Kind::Syslog).await;
+    let replica = |id: &'static str| {
+        let sb = sandbox(|dir| {
+            format!(
+                "syslog_tcp = \"127.0.0.1:{}\"\nspool_dir = \"{}/spool\"\ncheckpoint_seconds = 0\n",
+                syslog.port,
+                dir.display()
+            )
+        });
+        (sb, id)
+    };
+    let (a, b) = (replica("replica-a"), replica("replica-b"));
+    let start = |(sb, id): &(Sandbox, &'static str)| {
+        let (policy, id) = (sb.policy.clone(), *id);
+        async move {
+            Session::start(&policy, move |c| {
+                c.env("SAFE_MCP_SERVER_ID", id);
+            })
+            .await
+        }
+    };
+    let (sa, sb_) = (start(&a).await, start(&b).await);
+    for _ in 0..3 {
+        calls(&sa, 2).await;
+        calls(&sb_, 1).await;
+    }
+    let all = || [local(&a.0), local(&b.0)].concat();
+    assert!(
+        eventually(10, || syslog.lines().len() >= all().len()).await,
+        "{} of {} arrived",
+        syslog.lines().len(),
+        all().len()
+    );
+    for (sb, id) in [&a, &b] {
+        for line in local(sb) {
+            let record: Value = serde_json::from_str(&line).unwrap();
+            assert_eq!(record["server"], *id, "{line}");
+        }
+    }
+    let got = syslog.lines();
+    let (ok, out) = verify_received(&got);
+    assert!(
+        ok && out.starts_with("OK: 2 servers") && out.contains("every chain intact"),
+        "{out}"
+    );
+    assert!(
+        out.contains("\n  replica-a: ") && out.contains("\n  replica-b: "),
+        "{out}"
+    );
+    // One of replica-b's records lost on the way.
+    let lost = local(&b.0)[3].clone();
+    let cut: Vec<String> = got.into_iter().filter(|l| !l.contains(&lost)).collect();
+    let (ok, out) = verify_received(&cut);
+    assert!(
+        !ok && out.starts_with("GAPS:") && out.contains("missing from replica-b"),
+        "{out}"
+    );
+    let line_of = |id: &str| {
+        out.lines()
+            .find(|l| l.starts_with(&format!("  {id}:")))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert!(line_of("replica-a").contains("no gaps"), "{out}");
+    assert!(
+        line_of("replica-b").contains(&format!("missing seq {}", seq(&lost))),
+        "{out}"
+    );
+}

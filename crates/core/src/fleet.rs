@@ -1,0 +1,57 @@
+//! A server's name in a fleet: the shape a `server_id` must have, and one made at start
+//! when the operator named none.
+//!
+//! A leaf. Several servers behind one balancer, shipping to one receiver, tell their records
+//! apart by this name (each record's `server`, the chain it belongs to), and a handle, plan id
+//! or ticket names the replica that owns it with it.
+
+/// Longest server id, in bytes.
+pub const MAX_SERVER_ID: usize = 64;
+
+/// Whether `id` is 1 to [`MAX_SERVER_ID`] of `A-Z a-z 0-9 . _ -`: it stands in a handle, a
+/// log line and a file name as it is.
+pub fn valid_server_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= MAX_SERVER_ID
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+/// A fresh server id, `s-` and 12 random hex digits; one made from the clock and the
+/// process id when the kernel's random source cannot be read.
+pub fn generated_server_id() -> String {
+    match crate::random::hex(6) {
+        Ok(hex) => format!("s-{hex}"),
+        Err(_) => {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.subsec_nanos())
+                .unwrap_or(0);
+            format!("s-{:x}-{nanos:x}", std::process::id())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_server_id_is_a_plain_name() {
+        for ok in [
+            "a",
+            "safe-mcp-7d9f8c-x2k4p",
+            "replica_1.eu",
+            &"x".repeat(64),
+        ] {
+            assert!(valid_server_id(ok), "{ok}");
+        }
+        for bad in ["", "a b", "a/b", "ä", "a\n", &"x".repeat(65)] {
+            assert!(!valid_server_id(bad), "{bad:?}");
+        }
+        let made = generated_server_id();
+        assert!(valid_server_id(&made) && made.starts_with("s-"), "{made}");
+        assert_ne!(made, generated_server_id());
+    }
+}
