@@ -33,6 +33,35 @@ pub fn generated_server_id() -> String {
     }
 }
 
+/// The `server` a sealed trail line names, when it names a valid one.
+pub fn server_named_in(line: &[u8]) -> Option<String> {
+    serde_json::from_slice::<serde_json::Value>(line)
+        .ok()?
+        .get("server")?
+        .as_str()
+        .filter(|s| valid_server_id(s))
+        .map(str::to_owned)
+}
+
+/// `id` as owned by `server`: `id@server` (`@` is in no server id), or `id` alone where
+/// the server has no name.
+pub fn owned(id: &str, server: &str) -> String {
+    if server.is_empty() {
+        id.to_owned()
+    } else {
+        format!("{id}@{server}")
+    }
+}
+
+/// The server another than `here` that `handle` names as its owner, if it names one: the
+/// request reached another replica than the one that made it.
+pub fn elsewhere<'a>(handle: &'a str, here: &str) -> Option<&'a str> {
+    handle
+        .rsplit_once('@')
+        .map(|(_, owner)| owner)
+        .filter(|owner| *owner != here)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -53,5 +82,19 @@ mod tests {
         let made = generated_server_id();
         assert!(valid_server_id(&made) && made.starts_with("s-"), "{made}");
         assert_ne!(made, generated_server_id());
+    }
+
+    #[test]
+    fn an_owned_id_names_its_server_and_only_another_is_elsewhere() {
+        let handle = owned("9f3a", "replica-a");
+        assert_eq!(handle, "9f3a@replica-a");
+        assert_eq!(elsewhere(&handle, "replica-a"), None);
+        assert_eq!(elsewhere(&handle, "replica-b"), Some("replica-a"));
+        assert_eq!(
+            elsewhere("9f3a", "replica-b"),
+            None,
+            "an unowned id is judged here"
+        );
+        assert_eq!(owned("9f3a", ""), "9f3a");
     }
 }

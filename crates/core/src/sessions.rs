@@ -401,6 +401,8 @@ impl InteractiveIo for Session {
 #[derive(Default)]
 pub struct SessionTable {
     sessions: Mutex<HashMap<String, Arc<Session>>>,
+    /// This server's id, which every handle names as its owner ([`crate::fleet::owned`]).
+    server: String,
 }
 
 impl std::fmt::Debug for SessionTable {
@@ -423,13 +425,24 @@ pub enum CreateError {
 }
 
 /// Why a handle was refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HandleError {
     /// Unknown here, started by another owner, or already collected.
     Unknown,
+    /// Started by another server of a fleet, this one: the request reached the wrong
+    /// replica.
+    Elsewhere(String),
 }
 
 impl SessionTable {
+    /// The sessions of the server named `server` (its handles say so).
+    pub fn for_server(server: String) -> SessionTable {
+        SessionTable {
+            sessions: Mutex::default(),
+            server,
+        }
+    }
+
     /// Whether one more session would fit: the first limit it would pass, if any.
     pub fn room(&self, caller: &str, capacity: Capacity) -> Result<(), CreateError> {
         Self::room_in(&lock(&self.sessions), caller, capacity)
@@ -469,6 +482,7 @@ impl SessionTable {
     ) -> Result<Arc<Session>, CreateError> {
         let handle = crate::random::hex(16)
             .map_err(|e| CreateError::Internal(format!("no randomness for a handle: {e}")))?;
+        let handle = crate::fleet::owned(&handle, &self.server);
         let mut sessions = lock(&self.sessions);
         Self::room_in(&sessions, caller, capacity)?;
         let max = capacity.total;
@@ -495,6 +509,9 @@ impl SessionTable {
 
     /// The session behind `handle`, if `owner` started it.
     pub fn get(&self, handle: &str, owner: &str) -> Result<Arc<Session>, HandleError> {
+        if let Some(other) = crate::fleet::elsewhere(handle, &self.server) {
+            return Err(HandleError::Elsewhere(other.to_owned()));
+        }
         lock(&self.sessions)
             .get(handle)
             .filter(|s| s.owner == owner)
@@ -674,5 +691,27 @@ mod tests {
         s.output(OutputStream::Stdout, b"hunter2hunter2\n");
         let value = s.read(&redactor(), 1 << 20).stdout;
         assert!(!value.contains("hunter2"), "{value}");
+    }
+
+    #[test]
+    fn a_handle_names_its_server_and_another_server_says_whose_it_is() {
+        let (a, b) = (
+            SessionTable::for_server("replica-a".into()),
+            SessionTable::for_server("replica-b".into()),
+        );
+        let capacity = Capacity {
+            total: 4,
+            per_caller: 4,
+        };
+        let s = a
+            .create("o", "", "sleep 1".into(), CallId::new("1-1"), 64, capacity)
+            .unwrap();
+        assert!(s.handle.ends_with("@replica-a"), "{}", s.handle);
+        assert!(a.get(&s.handle, "o").is_ok());
+        assert_eq!(
+            b.get(&s.handle, "o").err(),
+            Some(HandleError::Elsewhere("replica-a".into()))
+        );
+        assert_eq!(b.get("f00d", "o").err(), Some(HandleError::Unknown));
     }
 }

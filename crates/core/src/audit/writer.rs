@@ -191,6 +191,27 @@ impl AuditLog {
         Ok(())
     }
 
+    /// The server id this trail's records carry (the trail's own once it names one): what
+    /// handles, plan ids and tickets name as their owner. Opens the trail to learn it.
+    pub fn server_id(&self) -> String {
+        if let Ok(mut w) = self.writer.lock() {
+            if w.server.is_none()
+                && let Ok(held) = self.shared_lock(&mut w).map(SharedLock)
+            {
+                let _ = self.ensure_open(&mut w);
+                w.lock = held.release();
+            }
+            let fallback = || {
+                self.options
+                    .server_id
+                    .clone()
+                    .unwrap_or_else(crate::fleet::generated_server_id)
+            };
+            return w.server.get_or_insert_with(fallback).clone();
+        }
+        self.options.server_id.clone().unwrap_or_default()
+    }
+
     /// Closed or open.
     pub fn fail_mode(&self) -> AuditFailMode {
         self.options.fail_mode
@@ -346,7 +367,7 @@ impl AuditLog {
         if let Some(line) = &tail.last_line {
             w.prev = self.chain.digest(line);
             w.seq = seq_of(line);
-            w.server = server_of(line).or(w.server.take());
+            w.server = crate::fleet::server_named_in(line).or(w.server.take());
         }
         w.len = tail.len;
         if let Some(torn) = tail.torn {
@@ -487,7 +508,10 @@ impl AuditLog {
             Some(line) => (self.chain.digest(line), seq_of(line)),
             None => (GENESIS.to_owned(), 0),
         };
-        let mut named = tail.last_line.as_deref().and_then(server_of);
+        let mut named = tail
+            .last_line
+            .as_deref()
+            .and_then(crate::fleet::server_named_in);
         if tail.last_line.is_none() && tail.torn.is_none() {
             // A fresh file after rotation (or a restart right after one): continue from `.1`.
             if let Ok(mut older) = File::open(self.rotated(1))
@@ -496,7 +520,7 @@ impl AuditLog {
             {
                 prev = self.chain.digest(&line);
                 seq = seq_of(&line);
-                named = server_of(&line);
+                named = crate::fleet::server_named_in(&line);
             }
         }
         // The trail's own id, else the one this server already used, else the configured
@@ -578,16 +602,6 @@ impl AuditLog {
         self.ship(seq, &line);
         Ok(())
     }
-}
-
-/// The `server` a sealed line names, when it names a valid one.
-fn server_of(line: &[u8]) -> Option<String> {
-    serde_json::from_slice::<Value>(line)
-        .ok()?
-        .get("server")?
-        .as_str()
-        .filter(|s| crate::fleet::valid_server_id(s))
-        .map(str::to_owned)
 }
 
 fn seq_of(line: &[u8]) -> u64 {

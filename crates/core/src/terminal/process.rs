@@ -21,7 +21,7 @@ use super::result::exec_failure;
 use super::service::{MAX_STDIN_BYTES, RunRequest, TerminalService};
 use crate::audit::{Attempt, Caller, Outcome};
 use crate::envelope::{OperationResult, ResultCode};
-use crate::sessions::{Capacity, CreateError, EndedBy, ReadOut, Session, SessionEnd};
+use crate::sessions::{Capacity, CreateError, EndedBy, HandleError, ReadOut, Session, SessionEnd};
 use safe_mcp_contract::{Executor, Interactive, Observer};
 
 /// The tool names.
@@ -207,12 +207,15 @@ impl TerminalService {
         owner: &str,
         caller: &Caller,
     ) -> Result<Arc<Session>, OperationResult> {
-        self.sessions.get(handle, owner).map_err(|_| {
-            let result = OperationResult::new(
-                tool,
-                ResultCode::InvalidRequest,
-                "unknown handle: it was never started here, belongs to another connection, or its session ended and its last output was read (list_processes shows yours)",
-            );
+        self.sessions.get(handle, owner).map_err(|why| {
+            let reason = match why {
+                HandleError::Elsewhere(server) => format!(
+                    "this handle belongs to server {server}, and this is server {}: the call reached another replica than the one that started the session (route each MCP session, or each caller, to one replica; docs/FLEET.md)",
+                    self.gate.log().server_id()
+                ),
+                HandleError::Unknown => "unknown handle: it was never started here, belongs to another connection, or its session ended and its last output was read (list_processes shows yours)".to_owned(),
+            };
+            let result = OperationResult::new(tool, ResultCode::InvalidRequest, reason);
             self.record_call(tool, handle, &result, None, caller);
             result
         })

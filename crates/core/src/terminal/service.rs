@@ -375,6 +375,7 @@ impl TerminalService {
             }
         }
         let terminal_ticket_ttl = terminal.approvals.ticket_ttl;
+        let sessions = SessionTable::for_server(gate.log().server_id());
         Ok(TerminalService {
             gate,
             policy: terminal,
@@ -382,7 +383,7 @@ impl TerminalService {
             redactor,
             env,
             home,
-            sessions: SessionTable::default(),
+            sessions,
             usage,
             protected: std::sync::OnceLock::new(),
             egress,

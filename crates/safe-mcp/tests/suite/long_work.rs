@@ -10,7 +10,7 @@ use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
-use super::support::{BIN, Sandbox, live_processes_with};
+use super::support::{BIN, Sandbox, Session, live_processes_with};
 
 /// A client that keeps every progress notification it gets, with when it came.
 #[derive(Clone, Default)]
@@ -649,4 +649,53 @@ async fn a_long_wait_for_the_end_sends_progress() {
     let progress: Vec<f64> = seen.iter().map(|(_, p)| p.progress).collect();
     assert!(progress.windows(2).all(|w| w[0] < w[1]), "{progress:?}");
     assert_eq!(seen[0].1.total, Some(60.0), "{:?}", seen[0].1);
+}
+
+/// Issue 38, item 1: a fleet's replicas (each its own trail, `SAFE_MCP_SERVER_ID` per
+/// replica). A session's handle names the replica that started it; the same handle sent to
+/// another replica is refused with INVALID_REQUEST naming the owner, and that replica shows
+/// nothing of it; the owner still serves it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_handle_sent_to_another_replica_is_refused_naming_its_owner() {
+    let replica = |id: &'static str| {
+        let policy = session_sandbox("max_sessions = 2");
+        async move {
+            let s = Session::start(&policy.policy, move |c| {
+                c.env("SAFE_MCP_SERVER_ID", id);
+            })
+            .await;
+            (policy, s)
+        }
+    };
+    let ((_a_sb, a), (_b_sb, b)) = (replica("replica-a").await, replica("replica-b").await);
+    let started = a
+        .call(
+            "start_process",
+            json!({"command": "sh -c 'echo up; sleep 30'"}),
+        )
+        .await;
+    assert_eq!(started["code"], "OK", "{started}");
+    let handle = started["detail"]["handle"].as_str().unwrap().to_owned();
+    assert!(handle.ends_with("@replica-a"), "{handle}");
+    let wrong = b
+        .call("read_process_output", json!({"handle": handle}))
+        .await;
+    assert_eq!(wrong["code"], "INVALID_REQUEST", "{wrong}");
+    let reason = wrong["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("belongs to server replica-a")
+            && reason.contains("this is server replica-b"),
+        "{reason}"
+    );
+    let listed = b.call("list_processes", json!({})).await;
+    assert_eq!(listed["detail"]["processes"], json!([]), "{listed}");
+    let right = a
+        .call(
+            "read_process_output",
+            json!({"handle": handle, "wait_seconds": 5}),
+        )
+        .await;
+    assert_eq!(right["code"], "OK", "{right}");
+    let stopped = a.call("stop_process", json!({"handle": handle})).await;
+    assert_eq!(stopped["code"], "OK", "{stopped}");
 }
