@@ -24,7 +24,7 @@ version=$("$binary" --version | awk '{print $2}')
 arch=$(uname -m)
 
 echo "== the bundle's tool (@anthropic-ai/mcpb $MCPB_VERSION)"
-tools="$out/tools"
+tools="$out/tools-$MCPB_VERSION"
 if [ ! -x "$tools/node_modules/.bin/mcpb" ]; then
   mkdir -p "$tools"
   npm install --silent --no-audit --no-fund --prefix "$tools" "@anthropic-ai/mcpb@$MCPB_VERSION"
@@ -104,8 +104,10 @@ trap 'rm -rf "$stage" "$check"' EXIT
 "$mcpb" unpack "$bundle" "$check/bundle" >/dev/null
 mkdir -p "$check/project" "$check/config"
 python3 - "$check" <<'EOF'
-import json, os, subprocess, sys
+import json, os, signal, subprocess, sys
 check = sys.argv[1]
+# A server that never answers fails the check instead of hanging it.
+signal.alarm(120)
 manifest = json.load(open(os.path.join(check, "bundle/manifest.json")))
 config = manifest["server"]["mcp_config"]
 values = {"${__dirname}": os.path.join(check, "bundle"), "${user_config.jail}": os.path.join(check, "project")}
@@ -120,7 +122,8 @@ lines = [
     {"jsonrpc": "2.0", "method": "notifications/initialized"},
     {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "run_command", "arguments": {"command": "echo bundled"}}},
 ]
-proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+errors = open(os.path.join(check, "server.stderr"), "w+")
+proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors, text=True)
 answers = {}
 for line in lines:
     proc.stdin.write(json.dumps(line) + "\n")
@@ -129,7 +132,8 @@ for line in lines:
         while line["id"] not in answers:
             got = proc.stdout.readline()
             if not got:
-                sys.exit(f"the server ended early: {proc.stderr.read()}")
+                errors.seek(0)
+                sys.exit(f"the server ended early: {errors.read()}")
             msg = json.loads(got)
             if "id" in msg:
                 answers[msg["id"]] = msg

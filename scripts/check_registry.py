@@ -6,7 +6,7 @@
 SCHEMA is the registry's server.schema.json of the version server.json names in `$schema`
 (CI takes it from a PyPI package that bundles the released schemas byte for byte; see
 .ci/run). Checked:
-- server.json is valid against SCHEMA (JSON Schema draft 7, formats checked);
+- server.json is valid against SCHEMA (the JSON Schema draft it declares, formats checked);
 - `$schema` is the schema's own `$id`;
 - its version, and its cargo package's version, are the workspace's (Cargo.toml);
 - its cargo package's identifier is the binary crate's name;
@@ -32,7 +32,9 @@ def main() -> int:
     server = json.loads(server_path.read_text())
     failures = []
 
-    validator = jsonschema.Draft7Validator(schema, format_checker=jsonschema.FormatChecker())
+    # The validator of the draft the schema declares (draft 7 for 2025-12-11).
+    cls = jsonschema.validators.validator_for(schema)
+    validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
     for error in sorted(validator.iter_errors(server), key=lambda e: list(e.path)):
         where = "/".join(str(p) for p in error.absolute_path) or "(top)"
         failures.append(f"schema: {where}: {error.message}")

@@ -59,7 +59,7 @@ pub fn elsewhere<'a>(handle: &'a str, here: &str) -> Option<&'a str> {
     handle
         .rsplit_once('@')
         .map(|(_, owner)| owner)
-        .filter(|owner| *owner != here)
+        .filter(|owner| *owner != here && valid_server_id(owner))
 }
 
 #[cfg(test)]
@@ -95,6 +95,8 @@ mod tests {
             None,
             "an unowned id is judged here"
         );
+        // A suffix no server could have is not echoed as an owner.
+        assert_eq!(elsewhere("9f3a@a\nforged line", "replica-b"), None);
         assert_eq!(owned("9f3a", ""), "9f3a");
     }
 }

@@ -32,6 +32,12 @@ pub struct ReceivedReport {
     pub duplicates: usize,
     /// Checkpoints whose head was present and matched.
     pub checkpoints: usize,
+    /// The server whose record at seq `first - 1` this chain's first record links to: one
+    /// chain under two names (a trail written before servers were named, then named).
+    pub continues: Option<String>,
+    /// The chain starts after seq 1 and links to nothing received: what came before its
+    /// first record (shipping began later, or records were cut) cannot be checked here.
+    pub unverified_start: bool,
 }
 
 fn field<'a>(record: &'a Map<String, Value>, key: &str) -> &'a str {
@@ -70,16 +76,30 @@ pub fn verify_received(text: &str, chain: &Chain) -> Result<Vec<ReceivedReport>,
             }
         }
     }
-    servers
-        .into_iter()
-        .map(|(server, (by_seq, duplicates))| {
-            let mut report =
-                one_chain(&by_seq, chain).map_err(|e| format!("{}{e}", named(&server)))?;
-            report.server = server;
-            report.duplicates = duplicates;
-            Ok(report)
-        })
-        .collect()
+    let mut reports = Vec::new();
+    for (server, (by_seq, duplicates)) in &servers {
+        let mut report = one_chain(by_seq, chain).map_err(|e| format!("{}{e}", named(server)))?;
+        report.server = server.clone();
+        report.duplicates = *duplicates;
+        if report.first > 1 {
+            let prev = by_seq
+                .get(&report.first)
+                .map(|(_, r)| field(r, "prev"))
+                .unwrap_or_default();
+            report.continues = servers
+                .iter()
+                .filter(|(other, _)| *other != server)
+                .find(|(_, (theirs, _))| {
+                    theirs
+                        .get(&(report.first - 1))
+                        .is_some_and(|(line, _)| chain.digest(line.as_bytes()) == prev)
+                })
+                .map(|(other, _)| other.clone());
+            report.unverified_start = report.continues.is_none();
+        }
+        reports.push(report);
+    }
+    Ok(reports)
 }
 
 /// "server X: " before a message about X's chain; nothing for the unnamed one.
@@ -282,5 +302,41 @@ mod tests {
             ("replica-a", 4)
         );
         assert!(reports[0].gaps.is_empty());
+    }
+
+    #[test]
+    fn a_chain_named_part_way_is_linked_across_the_names_and_a_cut_start_is_said() {
+        // A trail written before servers were named, then by a named server: one chain.
+        let chain = Chain::new(None);
+        let records: Vec<Map<String, Value>> = (1..=4u64)
+            .map(|seq| {
+                let mut r = Map::from_iter([("seq".to_owned(), Value::from(seq))]);
+                if seq > 2 {
+                    r.insert("server".into(), "replica-a".into());
+                }
+                r
+            })
+            .collect();
+        let mut prev = crate::audit::GENESIS.to_owned();
+        let mut all = Vec::new();
+        for r in records {
+            let line = chain.seal(r, &prev).unwrap();
+            prev = chain.digest(line.as_bytes());
+            all.push(line);
+        }
+        let reports = verify_received(&all.join("\n"), &chain).unwrap();
+        assert_eq!(reports.len(), 2, "{reports:?}");
+        let named = &reports[1];
+        assert_eq!((named.server.as_str(), named.first), ("replica-a", 3));
+        assert_eq!(named.continues.as_deref(), Some(""));
+        assert!(!named.unverified_start && !reports[0].unverified_start);
+        // The first named record cut: the named chain's start links to nothing received.
+        let mut cut = all.clone();
+        cut.remove(2);
+        let reports = verify_received(&cut.join("\n"), &chain).unwrap();
+        assert!(
+            reports[1].unverified_start && reports[1].continues.is_none(),
+            "{reports:?}"
+        );
     }
 }

@@ -350,17 +350,24 @@ struct Masker {
 }
 
 impl Masker {
-    fn of(entries: &[Entry]) -> Masker {
+    /// The masker of every form `entries` hold; why not, when the searcher cannot be built
+    /// (then nothing may be relayed unmasked: the caller fails).
+    fn of(entries: &[Entry]) -> Result<Masker, String> {
         let forms: Vec<Vec<u8>> = entries.iter().flat_map(Entry::forms).collect();
         let longest = forms.iter().map(Vec::len).max().unwrap_or(0);
+        if forms.is_empty() {
+            return Ok(Masker::default());
+        }
         // Standard semantics, so that overlapping matches are all found: a value that
         // overlaps another's spelling is masked whole, as each was when searched alone.
         let finder = aho_corasick::AhoCorasick::builder()
             .match_kind(aho_corasick::MatchKind::Standard)
             .build(&forms)
-            .ok()
-            .filter(|_| !forms.is_empty());
-        Masker { finder, longest }
+            .map_err(|e| format!("the credentials' mask cannot be built: {e}"))?;
+        Ok(Masker {
+            finder: Some(finder),
+            longest,
+        })
     }
 }
 
@@ -393,7 +400,8 @@ impl Vault {
                 Ok(entry)
             })
             .collect::<std::io::Result<Vec<_>>>()?;
-        let masker = RwLock::new(Arc::new(Masker::of(&entries)));
+        let masker = Masker::of(&entries).map_err(std::io::Error::other)?;
+        let masker = RwLock::new(Arc::new(masker));
         Ok(Vault {
             entries,
             rules: credentials.rules.clone(),
@@ -508,8 +516,13 @@ impl Vault {
 
     /// Reads each `file:` credential again (SIGHUP); a line for each that failed (its old
     /// value stays) and each that changed.
+    ///
+    /// In three steps, so that no answer passes unmasked: every new value's forms are added
+    /// and the masker that knows them is in place before any request carries a new value.
+    /// When no masker can be built, no value changes.
     pub fn reload(&self) -> Vec<String> {
         let mut said = Vec::new();
+        let mut fresh_values = Vec::new();
         for entry in &self.entries {
             let Source::File(path) = &entry.source else {
                 continue;
@@ -517,16 +530,7 @@ impl Vault {
             match read_file(path) {
                 Ok(fresh) => {
                     entry.remember(&fresh);
-                    if let Ok(mut v) = entry.value.write()
-                        && *v != fresh
-                    {
-                        *v = fresh;
-                        said.push(format!(
-                            "{}: read again from {}",
-                            entry.name,
-                            path.display()
-                        ));
-                    }
+                    fresh_values.push((entry, path, fresh));
                 }
                 Err(why) => said.push(format!(
                     "{}: {why}; the value read before stays in use",
@@ -534,10 +538,27 @@ impl Vault {
                 )),
             }
         }
-        let masker = Arc::new(Masker::of(&self.entries));
-        match self.masker.write() {
-            Ok(mut m) => *m = masker,
-            Err(e) => *e.into_inner() = masker,
+        match Masker::of(&self.entries) {
+            Ok(masker) => match self.masker.write() {
+                Ok(mut m) => *m = Arc::new(masker),
+                Err(e) => *e.into_inner() = Arc::new(masker),
+            },
+            Err(why) => {
+                said.push(format!("{why}; every value read before stays in use"));
+                return said;
+            }
+        }
+        for (entry, path, fresh) in fresh_values {
+            if let Ok(mut v) = entry.value.write()
+                && *v != fresh
+            {
+                *v = fresh;
+                said.push(format!(
+                    "{}: read again from {}",
+                    entry.name,
+                    path.display()
+                ));
+            }
         }
         said
     }

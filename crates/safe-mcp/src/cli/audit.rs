@@ -107,6 +107,18 @@ fn chain_line(r: &safe_mcp_core::audit::received::ReceivedReport, alone: bool) -
             gaps.join(", ")
         )
     };
+    let body = match (&r.continues, r.unverified_start) {
+        (Some(other), _) => format!(
+            "{body}; continues the chain of {} at seq {}",
+            if other.is_empty() { "(unnamed)" } else { other },
+            r.first - 1
+        ),
+        (None, true) => format!(
+            "{body}; the records before seq {} are not in this stream, so its start is unverified",
+            r.first
+        ),
+        (None, false) => body,
+    };
     let server = if r.server.is_empty() {
         "(unnamed)"
     } else {
