@@ -13,7 +13,9 @@
 //! same) and the cwd. It can be redeemed once, only once approved, only before it expires,
 //! only by that caller in that session for that command; anything else is refused and
 //! says why. At most [`MAX_WAITING`] tickets wait at once (a model cannot fill memory with
-//! them). Holds no runtime and no socket: the binary serves the desk.
+//! them). A ticket names the server that issued it (`<random>@<server id>`, as a process
+//! handle does): in a fleet, a ticket that reaches another replica is refused there naming
+//! its owner. Holds no runtime and no socket: the binary serves the desk.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -165,6 +167,30 @@ pub enum TicketError {
     /// The ticket was already decided.
     #[error("ticket {0} was already decided")]
     Decided(String),
+    /// Issued by another server of a fleet: the call or the approval reached the wrong
+    /// replica.
+    #[error(
+        "ticket {ticket} belongs to server {owner}, and this is server {here}: approve it and repeat the call on the replica that issued it (route each MCP session, or each caller, to one replica; docs/FLEET.md)"
+    )]
+    Elsewhere {
+        /// The ticket.
+        ticket: String,
+        /// The server that issued it.
+        owner: String,
+        /// This server.
+        here: String,
+    },
+}
+
+impl TicketError {
+    /// The result code of a call refused for this: INVALID_REQUEST for a ticket of another
+    /// replica (the request went to the wrong place), POLICY_DENIED for the rest.
+    pub fn code(&self) -> crate::envelope::ResultCode {
+        match self {
+            TicketError::Elsewhere { .. } => crate::envelope::ResultCode::InvalidRequest,
+            _ => crate::envelope::ResultCode::PolicyDenied,
+        }
+    }
 }
 
 /// The server's tickets.
@@ -172,6 +198,7 @@ pub struct Tickets {
     waiting: Mutex<HashMap<String, Ticket>>,
     ttl: Duration,
     desk: AtomicBool,
+    server: String,
 }
 
 impl std::fmt::Debug for Tickets {
@@ -190,12 +217,26 @@ pub struct Issued {
 }
 
 impl Tickets {
-    /// Tickets that live `ttl`; none can be issued until the desk is open.
-    pub fn new(ttl: Duration) -> Tickets {
+    /// Tickets that live `ttl`, issued by the server named `server` (they say so); none
+    /// can be issued until the desk is open.
+    pub fn new(ttl: Duration, server: String) -> Tickets {
         Tickets {
             waiting: Mutex::new(HashMap::new()),
             ttl,
             desk: AtomicBool::new(false),
+            server,
+        }
+    }
+
+    /// Refuses `id` when another server issued it.
+    fn here(&self, id: &str) -> Result<(), TicketError> {
+        match crate::fleet::elsewhere(id, &self.server) {
+            Some(owner) => Err(TicketError::Elsewhere {
+                ticket: id.to_owned(),
+                owner: owner.to_owned(),
+                here: self.server.clone(),
+            }),
+            None => Ok(()),
         }
     }
 
@@ -226,6 +267,7 @@ impl Tickets {
             return Err(TicketError::Full);
         }
         let id = crate::random::hex(8).map_err(|_| TicketError::NoDesk)?;
+        let id = crate::fleet::owned(&id, &self.server);
         let expires_at = SystemTime::now()
             .checked_add(self.ttl)
             .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
@@ -255,6 +297,7 @@ impl Tickets {
 
     /// One ticket.
     pub fn show(&self, id: &str) -> Result<TicketView, TicketError> {
+        self.here(id)?;
         let waiting = self.lock();
         waiting
             .get(id)
@@ -264,6 +307,7 @@ impl Tickets {
 
     /// A person's decision on a pending ticket, by the user `by`.
     pub fn decide(&self, id: &str, approve: bool, by: u32) -> Result<TicketView, TicketError> {
+        self.here(id)?;
         let mut waiting = self.lock();
         let ticket = waiting
             .get_mut(id)
@@ -288,6 +332,7 @@ impl Tickets {
         session: &str,
         digest: &[u8; 32],
     ) -> Result<u32, TicketError> {
+        self.here(id)?;
         let mut waiting = self.lock();
         let ticket = waiting
             .get(id)
@@ -330,7 +375,7 @@ mod tests {
 
     #[test]
     fn a_ticket_runs_its_exact_call_once_after_approval() {
-        let t = Tickets::new(DEFAULT_TTL);
+        let t = Tickets::new(DEFAULT_TTL, "replica-a".into());
         assert_eq!(
             t.issue(request(&["git", "push"])).unwrap_err(),
             TicketError::NoDesk
@@ -357,6 +402,22 @@ mod tests {
             t.redeem(id, "alice", "s2", &d),
             Err(TicketError::Mismatch(_))
         ));
+        assert!(id.ends_with("@replica-a"), "{id}");
+        let (random, _) = id.split_once('@').unwrap();
+        let at_b = format!("{random}@replica-b");
+        for refused in [
+            t.redeem(&at_b, "alice", "s1", &d).unwrap_err(),
+            t.decide(&at_b, true, 0).unwrap_err(),
+            t.show(&at_b).unwrap_err(),
+        ] {
+            assert_eq!(
+                refused.to_string().split(':').next(),
+                Some(&*format!(
+                    "ticket {at_b} belongs to server replica-b, and this is server replica-a"
+                )),
+                "a ticket of another replica names its owner"
+            );
+        }
         assert_eq!(t.redeem(id, "alice", "s1", &d), Ok(1000));
         assert!(matches!(
             t.redeem(id, "alice", "s1", &d),
@@ -366,7 +427,7 @@ mod tests {
 
     #[test]
     fn denied_and_expired_tickets_run_nothing() {
-        let t = Tickets::new(Duration::from_millis(50));
+        let t = Tickets::new(Duration::from_millis(50), String::new());
         t.open_desk();
         let d = request(&["git", "push"]).digest;
         let denied = t.issue(request(&["git", "push"])).unwrap().ticket;

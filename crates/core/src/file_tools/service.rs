@@ -63,13 +63,12 @@ impl TerminalService {
         let reasons = vec![reason];
         let settings = &self.policy().approvals;
         let started = Instant::now();
-        let refuse_with = |why: String, approval: Value, ticket: Option<Value>| {
+        let refuse_as = |code: ResultCode, why: String, approval: Value, ticket: Option<Value>| {
             let mut detail = json!({"needs_approval": true, "approval_reasons": reasons});
             if let Some(ticket) = ticket {
                 detail["approval"] = ticket;
             }
-            let result =
-                OperationResult::new(tool, ResultCode::PolicyDenied, why).with_detail(detail);
+            let result = OperationResult::new(tool, code, why).with_detail(detail);
             let mut attempt = self.attempt_for(tool, &format!("{tool} {path}"), caller);
             attempt.args = Some(json!({ "path": path }));
             attempt.approval = Some(approval);
@@ -77,6 +76,8 @@ impl TerminalService {
             self.gate().record(attempt, &result);
             result
         };
+        let refuse_with =
+            |why, approval, ticket| refuse_as(ResultCode::PolicyDenied, why, approval, ticket);
         let refuse = |why: String, approval: Value| refuse_with(why, approval, None);
         let jail = self.policy().jail_root.display().to_string();
         let shown = vec![vec![tool.to_owned(), path.to_owned()]];
@@ -91,7 +92,12 @@ impl TerminalService {
         if let Some(id) = ticket {
             return match self.redeem_ticket(id, &who, session, &digest, &reasons) {
                 Ok(record) => Ok(Some(record)),
-                Err((record, why)) => Err(refuse(format!("{why}; nothing was written"), record)),
+                Err((record, why)) => Err(refuse_as(
+                    why.code(),
+                    format!("{why}; nothing was written"),
+                    record,
+                    None,
+                )),
             };
         }
         let give_ticket = |why: &str| {

@@ -30,7 +30,7 @@ impl TerminalService {
             .filter_map(|s| s.approval.clone())
             .collect();
         let settings = &self.policy.approvals;
-        let refuse_with = |reason: String, ticket: Option<Value>| {
+        let refuse_as = |code: ResultCode, reason: String, ticket: Option<Value>| {
             let mut detail = Map::new();
             detail.insert("needs_approval".into(), json!(true));
             detail.insert("approval_reasons".into(), json!(reasons));
@@ -39,10 +39,10 @@ impl TerminalService {
                 detail.insert("approval".into(), ticket);
             }
             self.redacted(
-                OperationResult::new(tool, ResultCode::PolicyDenied, reason)
-                    .with_detail(Value::Object(detail)),
+                OperationResult::new(tool, code, reason).with_detail(Value::Object(detail)),
             )
         };
+        let refuse_with = |reason, ticket| refuse_as(ResultCode::PolicyDenied, reason, ticket);
         let refuse = |reason: String| refuse_with(reason, None);
         let exact: Vec<Vec<String>> = prepared
             .plan
@@ -63,7 +63,7 @@ impl TerminalService {
                 }
                 Err((record, why)) => {
                     prepared.attempt.approval = Some(record);
-                    Err(refuse(format!("{why}; nothing ran")))
+                    Err(refuse_as(why.code(), format!("{why}; nothing ran"), None))
                 }
             };
         }
@@ -204,7 +204,7 @@ impl TerminalService {
         session: &str,
         digest: &[u8; 32],
         reasons: &[String],
-    ) -> Result<Value, (Value, String)> {
+    ) -> Result<Value, (Value, crate::tickets::TicketError)> {
         match self.tickets.redeem(id, caller, session, digest) {
             Ok(by) => Ok(json!({
                 "required": reasons, "via": "ticket-cli", "decision": "approved",
@@ -212,7 +212,7 @@ impl TerminalService {
             })),
             Err(e) => Err((
                 json!({"required": reasons, "via": "ticket-cli", "decision": "refused", "ticket": id}),
-                e.to_string(),
+                e,
             )),
         }
     }

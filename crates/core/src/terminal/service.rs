@@ -375,7 +375,8 @@ impl TerminalService {
             }
         }
         let terminal_ticket_ttl = terminal.approvals.ticket_ttl;
-        let sessions = SessionTable::for_server(gate.log().server_id());
+        let server = gate.log().server_id();
+        let sessions = SessionTable::for_server(server.clone());
         Ok(TerminalService {
             gate,
             policy: terminal,
@@ -387,7 +388,7 @@ impl TerminalService {
             usage,
             protected: std::sync::OnceLock::new(),
             egress,
-            tickets: std::sync::Arc::new(crate::tickets::Tickets::new(terminal_ticket_ttl)),
+            tickets: std::sync::Arc::new(crate::tickets::Tickets::new(terminal_ticket_ttl, server)),
             nested,
             nested_calls: Default::default(),
             vault,

@@ -148,6 +148,8 @@ impl FilesService {
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
         let id_source = format!("{}:{n}:{}", std::process::id(), now);
         let plan_id = hex::encode(&Sha256::digest(id_source.as_bytes())[..12]);
+        // In a fleet the id names this replica, so that another can say whose it is.
+        let plan_id = safe_mcp_core::fleet::owned(&plan_id, &self.audit().server_id());
         let move_list: Vec<Value> = moves
             .iter()
             .map(|m| json!({"src": m.mv.src, "dst": m.mv.dst}))

@@ -84,6 +84,17 @@ impl FilesService {
         const A: &str = "apply_plan";
         let started = Instant::now();
         let (call, attempt) = self.attempt(A, json!({"plan_id": plan_id}), caller);
+        let here = self.audit().server_id();
+        if let Some(owner) = safe_mcp_core::fleet::elsewhere(plan_id, &here) {
+            let elsewhere = OperationResult::new(
+                A,
+                ResultCode::InvalidRequest,
+                format!(
+                    "this plan belongs to server {owner}, and this is server {here}: the call reached another replica than the one that made the plan (route each MCP session, or each caller, to one replica; docs/FLEET.md), or call plan_organize again here"
+                ),
+            );
+            return self.refuse(started, attempt, elsewhere);
+        }
         // Another caller's plan reads as unknown: its id tells them nothing.
         let Some(plan) = self
             .plans
