@@ -260,6 +260,19 @@ impl TerminalServer {
         }
     }
 
+    /// Who owns the process sessions this request starts and may use: this connection, or
+    /// on MCP 2026-07-28 (no sessions: each request gets a server instance of its own) the
+    /// caller, by its `sub` (everyone alike without `[http.auth]`, as on a loopback with no
+    /// callers told apart). A handle stays 128 random bits either way.
+    fn owner_for(&self, context: &RequestContext<RoleServer>) -> String {
+        if crate::mcp::approval::stateless(context) {
+            let caller = crate::mcp::call::caller_of(context).sub.unwrap_or_default();
+            format!("caller:{caller}")
+        } else {
+            self.owner.to_string()
+        }
+    }
+
     /// Who asks a person for a call of this request's client.
     pub(crate) fn approver(
         &self,
@@ -344,7 +357,7 @@ impl TerminalServer {
         };
         let (session, run) = match self
             .service
-            .start_process(req, Arc::clone(&self.executor), &self.owner)
+            .start_process(req, Arc::clone(&self.executor), &self.owner_for(&context))
             .await
         {
             Ok(started) => started,
@@ -404,14 +417,15 @@ impl TerminalServer {
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
         let (caller, args): (_, ReadArgs) = arguments!(args, context, self.service.as_ref());
-        let session =
-            match self
-                .service
-                .session(tool_of(&context), &args.handle, &self.owner, &caller)
-            {
-                Ok(s) => s,
-                Err(r) => return to_result(r),
-            };
+        let session = match self.service.session(
+            tool_of(&context),
+            &args.handle,
+            &self.owner_for(&context),
+            &caller,
+        ) {
+            Ok(s) => s,
+            Err(r) => return to_result(r),
+        };
         let wanted = args.until.unwrap_or(Until::Output);
         let most = match wanted {
             Until::Exit => process::MAX_EXIT_WAIT_SECONDS,
@@ -471,14 +485,15 @@ impl TerminalServer {
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
         let (caller, args): (_, WriteArgs) = arguments!(args, context, self.service.as_ref());
-        let session =
-            match self
-                .service
-                .session(tool_of(&context), &args.handle, &self.owner, &caller)
-            {
-                Ok(s) => s,
-                Err(r) => return to_result(r),
-            };
+        let session = match self.service.session(
+            tool_of(&context),
+            &args.handle,
+            &self.owner_for(&context),
+            &caller,
+        ) {
+            Ok(s) => s,
+            Err(r) => return to_result(r),
+        };
         to_result(
             self.service
                 .write_process(&session, &args.data, args.close_stdin, &caller),
@@ -499,14 +514,15 @@ impl TerminalServer {
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
         let (caller, args): (_, HandleArgs) = arguments!(args, context, self.service.as_ref());
-        let session =
-            match self
-                .service
-                .session(tool_of(&context), &args.handle, &self.owner, &caller)
-            {
-                Ok(s) => s,
-                Err(r) => return to_result(r),
-            };
+        let session = match self.service.session(
+            tool_of(&context),
+            &args.handle,
+            &self.owner_for(&context),
+            &caller,
+        ) {
+            Ok(s) => s,
+            Err(r) => return to_result(r),
+        };
         session.stop(safe_mcp_core::sessions::EndedBy::Stop);
         until(Duration::from_secs(5), || !session.running()).await;
         if !session.running() {
@@ -528,7 +544,10 @@ impl TerminalServer {
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
         let (caller, NoArgs {}) = arguments!(args, context, self.service.as_ref());
-        to_result(self.service.list_processes(&self.owner, &caller))
+        to_result(
+            self.service
+                .list_processes(&self.owner_for(&context), &caller),
+        )
     }
 
     /// Run an allowlisted command inside the jail, without a shell, confined by the kernel.
