@@ -175,6 +175,14 @@ enum AuditCmd {
         /// Write the page here instead of printing it.
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
+        /// Report on the lines a receiver stored (one server's or a fleet's, as `audit
+        /// verify --received` reads them) instead of the policy's trail; `-` or no file
+        /// reads stdin. The policy, if given, only supplies the HMAC key.
+        #[arg(long)]
+        received: bool,
+        /// The received files, with --received.
+        #[arg(requires = "received")]
+        files: Vec<PathBuf>,
     },
     /// One readable line per call and per network or approval record; coloured on a
     /// terminal.
@@ -286,8 +294,25 @@ fn main() -> ExitCode {
                 },
         } => cli::audit::verify_cmd(config.get(), key_file.as_deref(), &files),
         Cmd::Audit {
-            action: AuditCmd::Report { config, since, out },
-        } => cli::report::report_cmd(config.get(), since.as_deref(), out.as_deref()),
+            action:
+                AuditCmd::Report {
+                    config,
+                    since,
+                    out,
+                    received,
+                    files,
+                },
+        } => {
+            let source = if received {
+                cli::report::Source::Received {
+                    config: config.get(),
+                    files: &files,
+                }
+            } else {
+                cli::report::Source::Policy(config.get())
+            };
+            cli::report::report_cmd(source, since.as_deref(), out.as_deref())
+        }
         Cmd::Audit {
             action: AuditCmd::Tail { follow, json, file },
         } => cli::tail::tail_cmd(&file, follow, cli::tail::Style::for_stdout(json)),

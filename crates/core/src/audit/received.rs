@@ -102,6 +102,45 @@ pub fn verify_received(text: &str, chain: &Chain) -> Result<Vec<ReceivedReport>,
     Ok(reports)
 }
 
+/// The distinct records of `text` (lines as [`verify_received`] reads them; a line with no
+/// record on it is passed over, since this reads and does not judge: verify for that), in
+/// time order, then by server and seq. What `audit report --received` shows.
+pub fn received_records(text: &str) -> Vec<Value> {
+    let mut seen: BTreeMap<(String, u64), Value> = BTreeMap::new();
+    for raw in text.lines() {
+        let Some(start) = raw.find('{') else { continue };
+        let Ok(Value::Object(record)) = serde_json::from_str::<Value>(raw[start..].trim_end())
+        else {
+            continue;
+        };
+        let record = match super::ocsf::original(&record) {
+            Some(original) => match serde_json::from_str::<Value>(original) {
+                Ok(Value::Object(r)) => r,
+                _ => continue,
+            },
+            None => record,
+        };
+        let Some(seq) = record.get("seq").and_then(Value::as_u64) else {
+            continue;
+        };
+        let server = field(&record, "server").to_owned();
+        seen.entry((server, seq)).or_insert(Value::Object(record));
+    }
+    let mut records: Vec<((String, String, u64), Value)> = seen
+        .into_iter()
+        .map(|((server, seq), r)| {
+            let time = r
+                .get("time")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned();
+            ((time, server, seq), r)
+        })
+        .collect();
+    records.sort_by(|a, b| a.0.cmp(&b.0));
+    records.into_iter().map(|(_, r)| r).collect()
+}
+
 /// "server X: " before a message about X's chain; nothing for the unnamed one.
 fn named(server: &str) -> String {
     if server.is_empty() {
@@ -338,5 +377,33 @@ mod tests {
             reports[1].unverified_start && reports[1].continues.is_none(),
             "{reports:?}"
         );
+    }
+
+    #[test]
+    fn a_merged_stream_reads_as_its_distinct_records_in_time_order() {
+        let (a, b) = (
+            trail_of(3, Some("replica-a")),
+            trail_of(2, Some("replica-b")),
+        );
+        let mut stream: Vec<String> = b.iter().chain(a.iter()).cloned().collect();
+        stream.push(format!(
+            "<38>1 2026-12-01T00:00:00Z host safe-mcp 1 audit - {}",
+            a[1]
+        ));
+        stream.push("not a record".into());
+        let records = received_records(&stream.join("\n"));
+        assert_eq!(
+            records.len(),
+            a.len() + b.len(),
+            "duplicates and noise dropped"
+        );
+        let times: Vec<&str> = records
+            .iter()
+            .map(|r| r["time"].as_str().unwrap())
+            .collect();
+        assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+        for server in ["replica-a", "replica-b"] {
+            assert!(records.iter().any(|r| r["server"] == server), "{server}");
+        }
     }
 }

@@ -23,18 +23,7 @@ pub fn verify_received_cmd(
         Ok(k) => k,
         Err(code) => return code,
     };
-    let text = match files {
-        [] => read_stdin(),
-        [one] if one.as_os_str() == "-" => read_stdin(),
-        many => many
-            .iter()
-            .map(|f| {
-                std::fs::read_to_string(f).map_err(|e| format!("cannot read {}: {e}", f.display()))
-            })
-            .collect::<Result<Vec<_>, _>>()
-            .map(|t| t.join("\n")),
-    };
-    let text = match text {
+    let text = match received_text(files) {
         Ok(t) => t,
         Err(e) => return fatal(e),
     };
@@ -81,7 +70,10 @@ pub fn verify_received_cmd(
 
 /// One server's chain as `audit verify --received` reports it: with its verdict first when
 /// it is the only one, after its server's name otherwise.
-fn chain_line(r: &safe_mcp_core::audit::received::ReceivedReport, alone: bool) -> String {
+pub(crate) fn chain_line(
+    r: &safe_mcp_core::audit::received::ReceivedReport,
+    alone: bool,
+) -> String {
     let body = if r.gaps.is_empty() {
         format!(
             "{} records, seq {}..{}, chain intact, no gaps ({} duplicates, {} checkpoints matched)",
@@ -131,6 +123,21 @@ fn chain_line(r: &safe_mcp_core::audit::received::ReceivedReport, alone: bool) -
     }
 }
 
+/// The lines a receiver stored: `files` joined, or stdin for none or `-`.
+pub(crate) fn received_text(files: &[PathBuf]) -> Result<String, String> {
+    match files {
+        [] => read_stdin(),
+        [one] if one.as_os_str() == "-" => read_stdin(),
+        many => many
+            .iter()
+            .map(|f| {
+                std::fs::read_to_string(f).map_err(|e| format!("cannot read {}: {e}", f.display()))
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(|t| t.join("\n")),
+    }
+}
+
 fn read_stdin() -> Result<String, String> {
     let mut text = String::new();
     std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
@@ -139,7 +146,10 @@ fn read_stdin() -> Result<String, String> {
 }
 
 /// The HMAC key from `--key-file` or the policy's `audit_hmac_key_file`.
-fn read_key(config: Option<&Path>, key_file: Option<&Path>) -> Result<Option<Vec<u8>>, ExitCode> {
+pub(crate) fn read_key(
+    config: Option<&Path>,
+    key_file: Option<&Path>,
+) -> Result<Option<Vec<u8>>, ExitCode> {
     match (config, key_file) {
         (_, Some(k)) => std::fs::read(k)
             .map(Some)

@@ -6,14 +6,17 @@
 //! What it shows: whether the chain verifies (or where it breaks), calls over time, calls
 //! per tool, code and caller, every refusal with its rule, network opens and refusals by
 //! host, approvals (who was asked, how it was answered), process sessions (start, end, how
-//! they ended) and the slowest calls.
+//! they ended) and the slowest calls. It reads the policy's trail, or with `--received` what
+//! a receiver stored of a fleet's trails: each server's chain verified on its own, the calls
+//! per server, a call named `call@server`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use safe_mcp_core::audit::Chain;
+use safe_mcp_core::audit::received::{received_records, verify_received};
 use safe_mcp_core::audit::verify::{verify, with_rotations};
 use safe_mcp_core::config::{ProcessEnv, Section};
 use safe_mcp_core::load::load_policy;
@@ -25,15 +28,59 @@ use crate::exit::{fatal, say};
 /// How many of the slowest calls are listed.
 const SLOWEST: usize = 10;
 
-/// Writes the report of the policy's trail (records at or after `since`, an RFC 3339 time
-/// or its prefix) to `out`, or prints it.
-pub fn report_cmd(config: Option<&Path>, since: Option<&str>, out: Option<&Path>) -> ExitCode {
-    let policy = match load_policy(config, &ProcessEnv, Section::Any) {
-        Ok(p) => p,
-        Err(e) => return fatal(e),
+/// Where a report's records come from.
+pub enum Source<'a> {
+    /// The policy's own trail (and its rotated files).
+    Policy(Option<&'a Path>),
+    /// What a receiver stored of one server's or a fleet's trails (`--received`): every
+    /// server's chain is verified on its own, as `audit verify --received` does.
+    Received {
+        /// The policy whose HMAC key verifies the records, if any.
+        config: Option<&'a Path>,
+        /// The stored lines; stdin for none or `-`.
+        files: &'a [PathBuf],
+    },
+}
+
+/// Writes the report of `source` (records at or after `since`, an RFC 3339 time or its
+/// prefix) to `out`, or prints it.
+pub fn report_cmd(source: Source<'_>, since: Option<&str>, out: Option<&Path>) -> ExitCode {
+    let read = match source {
+        Source::Policy(config) => policy_trail(config),
+        Source::Received { config, files } => received(config, files),
     };
+    let (title, chain, records) = match read {
+        Ok(read) => read,
+        Err(code) => return code,
+    };
+    let records: Vec<Value> = records
+        .into_iter()
+        .filter(|r| since.is_none_or(|t| s(r, "time") >= t))
+        .collect();
+    let page = render(&title, &chain, &records);
+    match out {
+        Some(path) => match std::fs::write(path, page) {
+            Ok(()) => {
+                say!("wrote {}", path.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => fatal(format!("cannot write {}: {e}", path.display())),
+        },
+        None => {
+            say!("{page}");
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+/// What a report shows: its source, the chain's verdict (intact, or why not) and the
+/// records.
+type Read = (String, Result<String, String>, Vec<Value>);
+
+fn policy_trail(config: Option<&Path>) -> Result<Read, ExitCode> {
+    let policy = load_policy(config, &ProcessEnv, Section::Any).map_err(fatal)?;
     let Some(log) = policy.audit.log.clone() else {
-        return fatal("the policy names no audit_log");
+        return Err(fatal("the policy names no audit_log"));
     };
     let files = with_rotations(&log);
     let chain = match verify(&files, &Chain::new(policy.audit.hmac_key.clone())) {
@@ -52,28 +99,44 @@ pub fn report_cmd(config: Option<&Path>, since: Option<&str>, out: Option<&Path>
     let mut records = Vec::new();
     for file in &files {
         let Ok(text) = std::fs::read_to_string(file) else {
-            return fatal(format!("cannot read {}", file.display()));
+            return Err(fatal(format!("cannot read {}", file.display())));
         };
         records.extend(
             text.lines()
-                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-                .filter(|r| since.is_none_or(|t| s(r, "time") >= t)),
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok()),
         );
     }
-    let page = render(&log, &chain, &records);
-    match out {
-        Some(path) => match std::fs::write(path, page) {
-            Ok(()) => {
-                say!("wrote {}", path.display());
-                ExitCode::SUCCESS
+    Ok((log.display().to_string(), chain, records))
+}
+
+fn received(config: Option<&Path>, files: &[PathBuf]) -> Result<Read, ExitCode> {
+    let key = super::audit::read_key(config, None)?;
+    let text = super::audit::received_text(files).map_err(fatal)?;
+    let chain = match verify_received(&text, &Chain::new(key)) {
+        Ok(reports) => {
+            let lines: Vec<String> = reports
+                .iter()
+                .map(|r| super::audit::chain_line(r, false))
+                .collect();
+            let verdict = format!(
+                "of {} server(s), each verified on its own: {}",
+                reports.len(),
+                lines.join("; ")
+            );
+            if reports.iter().all(|r| r.gaps.is_empty()) {
+                Ok(format!("intact: every record {verdict}"))
+            } else {
+                Err(format!("records are missing (gaps): {verdict}"))
             }
-            Err(e) => fatal(format!("cannot write {}: {e}", path.display())),
-        },
-        None => {
-            say!("{page}");
-            ExitCode::SUCCESS
         }
-    }
+        Err(why) => Err(why),
+    };
+    let names: Vec<String> = match files {
+        [] => vec!["stdin".to_owned()],
+        many => many.iter().map(|f| f.display().to_string()).collect(),
+    };
+    let title = format!("received: {}", names.join(", "));
+    Ok((title, chain, received_records(&text)))
 }
 
 /// `text` safe inside HTML text and attribute values.
@@ -99,15 +162,23 @@ struct Call<'a> {
     outcome: Option<&'a Value>,
 }
 
-fn render(log: &Path, chain: &Result<String, String>, records: &[Value]) -> String {
+fn render(source: &str, chain: &Result<String, String>, records: &[Value]) -> String {
     let mut calls: Vec<(String, Call<'_>)> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
+    // A fleet's call ids are each server's own: there a call is named `call@server`.
+    let fleet = records
+        .iter()
+        .any(|r| s(r, "server") != records.first().map_or("", |f| s(f, "server")));
     for r in records {
         let kind = s(r, "kind");
         if kind != "attempt" && kind != "outcome" {
             continue;
         }
-        let call = s(r, "call").to_owned();
+        let call = if fleet {
+            safe_mcp_core::fleet::owned(s(r, "call"), s(r, "server"))
+        } else {
+            s(r, "call").to_owned()
+        };
         let at = *index.entry(call.clone()).or_insert_with(|| {
             calls.push((
                 call,
@@ -130,7 +201,7 @@ fn render(log: &Path, chain: &Result<String, String>, records: &[Value]) -> Stri
     let _ = writeln!(
         page,
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>safe-mcp audit report</title>\n<style>{STYLE}</style></head><body>\n<h1>safe-mcp audit report</h1>\n<p class=\"meta\">{} · {} records · {} to {}</p>",
-        esc(&log.display().to_string()),
+        esc(source),
         records.len(),
         esc(first),
         esc(last)
@@ -148,6 +219,9 @@ fn render(log: &Path, chain: &Result<String, String>, records: &[Value]) -> Stri
         }
     }
     over_time(&mut page, &calls);
+    if fleet {
+        servers(&mut page, &calls);
+    }
     counts(&mut page, &calls);
     refusals(&mut page, &calls);
     network(&mut page, records);
@@ -247,6 +321,40 @@ fn counts(page: &mut String, calls: &[(String, Call<'_>)]) {
         page,
         "Calls by tool, code and caller",
         &["tool", "code", "caller", "calls"],
+        &rows,
+    );
+}
+
+/// Calls and refusals per server, for a fleet's merged stream.
+fn servers(page: &mut String, calls: &[(String, Call<'_>)]) {
+    let mut by: BTreeMap<String, (usize, usize, BTreeSet<String>)> = BTreeMap::new();
+    for (_, c) in calls {
+        let Some(record) = c.attempt.or(c.outcome) else {
+            continue;
+        };
+        let entry = by.entry(s(record, "server").to_owned()).or_default();
+        entry.0 += 1;
+        if c.outcome.is_some_and(|o| s(o, "code") != "OK") {
+            entry.1 += 1;
+        }
+        entry.2.insert(c.attempt.map_or("-", caller).to_owned());
+    }
+    let rows: Vec<Vec<String>> = by
+        .into_iter()
+        .map(|(server, (n, refused, callers))| {
+            let callers: Vec<String> = callers.into_iter().collect();
+            vec![
+                server,
+                n.to_string(),
+                refused.to_string(),
+                callers.join(", "),
+            ]
+        })
+        .collect();
+    table(
+        page,
+        "Calls by server",
+        &["server", "calls", "not OK", "callers"],
         &rows,
     );
 }
@@ -443,7 +551,7 @@ mod tests {
             "tool": "run_command", "command": "<img src=x onerror=alert(1)>",
             "verdict": "POLICY_DENIED", "rule": "not-allowlisted", "reason": "no"
         })];
-        let page = render(Path::new("/t/audit.jsonl"), &Ok("intact".into()), &records);
+        let page = render("/t/audit.jsonl", &Ok("intact".into()), &records);
         assert!(!page.contains("<img"), "{page}");
         assert!(page.contains("&lt;img src=x"), "{page}");
         assert!(!page.contains("<script"), "no script: {page}");
