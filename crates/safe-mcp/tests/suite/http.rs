@@ -13,12 +13,26 @@ use super::support::{BIN, Sandbox};
 /// A server started with `--http`, stopped (SIGTERM) when dropped.
 pub struct Served {
     child: Child,
+    killed: bool,
     /// What the server has written on stderr since it served.
     pub stderr: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
+impl Served {
+    /// Kills the server at once (SIGKILL), as a crashed replica or an evicted pod: nothing
+    /// of it runs its shutdown.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.killed = true;
+    }
+}
+
 impl Drop for Served {
     fn drop(&mut self) {
+        if self.killed {
+            return;
+        }
         let _ = Command::new("kill")
             .arg(self.child.id().to_string())
             .status();
@@ -34,12 +48,23 @@ pub fn serve(policy: &Path, addr: &str) -> (Served, String) {
 
 /// [`serve`] for either server.
 pub fn serve_server(server: &str, policy: &Path, addr: &str) -> (Served, String) {
+    serve_server_env(server, policy, addr, &[])
+}
+
+/// [`serve_server`] with `env` set for the server (a fleet's replica: its id, its trail).
+pub fn serve_server_env(
+    server: &str,
+    policy: &Path,
+    addr: &str,
+    env: &[(&str, &str)],
+) -> (Served, String) {
     use std::io::BufRead;
     let mut child = Command::new(BIN)
         .args([server, "--config"])
         .arg(policy)
         .args(["--http", addr])
         .env_clear()
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -49,6 +74,7 @@ pub fn serve_server(server: &str, policy: &Path, addr: &str) -> (Served, String)
     let kept = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
     let served = Served {
         child,
+        killed: false,
         stderr: std::sync::Arc::clone(&kept),
     };
     let mut lines = std::io::BufReader::new(stderr).lines();

@@ -14,6 +14,7 @@ mod file_tools;
 mod files;
 mod first_day;
 mod first_hour;
+mod fleet;
 mod http;
 mod inspector;
 mod long_work;

@@ -18,7 +18,7 @@ const AUDIENCE: &str = "https://mcp.test/mcp";
 const SCOPE: &str = "mcp:terminal";
 
 /// RSA keys made with openssl: the issuer's, and another.
-struct Issuer {
+pub(super) struct Issuer {
     key: Vec<u8>,
     other: Vec<u8>,
     jwks: PathBuf,
@@ -33,11 +33,16 @@ mod limits;
 use keys::b64url;
 
 impl Issuer {
-    fn new(dir: &Path) -> Issuer {
+    pub(super) fn new(dir: &Path) -> Issuer {
         let (key, n) = keys::rsa_key(dir, "issuer.pem");
         let (other, _) = keys::rsa_key(dir, "other.pem");
         let jwks = keys::write_jwks(dir, &n);
         Issuer { key, other, jwks }
+    }
+
+    /// `jwks_file = "…"` for [`write_auth`].
+    pub(super) fn jwks_setting(&self) -> String {
+        format!("jwks_file = \"{}\"", self.jwks.display())
     }
 
     fn claims(&self) -> Value {
@@ -53,7 +58,7 @@ impl Issuer {
         keys::sign(claims, pem)
     }
 
-    fn token(&self, edit: impl FnOnce(&mut Value)) -> String {
+    pub(super) fn token(&self, edit: impl FnOnce(&mut Value)) -> String {
         let mut claims = self.claims();
         edit(&mut claims);
         self.sign_with(&claims, &self.key)
@@ -76,14 +81,13 @@ fn serve_with(
     issuer: &Issuer,
     http: &str,
 ) -> (super::http::Served, u16) {
-    let keys = format!("jwks_file = \"{}\"", issuer.jwks.display());
-    write_auth(policy, http, &keys);
+    write_auth(policy, http, &issuer.jwks_setting());
     let (served, url) = super::http::serve_server(server, policy, "127.0.0.1:0");
     (served, super::http::port_of(&url))
 }
 
 /// Adds `[http]` (with `http`) and `[http.auth]` for the test issuer, its keys from `keys`.
-fn write_auth(policy: &Path, http: &str, keys: &str) {
+pub(super) fn write_auth(policy: &Path, http: &str, keys: &str) {
     let text = std::fs::read_to_string(policy).unwrap();
     std::fs::write(
         policy,
