@@ -4,7 +4,10 @@
 //! - start_process of `echo hi` until its output is read (start, then a waiting read);
 //! - read_process_output with nothing new (`wait_seconds` 0) of a quiet session;
 //! - 8 sessions streaming lines at once, read round-robin for 3 seconds: bytes per second
-//!   that reached the reader, and how many were dropped.
+//!   that reached the reader, and how many were dropped;
+//! - memory per idle session (8 of `sleep`): what the server's anonymous memory grows by,
+//!   and that of each session's processes (its supervisor and the command), for
+//!   docs/FLEET.md.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -45,7 +48,9 @@ async fn main() {
     let cmd = tokio::process::Command::new(BIN).configure(|c| {
         c.arg("terminal").arg("--config").arg(&policy);
     });
-    let client = ().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap();
+    let transport = TokioChildProcess::new(cmd).unwrap();
+    let server = transport.id().unwrap();
+    let client = ().serve(transport).await.unwrap();
     println!("safe-mcp process-session benchmark: {n} samples per row\n");
 
     let mut first = Vec::with_capacity(n);
@@ -88,6 +93,25 @@ async fn main() {
     );
     let _ = call(&client, "stop_process", json!({"handle": handle})).await;
 
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (server_before, tree_before) = (rss_kib(server), tree_rss_kib(server));
+    let mut idle = Vec::new();
+    for _ in 0..8 {
+        let r = call(&client, "start_process", json!({"command": "sleep 600"})).await;
+        idle.push(r["detail"]["handle"].as_str().unwrap().to_owned());
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (server_after, tree_after) = (rss_kib(server), tree_rss_kib(server));
+    println!(
+        "memory per idle session (8 of sleep): server +{:.0} KiB, the session's processes {:.2} MiB (anonymous; the server's own {:.1} MiB)",
+        (server_after.saturating_sub(server_before)) as f64 / 8.0,
+        (tree_after.saturating_sub(tree_before)) as f64 / 8.0 / 1024.0,
+        server_after as f64 / 1024.0
+    );
+    for h in &idle {
+        let _ = call(&client, "stop_process", json!({"handle": h})).await;
+    }
+
     let mut handles = Vec::new();
     for i in 0..8 {
         let script =
@@ -119,5 +143,48 @@ async fn main() {
     for h in &handles {
         let _ = call(&client, "stop_process", json!({"handle": h})).await;
     }
+
     client.cancel().await.unwrap();
+}
+
+/// The anonymous memory of `pid` (`Pss_Anon`: its heap and stacks, shared pages divided
+/// among their sharers), in KiB; 0 once it is gone. The binary's text is left out: it is
+/// the page cache's, one copy for every process that maps it, whatever smaps attributes.
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Pss_Anon:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// The anonymous memory of every descendant of `root` (not `root` itself), in KiB.
+fn tree_rss_kib(root: u32) -> u64 {
+    let parent_of = |pid: u32| -> Option<u32> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let after = stat.rsplit_once(')')?.1;
+        after.split_whitespace().nth(1)?.parse().ok()
+    };
+    let pids: Vec<u32> = std::fs::read_dir("/proc")
+        .map(|d| d.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect())
+        .unwrap_or_default();
+    pids.into_iter()
+        .filter(|&pid| {
+            let mut at = pid;
+            while let Some(p) = parent_of(at) {
+                if p == root {
+                    return true;
+                }
+                if p <= 1 {
+                    return false;
+                }
+                at = p;
+            }
+            false
+        })
+        .map(rss_kib)
+        .sum()
 }
