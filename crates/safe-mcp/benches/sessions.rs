@@ -169,7 +169,11 @@ fn tree_rss_kib(root: u32) -> u64 {
         after.split_whitespace().nth(1)?.parse().ok()
     };
     let pids: Vec<u32> = std::fs::read_dir("/proc")
-        .map(|d| d.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect())
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .collect()
+        })
         .unwrap_or_default();
     pids.into_iter()
         .filter(|&pid| {
