@@ -10,12 +10,12 @@ venv=$1
 bin=$2
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 "$venv/bin/pip" install --quiet --disable-pip-version-check kubernetes-validate==1.31.0
-"$venv/bin/kubernetes-validate" --strict -k 1.31.0 deploy/kubernetes/*.yaml
+"$venv/bin/kubernetes-validate" --strict -k 1.31.0 deploy/kubernetes/*.yaml deploy/kubernetes/user-namespaces/*.yaml
 
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 # The positive control: a misspelt pod field must fail the strict check.
-sed 's/hostUsers: false/hostUser: false/' deploy/kubernetes/user-namespaces.yaml > "$scratch/bad.yaml"
+sed 's/hostUsers: false/hostUser: false/' deploy/kubernetes/user-namespaces/deployment.yaml > "$scratch/bad.yaml"
 grep -q 'hostUser: false' "$scratch/bad.yaml"
 if "$venv/bin/kubernetes-validate" --strict -k 1.31.0 --quiet "$scratch/bad.yaml" >/dev/null 2>&1; then
   echo "kubernetes-validate passed a Deployment with a misspelt field"
