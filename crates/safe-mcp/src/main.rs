@@ -180,6 +180,9 @@ enum AuditCmd {
         /// reads stdin. The policy, if given, only supplies the HMAC key.
         #[arg(long)]
         received: bool,
+        /// The HMAC key file, when the received trails are keyed (with --received).
+        #[arg(long, requires = "received")]
+        key_file: Option<PathBuf>,
         /// The received files, with --received.
         #[arg(requires = "received")]
         files: Vec<PathBuf>,
@@ -300,12 +303,14 @@ fn main() -> ExitCode {
                     since,
                     out,
                     received,
+                    key_file,
                     files,
                 },
         } => {
             let source = if received {
                 cli::report::Source::Received {
                     config: config.get(),
+                    key_file: key_file.as_deref(),
                     files: &files,
                 }
             } else {

@@ -37,6 +37,8 @@ pub enum Source<'a> {
     Received {
         /// The policy whose HMAC key verifies the records, if any.
         config: Option<&'a Path>,
+        /// The HMAC key file itself (wins over the policy's).
+        key_file: Option<&'a Path>,
         /// The stored lines; stdin for none or `-`.
         files: &'a [PathBuf],
     },
@@ -47,7 +49,11 @@ pub enum Source<'a> {
 pub fn report_cmd(source: Source<'_>, since: Option<&str>, out: Option<&Path>) -> ExitCode {
     let read = match source {
         Source::Policy(config) => policy_trail(config),
-        Source::Received { config, files } => received(config, files),
+        Source::Received {
+            config,
+            key_file,
+            files,
+        } => received(config, key_file, files),
     };
     let (title, chain, records) = match read {
         Ok(read) => read,
@@ -109,8 +115,12 @@ fn policy_trail(config: Option<&Path>) -> Result<Read, ExitCode> {
     Ok((log.display().to_string(), chain, records))
 }
 
-fn received(config: Option<&Path>, files: &[PathBuf]) -> Result<Read, ExitCode> {
-    let key = super::audit::read_key(config, None)?;
+fn received(
+    config: Option<&Path>,
+    key_file: Option<&Path>,
+    files: &[PathBuf],
+) -> Result<Read, ExitCode> {
+    let key = super::audit::read_key(config, key_file)?;
     let text = super::audit::received_text(files).map_err(fatal)?;
     let chain = match verify_received(&text, &Chain::new(key)) {
         Ok(reports) => {

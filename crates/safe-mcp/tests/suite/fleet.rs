@@ -454,3 +454,50 @@ async fn a_fleet_behind_haproxy_spreads_sessions_and_survives_a_killed_replica()
     }
     assert!(page.contains("alice") && page.contains("bob"));
 }
+
+/// Issue 38 (review): on MCP 2026-07-28 each request gets a server instance of its own, and
+/// a process session belongs to the caller that started it. One replica, two callers: the
+/// other caller can neither read, write to, stop nor list it; its own next requests can.
+#[tokio::test(flavor = "multi_thread")]
+async fn on_2026_07_28_a_callers_process_sessions_are_its_own() {
+    let sb = Sandbox::with(
+        "\"sh\", \"echo\", \"sleep\", \"cat\"",
+        "timeout_seconds = 30\nmax_output_bytes = 65536",
+        "closed",
+        "",
+    );
+    let issuer = Issuer::new(sb.base());
+    fleet_policy(&sb, &issuer);
+    let socket = sb.base().join("mcp.sock");
+    let addr = format!("unix:{}", socket.display());
+    let (_served, _) = serve_server_env("terminal", &sb.policy, &addr, &[]);
+    let token = |sub: &'static str| issuer.token(move |c| c["sub"] = json!(sub));
+    let (alice, bob) = (
+        connect(&socket, &token("alice"), true).await,
+        connect(&socket, &token("bob"), true).await,
+    );
+    let handle = start(&alice).await;
+    for (tool, args) in [
+        ("read_process_output", json!({"handle": handle})),
+        (
+            "write_process_input",
+            json!({"handle": handle, "data": "x\n"}),
+        ),
+        ("stop_process", json!({"handle": handle})),
+    ] {
+        let r = call(&bob, tool, args).await;
+        assert_eq!(r["code"], "INVALID_REQUEST", "{tool}: {r}");
+        assert!(
+            r["reason"].as_str().unwrap().starts_with("unknown handle"),
+            "{tool}: {r}"
+        );
+    }
+    let listed = call(&bob, "list_processes", json!({})).await;
+    assert!(!listed.to_string().contains(&handle), "{listed}");
+    let r = read(&alice, &handle, true).await;
+    assert_eq!(r["detail"]["stdout"], "up\n", "{r}");
+    let listed = call(&alice, "list_processes", json!({})).await;
+    assert!(listed.to_string().contains(&handle), "{listed}");
+    let stopped = call(&alice, "stop_process", json!({"handle": handle})).await;
+    assert_eq!(stopped["code"], "OK", "{stopped}");
+}
