@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Benchmark safe-mcp beside the Python peer through the official Python MCP clients.
 
-usage: benches/clients.py [--calls N] [--binary PATH]
+usage: benches/clients.py [--calls N] [--rounds R] [--binary PATH]
 Makes three venvs under target/bench-clients/ (Python SDK 1.x, Python SDK 2.x, and the peer
 `mcp-shell-server`, which pins mcp<2) and installs the TypeScript SDK from npm beside them
 (benches/clients_ts.mjs drives it), then, for each client and each server, in one run
 and alternating: cold start (spawn until initialize is answered), run_command("echo hi")
 round trips (p50, p99), calls/s at concurrency 1 and 16 on one session, and the server's
-peak RSS. Percentiles only; nothing here passes or fails.
+peak RSS. R rounds per client (default 5), each one run of each server, their order
+alternating; each round's p50 ratio (peer / ours) is printed, then the median and the worst
+round. Percentiles only; nothing here passes or fails.
 """
 import argparse
 import json
@@ -115,6 +117,7 @@ def venv(name, packages):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=300)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--binary", default=os.path.join(ROOT, "target", "release", "safe-mcp"))
     a = ap.parse_args()
     os.makedirs(WORK, exist_ok=True)
@@ -139,8 +142,10 @@ def main():
     print("| client | server | cold start p50 | run p50 | run p99 | calls/s (1) | calls/s (16) | peak RSS |")
     print("|---|---|---|---|---|---|---|---|")
     results = {}
+    rounds = []
     for client_name, v in [(f"Python SDK {version(py1)}", py1), (f"Python SDK {version(py2)}", py2)]:
-        for server in ["peer", "ours", "peer", "ours"]:  # alternating, twice
+        order = [s for r in range(a.rounds) for s in (["peer", "ours"] if r % 2 == 0 else ["ours", "peer"])]
+        for server in order:  # alternating
             command, args, env = servers[server]
             out = subprocess.run([os.path.join(v, "bin", "python"), driver, server, command, json.dumps(args), json.dumps(env), str(a.calls)],
                                  capture_output=True, text=True, timeout=900)
@@ -158,6 +163,7 @@ def main():
         if ours and peer_r:
             m = lambda rows, k: sorted(r[k] for r in rows)[len(rows) // 2]
             print(f"| {client_name} | ours vs peer | {m(peer_r,'cold_p50_ms')/m(ours,'cold_p50_ms'):.1f}× faster | {m(peer_r,'p50_ms')/m(ours,'p50_ms'):.2f}× faster | | | {m(ours,'calls_per_s_16')/m(peer_r,'calls_per_s_16'):.1f}× | |")
+            rounds.append((client_name, [p["p50_ms"] / o["p50_ms"] for o, p in zip(ours, peer_r)]))
     # The TypeScript SDK (Claude Desktop/Code, Cursor and Inspector build on it), when node
     # and npm are here; it also reports whether the client warned about our schemas.
     ts = os.path.join(WORK, "ts")
@@ -166,10 +172,19 @@ def main():
             os.makedirs(ts, exist_ok=True)
             subprocess.run(["npm", "install", "--silent", "--no-audit", "--no-fund", "@modelcontextprotocol/sdk@1"], cwd=ts, check=True)
         out = subprocess.run(["node", os.path.join(ROOT, "benches", "clients_ts.mjs"), ts, os.path.abspath(a.binary), policy,
-                              servers["peer"][0], os.path.join(box, "jail"), str(a.calls)], capture_output=True, text=True, timeout=900)
+                              servers["peer"][0], os.path.join(box, "jail"), str(a.calls), str(a.rounds)],
+                             capture_output=True, text=True, timeout=1800)
         for line in out.stdout.splitlines():
             if line.startswith("|") or line.startswith("client warnings"):
                 print(line)
+            if line.startswith("rounds "):
+                rounds.append(("TypeScript SDK", json.loads(line[len("rounds "):])))
+    print("\nrun p50, peer / ours, per round (each round one run of each server, alternating):\n")
+    print("| client | rounds | median | worst |")
+    print("|---|---|---|---|")
+    for client_name, ratios in rounds:
+        ordered = sorted(ratios)
+        print(f"| {client_name} | {', '.join(f'{r:.2f}×' for r in ratios)} | {ordered[len(ordered) // 2]:.2f}× | {ordered[0]:.2f}× |")
     shutil.rmtree(box, ignore_errors=True)
 
 

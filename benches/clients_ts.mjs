@@ -1,14 +1,17 @@
 // Benchmark safe-mcp beside the Python peer through the official TypeScript MCP client.
 //
-// usage: node benches/clients_ts.mjs SDK_DIR OURS_BINARY OURS_POLICY PEER_BINARY PEER_DIR [CALLS]
+// usage: node benches/clients_ts.mjs SDK_DIR OURS_BINARY OURS_POLICY PEER_BINARY PEER_DIR [CALLS] [ROUNDS]
 // SDK_DIR holds node_modules/@modelcontextprotocol/sdk (benches/clients.py installs it).
-// Prints one markdown row per server and whatever the client printed about schemas.
+// Prints one markdown row per server, `rounds [ratios]` (each round's run p50, peer / ours),
+// and whatever the client printed about schemas.
 import { createRequire } from "node:module";
 import { readFileSync } from "node:fs";
 import path from "node:path";
 
-const [sdkDir, ours, policy, peer, peerDir, callsArg] = process.argv.slice(2);
+const [sdkDir, ours, policy, peer, peerDir, callsArg, roundsArg] = process.argv.slice(2);
 const calls = Number(callsArg ?? 200);
+const rounds = Number(roundsArg ?? 5);
+const order = Array.from({ length: rounds }, (_, r) => (r % 2 === 0 ? ["peer", "ours"] : ["ours", "peer"])).flat();
 const require = createRequire(path.join(path.resolve(sdkDir), "index.js"));
 const { Client } = require("@modelcontextprotocol/sdk/client/index.js");
 const { StdioClientTransport } = require("@modelcontextprotocol/sdk/client/stdio.js");
@@ -40,7 +43,7 @@ const call = (client, server) => server === "ours"
 
 const q = (v, p) => v[Math.min(v.length - 1, Math.round((v.length - 1) * p))];
 const results = {};
-for (const server of ["peer", "ours", "peer", "ours"]) {
+for (const server of order) {
   const colds = [];
   for (let i = 0; i < 5; i++) { const s = await session(server); colds.push(s.cold); await s.client.close(); }
   const { client, transport } = await session(server);
@@ -67,5 +70,6 @@ for (const server of ["peer", "ours"]) {
 }
 const o = results.ours, p = results.peer;
 console.log(`| TypeScript SDK | ours vs peer | ${(med(p, "cold") / med(o, "cold")).toFixed(1)}× faster | ${(med(p, "p50") / med(o, "p50")).toFixed(2)}× faster | | | ${(med(o, "parallel") / med(p, "parallel")).toFixed(1)}× | |`);
+console.log(`rounds ${JSON.stringify(o.map((r, i) => p[i].p50 / r.p50))}`);
 console.warn = warn;
 console.log(`client warnings: ${warnings.filter((w) => /format|schema/i.test(w)).length === 0 ? "none about schemas" : warnings.join(" | ")}`);
