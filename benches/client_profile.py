@@ -54,11 +54,15 @@ DRIVER = textwrap.dedent(r'''
                 return profile
 
     profile = asyncio.run(main())
-    totals = {}
-    for (filename, _, name), (_, _, tottime, _, _) in pstats.Stats(profile).stats.items():
+    totals, rest = {}, []
+    for (filename, line, name), (_, _, tottime, _, _) in pstats.Stats(profile).stats.items():
         where = filename + ":" + name
         group = next((g for g, keys in GROUPS if any(k in where for k in keys)), "the rest")
         totals[group] = totals.get(group, 0.0) + tottime
+        if group == "the rest":
+            rest.append((tottime, f"{filename}:{line}({name})"))
+    for t, where in sorted(rest, reverse=True)[:8]:
+        print(f"{kind}: the rest: {t / calls * 1e6:.0f} µs {where}", file=sys.stderr)
     print(json.dumps({g: t / calls * 1e6 for g, t in totals.items()}))
 ''')
 
@@ -68,6 +72,7 @@ def main():
     ap.add_argument("--calls", type=int, default=300)
     ap.add_argument("--binary", default=os.path.join(ROOT, "target", "release", "safe-mcp"))
     ap.add_argument("--venv", default="py-sdk2")
+    ap.add_argument("--rest", action="store_true", help="also name the largest functions of 'the rest'")
     a = ap.parse_args()
     python = os.path.join(WORK, a.venv, "bin", "python")
     peer = os.path.join(WORK, "peer", "bin", "mcp-shell-server")
@@ -90,6 +95,8 @@ def main():
         out = subprocess.run([python, driver, server, command, json.dumps(args), json.dumps(env), str(a.calls)],
                              capture_output=True, text=True, timeout=900, check=True)
         rows[server] = json.loads(out.stdout.strip().splitlines()[-1])
+        if a.rest:
+            print(out.stderr, end="")
     groups = sorted({g for r in rows.values() for g in r}, key=lambda g: -rows["ours"].get(g, 0))
     print(f"client time per call under cProfile, {a.venv}, {a.calls} calls (µs, wall clock)\n")
     print("| group | ours | peer |")
