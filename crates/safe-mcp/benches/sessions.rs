@@ -150,30 +150,28 @@ async fn main() {
     client.cancel().await.unwrap();
 }
 
-/// The machine's `MemAvailable`, in KiB.
-fn available_kib() -> u64 {
-    std::fs::read_to_string("/proc/meminfo")
+/// The KiB of the first line of `file` that starts with `field` (0 when there is none).
+fn kib_in(file: &str, field: &str) -> u64 {
+    std::fs::read_to_string(file)
         .ok()
         .and_then(|s| {
             s.lines()
-                .find_map(|l| l.strip_prefix("MemAvailable:"))
+                .find_map(|l| l.strip_prefix(field))
                 .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         })
         .unwrap_or(0)
+}
+
+/// The machine's `MemAvailable`, in KiB.
+fn available_kib() -> u64 {
+    kib_in("/proc/meminfo", "MemAvailable:")
 }
 
 /// The anonymous memory of `pid` (`Pss_Anon`: its heap and stacks, shared pages divided
 /// among their sharers), in KiB; 0 once it is gone. The binary's text is left out: it is
 /// the page cache's, one copy for every process that maps it, whatever smaps attributes.
 fn anon_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Pss_Anon:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        })
-        .unwrap_or(0)
+    kib_in(&format!("/proc/{pid}/smaps_rollup"), "Pss_Anon:")
 }
 
 /// The anonymous memory of every descendant of `root` (not `root` itself), in KiB.

@@ -273,6 +273,17 @@ impl TerminalServer {
         }
     }
 
+    /// The process session behind `handle` for this request, or the refusal (recorded).
+    fn session_of(
+        &self,
+        context: &RequestContext<RoleServer>,
+        handle: &str,
+        caller: &safe_mcp_core::audit::Caller,
+    ) -> Result<Arc<safe_mcp_core::sessions::Session>, safe_mcp_core::OperationResult> {
+        self.service
+            .session(tool_of(context), handle, &self.owner_for(context), caller)
+    }
+
     /// Who asks a person for a call of this request's client.
     pub(crate) fn approver(
         &self,
@@ -417,12 +428,7 @@ impl TerminalServer {
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
         let (caller, args): (_, ReadArgs) = arguments!(args, context, self.service.as_ref());
-        let session = match self.service.session(
-            tool_of(&context),
-            &args.handle,
-            &self.owner_for(&context),
-            &caller,
-        ) {
+        let session = match self.session_of(&context, &args.handle, &caller) {
             Ok(s) => s,
             Err(r) => return to_result(r),
         };
@@ -485,12 +491,7 @@ impl TerminalServer {
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
         let (caller, args): (_, WriteArgs) = arguments!(args, context, self.service.as_ref());
-        let session = match self.service.session(
-            tool_of(&context),
-            &args.handle,
-            &self.owner_for(&context),
-            &caller,
-        ) {
+        let session = match self.session_of(&context, &args.handle, &caller) {
             Ok(s) => s,
             Err(r) => return to_result(r),
         };
@@ -514,12 +515,7 @@ impl TerminalServer {
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
         let (caller, args): (_, HandleArgs) = arguments!(args, context, self.service.as_ref());
-        let session = match self.service.session(
-            tool_of(&context),
-            &args.handle,
-            &self.owner_for(&context),
-            &caller,
-        ) {
+        let session = match self.session_of(&context, &args.handle, &caller) {
             Ok(s) => s,
             Err(r) => return to_result(r),
         };

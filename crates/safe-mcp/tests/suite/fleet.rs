@@ -264,7 +264,20 @@ fn owner(handle: &str) -> &str {
     handle.rsplit_once('@').map_or("", |(_, s)| s)
 }
 
-/// The policy the replicas share: sessions allowed, `[http.auth]` for the test issuer.
+/// A sandbox whose policy the replicas share: sessions allowed, `[http.auth]` for the test
+/// issuer made beside it.
+fn fleet_sandbox() -> (Sandbox, Issuer) {
+    let sb = Sandbox::with(
+        "\"sh\", \"echo\", \"sleep\", \"cat\"",
+        "timeout_seconds = 30\nmax_output_bytes = 65536",
+        "closed",
+        "",
+    );
+    let issuer = Issuer::new(sb.base());
+    fleet_policy(&sb, &issuer);
+    (sb, issuer)
+}
+
 fn fleet_policy(sb: &Sandbox, issuer: &Issuer) {
     sb.add_helpers(&["setsid"]);
     let text = std::fs::read_to_string(&sb.policy).unwrap();
@@ -287,14 +300,7 @@ async fn a_fleet_behind_haproxy_spreads_sessions_and_survives_a_killed_replica()
         super::support::skip("haproxy is not installed (.ci/run installs Debian's package)");
         return;
     }
-    let sb = Sandbox::with(
-        "\"sh\", \"echo\", \"sleep\", \"cat\"",
-        "timeout_seconds = 30\nmax_output_bytes = 65536",
-        "closed",
-        "",
-    );
-    let issuer = Issuer::new(sb.base());
-    fleet_policy(&sb, &issuer);
+    let (sb, issuer) = fleet_sandbox();
     let trail = |id: &str| sb.base().join(format!("{id}.jsonl"));
     let mut replicas: Vec<(String, Served, u16)> = Vec::new();
     for id in ["r1", "r2", "r3"] {
@@ -460,14 +466,7 @@ async fn a_fleet_behind_haproxy_spreads_sessions_and_survives_a_killed_replica()
 /// other caller can neither read, write to, stop nor list it; its own next requests can.
 #[tokio::test(flavor = "multi_thread")]
 async fn on_2026_07_28_a_callers_process_sessions_are_its_own() {
-    let sb = Sandbox::with(
-        "\"sh\", \"echo\", \"sleep\", \"cat\"",
-        "timeout_seconds = 30\nmax_output_bytes = 65536",
-        "closed",
-        "",
-    );
-    let issuer = Issuer::new(sb.base());
-    fleet_policy(&sb, &issuer);
+    let (sb, issuer) = fleet_sandbox();
     let socket = sb.base().join("mcp.sock");
     let addr = format!("unix:{}", socket.display());
     let (_served, _) = serve_server_env("terminal", &sb.policy, &addr, &[]);
