@@ -7,7 +7,7 @@ use safe_mcp_contract::{Cancel, Durable, Executor};
 use serde_json::json;
 
 use super::prepare::{Early, Prepared};
-use super::result::{RUN, RunFacts, exec_failure};
+use super::result::{Admission, RUN, RunFacts};
 use super::service::{RunRequest, TerminalService};
 use crate::audit::{Attempt, CallId, Outcome};
 use crate::envelope::OperationResult;
@@ -76,8 +76,9 @@ impl TerminalService {
         } = prepared;
         // The record is made durable while the executor forks and confines the children;
         // they wait at a gate and exec only once this resolves to true.
-        let gate = &self.gate;
-        let durable: Durable<'_> = Box::pin(async move { gate.admit(&attempt).is_ok() });
+        let (gate, admission) = (&self.gate, Admission::default());
+        let admitting = &admission;
+        let durable: Durable<'_> = Box::pin(async move { admitting.admit(gate, &attempt) });
         let egress = plan.egress.clone();
         let result = match executor.execute(plan, cancel, durable).await {
             Ok(outcome) => {
@@ -97,7 +98,7 @@ impl TerminalService {
                 }
                 return Ok((result, facts));
             }
-            Err(failure) => exec_failure(RUN, call, &failure),
+            Err(failure) => admission.failure(RUN, call, &failure),
         };
         Ok((result, RunFacts::default()))
     }

@@ -17,7 +17,7 @@ use serde_json::json;
 
 use super::limits::limit_hit;
 use super::prepare::{Early, Prepared};
-use super::result::exec_failure;
+use super::result::Admission;
 use super::service::{MAX_STDIN_BYTES, RunRequest, TerminalService};
 use crate::audit::{Attempt, Caller, Outcome};
 use crate::envelope::{OperationResult, ResultCode};
@@ -133,8 +133,9 @@ impl TerminalService {
         let run = Box::pin(async move {
             // The session's nested calls are routed while it runs.
             let _route = route;
-            let admit = Arc::clone(&me);
-            let durable = Box::pin(async move { admit.gate.admit(&attempt).is_ok() });
+            let (admit, admission) = (Arc::clone(&me), Admission::default());
+            let admitting = &admission;
+            let durable = Box::pin(async move { admitting.admit(&admit.gate, &attempt) });
             let egress = plan.egress.clone();
             let result = executor.execute(plan, s.stopped(), durable).await;
             // The session's network records (a relay still open ends now) come before its
@@ -156,7 +157,7 @@ impl TerminalService {
                     )
                 }
                 Err(failure) => {
-                    let failed = exec_failure(START, &s.call, &failure);
+                    let failed = admission.failure(START, &s.call, &failure);
                     (
                         s.ended(None, false, Some((failed.code, failed.reason)), None),
                         None,

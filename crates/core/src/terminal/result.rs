@@ -260,6 +260,39 @@ impl TerminalService {
 }
 
 /// The result of `tool`'s call when the executor could not run it.
+/// A call's admission as the executor's `durable` gate sees it, keeping why it was refused:
+/// the gate only says yes or no, and a refusal must read as what it was (a shipping sink that
+/// stopped acknowledging under `on_failure = "deny"`), not as an unwritten record.
+#[derive(Default)]
+pub(super) struct Admission(std::sync::OnceLock<crate::audit::NotAdmitted>);
+
+impl Admission {
+    /// Admits `attempt` through `gate` (the attempt record, durable), remembering a refusal.
+    pub(super) fn admit(&self, gate: &crate::audit::Gate, attempt: &crate::audit::Attempt) -> bool {
+        match gate.admit(attempt) {
+            Ok(()) => true,
+            Err(refused) => {
+                let _ = self.0.set(refused);
+                false
+            }
+        }
+    }
+
+    /// The result of a call the executor failed: [`exec_failure`], but a call the gate
+    /// refused says why it was refused.
+    pub(super) fn failure(
+        &self,
+        tool: &'static str,
+        call: &CallId,
+        e: &ExecFailure,
+    ) -> OperationResult {
+        match (e, self.0.get()) {
+            (ExecFailure::NotDurable, Some(refused)) => refused.result(tool),
+            _ => exec_failure(tool, call, e),
+        }
+    }
+}
+
 pub(super) fn exec_failure(tool: &'static str, call: &CallId, e: &ExecFailure) -> OperationResult {
     match e {
         ExecFailure::Spawn { program, message } => OperationResult::new(

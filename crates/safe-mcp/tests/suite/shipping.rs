@@ -424,6 +424,30 @@ async fn a_receiver_that_never_reads_does_not_block_calls() {
     );
 }
 
+/// Under `on_failure = "deny"`, a receiver that takes the connection and never answers: the
+/// attempt record is written, the sink does not acknowledge it, and the call is refused
+/// saying so (not as a record that could not be written); nothing runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn deny_mode_names_a_sink_that_never_acknowledges() {
+    let stuck = Receiver::start(Kind::Stuck).await;
+    let sb = sandbox(|dir| {
+        format!(
+            "otlp_http = \"http://127.0.0.1:{}\"\non_failure = \"deny\"\nspool_dir = \"{}/spool\"",
+            stuck.port,
+            dir.display()
+        )
+    });
+    let s = sb.session().await;
+    let r = s.run("touch ran").await;
+    assert_eq!(r["code"], "AUDIT_UNAVAILABLE", "{r}");
+    let reason = r["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("did not acknowledge record") && reason.contains("on_failure = \"deny\""),
+        "{r}"
+    );
+    assert!(!sb.jail.join("ran").exists(), "a refused call ran");
+}
+
 #[test]
 fn bad_sink_settings_are_refused_at_start() {
     for (ship, words) in [
