@@ -459,6 +459,22 @@ async fn a_fleet_behind_haproxy_spreads_sessions_and_survives_a_killed_replica()
         assert!(page.contains(&format!("<td>{id}</td>")), "{id}");
     }
     assert!(page.contains("alice") && page.contains("bob"));
+    // A record lost on the way: the page says which server's chain has the gap.
+    let lost: Vec<&str> = merged.lines().collect();
+    let cut = [&lost[..4], &lost[5..]].concat().join("\n");
+    std::fs::write(&stream, cut).unwrap();
+    let out = Command::new(BIN)
+        .args(["audit", "report", "--received"])
+        .arg(&stream)
+        .output()
+        .unwrap();
+    let page = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        page.contains("Chain BROKEN: records are missing (gaps)")
+            && page.contains("r1: ")
+            && page.contains("missing seq 5"),
+        "{page}"
+    );
 }
 
 /// Issue 38 (review): on MCP 2026-07-28 each request gets a server instance of its own, and
