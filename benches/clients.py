@@ -163,7 +163,7 @@ def main():
         if ours and peer_r:
             m = lambda rows, k: sorted(r[k] for r in rows)[len(rows) // 2]
             print(f"| {client_name} | ours vs peer | {m(peer_r,'cold_p50_ms')/m(ours,'cold_p50_ms'):.1f}× faster | {m(peer_r,'p50_ms')/m(ours,'p50_ms'):.2f}× faster | | | {m(ours,'calls_per_s_16')/m(peer_r,'calls_per_s_16'):.1f}× | |")
-            rounds.append((client_name, [p["p50_ms"] / o["p50_ms"] for o, p in zip(ours, peer_r)]))
+            rounds.append((client_name, [(p["p50_ms"], o["p50_ms"]) for o, p in zip(ours, peer_r)]))
     # The TypeScript SDK (Claude Desktop/Code, Cursor and Inspector build on it), when node
     # and npm are here; it also reports whether the client warned about our schemas.
     ts = os.path.join(WORK, "ts")
@@ -178,13 +178,15 @@ def main():
             if line.startswith("|") or line.startswith("client warnings"):
                 print(line)
             if line.startswith("rounds "):
-                rounds.append(("TypeScript SDK", json.loads(line[len("rounds "):])))
+                rounds.append(("TypeScript SDK", [tuple(r) for r in json.loads(line[len("rounds "):])]))
     print("\nrun p50, peer / ours, per round (each round one run of each server, alternating):\n")
-    print("| client | rounds | median | worst |")
+    print("| client | rounds (peer / ours run p50) | median | worst |")
     print("|---|---|---|---|")
-    for client_name, ratios in rounds:
+    for client_name, pairs in rounds:
+        ratios = [p / o for p, o in pairs]
         ordered = sorted(ratios)
-        print(f"| {client_name} | {', '.join(f'{r:.2f}×' for r in ratios)} | {ordered[len(ordered) // 2]:.2f}× | {ordered[0]:.2f}× |")
+        each = ", ".join(f"{p / o:.2f}× ({p:.2f}/{o:.2f})" for p, o in pairs)
+        print(f"| {client_name} | {each} | {ordered[len(ordered) // 2]:.2f}× | {ordered[0]:.2f}× |")
     shutil.rmtree(box, ignore_errors=True)
 
 

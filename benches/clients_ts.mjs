@@ -2,7 +2,7 @@
 //
 // usage: node benches/clients_ts.mjs SDK_DIR OURS_BINARY OURS_POLICY PEER_BINARY PEER_DIR [CALLS] [ROUNDS]
 // SDK_DIR holds node_modules/@modelcontextprotocol/sdk (benches/clients.py installs it).
-// Prints one markdown row per server, `rounds [ratios]` (each round's run p50, peer / ours),
+// Prints one markdown row per server, `rounds [[peer, ours], …]` (each round's run p50s),
 // and whatever the client printed about schemas.
 import { createRequire } from "node:module";
 import { readFileSync } from "node:fs";
@@ -70,6 +70,6 @@ for (const server of ["peer", "ours"]) {
 }
 const o = results.ours, p = results.peer;
 console.log(`| TypeScript SDK | ours vs peer | ${(med(p, "cold") / med(o, "cold")).toFixed(1)}× faster | ${(med(p, "p50") / med(o, "p50")).toFixed(2)}× faster | | | ${(med(o, "parallel") / med(p, "parallel")).toFixed(1)}× | |`);
-console.log(`rounds ${JSON.stringify(o.map((r, i) => p[i].p50 / r.p50))}`);
+console.log(`rounds ${JSON.stringify(o.map((r, i) => [p[i].p50, r.p50]))}`);
 console.warn = warn;
 console.log(`client warnings: ${warnings.filter((w) => /format|schema/i.test(w)).length === 0 ? "none about schemas" : warnings.join(" | ")}`);
