@@ -108,17 +108,8 @@ pub fn verify_received(text: &str, chain: &Chain) -> Result<Vec<ReceivedReport>,
 pub fn received_records(text: &str) -> Vec<Value> {
     let mut seen: BTreeMap<(String, u64), Value> = BTreeMap::new();
     for raw in text.lines() {
-        let Some(start) = raw.find('{') else { continue };
-        let Ok(Value::Object(record)) = serde_json::from_str::<Value>(raw[start..].trim_end())
-        else {
+        let Ok(Some((_, record))) = unwrap(raw) else {
             continue;
-        };
-        let record = match super::ocsf::original(&record) {
-            Some(original) => match serde_json::from_str::<Value>(original) {
-                Ok(Value::Object(r)) => r,
-                _ => continue,
-            },
-            None => record,
         };
         let Some(seq) = record.get("seq").and_then(Value::as_u64) else {
             continue;
@@ -153,25 +144,8 @@ fn named(server: &str) -> String {
 /// Line `n`'s record (after any prefix a receiver added; an OCSF event's original) and the
 /// exact text it was sealed as; `None` for a blank line.
 fn parse(n: usize, raw: &str, chain: &Chain) -> Result<Option<Sealed>, String> {
-    let Some(start) = raw.find('{') else {
-        if raw.trim().is_empty() {
-            return Ok(None);
-        }
-        return Err(format!("line {n}: no record on it"));
-    };
-    let line = raw[start..].trim_end();
-    let mut record: Map<String, Value> =
-        serde_json::from_str(line).map_err(|e| format!("line {n}: not a JSON record ({e})"))?;
-    // An OCSF event carries the record's own line (`[audit.ship] format = "ocsf"`).
-    let original = super::ocsf::original(&record).map(str::to_owned);
-    let line = match original {
-        Some(original) => {
-            record = serde_json::from_str(&original).map_err(|e| {
-                format!("line {n}: the OCSF event's original is not a record ({e})")
-            })?;
-            original
-        }
-        None => line.to_owned(),
+    let Some((line, record)) = unwrap(raw).map_err(|e| format!("line {n}: {e}"))? else {
+        return Ok(None);
     };
     if field(&record, "alg") != chain.alg() {
         return Err(format!(
@@ -184,6 +158,29 @@ fn parse(n: usize, raw: &str, chain: &Chain) -> Result<Option<Sealed>, String> {
         return Err(format!("line {n}: the record does not match its own hash"));
     }
     Ok(Some((line, record)))
+}
+
+/// The record a received line holds (after any prefix a receiver added; an OCSF event's
+/// original) and the exact text it was sealed as, unchecked; `None` for a blank line.
+fn unwrap(raw: &str) -> Result<Option<Sealed>, String> {
+    let Some(start) = raw.find('{') else {
+        if raw.trim().is_empty() {
+            return Ok(None);
+        }
+        return Err("no record on it".to_owned());
+    };
+    let line = raw[start..].trim_end();
+    let record: Map<String, Value> =
+        serde_json::from_str(line).map_err(|e| format!("not a JSON record ({e})"))?;
+    // An OCSF event carries the record's own line (`[audit.ship] format = "ocsf"`).
+    match super::ocsf::original(&record).map(str::to_owned) {
+        Some(original) => {
+            let record = serde_json::from_str(&original)
+                .map_err(|e| format!("the OCSF event's original is not a record ({e})"))?;
+            Ok(Some((original, record)))
+        }
+        None => Ok(Some((line.to_owned(), record))),
+    }
 }
 
 /// The links, gaps and checkpoints of one server's records.

@@ -259,7 +259,6 @@ impl TerminalService {
     }
 }
 
-/// The result of `tool`'s call when the executor could not run it.
 /// A call's admission as the executor's `durable` gate sees it, keeping why it was refused:
 /// the gate only says yes or no, and a refusal must read as what it was (a shipping sink that
 /// stopped acknowledging under `on_failure = "deny"`), not as an unwritten record.
@@ -293,6 +292,7 @@ impl Admission {
     }
 }
 
+/// The result of `tool`'s call when the executor could not run it.
 pub(super) fn exec_failure(tool: &'static str, call: &CallId, e: &ExecFailure) -> OperationResult {
     match e {
         ExecFailure::Spawn { program, message } => OperationResult::new(

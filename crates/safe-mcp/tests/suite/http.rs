@@ -13,7 +13,6 @@ use super::support::{BIN, Sandbox};
 /// A server started with `--http`, stopped (SIGTERM) when dropped.
 pub struct Served {
     child: Child,
-    killed: bool,
     /// What the server has written on stderr since it served.
     pub stderr: std::sync::Arc<std::sync::Mutex<String>>,
 }
@@ -24,13 +23,13 @@ impl Served {
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        self.killed = true;
     }
 }
 
 impl Drop for Served {
     fn drop(&mut self) {
-        if self.killed {
+        // Already gone (killed, or ended by itself): nothing to stop.
+        if matches!(self.child.try_wait(), Ok(Some(_))) {
             return;
         }
         let _ = Command::new("kill")
@@ -74,7 +73,6 @@ pub fn serve_server_env(
     let kept = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
     let served = Served {
         child,
-        killed: false,
         stderr: std::sync::Arc::clone(&kept),
     };
     let mut lines = std::io::BufReader::new(stderr).lines();
