@@ -51,8 +51,8 @@ pub use confine::{ConfineError, Confinement, capability_report, landlock_abi, pl
 #[derive(Debug, Clone)]
 pub struct LocalExecutor {
     confinement: Arc<Confinement>,
-    /// Standard input of stages that are given none.
-    dev_null: Arc<OwnedFd>,
+    /// Standard input of stages that are given none, and the namespace made ahead.
+    starts: Arc<run::Starts>,
     /// The helper that makes sockets in the view's network namespace, made on first use.
     inner: Arc<std::sync::OnceLock<Result<inner::SocketFactory, String>>>,
 }
@@ -64,11 +64,22 @@ impl LocalExecutor {
             .map_err(|e| ConfineError::Landlock(format!("cannot become a child subreaper: {e}")))?;
         let dev_null = std::fs::File::open("/dev/null")
             .map_err(|e| ConfineError::Landlock(format!("cannot open /dev/null: {e}")))?;
+        let confinement = Arc::new(Confinement::new(spec)?);
+        let ahead = spawn::Ahead::start(&confinement);
         Ok(LocalExecutor {
-            confinement: Arc::new(Confinement::new(spec)?),
-            dev_null: Arc::new(dev_null.into()),
+            confinement,
+            starts: Arc::new(run::Starts {
+                dev_null: dev_null.into(),
+                ahead,
+            }),
             inner: Arc::default(),
         })
+    }
+
+    /// How many stages started in a pid namespace made ahead of their call (for tests and
+    /// benchmarks: the rest started the usual way).
+    pub fn stages_made_ahead(&self) -> u64 {
+        self.starts.ahead.as_ref().map_or(0, spawn::Ahead::served)
     }
 }
 
@@ -100,7 +111,7 @@ impl Executor for LocalExecutor {
         durable: Durable<'a>,
     ) -> ExecFuture<'a> {
         let confinement = Arc::clone(&self.confinement);
-        let dev_null = Arc::clone(&self.dev_null);
+        let starts = Arc::clone(&self.starts);
         Box::pin(async move {
             let mut plan = plan;
             // The call's own temporary directory and the ruleset that lets it write there;
@@ -148,7 +159,7 @@ impl Executor for LocalExecutor {
                     &plan,
                     &confinement,
                     &call,
-                    &dev_null,
+                    &starts,
                     &cancel_r,
                     &gate_r,
                     gate_writer,

@@ -182,12 +182,20 @@ enum Stop {
     Cancel,
 }
 
+/// What every stage of the executor may start from: `/dev/null` for a stage given no input,
+/// and the namespace made ahead ([`spawn::Ahead`]), where there is one.
+#[derive(Debug)]
+pub(crate) struct Starts {
+    pub(crate) dev_null: OwnedFd,
+    pub(crate) ahead: Option<spawn::Ahead>,
+}
+
 /// Runs `plan` to completion on the calling (blocking) thread.
 pub(crate) fn run_plan(
     plan: &ExecPlan,
     confinement: &Arc<Confinement>,
     call: &CallConfinement,
-    dev_null: &OwnedFd,
+    starts: &Starts,
     cancel: &OwnedFd,
     gate: &OwnedFd,
     gate_writer: RawFd,
@@ -266,7 +274,8 @@ pub(crate) fn run_plan(
             err_w,
             confinement,
             call,
-            dev_null,
+            dev_null: &starts.dev_null,
+            ahead: starts.ahead.as_ref(),
             gate,
             gate_writer,
         };
@@ -329,7 +338,13 @@ pub(crate) fn run_plan(
         for sid in &protected {
             reap::release_session(*sid);
         }
-        reap::sweep_orphans();
+        // With pid namespaces nothing a stage starts can be re-parented to the server (the
+        // kernel's search for a subreaper stops at the namespace, whose init takes it, and
+        // the namespace dies with its init), so only the host view needs the sweep; and the
+        // namespace made ahead, the server's child while it waits, is no escapee.
+        if !confinement.pid_namespace() {
+            reap::sweep_orphans();
+        }
         if stop != Stop::None {
             break;
         }
@@ -377,6 +392,7 @@ struct Wiring<'a> {
     confinement: &'a Arc<Confinement>,
     call: &'a CallConfinement,
     dev_null: &'a OwnedFd,
+    ahead: Option<&'a spawn::Ahead>,
     gate: &'a OwnedFd,
     gate_writer: RawFd,
 }
@@ -459,6 +475,7 @@ fn spawn_stages(
         confinement,
         call,
         dev_null,
+        ahead,
         gate,
         gate_writer,
     } = *w;
@@ -498,26 +515,29 @@ fn spawn_stages(
         };
         let exec_log = watch.as_ref().map_or(-1, crate::execlog::Watch::child_fd);
         let spawned = reap::spawn_registered(|| {
-            spawn::spawn(&StageSpawn {
-                program: &stage.program,
-                argv: &stage.argv,
-                env: &stage_env,
-                cwd: &plan.cwd,
-                stdio: [
-                    stdin.as_ref().unwrap_or(dev_null).as_fd(),
-                    pipe_out.as_ref().unwrap_or(out_w).as_fd(),
-                    err_w.as_fd(),
-                ],
-                pgid,
-                new_session: plan.interactive.is_some(),
-                confinement,
-                call,
-                exec_group: confinement.exec_group(&stage.program),
-                exec_log,
-                keep_death_signal: plan.interactive.is_some(),
-                gate: gate.as_fd(),
-                gate_writer,
-            })
+            spawn::spawn(
+                &StageSpawn {
+                    program: &stage.program,
+                    argv: &stage.argv,
+                    env: &stage_env,
+                    cwd: &plan.cwd,
+                    stdio: [
+                        stdin.as_ref().unwrap_or(dev_null).as_fd(),
+                        pipe_out.as_ref().unwrap_or(out_w).as_fd(),
+                        err_w.as_fd(),
+                    ],
+                    pgid,
+                    new_session: plan.interactive.is_some(),
+                    confinement,
+                    call,
+                    exec_group: confinement.exec_group(&stage.program),
+                    exec_log,
+                    keep_death_signal: plan.interactive.is_some(),
+                    gate: gate.as_fd(),
+                    gate_writer,
+                },
+                ahead,
+            )
         });
         if let Some(watch) = &mut watch {
             watch.spawned();

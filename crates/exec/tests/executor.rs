@@ -292,3 +292,89 @@ fn a_cancelled_call_is_killed_and_says_so() {
     assert!(out.cancelled);
     assert!(!out.timed_out);
 }
+
+/// Whether this machine gives commands pid namespaces of their own (the private view).
+fn pid_namespaces(executor: &LocalExecutor) -> bool {
+    executor.confinement().view.namespaces.contains(&"pid")
+}
+
+/// Stages made ahead of their call (issue 39): consecutive commands each run in a pid,
+/// mount and ipc namespace of their own, with a `/proc` of their own tree only and an empty
+/// temporary directory, though most of them started in a namespace made while the executor
+/// waited. A command that fails in one is reported as failing, and the next runs.
+#[test]
+fn a_namespace_made_ahead_serves_one_command_and_nothing_crosses() {
+    let (_dir, jail, executor) = jail();
+    if !pid_namespaces(&executor) {
+        eprintln!("skipping: no pid namespaces for commands here");
+        return;
+    }
+    // Its pid, the processes its /proc lists, the files in its temporary directory, and
+    // the System V segments it sees after making one.
+    let script = "echo $$; ls /proc | grep -c '^[0-9]'; ls -A \"$TMPDIR\" | wc -l; \
+                  touch \"$TMPDIR/left\"; ipcmk -M 4096 >/dev/null; ipcs -m | grep -c '^0x'";
+    let calls = 8;
+    for k in 0..calls {
+        // The filler makes the next namespace while the server waits for a call.
+        std::thread::sleep(Duration::from_millis(30));
+        let out = run(
+            &executor,
+            plan(&jail, vec![vec![stage(&["sh", "-c", script])]], vec![]),
+            true,
+        )
+        .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(out.exit_code, Some(0), "call {k}: {text} {:?}", out.stderr);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "2", "call {k}: not its init's child: {text}");
+        let processes: u32 = lines[1].parse().unwrap();
+        assert!((3..=5).contains(&processes), "call {k} sees others: {text}");
+        assert_eq!(lines[2], "0", "call {k}: an earlier call's file: {text}");
+        assert_eq!(lines[3], "1", "call {k}: an earlier call's segment: {text}");
+    }
+    let ahead = executor.stages_made_ahead();
+    assert!(
+        ahead >= calls - 2,
+        "only {ahead} of {calls} stages started in a namespace made ahead"
+    );
+    // A stage that fails in a namespace made ahead (its cwd is gone) fails as any would,
+    // and the next one runs.
+    let before = executor.stages_made_ahead();
+    std::thread::sleep(Duration::from_millis(30));
+    let mut gone = plan(&jail, vec![vec![stage(&["true"])]], vec![]);
+    gone.cwd = jail.join("missing");
+    let failed = run(&executor, gone, true);
+    assert!(
+        matches!(&failed, Err(ExecFailure::Spawn { .. })),
+        "{failed:?}"
+    );
+    std::thread::sleep(Duration::from_millis(30));
+    let out = run(
+        &executor,
+        plan(&jail, vec![vec![stage(&["echo", "next"])]], vec![]),
+        true,
+    )
+    .unwrap();
+    assert_eq!(out.stdout, b"next\n");
+    assert!(
+        executor.stages_made_ahead() > before,
+        "the next call did not take one"
+    );
+    // Nothing runs in one when the attempt is not durable: the gate stays shut.
+    std::thread::sleep(Duration::from_millis(30));
+    let marker = jail.join("ran");
+    let denied = run(
+        &executor,
+        plan(
+            &jail,
+            vec![vec![stage(&["touch", marker.to_str().unwrap()])]],
+            vec![],
+        ),
+        false,
+    );
+    assert!(denied.is_err(), "{denied:?}");
+    assert!(
+        !marker.exists(),
+        "a command ran before its attempt was durable"
+    );
+}

@@ -413,6 +413,23 @@ impl Confinement {
         }
     }
 
+    /// Every descriptor of the confinement and of the call that a stage's init and command
+    /// read ([`Confinement::hold_tmp_root`], [`Confinement::add_own_mounts`] and
+    /// [`Confinement::apply_in_child`]): the pids and memory groups' `tasks` and the stage's
+    /// ruleset. A namespace made ahead of its call gets these at the same numbers
+    /// (`crate::spawn::ahead`); one missing there fails the stage with `EBADF`, never
+    /// silently unconfined.
+    pub(crate) fn child_descriptors(&self, call: &CallConfinement, group: usize) -> Vec<RawFd> {
+        let pids = self.pids_cgroup.as_ref().map(|c| c.tasks.as_raw_fd());
+        let memory = call
+            .memory
+            .as_ref()
+            .and_then(CallMemory::tasks)
+            .map(AsRawFd::as_raw_fd);
+        let ruleset = call.ruleset(group).map(AsRawFd::as_raw_fd);
+        [pids, memory, ruleset].into_iter().flatten().collect()
+    }
+
     /// Runs in the `CLONE_VM` child before exec (see [`crate::spawn`]): syscalls on state
     /// prepared at startup, no allocation, no locks. Its body is docs/CONFINEMENT.md's steps
     /// 17 to 22 in order: the pids cgroup (root only), rlimits (still privileged, so a root

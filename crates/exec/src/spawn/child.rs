@@ -126,18 +126,9 @@ pub(super) fn set_signal_mask(mask: KernelSigset) -> Result<KernelSigset, c_int>
     if rc == 0 { Ok(old) } else { Err(errno()) }
 }
 
-/// The first child's steps, in order. Returns only on failure, or (with a pid namespace)
-/// once the command has exec'd.
-///
-/// # Safety
-/// Must run in a `CLONE_VM` child made by [`super::spawn`], with every signal blocked.
-pub(super) unsafe fn run_child(p: &Prepared) -> Result<(), (Step, c_int)> {
-    let fail = |step: Step| (step, errno());
-    // Each call below is a plain syscall wrapper on values on this stack or on pointers and
-    // descriptors that `spawn` prepared and keeps alive; none allocates or takes a lock.
-
-    // Caught signals back to their defaults (exec would do it, but a handler must never run
-    // on this stack first); SIGPIPE back to default, as std does for children.
+/// Caught signals back to their defaults (exec would do it, but a handler must never run on
+/// a child's stack first); SIGPIPE back to default, as std does for children.
+pub(super) fn reset_signals() -> Result<(), (Step, c_int)> {
     for sig in 1..=libc::SIGRTMAX() {
         // SAFETY: sigaction is plain data, for which all zeroes is a valid value.
         let mut current: libc::sigaction = unsafe { std::mem::zeroed() };
@@ -152,10 +143,24 @@ pub(super) unsafe fn run_child(p: &Prepared) -> Result<(), (Step, c_int)> {
             default.sa_sigaction = libc::SIG_DFL;
             // SAFETY: sets the default disposition from `default`, on this stack.
             if unsafe { libc::sigaction(sig, &default, std::ptr::null_mut()) } != 0 {
-                return Err(fail(Step::Signals));
+                return Err((Step::Signals, errno()));
             }
         }
     }
+    Ok(())
+}
+
+/// The first child's steps, in order. Returns only on failure, or (with a pid namespace)
+/// once the command has exec'd.
+///
+/// # Safety
+/// Must run in a `CLONE_VM` child made by [`super::spawn`], with every signal blocked.
+pub(super) unsafe fn run_child(p: &Prepared) -> Result<(), (Step, c_int)> {
+    let fail = |step: Step| (step, errno());
+    // Each call below is a plain syscall wrapper on values on this stack or on pointers and
+    // descriptors that `spawn` prepared and keeps alive; none allocates or takes a lock.
+
+    reset_signals()?;
     if p.new_session {
         // SAFETY: no arguments; this fresh child leads no group yet, so setsid succeeds.
         if unsafe { libc::setsid() } < 0 {
@@ -281,6 +286,18 @@ pub(super) unsafe fn run_init(p: &Prepared) -> Result<std::convert::Infallible, 
     if unsafe { libc::setsid() } < 0 {
         return Err(fail());
     }
+    // SAFETY: we are the init, in its own mount namespace, as `mount_own` requires.
+    unsafe { mount_own(stage.pts) }.map_err(|e| (Step::PidNamespace, e))?;
+    let report = stage.report.load(Ordering::Acquire);
+    // SAFETY: we are the init, after its mounts, with `p`'s stacks and slot alive.
+    unsafe { start_command(p, stage.command_stack, stage.status, [report, -1]) }
+}
+
+/// The namespace's `/proc` (read-only), and a devpts of the command's own where `pts`.
+///
+/// # Safety
+/// Only in a stage's init, in the mount namespace of its own.
+pub(super) unsafe fn mount_own(pts: bool) -> Result<(), c_int> {
     // SAFETY: static NUL-terminated strings; no data argument.
     let rc = unsafe {
         libc::mount(
@@ -292,9 +309,9 @@ pub(super) unsafe fn run_init(p: &Prepared) -> Result<std::convert::Infallible, 
         )
     };
     if rc != 0 {
-        return Err(fail());
+        return Err(errno());
     }
-    if stage.pts {
+    if pts {
         // SAFETY: static NUL-terminated strings and options.
         let rc = unsafe {
             libc::mount(
@@ -306,9 +323,27 @@ pub(super) unsafe fn run_init(p: &Prepared) -> Result<std::convert::Infallible, 
             )
         };
         if rc != 0 {
-            return Err(fail());
+            return Err(errno());
         }
     }
+    Ok(())
+}
+
+/// The init's steps once it knows the call: hold the call's temporary directory, let the
+/// stage's ruleset read the fresh `/proc` (and `/dev/pts`), vfork the command on
+/// `command_stack`, close every descriptor but the `words` (-1 for none), write the word on
+/// each, then reap until the command exits and store its status in `status`.
+///
+/// # Safety
+/// Only in a stage's init, after [`mount_own`], with `p` and what it points at alive until
+/// the word, and `command_stack` and `status` as [`PidNamespaceStage`] describes them.
+pub(super) unsafe fn start_command(
+    p: &Prepared,
+    command_stack: *mut c_void,
+    status: *const AtomicU64,
+    words: [c_int; 2],
+) -> Result<std::convert::Infallible, (Step, c_int)> {
+    let fail = || (Step::PidNamespace, errno());
     // SAFETY: `p.confinement` is the caller's Confinement, alive until our word.
     let confinement = unsafe { &*p.confinement };
     // SAFETY: `p.call` is the caller's CallConfinement, alive until our word.
@@ -318,14 +353,12 @@ pub(super) unsafe fn run_init(p: &Prepared) -> Result<std::convert::Infallible, 
     // SAFETY: we are the init, after its mounts, as `add_own_mounts` requires.
     unsafe { confinement.add_own_mounts(call, p.exec_group) }
         .map_err(|e| (Step::PidNamespace, e))?;
-    let status = stage.status;
-    let report = stage.report.load(Ordering::Acquire);
     // SAFETY: CLONE_VM|CLONE_VFORK, as in `spawn`: the command runs `command_main` on its
     // own stack and reads `p`; we sleep until it has exec'd or exited.
     let command = unsafe {
         libc::clone(
             command_main,
-            stage.command_stack,
+            command_stack,
             libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
             std::ptr::from_ref(p).cast_mut().cast::<c_void>(),
         )
@@ -335,18 +368,31 @@ pub(super) unsafe fn run_init(p: &Prepared) -> Result<std::convert::Infallible, 
     }
     // Nothing of the server's stays open here: its pipes must see end-of-file when the
     // command's tree is done, whatever this init does.
-    let last = c_int::MAX as u32;
-    for (from, to) in [(0, report as u32 - 1), (report as u32 + 1, last)] {
-        if from <= to {
-            // SAFETY: integer arguments only; closes descriptors of this process.
-            unsafe { libc::syscall(libc::SYS_close_range, from, to, 0u32) };
-        }
-    }
+    close_all_except(words);
     // The word: from here on `p` may be gone, and the server's threads run beside us.
-    // SAFETY: writes one byte from a static to the report pipe.
-    unsafe { libc::syscall(libc::SYS_write, report, b"1".as_ptr(), 1usize) };
+    for word in words.into_iter().filter(|w| *w >= 0) {
+        // SAFETY: writes one byte from a static to a word pipe.
+        unsafe { libc::syscall(libc::SYS_write, word, b"1".as_ptr(), 1usize) };
+    }
     // SAFETY: `status` is the server's slot, kept until it has reaped us.
     unsafe { reap_until(command, status) }
+}
+
+/// Closes every descriptor of this process but `keep` (-1 for none): the raw syscall, on
+/// the gaps between them.
+pub(super) fn close_all_except(keep: [c_int; 2]) {
+    let (a, b) = (keep[0].min(keep[1]), keep[0].max(keep[1]));
+    let mut from: u32 = 0;
+    for k in [a, b].into_iter().filter(|k| *k >= 0) {
+        let k = k as u32;
+        if from < k {
+            // SAFETY: integer arguments only; closes descriptors of this process.
+            unsafe { libc::syscall(libc::SYS_close_range, from, k - 1, 0u32) };
+        }
+        from = k + 1;
+    }
+    // SAFETY: as above.
+    unsafe { libc::syscall(libc::SYS_close_range, from, c_int::MAX as u32, 0u32) };
 }
 
 /// The init's life after its word: reap every child until the command itself exits, store
