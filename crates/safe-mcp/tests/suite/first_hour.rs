@@ -72,7 +72,7 @@ async fn git_without_an_identity_says_how_the_operator_gives_one() {
     std::fs::write(
         &sb.policy,
         format!(
-            "{text}\n[terminal.env]\npass = [\"SAFE_MCP_TEST_PASSED\", \"SAFE_MCP_TEST_UNSET\"]\nset = {{ GIT_AUTHOR_NAME = \"Ada\", GIT_AUTHOR_EMAIL = \"ada@example.com\", GIT_COMMITTER_NAME = \"Ada\", GIT_COMMITTER_EMAIL = \"ada@example.com\" }}\n"
+            "{text}\n[terminal.env]\npass = [\"SAFE_MCP_TEST_PASSED\", \"SAFE_MCP_TEST_UNSET\"]\nset = {{ GIT_AUTHOR_NAME = \"Ada\", GIT_AUTHOR_EMAIL = \"ada@example.com\", GIT_COMMITTER_NAME = \"Ada\", GIT_COMMITTER_EMAIL = \"ada@example.com\", LANG = \"C\" }}\n"
         ),
     )
     .unwrap();
@@ -98,6 +98,11 @@ async fn git_without_an_identity_says_how_the_operator_gives_one() {
     let r = s.run("env").await;
     let out = r["detail"]["stdout"].as_str().unwrap();
     assert!(out.contains("SAFE_MCP_TEST_PASSED=visible"), "{out}");
+    // The operator's locale is theirs whole: the server's LC_CTYPE gives way to it.
+    assert!(
+        out.lines().any(|l| l == "LANG=C") && !out.contains("LC_CTYPE="),
+        "{out}"
+    );
     assert!(
         !out.contains("hidden") && !out.contains("SAFE_MCP_TEST_UNSET"),
         "{out}"

@@ -338,7 +338,7 @@ async fn environment_is_scrubbed() {
             [
                 "PATH",
                 "HOME",
-                "LANG",
+                "LC_CTYPE",
                 "GIT_CONFIG_NOSYSTEM",
                 "GIT_TERMINAL_PROMPT",
                 "TMPDIR",
@@ -351,6 +351,8 @@ async fn environment_is_scrubbed() {
             "{k} leaked: {out}"
         );
     }
+    // UTF-8 text, by the one locale category that decides it.
+    assert!(out.lines().any(|l| l == "LC_CTYPE=C.UTF-8"), "{out}");
     // HOME is never the jail: an rc file the model writes there must not configure the
     // next command. It is an empty directory the command can read but not write.
     let home = out
