@@ -32,6 +32,9 @@
 //! raw syscalls that never write the shared `errno` (rustix's, not libc's) and touches
 //! nothing but its own stack and that slot, both of which the server keeps until it has
 //! reaped the init.
+//!
+//! Steps 1 and 2 may also have been done before the call: a stage that can takes the
+//! namespace made ahead (`ahead.rs`), and its init goes on from its call.
 
 use std::ffi::{c_int, c_void};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
