@@ -29,7 +29,6 @@
 //! pid namespaces (`run.rs`): nothing they start can be re-parented to the server, so the
 //! filler's children need no registering with the reaper.
 
-use std::ffi::c_int;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
@@ -44,9 +43,9 @@ use crate::confine::Confinement;
 use crate::step::Step;
 
 use super::ahead_child::{AheadPrepared, Control, MAX_DESCRIPTORS, MESSAGE_BYTES, first_main};
-use super::child::{ALL_SIGNALS, Prepared, set_signal_mask};
+use super::child::Prepared;
 use super::stage::{
-    ChildStack, InitMemory, SpawnError, Spawned, StageSpawn, prepare_strings, reap,
+    ChildStack, InitMemory, SpawnError, Spawned, StageSpawn, prepare_strings, reap, vfork,
 };
 
 /// The variable that turns stages made ahead off (`0`), for benchmarks side by side.
@@ -207,34 +206,21 @@ fn make_one(shared: &Shared, confinement: &Confinement) -> std::io::Result<()> {
             command_stack,
         });
     }
-    let mut pidfd: c_int = -1;
-    let old = set_signal_mask(ALL_SIGNALS).map_err(std::io::Error::from_raw_os_error)?;
-    // SAFETY: CLONE_VM|CLONE_VFORK, as in `spawn`: the first child runs `first_main` on
-    // `first_stack` and reads `prepared`, both alive on this frame, and this thread sleeps
-    // until the child has exited, so no code of ours shares its thread-local storage
-    // meanwhile. The child makes raw syscalls only (see `ahead_child`).
-    let pid = unsafe {
-        libc::clone(
+    // SAFETY: the first child runs `first_main` on `first_stack` and reads `prepared`, both
+    // alive on this frame; this thread sleeps until the child has exited, so no code of ours
+    // shares its thread-local storage meanwhile. It makes raw syscalls only (`ahead_child`).
+    let cloned = unsafe {
+        vfork(
             first_main,
             first_stack.top(),
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD,
             std::ptr::from_ref(&prepared)
                 .cast_mut()
                 .cast::<libc::c_void>(),
-            &mut pidfd as *mut c_int,
-            std::ptr::null_mut::<libc::c_void>(),
-            std::ptr::null_mut::<c_int>(),
         )
     };
-    let clone_error = std::io::Error::last_os_error();
-    let _ = set_signal_mask(old);
     // Not taken by a call: ours to end, whatever happened.
     let left = shared.ready.lock().ok().and_then(|mut r| r.take());
-    if pid < 0 {
-        return Err(clone_error);
-    }
-    // SAFETY: with CLONE_PIDFD the kernel stored a new descriptor that we now own.
-    let pidfd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(pidfd) };
+    let (_, pidfd) = cloned?;
     let _ = reap(&pidfd);
     drop(first_stack);
     match left {

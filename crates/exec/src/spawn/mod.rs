@@ -36,8 +36,8 @@
 //! Steps 1 and 2 may also have been done before the call: a stage that can takes the
 //! namespace made ahead (`ahead.rs`), and its init goes on from its call.
 
-use std::ffi::{c_int, c_void};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::ffi::c_void;
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
 use rustix::process::Pid;
@@ -49,10 +49,10 @@ mod ahead_child;
 mod child;
 mod stage;
 
-use stage::{ChildStack, prepare_strings, reap};
+use stage::{ChildStack, prepare_strings, reap, vfork};
 pub(crate) use stage::{InitMemory, SpawnError, Spawned, StageSpawn};
 
-use child::{ALL_SIGNALS, PidNamespaceStage, Prepared, child_main, failure_code, set_signal_mask};
+use child::{PidNamespaceStage, Prepared, child_main, failure_code};
 
 pub(crate) use ahead::Ahead;
 pub(crate) use child::GATE_CLOSED;
@@ -136,37 +136,20 @@ pub(crate) fn spawn(s: &StageSpawn<'_>, ahead: Option<&Ahead>) -> Result<Spawned
         pid_ns,
     };
 
-    let mut pidfd: c_int = -1;
-    // Every signal blocked on this thread, so no handler runs on the child's stack before it
-    // resets them; the child inherits this mask.
-    let old = set_signal_mask(ALL_SIGNALS).map_err(std::io::Error::from_raw_os_error)?;
-    // SAFETY: CLONE_VM|CLONE_VFORK: the child runs `child_main` on `stack`, which is ours and
-    // large enough, and reads `prepared` (alive on our frame: this thread is suspended until
-    // the child has exec'd or exited, so nothing here moves or is freed meanwhile). The child
-    // makes only raw syscalls and writes only `prepared`'s atomic slots (see `child_main`).
-    // CLONE_PIDFD stores a pidfd for the child in `pidfd`.
-    let pid = unsafe {
-        libc::clone(
+    // SAFETY: the child runs `child_main` on `stack`, which is ours and large enough, and
+    // reads `prepared`, alive on our frame; it makes only raw syscalls and writes only
+    // `prepared`'s atomic slots (see `child_main`).
+    let cloned = unsafe {
+        vfork(
             child_main,
             stack.top(),
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD,
             std::ptr::from_ref(&prepared).cast_mut().cast::<c_void>(),
-            &mut pidfd as *mut c_int,
-            std::ptr::null_mut::<c_void>(),
-            std::ptr::null_mut::<c_int>(),
         )
     };
-    let clone_error = std::io::Error::last_os_error();
-    let _ = set_signal_mask(old);
     drop(stack);
     drop(command_stack);
     drop(strings);
-    if pid < 0 {
-        return Err(SpawnError::Parent(clone_error));
-    }
-    // SAFETY: with CLONE_PIDFD the kernel stored a new descriptor that we now own.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
-    let pid = Pid::from_raw(pid).ok_or_else(|| std::io::Error::other("clone returned pid 0"))?;
+    let (pid, pidfd) = cloned?;
     let pgid = if prepared.pgid == 0 {
         pid.as_raw_nonzero().get()
     } else {

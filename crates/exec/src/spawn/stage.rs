@@ -13,7 +13,7 @@ use rustix::process::Pid;
 use crate::confine::{CallConfinement, Confinement};
 use crate::step::Step;
 
-use super::child::STATUS_SET;
+use super::child::{ALL_SIGNALS, STATUS_SET, set_signal_mask};
 
 /// The child's own stack. It needs only a few hundred bytes; the rest is headroom.
 pub(super) const STACK_BYTES: usize = 64 * 1024;
@@ -224,4 +224,45 @@ pub(super) fn reap(pidfd: &OwnedFd) -> bool {
             Err(_) => return false,
         }
     }
+}
+
+/// A vfork-style child: clones `entry` on `stack` with `arg` (`CLONE_VM | CLONE_VFORK |
+/// CLONE_PIDFD`), every signal blocked on this thread across the clone so that no handler
+/// runs on the child's stack before it resets them (the child inherits the mask). Returns
+/// once the child has exec'd or exited, with its pid and pidfd.
+///
+/// # Safety
+/// `entry` may only make raw syscalls on what `arg` points at (and write its atomic slots),
+/// which must stay alive and unmoved until this returns; `stack` is the top of a
+/// [`ChildStack`] the caller keeps until then.
+pub(super) unsafe fn vfork(
+    entry: extern "C" fn(*mut c_void) -> c_int,
+    stack: *mut c_void,
+    arg: *mut c_void,
+) -> std::io::Result<(Pid, OwnedFd)> {
+    let mut pidfd: c_int = -1;
+    let old = set_signal_mask(ALL_SIGNALS).map_err(std::io::Error::from_raw_os_error)?;
+    // SAFETY: as this function's contract says; this thread is suspended until the child
+    // has exec'd or exited, so nothing of the caller's moves or is freed meanwhile.
+    // CLONE_PIDFD stores a pidfd for the child in `pidfd`.
+    let pid = unsafe {
+        libc::clone(
+            entry,
+            stack,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD,
+            arg,
+            &mut pidfd as *mut c_int,
+            std::ptr::null_mut::<c_void>(),
+            std::ptr::null_mut::<c_int>(),
+        )
+    };
+    let clone_error = std::io::Error::last_os_error();
+    let _ = set_signal_mask(old);
+    if pid < 0 {
+        return Err(clone_error);
+    }
+    // SAFETY: with CLONE_PIDFD the kernel stored a new descriptor that we now own.
+    let pidfd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(pidfd) };
+    let pid = Pid::from_raw(pid).ok_or_else(|| std::io::Error::other("clone returned pid 0"))?;
+    Ok((pid, pidfd))
 }
