@@ -378,3 +378,32 @@ fn a_namespace_made_ahead_serves_one_command_and_nothing_crosses() {
         "a command ran before its attempt was durable"
     );
 }
+
+/// Many stages at once, some of them taking the namespace made ahead as it becomes ready:
+/// every one runs (a call once took a namespace whose init's pid was not yet known).
+#[test]
+fn stages_at_once_all_run_whether_made_ahead_or_not() {
+    let (_dir, jail, executor) = jail();
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let (executor, jail) = (executor.clone(), jail.clone());
+            std::thread::spawn(move || {
+                (0..12)
+                    .map(|_| {
+                        let out = run(
+                            &executor,
+                            plan(&jail, vec![vec![stage(&["echo", "hi"])]], vec![]),
+                            true,
+                        );
+                        out.map(|o| o.stdout)
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    for t in threads {
+        for out in t.join().unwrap() {
+            assert_eq!(out.unwrap(), b"hi\n");
+        }
+    }
+}

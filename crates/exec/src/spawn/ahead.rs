@@ -120,7 +120,10 @@ impl Ahead {
         }
         let slot = {
             let mut ready = self.shared.ready.lock().ok()?;
-            if !ready.as_ref()?.control.ready.load(Ordering::Acquire) {
+            let control = &ready.as_ref()?.control;
+            if !control.ready.load(Ordering::Acquire)
+                || control.init_pid.load(Ordering::Acquire) <= 0
+            {
                 return None;
             }
             let slot = ready.take()?;

@@ -130,15 +130,20 @@ unsafe fn first_steps(a: &AheadPrepared) -> Result<(), (Step, c_int)> {
         return Err((Step::PidNamespace, errno()));
     }
     a.report.store(report[1], Ordering::Release);
+    // CLONE_PARENT_SETTID: the kernel stores the init's pid before the init runs, so it is
+    // there by the time the init says it is ready.
+    let init_pid = control(a).init_pid.as_ptr();
     // SAFETY: CLONE_VM|CLONE_PARENT: the init runs `init_main` on its own stack, which the
     // server keeps until it has reaped the init, and reads `a`, alive until this child
-    // exits, which it does only after the init's word (or its end).
+    // exits, which it does only after the init's word (or its end). The kernel writes the
+    // pid to `init_pid`, an `AtomicI32` of the filler's `Control`.
     let init = unsafe {
         libc::clone(
             init_main,
             a.init_stack,
-            libc::CLONE_VM | libc::CLONE_PARENT | libc::SIGCHLD,
+            libc::CLONE_VM | libc::CLONE_PARENT | libc::CLONE_PARENT_SETTID | libc::SIGCHLD,
             std::ptr::from_ref(a).cast_mut().cast::<c_void>(),
+            init_pid,
         )
     };
     let clone_errno = errno();
