@@ -116,15 +116,7 @@ fn helper(channel: BorrowedFd<'_>, namespaces: &[(RawFd, c_int)]) -> ! {
     }
     // Everything else the server had open goes: a copy here would keep its sockets, its
     // trail and its pipes open behind its back.
-    let keep = channel.as_raw_fd().max(1);
-    // SAFETY: closes descriptors of this child only, none of which it uses but `keep`.
-    unsafe {
-        libc::syscall(libc::SYS_close_range, 0u32, keep as u32 - 1, 0u32);
-    }
-    // SAFETY: as above, every descriptor after `keep`.
-    unsafe {
-        libc::syscall(libc::SYS_close_range, keep as u32 + 1, u32::MAX, 0u32);
-    }
+    crate::step::close_all_except([channel.as_raw_fd(), -1]);
     loop {
         let mut ask = [0u8; 1];
         match rustix::net::recv(channel, &mut ask, RecvFlags::empty()) {

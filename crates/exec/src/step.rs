@@ -104,6 +104,23 @@ pub(crate) fn send_fd(
         .map_err(|e| e.raw_os_error())
 }
 
+/// Closes every descriptor of this process but `keep` (-1 for none): the raw syscall, on
+/// the gaps between them. For children that must keep nothing of the server's open.
+pub(crate) fn close_all_except(keep: [c_int; 2]) {
+    let (a, b) = (keep[0].min(keep[1]), keep[0].max(keep[1]));
+    let mut from: u32 = 0;
+    for k in [a, b].into_iter().filter(|k| *k >= 0) {
+        let k = k as u32;
+        if from < k {
+            // SAFETY: integer arguments only; closes descriptors of this process.
+            unsafe { libc::syscall(libc::SYS_close_range, from, k - 1, 0u32) };
+        }
+        from = k + 1;
+    }
+    // SAFETY: as above.
+    unsafe { libc::syscall(libc::SYS_close_range, from, c_int::MAX as u32, 0u32) };
+}
+
 #[cfg(test)]
 mod tests {
     use super::Step;

@@ -126,9 +126,7 @@ impl Ahead {
             {
                 return None;
             }
-            let slot = ready.take()?;
-            slot.control.taken.store(true, Ordering::Release);
-            slot
+            ready.take()?
         };
         let started = start(s, slot);
         if started.is_ok() {
@@ -167,10 +165,7 @@ fn fill(shared: &Shared, confinement: &Confinement) {
 /// namespace could not be made, or its init died before any call took it.
 fn make_one(shared: &Shared, confinement: &Confinement) -> std::io::Result<()> {
     let first_stack = ChildStack::new()?;
-    let init = InitMemory {
-        stack: Some(ChildStack::new()?),
-        status: Some(Box::new(AtomicU64::new(0))),
-    };
+    let init = InitMemory::new()?;
     let command_stack = ChildStack::new()?;
     let (socket, init_socket) = rustix::net::socketpair(
         rustix::net::AddressFamily::UNIX,
@@ -183,15 +178,9 @@ fn make_one(shared: &Shared, confinement: &Confinement) -> std::io::Result<()> {
     let failure = AtomicI32::new(0);
     let prepared = AheadPrepared {
         confinement: std::ptr::from_ref(confinement),
-        init_stack: init
-            .stack
-            .as_ref()
-            .map_or(std::ptr::null_mut(), ChildStack::top),
+        init_stack: init.stack_top(),
         command_stack: command_stack.top(),
-        status: init
-            .status
-            .as_deref()
-            .map_or(std::ptr::null(), std::ptr::from_ref),
+        status: init.status_slot(),
         pts: confinement.private_pts(),
         socket: init_socket.as_raw_fd(),
         word: init_word.as_raw_fd(),
@@ -244,12 +233,8 @@ fn make_one(shared: &Shared, confinement: &Confinement) -> std::io::Result<()> {
             if shared.stopping.load(Ordering::Acquire) {
                 Ok(())
             } else {
-                let code = failure.load(Ordering::Acquire);
-                Err(std::io::Error::other(format!(
-                    "a namespace made ahead failed: step {}, {}",
-                    code >> 16,
-                    std::io::Error::from_raw_os_error(code & 0xffff)
-                )))
+                let failure = SpawnError::from_failure(failure.load(Ordering::Acquire));
+                Err(std::io::Error::other(failure.to_string()))
             }
         }
     }
@@ -362,13 +347,7 @@ fn start(s: &StageSpawn<'_>, slot: Slot) -> Result<Spawned, SpawnError> {
             init: Some(init),
             listener: None,
         }),
-        (Ok(_), f) if f != 0 => end(
-            SpawnError::Child {
-                step: Step::from_raw(f >> 16).unwrap_or(Step::Exec),
-                errno: f & 0xffff,
-            },
-            init,
-        ),
+        (Ok(_), f) if f != 0 => end(SpawnError::from_failure(f), init),
         (Ok(_), _) => end(
             SpawnError::Child {
                 step: Step::PidNamespace,

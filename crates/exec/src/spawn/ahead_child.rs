@@ -13,11 +13,10 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags};
 
 use crate::confine::Confinement;
-use crate::step::{Step, errno};
+use crate::step::{Step, close_all_except, errno};
 
 use super::child::{
-    Prepared, close_all_except, failure_code, mount_own, record_failure, reset_signals,
-    start_command,
+    Prepared, mount_own, record_failure, record_into, reset_signals, start_command,
 };
 
 /// What the filler's children tell the server, in the server's memory.
@@ -27,8 +26,6 @@ pub(super) struct Control {
     pub(super) ready: AtomicBool,
     /// The init's pid (the server's child, by `CLONE_PARENT`), set by the first child.
     pub(super) init_pid: AtomicI32,
-    /// Set by a call that takes the namespace: from then on the call reaps the init.
-    pub(super) taken: AtomicBool,
 }
 
 /// The most descriptors a call hands over: stdio, the gate, the pids and memory groups'
@@ -65,13 +62,7 @@ pub(super) struct AheadPrepared {
 fn record(a: &AheadPrepared, step: Step, errno: c_int) {
     // SAFETY: `a.failure` points at the filler's slot, alive until the first child exits;
     // the init writes it only before its word.
-    let failure = unsafe { &*a.failure };
-    let _ = failure.compare_exchange(
-        0,
-        failure_code(step, errno),
-        Ordering::AcqRel,
-        Ordering::Acquire,
-    );
+    record_into(unsafe { &*a.failure }, step, errno);
 }
 
 fn control(a: &AheadPrepared) -> &Control {

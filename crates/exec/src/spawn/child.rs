@@ -8,7 +8,7 @@ use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
 use crate::confine::{CallConfinement, Confinement};
-use crate::step::{Step, errno};
+use crate::step::{Step, close_all_except, errno};
 
 /// The status slot's value once the init has stored the command's: this bit, and the raw
 /// wait status in the low 32 bits.
@@ -76,7 +76,12 @@ pub(super) fn failure_code(step: Step, errno: c_int) -> i32 {
 
 /// Records the first failure of any child of the stage.
 pub(super) fn record_failure(p: &Prepared, step: Step, errno: c_int) {
-    let _ = p.failure.compare_exchange(
+    record_into(&p.failure, step, errno);
+}
+
+/// Records `step` and `errno` in the failure slot `slot`, unless it holds one already.
+pub(super) fn record_into(slot: &AtomicI32, step: Step, errno: c_int) {
+    let _ = slot.compare_exchange(
         0,
         failure_code(step, errno),
         Ordering::AcqRel,
@@ -376,23 +381,6 @@ pub(super) unsafe fn start_command(
     }
     // SAFETY: `status` is the server's slot, kept until it has reaped us.
     unsafe { reap_until(command, status) }
-}
-
-/// Closes every descriptor of this process but `keep` (-1 for none): the raw syscall, on
-/// the gaps between them.
-pub(super) fn close_all_except(keep: [c_int; 2]) {
-    let (a, b) = (keep[0].min(keep[1]), keep[0].max(keep[1]));
-    let mut from: u32 = 0;
-    for k in [a, b].into_iter().filter(|k| *k >= 0) {
-        let k = k as u32;
-        if from < k {
-            // SAFETY: integer arguments only; closes descriptors of this process.
-            unsafe { libc::syscall(libc::SYS_close_range, from, k - 1, 0u32) };
-        }
-        from = k + 1;
-    }
-    // SAFETY: as above.
-    unsafe { libc::syscall(libc::SYS_close_range, from, c_int::MAX as u32, 0u32) };
 }
 
 /// The init's life after its word: reap every child until the command itself exits, store

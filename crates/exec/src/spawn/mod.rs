@@ -38,7 +38,7 @@
 
 use std::ffi::c_void;
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, Ordering};
 
 use rustix::process::Pid;
 
@@ -79,21 +79,12 @@ pub(crate) fn spawn(s: &StageSpawn<'_>, ahead: Option<&Ahead>) -> Result<Spawned
     let mut init = None;
     let mut command_stack = None;
     let pid_ns = if s.confinement.pid_namespace() {
-        let memory = InitMemory {
-            stack: Some(ChildStack::new()?),
-            status: Some(Box::new(AtomicU64::new(0))),
-        };
+        let memory = InitMemory::new()?;
         let command = ChildStack::new()?;
         let stage = PidNamespaceStage {
-            init_stack: memory
-                .stack
-                .as_ref()
-                .map_or(std::ptr::null_mut(), ChildStack::top),
+            init_stack: memory.stack_top(),
             command_stack: command.top(),
-            status: memory
-                .status
-                .as_deref()
-                .map_or(std::ptr::null(), std::ptr::from_ref),
+            status: memory.status_slot(),
             pts: s.confinement.private_pts(),
             init_pid: AtomicI32::new(0),
             report: AtomicI32::new(-1),
@@ -156,10 +147,6 @@ pub(crate) fn spawn(s: &StageSpawn<'_>, ahead: Option<&Ahead>) -> Result<Spawned
         prepared.pgid
     };
     let failure = prepared.failure.load(Ordering::Acquire);
-    let child_failed = |failure: i32| SpawnError::Child {
-        step: Step::from_raw(failure >> 16).unwrap_or(Step::Exec),
-        errno: failure & 0xffff,
-    };
     // The first child has sent its listener, or failed (which the failure slot says); a
     // listener that did not arrive is a failure of the network step.
     let (failure, listener) = match (&channel, failure) {
@@ -178,7 +165,7 @@ pub(crate) fn spawn(s: &StageSpawn<'_>, ahead: Option<&Ahead>) -> Result<Spawned
             // that it leaves no zombie.
             let _ = rustix::process::pidfd_send_signal(&pidfd, rustix::process::Signal::KILL);
             let _ = reap(&pidfd);
-            return Err(child_failed(failure));
+            return Err(SpawnError::from_failure(failure));
         }
         return Ok(Spawned {
             pid,
@@ -218,7 +205,7 @@ pub(crate) fn spawn(s: &StageSpawn<'_>, ahead: Option<&Ahead>) -> Result<Spawned
                     step: Step::PidNamespace,
                     errno: libc::ECHILD,
                 },
-                f => child_failed(f),
+                f => SpawnError::from_failure(f),
             })
         }
     }

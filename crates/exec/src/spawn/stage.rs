@@ -41,6 +41,16 @@ impl std::fmt::Display for SpawnError {
     }
 }
 
+impl SpawnError {
+    /// The failure a child left in its slot (`step << 16 | errno`).
+    pub(super) fn from_failure(code: i32) -> SpawnError {
+        SpawnError::Child {
+            step: Step::from_raw(code >> 16).unwrap_or(Step::Exec),
+            errno: code & 0xffff,
+        }
+    }
+}
+
 impl From<std::io::Error> for SpawnError {
     fn from(e: std::io::Error) -> Self {
         SpawnError::Parent(e)
@@ -93,11 +103,33 @@ pub(crate) struct Spawned {
 /// command's wait status. Freed only once the init has been reaped ([`InitMemory::free`]);
 /// dropped any other way, it is leaked, never unmapped under a process that may still run.
 pub(crate) struct InitMemory {
-    pub(super) stack: Option<ChildStack>,
-    pub(super) status: Option<Box<AtomicU64>>,
+    stack: Option<ChildStack>,
+    status: Option<Box<AtomicU64>>,
 }
 
 impl InitMemory {
+    /// A fresh stack for an init, and an empty status slot.
+    pub(super) fn new() -> std::io::Result<InitMemory> {
+        Ok(InitMemory {
+            stack: Some(ChildStack::new()?),
+            status: Some(Box::new(AtomicU64::new(0))),
+        })
+    }
+
+    /// The top of the init's stack, for its clone.
+    pub(super) fn stack_top(&self) -> *mut c_void {
+        self.stack
+            .as_ref()
+            .map_or(std::ptr::null_mut(), ChildStack::top)
+    }
+
+    /// The slot where the init stores the command's wait status.
+    pub(super) fn status_slot(&self) -> *const AtomicU64 {
+        self.status
+            .as_deref()
+            .map_or(std::ptr::null(), std::ptr::from_ref)
+    }
+
     /// The command's raw wait status, if its init lived to store it. Call after reaping.
     pub(crate) fn command_status(&self) -> Option<i32> {
         let raw = self.status.as_ref()?.load(Ordering::Acquire);
