@@ -24,7 +24,7 @@ FLOORS = {
     "core": [
         # Leaves: import nothing of the crate but each other.
         ["paths", "untrusted", "random", "envelope", "reader", "cut", "syntax", "egress", "env_prefix",
-         "protected", "gitdir", "home", "nested", "programs", "usage", "tools", "args", "jail",
+         "protected", "held", "gitdir", "home", "nested", "programs", "usage", "tools", "args", "jail",
          "credentials", "fleet"],
         # The policy file and its settings types.
         ["config"],

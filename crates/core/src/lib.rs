@@ -13,7 +13,7 @@
 //! and fails CI on a circle or an import that runs up):
 //! 0. leaves, importing nothing of the crate but each other: [`paths`], [`untrusted`],
 //!    [`random`], [`envelope`], [`reader`], [`cut`], [`syntax`], [`egress`], [`env_prefix`],
-//!    [`protected`], [`gitdir`], [`home`], [`nested`], [`programs`], [`usage`], [`tools`], [`args`], [`jail`],
+//!    [`protected`], [`held`], [`gitdir`], [`home`], [`nested`], [`programs`], [`usage`], [`tools`], [`args`], [`jail`],
 //!    [`credentials`], [`fleet`];
 //! 1. [`config`], the policy file and every settings type other modules are configured with;
 //! 2. what is built from a loaded policy: [`audit`], [`redact`], [`preflight`], [`lint`],
@@ -41,6 +41,7 @@ pub mod envelope;
 pub mod file_tools;
 pub mod fleet;
 pub mod gitdir;
+pub mod held;
 pub mod home;
 pub mod jail;
 pub mod lint;

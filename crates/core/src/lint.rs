@@ -84,6 +84,11 @@ pub enum Finding {
         /// The entries removed.
         paths: Vec<String>,
     },
+    /// `drop_profile_rules`: profile rules the operator removed.
+    ProfileRulesDropped {
+        /// The programs whose profile rules no longer apply.
+        names: Vec<String>,
+    },
     /// An escape opted in with `allow_escapes`.
     EscapeOptedIn {
         /// The program name.
@@ -134,6 +139,11 @@ impl fmt::Display for Finding {
                 f,
                 "unprotected_paths removes {} from the protected paths: commands can write them, and what they write there runs later outside the sandbox (the operator's git, editor or agent client)",
                 paths.join(", ")
+            ),
+            Finding::ProfileRulesDropped { names } => write!(
+                f,
+                "drop_profile_rules removes the profiles' rules for {}: only the policy's own rules for them apply (a profile's deny_args, such as git's force-push denial, no longer holds)",
+                names.join(", ")
             ),
             Finding::SharedCache => write!(
                 f,
@@ -294,6 +304,11 @@ pub fn lint(t: &TerminalPolicy) -> Vec<Finding> {
             bind: t.sessions.expose_bind.to_string(),
         });
     }
+    if !t.dropped_profile_rules.is_empty() {
+        out.push(Finding::ProfileRulesDropped {
+            names: t.dropped_profile_rules.clone(),
+        });
+    }
     if !t.protected.removed.is_empty() {
         out.push(Finding::Unprotected {
             paths: t.protected.removed.clone(),
@@ -450,6 +465,7 @@ mod tests {
                 Finding::SharedCache => "shared_cache",
                 Finding::ExposedBeyondLoopback { .. } => "expose_bind",
                 Finding::Unprotected { .. } => "unprotected_paths",
+                Finding::ProfileRulesDropped { .. } => "drop_profile_rules",
             })
             .collect();
         // BTreeSet order; `ls` is a known tool, `perl` is denylisted; last, what the

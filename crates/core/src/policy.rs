@@ -278,10 +278,16 @@ fn reads_only(argv: &[String]) -> bool {
 }
 
 /// The reason a write through a protected path is refused: what, why, what to do instead.
-pub fn protected_refusal(program: &str, value: &str, entry: &str) -> String {
+pub fn protected_refusal(program: &str, value: &str, entry: &crate::protected::Entry) -> String {
+    if entry.source == crate::protected::Source::Confirm {
+        return format!(
+            "`{program}` may not be given {value}: `{}` is a confirm path ([terminal.files] confirm_paths): commands never write it; write it with write_file or edit_file, which ask a person first",
+            entry.path
+        );
+    }
     format!(
         "`{program}` may not be given {value}: {} (with cat, head or grep, say; git's identity is set in [terminal.env])",
-        crate::protected::reason(entry)
+        crate::protected::reason(&entry.path)
     )
 }
 
@@ -410,7 +416,7 @@ fn judge_command(
                         argv,
                         ResultCode::PolicyDenied,
                         "protected-path",
-                        protected_refusal(name, value, &entry.path),
+                        protected_refusal(name, value, entry),
                     );
                 }
             }
@@ -514,9 +520,12 @@ fn judge_program(policy: &TerminalPolicy, argv: &[String]) -> StageVerdict {
         if approval.is_none()
             && let Some(pattern) = rule.confirm_args.iter().find(|p| args.contains_all(p))
         {
-            approval = Some(format!(
-                "`{name}` with `{pattern}` needs a person's approval (rules[{i}] confirm_args)"
-            ));
+            approval = Some(match &rule.reason {
+                Some(why) => format!("`{name}` with `{pattern}` needs a person's approval: {why}"),
+                None => format!(
+                    "`{name}` with `{pattern}` needs a person's approval (rules[{i}] confirm_args)"
+                ),
+            });
         }
     }
     StageVerdict {

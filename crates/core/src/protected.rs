@@ -9,18 +9,17 @@
 //! file's, which may only add), minus the operator's `unprotected_paths` (a named choice).
 //!
 //! Owns the list, the glob match (`*` within one component), and the plan that holds each
-//! entry in the private view ([`plan`]): an existing one is bound read-only over itself; a
-//! missing directory is made empty first (git shows no empty directory), and in a repository
-//! a missing file with a harmless body (`.mcp.json`: no servers) is written first, and
-//! excluded from git, so that it too can be bound; a file with no harmless body
-//! (`.git/commondir`, which git reads as a path, or `.mcp.json` outside a repository) is
-//! watched instead: if a command makes it, it is moved aside before the next call and after
-//! each call ([`sweep`]). The directories between
-//! the jail and each bound path (`.git`) are bound onto themselves, read-write, so that a
-//! command cannot rename them away and plant a fresh copy. `.git` entries apply only to a
-//! repository that exists at start: one the model makes itself is its own (THREAT_MODEL).
-//! Argument checks ([`crate::policy`]) and the file tools refuse writes through them too,
-//! which is what holds in the host view. It never follows a symlink out of the jail.
+//! non-git entry in the private view ([`plan`]): an existing one is bound read-only over
+//! itself; a missing directory is made empty first (and removed at exit), and in a
+//! repository a missing file with a harmless body (`.mcp.json`: no servers) is written
+//! first, and excluded from git, so that it too can be bound; a file with no harmless body
+//! (`.mcp.json` outside a repository) is watched instead: if a command makes it, it is moved
+//! out of the jail. The `.git/…` entries name the trust files of *every* git directory in
+//! the jail, which [`crate::held`] holds. The directories between the jail and each bound
+//! path are bound onto themselves, read-write, so that a command cannot rename them away and
+//! plant a fresh copy. Argument checks ([`crate::policy`]) and the file tools refuse writes
+//! through them too, which is what holds in the host view. It never follows a symlink out
+//! of the jail.
 
 use std::path::{Path, PathBuf};
 
@@ -48,6 +47,9 @@ pub enum Source {
     Operator,
     /// The project's `.safe-mcp.toml`.
     Project,
+    /// `[terminal.files] confirm_paths`: the file tools write there after a person's
+    /// approval; commands may not write there at all.
+    Confirm,
 }
 
 /// One protected path, relative to the jail (`*` matches within one component).
@@ -160,6 +162,22 @@ impl ProtectedPaths {
         Ok(())
     }
 
+    /// Adds `[terminal.files] confirm_paths` (`**` spans components here): held from
+    /// commands as every entry is, written by the file tools after a person's approval.
+    pub fn add_confirm(&mut self, paths: &[String]) -> Result<(), String> {
+        for p in paths {
+            check_entry(&p.replace("**", "x"))?;
+            if !self.entries.iter().any(|e| e.path == *p) {
+                self.entries.push(Entry {
+                    path: p.clone(),
+                    kind: Kind::Watched,
+                    source: Source::Confirm,
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// The entry that `path` (absolute, inside `jail`, as the kernel would resolve it) is or
     /// lies beneath.
     pub fn covering(&self, jail: &Path, path: &Path) -> Option<&Entry> {
@@ -170,8 +188,21 @@ impl ProtectedPaths {
             .collect();
         self.entries.iter().find(|e| {
             let pattern: Vec<&str> = e.path.split('/').collect();
-            pattern.len() <= parts.len()
-                && pattern.iter().zip(&parts).all(|(p, n)| glob_match(p, n))
+            let here = if pattern.contains(&"**") {
+                (0..=parts.len()).any(|k| path_glob(&pattern, &parts[..k]))
+            } else {
+                pattern.len() <= parts.len()
+                    && pattern.iter().zip(&parts).all(|(p, n)| glob_match(p, n))
+            };
+            // `.git/<name>` names the same file in every git directory: a nested
+            // repository's, a submodule's under `.git/modules/**`, a worktree's entry.
+            here || match pattern.as_slice() {
+                [".git", name] => parts
+                    .iter()
+                    .position(|p| p == ".git")
+                    .is_some_and(|i| parts[i + 1..].iter().any(|p| glob_match(name, p))),
+                _ => false,
+            }
         })
     }
 }
@@ -192,6 +223,18 @@ pub fn default_covering(rel: &str) -> Option<&'static str> {
         let pattern: Vec<&str> = d.split('/').collect();
         pattern.len() <= parts.len() && pattern.iter().zip(&parts).all(|(p, n)| glob_match(p, n))
     })
+}
+
+/// Whether the components `name` match `pattern`: `**` any number of components, `*`
+/// within one.
+pub(crate) fn path_glob(pattern: &[&str], name: &[String]) -> bool {
+    match pattern.split_first() {
+        None => name.is_empty(),
+        Some((&"**", rest)) => (0..=name.len()).any(|skip| path_glob(rest, &name[skip..])),
+        Some((first, rest)) => name
+            .split_first()
+            .is_some_and(|(n, more)| glob_match(first, n) && path_glob(rest, more)),
+    }
 }
 
 /// `*` matches any run of characters (within one component); everything else itself.
@@ -221,11 +264,16 @@ pub struct Plan {
     pub watched: Vec<PathBuf>,
     /// What [`plan`] made to hold a missing entry (for the reports).
     pub made: Vec<PathBuf>,
+    /// Lines added to a `.git/info/exclude` for a placeholder: the file and the line.
+    pub excluded: Vec<(PathBuf, String)>,
 }
 
 /// The existing paths `entry` names beneath `jail` (its `*` expanded), never through a
 /// symlink; or the one path it names when it has no pattern and does not exist.
 fn expand(jail: &Path, entry: &Entry) -> Vec<(PathBuf, bool)> {
+    if entry.path.contains("**") {
+        return Vec::new(); // held by argument only (THREAT_MODEL)
+    }
     let mut found = vec![jail.to_path_buf()];
     let parts: Vec<&str> = entry.path.split('/').collect();
     for (i, part) in parts.iter().enumerate() {
@@ -267,8 +315,8 @@ pub fn plan(jail: &Path, paths: &ProtectedPaths, make: bool) -> Result<Plan, Str
     let mut out = Plan::default();
     let repository = std::fs::symlink_metadata(jail.join(".git")).is_ok_and(|m| m.is_dir());
     for entry in &paths.entries {
-        if entry.path.split('/').next() == Some(".git") && !repository {
-            continue; // no repository at start: one the model makes is its own
+        if entry.path.split('/').next() == Some(".git") {
+            continue; // every git directory's trust surface is held by `crate::held`
         }
         for (path, exists) in expand(jail, entry) {
             let Some(parent) = path.parent() else {
@@ -306,7 +354,7 @@ pub fn plan(jail: &Path, paths: &ProtectedPaths, make: bool) -> Result<Plan, Str
                     std::fs::write(&path, body)
                         .map_err(|e| format!("cannot make {}: {e}", path.display()))?;
                     if repository && parent == jail {
-                        exclude_from_git(jail, &path)?;
+                        out.excluded.extend(exclude_from_git(jail, &path)?);
                     }
                     out.made.push(path.clone());
                     out.read_only.push(path);
@@ -314,27 +362,37 @@ pub fn plan(jail: &Path, paths: &ProtectedPaths, make: bool) -> Result<Plan, Str
             }
         }
     }
-    for path in &out.read_only {
+    pin(&mut out, jail);
+    Ok(out)
+}
+
+/// Sets `plan.pinned` to the directories between the jail and each read-only path.
+pub fn pin(plan: &mut Plan, jail: &Path) {
+    plan.pinned.clear();
+    for path in &plan.read_only {
         let mut dir = path.parent();
         while let Some(d) = dir {
             if d == jail || !d.starts_with(jail) {
                 break;
             }
-            if !out.pinned.iter().any(|p| p == d) && !out.read_only.iter().any(|p| p == d) {
-                out.pinned.push(d.to_path_buf());
+            if !plan.pinned.iter().any(|p| p == d) && !plan.read_only.iter().any(|p| p == d) {
+                plan.pinned.push(d.to_path_buf());
             }
             dir = d.parent();
         }
     }
-    Ok(out)
 }
 
+/// The comment line written above each exclude line the server adds.
+const EXCLUDE_COMMENT: &str = "# safe-mcp: a read-only placeholder (protected_paths)";
+
 /// Adds the placeholder `path` to the repository's `.git/info/exclude`, so that it never
-/// shows as untracked (nor is committed by a `git add -A`).
-fn exclude_from_git(jail: &Path, path: &Path) -> Result<(), String> {
+/// shows as untracked (nor is committed by a `git add -A`). Returns the file and line when
+/// it added one (removed again at exit: [`unexclude`]).
+fn exclude_from_git(jail: &Path, path: &Path) -> Result<Option<(PathBuf, String)>, String> {
     use std::io::Write;
     let Some(name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) else {
-        return Ok(());
+        return Ok(None);
     };
     let info = jail.join(".git/info");
     if !std::fs::symlink_metadata(&info).is_ok_and(|m| m.is_dir()) {
@@ -347,43 +405,27 @@ fn exclude_from_git(jail: &Path, path: &Path) -> Result<(), String> {
         .flatten()
         .is_some_and(|text| text.lines().any(|l| l.trim() == line));
     if known {
-        return Ok(());
+        return Ok(None);
     }
     let mut file = std::fs::OpenOptions::new()
         .append(true)
         .create(true)
         .open(&exclude)
         .map_err(|e| format!("{}: {e}", exclude.display()))?;
-    writeln!(
-        file,
-        "# safe-mcp: a read-only placeholder (protected_paths)\n{line}"
-    )
-    .map_err(|e| format!("{}: {e}", exclude.display()))
+    writeln!(file, "{EXCLUDE_COMMENT}\n{line}")
+        .map_err(|e| format!("{}: {e}", exclude.display()))?;
+    Ok(Some((exclude, line)))
 }
 
-/// Moves aside each of `watched` that a command made: to `<name>.refused-<n>` beside it,
-/// never followed (a rename moves a symlink itself). Returns what was moved where.
-pub fn sweep(watched: &[PathBuf]) -> Vec<(PathBuf, PathBuf)> {
-    let mut moved = Vec::new();
-    for path in watched {
-        if std::fs::symlink_metadata(path).is_err() {
-            continue;
-        }
-        let Some(name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) else {
-            continue;
-        };
-        for n in 1..1000 {
-            let aside = path.with_file_name(format!("{name}.refused-{n}"));
-            if std::fs::symlink_metadata(&aside).is_ok() {
-                continue;
-            }
-            if std::fs::rename(path, &aside).is_ok() {
-                moved.push((path.clone(), aside));
-            }
-            break;
-        }
+/// Takes out of `file` the `line` [`exclude_from_git`] added, with its comment.
+pub fn unexclude(file: &Path, line: &str) {
+    let Ok(Some(text)) = crate::untrusted::read_small_file(file, 1 << 20) else {
+        return;
+    };
+    let block = format!("{EXCLUDE_COMMENT}\n{line}\n");
+    if text.contains(&block) {
+        let _ = std::fs::write(file, text.replacen(&block, "", 1));
     }
-    moved
 }
 
 #[cfg(test)]
@@ -412,7 +454,7 @@ mod tests {
     }
 
     #[test]
-    fn the_plan_binds_what_exists_makes_what_is_missing_and_watches_the_rest() {
+    fn the_plan_binds_what_exists_makes_what_is_missing_and_git_entries_match_at_any_depth() {
         let dir = tempfile::tempdir().unwrap();
         let jail = std::fs::canonicalize(dir.path()).unwrap();
         std::fs::create_dir_all(jail.join(".git/hooks")).unwrap();
@@ -425,25 +467,32 @@ mod tests {
         );
         assert!(dry.made.contains(&jail.join(".vscode")));
         let p = plan(&jail, &paths, true).unwrap();
-        for bound in [
-            ".git/config",
-            ".git/hooks",
-            ".git/info",
-            ".vscode",
-            ".mcp.json",
-        ] {
+        for bound in [".vscode", ".mcp.json"] {
             assert!(p.read_only.contains(&jail.join(bound)), "{bound}: {p:?}");
         }
-        assert_eq!(p.pinned, vec![jail.join(".git")]);
-        assert!(p.watched.contains(&jail.join(".git/commondir")));
-        std::fs::write(jail.join(".git/commondir"), "../x").unwrap();
-        let moved = sweep(&p.watched);
+        assert!(p.pinned.is_empty(), "{p:?}");
         assert_eq!(
-            moved,
-            vec![(
-                jail.join(".git/commondir"),
-                jail.join(".git/commondir.refused-1")
-            )]
+            p.excluded.len(),
+            1,
+            "the placeholder is hidden from git: {p:?}"
         );
+        unexclude(&p.excluded[0].0, &p.excluded[0].1);
+        assert_eq!(
+            std::fs::read_to_string(jail.join(".git/info/exclude")).unwrap(),
+            "",
+            "and shown again when the server goes"
+        );
+        let hit = |rel: &str| {
+            paths
+                .covering(&jail, &jail.join(rel))
+                .map(|e| e.path.clone())
+        };
+        assert_eq!(hit("sub/.git/config").as_deref(), Some(".git/config"));
+        assert_eq!(hit(".git/modules/m/hooks/x").as_deref(), Some(".git/hooks"));
+        assert_eq!(
+            hit(".git/worktrees/w/commondir").as_deref(),
+            Some(".git/commondir")
+        );
+        assert_eq!(hit("sub/.git/objects/ab"), None);
     }
 }

@@ -29,6 +29,6 @@ pub use chain::{Chain, GENESIS, MAX_FIELD_CHARS, clean_text, is_hidden, rfc3339_
 pub use gate::{Gate, NotAdmitted, Server};
 pub use record::{
     ApprovalAsked, Attempt, CallId, Caller, EndedBy, HttpRefusal, NetworkRecord, Outcome,
-    OutputCounts, ProtectedRecord,
+    OutputCounts, ProtectedEvent, ProtectedRecord,
 };
 pub use writer::{AuditError, AuditLog, AuditOptions};

@@ -205,20 +205,83 @@ pub struct ApprovalAsked {
     pub caller: Caller,
 }
 
-/// A `protected` audit record: a command made a watched protected path (one with no
-/// harmless placeholder, such as `.git/commondir`), and the server moved it aside.
+/// A `protected` audit record: what a sweep of the jail changed to hold the protected paths
+/// and git's trust surface ([`crate::held`]), or why it could not.
 #[derive(Debug, Clone, Serialize)]
 pub struct ProtectedRecord {
-    /// The call after (or before) which it was found.
+    /// The call after (or before) which it was found; `start` or `exit` for the server's
+    /// own sweeps.
     pub call: String,
-    /// `moved-aside`.
-    pub event: &'static str,
-    /// The protected path.
+    /// What happened.
+    pub event: ProtectedEvent,
+    /// The path in the jail.
     pub path: String,
-    /// Where it now is (an inert name beside it).
-    pub to: String,
-    /// The rule.
+    /// Where the model's version now is, outside the jail.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    /// For a rewritten configuration, the settings it lost.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dropped: Vec<String>,
+    /// The rule: `protected-path`.
     pub rule: &'static str,
+}
+
+/// What a sweep did to one path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProtectedEvent {
+    /// Moved out of the jail into the server's quarantine.
+    Quarantined,
+    /// Removed (too large to copy out across file systems).
+    Removed,
+    /// Rewritten by the server (a configuration from its inert keys, a todo list without
+    /// its `exec` lines); the model's version quarantined.
+    Rewritten,
+    /// The sweep could not finish: calls are refused until one does.
+    Breach,
+}
+
+impl ProtectedRecord {
+    /// The record of one change.
+    pub fn of(call: &CallId, change: &crate::held::Change) -> ProtectedRecord {
+        use crate::held::Change;
+        let shown = |p: &Option<std::path::PathBuf>| p.as_ref().map(|p| p.display().to_string());
+        let (event, path, to, dropped) = match change {
+            Change::Quarantined { path, to } => (
+                if to.is_some() {
+                    ProtectedEvent::Quarantined
+                } else {
+                    ProtectedEvent::Removed
+                },
+                path,
+                shown(to),
+                Vec::new(),
+            ),
+            Change::Rewritten { path, to, dropped } => {
+                (ProtectedEvent::Rewritten, path, shown(to), dropped.clone())
+            }
+        };
+        ProtectedRecord {
+            call: call.to_string(),
+            event,
+            path: path.display().to_string(),
+            to,
+            dropped,
+            rule: "protected-path",
+        }
+    }
+
+    /// The record of a sweep that could not finish.
+    pub fn breach(call: &CallId, why: &str) -> ProtectedRecord {
+        ProtectedRecord {
+            call: call.to_string(),
+            event: ProtectedEvent::Breach,
+            path: why.to_owned(),
+            to: None,
+            dropped: Vec::new(),
+            rule: "protected-path",
+        }
+    }
 }
 
 /// A `network` audit record: one per decision of the proxy (and, for an allowed

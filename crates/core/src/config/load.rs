@@ -136,6 +136,7 @@ impl Builder<'_> {
                 shared_cache: None,
                 protected_paths: None,
                 unprotected_paths: None,
+                drop_profile_rules: None,
                 files: None,
                 audit: None,
                 sessions: None,
@@ -415,9 +416,28 @@ impl Builder<'_> {
         allow_names.extend(expansion.commands.iter().cloned());
         let allow = program_names("terminal.allowlist.commands", allow_names)?;
         let mut deny_names = raw.denylist.unwrap_or_default().commands;
+        // Rules combine: the profiles' rules for a program stay beside the operator's (every
+        // deny_args holds; the strictest wins), unless the operator drops them by name.
         let mut rules = raw.rules.unwrap_or_default();
+        let dropped_profile_rules = raw.drop_profile_rules.unwrap_or_default();
+        for name in &dropped_profile_rules {
+            if !expansion.rules.iter().any(|r| &r.command == name) {
+                return Err(ConfigError::Invalid {
+                    key: "terminal.drop_profile_rules".into(),
+                    message: format!(
+                        "no profile in force has a rule for {name:?}; the profiles' rules are for {}",
+                        expansion
+                            .rules
+                            .iter()
+                            .map(|r| r.command.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                });
+            }
+        }
         for rule in &expansion.rules {
-            if !rules.iter().any(|own| own.command == rule.command) {
+            if !dropped_profile_rules.contains(&rule.command) {
                 rules.push(rule.clone());
             }
         }
@@ -621,14 +641,14 @@ impl Builder<'_> {
         )?;
         let write_paths = union(own, caches);
         let files = raw.files.unwrap_or_default();
-        for p in &files.confirm_paths {
-            crate::protected::check_entry(&p.replace("**", "x")).map_err(|message| {
-                ConfigError::Invalid {
-                    key: "terminal.files.confirm_paths".into(),
-                    message,
-                }
+        // Confirm paths are held from commands as protected paths are; the file tools write
+        // them after a person's approval.
+        protected
+            .add_confirm(&files.confirm_paths)
+            .map_err(|message| ConfigError::Invalid {
+                key: "terminal.files.confirm_paths".into(),
+                message,
             })?;
-        }
         if files.max_file_bytes == 0 || files.max_file_bytes > 64 << 20 {
             return Err(ConfigError::Invalid {
                 key: "terminal.files.max_file_bytes".into(),
@@ -640,6 +660,7 @@ impl Builder<'_> {
             jail_root,
             write_paths,
             protected,
+            dropped_profile_rules,
             files,
             caches: std::mem::take(&mut expansion.caches),
             profiles: expansion.reports,

@@ -111,6 +111,7 @@ pub(super) struct RawTerminal {
     pub(super) protected_paths: Option<Vec<String>>,
     pub(super) files: Option<super::settings::FileToolSettings>,
     pub(super) unprotected_paths: Option<Vec<String>>,
+    pub(super) drop_profile_rules: Option<Vec<String>>,
     pub(super) sessions: Option<super::types::SessionSettings>,
     pub(super) network: Option<RawNetwork>,
     pub(super) approvals: Option<RawApprovals>,

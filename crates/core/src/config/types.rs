@@ -210,6 +210,9 @@ pub struct TerminalPolicy {
     pub write_paths: Vec<PathBuf>,
     /// `protected_paths`: what in the jail configures programs outside it.
     pub protected: crate::protected::ProtectedPaths,
+    /// `drop_profile_rules`: programs whose profile rules the operator removed (a named
+    /// choice; without it, the profiles' rules stay beside the operator's).
+    pub dropped_profile_rules: Vec<String>,
     /// The profiles' caches, which a starting server makes ([`super::make_caches`]).
     pub caches: Vec<CacheDir>,
     /// `[terminal.files]`: the file tools (read_file, write_file, edit_file).

@@ -103,7 +103,7 @@ impl<'a> FileTools<'a> {
         self.settings()
             .confirm_paths
             .iter()
-            .find(|p| path_glob(&p.split('/').collect::<Vec<_>>(), &parts))
+            .find(|p| crate::protected::path_glob(&p.split('/').collect::<Vec<_>>(), &parts))
             .map(|p| {
                 format!("a write to {} needs a person's approval ([terminal.files] confirm_paths: {p:?})", rel.display())
             })
@@ -163,12 +163,18 @@ impl<'a> FileTools<'a> {
                 "lies in a read path, which commands and the file tools may read, not write",
             ));
         }
-        if write && let Some(entry) = self.policy.protected.covering(jail, &path) {
+        if write
+            && let Some(entry) = self.policy.protected.covering(jail, &path)
+            && entry.source != crate::protected::Source::Confirm
+        {
             return Err(refuse(
                 tool,
                 ResultCode::PolicyDenied,
                 crate::protected::reason(&entry.path),
             ));
+        }
+        if write && let Some(why) = self.never_written(&path) {
+            return Err(refuse(tool, ResultCode::PolicyDenied, why));
         }
         let rel = path.strip_prefix(&root).unwrap_or(Path::new(""));
         let Some(Component::Normal(name)) = rel.components().next_back() else {
@@ -185,6 +191,26 @@ impl<'a> FileTools<'a> {
             name: PathBuf::from(name),
             root,
             path,
+        })
+    }
+
+    /// Why the file tools never write `path`, whatever the lists say: git's own files (any
+    /// path through a `.git` entry, at any depth: git writes them, and the model's edits
+    /// there are how a hook or a configuration would reach the operator's git), and the
+    /// profile caches' read-only placeholders (`pip.conf`, cargo's `config.toml`, `.npmrc`:
+    /// a write here would replace the inode commands see read-only).
+    fn never_written(&self, path: &Path) -> Option<String> {
+        if path.components().any(|c| c.as_os_str() == ".git") {
+            return Some(format!(
+                "{} lies in a git directory: the file tools never write git's own files (a hook or a setting there would run as the operator, outside the sandbox); use git itself (`git commit`, `git checkout`), or ask the operator",
+                path.display()
+            ));
+        }
+        self.policy.sandbox.read_only_files.iter().find(|f| path == f.as_path()).map(|f| {
+            format!(
+                "{} is a profile cache's read-only placeholder (it keeps the tool's configuration, and so what it runs, the operator's): it is never written; ask the operator to change it in the policy",
+                f.display()
+            )
         })
     }
 
@@ -621,18 +647,6 @@ fn commit_refusal(tool: &str, path: &Path, r: io::IoRefusal) -> OperationResult 
         ResultCode::OperationFailed,
         format!("{shown} could not be written ({why}); the old file, if any, is unchanged"),
     )
-}
-
-/// Whether the components `name` match `pattern`: `**` any number of components, `*`
-/// within one.
-fn path_glob(pattern: &[&str], name: &[String]) -> bool {
-    match pattern.split_first() {
-        None => name.is_empty(),
-        Some((&"**", rest)) => (0..=name.len()).any(|skip| path_glob(rest, &name[skip..])),
-        Some((first, rest)) => name.split_first().is_some_and(|(n, more)| {
-            crate::protected::glob_match(first, n) && path_glob(rest, more)
-        }),
-    }
 }
 
 /// The text block of a `read_file` that returned lines: the verdict, then each line

@@ -247,6 +247,12 @@ impl TerminalService {
         let mut attempt = self.attempt_for(tool, &format!("{tool} {path}"), caller);
         attempt.args = Some(prepared.record.clone());
         attempt.approval = approval;
+        if let Some(why) = self.held_refusal() {
+            let result = OperationResult::new(tool, ResultCode::SandboxUnavailable, why)
+                .with_duration(started.elapsed());
+            self.gate().record(attempt, &result);
+            return result;
+        }
         if let Err(refused) = self.gate().admit(&attempt) {
             let result = refused.result(tool).with_duration(started.elapsed());
             let mut outcome = Outcome::of(&attempt.call, &result);
@@ -255,6 +261,9 @@ impl TerminalService {
             return result;
         }
         let (result, file) = prepared.commit();
+        // A file can complete a git directory's shape (a bare repository's `HEAD`, a hook):
+        // the sweep holds it as it holds what commands make.
+        self.sweep_protected(&attempt.call);
         let result = result.with_duration(started.elapsed());
         let mut outcome = Outcome::of(&attempt.call, &result);
         outcome.caller = caller.clone();

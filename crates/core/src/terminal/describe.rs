@@ -261,6 +261,7 @@ impl TerminalService {
                 "when": "use start_process instead of run_command for a command that runs longer than one call should wait, never ends by itself (a dev server, a watcher), or needs input after it starts (a REPL); then read_process_output, write_process_input, stop_process",
             },
             "profiles": p.profiles,
+            "profile_rules_dropped_by_the_operator": p.dropped_profile_rules,
             "project_policy": p.project,
             "write_paths": p.write_paths,
             "network": {
@@ -286,6 +287,8 @@ impl TerminalService {
                 "paths": p.protected.entries.iter().map(|e| e.path.as_str()).collect::<Vec<_>>(),
                 "removed_by_the_operator": p.protected.removed,
                 "how": "no command, file tool or move may write, create or replace these: they configure programs that run outside the sandbox (the operator's git, editor, agent client); in the private view they are bound read-only",
+                "git_trust": git_trust(confinement),
+                "confirm_paths": "commands never write a confirm path (held read-only in the private view, refused by argument in both views; a `**` pattern by argument only); write_file and edit_file write one after a person's approval",
             },
             "caches": if p.sandbox.shared_cache {
                 "shared_cache = true: the profile caches are shared with every project whose policy names the same cache_dir (the operator's choice); their tool configuration files stay read-only"
@@ -356,4 +359,13 @@ fn execute_words(r: &ConfinementReport) -> &'static str {
 /// A confinement report as JSON (a plain struct: serializing it cannot fail).
 pub(super) fn report_value(report: &ConfinementReport) -> Value {
     serde_json::to_value(report).unwrap_or_default()
+}
+
+/// What holds of git's trust surface ([`crate::held`]) in the view commands get.
+fn git_trust(confinement: &ConfinementReport) -> &'static str {
+    if confinement.view.view == "private" {
+        "every git directory in the jail, at any depth: the operator's (present at the first start) have their config, hooks, commondir, worktree entries, .git pointers and the paths their config names bound read-only; one a command makes is the model's, and after every call its config is rewritten from inert keys and its hooks leave the jail; an operation left in progress loses its exec lines; what the sweep moves goes outside the jail, and a sweep that cannot finish refuses every call until one does"
+    } else {
+        "host view: the operator's git config, hooks and commondir are held only by the argument checks and the file tools (an interpreter could write them); git directories a command makes are neutralized after every call as in the private view, and operations in progress lose their exec lines"
+    }
 }

@@ -185,8 +185,13 @@ impl TerminalService {
             let result = crate::audit::NotAdmitted::shipping(why).result(tool);
             return Err(Early::Refused(result, Box::new(prepared.attempt)));
         }
-        // What a process session made since the last call goes before this one runs.
+        // What a process session made since the last call goes before this one runs; a
+        // sweep that cannot finish refuses every call until one does.
         self.sweep_protected(call);
+        if let Some(why) = self.held_refusal() {
+            let result = OperationResult::new(tool, ResultCode::SandboxUnavailable, why);
+            return Err(Early::Refused(result, Box::new(prepared.attempt)));
+        }
         if let Some(why) = self.usage.refusal() {
             let result = OperationResult::new(tool, ResultCode::PolicyDenied, why);
             return Err(Early::Refused(result, Box::new(prepared.attempt)));

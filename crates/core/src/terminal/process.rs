@@ -143,6 +143,8 @@ impl TerminalService {
             if let Some(e) = &egress {
                 e.0.finish().await;
             }
+            // What the session wrote after the last call is swept now that it has ended.
+            me.sweep_protected(&s.call);
             let executed = result.as_ref().ok().and_then(|o| me.executed(o));
             let (end, exit_code) = match result {
                 Ok(outcome) => {

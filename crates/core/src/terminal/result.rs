@@ -168,6 +168,9 @@ impl TerminalService {
             {
                 reason.push_str("; git has no author identity here: the operator sets one in the policy, [terminal.env] set = { GIT_AUTHOR_NAME = \"…\", GIT_AUTHOR_EMAIL = \"…\", GIT_COMMITTER_NAME = \"…\", GIT_COMMITTER_EMAIL = \"…\" } (git -c and git config are refused)");
             }
+            if git && held_config(&stderr) {
+                reason.push_str("; the repository's `.git/config` is held read-only (it configures the operator's own git, outside the sandbox), so what writes it (`git remote add`, `git push -u`, `git branch -u`, `git config`) cannot: the operator runs that command outside the sandbox, or names \".git/config\" in [terminal] unprotected_paths to let commands write it");
+            }
             (ResultCode::Ok, reason)
         };
         // A limit that stopped it is named, with its key (the timeout's reason says it ran
@@ -353,4 +356,13 @@ pub(super) fn decision_detail(d: &Decision) -> Map<String, Value> {
     map.remove("code");
     map.remove("reason");
     map
+}
+
+/// Whether git's stderr says it could not write a configuration file the view holds
+/// read-only (a bind mount: `EBUSY` on the rename over it, `EROFS` on a write).
+fn held_config(stderr: &str) -> bool {
+    stderr.lines().any(|l| {
+        l.contains("config")
+            && (l.contains("Device or resource busy") || l.contains("Read-only file system"))
+    })
 }

@@ -226,8 +226,9 @@ pub struct TerminalService {
     pub(super) sessions: SessionTable,
     /// `jail_bytes`: what the jail and the write paths hold, measured after calls.
     pub(super) usage: crate::usage::JailUsage,
-    /// How the protected paths are held, once the server holds them ([`Self::hold_protected`]).
-    pub(super) protected: std::sync::OnceLock<crate::protected::Plan>,
+    /// How the protected paths and every git directory's trust surface are held, once the
+    /// server holds them ([`Self::hold_protected`]).
+    pub(super) held: std::sync::OnceLock<crate::held::Holder>,
     /// Egress: the proxy that serves each call's connections ([`Self::with_egress`]).
     pub(super) egress: Option<std::sync::Arc<dyn EgressProvider>>,
     /// Approval tickets for clients that cannot be asked ([`crate::tickets`]).
@@ -393,7 +394,7 @@ impl TerminalService {
             home,
             sessions,
             usage,
-            protected: std::sync::OnceLock::new(),
+            held: std::sync::OnceLock::new(),
             egress,
             tickets: std::sync::Arc::new(crate::tickets::Tickets::new(terminal_ticket_ttl, server)),
             nested,
@@ -440,7 +441,7 @@ impl TerminalService {
         if let Some(bundle) = &self.ca_bundle {
             spec.read_paths.push(bundle.clone());
         }
-        if let Some(plan) = self.protected.get() {
+        if let Some(plan) = self.held.get().map(crate::held::Holder::plan) {
             spec.read_only_files.extend(plan.read_only.iter().cloned());
             spec.pinned_dirs.extend(plan.pinned.iter().cloned());
         }
@@ -448,48 +449,67 @@ impl TerminalService {
     }
 
     /// What a starting server makes on disk before its confinement is built, once: the
-    /// profiles' caches with their placeholders, and the missing directories and placeholders
-    /// the protected paths' plan needs. `explain`, `policy check` and the reports never call
-    /// it, so they change nothing on disk.
-    pub fn hold_protected(&self) -> Result<(), String> {
-        if self.protected.get().is_some() {
-            return Ok(());
+    /// profiles' caches with their placeholders, and what holding the protected paths and
+    /// git's trust surface needs ([`crate::held`]), then the first sweep. `explain`, `policy
+    /// check` and the reports never call it, so they change nothing on disk. Returns lines
+    /// for the server's log.
+    pub fn hold_protected(&self) -> Result<Vec<String>, String> {
+        if self.held.get().is_some() {
+            return Ok(Vec::new());
         }
         crate::config::make_caches(&self.policy.caches)?;
-        let plan = crate::protected::plan(&self.policy.jail_root, &self.policy.protected, true)
-            .map_err(|e| format!("[terminal] protected_paths: {e}"))?;
-        let _ = self.protected.set(plan);
-        Ok(())
+        let area = crate::held::area_for(self.gate.log().path());
+        let (holder, notes) = crate::held::Holder::start(
+            &self.policy.jail_root,
+            &self.policy.protected,
+            &self.policy.write_paths,
+            area,
+        )
+        .map_err(|e| format!("[terminal] protected_paths: {e}"))?;
+        let _ = self.held.set(holder);
+        self.sweep_protected(&CallId::new("start"));
+        Ok(notes)
     }
 
-    /// Moves aside what a command made at a watched protected path, records each move, and
-    /// returns a line for each (for the result).
-    pub(super) fn sweep_protected(&self, call: &CallId) -> Vec<String> {
-        let moved = self
-            .protected
-            .get()
-            .map(|plan| crate::protected::sweep(&plan.watched))
-            .unwrap_or_default();
-        moved
-            .into_iter()
-            .map(|(path, to)| {
-                let record = crate::audit::ProtectedRecord {
-                    call: call.to_string(),
-                    event: "moved-aside",
-                    path: path.display().to_string(),
-                    to: to.display().to_string(),
-                    rule: "protected-path",
-                };
-                if let Err(e) = self.record_event("protected", &record, false) {
-                    eprintln!("safe-mcp: warning: a protected-path record was not written: {e}");
-                }
-                format!(
-                    "{} is a protected path (it would configure programs outside the sandbox): moved aside to {}",
-                    path.display(),
-                    to.display()
-                )
-            })
-            .collect()
+    /// At exit: the last sweep, and what the server made to hold paths removed.
+    pub fn release_protected(&self) {
+        if let Some(holder) = self.held.get() {
+            let swept = holder.release();
+            self.record_swept(&CallId::new("exit"), &swept);
+        }
+    }
+
+    /// Sweeps the jail ([`crate::held::Holder::sweep`]): records each change and returns a
+    /// line for each (for the result).
+    pub(crate) fn sweep_protected(&self, call: &CallId) -> Vec<String> {
+        let Some(holder) = self.held.get() else {
+            return Vec::new();
+        };
+        let swept = holder.sweep();
+        self.record_swept(call, &swept)
+    }
+
+    /// Why calls are refused now: a sweep that could not finish.
+    pub(crate) fn held_refusal(&self) -> Option<String> {
+        self.held.get().and_then(crate::held::Holder::refusal)
+    }
+
+    fn record_swept(&self, call: &CallId, swept: &crate::held::Swept) -> Vec<String> {
+        let mut lines = Vec::new();
+        for change in &swept.changes {
+            let record = crate::audit::ProtectedRecord::of(call, change);
+            if let Err(e) = self.record_event("protected", &record, false) {
+                eprintln!("safe-mcp: warning: a protected-path record was not written: {e}");
+            }
+            lines.push(change.to_string());
+        }
+        if let Some(why) = &swept.breach {
+            let record = crate::audit::ProtectedRecord::breach(call, why);
+            if let Err(e) = self.record_event("protected", &record, true) {
+                eprintln!("safe-mcp: warning: a protected-path record was not written: {e}");
+            }
+        }
+        lines
     }
 
     /// The approval tickets, for the binary's desk (`safe-mcp approvals`).

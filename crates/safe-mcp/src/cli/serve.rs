@@ -33,8 +33,13 @@ pub(crate) fn serve_terminal(config: Option<&Path>, http: Option<&str>) -> ExitC
     if let Err(code) = trail_ready(&policy, service.audit(), "terminal") {
         return code;
     }
-    if let Err(e) = service.hold_protected() {
-        return fatal(e);
+    match service.hold_protected() {
+        Ok(notes) => {
+            for note in notes {
+                eprintln!("safe-mcp: {note}");
+            }
+        }
+        Err(e) => return fatal(e),
     }
     let terminal = service.policy();
     let executor = match LocalExecutor::new(&service.confinement_spec()) {
@@ -125,6 +130,8 @@ pub(crate) fn serve_terminal(config: Option<&Path>, http: Option<&str>) -> ExitC
                 "safe-mcp: warning: a session did not end within 5 seconds of the server's exit"
             );
         }
+        // Last: what the sessions made is swept, and what the server made is removed.
+        service.release_protected();
     };
     transport(listen, &policy, record, 4, end, make)
 }

@@ -247,7 +247,15 @@ impl Session {
                 }
             });
         }
-        let client = ().serve(transport).await.unwrap();
+        let client = match ().serve(transport).await {
+            Ok(c) => c,
+            Err(e) => {
+                // The server's own words say why it did not start.
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                let said = captured.lock().map(|t| t.clone()).unwrap_or_default();
+                panic!("the server did not start ({e}); its stderr:\n{said}");
+            }
+        };
         Session {
             client,
             stderr: captured,

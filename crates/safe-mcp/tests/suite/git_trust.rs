@@ -1,0 +1,472 @@
+//! Git's trust surface (issue 48): after any sequence of calls, git run by the operator in
+//! the jail, in any directory beneath it, in any submodule or linked worktree, runs nothing
+//! the model wrote. Each attack is first run on a copy of the same repository with no server
+//! (the control: the operator's git runs it, the marker appears), then through a real MCP
+//! session, as root and as uid 65534 in the private view, and the operator's git is run
+//! afterwards on the host as the operator would, unconfined: no marker may appear.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use super::round3::{in_terminal_table, python, python_sandbox, session_with};
+use super::support::{Sandbox, Session, eventually};
+
+const GIT_ENV: &str = "[terminal.env]\nset = { GIT_AUTHOR_NAME = \"Agent\", GIT_AUTHOR_EMAIL = \"agent@example.com\", GIT_COMMITTER_NAME = \"Agent\", GIT_COMMITTER_EMAIL = \"agent@example.com\" }\n";
+
+/// Git as the operator runs it in `dir`: unconfined, with an empty global configuration,
+/// trusting every directory's owner (the unprivileged runs own the jail as another uid, and
+/// git's ownership check is not what this test is about). Returns stdout and stderr.
+fn operator_git(home: &Path, dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("HOME", home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_COUNT", "1")
+        .env("GIT_CONFIG_KEY_0", "safe.directory")
+        .env("GIT_CONFIG_VALUE_0", "*")
+        .env("GIT_AUTHOR_NAME", "op")
+        .env("GIT_AUTHOR_EMAIL", "op@example.com")
+        .env("GIT_COMMITTER_NAME", "op")
+        .env("GIT_COMMITTER_EMAIL", "op@example.com")
+        .output()
+        .unwrap();
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// The operator's repository: one commit, a linked worktree `wt` (made by the operator),
+/// `core.hooksPath = .githooks` (husky's way), and a local bare remote outside the jail.
+fn operator_repo(home: &Path, jail: &Path) {
+    let g = |args: &[&str]| operator_git(home, jail, args);
+    g(&["init", "-q", "-b", "main"]);
+    std::fs::write(jail.join("README"), "hello\n").unwrap();
+    g(&["add", "-A"]);
+    g(&["commit", "-qm", "first"]);
+    g(&["worktree", "add", "-q", "wt", "-b", "side"]);
+    g(&["config", "core.hooksPath", ".githooks"]);
+    std::fs::create_dir(jail.join(".githooks")).unwrap();
+    std::fs::write(jail.join(".githooks/pre-commit"), "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(
+        jail.join(".githooks/pre-commit"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+}
+
+/// What the model's commands make first (the model's own repositories), in the jail.
+const SETUP: &[&str] = &[
+    "git init -q sub",
+    "git -C sub commit -q --allow-empty -m s",
+    "git init -q sub2",
+    "git -C sub2 commit -q --allow-empty -m s",
+    "git init -q --bare pushme.git",
+];
+
+/// What the model does, as a python program (an interpreter: only the kernel and the sweep
+/// stand in its way). `MARKERS` is the marker directory, outside the jail; each vector
+/// touches its own marker when the operator's git runs it.
+const ATTACK: &str = r##"
+import os, shutil
+M = "MARKERS"
+G = "." + "git"  # spelled so: the argument check reads a script's words as paths
+def put(path, text, mode=0o755, append=False):
+    d = os.path.dirname(path)
+    try:
+        if d: os.makedirs(d, exist_ok=True)
+        open(path, "a" if append else "w").write(text); os.chmod(path, mode)
+        print("wrote", path)
+    except OSError as e:
+        print("refused", path, e.errno)
+def hook(name): return "#!/bin/sh\ntouch %s/%s\n" % (M, name)
+def fsmonitor(name): return "[core]\n\tfsmonitor = touch %s/%s; false\n" % (M, name)
+# 1. the sweep gives up: every aside name taken, then a commondir into the model's own dir.
+for n in range(1, 1000):
+    put(G + "/commondir.refused-%d" % n, "x", 0o644)
+for own, marker in (("own", "commondir"), ("own2", "worktree")):
+    for d in ("objects", "refs"):
+        os.makedirs("%s/%s" % (own, d), exist_ok=True)
+    put(own + "/HEAD", "ref: refs/heads/main\n", 0o644)
+    put(own + "/config", fsmonitor(marker), 0o644)
+put("own/hooks/pre-commit", hook("commondir-hook"))
+put(G + "/commondir", "../own\n", 0o644)
+# 2. a nested repository the model made (the model's own git records it as a gitlink).
+put("sub/" + G + "/config", fsmonitor("nested"), 0o644, append=True)
+put("sub/" + G + "/hooks/post-checkout", hook("nested-hook"))
+# 2b. an absorbed submodule: sub2's git directory moved under .git/modules.
+os.makedirs(G + "/modules", exist_ok=True)
+shutil.move("sub2/" + G, G + "/modules/sub2")  # copies across the view's bind mounts
+put("sub2/" + G, "gitdir: ../" + G + "/modules/sub2\n", 0o644)
+put(G + "/modules/sub2/config", "[core]\n\tworktree = ../../../sub2\n" + fsmonitor("module").split("\n", 1)[1], 0o644, append=True)
+# 4. the operator's linked worktree: its entry points git at the model's own dir.
+put(G + "/worktrees/wt/commondir", "../../../own2\n", 0o644)
+put(G + "/worktrees/wt/config.worktree", fsmonitor("worktree-config"), 0o644)
+# the operator's hooksPath, inside the work tree.
+put(".githooks/pre-commit", hook("hookspath"))
+# a bare repository the model made: the operator pushes to it.
+put("pushme.git/hooks/pre-receive", hook("bare-hook"))
+"##;
+
+/// The vectors the control proves run as the operator.
+const MARKERS: &[&str] = &[
+    "commondir",
+    "commondir-hook",
+    "nested",
+    "module",
+    "worktree",
+    "hookspath",
+    "bare-hook",
+];
+
+/// What the operator does afterwards, everywhere in the jail.
+fn operator_day(home: &Path, jail: &Path, remote_of: &Path) {
+    operator_git(home, jail, &["status"]);
+    operator_git(home, jail, &["diff"]);
+    operator_git(home, jail, &["commit", "-q", "--allow-empty", "-m", "op"]);
+    operator_git(home, &jail.join("sub"), &["status"]);
+    operator_git(home, &jail.join("sub2"), &["status"]);
+    operator_git(home, &jail.join("wt"), &["status"]);
+    operator_git(
+        home,
+        &jail.join("wt"),
+        &["commit", "-q", "--allow-empty", "-m", "op"],
+    );
+    // With the commondir gone, the operator's own configuration (its hooksPath) is back.
+    let _ = std::fs::remove_file(jail.join(".git/commondir"));
+    operator_git(
+        home,
+        jail,
+        &["commit", "-q", "--allow-empty", "-m", "op again"],
+    );
+    operator_git(
+        home,
+        jail,
+        &["push", "-q", remote_of.to_str().unwrap(), "main:pushed"],
+    );
+}
+
+fn fired(markers: &Path) -> Vec<String> {
+    let mut out: Vec<String> = std::fs::read_dir(markers)
+        .map(|l| {
+            l.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+/// The control: the same attack with no server, straight on the host. The operator's git
+/// runs every vector; without this, a missing marker would prove nothing.
+#[test]
+fn control_every_vector_runs_as_the_operator_without_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let (home, jail, markers) = (
+        dir.path().join("home"),
+        dir.path().join("jail"),
+        dir.path().join("markers"),
+    );
+    for d in [&home, &jail, &markers] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    operator_repo(&home, &jail);
+    for c in SETUP {
+        let args: Vec<&str> = c.split(' ').skip(1).collect();
+        operator_git(&home, &jail, &args);
+    }
+    let script = ATTACK.replace("MARKERS", markers.to_str().unwrap());
+    let out = std::process::Command::new("python3")
+        .args(["-c", &script])
+        .current_dir(&jail)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    operator_git(&home, &jail, &["add", "sub", "sub2"]);
+    operator_day(&home, &jail, &jail.join("pushme.git"));
+    let fired = fired(&markers);
+    for m in MARKERS {
+        assert!(
+            fired.contains(&(*m).to_owned()),
+            "{m} did not fire unconfined: {fired:?}"
+        );
+    }
+}
+
+/// Issue 48, items 1, 2, 4 and the hooksPath, bare and in-progress classes: nothing the
+/// model plants fires, as root and as an unprivileged server, and git keeps working for the
+/// model (init, add, commit in its own repository; commit in the operator's).
+#[tokio::test(flavor = "multi_thread")]
+async fn git_run_by_the_operator_runs_nothing_the_model_wrote() {
+    let root = rustix::process::geteuid().is_root();
+    let uids: &[Option<u32>] = if root { &[None, Some(65534)] } else { &[None] };
+    for &uid in uids {
+        let what = format!("uid {uid:?}");
+        let sb = python_sandbox("required", GIT_ENV);
+        let home = sb.base().join("home");
+        let markers = sb.base().join("markers");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::create_dir_all(&markers).unwrap();
+        std::fs::set_permissions(
+            &markers,
+            std::os::unix::fs::PermissionsExt::from_mode(0o777),
+        )
+        .unwrap();
+        operator_repo(&home, &sb.jail);
+        allow(&sb, &["python3", "echo", "git"]);
+        if let Some(uid) = uid {
+            sb.give_to(uid);
+            chown(&sb.jail, uid);
+        }
+        let s = session_with(&sb, "/usr/bin:/bin", uid).await;
+        for c in SETUP {
+            let r = s.run(c).await;
+            assert_eq!(r["detail"]["exit_code"], 0, "{what}: {c}: {r}");
+        }
+        let out = python(&s, &ATTACK.replace("MARKERS", markers.to_str().unwrap())).await;
+        for held in [".git/worktrees/wt/commondir", ".githooks/pre-commit"] {
+            assert!(
+                out.contains(&format!("refused {held}")),
+                "{what}: {held} is held read-only: {out}"
+            );
+        }
+        assert!(
+            !sb.jail.join(".git/commondir").exists(),
+            "{what}: the sweep did not give up"
+        );
+        assert!(
+            !sb.jail.join(".git/worktrees/wt/config.worktree").exists(),
+            "{what}"
+        );
+        let r = s.run("git add sub sub2").await;
+        assert_eq!(r["detail"]["exit_code"], 0, "{what}: {r}");
+        // The model's own repository keeps working for the model.
+        for c in [
+            "git -C sub commit -q --allow-empty -m mine",
+            "git -C sub log --oneline",
+            "git commit -q --allow-empty -m agent",
+        ] {
+            let r = s.run(c).await;
+            assert_eq!(r["detail"]["exit_code"], 0, "{what}: {c}: {r}");
+        }
+        // File tools: no write into any git directory, at any depth.
+        for path in [
+            "sub/.git/config",
+            ".git/modules/m/config",
+            "deep/.git/hooks/x",
+            ".git/worktrees/wt/gitdir",
+        ] {
+            let r = s
+                .call("write_file", json!({"path": path, "content": "[core]\n"}))
+                .await;
+            assert_eq!(r["code"], "POLICY_DENIED", "{what}: {path}: {r}");
+        }
+        operator_day(&home, &sb.jail, &sb.jail.join("pushme.git"));
+        assert_eq!(fired(&markers), Vec::<String>::new(), "{what}");
+        // The model's settings are outside the jail, and the trail names each change.
+        let sub_config = std::fs::read_to_string(sb.jail.join("sub/.git/config")).unwrap();
+        assert!(!sub_config.contains("fsmonitor"), "{what}: {sub_config}");
+        let records = sb.audit_records();
+        let rewritten = records.iter().any(|r| {
+            r["kind"] == "protected"
+                && r["event"] == "rewritten"
+                && r["path"]
+                    .as_str()
+                    .is_some_and(|p| p.ends_with("sub/.git/config"))
+        });
+        assert!(rewritten, "{what}: {records:?}");
+        let area = held_area(&sb);
+        assert!(
+            area.join("quarantine").read_dir().unwrap().count() > 0,
+            "{what}"
+        );
+        end(s, &sb).await;
+        operator_day(&home, &sb.jail, &sb.jail.join("pushme.git"));
+        assert_eq!(
+            fired(&markers),
+            Vec::<String>::new(),
+            "{what}: after the server's exit"
+        );
+    }
+}
+
+/// Issue 48, item 3: a process session writes after the last call; its end, and the
+/// server's exit, sweep. Then a server killed mid-session leaves a run marked unclean, and
+/// the next start adopts nothing that appeared.
+#[tokio::test(flavor = "multi_thread")]
+async fn what_a_session_writes_after_the_last_call_is_swept_at_its_end_and_at_exit() {
+    let sb = python_sandbox("required", GIT_ENV);
+    let home = sb.base().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    operator_repo(&home, &sb.jail);
+    allow(&sb, &["python3", "echo", "git"]);
+    let s = session_with(&sb, "/usr/bin:/bin", None).await;
+    let late = "import time, os\ntime.sleep(1.5)\nos.makedirs('late/.git/hooks', exist_ok=True)\nfor d in ('objects', 'refs'): os.makedirs('late/.git/' + d, exist_ok=True)\nopen('late/.git/HEAD', 'w').write('ref: refs/heads/main\\n')\nopen('late/.git/config', 'w').write('[core]\\n\\tfsmonitor = touch /tmp/late\\n')\nopen('.git/commondir', 'w').write('../late/.git\\n')\nprint('planted', flush=True)\ntime.sleep(30)\n";
+    let r = s
+        .call("start_process", json!({"command": ["python3", "-c", late]}))
+        .await;
+    assert_eq!(r["code"], "OK", "{r}");
+    assert!(
+        eventually(10, || sb.jail.join(".git/commondir").exists()).await,
+        "the session did not plant"
+    );
+    // The client goes: the session is stopped, and the exit sweep takes what it planted.
+    end(s, &sb).await;
+    assert!(!sb.jail.join(".git/commondir").exists());
+    let config = std::fs::read_to_string(sb.jail.join("late/.git/config")).unwrap();
+    assert!(!config.contains("fsmonitor"), "{config}");
+    // A killed server: the next start treats what appeared as the model's.
+    let s = session_with(&sb, "/usr/bin:/bin", None).await;
+    python(&s, "import os\nos.makedirs('later/.git/objects', exist_ok=True)\nos.makedirs('later/.git/refs', exist_ok=True)\nopen('later/.git/HEAD','w').write('x')\n").await;
+    kill_server(&sb);
+    drop(s);
+    std::fs::write(
+        sb.jail.join("later/.git/config"),
+        "[core]\n\tfsmonitor = touch /tmp/later\n",
+    )
+    .unwrap();
+    let s = session_with(&sb, "/usr/bin:/bin", None).await;
+    let r = s.run("echo hi").await;
+    assert_eq!(r["code"], "OK", "{r}");
+    let config = std::fs::read_to_string(sb.jail.join("later/.git/config")).unwrap();
+    assert!(
+        !config.contains("fsmonitor"),
+        "not adopted after an unclean run: {config}"
+    );
+    end(s, &sb).await;
+}
+
+/// Issue 48, item 1: a sweep that cannot move what must go refuses every later call with
+/// the reason, and the next sweep that succeeds lifts it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sweep_that_cannot_finish_refuses_every_later_call() {
+    let sb = python_sandbox("required", GIT_ENV);
+    let home = sb.base().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    operator_repo(&home, &sb.jail);
+    allow(&sb, &["python3", "echo", "git"]);
+    let s = session_with(&sb, "/usr/bin:/bin", None).await;
+    assert_eq!(s.run("echo ok").await["code"], "OK");
+    // The server's place is made unwritable (as a full disk or a wrong owner would).
+    let quarantine = held_area(&sb).join("quarantine");
+    assert!(
+        !quarantine.exists(),
+        "nothing was moved yet, so nothing was made"
+    );
+    std::fs::write(&quarantine, "not a directory").unwrap();
+    let r = s
+        .call(
+            "run_command",
+            json!({"command": ["python3", "-c", "open('.git/commondir','w').write('x')"]}),
+        )
+        .await;
+    assert_eq!(r["code"], "OK", "{r}");
+    let r = s.run("echo next").await;
+    assert_eq!(r["code"], "SANDBOX_UNAVAILABLE", "{r}");
+    assert!(r["reason"].as_str().unwrap().contains("commondir"), "{r}");
+    let breach = sb
+        .audit_records()
+        .into_iter()
+        .any(|r| r["kind"] == "protected" && r["event"] == "breach");
+    assert!(breach);
+    std::fs::remove_file(&quarantine).unwrap();
+    let r = s.run("echo again").await;
+    assert_eq!(
+        r["code"], "OK",
+        "the next sweep that finishes lifts it: {r}"
+    );
+    assert!(!sb.jail.join(".git/commondir").exists());
+}
+
+/// Issue 48, "no litter": a server that starts and ends leaves the user's tree as it was.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_that_ran_leaves_no_litter() {
+    let sb = python_sandbox("required", GIT_ENV);
+    let home = sb.base().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    operator_repo(&home, &sb.jail);
+    let before = tree(&sb.jail);
+    let exclude = std::fs::read_to_string(sb.jail.join(".git/info/exclude")).unwrap_or_default();
+    let s = sb.session().await;
+    assert_eq!(s.run("echo hi").await["code"], "OK");
+    assert!(
+        sb.jail.join(".mcp.json").exists(),
+        "held while the server runs"
+    );
+    end(s, &sb).await;
+    assert_eq!(tree(&sb.jail), before);
+    assert_eq!(
+        std::fs::read_to_string(sb.jail.join(".git/info/exclude")).unwrap_or_default(),
+        exclude
+    );
+}
+
+fn tree(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if e.file_type().unwrap().is_dir() && !p.ends_with("objects") && !p.ends_with("logs") {
+                stack.push(p.clone());
+            }
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
+}
+
+fn allow(sb: &Sandbox, commands: &[&str]) {
+    let list: Vec<String> = commands.iter().map(|c| format!("\"{c}\"")).collect();
+    let text = std::fs::read_to_string(&sb.policy).unwrap().replace(
+        "commands = [\"python3\", \"echo\"]",
+        &format!("commands = [{}]", list.join(", ")),
+    );
+    std::fs::write(&sb.policy, text).unwrap();
+    in_terminal_table(sb, "");
+}
+
+fn chown(path: &Path, uid: u32) {
+    let st = std::process::Command::new("chown")
+        .args(["-R", &format!("{uid}:{uid}")])
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+fn held_area(sb: &Sandbox) -> PathBuf {
+    sb.base().join("audit.jsonl.held")
+}
+
+/// Ends the session as a client does (stdin closed) and waits for the server's exit sweep.
+async fn end(mut s: Session, sb: &Sandbox) {
+    let _ = s.client.close().await;
+    let state = held_area(sb).join("state.json");
+    let clean = eventually(15, || {
+        std::fs::read_to_string(&state)
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .is_some_and(|v| v["clean"] == true)
+    })
+    .await;
+    assert!(clean, "the server did not end with its exit sweep");
+}
+
+/// SIGKILLs the server of `sb` (found by its policy path on its command line).
+fn kill_server(sb: &Sandbox) {
+    for pid in super::support::live_processes_with(sb.policy.to_str().unwrap()) {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status();
+    }
+}

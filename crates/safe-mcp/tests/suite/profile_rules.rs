@@ -1,0 +1,156 @@
+//! Rules combine, never replace (issue 49, item 1): a profile's argument rules for a program
+//! stay in force when the operator's policy or the project file adds a rule for the same
+//! program; dropping them is a named key that `describe_policy` and `policy check` show.
+
+use serde_json::json;
+
+use super::round3::in_terminal_table;
+use super::support::{BIN, Sandbox, Session};
+
+/// Every profile's deny rules, as `(profile, program, a command each rule refuses)`.
+const PROFILE_DENIALS: &[(&str, &str, &str, &[&str])] = &[
+    (
+        "git",
+        "git",
+        "tag",
+        &[
+            "git push --force origin main",
+            "git push -f",
+            "git push --mirror x",
+            "git push --delete origin b",
+        ],
+    ),
+    (
+        "node",
+        "npm",
+        "ls",
+        &[
+            "npm install --script-shell /bin/sh",
+            "npm install --ignore-scripts=false",
+        ],
+    ),
+    (
+        "rust",
+        "cargo",
+        "clean",
+        &[
+            "cargo build --config x=1",
+            "cargo build -Z unstable-options",
+        ],
+    ),
+];
+
+fn sandbox_with(profile: &str, extra_rule: Option<&str>) -> Sandbox {
+    let sb = Sandbox::with(
+        "\"echo\"",
+        "timeout_seconds = 10",
+        "closed",
+        extra_rule.unwrap_or(""),
+    );
+    in_terminal_table(
+        &sb,
+        &format!(
+            "profiles = [\"{profile}\"]\ncache_dir = \"{}/cache\"",
+            sb.base().display()
+        ),
+    );
+    // The sandbox's own git rule would mask the git profile's: take it out.
+    let text = std::fs::read_to_string(&sb.policy).unwrap().replace(
+        "[[terminal.rules]]\ncommand = \"git\"\ndeny_args = [\"push --force\", \"push -f\"]\nreason = \"force-push rewrites shared history\"\n",
+        "",
+    );
+    std::fs::write(&sb.policy, text).unwrap();
+    sb
+}
+
+async fn session(sb: &Sandbox) -> Session {
+    let path = std::env::var("PATH").unwrap_or_default();
+    let home = std::env::var("HOME").unwrap_or_default();
+    Session::start(&sb.policy, |c| {
+        c.env("PATH", path).env("HOME", home);
+    })
+    .await
+}
+
+async fn denied(s: &Session, command: &str) -> bool {
+    let r = s.call("explain_command", json!({"command": command})).await;
+    r["code"] == "POLICY_DENIED" && r["detail"]["would_run"] == false
+}
+
+/// The operator adds a rule for the profile's program (only a `confirm_args`: the rule that
+/// used to replace the profile's, issue 49's `git push --force` that explained OK), the project
+/// file adds another (a `deny_args` of its own): every profile denial still holds.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_profiles_rules_hold_beside_the_operators_and_the_projects() {
+    for (profile, program, confirmed, commands) in PROFILE_DENIALS {
+        let operator = format!(
+            "[[terminal.rules]]\ncommand = \"{program}\"\nconfirm_args = [\"{confirmed}\"]\n"
+        );
+        let sb = sandbox_with(profile, Some(&operator));
+        std::fs::write(
+            sb.jail.join(".safe-mcp.toml"),
+            format!("[[terminal.rules]]\ncommand = \"{program}\"\ndeny_args = [\"another-one\"]\nreason = \"the project's own\"\n"),
+        )
+        .unwrap();
+        let s = session(&sb).await;
+        for c in *commands {
+            assert!(denied(&s, c).await, "{profile}: {c} is no longer denied");
+        }
+        assert!(
+            denied(&s, &format!("{program} another-one")).await,
+            "{profile}: the project's rule"
+        );
+        let r = s
+            .call(
+                "explain_command",
+                json!({"command": format!("{program} {confirmed}")}),
+            )
+            .await;
+        assert_eq!(
+            r["detail"]["needs_approval"], true,
+            "{profile}: the operator's rule: {r}"
+        );
+    }
+}
+
+/// Dropping a profile's rules is a key: named by `describe_policy` and `policy check`, and
+/// an unknown name is a load error.
+#[tokio::test(flavor = "multi_thread")]
+async fn dropping_a_profiles_rules_is_a_named_choice() {
+    let sb = sandbox_with(
+        "git",
+        Some("[[terminal.rules]]\ncommand = \"git\"\nconfirm_args = [\"commit\"]\n"),
+    );
+    in_terminal_table(&sb, "drop_profile_rules = [\"git\"]");
+    let s = session(&sb).await;
+    assert!(!denied(&s, "git push --force origin main").await);
+    let d = s.call("describe_policy", json!({"verbose": true})).await;
+    assert_eq!(
+        d["detail"]["profile_rules_dropped_by_the_operator"],
+        json!(["git"]),
+        "{d}"
+    );
+    let out = std::process::Command::new(BIN)
+        .args(["policy", "check", "--config"])
+        .arg(&sb.policy)
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(
+        text.contains("drop_profile_rules removes the profiles' rules for git"),
+        "{text}"
+    );
+    let bad = sandbox_with("git", None);
+    in_terminal_table(&bad, "drop_profile_rules = [\"npm\"]");
+    let out = std::process::Command::new(BIN)
+        .args(["policy", "check", "--config"])
+        .arg(&bad.policy)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("drop_profile_rules"),
+        "{out:?}"
+    );
+}
