@@ -61,6 +61,9 @@ pub struct ExecPlan {
     /// last bytes. A command that prints more runs on (to its end or its deadline); what
     /// lies between is counted, not kept.
     pub capture_limit: usize,
+    /// Output read in all (stdout and stderr together) past which the tree is stopped as a
+    /// flood: what was kept stays, nothing more is read. 0: no bound.
+    pub output_total_limit: u64,
     /// Told of every chunk of output as it is read, for progress; `None` when nobody asked.
     pub observer: Option<Observer>,
     /// A process session: the first stage's stdin is a pipe handed to this once the stages
@@ -197,6 +200,8 @@ pub struct ExecOutcome {
     pub timed_out: bool,
     /// The client cancelled and the tree was killed.
     pub cancelled: bool,
+    /// The output passed the plan's `output_total_limit` and the tree was stopped.
+    pub flooded: bool,
     /// The command's memory cgroup hit its limit and the kernel killed a process of it.
     pub memory_limit_hit: bool,
     /// With the exec log on: every program the tree executed, in order per stage, at most

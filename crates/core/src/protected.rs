@@ -337,6 +337,11 @@ pub fn plan(jail: &Path, paths: &ProtectedPaths, make: bool) -> Result<Plan, Str
                 out.read_only.push(path);
                 continue;
             }
+            if entry.source == Source::Confirm {
+                // A person may approve the file tools' write of a missing one: commands are
+                // kept from making it by argument only (THREAT_MODEL).
+                continue;
+            }
             match entry.kind {
                 // A placeholder is hidden from git by the repository's exclude file; in a
                 // jail that is no repository it would show as a new file (and be committed

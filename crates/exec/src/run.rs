@@ -180,6 +180,8 @@ enum Stop {
     None,
     Timeout,
     Cancel,
+    /// The output passed the plan's total bound.
+    Flood,
 }
 
 /// What every stage of the executor may start from: `/dev/null` for a stage given no input,
@@ -307,11 +309,10 @@ pub(crate) fn run_plan(
 
         stop = wait_pipeline(
             &mut stages,
-            &mut stdout,
-            &mut stderr,
+            (&mut stdout, &mut stderr),
             &mut feed,
             cancel,
-            deadline,
+            (deadline, plan.output_total_limit),
         );
         // Every stage has exited (or we are stopping): kill the rest of the group while an
         // unreaped member still pins its id, then reap.
@@ -374,6 +375,7 @@ pub(crate) fn run_plan(
     outcome.exit_code = status;
     outcome.timed_out = stop == Stop::Timeout;
     outcome.cancelled = stop == Stop::Cancel;
+    outcome.flooded = stop == Stop::Flood;
     outcome.stdout_lines = stdout.lines;
     outcome.stderr_lines = stderr.lines;
     outcome.stdout_bytes = stdout.total;
@@ -629,13 +631,15 @@ fn kill_stages(stages: &[Stage]) {
     }
 }
 
+/// Waits for the stages of one pipeline, reading their output and feeding their input,
+/// until they exit, the deadline passes, the client cancels, or their output passes
+/// `total_limit` (`(deadline, total_limit)`; 0: no bound).
 fn wait_pipeline(
     stages: &mut [Stage],
-    stdout: &mut Capture,
-    stderr: &mut Capture,
+    (stdout, stderr): (&mut Capture, &mut Capture),
     feed: &mut StdinFeed,
     cancel: &OwnedFd,
-    deadline: Instant,
+    (deadline, total_limit): (Instant, u64),
 ) -> Stop {
     feed.write_some();
     loop {
@@ -645,6 +649,10 @@ fn wait_pipeline(
         let now = Instant::now();
         if now >= deadline {
             return Stop::Timeout;
+        }
+        // Far more output than anyone will read: stop now rather than at the deadline.
+        if total_limit > 0 && stdout.total + stderr.total > total_limit {
+            return Stop::Flood;
         }
         // Poll set layout: [cancel, stdout?, stderr?, stdin?, pidfds...]
         let mut fds: Vec<PollFd<'_>> = vec![PollFd::new(cancel, PollFlags::IN)];

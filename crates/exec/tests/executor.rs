@@ -70,6 +70,7 @@ fn plan(jail: &Path, pipelines: Vec<Vec<ExecStage>>, joins: Vec<Sequence>) -> Ex
         stdin: None,
         timeout: Duration::from_secs(20),
         capture_limit: 1 << 20,
+        output_total_limit: 0,
         observer: None,
         interactive: None,
         stdio: None,

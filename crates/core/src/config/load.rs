@@ -398,6 +398,17 @@ impl Builder<'_> {
                 message: "must be between 1 and 67108864".into(),
             });
         }
+        if limits.max_output_total_bytes != 0
+            && limits.max_output_total_bytes < limits.max_output_bytes as u64
+        {
+            return Err(ConfigError::Invalid {
+                key: "terminal.limits.max_output_total_bytes".into(),
+                message: format!(
+                    "must be 0 (no bound) or at least max_output_bytes ({})",
+                    limits.max_output_bytes
+                ),
+            });
+        }
 
         let mut allow_names: Vec<String> = match self.env.var("SAFE_MCP_ALLOW_COMMANDS") {
             Some(v) => v

@@ -257,6 +257,9 @@ pub struct Limits {
     pub timeout_seconds: u64,
     /// Cap on stdout and on stderr, each, after redaction.
     pub max_output_bytes: usize,
+    /// Output a command may print in all (stdout and stderr) before it is stopped as a
+    /// flood (`yes`, `cat /dev/urandom`): far above any real build log. 0: no bound.
+    pub max_output_total_bytes: u64,
     /// RLIMIT_CPU of each command.
     pub cpu_seconds: u64,
     /// RLIMIT_AS of each command.
@@ -277,6 +280,7 @@ impl Default for Limits {
         Limits {
             timeout_seconds: 30,
             max_output_bytes: 64 * 1024,
+            max_output_total_bytes: 64 << 20,
             cpu_seconds: 60,
             memory_bytes: 4 << 30,
             file_size_bytes: 256 << 20,

@@ -228,6 +228,7 @@ impl TerminalService {
             "limits": {
                 "timeout_seconds": p.limits.timeout_seconds,
                 "max_output_bytes": p.limits.max_output_bytes,
+                "max_output_total_bytes": p.limits.max_output_total_bytes,
                 "cpu_seconds": p.limits.cpu_seconds,
                 "memory_bytes": p.limits.memory_bytes,
                 "file_size_bytes": p.limits.file_size_bytes,

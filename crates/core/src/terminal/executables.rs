@@ -45,7 +45,13 @@ pub fn executables(policy: &TerminalPolicy) -> Option<Executables> {
     let mut helpers: Vec<(PathBuf, Vec<PathBuf>)> = Vec::new();
     let own = ruled.iter().map(|n| (n, vec![n.clone()]));
     let profiles = exec.by_command.iter().map(|(c, h)| (c, h.clone()));
-    for (command, list) in own.chain(profiles) {
+    // What a catalog tool itself starts (tar's compressors) is its stages' alone.
+    let starts = allowed().filter_map(|n| {
+        let spec = crate::tools::lookup(n)?;
+        (!spec.starts.is_empty())
+            .then(|| (n, spec.starts.iter().map(|s| (*s).to_owned()).collect()))
+    });
+    for (command, list) in own.chain(profiles).chain(starts) {
         if !allowed().any(|n| n == command) {
             continue;
         }

@@ -145,6 +145,7 @@ impl TerminalService {
             stdin: req.stdin.map(String::into_bytes),
             timeout: Duration::from_secs(timeout),
             capture_limit: self.capture_limit(),
+            output_total_limit: self.policy.limits.max_output_total_bytes,
             observer: req.observer,
             interactive: None,
             egress: self.egress.as_ref().map(|p| p.for_call(call)),

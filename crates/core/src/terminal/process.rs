@@ -127,6 +127,9 @@ impl TerminalService {
         };
         plan.timeout = Duration::from_secs(wall);
         plan.stdin = None;
+        // A session's output goes to its ring, not to a result: a dev server may log for
+        // hours, so no total bound stops it.
+        plan.output_total_limit = 0;
         plan.observer = Some(Observer(Arc::clone(&session) as _));
         plan.interactive = Some(Interactive(Arc::clone(&session) as _));
         let (me, s) = (Arc::clone(self), Arc::clone(&session));

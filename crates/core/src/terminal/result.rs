@@ -145,6 +145,15 @@ impl TerminalService {
                 ResultCode::OperationFailed,
                 "the client cancelled the call; the whole process tree was killed".to_owned(),
             )
+        } else if out.flooded {
+            detail.insert("limit".into(), json!("max_output_total_bytes"));
+            (
+                ResultCode::OutputTruncated,
+                format!(
+                    "the command printed more than {} bytes in all ([terminal.limits] max_output_total_bytes), far more than anyone will read, so it was stopped; its start and its end are shown. Print less (head, tail, grep, a quieter flag), or write the output to a file and read_file it",
+                    self.policy.limits.max_output_total_bytes
+                ),
+            )
         } else if stdout_cut || stderr_cut {
             let status = out
                 .exit_code

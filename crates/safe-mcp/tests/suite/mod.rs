@@ -9,6 +9,7 @@ mod confinement;
 mod credentials;
 mod dev_servers;
 mod egress;
+mod everyday;
 mod exec_allowlist;
 mod file_tools;
 mod files;

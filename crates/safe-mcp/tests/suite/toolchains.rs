@@ -415,13 +415,13 @@ async fn the_git_profile_commits_and_diffs() {
         r["detail"]["stdout"].as_str().unwrap().contains("first"),
         "{r}"
     );
-    // The sandbox's own git rule wins over the profile's.
+    // The sandbox's own git rule and the profile's combine (issue 49): both deny.
     let r = s.run("git push --force origin").await;
     assert_eq!(r["code"], "POLICY_DENIED", "{r}");
     let r = s.run("git push --mirror origin").await;
-    assert_ne!(
+    assert_eq!(
         r["code"], "POLICY_DENIED",
-        "the operator's rule should win: {r}"
+        "the profile's rule holds beside the operator's: {r}"
     );
     let d = s.call("describe_policy", json!({"verbose": true})).await;
     assert_eq!(d["detail"]["profiles"][0]["name"], "git", "{d}");

@@ -140,6 +140,19 @@ pub(crate) const SPECS: &[Spec] = &[
             "--no-same-owner --no-same-permissions --verbatim-files-from",
         )],
         custom: Some(tar),
+        // `-z`/`-j`/`-J`/`--lzip`/`--lzma`/`--lzop`/`--zstd`/`-Z` and `-a` by suffix run these
+        // by name (`-I prog` is an escape).
+        starts: &[
+            "gzip",
+            "bzip2",
+            "xz",
+            "lzip",
+            "lzma",
+            "lzop",
+            "zstd",
+            "compress",
+            "uncompress",
+        ],
         ..BASE
     },
     Spec {

@@ -90,6 +90,10 @@ pub struct Spec {
     pub inject_env: &'static [(&'static str, &'static str)],
     /// Checks that need code.
     pub custom: Option<CustomCheck>,
+    /// Programs the tool itself starts for options the policy allows (tar's compressors for
+    /// `-z`, `-j`, `-J`, `--zstd`, `-a`): the exec allowlist grants them to its stages only.
+    /// An option that names a program of the caller's choice is an escape, never a start.
+    pub starts: &'static [&'static str],
     /// The grammar is precise: values of known, non-path options are never paths. When
     /// false, every option value gets the generic check.
     pub typed_values: bool,
@@ -117,6 +121,7 @@ pub(crate) const BASE: Spec = Spec {
     inject_args: &[],
     inject_env: &[],
     custom: None,
+    starts: &[],
     typed_values: true,
 };
 

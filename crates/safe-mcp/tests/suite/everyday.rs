@@ -1,0 +1,116 @@
+//! Everyday commands that must keep working under the whole confinement, and the bounds
+//! that keep a runaway command from costing a client its turn (issues 49 and 50): tar's
+//! compressors under the exec allowlist, and a flood of output stopped by its total.
+
+use serde_json::json;
+
+use super::support::{Sandbox, Session, installed};
+
+fn sandbox(limits: &str) -> Sandbox {
+    Sandbox::with(
+        "\"tar\", \"yes\", \"cat\", \"echo\", \"head\"",
+        limits,
+        "closed",
+        "[terminal.sandbox]\nnamespaces = \"auto\"\n",
+    )
+}
+
+/// Issue 49, item 3: `tar czf` failed with `gzip: Cannot exec: Permission denied` once the
+/// exec allowlist was on. The catalog says what tar starts (its compressors), and its stages
+/// alone may run them: every compressor round-trips an archive, and the compressor is still
+/// refused to any other program (`cat` cannot become gzip through a nested exec).
+#[tokio::test(flavor = "multi_thread")]
+async fn tar_runs_its_compressors_and_nothing_else_gets_them() {
+    let sb = sandbox("timeout_seconds = 60\nmax_output_bytes = 65536");
+    std::fs::create_dir_all(sb.jail.join("src")).unwrap();
+    std::fs::write(sb.jail.join("src/a.txt"), "alpha\n").unwrap();
+    let s = sb.session().await;
+    let mut tried = 0;
+    for (flag, program, suffix) in [
+        ("z", "gzip", "tgz"),
+        ("j", "bzip2", "tbz"),
+        ("J", "xz", "txz"),
+    ] {
+        if !installed(program) {
+            continue;
+        }
+        tried += 1;
+        let archive = format!("a.{suffix}");
+        let r = s.run(&format!("tar c{flag}f {archive} src")).await;
+        assert_eq!(
+            (r["code"].as_str(), r["detail"]["exit_code"].as_i64()),
+            (Some("OK"), Some(0)),
+            "tar c{flag}f: {r}"
+        );
+        let r = s.run(&format!("tar t{flag}f {archive}")).await;
+        assert!(
+            r["detail"]["stdout"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("src/a.txt"),
+            "tar t{flag}f: {r}"
+        );
+        std::fs::create_dir_all(sb.jail.join(format!("out-{suffix}"))).unwrap();
+        let r = s
+            .run(&format!("tar x{flag}f {archive} -C out-{suffix}"))
+            .await;
+        assert_eq!(r["detail"]["exit_code"], 0, "tar x{flag}f: {r}");
+        assert_eq!(
+            std::fs::read_to_string(sb.jail.join(format!("out-{suffix}/src/a.txt"))).unwrap(),
+            "alpha\n"
+        );
+    }
+    assert!(tried > 0, "gzip is part of every Debian system");
+    // `-a` chooses the compressor by the archive's suffix.
+    let r = s.run("tar caf b.tar.gz src").await;
+    assert_eq!(r["detail"]["exit_code"], 0, "tar caf: {r}");
+    // A compressor named by the caller (`-I`, `--use-compress-program`) is still an escape.
+    let r = s.run("tar -I gzip -cf c.tgz src").await;
+    assert_eq!(r["code"], "POLICY_DENIED", "{r}");
+}
+
+/// Issue 50, item 2: a command that prints without end is stopped once its output passes
+/// `max_output_total_bytes`: `OUTPUT_TRUNCATED`, `ok: true`, the limit named, head and tail
+/// kept; not a `TIMEOUT` at a deadline far away.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_flood_of_output_is_stopped_by_its_total_not_its_timeout() {
+    let sb =
+        sandbox("timeout_seconds = 600\nmax_output_bytes = 4096\nmax_output_total_bytes = 4194304");
+    let s: Session = sb.session().await;
+    let r = s
+        .call(
+            "run_command",
+            json!({"command": "yes", "timeout_seconds": 600}),
+        )
+        .await;
+    assert_eq!(r["code"], "OUTPUT_TRUNCATED", "{r}");
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(r["detail"]["limit"], "max_output_total_bytes", "{r}");
+    assert!(
+        r["reason"]
+            .as_str()
+            .unwrap()
+            .contains("max_output_total_bytes"),
+        "{r}"
+    );
+    assert!(
+        r["detail"]["stdout"]
+            .as_str()
+            .unwrap()
+            .starts_with("y\ny\n"),
+        "{r}"
+    );
+    let outcome = sb
+        .audit_records()
+        .into_iter()
+        .rev()
+        .find(|a| a["kind"] == "outcome")
+        .unwrap();
+    assert_eq!(outcome["code"], "OUTPUT_TRUNCATED", "{outcome}");
+    // A long but finite output is not a flood: it ends on its own with its head and tail.
+    let r = s
+        .call("run_command", json!({"command": "yes | head -n 200000"}))
+        .await;
+    assert_eq!(r["code"], "OUTPUT_TRUNCATED", "{r}");
+    assert!(r["detail"].get("limit").is_none(), "{r}");
+}
