@@ -150,6 +150,11 @@ async fn main() {
         "",
         "[terminal.audit]\nexec_log = true",
     );
+    // Issue 48: the jail is a git repository of 10,000 files (500 directories, a nested
+    // repository and a bare one among them): every call sweeps it for git directories.
+    let big = tempfile::tempdir().unwrap();
+    let big_policy = write_policy(big.path(), "big-repo", "", "");
+    big_repository(&big.path().join("jail"), 10_000);
     println!("safe-mcp round-trip benchmark: {n} calls per row, one stdio session per mode\n");
 
     let (on, pid) = connect(&enforce).await;
@@ -158,6 +163,7 @@ async fn main() {
     let (no_list, _) = connect(&exec_off).await;
     let (long_list, _) = connect(&many).await;
     let (exec_logged, _) = connect(&logged).await;
+    let (big_repo, _) = connect(&big_policy).await;
     let explain = json!({"command": "echo hi"});
     let run = json!({"command": "echo hi"});
     // The file tools beside run_command: an edit that flips one line back and forth (a
@@ -184,11 +190,12 @@ async fn main() {
         timed_call(&no_list, "run_command", &run).await;
         timed_call(&long_list, "run_command", &run).await;
         timed_call(&exec_logged, "run_command", &run).await;
+        timed_call(&big_repo, "run_command", &run).await;
     }
     // Ten rounds of back-to-back blocks, one block per row per round: every row sees the
     // same stretches of this noisy machine, so the ratios compare like with like, and each
     // call still follows one of its own kind, as in a session that is in use.
-    let mut rows: [Vec<Duration>; 12] = Default::default();
+    let mut rows: [Vec<Duration>; 13] = Default::default();
     let mut trail = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -234,6 +241,9 @@ async fn main() {
         for _ in 0..block {
             rows[11].push(timed_call(&exec_logged, "run_command", &run).await);
         }
+        for _ in 0..block {
+            rows[12].push(timed_call(&big_repo, "run_command", &run).await);
+        }
     }
     // An agent's calls come with pauses between them: the first call after an idle spell
     // is what a user waits for most often.
@@ -270,6 +280,7 @@ async fn main() {
     no_list.cancel().await.unwrap();
     long_list.cancel().await.unwrap();
     exec_logged.cancel().await.unwrap();
+    big_repo.cancel().await.unwrap();
     let [
         base,
         forked,
@@ -283,6 +294,7 @@ async fn main() {
         run_no_list,
         run_long_list,
         run_logged,
+        run_big_repo,
     ] = rows;
     let base_p50 = row("baseline: spawn /bin/echo from Rust", base);
     row("baseline: same, with a pre_exec hook (fork)", forked);
@@ -294,6 +306,10 @@ async fn main() {
     let no_list_p50 = row(
         "run_command(\"echo hi\"), enforce, exec allowlist off",
         run_no_list,
+    );
+    row(
+        "run_command(\"echo hi\"), enforce, jail a 10,000-file git repo",
+        run_big_repo,
     );
     let long_list_p50 = row(
         "run_command(\"echo hi\"), enforce, 17 programs allowlisted",
@@ -358,4 +374,28 @@ async fn main() {
         2 * n + 80 + burst,
         rss as f64 / 1024.0
     );
+}
+
+/// Makes `jail` a git repository (the operator's: made before the server starts) of `files`
+/// files in 500 directories two deep, with a nested repository and a bare one.
+fn big_repository(jail: &Path, files: usize) {
+    let git = |args: &[&str], dir: &Path| {
+        let ok = std::process::Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "git {args:?}");
+    };
+    git(&["init", "-q"], jail);
+    for i in 0..files {
+        let dir = jail.join(format!("d{}/e{}", i % 50, i % 500));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("f{i}.txt")), "x\n").unwrap();
+    }
+    std::fs::create_dir_all(jail.join("vendor/nested")).unwrap();
+    git(&["init", "-q"], &jail.join("vendor/nested"));
+    git(&["init", "-q", "--bare", "remote.git"], jail);
 }

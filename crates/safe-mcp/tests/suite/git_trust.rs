@@ -470,3 +470,57 @@ fn kill_server(sb: &Sandbox) {
             .status();
     }
 }
+
+/// Issue 48, "keep everyday git whole": under the git profile, in the operator's repository,
+/// the model adds a submodule from a local repository (`git submodule` is a shell script:
+/// the profile gives it what it starts), updates it, works in the operator's linked worktree,
+/// and the refused `.git/config` write (`git remote add`) says why and what to do.
+#[tokio::test(flavor = "multi_thread")]
+async fn everyday_git_keeps_working_under_the_git_profile() {
+    // A submodule from a local path needs the file transport, which git allows submodules
+    // only when told (the operator's choice, in the environment it gives commands).
+    let env = GIT_ENV.replace("GIT_AUTHOR_NAME", "GIT_ALLOW_PROTOCOL = \"file\", GIT_AUTHOR_NAME");
+    let sb = python_sandbox("required", &env);
+    let home = sb.base().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    operator_repo(&home, &sb.jail);
+    // A repository of the operator's, in the jail, to take as a submodule.
+    let lib = sb.jail.join("lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    operator_git(&home, &lib, &["init", "-q", "-b", "main"]);
+    std::fs::write(lib.join("lib.txt"), "lib\n").unwrap();
+    operator_git(&home, &lib, &["add", "-A"]);
+    operator_git(&home, &lib, &["commit", "-qm", "lib"]);
+    allow(&sb, &["python3", "echo"]);
+    in_terminal_table(
+        &sb,
+        &format!("profiles = [\"git\"]\ncache_dir = \"{}/cache\"", sb.base().display()),
+    );
+    let s = session_with(&sb, &std::env::var("PATH").unwrap_or_default(), None).await;
+    let url = format!("file://{}", lib.display());
+    for c in [
+        format!("git submodule add {url} vendor/lib"),
+        "git submodule status".to_owned(),
+        "git commit -q -m add-lib".to_owned(),
+        "git submodule update".to_owned(),
+        "git -C wt status --short".to_owned(),
+        "git -C wt commit -q --allow-empty -m in-the-worktree".to_owned(),
+        "git worktree list".to_owned(),
+    ] {
+        let r = s.run(&c).await;
+        assert_eq!(
+            (r["code"].as_str(), r["detail"]["exit_code"].as_i64()),
+            (Some("OK"), Some(0)),
+            "{c}: {r}"
+        );
+    }
+    // What writes the operator's `.git/config` fails, and says why and what to do.
+    for c in ["git remote add origin https://example.com/r.git", "git submodule update --init"] {
+        let r = s.run(c).await;
+        assert_ne!(r["detail"]["exit_code"], 0, "{c}: {r}");
+        assert!(
+            r["reason"].as_str().unwrap().contains("unprotected_paths"),
+            "{c}: the refusal says why and what to do: {r}"
+        );
+    }
+}

@@ -17,6 +17,7 @@ mod first_day;
 mod first_hour;
 mod fleet;
 mod git_trust;
+mod held_files;
 mod http;
 mod inspector;
 mod long_work;

@@ -1,0 +1,78 @@
+//! Files held from one kind of writer (issue 48, items 5 and 6): the profile caches'
+//! read-only placeholders are never written by the file tools (their temp-file-and-rename
+//! would replace the inode commands see read-only), and `confirm_paths` are never written by
+//! commands (the file tools write them after a person's approval).
+
+use serde_json::json;
+
+use super::round3::{in_terminal_table, python, python_sandbox, session_with};
+
+/// Item 5: `pip.conf` in the python profile's cache is a read-only placeholder; write_file
+/// and edit_file refuse it, naming why, and it stays empty.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_file_tools_never_write_a_profile_caches_placeholder() {
+    let sb = python_sandbox("required", "");
+    in_terminal_table(
+        &sb,
+        &format!("profiles = [\"python\"]\ncache_dir = \"{}/cache\"", sb.base().display()),
+    );
+    let s = session_with(&sb, &std::env::var("PATH").unwrap_or_default(), None).await;
+    let placeholder = walk(&sb.base().join("cache"))
+        .into_iter()
+        .find(|p| p.ends_with("pip.conf"))
+        .expect("the python profile's cache has its pip.conf placeholder");
+    let r = s
+        .call(
+            "write_file",
+            json!({"path": placeholder, "content": "[global]\nindex-url = https://evil.example/\n"}),
+        )
+        .await;
+    assert_eq!(r["code"], "POLICY_DENIED", "{r}");
+    assert!(r["reason"].as_str().unwrap().contains("placeholder"), "{r}");
+    assert_eq!(std::fs::read_to_string(&placeholder).unwrap(), "");
+}
+
+/// Item 6: a confirm path exists; commands may not write it (by argument in every view, and
+/// the kernel refuses an interpreter's write in the private view), and `describe_policy`
+/// says so.
+#[tokio::test(flavor = "multi_thread")]
+async fn commands_never_write_a_confirm_path() {
+    let sb = python_sandbox("required", "[terminal.files]\nconfirm_paths = [\"deploy.yaml\", \"ci/**\"]\n");
+    let text = std::fs::read_to_string(&sb.policy)
+        .unwrap()
+        .replace("commands = [\"python3\", \"echo\"]", "commands = [\"python3\", \"echo\", \"cp\"]");
+    std::fs::write(&sb.policy, text).unwrap();
+    std::fs::write(sb.jail.join("deploy.yaml"), "replicas: 1\n").unwrap();
+    let s = session_with(&sb, "/usr/bin:/bin", None).await;
+    for c in ["cp notes.txt deploy.yaml", "cp notes.txt ci/deep/x.yaml"] {
+        let r = s.run(c).await;
+        assert_eq!(r["code"], "POLICY_DENIED", "{c}: {r}");
+        assert!(r["reason"].as_str().unwrap().contains("confirm_paths"), "{c}: {r}");
+    }
+    let out = python(&s, "try:\n    open('deploy.yaml', 'w').write('replicas: 100\\n'); print('wrote')\nexcept OSError as e:\n    print('refused', e.errno)").await;
+    assert!(out.starts_with("refused"), "{out}");
+    assert_eq!(std::fs::read_to_string(sb.jail.join("deploy.yaml")).unwrap(), "replicas: 1\n");
+    let d = s.call("describe_policy", json!({"verbose": true})).await;
+    assert!(
+        d["detail"]["protected_paths"]["confirm_paths"]
+            .as_str()
+            .unwrap()
+            .contains("commands never write a confirm path"),
+        "{d}"
+    );
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(p.clone());
+            }
+            out.push(p);
+        }
+    }
+    out
+}
