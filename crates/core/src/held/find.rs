@@ -46,22 +46,25 @@ fn git_shape(names: &[(std::ffi::OsString, bool, bool)]) -> bool {
     has("HEAD", false) && ((has("objects", true) && has("refs", true)) || has("commondir", false))
 }
 
-/// Walks `jail` for git directories and pointers.
-pub fn walk(jail: &Path) -> Found {
+/// Walks `jail` for git directories and pointers; `visit` is told of each directory
+/// before it is read (the sweep's watches: [`super::watch`]).
+pub fn walk(jail: &Path, visit: &dyn Fn(&Path)) -> Found {
     let mut found = Found::default();
     let mut stack = vec![jail.to_path_buf()];
     while let Some(dir) = stack.pop() {
+        visit(&dir);
         let names = entries(&dir);
         if dir != jail && git_shape(&names) {
-            inside_git_dir(&dir, &names, &mut found);
+            inside_git_dir(&dir, &names, &mut found, visit);
             continue;
         }
         for (name, is_dir, is_file) in &names {
             let path = dir.join(name);
             if name == ".git" {
                 if *is_dir {
+                    visit(&path);
                     let inner = entries(&path);
-                    inside_git_dir(&path, &inner, &mut found);
+                    inside_git_dir(&path, &inner, &mut found, visit);
                 } else if *is_file {
                     found.pointers.insert(path);
                 }
@@ -73,24 +76,38 @@ pub fn walk(jail: &Path) -> Found {
     found
 }
 
-/// Records the git directory `dir` and what lies in its `modules/` and `worktrees/`.
-fn inside_git_dir(dir: &Path, names: &[(std::ffi::OsString, bool, bool)], found: &mut Found) {
+/// What beneath a git directory the sweep reads: its hooks and an operation in progress.
+const WATCHED_INSIDE: &[&str] = &["hooks", "rebase-merge", "rebase-apply", "sequencer"];
+
+/// Records the git directory `dir` (already visited) and what lies in its `modules/` and
+/// `worktrees/`.
+fn inside_git_dir(
+    dir: &Path,
+    names: &[(std::ffi::OsString, bool, bool)],
+    found: &mut Found,
+    visit: &dyn Fn(&Path),
+) {
     found.git_dirs.insert(dir.to_path_buf());
     for (name, is_dir, _) in names {
+        if *is_dir && WATCHED_INSIDE.iter().any(|w| name == w) {
+            visit(&dir.join(name));
+        }
         if !is_dir || (name != "modules" && name != "worktrees") {
             continue;
         }
         // A submodule's name may hold `/`: descend until a git directory's shape appears.
         let mut stack = vec![dir.join(name)];
         while let Some(d) = stack.pop() {
+            visit(&d);
             for (n, sub_dir, _) in entries(&d) {
                 if !sub_dir {
                     continue;
                 }
                 let p = d.join(&n);
+                visit(&p);
                 let inner = entries(&p);
                 if git_shape(&inner) {
-                    inside_git_dir(&p, &inner, found);
+                    inside_git_dir(&p, &inner, found, visit);
                 } else if name == "modules" {
                     stack.push(p);
                 }
@@ -127,7 +144,7 @@ mod tests {
         file("wt/.git");
         mk("ignored/node_modules/x");
         std::os::unix::fs::symlink("/etc", j.join("ignored/link")).unwrap();
-        let found = walk(j);
+        let found = walk(j, &|_| {});
         let rel: Vec<String> = found
             .git_dirs
             .iter()

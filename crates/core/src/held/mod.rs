@@ -29,6 +29,7 @@ mod area;
 mod find;
 pub mod gitconfig;
 mod neutral;
+mod watch;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -61,6 +62,7 @@ pub struct Holder {
     area: area::Area,
     plan: Plan,
     adopted: BTreeSet<PathBuf>,
+    watch: watch::Watch,
     inner: Mutex<Inner>,
 }
 
@@ -68,6 +70,8 @@ pub struct Holder {
 struct Inner {
     state: State,
     breach: Option<String>,
+    /// A sweep has walked the jail and finished, and the watches cover what it walked.
+    swept: bool,
 }
 
 /// What one sweep did.
@@ -98,7 +102,7 @@ impl Holder {
             notes.push("the last run did not end cleanly: what it made is removed, and git directories that appeared since are treated as the model's".into());
             unmake(prior);
         }
-        let found = find::walk(jail);
+        let found = find::walk(jail, &|_| {});
         let seen: BTreeSet<PathBuf> = found
             .git_dirs
             .iter()
@@ -167,9 +171,11 @@ impl Holder {
             area,
             plan,
             adopted,
+            watch: watch::Watch::new(),
             inner: Mutex::new(Inner {
                 state,
                 breach: None,
+                swept: false,
             }),
         };
         Ok((holder, notes))
@@ -199,8 +205,15 @@ impl Holder {
                 breach: Some("the holder's lock was poisoned".into()),
             };
         };
+        // Nothing changed since a sweep that finished: nothing to walk. The queue is emptied
+        // before the walk, so what the walk misses is an event for the next sweep.
+        let changed = self.watch.changed();
+        if inner.swept && inner.breach.is_none() && !changed {
+            return Swept::default();
+        }
         let mut changes = Vec::new();
         let result = self.sweep_into(&mut inner.state, &mut changes);
+        inner.swept = result.is_ok();
         let breach = result.err().map(|e| {
             format!(
                 "{e}: it could have made git run what the model wrote as you, and could not be moved out of the jail; remove it by hand (or free {}), then call again",
@@ -222,7 +235,7 @@ impl Holder {
                 });
             }
         }
-        let found = find::walk(jail);
+        let found = find::walk(jail, &|dir| self.watch.add(dir));
         let mut new = false;
         for g in &found.git_dirs {
             if !self.adopted.contains(g) {

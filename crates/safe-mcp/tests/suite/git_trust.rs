@@ -479,7 +479,10 @@ fn kill_server(sb: &Sandbox) {
 async fn everyday_git_keeps_working_under_the_git_profile() {
     // A submodule from a local path needs the file transport, which git allows submodules
     // only when told (the operator's choice, in the environment it gives commands).
-    let env = GIT_ENV.replace("GIT_AUTHOR_NAME", "GIT_ALLOW_PROTOCOL = \"file\", GIT_AUTHOR_NAME");
+    let env = GIT_ENV.replace(
+        "GIT_AUTHOR_NAME",
+        "GIT_ALLOW_PROTOCOL = \"file\", GIT_AUTHOR_NAME",
+    );
     let sb = python_sandbox("required", &env);
     let home = sb.base().join("home");
     std::fs::create_dir_all(&home).unwrap();
@@ -494,7 +497,10 @@ async fn everyday_git_keeps_working_under_the_git_profile() {
     allow(&sb, &["python3", "echo"]);
     in_terminal_table(
         &sb,
-        &format!("profiles = [\"git\"]\ncache_dir = \"{}/cache\"", sb.base().display()),
+        &format!(
+            "profiles = [\"git\"]\ncache_dir = \"{}/cache\"",
+            sb.base().display()
+        ),
     );
     let s = session_with(&sb, &std::env::var("PATH").unwrap_or_default(), None).await;
     let url = format!("file://{}", lib.display());
@@ -515,7 +521,10 @@ async fn everyday_git_keeps_working_under_the_git_profile() {
         );
     }
     // What writes the operator's `.git/config` fails, and says why and what to do.
-    for c in ["git remote add origin https://example.com/r.git", "git submodule update --init"] {
+    for c in [
+        "git remote add origin https://example.com/r.git",
+        "git submodule update --init",
+    ] {
         let r = s.run(c).await;
         assert_ne!(r["detail"]["exit_code"], 0, "{c}: {r}");
         assert!(

@@ -14,7 +14,10 @@ async fn the_file_tools_never_write_a_profile_caches_placeholder() {
     let sb = python_sandbox("required", "");
     in_terminal_table(
         &sb,
-        &format!("profiles = [\"python\"]\ncache_dir = \"{}/cache\"", sb.base().display()),
+        &format!(
+            "profiles = [\"python\"]\ncache_dir = \"{}/cache\"",
+            sb.base().display()
+        ),
     );
     let s = session_with(&sb, &std::env::var("PATH").unwrap_or_default(), None).await;
     let placeholder = walk(&sb.base().join("cache"))
@@ -37,21 +40,31 @@ async fn the_file_tools_never_write_a_profile_caches_placeholder() {
 /// says so.
 #[tokio::test(flavor = "multi_thread")]
 async fn commands_never_write_a_confirm_path() {
-    let sb = python_sandbox("required", "[terminal.files]\nconfirm_paths = [\"deploy.yaml\", \"ci/**\"]\n");
-    let text = std::fs::read_to_string(&sb.policy)
-        .unwrap()
-        .replace("commands = [\"python3\", \"echo\"]", "commands = [\"python3\", \"echo\", \"cp\"]");
+    let sb = python_sandbox(
+        "required",
+        "[terminal.files]\nconfirm_paths = [\"deploy.yaml\", \"ci/**\"]\n",
+    );
+    let text = std::fs::read_to_string(&sb.policy).unwrap().replace(
+        "commands = [\"python3\", \"echo\"]",
+        "commands = [\"python3\", \"echo\", \"cp\"]",
+    );
     std::fs::write(&sb.policy, text).unwrap();
     std::fs::write(sb.jail.join("deploy.yaml"), "replicas: 1\n").unwrap();
     let s = session_with(&sb, "/usr/bin:/bin", None).await;
     for c in ["cp notes.txt deploy.yaml", "cp notes.txt ci/deep/x.yaml"] {
         let r = s.run(c).await;
         assert_eq!(r["code"], "POLICY_DENIED", "{c}: {r}");
-        assert!(r["reason"].as_str().unwrap().contains("confirm_paths"), "{c}: {r}");
+        assert!(
+            r["reason"].as_str().unwrap().contains("confirm_paths"),
+            "{c}: {r}"
+        );
     }
     let out = python(&s, "try:\n    open('deploy.yaml', 'w').write('replicas: 100\\n'); print('wrote')\nexcept OSError as e:\n    print('refused', e.errno)").await;
     assert!(out.starts_with("refused"), "{out}");
-    assert_eq!(std::fs::read_to_string(sb.jail.join("deploy.yaml")).unwrap(), "replicas: 1\n");
+    assert_eq!(
+        std::fs::read_to_string(sb.jail.join("deploy.yaml")).unwrap(),
+        "replicas: 1\n"
+    );
     let d = s.call("describe_policy", json!({"verbose": true})).await;
     assert!(
         d["detail"]["protected_paths"]["confirm_paths"]
