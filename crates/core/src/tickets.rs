@@ -28,6 +28,10 @@ use sha2::Digest;
 /// Tickets waiting (or approved and not yet used) at once.
 pub const MAX_WAITING: usize = 64;
 
+/// Of those, one caller's (its `sub`; without one, its session's): one caller cannot fill
+/// the desk for everyone.
+pub const MAX_WAITING_PER_CALLER: usize = 16;
+
 /// How long a ticket can be approved and then redeemed, by default.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(600);
 
@@ -159,6 +163,11 @@ pub enum TicketError {
     /// Too many waiting.
     #[error("{MAX_WAITING} tickets are waiting already; approve, deny or let them expire first")]
     Full,
+    /// Too many of this caller's waiting.
+    #[error(
+        "{MAX_WAITING_PER_CALLER} of your tickets are waiting already; ask the person to approve or deny them (safe-mcp approvals list), or let them expire, first"
+    )]
+    CallerFull,
     /// The server has no desk (its socket could not be opened).
     #[error(
         "this server has no approval desk (its socket beside the audit trail could not be opened), so no ticket can be approved"
@@ -265,6 +274,16 @@ impl Tickets {
         let mut waiting = self.lock();
         if waiting.len() >= MAX_WAITING {
             return Err(TicketError::Full);
+        }
+        let same_caller = |t: &&Ticket| {
+            if request.caller.is_empty() {
+                t.request.caller.is_empty() && t.request.session == request.session
+            } else {
+                t.request.caller == request.caller
+            }
+        };
+        if waiting.values().filter(same_caller).count() >= MAX_WAITING_PER_CALLER {
+            return Err(TicketError::CallerFull);
         }
         let id = crate::random::hex(8).map_err(|_| TicketError::NoDesk)?;
         let id = crate::fleet::owned(&id, &self.server);

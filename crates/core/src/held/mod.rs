@@ -287,7 +287,8 @@ impl State {
 /// missing file watched.
 fn hold(plan: &mut Plan, path: &Path, dir: Option<()>) -> Result<(), String> {
     match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_symlink() && dir.is_some() => Err(format!(
+        // A bind would follow it (holding its target, or failing): the operator replaces it.
+        Ok(m) if m.file_type().is_symlink() => Err(format!(
             "{} is a symlink; replace it with what it points at, or remove it, and start again",
             path.display()
         )),

@@ -218,8 +218,10 @@ pub(crate) fn run(config: Option<&Path>, op: &str, ticket: Option<&str>) -> Exit
     if tickets.is_empty() {
         println!("no tickets waiting");
     }
-    for t in &tickets {
-        println!("{}", describe(t, op));
+    for t in tickets {
+        // The command, its path and its reasons are the model's: no control sequence of
+        // theirs reaches the operator's terminal (an OSC title, a concealed rest of line).
+        println!("{}", describe(&safe_mcp_core::audit::sanitize(t), op));
     }
     ExitCode::SUCCESS
 }

@@ -124,6 +124,9 @@ fn coloured(code: &str, width: usize, style: Style) -> String {
 /// A call is printed when its outcome arrives, joined with its attempt; the proxy's,
 /// the approvals' and recovery records as they come.
 fn render(record: &Value, attempts: &mut HashMap<String, Value>, style: Style) -> Option<String> {
+    // The file may not be this server's own trail: every string is made safe to print
+    // (control sequences, bidi overrides) the way the trail writes them, before any is shown.
+    let record = &safe_mcp_core::audit::sanitize(record.clone());
     let call = s(record, "call").to_owned();
     let time = s(record, "time");
     match s(record, "kind") {

@@ -297,3 +297,49 @@ async fn on_the_stateless_protocol_a_client_without_forms_gets_a_ticket() {
     assert_eq!(r["code"], "OK", "{r}");
     assert!(sb.jail.join("needs-ok").exists());
 }
+
+/// Issue 49: the model's command and path reach the operator's terminal through
+/// `approvals list`: no control sequence of theirs may (ESC and CSI concealing the rest of
+/// the line, OSC retitling the window, BEL, a bidi override reversing the words).
+#[tokio::test(flavor = "multi_thread")]
+async fn approvals_list_prints_no_control_sequence_of_the_models() {
+    let sb = sandbox("");
+    let c = Client::start(&sb, Reply::Accept(true), false, false).await;
+    let name = "a\u{1b}]0;title\u{7}b\u{1b}[8mhidden\u{1b}[2Kc\u{202e}gnp.d";
+    let r = c
+        .call("run_command", json!({"command": ["touch", name]}))
+        .await;
+    assert_eq!(r["code"], "POLICY_DENIED", "{r}");
+    assert!(r["detail"]["approval"]["ticket"].is_string(), "{r}");
+    let (code, out, err) = approvals(&sb, &["list"]);
+    assert_eq!(code, 0, "{err}");
+    for bad in ['\u{1b}', '\u{7}', '\u{202e}'] {
+        assert!(!out.contains(bad), "{bad:?} reached the terminal: {out:?}");
+    }
+    assert!(
+        out.contains("hidden"),
+        "the text itself is still shown: {out:?}"
+    );
+}
+
+/// Issue 49: one caller cannot fill the desk's 64 waiting tickets for everyone; past 16 of
+/// its own it is told to wait for the person, and nothing runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn one_caller_holds_at_most_sixteen_waiting_tickets() {
+    let sb = sandbox("");
+    let c = Client::start(&sb, Reply::Accept(true), false, false).await;
+    for i in 0..16 {
+        let r = c.run(&format!("touch wait-{i}")).await;
+        assert!(r["detail"]["approval"]["ticket"].is_string(), "{i}: {r}");
+    }
+    let r = c.run("touch wait-16").await;
+    assert_eq!(r["code"], "POLICY_DENIED", "{r}");
+    assert!(
+        r["reason"]
+            .as_str()
+            .unwrap()
+            .contains("16 of your tickets are waiting"),
+        "{r}"
+    );
+    assert!(!sb.jail.join("wait-16").exists());
+}

@@ -303,45 +303,63 @@ async fn git_run_by_the_operator_runs_nothing_the_model_wrote() {
 /// the next start adopts nothing that appeared.
 #[tokio::test(flavor = "multi_thread")]
 async fn what_a_session_writes_after_the_last_call_is_swept_at_its_end_and_at_exit() {
-    let sb = python_sandbox("required", GIT_ENV);
-    let home = sb.base().join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    operator_repo(&home, &sb.jail);
-    allow(&sb, &["python3", "echo", "git"]);
-    let s = session_with(&sb, "/usr/bin:/bin", None).await;
-    let late = "import time, os\ntime.sleep(1.5)\nos.makedirs('late/.git/hooks', exist_ok=True)\nfor d in ('objects', 'refs'): os.makedirs('late/.git/' + d, exist_ok=True)\nopen('late/.git/HEAD', 'w').write('ref: refs/heads/main\\n')\nopen('late/.git/config', 'w').write('[core]\\n\\tfsmonitor = touch /tmp/late\\n')\nopen('.git/commondir', 'w').write('../late/.git\\n')\nprint('planted', flush=True)\ntime.sleep(30)\n";
-    let r = s
-        .call("start_process", json!({"command": ["python3", "-c", late]}))
-        .await;
-    assert_eq!(r["code"], "OK", "{r}");
-    assert!(
-        eventually(10, || sb.jail.join(".git/commondir").exists()).await,
-        "the session did not plant"
-    );
-    // The client goes: the session is stopped, and the exit sweep takes what it planted.
-    end(s, &sb).await;
-    assert!(!sb.jail.join(".git/commondir").exists());
-    let config = std::fs::read_to_string(sb.jail.join("late/.git/config")).unwrap();
-    assert!(!config.contains("fsmonitor"), "{config}");
-    // A killed server: the next start treats what appeared as the model's.
-    let s = session_with(&sb, "/usr/bin:/bin", None).await;
-    python(&s, "import os\nos.makedirs('later/.git/objects', exist_ok=True)\nos.makedirs('later/.git/refs', exist_ok=True)\nopen('later/.git/HEAD','w').write('x')\n").await;
-    kill_server(&sb);
-    drop(s);
-    std::fs::write(
-        sb.jail.join("later/.git/config"),
-        "[core]\n\tfsmonitor = touch /tmp/later\n",
-    )
-    .unwrap();
-    let s = session_with(&sb, "/usr/bin:/bin", None).await;
-    let r = s.run("echo hi").await;
-    assert_eq!(r["code"], "OK", "{r}");
-    let config = std::fs::read_to_string(sb.jail.join("later/.git/config")).unwrap();
-    assert!(
-        !config.contains("fsmonitor"),
-        "not adopted after an unclean run: {config}"
-    );
-    end(s, &sb).await;
+    let root = rustix::process::geteuid().is_root();
+    let uids: &[Option<u32>] = if root { &[None, Some(65534)] } else { &[None] };
+    for &uid in uids {
+        let what = format!("uid {uid:?}");
+        let sb = python_sandbox("required", GIT_ENV);
+        let home = sb.base().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        operator_repo(&home, &sb.jail);
+        allow(&sb, &["python3", "echo", "git"]);
+        if let Some(uid) = uid {
+            sb.give_to(uid);
+            chown(&sb.jail, uid);
+        }
+        let s = session_with(&sb, "/usr/bin:/bin", uid).await;
+        let late = "import time, os\ntime.sleep(1.5)\nos.makedirs('late/.git/hooks', exist_ok=True)\nfor d in ('objects', 'refs'): os.makedirs('late/.git/' + d, exist_ok=True)\nopen('late/.git/HEAD', 'w').write('ref: refs/heads/main\\n')\nopen('late/.git/config', 'w').write('[core]\\n\\tfsmonitor = touch /tmp/late\\n')\nopen('.git/commondir', 'w').write('../late/.git\\n')\nprint('planted', flush=True)\ntime.sleep(30)\n";
+        let r = s
+            .call("start_process", json!({"command": ["python3", "-c", late]}))
+            .await;
+        assert_eq!(r["code"], "OK", "{what}: {r}");
+        assert!(
+            eventually(10, || sb.jail.join(".git/commondir").exists()).await,
+            "{what}: the session did not plant"
+        );
+        // The client goes: the session is stopped, and the exit sweep takes what it planted.
+        end(s, &sb).await;
+        assert!(!sb.jail.join(".git/commondir").exists(), "{what}");
+        let config = std::fs::read_to_string(sb.jail.join("late/.git/config")).unwrap();
+        assert!(!config.contains("fsmonitor"), "{what}: {config}");
+        // A killed server runs no exit sweep. What appears before the next start (a writer
+        // that outlived it) is not taken for the operator's: the run did not end cleanly.
+        let s = session_with(&sb, "/usr/bin:/bin", uid).await;
+        assert_eq!(s.run("echo hi").await["code"], "OK");
+        kill_server(&sb);
+        drop(s);
+        let later = sb.jail.join("later/.git");
+        for d in ["objects", "refs"] {
+            std::fs::create_dir_all(later.join(d)).unwrap();
+        }
+        std::fs::write(later.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::write(
+            later.join("config"),
+            "[core]\n\tfsmonitor = touch /tmp/later\n",
+        )
+        .unwrap();
+        if let Some(uid) = uid {
+            chown(&sb.jail.join("later"), uid);
+        }
+        let s = session_with(&sb, "/usr/bin:/bin", uid).await;
+        let r = s.run("echo hi").await;
+        assert_eq!(r["code"], "OK", "{what}: {r}");
+        let config = std::fs::read_to_string(later.join("config")).unwrap();
+        assert!(
+            !config.contains("fsmonitor"),
+            "{what}: not adopted after an unclean run: {config}"
+        );
+        end(s, &sb).await;
+    }
 }
 
 /// Issue 48, item 1: a sweep that cannot move what must go refuses every later call with

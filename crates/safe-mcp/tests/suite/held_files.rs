@@ -89,3 +89,44 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// Issue 49: the audit trail inside a profile cache (a write path of commands) is refused at
+/// load, by `policy check` as by the server, naming the cache.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_trail_may_not_lie_in_a_profile_cache() {
+    let sb = python_sandbox("required", "");
+    in_terminal_table(
+        &sb,
+        &format!(
+            "profiles = [\"python\"]\ncache_dir = \"{}/cache\"",
+            sb.base().display()
+        ),
+    );
+    let s = session_with(&sb, &std::env::var("PATH").unwrap_or_default(), None).await;
+    let d = s.call("describe_policy", json!({"verbose": true})).await;
+    let cache = d["detail"]["write_paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p.as_str())
+        .find(|p| p.contains("/cache/"))
+        .unwrap_or_else(|| panic!("a profile cache among the write paths: {d}"))
+        .to_owned();
+    let text = std::fs::read_to_string(&sb.policy).unwrap().replace(
+        "audit_log = \"audit.jsonl\"",
+        &format!("audit_log = \"{cache}/audit.jsonl\""),
+    );
+    std::fs::write(&sb.policy, text).unwrap();
+    let out = std::process::Command::new(super::support::BIN)
+        .args(["policy", "check", "--config"])
+        .arg(&sb.policy)
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("audit_log") && err.contains("lies inside"),
+        "{err}"
+    );
+}
