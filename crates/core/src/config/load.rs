@@ -188,15 +188,8 @@ impl Builder<'_> {
         if let Some(f) = &files {
             roots.push(f.workspace_root.clone());
         }
-        // The trail (and the server's place beside it) must be out of every command's reach:
-        // the jail, and every write path, the profile caches included.
-        let writable: Vec<PathBuf> = roots
-            .iter()
-            .cloned()
-            .chain(terminal.iter().flat_map(|t| t.write_paths.iter().cloned()))
-            .collect();
         let log = match audit_log {
-            Some(p) => Some(outside_roots("audit_log", &p, &writable)?),
+            Some(p) => Some(outside_roots("audit_log", &p, &roots)?),
             None if section != Section::Any => {
                 return Err(ConfigError::Invalid {
                     key: "audit_log".into(),

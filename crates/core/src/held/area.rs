@@ -106,6 +106,26 @@ impl Area {
         Ok(last + 1)
     }
 
+    /// Takes the place for this server's run (an exclusive `flock` on `lock` in it, held as
+    /// long as the returned file is open): `None` when another running server holds it
+    /// (two servers on one trail), which then owns what is kept there.
+    pub fn claim(&self) -> Option<std::fs::File> {
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.dir)
+            .ok()?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(self.dir.join("lock"))
+            .ok()?;
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).ok()?;
+        Some(file)
+    }
+
     /// Where it is.
     pub fn dir(&self) -> &Path {
         &self.dir

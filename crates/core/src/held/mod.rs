@@ -63,6 +63,10 @@ pub struct Holder {
     plan: Plan,
     adopted: BTreeSet<PathBuf>,
     watch: watch::Watch,
+    /// This run's claim on the place ([`area::Area::claim`]); `None` when another running
+    /// server on the same trail holds it: that one keeps the state and makes and removes
+    /// what holds the paths, this one only sweeps.
+    claim: Option<std::fs::File>,
     inner: Mutex<Inner>,
 }
 
@@ -97,8 +101,12 @@ impl Holder {
     ) -> Result<(Holder, Vec<String>), String> {
         let area = area::Area::at(area_dir);
         let mut notes = Vec::new();
+        let claim = area.claim();
+        if claim.is_none() {
+            notes.push(format!("warning: another running server keeps {} (one trail, two servers): this one sweeps but keeps no state of its own", area.dir().display()));
+        }
         let prior = area.load().filter(|s| s.jail == jail);
-        if let Some(prior) = prior.as_ref().filter(|s| !s.clean) {
+        if let Some(prior) = prior.as_ref().filter(|s| !s.clean && claim.is_some()) {
             notes.push("the last run did not end cleanly: what it made is removed, and git directories that appeared since are treated as the model's".into());
             unmake(prior);
         }
@@ -156,7 +164,9 @@ impl Holder {
         state.made = plan.made.iter().filter(|p| p.exists()).cloned().collect();
         state.excluded = plan.excluded.clone();
         state.clean = false;
-        if let Err(e) = area.save(&state) {
+        if claim.is_none() {
+            // The other server's state stands.
+        } else if let Err(e) = area.save(&state) {
             // The sweep still holds this run; what is lost is the memory of which git
             // directories are the operator's, for the next start.
             notes.push(format!("warning: what the server saw of the jail could not be kept ({e}); the next start cannot tell the operator's git directories from the model's"));
@@ -172,6 +182,7 @@ impl Holder {
             plan,
             adopted,
             watch: watch::Watch::new(),
+            claim,
             inner: Mutex::new(Inner {
                 state,
                 breach: None,
@@ -256,7 +267,7 @@ impl Holder {
         for p in found.pointers.iter().filter(|p| !self.adopted.contains(*p)) {
             changes.extend(neutral::pointer(&self.area, jail, p, &found.git_dirs)?);
         }
-        if new {
+        if new && self.claim.is_some() {
             self.area.save(state)?;
         }
         Ok(())
@@ -266,6 +277,9 @@ impl Holder {
     /// clean when the sweep finished.
     pub fn release(&self) -> Swept {
         let swept = self.sweep();
+        if self.claim.is_none() {
+            return swept; // the server that keeps the place removes what it made
+        }
         if let Ok(mut inner) = self.inner.lock() {
             unmake(&inner.state);
             inner.state.made.clear();

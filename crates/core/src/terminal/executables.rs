@@ -89,6 +89,7 @@ pub(super) fn not_executable(
     out: &ExecOutcome,
     stderr: &str,
     programs: &[&Path],
+    cwd: &Path,
 ) -> Option<(Vec<String>, String)> {
     if out.exit_code == Some(0) || policy.sandbox.mode == crate::config::SandboxMode::Off {
         return None;
@@ -111,18 +112,35 @@ pub(super) fn not_executable(
     ) {
         may.extend(std::fs::canonicalize(path));
     }
+    let allowed = |real: &Path| may.iter().any(|m| real.starts_with(m));
     let mut named: Vec<String> = Vec::new();
+    let mut scripts: Vec<String> = Vec::new();
     for word in lines.into_iter().flat_map(words) {
         // Only an executable file is a program (a refused write names a file too).
         let found = if word.starts_with('/') {
             Some(PathBuf::from(word)).filter(|p| crate::programs::is_program(p))
+        } else if word.contains('/') {
+            Some(cwd.join(word)).filter(|p| crate::programs::is_program(p))
         } else {
             resolve_program(&policy.path, word)
         };
         let Some(real) = found.and_then(|p| std::fs::canonicalize(p).ok()) else {
             continue;
         };
-        if real.starts_with(&policy.jail_root) || may.iter().any(|m| real.starts_with(m)) {
+        // A `#!` script that may run itself: what the kernel refused is its interpreter.
+        if (real.starts_with(&policy.jail_root) || allowed(&real))
+            && let Some(interpreter) = interpreter_of(&real, &policy.path)
+        {
+            let shown = interpreter.display().to_string();
+            if !allowed(&std::fs::canonicalize(&interpreter).unwrap_or(interpreter)) {
+                scripts.push(format!("`{word}` is a #! script run by `{shown}`"));
+                if !named.contains(&shown) {
+                    named.push(shown);
+                }
+            }
+            continue;
+        }
+        if real.starts_with(&policy.jail_root) || allowed(&real) {
             continue;
         }
         if !named.iter().any(|n| n == word) {
@@ -135,12 +153,34 @@ pub(super) fn not_executable(
         .map(|n| format!("`{n}`"))
         .collect::<Vec<_>>()
         .join(", ");
+    let scripts = if scripts.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", scripts.join("; "))
+    };
     Some((
         named.clone(),
         format!(
-            "it looks like {which} could not be executed (inferred from stderr: the kernel does not say which file): only the allowlisted programs and their helpers may be executed, by the command or anything it starts. If the task needs it, the operator adds it to [terminal.allowlist] commands, or to [terminal.allowlist] helpers = [\"{first}\"] for programs that only other programs start; a script needs its #! interpreter allowed too"
+            "it looks like {which} could not be executed{scripts} (inferred from stderr: the kernel does not say which file): only the allowlisted programs and their helpers may be executed, by the command or anything it starts. If the task needs it, the operator adds it to [terminal.allowlist] commands, or to [terminal.allowlist] helpers = [\"{first}\"] for programs that only other programs start; a script needs its #! interpreter allowed too"
         ),
     ))
+}
+
+/// The interpreter a `#!` line names (`/usr/bin/env NAME` resolved on `path`), when `file`
+/// starts with one.
+fn interpreter_of(file: &Path, path: &[PathBuf]) -> Option<PathBuf> {
+    use std::io::Read;
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(file).ok()?.read(&mut head).ok()?;
+    let line = head[..n].strip_prefix(b"#!")?;
+    let line = std::str::from_utf8(line.split(|b| *b == b'\n').next()?).ok()?;
+    let mut parts = line.split_whitespace();
+    let first = PathBuf::from(parts.next()?);
+    if first.file_name().is_some_and(|n| n == "env") {
+        let name = parts.find(|p| !p.starts_with('-'))?;
+        return resolve_program(path, name);
+    }
+    Some(first)
 }
 
 /// The words of a line that could name a program: split at what programs print around one.

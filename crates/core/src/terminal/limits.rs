@@ -43,6 +43,26 @@ const NO_SOCKET: &[&str] = &[
     "Couldn't connect to server",
 ];
 
+/// What programs print when a name does not resolve (the view has no resolver at all).
+const NO_RESOLVER: &[&str] = &[
+    "Could not resolve host",
+    "Temporary failure in name resolution",
+    "Name or service not known",
+    "getaddrinfo ENOTFOUND",
+    "getaddrinfo EAI_AGAIN",
+    "failed to lookup address information",
+    "No address associated with hostname",
+];
+
+/// Why a failed run that could not resolve a name could not: the policy gives commands no
+/// network, and the key that would allow a domain.
+pub(super) fn no_network(out: &ExecOutcome, stderr: &str, off: bool) -> Option<String> {
+    let failed = out.exit_code != Some(0);
+    (failed && off && NO_RESOLVER.iter().any(|p| stderr.contains(p))).then(|| {
+        "the policy gives commands no network ([terminal.network] mode = \"off\"): no name resolves and nothing beyond the sandbox is reached; if the task needs a site, the operator allows its domain with [terminal.network] mode = \"allowlist\" and allow_domains = [\"example.com\"]".to_owned()
+    })
+}
+
 /// Why a failed run that looks refused a socket was: only where commands have no TCP at
 /// all (`tcp` is the confinement summary's word for it).
 pub(super) fn socket_refused(out: &ExecOutcome, stderr: &str, tcp: &str) -> Option<String> {

@@ -189,24 +189,34 @@ impl TerminalService {
                 detail.insert("limit".into(), json!(key));
                 format!("{reason}; {why}")
             }
-            None => match super::limits::socket_refused(&out, &stderr, confinement.tcp) {
-                Some(why) => format!("{reason}; {why}"),
-                None => reason,
-            },
+            None => {
+                let off = self.policy.network.mode == crate::egress::NetworkMode::Off;
+                match super::limits::socket_refused(&out, &stderr, confinement.tcp)
+                    .or_else(|| super::limits::no_network(&out, &stderr, off))
+                {
+                    Some(why) => format!("{reason}; {why}"),
+                    None => reason,
+                }
+            }
         };
         let programs: Vec<&std::path::Path> = decision
             .stages
             .iter()
             .filter_map(|s| s.program.as_deref())
             .collect();
-        let reason =
-            match super::executables::not_executable(&self.policy, &out, &stderr, &programs) {
-                Some((names, why)) => {
-                    detail.insert("not_executable".into(), json!(names));
-                    format!("{reason}; {why}")
-                }
-                None => reason,
-            };
+        let reason = match super::executables::not_executable(
+            &self.policy,
+            &out,
+            &stderr,
+            &programs,
+            &cwd,
+        ) {
+            Some((names, why)) => {
+                detail.insert("not_executable".into(), json!(names));
+                format!("{reason}; {why}")
+            }
+            None => reason,
+        };
         let facts = RunFacts {
             executed: self.executed(&out),
             exit_code: out.exit_code,

@@ -23,7 +23,8 @@ CALLS = [
     ("run_command", {"command": "echo 'open"}, "INVALID_REQUEST"),
     ("run_command", {"command": 42}, "INVALID_REQUEST"),
     ("run_command", {"command": "sleep 5", "timeout_seconds": 1}, "TIMEOUT"),
-    ("run_command", {"command": "yes", "timeout_seconds": 1}, "TIMEOUT"),
+    ("run_command", {"command": "sleep 30", "timeout_seconds": 1}, "TIMEOUT"),
+    ("run_command", {"command": "yes", "timeout_seconds": 60}, "OUTPUT_TRUNCATED"),
     ("run_command", {"command": "yes | head -c 100000"}, "OUTPUT_TRUNCATED"),
     # The file tools, as a coding agent uses them: write, read, edit, then a refusal of each kind.
     ("write_file", {"path": "src/app.py", "content": "def f():\n    return 1\n"}, "OK"),

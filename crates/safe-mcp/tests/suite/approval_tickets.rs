@@ -307,7 +307,10 @@ async fn approvals_list_prints_no_control_sequence_of_the_models() {
     let c = Client::start(&sb, Reply::Accept(true), false, false).await;
     let name = "a\u{1b}]0;title\u{7}b\u{1b}[8mhidden\u{1b}[2Kc\u{202e}gnp.d";
     let r = c
-        .call("run_command", json!({"command": ["touch", name]}))
+        .call(
+            "run_command",
+            json!({"command": ["touch", "needs-ok", name]}),
+        )
         .await;
     assert_eq!(r["code"], "POLICY_DENIED", "{r}");
     assert!(r["detail"]["approval"]["ticket"].is_string(), "{r}");
@@ -329,10 +332,10 @@ async fn one_caller_holds_at_most_sixteen_waiting_tickets() {
     let sb = sandbox("");
     let c = Client::start(&sb, Reply::Accept(true), false, false).await;
     for i in 0..16 {
-        let r = c.run(&format!("touch wait-{i}")).await;
+        let r = c.run(&format!("touch needs-ok wait-{i}")).await;
         assert!(r["detail"]["approval"]["ticket"].is_string(), "{i}: {r}");
     }
-    let r = c.run("touch wait-16").await;
+    let r = c.run("touch needs-ok wait-16").await;
     assert_eq!(r["code"], "POLICY_DENIED", "{r}");
     assert!(
         r["reason"]

@@ -114,3 +114,58 @@ async fn a_flood_of_output_is_stopped_by_its_total_not_its_timeout() {
     assert_eq!(r["code"], "OUTPUT_TRUNCATED", "{r}");
     assert!(r["detail"].get("limit").is_none(), "{r}");
 }
+
+/// Issue 49, item 3: a `#!` script the allowlist lets run, whose interpreter it does not, is
+/// refused by the kernel on the script's path; the note names the interpreter, which is
+/// what the operator would have to allow (before: a python traceback and no line).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_scripts_note_names_its_interpreter() {
+    let sb = Sandbox::with(
+        "\"python3\", \"echo\"",
+        "timeout_seconds = 30",
+        "closed",
+        "[terminal.sandbox]\nexec_in_jail = true\n",
+    );
+    let script = sb.jail.join("x.sh");
+    std::fs::write(&script, "#!/bin/sh\necho hi\n").unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let s = sb.session().await;
+    let r = s
+        .call(
+            "run_command",
+            json!({"command": ["python3", "-c", "import subprocess; subprocess.run(['./x.sh'])"]}),
+        )
+        .await;
+    assert_ne!(r["detail"]["exit_code"], 0, "{r}");
+    let reason = r["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("`./x.sh` is a #! script run by `/bin/sh`"),
+        "{r}"
+    );
+    assert!(
+        r["detail"]["not_executable"]
+            .to_string()
+            .contains("/bin/sh"),
+        "{r}"
+    );
+}
+
+/// Issue 50, item 7: with the network off, a name that does not resolve gets a note saying
+/// the policy has no network and which key would allow a domain.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_name_that_does_not_resolve_says_the_policy_has_no_network() {
+    let sb = Sandbox::with("\"python3\"", "timeout_seconds = 30", "closed", "");
+    let s = sb.session().await;
+    let r = s
+        .call(
+            "run_command",
+            json!({"command": ["python3", "-c", "import socket; socket.getaddrinfo('example.com', 443)"]}),
+        )
+        .await;
+    assert_ne!(r["detail"]["exit_code"], 0, "{r}");
+    let reason = r["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("no network") && reason.contains("allow_domains"),
+        "{r}"
+    );
+}
