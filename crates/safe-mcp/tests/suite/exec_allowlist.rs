@@ -30,7 +30,7 @@ fn sandbox(allow: &str, profiles: &[&str], sandbox: &str) -> Sandbox {
 
 /// A session whose server has this test's PATH and HOME, where the profiles find their
 /// toolchains.
-async fn session(sb: &Sandbox) -> Session {
+pub(super) async fn session(sb: &Sandbox) -> Session {
     let path = std::env::var("PATH").unwrap_or_default();
     let home = std::env::var("HOME").unwrap_or_default();
     Session::start(&sb.policy, |c| {

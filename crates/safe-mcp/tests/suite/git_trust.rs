@@ -210,22 +210,14 @@ async fn git_run_by_the_operator_runs_nothing_the_model_wrote() {
     let uids: &[Option<u32>] = if root { &[None, Some(65534)] } else { &[None] };
     for &uid in uids {
         let what = format!("uid {uid:?}");
-        let sb = python_sandbox("required", GIT_ENV);
-        let home = sb.base().join("home");
+        let (sb, home) = operator_sandbox(uid);
         let markers = sb.base().join("markers");
-        std::fs::create_dir_all(&home).unwrap();
         std::fs::create_dir_all(&markers).unwrap();
         std::fs::set_permissions(
             &markers,
             std::os::unix::fs::PermissionsExt::from_mode(0o777),
         )
         .unwrap();
-        operator_repo(&home, &sb.jail);
-        allow(&sb, &["python3", "echo", "git"]);
-        if let Some(uid) = uid {
-            sb.give_to(uid);
-            chown(&sb.jail, uid);
-        }
         let s = session_with(&sb, "/usr/bin:/bin", uid).await;
         for c in SETUP {
             let r = s.run(c).await;
@@ -307,15 +299,7 @@ async fn what_a_session_writes_after_the_last_call_is_swept_at_its_end_and_at_ex
     let uids: &[Option<u32>] = if root { &[None, Some(65534)] } else { &[None] };
     for &uid in uids {
         let what = format!("uid {uid:?}");
-        let sb = python_sandbox("required", GIT_ENV);
-        let home = sb.base().join("home");
-        std::fs::create_dir_all(&home).unwrap();
-        operator_repo(&home, &sb.jail);
-        allow(&sb, &["python3", "echo", "git"]);
-        if let Some(uid) = uid {
-            sb.give_to(uid);
-            chown(&sb.jail, uid);
-        }
+        let (sb, _home) = operator_sandbox(uid);
         let s = session_with(&sb, "/usr/bin:/bin", uid).await;
         let late = "import time, os\ntime.sleep(1.5)\nos.makedirs('late/.git/hooks', exist_ok=True)\nfor d in ('objects', 'refs'): os.makedirs('late/.git/' + d, exist_ok=True)\nopen('late/.git/HEAD', 'w').write('ref: refs/heads/main\\n')\nopen('late/.git/config', 'w').write('[core]\\n\\tfsmonitor = touch /tmp/late\\n')\nopen('.git/commondir', 'w').write('../late/.git\\n')\nprint('planted', flush=True)\ntime.sleep(30)\n";
         let r = s
@@ -366,11 +350,7 @@ async fn what_a_session_writes_after_the_last_call_is_swept_at_its_end_and_at_ex
 /// the reason, and the next sweep that succeeds lifts it.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_sweep_that_cannot_finish_refuses_every_later_call() {
-    let sb = python_sandbox("required", GIT_ENV);
-    let home = sb.base().join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    operator_repo(&home, &sb.jail);
-    allow(&sb, &["python3", "echo", "git"]);
+    let (sb, _home) = operator_sandbox(None);
     let s = session_with(&sb, "/usr/bin:/bin", None).await;
     assert_eq!(s.run("echo ok").await["code"], "OK");
     // The server's place is made unwritable (as a full disk or a wrong owner would).
@@ -441,6 +421,21 @@ fn tree(dir: &Path) -> Vec<PathBuf> {
     }
     out.sort();
     out
+}
+
+/// A private-view sandbox whose jail is the operator's repository, python3, echo and git
+/// allowed, given to `uid` when one is named; and the operator's HOME.
+fn operator_sandbox(uid: Option<u32>) -> (Sandbox, PathBuf) {
+    let sb = python_sandbox("required", GIT_ENV);
+    let home = sb.base().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    operator_repo(&home, &sb.jail);
+    allow(&sb, &["python3", "echo", "git"]);
+    if let Some(uid) = uid {
+        sb.give_to(uid);
+        chown(&sb.jail, uid);
+    }
+    (sb, home)
 }
 
 fn allow(sb: &Sandbox, commands: &[&str]) {

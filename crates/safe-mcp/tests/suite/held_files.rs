@@ -5,7 +5,7 @@
 
 use serde_json::json;
 
-use super::round3::{in_terminal_table, python, python_sandbox, session_with};
+use super::round3::{in_terminal_table, python, python_sandbox, session_with, walkdir};
 
 /// Item 5: `pip.conf` in the python profile's cache is a read-only placeholder; write_file
 /// and edit_file refuse it, naming why, and it stays empty.
@@ -20,7 +20,7 @@ async fn the_file_tools_never_write_a_profile_caches_placeholder() {
         ),
     );
     let s = session_with(&sb, &std::env::var("PATH").unwrap_or_default(), None).await;
-    let placeholder = walk(&sb.base().join("cache"))
+    let placeholder = walkdir(&sb.base().join("cache"))
         .into_iter()
         .find(|p| p.ends_with("pip.conf"))
         .expect("the python profile's cache has its pip.conf placeholder");
@@ -73,21 +73,6 @@ async fn commands_never_write_a_confirm_path() {
             .contains("commands never write a confirm path"),
         "{d}"
     );
-}
-
-fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let p = e.path();
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                stack.push(p.clone());
-            }
-            out.push(p);
-        }
-    }
-    out
 }
 
 /// Issue 49: the audit trail inside a profile cache (a write path of commands) is refused at

@@ -4,6 +4,7 @@
 
 use serde_json::json;
 
+use super::exec_allowlist::session;
 use super::round3::in_terminal_table;
 use super::support::{BIN, Sandbox, Session};
 
@@ -61,15 +62,6 @@ fn sandbox_with(profile: &str, extra_rule: Option<&str>) -> Sandbox {
     );
     std::fs::write(&sb.policy, text).unwrap();
     sb
-}
-
-async fn session(sb: &Sandbox) -> Session {
-    let path = std::env::var("PATH").unwrap_or_default();
-    let home = std::env::var("HOME").unwrap_or_default();
-    Session::start(&sb.policy, |c| {
-        c.env("PATH", path).env("HOME", home);
-    })
-    .await
 }
 
 async fn denied(s: &Session, command: &str) -> bool {

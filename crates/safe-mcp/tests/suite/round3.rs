@@ -255,7 +255,7 @@ async fn a_shared_cache_is_the_operators_named_choice() {
 }
 
 /// Every entry beneath `dir` (not following links).
-fn walkdir(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+pub(super) fn walkdir(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
