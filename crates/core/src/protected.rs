@@ -367,17 +367,21 @@ pub fn plan(jail: &Path, paths: &ProtectedPaths, make: bool) -> Result<Plan, Str
             }
         }
     }
-    pin(&mut out, jail);
+    pin(&mut out, &[jail]);
     Ok(out)
 }
 
-/// Sets `plan.pinned` to the directories between the jail and each read-only path.
-pub fn pin(plan: &mut Plan, jail: &Path) {
+/// Sets `plan.pinned` to the directories between each read-only path and the root of
+/// `roots` (the jail, the write paths) that holds it.
+pub fn pin(plan: &mut Plan, roots: &[&Path]) {
     plan.pinned.clear();
     for path in &plan.read_only {
+        let Some(root) = roots.iter().find(|r| path.starts_with(r)) else {
+            continue;
+        };
         let mut dir = path.parent();
         while let Some(d) = dir {
-            if d == jail || !d.starts_with(jail) {
+            if d == *root || !d.starts_with(root) {
                 break;
             }
             if !plan.pinned.iter().any(|p| p == d) && !plan.read_only.iter().any(|p| p == d) {
@@ -422,7 +426,7 @@ fn exclude_from_git(jail: &Path, path: &Path) -> Result<Option<(PathBuf, String)
     Ok(Some((exclude, line)))
 }
 
-/// Takes out of `file` the `line` [`exclude_from_git`] added, with its comment.
+/// Takes out of `file` the `line` that adding a placeholder wrote, with its comment.
 pub fn unexclude(file: &Path, line: &str) {
     let Ok(Some(text)) = crate::untrusted::read_small_file(file, 1 << 20) else {
         return;

@@ -352,7 +352,26 @@ fn main() -> ExitCode {
             let written = std::fs::create_dir_all(&out)
                 .and_then(|()| clap_mangen::generate_to(Cli::command(), &out));
             match written {
-                Ok(()) => ExitCode::SUCCESS,
+                Ok(()) => {
+                    // man looks in `<root>/man1`: say which root makes `man safe-mcp` work.
+                    let root = match out.file_name().and_then(|n| n.to_str()) {
+                        Some("man1") => out.parent().unwrap_or(&out).to_path_buf(),
+                        _ => out.clone(),
+                    };
+                    println!("wrote the man pages to {}", out.display());
+                    if out.file_name().and_then(|n| n.to_str()) != Some("man1") {
+                        println!(
+                            "note: man finds pages in a directory named man1; use --out {}/man1",
+                            out.display()
+                        );
+                    }
+                    println!(
+                        "read them with: MANPATH={}: man safe-mcp   (or put {} on MANPATH; ~/.local/share/man is searched when ~/.local/bin is on PATH)",
+                        root.display(),
+                        root.display()
+                    );
+                    ExitCode::SUCCESS
+                }
                 Err(e) => exit::fatal(format!("{}: {e}", out.display())),
             }
         }

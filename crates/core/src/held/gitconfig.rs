@@ -5,7 +5,7 @@
 //! keys (`core.fsmonitor`, `core.pager`, aliases, filters, credential helpers, …) and pulls
 //! in more through `include.path`. A list of dangerous keys would be the wrong shape: git
 //! adds keys every release. So a model-made configuration is *rewritten* by the server
-//! from the keys on [`INERT`], each with a value of the shape that key takes, and nothing
+//! from the keys on `INERT`, each with a value of the shape that key takes, and nothing
 //! else: deny by default. What this parser misreads can only be dropped, never promoted:
 //! git reads the file the server wrote, not the model's.
 //!

@@ -5,11 +5,11 @@
 //! `commondir`, absorbed submodules (`<gitdir>/modules/**`), linked worktrees
 //! (`<gitdir>/worktrees/*`), the hooks and configuration of each, paths its configuration
 //! names, and an operation left in progress. A list of paths is the wrong shape for that,
-//! so this module holds the class: **every git directory in the jail** ([`find`]), in one of
+//! so this module holds the class: **every git directory in the jail** (`find.rs`), in one of
 //! two ways.
 //!
 //! - **The operator's** (present when the server first saw the jail, or made while no
-//!   server ran: [`area::State`] remembers which): the files through which git finds
+//!   server ran: `State` remembers which): the files through which git finds
 //!   configuration or programs (`config`, `config.worktree`, `commondir`, `hooks/`, `info/`;
 //!   a worktree entry's `commondir`, `gitdir`, `config.worktree`; every `.git` pointer; every
 //!   path its configuration or the server user's global configuration names inside the
@@ -17,11 +17,11 @@
 //!   private view; a missing directory is made empty (and removed at exit), a missing file is
 //!   watched.
 //! - **The model's** (any other): the model uses it inside the sandbox, and at every sweep
-//!   it loses what would make git run something ([`neutral`]).
+//!   it loses what would make git run something (`neutral.rs`).
 //!
 //! The sweep runs before a call when process sessions are live, after every call, when a
 //! session ends, at exit and at start. What it removes goes to the server's own place
-//! outside the jail ([`area`]), under names the model cannot pre-empt; if anything cannot be
+//! outside the jail (`area.rs`), under names the model cannot pre-empt; if anything cannot be
 //! moved, the holder is *breached* and every later call is refused with the reason until a
 //! sweep succeeds. Each change is an audit record.
 
@@ -149,7 +149,7 @@ impl Holder {
                 hold(&mut plan, &g.join(name), dir.then_some(()))?;
             }
         }
-        for path in named_by_config(jail, &adopted, &found.git_dirs) {
+        for path in named_by_config(jail, write_paths, &adopted, &found.git_dirs) {
             let exists = std::fs::symlink_metadata(&path).is_ok();
             if exists {
                 plan.read_only.push(path);
@@ -157,7 +157,10 @@ impl Holder {
                 plan.watched.push(path);
             }
         }
-        crate::protected::pin(&mut plan, jail);
+        let roots: Vec<&Path> = std::iter::once(jail)
+            .chain(write_paths.iter().map(PathBuf::as_path))
+            .collect();
+        crate::protected::pin(&mut plan, &roots);
         let mut state = prior.unwrap_or_default();
         state.jail = jail.to_path_buf();
         state.adopted = adopted.iter().cloned().collect();
@@ -353,11 +356,12 @@ fn unmake(state: &State) {
     }
 }
 
-/// The paths inside the jail that the adopted git directories' configuration, or the
-/// server user's global configuration, names (`core.hooksPath`, `include.path`, a helper
-/// given as a path): git would read or run them as the operator.
+/// The paths inside the jail or a write path that the adopted git directories'
+/// configuration, or the server user's global configuration, names (`core.hooksPath`,
+/// `include.path`, a helper given as a path): git would read or run them as the operator.
 fn named_by_config(
     jail: &Path,
+    write_paths: &[PathBuf],
     adopted: &BTreeSet<PathBuf>,
     git_dirs: &BTreeSet<PathBuf>,
 ) -> Vec<PathBuf> {
@@ -399,9 +403,13 @@ fn named_by_config(
             };
             for c in candidates {
                 let c = crate::paths::lexical_normalize(&c);
-                // Strictly inside the jail, and never a directory that holds a git
-                // directory (binding it read-only would stop git itself).
-                if c.starts_with(jail) && c != jail && !git_dirs.iter().any(|g| g.starts_with(&c)) {
+                // Strictly inside the jail or a write path (where commands write), and never
+                // a directory that holds a git directory (binding it read-only would stop
+                // git itself).
+                let writable = std::iter::once(jail)
+                    .chain(write_paths.iter().map(PathBuf::as_path))
+                    .any(|w| c.starts_with(w) && c != w);
+                if writable && !git_dirs.iter().any(|g| g.starts_with(&c)) {
                     out.insert(c);
                 }
             }

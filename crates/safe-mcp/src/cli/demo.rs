@@ -350,8 +350,11 @@ async fn showcase(json: bool) -> Result<bool, Box<dyn Error>> {
     }
     say_tools(&client).await?;
 
+    // The verbose form has the lists and the confinement report the excerpt reads.
+    let mut verbose = serde_json::Map::new();
+    verbose.insert("verbose".into(), json!(true));
     let described = client
-        .call_tool(CallToolRequestParams::new("describe_policy"))
+        .call_tool(CallToolRequestParams::new("describe_policy").with_arguments(verbose))
         .await?;
     if let Some(v) = &described.structured_content {
         say!("== describe_policy (excerpt)");
@@ -418,7 +421,7 @@ async fn showcase(json: bool) -> Result<bool, Box<dyn Error>> {
     }
     let files_ok = files_showcase(dir.path(), &policy, json).await?;
     say!(
-        "\nnext: install it (cargo install --locked --path crates/safe-mcp), then in your project run\n`safe-mcp init --profile rust --profile git` (or python, node): it writes the policy and prints\nthe configuration for Claude Code, Codex, Gemini CLI, Cursor and VS Code (the server is named\nsafe-terminal). Full envelopes: safe-mcp demo --json"
+        "\nFull envelopes: safe-mcp demo --json. Next: install it (cargo install --locked --path\ncrates/safe-mcp); `init` writes the policy for your project and prints the configuration for\nClaude Code, Codex, Gemini CLI, Cursor and VS Code:\n  cd ~/your-project && safe-mcp init --profile rust --profile git   # or python, node"
     );
     Ok(all_ok && files_ok)
 }

@@ -689,17 +689,36 @@ impl ServerHandler for TerminalServer {
         })
     }
 
+    /// `logging/setLevel` is answered (the logging capability is declared, and clients such
+    /// as the conformance suite set a level first); the server's own warnings still go to
+    /// its stderr, not yet as log notifications. rmcp marks logging deprecated (SEP-2577,
+    /// the 2026-07-28 protocol), but 2025-11-25 clients still send it.
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        _request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), rmcp::ErrorData> {
+        Ok(())
+    }
+
+    #[allow(deprecated)] // the logging capability: see `set_level`
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new(
-                env!("CARGO_PKG_NAME"),
-                env!("CARGO_PKG_VERSION"),
-            ))
-            .with_instructions(
-                "safe-mcp terminal: runs a small allowlisted set of commands inside one directory, \
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_logging()
+                .build(),
+        )
+        .with_server_info(Implementation::new(
+            env!("CARGO_PKG_NAME"),
+            env!("CARGO_PKG_VERSION"),
+        ))
+        .with_instructions(
+            "safe-mcp terminal: runs a small allowlisted set of commands inside one directory, \
                  without a shell, confined by the kernel. Call describe_policy first; use \
                  explain_command to check a command without running it, and start_process for \
                  work that outlives one call (builds, servers, REPLs).",
-            )
+        )
     }
 }

@@ -286,6 +286,26 @@ fn the_demo_runs_and_every_envelope_is_as_expected() {
         "{stdout}"
     );
     assert!(!stdout.contains("\"detail\""), "{stdout}");
+    // Issue 50, item 8: the policy excerpt shows the policy, not `null` for every field,
+    // and the last line is the next step, `init`.
+    let excerpt: Vec<&str> = stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("== describe_policy"))
+        .take(4)
+        .collect();
+    assert!(
+        excerpt.len() == 4 && !excerpt.join("\n").contains("null"),
+        "{excerpt:?}"
+    );
+    assert!(
+        stdout
+            .trim_end()
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .contains("safe-mcp init --profile"),
+        "{stdout}"
+    );
     let out = Command::new(BIN)
         .args(["demo", "--json"])
         .stdin(Stdio::null())
@@ -625,4 +645,20 @@ fn completions_and_man_pages_come_from_the_command_definitions() {
     let text = String::from_utf8_lossy(&rendered.stdout);
     assert!(text.contains("Serve the terminal tools over MCP"), "{text}");
     assert!(text.contains("--config"), "{text}");
+    // Issue 50, item 8: it says where it wrote and which MANPATH finds them, and with that
+    // MANPATH `man -w` finds the page (before: it printed nothing).
+    let said = String::from_utf8_lossy(&out.stdout);
+    let manpath = said
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("MANPATH="))
+        .unwrap_or_else(|| panic!("no MANPATH in {said}"));
+    let found = Command::new("man")
+        .args(["-w", "safe-mcp"])
+        .env("MANPATH", manpath)
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&found.stdout).contains("safe-mcp.1"),
+        "{said}: {found:?}"
+    );
 }

@@ -546,3 +546,62 @@ async fn everyday_git_keeps_working_under_the_git_profile() {
         );
     }
 }
+
+/// What the model leaves of a rebase in progress (its todo list, a merge strategy), written
+/// by hand in the operator's repository.
+const LEFT_IN_PROGRESS: &str = r##"
+import os, subprocess
+G = "." + "git"
+head = open(G + "/refs/heads/main").read().strip()
+os.makedirs(G + "/rebase-merge", exist_ok=True)
+for name, body in (("head-name", "refs/heads/main\n"), ("onto", head + "\n"),
+                   ("orig-head", head + "\n"), ("interactive", ""), ("done", ""),
+                   ("git-rebase-todo", "exec touch MARKER\n"), ("strategy", "evil/x\n")):
+    open(G + "/rebase-merge/" + name, "w").write(body)
+print("left")
+"##;
+
+/// Issue 48, the class "a rebase's todo list left in progress": `git rebase --continue` by
+/// the operator runs the todo's `exec` lines and a merge strategy by name (a name with `/`
+/// runs a path in the work tree). The control shows the operator's git runs the model's
+/// line; through the server, the sweep takes the line and the strategy out first.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_operation_left_in_progress_runs_nothing_the_model_wrote() {
+    for confined in [false, true] {
+        let (sb, home) = operator_sandbox(None);
+        let marker = sb.base().join("rebase-marker");
+        let script = LEFT_IN_PROGRESS.replace("MARKER", marker.to_str().unwrap());
+        if confined {
+            let s = session_with(&sb, "/usr/bin:/bin", None).await;
+            assert_eq!(
+                s.run("git checkout -q --detach").await["detail"]["exit_code"],
+                0
+            );
+            assert_eq!(python(&s, &script).await, "left\n");
+            end(s, &sb).await;
+        } else {
+            operator_git(&home, &sb.jail, &["checkout", "-q", "--detach"]);
+            let out = std::process::Command::new("python3")
+                .args(["-c", &script])
+                .current_dir(&sb.jail)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+        }
+        if confined {
+            let todo =
+                std::fs::read_to_string(sb.jail.join(".git/rebase-merge/git-rebase-todo")).unwrap();
+            assert!(!todo.contains("exec"), "{todo}");
+            let records = sb.audit_records();
+            assert!(
+                records.iter().any(|r| r["kind"] == "protected"
+                    && r["path"]
+                        .as_str()
+                        .is_some_and(|p| p.ends_with("rebase-merge/strategy"))),
+                "{records:?}"
+            );
+        }
+        let said = operator_git(&home, &sb.jail, &["rebase", "--continue"]);
+        assert_eq!(marker.exists(), !confined, "confined {confined}: {said}");
+    }
+}

@@ -40,6 +40,14 @@ async fn the_file_tools_never_write_a_profile_caches_placeholder() {
 /// says so.
 #[tokio::test(flavor = "multi_thread")]
 async fn commands_never_write_a_confirm_path() {
+    let root = rustix::process::geteuid().is_root();
+    let uids: &[Option<u32>] = if root { &[None, Some(65534)] } else { &[None] };
+    for &uid in uids {
+        confirm_path_held(uid).await;
+    }
+}
+
+async fn confirm_path_held(uid: Option<u32>) {
     let sb = python_sandbox(
         "required",
         "[terminal.files]\nconfirm_paths = [\"deploy.yaml\", \"ci/**\"]\n",
@@ -50,7 +58,11 @@ async fn commands_never_write_a_confirm_path() {
     );
     std::fs::write(&sb.policy, text).unwrap();
     std::fs::write(sb.jail.join("deploy.yaml"), "replicas: 1\n").unwrap();
-    let s = session_with(&sb, "/usr/bin:/bin", None).await;
+    if let Some(uid) = uid {
+        sb.give_to(uid);
+        std::os::unix::fs::chown(sb.jail.join("deploy.yaml"), Some(uid), Some(uid)).unwrap();
+    }
+    let s = session_with(&sb, "/usr/bin:/bin", uid).await;
     for c in ["cp notes.txt deploy.yaml", "cp notes.txt ci/deep/x.yaml"] {
         let r = s.run(c).await;
         assert_eq!(r["code"], "POLICY_DENIED", "{c}: {r}");

@@ -287,6 +287,7 @@ fn the_conformance_suite_passes_over_http() {
         "ping",
         "tools-list",
         "dns-rebinding-protection",
+        "logging-set-level",
     ] {
         // The suite has no timeout of its own.
         let mut child = Command::new(node.join("bin/node"))
