@@ -108,10 +108,15 @@ impl Confinement {
         // Under enforce the ruleset is built with HardRequirement: it is complete, or building
         // it fails and the server does not start. Each child restricts itself with its
         // descriptor; a kernel refusal there refuses the command (SANDBOX_UNAVAILABLE).
+        let executables = match spec.mode {
+            SandboxMode::Off => None,
+            _ => spec.executables.as_ref().map(Resolved::of),
+        };
+        let executable = executables.as_ref().map(Resolved::all).unwrap_or_default();
         let (view, view_state) = match (spec.mode, spec.namespaces) {
             (SandboxMode::Off, _) => (None, ViewState::Host("sandbox mode off".into())),
             (_, NamespaceMode::Off) => (None, ViewState::Host("namespaces = \"off\"".into())),
-            (_, setting) => match View::create(spec, tmp_root.path()) {
+            (_, setting) => match View::create(spec, tmp_root.path(), &executable) {
                 Ok(view) => match (&view.pid, setting) {
                     (Err(why), NamespaceMode::Required) => {
                         return Err(ConfineError::Namespaces(why.clone()));
@@ -146,10 +151,6 @@ impl Confinement {
         // namespace; anywhere else commands would share one (the host's, or the view's).
         let own_ipc = view.as_ref().is_some_and(|v| v.pid.is_ok());
         let tcp = TcpAccess::of(spec, view.as_ref().is_some_and(View::shares_network));
-        let executables = match spec.mode {
-            SandboxMode::Off => None,
-            _ => spec.executables.as_ref().map(Resolved::of),
-        };
         let (landlock, seccomp) = match spec.mode {
             SandboxMode::Off => (None, None),
             mode => {

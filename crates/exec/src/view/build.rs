@@ -17,7 +17,12 @@ use super::helpers::{
 /// were bounded.
 pub(super) type Built = (Entries, bool, Result<(), String>, bool, bool);
 
-pub(super) fn build(spec: &ConfinementSpec, dir: &Path, tmp_root: &Path) -> Result<Built, String> {
+pub(super) fn build(
+    spec: &ConfinementSpec,
+    dir: &Path,
+    tmp_root: &Path,
+    executable: &[PathBuf],
+) -> Result<Built, String> {
     let root = dir.join("root");
     let etc = dir.join("etc");
     let proc_dir = root.join("proc");
@@ -75,6 +80,7 @@ pub(super) fn build(spec: &ConfinementSpec, dir: &Path, tmp_root: &Path) -> Resu
     for dir in &spec.pinned_dirs {
         binds.push((dir.clone(), dir.clone(), jail_flags));
     }
+    let mut reads: Vec<PathBuf> = Vec::new();
     for p in &spec.read_paths {
         let synthetic_file = synthetic
             .iter()
@@ -84,7 +90,15 @@ pub(super) fn build(spec: &ConfinementSpec, dir: &Path, tmp_root: &Path) -> Resu
         }
         mirror_symlinks(&root, p)?;
         let real = std::fs::canonicalize(p).map_err(|e| format!("{}: {e}", p.display()))?;
-        binds.push((real.clone(), real, ro));
+        binds.push((real.clone(), real.clone(), ro));
+        reads.push(real);
+    }
+    // Program trees noexec, what may run executable over itself ([`super::programs`]). A
+    // program directory that is also a read path gets the noexec bind instead of its own.
+    if !executable.is_empty() {
+        let trees = super::programs::binds(&reads, executable, ro);
+        binds.retain(|(_, target, _)| !trees.iter().any(|(_, t, _)| t == target));
+        binds.extend(trees);
     }
     // Parents before children, so that a bind inside another lands on top of it.
     binds.sort_by_key(|(_, target, _)| target.components().count());

@@ -41,6 +41,7 @@ mod build;
 mod child;
 mod consts;
 mod helpers;
+mod programs;
 
 /// The namespaces every command enters, made once.
 pub(crate) struct View {
@@ -73,7 +74,13 @@ impl std::fmt::Debug for View {
 impl View {
     /// Makes the namespaces and the fresh root for `spec`, with the root of the calls'
     /// temporary directories bound read-write at its host path, or says why it cannot.
-    pub(crate) fn create(spec: &ConfinementSpec, tmp_root: &Path) -> Result<View, String> {
+    /// `executable`: what the exec allowlist grants, resolved (empty when it is off): the
+    /// view's program trees are noexec but for these.
+    pub(crate) fn create(
+        spec: &ConfinementSpec,
+        tmp_root: &Path,
+        executable: &[PathBuf],
+    ) -> Result<View, String> {
         let parent = std::env::temp_dir();
         let parent = std::fs::canonicalize(&parent)
             .map_err(|e| format!("the temporary directory {}: {e}", parent.display()))?;
@@ -82,7 +89,7 @@ impl View {
         }
         rundir::remove_stale(&parent, PREFIX);
         let dir = rundir::make(&parent, PREFIX, 0o700)?;
-        let view = match build(spec, &dir, tmp_root) {
+        let view = match build(spec, &dir, tmp_root, executable) {
             Ok((mut entries, user, pid, pts, limited)) => View {
                 user_limits: limited,
                 entries: {

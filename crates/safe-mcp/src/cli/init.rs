@@ -28,7 +28,8 @@ pub(crate) fn run(profiles: &[String], jail: Option<&Path>, output: Option<&Path
                 "check it:  safe-mcp policy check --config {}",
                 path.display()
             );
-            say!("{}", client_config(&exe, &path, &client_env()));
+            let name = server_name(&path);
+            say!("{}", client_config(&exe, &path, &client_env(), &name));
             ExitCode::SUCCESS
         }
         Err(e) => fatal(e),
@@ -69,10 +70,34 @@ pub(crate) fn policy_for_jail(jail: &Path) -> Result<PathBuf, String> {
     Ok(path)
 }
 
-/// The client configuration for the server named `safe-terminal`, started as `exe
-/// terminal --config policy` with `env` and nothing else, in each client's own form. The
-/// README shows the same lines (a test keeps the two one story).
-pub(crate) fn client_config(exe: &str, policy: &Path, env: &[(String, String)]) -> String {
+/// The name a client knows this project's server by: `safe-terminal-<policy file stem>`
+/// (the project's directory name, as `init` names the file), in the characters every
+/// client accepts in a server name; so two projects' servers never collide in a client.
+pub(crate) fn server_name(policy: &Path) -> String {
+    let stem: String = policy
+        .file_stem()
+        .map(|s| s.to_string_lossy().to_lowercase())
+        .unwrap_or_default()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let stem = stem.trim_matches('-');
+    if stem.is_empty() {
+        "safe-terminal".to_owned()
+    } else {
+        format!("safe-terminal-{stem}")
+    }
+}
+
+/// The client configuration for the server named `name`, started as `exe terminal
+/// --config policy` with `env` and nothing else, in each client's own form. The README
+/// shows the same lines (a test keeps the two one story).
+pub(crate) fn client_config(
+    exe: &str,
+    policy: &Path,
+    env: &[(String, String)],
+    name: &str,
+) -> String {
     let policy = policy.display().to_string();
     let args = ["terminal", "--config", policy.as_str()];
     let env_map: serde_json::Map<String, serde_json::Value> = env
@@ -84,7 +109,7 @@ pub(crate) fn client_config(exe: &str, policy: &Path, env: &[(String, String)]) 
         if let Some((k, v)) = extra {
             server[k] = v.into();
         }
-        let doc = serde_json::json!({ root: { "safe-terminal": server } });
+        let doc = serde_json::json!({ root: { name: server } });
         serde_json::to_string_pretty(&doc).unwrap_or_default()
     };
     let flags = |flag: &str| {
@@ -95,10 +120,10 @@ pub(crate) fn client_config(exe: &str, policy: &Path, env: &[(String, String)]) 
     };
     let command = format!("{} {}", shell_word(exe), args.map(shell_word).join(" "));
     format!(
-        "MCP client configuration (the server is named safe-terminal):\n\
-         Claude Code:  claude mcp add --scope user safe-terminal {} -- {command}\n\
-         Codex:        codex mcp add safe-terminal {} -- {command}\n\
-         Gemini CLI:   gemini mcp add --scope user {} safe-terminal -- {command}\n\
+        "MCP client configuration (the server is named {name}):\n\
+         Claude Code:  claude mcp add --scope user {name} {} -- {command}\n\
+         Codex:        codex mcp add {name} {} -- {command}\n\
+         Gemini CLI:   gemini mcp add --scope user {} {name} -- {command}\n\
          Claude Desktop, Cursor (mcpServers):\n{}\n\
          VS Code (mcp.json, servers):\n{}",
         flags("-e"),
@@ -184,7 +209,13 @@ fn write_policy(
         .find(|(k, _)| k == "HOME")
         .map(|(_, home)| PathBuf::from(home).join(".cache/safe-mcp"))
         .ok_or("HOME is not set: the profiles' caches need a home (or pass --output and edit cache_dir)")?;
-    let text = policy_text(&jail, profiles, &git_identity(), &cache_dir);
+    // The trail beside the policy, named after it: two projects' servers never share one
+    // trail (nor, so, one approval desk).
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "policy".into());
+    let text = policy_text(&jail, profiles, &git_identity(), &cache_dir, &stem);
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -269,7 +300,9 @@ fn policy_text(
     profiles: &[String],
     identity: &(String, String),
     cache_dir: &Path,
+    stem: &str,
 ) -> String {
+    let trail = toml_string(&format!("{stem}.audit.jsonl"));
     let cache_dir = toml_string(&cache_dir.to_string_lossy());
     let list = profiles
         .iter()
@@ -285,7 +318,7 @@ fn policy_text(
 
 # Every attempt is recorded here before anything runs (a hash chain; `safe-mcp audit
 # verify` checks it). Keep it outside the jail.
-audit_log = "audit.jsonl"
+audit_log = {trail}
 
 [terminal]
 # The directory the model works in: commands run here and may write only here (plus

@@ -573,3 +573,61 @@ async fn a_jail_alone_starts_the_server_with_the_policy_init_writes() {
     let out = super::cli::run(&["terminal", "--jail", missing.to_str().unwrap()], &env);
     super::cli::assert_fatal(&out, "not an existing directory");
 }
+
+/// Issue 50, item 5: two projects `init`ed on one machine get their own server names, their
+/// own trails and so their own approval desks: both servers run at once, each with a desk.
+#[tokio::test(flavor = "multi_thread")]
+async fn two_projects_on_one_machine_do_not_collide() {
+    let base = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(base.path()).unwrap();
+    let home = base.join("home");
+    let mut printed = Vec::new();
+    let mut policies = Vec::new();
+    for project in ["alpha", "beta"] {
+        std::fs::create_dir_all(base.join(project)).unwrap();
+        std::fs::create_dir_all(&home).unwrap();
+        let out = std::process::Command::new(BIN)
+            .args(["init", "--profile", "readonly", "--jail"])
+            .arg(base.join(project))
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", &home)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        printed.push(String::from_utf8_lossy(&out.stdout).into_owned());
+        policies.push(home.join(format!(".config/safe-mcp/{project}.toml")));
+    }
+    assert!(
+        printed[0].contains("claude mcp add --scope user safe-terminal-alpha "),
+        "{}",
+        printed[0]
+    );
+    assert!(
+        printed[1].contains("claude mcp add --scope user safe-terminal-beta "),
+        "{}",
+        printed[1]
+    );
+    let mut sessions = Vec::new();
+    for policy in &policies {
+        let home = home.clone();
+        sessions.push(
+            super::support::Session::start(policy, move |c| {
+                c.env("PATH", std::env::var("PATH").unwrap_or_default())
+                    .env("HOME", home);
+            })
+            .await,
+        );
+    }
+    for s in &sessions {
+        assert_eq!(s.run("ls").await["code"], "OK");
+    }
+    for (policy, project) in policies.iter().zip(["alpha", "beta"]) {
+        let trail = policy.with_file_name(format!("{project}.audit.jsonl"));
+        let desk = policy.with_file_name(format!("{project}.audit.jsonl.approvals.sock"));
+        assert!(
+            super::support::eventually(10, || trail.exists() && desk.exists()).await,
+            "{project}: its own trail and desk"
+        );
+    }
+}

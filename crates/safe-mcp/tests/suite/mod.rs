@@ -20,6 +20,7 @@ mod git_trust;
 mod held_files;
 mod http;
 mod inspector;
+mod loader;
 mod long_work;
 mod oauth;
 mod origin;
