@@ -165,7 +165,13 @@ pub fn evaluate(
     };
     if code == ResultCode::Ok {
         reason = if stages.len() == 1 {
-            format!("`{}` is allowlisted", stages[0].argv[0])
+            // The program, not a `NAME=value` prefix before it.
+            let program = stages[0]
+                .argv
+                .iter()
+                .find(|w| !crate::syntax::is_assignment(w))
+                .unwrap_or(&stages[0].argv[0]);
+            format!("`{program}` is allowlisted")
         } else {
             format!("all {} commands are allowlisted", stages.len())
         };

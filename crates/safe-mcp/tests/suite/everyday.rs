@@ -169,3 +169,87 @@ async fn a_name_that_does_not_resolve_says_the_policy_has_no_network() {
         "{r}"
     );
 }
+
+/// Issue 50, item 7: `explain_command` of a command with a `NAME=value` prefix names the
+/// program (it said `` `RUST_BACKTRACE=1` is allowlisted ``) and shows the environment the
+/// command would get.
+#[tokio::test(flavor = "multi_thread")]
+async fn explaining_a_prefixed_command_names_the_program_and_its_environment() {
+    let sb = Sandbox::with("\"printenv\"", "timeout_seconds = 10", "closed", "");
+    let s = sb.session().await;
+    let r = s
+        .call(
+            "explain_command",
+            json!({"command": "RUST_BACKTRACE=1 printenv RUST_BACKTRACE"}),
+        )
+        .await;
+    assert_eq!(r["code"], "OK", "{r}");
+    assert_eq!(r["reason"], "`printenv` is allowlisted", "{r}");
+    assert!(
+        r["detail"]["stages"]
+            .to_string()
+            .contains("RUST_BACKTRACE=1"),
+        "{r}"
+    );
+}
+
+/// Issue 50, item 7: under the python profile a session's output arrives as it is printed
+/// (a dev server's banner), not when the process exits: Python buffers a pipe otherwise.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_python_sessions_output_arrives_as_it_is_printed() {
+    let sb = Sandbox::with("\"echo\"", "timeout_seconds = 30", "closed", "");
+    super::round3::in_terminal_table(
+        &sb,
+        &format!(
+            "profiles = [\"python\"]\ncache_dir = \"{}/cache\"",
+            sb.base().display()
+        ),
+    );
+    let s = super::exec_allowlist::session(&sb).await;
+    let r = s
+        .call(
+            "start_process",
+            json!({"command": ["python3", "-c", "print('serving on 8000'); import time; time.sleep(30)"]}),
+        )
+        .await;
+    assert_eq!(r["code"], "OK", "{r}");
+    let handle = r["detail"]["handle"].as_str().unwrap().to_owned();
+    let read = s
+        .call(
+            "read_process_output",
+            json!({"handle": handle, "wait_seconds": 10}),
+        )
+        .await;
+    assert!(
+        read["detail"]["stdout"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("serving on 8000"),
+        "{read}"
+    );
+    let _ = s.call("stop_process", json!({"handle": handle})).await;
+}
+
+/// Issue 50, item 7: in the host view a socket Landlock refuses (EACCES: a bare Python
+/// PermissionError) gets the note that says why and which key allows a port.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_socket_refused_in_the_host_view_says_so() {
+    let sb = Sandbox::with(
+        "\"python3\"",
+        "timeout_seconds = 30",
+        "closed",
+        "[terminal.sandbox]\nnamespaces = \"off\"\n",
+    );
+    let s = sb.session().await;
+    let r = s
+        .call(
+            "run_command",
+            json!({"command": ["python3", "-c", "import socket; s = socket.socket(); s.connect(('127.0.0.1', 9))"]}),
+        )
+        .await;
+    assert_ne!(r["detail"]["exit_code"], 0, "{r}");
+    assert!(
+        r["reason"].as_str().unwrap().contains("listen_ports"),
+        "{r}"
+    );
+}
