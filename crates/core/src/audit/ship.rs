@@ -577,15 +577,28 @@ fn send(wire: &Wire, batch: &[(u64, String)]) -> std::io::Result<()> {
     }
 }
 
+/// A read of `stream` that a signal interrupted is the same read again: a socket with a
+/// receive timeout is never restarted by the kernel (signal(7)), and an interrupted wait for
+/// the collector's answer, taken for a failure, re-sent a batch it had received (a test saw
+/// seq 67, 68, 67, 68 at the sink).
+fn read_again(stream: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    loop {
+        match stream.read(buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            other => return other,
+        }
+    }
+}
+
 /// One request on `stream`; `Ok(keep)` on a 2xx answer, with whether the connection may be
-/// used again.
+/// used again. (`write_all` already writes an interrupted write again, from where it was.)
 fn post(stream: &mut TcpStream, head: &str, body: &str) -> std::io::Result<bool> {
     stream.write_all(head.as_bytes())?;
     stream.write_all(body.as_bytes())?;
     let mut answer = Vec::with_capacity(256);
     let mut byte = [0u8; 1024];
     let end = loop {
-        let n = stream.read(&mut byte)?;
+        let n = read_again(stream, &mut byte)?;
         if n == 0 {
             return Err(std::io::Error::other(
                 "the collector closed without an answer",
@@ -619,7 +632,7 @@ fn post(stream: &mut TcpStream, head: &str, body: &str) -> std::io::Result<bool>
     };
     let mut have = answer.len() - end;
     while have < length {
-        let n = stream.read(&mut byte)?;
+        let n = read_again(stream, &mut byte)?;
         if n == 0 {
             return Ok(false);
         }
@@ -668,6 +681,30 @@ pub fn syslog_frame(hostname: &str, app: &str, line: &str) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
+
+    /// A read a signal interrupted is read again, never taken for a failure that re-sends
+    /// the batch (issue 50, item 4).
+    #[test]
+    fn an_interrupted_read_is_read_again() {
+        struct Interrupting(usize);
+        impl std::io::Read for Interrupting {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                if self.0 > 0 {
+                    self.0 -= 1;
+                    return Err(std::io::ErrorKind::Interrupted.into());
+                }
+                buf[0] = b'x';
+                Ok(1)
+            }
+        }
+        let mut buf = [0u8; 4];
+        assert_eq!(
+            super::read_again(&mut Interrupting(3), &mut buf).unwrap(),
+            1
+        );
+        assert_eq!(buf[0], b'x');
+    }
+
     use super::*;
 
     #[test]

@@ -123,7 +123,7 @@ pub(crate) fn client_config(
         "MCP client configuration (the server is named {name}):\n\
          Claude Code:  claude mcp add --scope user {name} {} -- {command}\n\
          Codex:        codex mcp add {name} {} -- {command}\n\
-         Gemini CLI:   gemini mcp add --scope user {} {name} -- {command}\n\
+         Gemini CLI:   gemini mcp add --scope user {} {name} {command}\n\
          Claude Desktop, Cursor (mcpServers):\n{}\n\
          VS Code (mcp.json, servers):\n{}",
         flags("-e"),

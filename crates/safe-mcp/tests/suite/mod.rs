@@ -5,6 +5,7 @@ mod approvals_mrtr;
 mod audit;
 mod audit_report;
 mod cli;
+mod client_lines;
 mod confinement;
 mod credentials;
 mod dev_servers;
