@@ -253,3 +253,20 @@ async fn a_socket_refused_in_the_host_view_says_so() {
         "{r}"
     );
 }
+
+/// Issue 50, item 7: what a person is asked says the rule's own `reason`, not
+/// `(rules[0] confirm_args)`.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_approval_text_gives_the_rules_own_reason() {
+    let sb = Sandbox::new(
+        "[[terminal.rules]]\ncommand = \"touch\"\nconfirm_args = [\"deploy\"]\nreason = \"a deploy reaches production\"\n",
+    );
+    let s = sb.session().await;
+    let r = s
+        .call("explain_command", json!({"command": "touch deploy"}))
+        .await;
+    assert_eq!(r["detail"]["needs_approval"], true, "{r}");
+    let text = r.to_string();
+    assert!(text.contains("a deploy reaches production"), "{r}");
+    assert!(!text.contains("confirm_args)"), "{r}");
+}

@@ -37,13 +37,7 @@ async fn the_loader_cannot_run_a_program_the_allowlist_refuses() {
             sb.give_to(uid);
         }
         let s = session_with(&sb, "/usr/bin:/bin", uid).await;
-        let r = s
-            .call(
-                "run_command",
-                json!({"command": ["python3", "-c", THROUGH_THE_LOADER]}),
-            )
-            .await;
-        let out = r["detail"]["stdout"].as_str().unwrap_or_default();
+        let (out, r) = through_the_loader(&s).await;
         assert!(out.starts_with("refused"), "uid {uid:?}: {r}");
         assert!(sb.jail.join("victim").exists(), "uid {uid:?}");
         // Allowed programs still run, through the loader too.
@@ -53,12 +47,21 @@ async fn the_loader_cannot_run_a_program_the_allowlist_refuses() {
     // The control: without the view the same call runs rm (the host view's ceiling).
     let sb = sandbox("off");
     let s = session_with(&sb, "/usr/bin:/bin", None).await;
+    let (out, r) = through_the_loader(&s).await;
+    assert!(out.starts_with("ran"), "the control: {r}");
+}
+
+/// What python printed, and the whole result.
+async fn through_the_loader(s: &super::support::Session) -> (String, serde_json::Value) {
     let r = s
         .call(
             "run_command",
             json!({"command": ["python3", "-c", THROUGH_THE_LOADER]}),
         )
         .await;
-    let out = r["detail"]["stdout"].as_str().unwrap_or_default();
-    assert!(out.starts_with("ran"), "the control: {r}");
+    let out = r["detail"]["stdout"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    (out, r)
 }
