@@ -247,6 +247,9 @@ impl TerminalService {
         let mut attempt = self.attempt_for(tool, &format!("{tool} {path}"), caller);
         attempt.args = Some(prepared.record.clone());
         attempt.approval = approval;
+        // As before a command: what a session made goes first, and a sweep that still cannot
+        // finish refuses the write (one that now finishes lifts the refusal).
+        self.sweep_protected(&attempt.call);
         if let Some(why) = self.held_refusal() {
             let result = OperationResult::new(tool, ResultCode::SandboxUnavailable, why)
                 .with_duration(started.elapsed());

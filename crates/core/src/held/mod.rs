@@ -121,7 +121,7 @@ impl Holder {
             None => seen,
             Some(p) if p.clean => seen
                 .into_iter()
-                .filter(|g| !p.model_made().contains(g))
+                .filter(|g| !p.model_made.contains(g))
                 .collect(),
             Some(p) => p
                 .adopted
@@ -138,15 +138,14 @@ impl Holder {
             .collect();
         for g in &adopted {
             if found.pointers.contains(g) {
-                hold(&mut plan, g, None)?;
+                hold(&mut plan, g, false)?;
                 continue;
             }
             let worktree = g
                 .parent()
                 .is_some_and(|p| p.file_name().is_some_and(|n| n == "worktrees"));
             for name in if worktree { WORKTREE_TRUST } else { &names } {
-                let dir = matches!(*name, "hooks" | "info");
-                hold(&mut plan, &g.join(name), dir.then_some(()))?;
+                hold(&mut plan, &g.join(name), matches!(*name, "hooks" | "info"))?;
             }
         }
         for path in named_by_config(jail, write_paths, &adopted, &found.git_dirs) {
@@ -200,11 +199,6 @@ impl Holder {
         &self.plan
     }
 
-    /// Where the server keeps what it moved out of the jail.
-    pub fn area(&self) -> &Path {
-        self.area.dir()
-    }
-
     /// Why calls are refused now, when a sweep could not finish.
     pub fn refusal(&self) -> Option<String> {
         self.inner.lock().ok().and_then(|i| i.breach.clone())
@@ -253,7 +247,7 @@ impl Holder {
         let mut new = false;
         for g in &found.git_dirs {
             if !self.adopted.contains(g) {
-                if !state.model_made().contains(g) {
+                if !state.model_made.contains(g) {
                     state.model_made.push(g.clone());
                     new = true;
                 }
@@ -294,15 +288,9 @@ impl Holder {
     }
 }
 
-impl State {
-    fn model_made(&self) -> BTreeSet<PathBuf> {
-        self.model_made.iter().cloned().collect()
-    }
-}
-
-/// Holds `path` read-only when it exists; a missing directory (`dir`) is made and held, a
-/// missing file watched.
-fn hold(plan: &mut Plan, path: &Path, dir: Option<()>) -> Result<(), String> {
+/// Holds `path` read-only when it exists; missing, it is made and held when it names a
+/// directory (`dir`), else watched.
+fn hold(plan: &mut Plan, path: &Path, dir: bool) -> Result<(), String> {
     match std::fs::symlink_metadata(path) {
         // A bind would follow it (holding its target, or failing): the operator replaces it.
         Ok(m) if m.file_type().is_symlink() => Err(format!(
@@ -313,7 +301,7 @@ fn hold(plan: &mut Plan, path: &Path, dir: Option<()>) -> Result<(), String> {
             plan.read_only.push(path.to_path_buf());
             Ok(())
         }
-        Err(_) if dir.is_some() => {
+        Err(_) if dir => {
             std::fs::create_dir(path)
                 .map_err(|e| format!("cannot make {}: {e}", path.display()))?;
             plan.made.push(path.to_path_buf());

@@ -79,6 +79,26 @@ fn out(area: &Area, jail: &Path, path: &Path) -> Result<Change, AreaError> {
     })
 }
 
+/// Moves the model's `path` out and writes the server's `body` in its place.
+fn replace(
+    area: &Area,
+    jail: &Path,
+    path: &Path,
+    body: String,
+    dropped: Vec<String>,
+) -> Result<Change, AreaError> {
+    let to = area.quarantine(jail, path)?;
+    std::fs::write(path, body).map_err(|source| AreaError {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok(Change::Rewritten {
+        path: path.to_path_buf(),
+        to,
+        dropped,
+    })
+}
+
 /// Rewrites the configuration at `path` from its inert keys, when it holds anything else.
 /// A remote given as a local path is kept unless it lies in one of `write_paths` outside
 /// the jail (where no sweep holds a repository's hooks); relative, it is read from `base`.
@@ -100,26 +120,13 @@ pub(super) fn config(
         target.starts_with(jail) || !write_paths.iter().any(|w| target.starts_with(w))
     };
     let (kept, mut dropped) = gitconfig::keep_inert(&settings, &local_ok);
-    let written = gitconfig::render(&kept);
     if dropped.is_empty() && unread == 0 {
-        return Ok(None);
-    }
-    if text == written {
         return Ok(None);
     }
     if unread > 0 {
         dropped.push(format!("{unread} line(s) git's format was not read from"));
     }
-    let to = area.quarantine(jail, path)?;
-    std::fs::write(path, written).map_err(|source| AreaError {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    Ok(Some(Change::Rewritten {
-        path: path.to_path_buf(),
-        to,
-        dropped,
-    }))
+    replace(area, jail, path, gitconfig::render(&kept), dropped).map(Some)
 }
 
 /// Neutralizes the model-made git directory `dir`.
@@ -220,16 +227,7 @@ pub(super) fn in_progress(area: &Area, jail: &Path, dir: &Path) -> Result<Vec<Ch
             .filter(|l| !runs(l))
             .map(|l| format!("{l}\n"))
             .collect();
-        let to = area.quarantine(jail, &path)?;
-        std::fs::write(&path, kept).map_err(|source| AreaError {
-            path: path.clone(),
-            source,
-        })?;
-        changes.push(Change::Rewritten {
-            path,
-            to,
-            dropped: vec!["exec lines".into()],
-        });
+        changes.push(replace(area, jail, &path, kept, vec!["exec lines".into()])?);
     }
     let strategy = dir.join("rebase-merge/strategy");
     let foreign = match read(&strategy) {

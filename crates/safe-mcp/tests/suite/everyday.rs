@@ -198,13 +198,7 @@ async fn explaining_a_prefixed_command_names_the_program_and_its_environment() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_python_sessions_output_arrives_as_it_is_printed() {
     let sb = Sandbox::with("\"echo\"", "timeout_seconds = 30", "closed", "");
-    super::round3::in_terminal_table(
-        &sb,
-        &format!(
-            "profiles = [\"python\"]\ncache_dir = \"{}/cache\"",
-            sb.base().display()
-        ),
-    );
+    super::round3::with_profile(&sb, "python");
     let s = super::exec_allowlist::session(&sb).await;
     let r = s
         .call(

@@ -5,20 +5,14 @@
 
 use serde_json::json;
 
-use super::round3::{in_terminal_table, python, python_sandbox, session_with, walkdir};
+use super::round3::{python, python_sandbox, session_with, walkdir, with_profile};
 
 /// Item 5: `pip.conf` in the python profile's cache is a read-only placeholder; write_file
 /// and edit_file refuse it, naming why, and it stays empty.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_file_tools_never_write_a_profile_caches_placeholder() {
     let sb = python_sandbox("required", "");
-    in_terminal_table(
-        &sb,
-        &format!(
-            "profiles = [\"python\"]\ncache_dir = \"{}/cache\"",
-            sb.base().display()
-        ),
-    );
+    with_profile(&sb, "python");
     let s = session_with(&sb, &std::env::var("PATH").unwrap_or_default(), None).await;
     let placeholder = walkdir(&sb.base().join("cache"))
         .into_iter()
@@ -92,13 +86,7 @@ async fn confirm_path_held(uid: Option<u32>) {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_trail_may_not_lie_in_a_profile_cache() {
     let sb = python_sandbox("required", "");
-    in_terminal_table(
-        &sb,
-        &format!(
-            "profiles = [\"python\"]\ncache_dir = \"{}/cache\"",
-            sb.base().display()
-        ),
-    );
+    with_profile(&sb, "python");
     let s = session_with(&sb, &std::env::var("PATH").unwrap_or_default(), None).await;
     let d = s.call("describe_policy", json!({"verbose": true})).await;
     let cache = d["detail"]["write_paths"]

@@ -17,6 +17,17 @@ pub(super) fn in_terminal_table(sb: &Sandbox, lines: &str) {
     std::fs::write(&sb.policy, text).unwrap();
 }
 
+/// Names `profile` in the sandbox's `[terminal]`, with a profile cache of the sandbox's own.
+pub(super) fn with_profile(sb: &Sandbox, profile: &str) {
+    in_terminal_table(
+        sb,
+        &format!(
+            "profiles = [\"{profile}\"]\ncache_dir = \"{}/cache\"",
+            sb.base().display()
+        ),
+    );
+}
+
 pub(super) fn stdout(r: &Value) -> &str {
     r["detail"]["stdout"].as_str().unwrap_or_default()
 }
