@@ -272,4 +272,8 @@ pub trait Executor: Send + Sync {
     /// server can relay a connection from the host to a server a command started; or why
     /// there is none.
     fn inner_socket(&self, v6: bool) -> Result<std::os::fd::OwnedFd, String>;
+    /// Removes what the executor made on the host for its commands (a root server's
+    /// cgroups), once every call has ended: at the server's end, which cannot wait for the
+    /// last clone of the executor to be dropped (a listener thread keeps one to the exit).
+    fn close(&self) {}
 }

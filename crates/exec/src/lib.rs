@@ -100,6 +100,10 @@ impl Executor for LocalExecutor {
         self.confinement.report()
     }
 
+    fn close(&self) {
+        self.confinement.remove_cgroups();
+    }
+
     fn confinement_summary(&self) -> &ConfinementSummary {
         self.confinement.summary()
     }

@@ -177,7 +177,10 @@ fn bind_unix(path: &std::path::Path) -> Result<tokio::net::UnixListener, String>
     Ok(listener)
 }
 
-async fn wait_for_signal() {
+/// Resolves at the first SIGTERM or SIGINT: the end a supervisor or a client asks for (the
+/// MCP stdio shutdown sends SIGTERM when closing stdin was not enough), which the servers
+/// meet with the same cleanup as a closed session.
+pub async fn wait_for_signal() {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut term), Ok(mut int)) = (
         signal(SignalKind::terminate()),

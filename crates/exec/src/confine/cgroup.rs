@@ -51,10 +51,31 @@ impl PidsCgroup {
     }
 }
 
+impl PidsCgroup {
+    /// Removes the group, once every command has exited (the tree kill ensures it).
+    pub(super) fn remove(&self) {
+        remove_group(&self.dir);
+    }
+}
+
 impl Drop for PidsCgroup {
     fn drop(&mut self) {
-        // Succeeds only once every command has exited, which the tree kill ensures.
-        let _ = std::fs::remove_dir(&self.dir);
+        self.remove();
+    }
+}
+
+/// Removes the group `dir` of processes that have all exited. The kernel keeps a group
+/// populated until each exited task is released, which trails the reap: under load the
+/// last call's processes held it for a while after the server had its exit status (rmdir
+/// then fails with EBUSY, and a group was left behind at exit). So EBUSY is tried again,
+/// for up to two seconds.
+fn remove_group(dir: &Path) {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while let Err(e) = std::fs::remove_dir(dir) {
+        if e.raw_os_error() != Some(libc::EBUSY) || std::time::Instant::now() >= until {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
 
@@ -175,15 +196,22 @@ impl MemoryCgroups {
     }
 }
 
+impl MemoryCgroups {
+    /// Removes every call's group and the parent, once every call has given its group back.
+    pub(super) fn remove(&self) {
+        if let Ok(mut free) = self.free.lock() {
+            for group in free.drain(..) {
+                remove_group(&group.dir);
+            }
+        }
+        remove_group(&self.dir);
+    }
+}
+
 impl Drop for MemoryCgroups {
     fn drop(&mut self) {
         // Every call has given its group back (the executor outlives its calls).
-        if let Ok(mut free) = self.free.lock() {
-            for group in free.drain(..) {
-                let _ = std::fs::remove_dir(&group.dir);
-            }
-        }
-        let _ = std::fs::remove_dir(&self.dir);
+        self.remove();
     }
 }
 

@@ -234,6 +234,16 @@ impl Confinement {
         &self.report
     }
 
+    /// Removes the server's cgroups (root only), once every call has ended.
+    pub(crate) fn remove_cgroups(&self) {
+        if let Some(pids) = &self.pids_cgroup {
+            pids.remove();
+        }
+        if let Some(memory) = &self.memory {
+            memory.remove();
+        }
+    }
+
     /// The compact form recorded with every run: mode, Landlock state, seccomp, network.
     pub fn summary(&self) -> &ConfinementSummary {
         &self.summary

@@ -91,6 +91,7 @@ pub(crate) fn serve_terminal(config: Option<&Path>, http: Option<&str>) -> ExitC
     let executor: Arc<dyn safe_mcp_core::terminal::Executor> = Arc::new(executor);
     // Where commands reach the programs with argument rules (nested calls).
     mcp::nested::listen(&service, &executor);
+    let closing = Arc::clone(&executor);
     let make = {
         let (service, executor, runs) = (Arc::clone(&service), executor, Arc::clone(&runs));
         move |calls| {
@@ -132,6 +133,7 @@ pub(crate) fn serve_terminal(config: Option<&Path>, http: Option<&str>) -> ExitC
         }
         // Last: what the sessions made is swept, and what the server made is removed.
         service.release_protected();
+        closing.close();
     };
     transport(listen, &policy, record, 4, end, make)
 }
@@ -257,9 +259,20 @@ fn serve_stdio<S: rmcp::ServerHandler>(
                 server.serve(transport).await?
             }
         };
-        let waited = running.waiting().await;
+        // A signal ends the session as a closed stdin does: the sessions are stopped, the
+        // jail swept and the cgroups removed (`on_end`) instead of dying halfway.
+        let cancel = running.cancellation_token();
+        let waited = tokio::select! {
+            waited = running.waiting() => Some(waited),
+            () = http::wait_for_signal() => None,
+        };
+        if waited.is_none() {
+            cancel.cancel();
+        }
         on_end.await;
-        waited?;
+        if let Some(waited) = waited {
+            waited?;
+        }
         Ok::<_, Box<dyn std::error::Error>>(())
     });
     // Work still on a blocking thread (a session that would not die) does not hold the

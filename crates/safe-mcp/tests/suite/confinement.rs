@@ -447,3 +447,69 @@ async fn a_root_server_runs_commands_in_its_own_pids_cgroup_and_cleans_up() {
         dir.display()
     );
 }
+
+/// SIGTERM, which the MCP stdio shutdown sends when closing stdin was not enough (and a
+/// supervisor sends to stop a server), ends the server as a closed session does: it exits
+/// 0 and removes its cgroup. Its control: the same server given SIGKILL leaves the group.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_stopped_by_sigterm_cleans_up_as_at_a_closed_session() {
+    let root = std::path::Path::new("/sys/fs/cgroup/pids");
+    if !rustix::process::geteuid().is_root() || !root.is_dir() {
+        super::support::skip(
+            "skipping: the pids cgroup is used only by a root server with cgroup v1 pids",
+        );
+        return;
+    }
+    let sb = Sandbox::new("");
+    let stopped = |signal: rustix::process::Signal| {
+        use std::io::{BufRead, Write};
+        let mut server = std::process::Command::new(super::support::BIN)
+            .args(["terminal", "--config"])
+            .arg(&sb.policy)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdin = server.stdin.take().unwrap();
+        let mut stdout = std::io::BufReader::new(server.stdout.take().unwrap());
+        let mut ask = |message: Value, answered: bool| {
+            writeln!(stdin, "{message}").unwrap();
+            let mut line = String::new();
+            if answered {
+                stdout.read_line(&mut line).unwrap();
+            }
+            line
+        };
+        ask(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "sigterm-test", "version": "1"}}}),
+            true,
+        );
+        ask(
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            false,
+        );
+        let ran = ask(
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+                "name": "run_command", "arguments": {"command": "echo ran"}}}),
+            true,
+        );
+        assert!(ran.contains("\"code\":\"OK\""), "{ran}");
+        let group = root.join(format!("safe-mcp-{}-0", server.id()));
+        assert!(group.is_dir(), "{} was never made", group.display());
+        let pid = rustix::process::Pid::from_raw(server.id() as i32).unwrap();
+        rustix::process::kill_process(pid, signal).unwrap();
+        let status = server.wait().unwrap();
+        (status, group)
+    };
+    let (status, group) = stopped(rustix::process::Signal::TERM);
+    assert!(status.success(), "SIGTERM: {status:?}");
+    assert!(!group.exists(), "SIGTERM left {}", group.display());
+
+    let (status, group) = stopped(rustix::process::Signal::KILL);
+    assert!(!status.success());
+    assert!(group.exists(), "control: SIGKILL cannot clean up");
+    assert!(eventually(2, || std::fs::remove_dir(&group).is_ok()).await);
+}
