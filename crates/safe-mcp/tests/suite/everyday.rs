@@ -264,3 +264,43 @@ async fn the_approval_text_gives_the_rules_own_reason() {
     assert!(text.contains("a deploy reaches production"), "{r}");
     assert!(!text.contains("confirm_args)"), "{r}");
 }
+
+/// The files server's text block lists a folder's entries and a plan's moves a line each
+/// (issue 50.7): 19 entries were one line of JSON of 4,147 characters.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_files_servers_lists_read_as_lines() {
+    let ws = super::files::Workspace::new(false);
+    for i in 0..19 {
+        let name = ws.root.join(format!("scan-{i:02}.pdf"));
+        std::fs::write(&name, "%PDF").unwrap();
+        super::files::backdate(&name);
+    }
+    let s = ws.session().await;
+    for (tool, header, lines) in [
+        ("list_files", "--- entries (19) ---", 19),
+        ("plan_organize", "--- moves (19) ---", 19),
+    ] {
+        let result = s.raw_call(tool, json!({})).await;
+        let text = result
+            .content
+            .iter()
+            .find_map(|c| c.as_text().map(|t| t.text.clone()))
+            .unwrap();
+        let after: Vec<&str> = text
+            .split_once(header)
+            .unwrap_or_else(|| panic!("{tool}: no {header}:\n{text}"))
+            .1
+            .lines()
+            .skip(1)
+            .take(lines)
+            .collect();
+        assert_eq!(after.len(), lines, "{tool}:\n{text}");
+        for line in after {
+            assert!(
+                line.starts_with("scan-") && line.contains("Documents/") && line.len() < 120,
+                "{tool}: {line:?} in\n{text}"
+            );
+        }
+        assert!(!text.contains("[{"), "{tool}: JSON in the text:\n{text}");
+    }
+}
