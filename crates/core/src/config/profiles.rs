@@ -276,9 +276,87 @@ pub(super) fn default_cache_dir(env: &dyn Env) -> Option<PathBuf> {
         .map(|base| base.join("safe-mcp"))
 }
 
+/// The file in a jail's cache directory (`<cache_dir>/jails/<key>/jail`, beside the caches,
+/// where commands cannot write) that names the jail it serves.
+const JAIL_MARKER: &str = "jail";
+
 /// Makes each cache (mode 0700, with its missing parents) and its placeholders: what a
-/// starting server does before its confinement is built.
-pub fn make_caches(caches: &[CacheDir]) -> Result<(), String> {
+/// starting server does before its confinement is built. Where caches are per jail, the
+/// jail's cache directory names its jail, and the cache directories of jails that are gone
+/// (a project deleted, a test's temporary jail) are removed, so they do not pile up in the
+/// server user's home; returns those.
+pub fn make_caches(caches: &[CacheDir], jail_root: &Path) -> Result<Vec<PathBuf>, String> {
+    make_each(caches)?;
+    let per_jail: std::collections::BTreeSet<&Path> = caches
+        .iter()
+        .filter_map(|c| c.dir.parent())
+        .filter(|base| base.parent().and_then(Path::file_name) == Some("jails".as_ref()))
+        .collect();
+    let mut removed = Vec::new();
+    for base in per_jail {
+        name_the_jail(base, jail_root).map_err(|e| {
+            format!(
+                "the profile cache {}: {e}; set [terminal] cache_dir to a directory the server may write",
+                base.display()
+            )
+        })?;
+        if let Some(jails) = base.parent() {
+            removed.extend(remove_gone(jails, base));
+        }
+    }
+    Ok(removed)
+}
+
+/// Writes `base/jail`: the jail's path (a marker a command placed there is replaced, never
+/// followed).
+fn name_the_jail(base: &Path, jail_root: &Path) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::ffi::OsStrExt;
+    let marker = base.join(JAIL_MARKER);
+    if let Err(e) = std::fs::remove_file(&marker)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        return Err(e);
+    }
+    std::fs::File::options()
+        .write(true)
+        .create_new(true)
+        .open(&marker)?
+        .write_all(jail_root.as_os_str().as_bytes())
+}
+
+/// Removes each directory beneath `jails` but `keep` whose marker names a jail that no
+/// longer exists (only a marker this code wrote decides: no marker, no removal). The removal
+/// does not follow the symlinks in it.
+fn remove_gone(jails: &Path, keep: &Path) -> Vec<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(entries) = std::fs::read_dir(jails) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for entry in entries.flatten() {
+        let dir = entry.path();
+        if dir == keep || !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let marker = dir.join(JAIL_MARKER);
+        let named = match std::fs::symlink_metadata(&marker) {
+            Ok(m) if m.is_file() && m.len() <= 4096 => std::fs::read(&marker).ok(),
+            _ => None,
+        };
+        let Some(jail) = named.map(|n| PathBuf::from(std::ffi::OsStr::from_bytes(&n))) else {
+            continue;
+        };
+        let gone = matches!(std::fs::symlink_metadata(&jail),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound);
+        if jail.is_absolute() && gone && std::fs::remove_dir_all(&dir).is_ok() {
+            removed.push(dir);
+        }
+    }
+    removed
+}
+
+fn make_each(caches: &[CacheDir]) -> Result<(), String> {
     for cache in caches {
         let failed = |e: std::io::Error| {
             format!(

@@ -457,7 +457,7 @@ impl TerminalService {
         if self.held.get().is_some() {
             return Ok(Vec::new());
         }
-        crate::config::make_caches(&self.policy.caches)?;
+        let gone = crate::config::make_caches(&self.policy.caches, &self.policy.jail_root)?;
         let area = crate::held::area_for(self.gate.log().path());
         let (holder, notes) = crate::held::Holder::start(
             &self.policy.jail_root,
@@ -468,6 +468,13 @@ impl TerminalService {
         .map_err(|e| format!("[terminal] protected_paths: {e}"))?;
         let _ = self.held.set(holder);
         self.sweep_protected(&CallId::new("start"));
+        let mut notes = notes;
+        notes.extend(gone.iter().map(|dir| {
+            format!(
+                "removed the profile caches of a jail that is gone: {}",
+                dir.display()
+            )
+        }));
         Ok(notes)
     }
 

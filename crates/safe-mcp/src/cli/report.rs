@@ -477,11 +477,17 @@ fn approvals(page: &mut String, records: &[Value], calls: &[(String, Call<'_>)])
     );
 }
 
-/// Process sessions: started, ended, how.
+/// Process sessions: started, ended, how. A `start_process` that was refused started no
+/// session (its outcome has no end): it is among the calls, not here.
 fn sessions(page: &mut String, calls: &[(String, Call<'_>)]) {
     let rows: Vec<Vec<String>> = calls
         .iter()
-        .filter(|(_, c)| c.outcome.is_some_and(|o| s(o, "tool") == "start_process"))
+        .filter(|(_, c)| {
+            c.outcome.is_some_and(|o| {
+                s(o, "tool") == "start_process"
+                    && o.get("session_end").is_some_and(|e| !e.is_null())
+            })
+        })
         .filter_map(|(call, c)| {
             let o = c.outcome?;
             Some(vec![

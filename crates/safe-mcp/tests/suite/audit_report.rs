@@ -93,6 +93,13 @@ async fn the_report_of_a_real_session_renders_in_a_browser() {
         .await;
     let handle = started["detail"]["handle"].as_str().unwrap().to_owned();
     c.call("stop_process", json!({"handle": handle})).await;
+    let refused_start = c
+        .call(
+            "start_process",
+            json!({"command": "whoami --refused-start"}),
+        )
+        .await;
+    assert_eq!(refused_start["code"], "POLICY_DENIED", "{refused_start}");
     drop(c);
 
     let out = sb.base().join("report.html");
@@ -109,6 +116,17 @@ async fn the_report_of_a_real_session_renders_in_a_browser() {
         String::from_utf8_lossy(&made.stderr)
     );
     let html = std::fs::read_to_string(&out).unwrap();
+    // Issue 50.8: a refused start_process started no session; it is a call, not a session.
+    let sessions = html
+        .split_once("Process sessions")
+        .map(|(_, rest)| rest.split("<h2").next().unwrap_or(rest))
+        .unwrap_or_else(|| panic!("no sessions table:\n{html}"));
+    assert!(sessions.contains("sleep 30"), "{sessions}");
+    assert!(!sessions.contains("--refused-start"), "{sessions}");
+    assert!(
+        html.contains("--refused-start"),
+        "the refused call is on the page"
+    );
     // --since keeps what came at or after it.
     let later = std::process::Command::new(BIN)
         .args(["audit", "report", "--since", "2999-01-01", "--config"])

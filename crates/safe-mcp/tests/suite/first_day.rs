@@ -101,6 +101,7 @@ async fn init_as_root_with_the_real_home_builds_tests_and_commits() {
     let base = std::fs::canonicalize(base.path()).unwrap();
     let proj = base.join("proj");
     cargo_project(&proj);
+    let _caches = super::support::CachesOf(proj.clone());
     let policy = base.join("conf/proj.toml");
     std::fs::write(
         proj.join("test_two.py"),
@@ -516,6 +517,7 @@ async fn a_jail_alone_starts_the_server_with_the_policy_init_writes() {
     let tmp = tempfile::tempdir().unwrap();
     let jail = tmp.path().join("proj");
     std::fs::create_dir_all(&jail).unwrap();
+    let _caches = super::support::CachesOf(jail.clone());
     let config_home = tmp.path().join("config");
     let home = std::env::var("HOME").unwrap();
     let path = std::env::var("PATH").unwrap();

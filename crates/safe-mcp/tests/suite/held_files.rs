@@ -2,10 +2,12 @@
 //! read-only placeholders are never written by the file tools (their temp-file-and-rename
 //! would replace the inode commands see read-only), and `confirm_paths` are never written by
 //! commands (the file tools write them after a person's approval).
+//! And the caches of jails that are gone do not pile up (issue 50, item 8).
 
 use serde_json::json;
 
 use super::round3::{python, python_sandbox, session_with, walkdir, with_profile};
+use super::support::{Sandbox, eventually};
 
 /// Item 5: `pip.conf` in the python profile's cache is a read-only placeholder; write_file
 /// and edit_file refuse it, naming why, and it stays empty.
@@ -111,4 +113,67 @@ async fn the_trail_may_not_lie_in_a_profile_cache() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{err}");
     assert!(err.contains("lets commands write the audit_log"), "{err}");
+}
+
+/// Issue 50.8: the per-jail profile caches of jails that are gone (a deleted project, each
+/// test's temporary jail) are removed at the next server start, instead of piling up in the
+/// server user's home; a jail that still exists keeps its caches (the control).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_caches_of_a_jail_that_is_gone_are_removed_at_the_next_start() {
+    let caches = tempfile::tempdir().unwrap();
+    let cache_dir = std::fs::canonicalize(caches.path()).unwrap();
+    let with_caches = |sb: &Sandbox| {
+        super::round3::in_terminal_table(
+            sb,
+            &format!(
+                "profiles = [\"python\"]\ncache_dir = \"{}\"",
+                cache_dir.display()
+            ),
+        );
+    };
+    let mine = |jail: &std::path::Path| -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(cache_dir.join("jails"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|d| {
+                std::fs::read(d.join("jail")).ok().as_deref()
+                    == Some(jail.as_os_str().as_encoded_bytes())
+            })
+            .collect()
+    };
+    let (gone, kept, next) = (Sandbox::new(""), Sandbox::new(""), Sandbox::new(""));
+    for sb in [&gone, &kept] {
+        with_caches(sb);
+        drop(sb.session().await);
+    }
+    let (gone_jail, kept_jail) = (
+        std::fs::canonicalize(&gone.jail).unwrap(),
+        std::fs::canonicalize(&kept.jail).unwrap(),
+    );
+    let gone_cache = mine(&gone_jail);
+    assert_eq!(gone_cache.len(), 1, "each jail's cache names its jail");
+    assert_eq!(mine(&kept_jail).len(), 1);
+    std::fs::remove_dir_all(&gone.jail).unwrap();
+
+    with_caches(&next);
+    let s = next.session().await;
+    assert!(
+        !gone_cache[0].exists(),
+        "{} stayed",
+        gone_cache[0].display()
+    );
+    assert_eq!(
+        mine(&kept_jail).len(),
+        1,
+        "a jail that exists keeps its caches"
+    );
+    assert!(
+        eventually(5, || s
+            .stderr()
+            .contains("removed the profile caches of a jail that is gone"))
+        .await,
+        "{}",
+        s.stderr()
+    );
 }

@@ -19,6 +19,38 @@ pub struct Sandbox {
     pub audit: PathBuf,
 }
 
+/// A test's jail is gone when its sandbox is: so are the profile caches a server made for it
+/// beneath the real HOME (each names its jail in `jail`), which would otherwise wait for the
+/// next server's start to be removed.
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        forget_caches(&self.jail);
+    }
+}
+
+/// For a test's own jail outside a [`Sandbox`]: its caches go when this does.
+pub struct CachesOf(pub PathBuf);
+
+impl Drop for CachesOf {
+    fn drop(&mut self) {
+        forget_caches(&self.0);
+    }
+}
+
+/// Removes the profile caches beneath `$HOME/.cache/safe-mcp/jails` that name `jail`.
+pub fn forget_caches(jail: &Path) {
+    let (Some(home), Ok(jail)) = (std::env::var_os("HOME"), std::fs::canonicalize(jail)) else {
+        return;
+    };
+    let jails = Path::new(&home).join(".cache/safe-mcp/jails");
+    for dir in std::fs::read_dir(jails).into_iter().flatten().flatten() {
+        let named = std::fs::read(dir.path().join("jail")).unwrap_or_default();
+        if named == jail.as_os_str().as_encoded_bytes() {
+            let _ = std::fs::remove_dir_all(dir.path());
+        }
+    }
+}
+
 /// The allowlist most tests use.
 pub const DEFAULT_ALLOW: &str = r#""echo", "cat", "ls", "wc", "tr", "grep", "sleep", "true", "false", "env", "sh", "yes", "touch", "git", "head", "rm", "nonexistent-tool-xyz""#;
 
@@ -281,6 +313,11 @@ impl Session {
             .await
             .expect("call timed out")
             .unwrap()
+    }
+
+    /// What the server has written on stderr so far.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().map(|t| t.clone()).unwrap_or_default()
     }
 
     pub async fn run(&self, command: &str) -> Value {
