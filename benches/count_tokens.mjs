@@ -17,4 +17,4 @@ for (const [name, ...counts] of rows) {
   counts.forEach((c, k) => c.forEach((v, j) => (total[k][j] += v)));
   console.log(`| \`${name}\` | ${counts.map(([ch, o, c]) => `${ch} | ${o} / ${c}`).join(" | ")} |`);
 }
-console.log(`| **all ten** | ${total.map(([ch, o, c]) => `${ch} | ${o} / ${c}`).join(" | ")} |`);
+console.log(`| **all** | ${total.map(([ch, o, c]) => `${ch} | ${o} / ${c}`).join(" | ")} |`);

@@ -35,6 +35,7 @@ pub use confinement::{
 };
 pub use plan::{
     Cancel, Durable, Egress, EgressGate, ExecFailure, ExecFuture, ExecOutcome, ExecPlan, ExecStage,
-    ExecutedProgram, Executor, GivenStdio, Interactive, InteractiveIo, Observer, OutputObserver,
-    OutputStream, Sequence, StageOutcome,
+    ExecutedProgram, Executor, GivenStdio, Interactive, InteractiveIo, NOTABLE_LINE_BYTES,
+    NOTABLE_LINES, Observer, OutputObserver, OutputStream, Sequence, StageOutcome,
+    looks_like_an_error,
 };

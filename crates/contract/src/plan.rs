@@ -196,6 +196,11 @@ pub struct ExecOutcome {
     pub stdout_lines: u64,
     /// Newlines in all of stderr, kept or not.
     pub stderr_lines: u64,
+    /// Lines of stdout between the kept head and tail that look like errors
+    /// ([`looks_like_an_error`]): the first [`NOTABLE_LINES`], each with its line number.
+    pub stdout_notable: Vec<(u64, Vec<u8>)>,
+    /// The same of stderr.
+    pub stderr_notable: Vec<(u64, Vec<u8>)>,
     /// The wall-clock limit was hit and the tree was killed.
     pub timed_out: bool,
     /// The client cancelled and the tree was killed.
@@ -209,6 +214,31 @@ pub struct ExecOutcome {
     pub executed: Vec<ExecutedProgram>,
     /// Programs executed past that bound, counted only.
     pub executed_dropped: u64,
+}
+
+/// How many lines cut from the middle of a stream are kept for looking like errors, and how
+/// long one may be (a longer one is not kept: a part of a line could hold a part of a secret
+/// the redactor would not recognise): 20 × 240 bytes, under 2k tokens at worst.
+pub const NOTABLE_LINES: usize = 20;
+/// See [`NOTABLE_LINES`].
+pub const NOTABLE_LINE_BYTES: usize = 240;
+
+/// Whether a line of output looks like an error a reader of a cut output needs: a build
+/// log's `error[E0308]`, a test's `FAILED` or `panicked at`, a `Traceback`, a `fatal:`. A
+/// presentation choice, not a decision: nothing is refused or run by it.
+pub fn looks_like_an_error(line: &[u8]) -> bool {
+    const NEEDLES: &[&[u8]] = &[
+        b"error",
+        b"fail",
+        b"panic",
+        b"traceback",
+        b"fatal",
+        b"exception",
+    ];
+    let lower = line.to_ascii_lowercase();
+    NEEDLES
+        .iter()
+        .any(|n| lower.windows(n.len()).any(|w| w == *n))
 }
 
 /// One `execve` (or `execveat`) of a command's tree, as the exec log saw it: a log, not a

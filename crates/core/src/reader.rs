@@ -32,6 +32,8 @@ const RUN_QUIET: &[&str] = &[
     "stderr_bytes",
     "stdout_truncated",
     "stderr_truncated",
+    "stdout_cut_errors",
+    "stderr_cut_errors",
     "stages",
     "network_refused",
 ];
@@ -106,6 +108,16 @@ fn facts(out: &mut String, detail: &Map<String, Value>) {
             out.push_str(&format!(
                 "truncated: {stream}, {bytes} bytes printed; its start and end are above\n"
             ));
+        }
+        if let Some(Value::Array(lines)) = detail.get(&format!("{stream}_cut_errors")) {
+            out.push_str(&format!(
+                "cut from {stream}, lines that look like errors (line: text):\n"
+            ));
+            for line in lines.iter().filter_map(Value::as_str) {
+                out.push_str("  ");
+                out.push_str(line);
+                out.push('\n');
+            }
         }
     }
     if let Some(Value::Array(refused)) = detail.get("network_refused") {

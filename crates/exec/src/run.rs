@@ -17,7 +17,8 @@ use rustix::process::{
     Pid, Signal, WaitId, WaitIdOptions, kill_process_group, pidfd_send_signal, waitid,
 };
 use safe_mcp_contract::{
-    ExecFailure, ExecOutcome, ExecPlan, ExecStage, Observer, OutputStream, Sequence, StageOutcome,
+    ExecFailure, ExecOutcome, ExecPlan, ExecStage, NOTABLE_LINE_BYTES, NOTABLE_LINES, Observer,
+    OutputStream, Sequence, StageOutcome, looks_like_an_error,
 };
 
 use crate::confine::{CallConfinement, Confinement};
@@ -39,6 +40,12 @@ struct Capture {
     tail_limit: usize,
     total: u64,
     lines: u64,
+    /// The lines dropped between head and tail that look like errors, with their numbers.
+    notable: Vec<(u64, Vec<u8>)>,
+    /// The dropped line being read (its first `NOTABLE_LINE_BYTES`), and its number once
+    /// the first byte was dropped.
+    dropping: Vec<u8>,
+    dropping_line: Option<u64>,
     /// Whether output is kept here (a call) or only handed to the observer (a session).
     keep: bool,
     /// Who else sees each chunk (progress), and as which stream.
@@ -62,9 +69,42 @@ impl Capture {
             tail_limit: limit - head_limit,
             total: 0,
             lines: 0,
+            notable: Vec::new(),
+            dropping: Vec::new(),
+            dropping_line: None,
             keep,
             observer,
         }
+    }
+
+    /// Drops the tail's first `n` bytes, keeping the lines among them that look like errors.
+    fn drop_from_tail(&mut self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        let mut line = match self.dropping_line {
+            Some(line) => line,
+            None => self.head.iter().filter(|b| **b == b'\n').count() as u64 + 1,
+        };
+        for byte in self.tail.drain(..n) {
+            if byte != b'\n' {
+                // One byte past the bound marks a line too long to keep: a part of a line
+                // could hold a part of a secret the redactor would not recognise.
+                if self.dropping.len() <= NOTABLE_LINE_BYTES {
+                    self.dropping.push(byte);
+                }
+                continue;
+            }
+            if self.notable.len() < NOTABLE_LINES
+                && self.dropping.len() <= NOTABLE_LINE_BYTES
+                && looks_like_an_error(&self.dropping)
+            {
+                self.notable.push((line, self.dropping.clone()));
+            }
+            self.dropping.clear();
+            line += 1;
+        }
+        self.dropping_line = Some(line);
     }
 
     /// What was kept: all of it as the first part (the second empty), or, when bytes between
@@ -115,7 +155,7 @@ impl Capture {
                     self.head.extend_from_slice(first);
                     self.tail.extend(rest);
                     let over = self.tail.len().saturating_sub(self.tail_limit);
-                    self.tail.drain(..over);
+                    self.drop_from_tail(over);
                     // One chunk per call here too, for the same reason as a session's.
                     return;
                 }
@@ -380,6 +420,8 @@ pub(crate) fn run_plan(
     outcome.stderr_lines = stderr.lines;
     outcome.stdout_bytes = stdout.total;
     outcome.stderr_bytes = stderr.total;
+    outcome.stdout_notable = std::mem::take(&mut stdout.notable);
+    outcome.stderr_notable = std::mem::take(&mut stderr.notable);
     (outcome.stdout, outcome.stdout_tail) = stdout.kept();
     (outcome.stderr, outcome.stderr_tail) = stderr.kept();
     Ok(outcome)

@@ -255,7 +255,7 @@ pub struct EnvSettings {
 pub struct Limits {
     /// Wall-clock limit for one call.
     pub timeout_seconds: u64,
-    /// Cap on stdout and on stderr, each, after redaction.
+    /// Cap on stdout and on stderr, each, after redaction; `read_file`'s page too.
     pub max_output_bytes: usize,
     /// Output a command may print in all (stdout and stderr) before it is stopped as a
     /// flood (`yes`, `cat /dev/urandom`): far above any real build log. 0: no bound.
@@ -279,7 +279,9 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             timeout_seconds: 30,
-            max_output_bytes: 64 * 1024,
+            // ~5k tokens of a build log (benches/large_outputs.py): the start, the end and
+            // the cut lines that look like errors fit a client's ~8k-token share of a turn.
+            max_output_bytes: 12 * 1024,
             max_output_total_bytes: 64 << 20,
             cpu_seconds: 60,
             memory_bytes: 4 << 30,

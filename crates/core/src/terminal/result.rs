@@ -121,13 +121,25 @@ impl TerminalService {
         detail.insert("exit_code".into(), json!(out.exit_code));
         detail.insert("stdout".into(), json!(stdout));
         detail.insert("stderr".into(), json!(stderr));
-        for (key, bytes, cut) in [
-            ("stdout", out.stdout_bytes, stdout_cut),
-            ("stderr", out.stderr_bytes, stderr_cut),
+        for (key, bytes, cut, notable) in [
+            ("stdout", out.stdout_bytes, stdout_cut, &out.stdout_notable),
+            ("stderr", out.stderr_bytes, stderr_cut, &out.stderr_notable),
         ] {
             if cut {
                 detail.insert(format!("{key}_bytes"), json!(bytes));
                 detail.insert(format!("{key}_truncated"), json!(true));
+            }
+            // What the cut left out that looks like an error, line numbers first: a build's
+            // first error is often in the middle of its log.
+            if cut && !notable.is_empty() {
+                let lines: Vec<String> = notable
+                    .iter()
+                    .map(|(n, line)| {
+                        let text = self.redactor.redact(&String::from_utf8_lossy(line));
+                        format!("{n}: {text}")
+                    })
+                    .collect();
+                detail.insert(format!("{key}_cut_errors"), json!(lines));
             }
         }
         if stages.len() > 1 || out.exit_code.is_none() {

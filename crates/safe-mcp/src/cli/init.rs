@@ -341,7 +341,8 @@ commands = ["ls", "cat", "head", "tail", "wc", "grep", "find", "sort", "diff", "
 [terminal.limits]
 timeout_seconds = 300          # a build or a test suite can take minutes
 cpu_seconds = 1200             # CPU time per process: a compiler on 4 cores for the whole timeout
-max_output_bytes = 262144
+max_output_bytes = 12288       # per stream: ~5k tokens; past it the start, the end and the lines
+                               # that look like errors are kept (a client holds ~25k tokens a result)
 
 # Variables every command gets. git needs an identity to commit (the commands' HOME holds no
 # git config); a name that looks like a secret would be readable by the model.

@@ -304,3 +304,71 @@ async fn the_files_servers_lists_read_as_lines() {
         assert!(!text.contains("[{"), "{tool}: JSON in the text:\n{text}");
     }
 }
+
+/// Issue 50.3: a 300 KB build log under the built-in limits reads within a client's share of
+/// a turn (~8k tokens: under 16,000 characters, as `benches/large_outputs.py` measured with a
+/// real tokenizer at ~2.5 characters a token for such a log) and keeps its first line, its
+/// last line and the error from its middle with its line number.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_long_build_log_keeps_its_start_end_and_errors_within_a_clients_share() {
+    let sb = Sandbox::with(
+        super::support::DEFAULT_ALLOW,
+        "timeout_seconds = 20",
+        "closed",
+        "",
+    );
+    let mut log = String::new();
+    let mut n = 0;
+    while log.len() < 300_000 {
+        n += 1;
+        log.push_str(&format!(
+            "   Compiling crate-{n:04} v0.1.0 (/work/src/crate-{n:04})\n"
+        ));
+        if n == 1500 {
+            log.push_str("error[E0308]: mismatched types --> src/parse.rs:212:17\n");
+        }
+    }
+    log.push_str("error: could not compile `crate-1500` (lib) due to 1 previous error\n");
+    std::fs::write(sb.jail.join("build.log"), &log).unwrap();
+    let s = sb.session().await;
+    let result = s
+        .raw_call("run_command", json!({"command": "cat build.log"}))
+        .await;
+    let text = result
+        .content
+        .iter()
+        .find_map(|c| c.as_text().map(|t| t.text.clone()))
+        .unwrap();
+    assert!(text.len() < 16_000, "{} characters", text.len());
+    for want in [
+        "Compiling crate-0001 ",
+        "1501: error[E0308]: mismatched types",
+        "error: could not compile `crate-1500`",
+        "truncated: stdout",
+    ] {
+        assert!(text.contains(want), "{want:?} is not in:\n{text}");
+    }
+    // read_file pages the same file by lines, each page within the same share.
+    let page = s
+        .call(
+            "read_file",
+            json!({"path": "build.log", "offset": 1490, "limit": 20}),
+        )
+        .await;
+    assert!(
+        page["detail"]["content"]
+            .as_str()
+            .unwrap()
+            .contains("error[E0308]"),
+        "{page}"
+    );
+    let all = s.call("read_file", json!({"path": "build.log"})).await;
+    assert!(
+        all["reason"]
+            .as_str()
+            .unwrap()
+            .contains("read on with offset"),
+        "{all}"
+    );
+    assert!(all["detail"]["content"].as_str().unwrap().len() <= 12 * 1024);
+}
