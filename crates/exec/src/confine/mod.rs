@@ -12,7 +12,7 @@ use std::ffi::CString;
 use std::ffi::c_int;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use landlock::AccessFs;
 use safe_mcp_contract::{
@@ -24,7 +24,7 @@ use crate::egress::Tier;
 use crate::seccomp;
 use crate::step::{Step, errno};
 use crate::tmp::{CallTmp, TmpRoot};
-use crate::view::View;
+use crate::view::{GroupMounts, View};
 
 mod capabilities;
 mod cgroup;
@@ -55,6 +55,8 @@ pub struct Confinement {
     landlock: Option<LandlockRules>,
     /// The exec allowlist, resolved: which stages get which helpers.
     executables: Option<Resolved>,
+    /// What each group's stages bind executable in their own mount namespace.
+    group_mounts: GroupMounts,
     /// The root of every call's private temporary directory.
     tmp_root: TmpRoot,
     /// Its path, for the init's remount ([`Confinement::hold_tmp_root`]).
@@ -112,11 +114,26 @@ impl Confinement {
             SandboxMode::Off => None,
             _ => spec.executables.as_ref().map(Resolved::of),
         };
-        let executable = executables.as_ref().map(Resolved::all).unwrap_or_default();
+        let (made, group_mounts) = match (spec.mode, spec.namespaces) {
+            (SandboxMode::Off, _) | (_, NamespaceMode::Off) => {
+                (Err(String::new()), GroupMounts::default())
+            }
+            _ => match executables.as_ref() {
+                Some(r) => {
+                    let groups: Vec<Vec<PathBuf>> =
+                        r.helpers.iter().map(|(_, own)| own.clone()).collect();
+                    View::create_with_groups(spec, tmp_root.path(), &r.every, &r.all(), &groups)
+                }
+                None => (
+                    View::create(spec, tmp_root.path(), &[], &[]),
+                    GroupMounts::default(),
+                ),
+            },
+        };
         let (view, view_state) = match (spec.mode, spec.namespaces) {
             (SandboxMode::Off, _) => (None, ViewState::Host("sandbox mode off".into())),
             (_, NamespaceMode::Off) => (None, ViewState::Host("namespaces = \"off\"".into())),
-            (_, setting) => match View::create(spec, tmp_root.path(), &executable) {
+            (_, setting) => match made {
                 Ok(view) => match (&view.pid, setting) {
                     (Err(why), NamespaceMode::Required) => {
                         return Err(ConfineError::Namespaces(why.clone()));
@@ -205,6 +222,7 @@ impl Confinement {
             mode: spec.mode,
             landlock,
             executables,
+            group_mounts,
             tmp_root_c: CString::new(tmp_root.path().as_os_str().as_bytes()).map_err(|_| {
                 ConfineError::Tmp("the temporary directory's path holds a NUL byte".into())
             })?,
@@ -404,6 +422,16 @@ impl Confinement {
             }
         }
         Ok(())
+    }
+
+    /// Binds what the stages of exec `group` alone may execute executable, in the stage's
+    /// own mount namespace ([`GroupMounts`]).
+    ///
+    /// # Safety
+    /// Only in a stage's init, in its own mount namespace, before the command starts.
+    pub(crate) unsafe fn mount_group(&self, group: usize) -> Result<(), libc::c_int> {
+        // SAFETY: as this function's own contract.
+        unsafe { self.group_mounts.mount(group) }
     }
 
     /// Whether each command's init mounts a devpts of the command's own.

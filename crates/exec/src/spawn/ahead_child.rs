@@ -183,6 +183,16 @@ extern "C" fn init_main(arg: *mut c_void) -> c_int {
         Ok(Some(call)) => {
             // SAFETY: the call's `Prepared`, which the server keeps until our word.
             let p = unsafe { &*call.prepared };
+            // SAFETY: `p.confinement` points at the server's confinement, which outlives the
+            // stage.
+            let confinement = unsafe { &*p.confinement };
+            // SAFETY: we are the init, in the mount namespace of its own, before the command
+            // starts.
+            if let Err(errno) = unsafe { confinement.mount_group(p.exec_group) } {
+                record_failure(p, Step::View, errno);
+                // SAFETY: ends only the init (and its namespace).
+                unsafe { libc::_exit(127) }
+            }
             // SAFETY: we are the init, after its mounts, with `p` alive until the word and
             // the slot's command stack and status slot.
             let started =

@@ -293,6 +293,10 @@ pub(super) unsafe fn run_init(p: &Prepared) -> Result<std::convert::Infallible, 
     }
     // SAFETY: we are the init, in its own mount namespace, as `mount_own` requires.
     unsafe { mount_own(stage.pts) }.map_err(|e| (Step::PidNamespace, e))?;
+    // SAFETY: `p.confinement` points at the server's confinement, which outlives the stage.
+    let confinement = unsafe { &*p.confinement };
+    // SAFETY: we are the init, in its own mount namespace, before the command starts.
+    unsafe { confinement.mount_group(p.exec_group) }.map_err(|e| (Step::View, e))?;
     let report = stage.report.load(Ordering::Acquire);
     // SAFETY: we are the init, after its mounts, with `p`'s stacks and slot alive.
     unsafe { start_command(p, stage.command_stack, stage.status, [report, -1]) }

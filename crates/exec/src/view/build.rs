@@ -22,6 +22,7 @@ pub(super) fn build(
     dir: &Path,
     tmp_root: &Path,
     executable: &[PathBuf],
+    held: &[PathBuf],
 ) -> Result<Built, String> {
     let root = dir.join("root");
     let etc = dir.join("etc");
@@ -95,8 +96,8 @@ pub(super) fn build(
     }
     // Program trees noexec, what may run executable over itself ([`super::programs`]). A
     // program directory that is also a read path gets the noexec bind instead of its own.
-    if !executable.is_empty() {
-        let trees = super::programs::binds(&reads, executable, ro);
+    if !executable.is_empty() || !held.is_empty() {
+        let trees = super::programs::binds(&reads, executable, held, ro);
         binds.retain(|(_, target, _)| !trees.iter().any(|(_, t, _)| t == target));
         binds.extend(trees);
     }

@@ -376,6 +376,20 @@ pub(super) unsafe fn placeholder_proc(s: &Setup) -> Result<(), c_int> {
 /// # Safety
 /// Only in the setup child; `target` is a prepared NUL-terminated path.
 pub(super) unsafe fn remount(target: &CString, flags: c_ulong) -> Result<(), c_int> {
+    // SAFETY: as this function's own contract.
+    unsafe { remount_without(target, flags, 0) }
+}
+
+/// [`remount`], with the flags of `cleared` dropped from the ones kept (`MS_NOEXEC`, for a
+/// bind of this server's own `noexec` tree: the kernel refuses only to drop a locked flag).
+///
+/// # Safety
+/// In the setup child or a stage's init; `target` is a prepared NUL-terminated path.
+pub(super) unsafe fn remount_without(
+    target: &CString,
+    flags: c_ulong,
+    cleared: c_ulong,
+) -> Result<(), c_int> {
     // SAFETY: statvfs is plain data, for which all zeroes is valid.
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
     // SAFETY: fills `st`, on this stack, for a prepared path.
@@ -406,7 +420,7 @@ pub(super) unsafe fn remount(target: &CString, flags: c_ulong) -> Result<(), c_i
             none,
             target.as_ptr(),
             none,
-            libc::MS_BIND | libc::MS_REMOUNT | flags | keep,
+            libc::MS_BIND | libc::MS_REMOUNT | flags | (keep & !cleared),
             std::ptr::null(),
         )
     };

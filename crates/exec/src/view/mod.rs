@@ -40,8 +40,11 @@ pub(crate) use consts::{PER_COMMAND, PROC_FLAGS, PTS_FLAGS, PTS_OPTIONS, TTY};
 mod build;
 mod child;
 mod consts;
+mod groups;
 mod helpers;
 mod programs;
+
+pub(crate) use groups::GroupMounts;
 
 /// The namespaces every command enters, made once.
 pub(crate) struct View {
@@ -74,12 +77,14 @@ impl std::fmt::Debug for View {
 impl View {
     /// Makes the namespaces and the fresh root for `spec`, with the root of the calls'
     /// temporary directories bound read-write at its host path, or says why it cannot.
-    /// `executable`: what the exec allowlist grants, resolved (empty when it is off): the
-    /// view's program trees are noexec but for these.
+    /// `executable`: what the exec allowlist grants every stage, resolved (empty when it is
+    /// off): the view's program trees are noexec but for these. `held`: what only some
+    /// stages may execute, noexec here too ([`GroupMounts`] makes it executable for them).
     pub(crate) fn create(
         spec: &ConfinementSpec,
         tmp_root: &Path,
         executable: &[PathBuf],
+        held: &[PathBuf],
     ) -> Result<View, String> {
         let parent = std::env::temp_dir();
         let parent = std::fs::canonicalize(&parent)
@@ -89,7 +94,7 @@ impl View {
         }
         rundir::remove_stale(&parent, PREFIX);
         let dir = rundir::make(&parent, PREFIX, 0o700)?;
-        let view = match build(spec, &dir, tmp_root, executable) {
+        let view = match build(spec, &dir, tmp_root, executable, held) {
             Ok((mut entries, user, pid, pts, limited)) => View {
                 user_limits: limited,
                 entries: {

@@ -9,10 +9,15 @@
 //! `/usr/sbin`, `/usr/local/bin`, `/usr/libexec`, a toolchain's `bin`, …) are bound
 //! `noexec` in the view, and each file or directory the exec allowlist grants (with the
 //! interpreters and loaders they need, as resolved at start) is bound over itself
-//! executable, on top. Libraries stay executable (every program maps them), so a program
-//! kept inside a library directory (`/usr/lib/git-core/*`) is still reachable through the
-//! loader: THREAT_MODEL lists that remainder. The host view has no mounts and keeps the
-//! ceiling.
+//! executable, on top. What only some stages may execute (a program with argument rules,
+//! a tool's helpers, git's exec-path) is not among those: it stays `noexec` in the view
+//! (bound so over itself where it lies outside the program trees, as `/usr/lib/git-core`
+//! does), and the stages of its program bind it executable in their own mount namespace
+//! ([`super::GroupMounts`]), so the loader run from any other stage cannot map it (`ld.so
+//! /usr/bin/git push --force` from python). Libraries stay executable (every program maps
+//! them), so a program kept inside a library directory that is nobody's helper
+//! (`/usr/lib/postgresql/15/bin/*`) is still reachable through the loader: THREAT_MODEL
+//! lists that remainder. The host view has no mounts and keeps the ceiling.
 
 use std::ffi::c_ulong;
 use std::path::PathBuf;
@@ -36,10 +41,15 @@ const PROGRAM_DIR_NAMES: &[&str] = &["bin", "sbin", "libexec", "games"];
 
 /// The binds that hold program trees: each program directory visible in the view (beneath
 /// one of `read_paths`, canonical) `noexec`, then each of `executable` that lies in one bound
-/// over itself without it. `flags` are the read paths' own (read-only, nosuid, nodev).
+/// over itself without it, and each of `held` (what only some stages may execute: a ruled
+/// program, a tool's helpers, git's exec-path in a library directory) bound over itself
+/// `noexec` wherever it would otherwise be executable; a stage of its own binds it
+/// executable again in its own mount namespace ([`crate::view::GroupMounts`]). `flags` are
+/// the read paths' own (read-only, nosuid, nodev).
 pub(super) fn binds(
     read_paths: &[PathBuf],
     executable: &[PathBuf],
+    held: &[PathBuf],
     flags: c_ulong,
 ) -> Vec<(PathBuf, PathBuf, c_ulong)> {
     let mut dirs: Vec<PathBuf> = PROGRAM_DIRS.iter().map(PathBuf::from).collect();
@@ -71,6 +81,16 @@ pub(super) fn binds(
             out.push((e.clone(), e.clone(), flags));
         }
     }
+    for h in held {
+        let in_a_tree = real.iter().any(|d| h.starts_with(d));
+        // Never over what every stage runs, nor inside a directory every stage may run from.
+        let shared = executable
+            .iter()
+            .any(|e| e.starts_with(h) || (h.starts_with(e) && e.is_dir()));
+        if !in_a_tree && !shared && read_paths.iter().any(|r| h.starts_with(r)) {
+            out.push((h.clone(), h.clone(), flags | libc::MS_NOEXEC));
+        }
+    }
     out
 }
 
@@ -91,7 +111,9 @@ mod tests {
         std::fs::write(tool.join("bin/other"), "").unwrap();
         let read = vec![tool.clone(), root.join("sysroot")];
         let exec = vec![tool.join("bin/ok"), root.join("sysroot")];
-        let binds = binds(&read, &exec, libc::MS_RDONLY);
+        let held = vec![root.join("tool/lib/helper"), tool.join("bin/ok")];
+        std::fs::write(root.join("tool/lib/helper"), "").unwrap();
+        let binds = binds(&read, &exec, &held, libc::MS_RDONLY);
         let flags_of = |p: &Path| binds.iter().find(|(_, t, _)| t == p).map(|(_, _, f)| *f);
         assert_eq!(
             flags_of(&tool.join("bin")),
@@ -107,6 +129,16 @@ mod tests {
             flags_of(&tool.join("lib")),
             None,
             "libraries stay as they are"
+        );
+        assert_eq!(
+            flags_of(&root.join("tool/lib/helper")),
+            Some(libc::MS_RDONLY | libc::MS_NOEXEC),
+            "a group's own program in a library directory"
+        );
+        assert_eq!(
+            flags_of(&tool.join("bin/ok")),
+            Some(libc::MS_RDONLY),
+            "what every stage runs is never held"
         );
         assert_eq!(
             flags_of(&root.join("sysroot/bin")),
