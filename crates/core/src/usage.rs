@@ -18,6 +18,10 @@ use std::time::{Duration, Instant};
 /// How often the usage is measured at most.
 pub const MEASURE_EVERY: Duration = Duration::from_secs(2);
 
+/// A measurement waits at least this many times as long as the last one took: the walk
+/// takes at most a tenth of one core, however large the jail.
+pub const IDLE_FACTOR: u32 = 10;
+
 /// The most entries one measurement visits; past it the total counts what it saw.
 const MAX_ENTRIES: u64 = 2_000_000;
 
@@ -33,7 +37,8 @@ struct Inner {
     roots: Vec<PathBuf>,
     bytes: AtomicU64,
     measuring: AtomicBool,
-    last: Mutex<Option<Instant>>,
+    /// When the last measurement ended, and how long it took.
+    last: Mutex<Option<(Instant, Duration)>>,
 }
 
 impl JailUsage {
@@ -67,7 +72,9 @@ impl JailUsage {
     }
 
     /// After a call: measures again in the background, unless a measurement is running or
-    /// ran less than [`MEASURE_EVERY`] ago.
+    /// ran less than [`MEASURE_EVERY`] ago, or less than [`IDLE_FACTOR`] times its own
+    /// length ago (a walk of 100,000 entries takes ~0.25 s here: a jail of a million, ~2.5
+    /// s, would otherwise keep a core walking while calls come).
     pub fn call_ended(&self) {
         let inner = &self.inner;
         if inner.limit == 0 {
@@ -76,7 +83,9 @@ impl JailUsage {
         let due = inner
             .last
             .lock()
-            .map(|last| last.is_none_or(|t| t.elapsed() >= MEASURE_EVERY))
+            .map(|last| {
+                last.is_none_or(|(at, took)| at.elapsed() >= MEASURE_EVERY.max(took * IDLE_FACTOR))
+            })
             .unwrap_or(true);
         if !due || inner.measuring.swap(true, Ordering::AcqRel) {
             return;
@@ -97,10 +106,11 @@ impl JailUsage {
 impl Inner {
     /// Adds up the roots now, and remembers the total.
     fn measure(&self) -> u64 {
+        let started = Instant::now();
         let total = self.roots.iter().map(|r| bytes_beneath(r)).sum();
         self.bytes.store(total, Ordering::Release);
         if let Ok(mut last) = self.last.lock() {
-            *last = Some(Instant::now());
+            *last = Some((Instant::now(), started.elapsed()));
         }
         total
     }

@@ -215,7 +215,14 @@ fn write_policy(
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "policy".into());
-    let text = policy_text(&jail, profiles, &git_identity(), &cache_dir, &stem);
+    let text = policy_text(
+        &jail,
+        profiles,
+        &git_identity(),
+        &cache_dir,
+        &stem,
+        jail_bytes(&jail),
+    );
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -295,12 +302,26 @@ fn toml_string(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
 }
 
+/// The bound `init` writes for what the jail and the caches may hold: the lesser of 16 GiB
+/// (a Rust project's `target/` of several GiB fits) and half the space free on the jail's
+/// file system now, in whole GiB and at least one, so that sandboxed code cannot fill the
+/// disk the host shares. Measuring it costs a walk in the background after calls, at most a
+/// tenth of a core (docs/PERFORMANCE.md).
+fn jail_bytes(jail: &Path) -> u64 {
+    const GIB: u64 = 1 << 30;
+    let free = rustix::fs::statvfs(jail)
+        .map(|st| st.f_bavail.saturating_mul(st.f_frsize))
+        .unwrap_or(u64::MAX);
+    ((free / 2).min(16 * GIB) / GIB).max(1) * GIB
+}
+
 fn policy_text(
     jail: &Path,
     profiles: &[String],
     identity: &(String, String),
     cache_dir: &Path,
     stem: &str,
+    jail_bytes: u64,
 ) -> String {
     let trail = toml_string(&format!("{stem}.audit.jsonl"));
     let cache_dir = toml_string(&cache_dir.to_string_lossy());
@@ -311,6 +332,7 @@ fn policy_text(
         .join(", ");
     let jail = toml_string(&jail.to_string_lossy());
     let (name, email) = (toml_string(&identity.0), toml_string(&identity.1));
+    let gib = jail_bytes >> 30;
     format!(
         r#"# safe-mcp policy, written by `safe-mcp init`. Check it with `safe-mcp policy check`.
 # Reference: docs/POLICY.md in safe-mcp's source. Relative paths resolve against this file's
@@ -343,6 +365,8 @@ timeout_seconds = 300          # a build or a test suite can take minutes
 cpu_seconds = 1200             # CPU time per process: a compiler on 4 cores for the whole timeout
 max_output_bytes = 12288       # per stream: ~5k tokens; past it the start, the end and the lines
                                # that look like errors are kept (a client holds ~25k tokens a result)
+jail_bytes = {jail_bytes}  # what the jail and the caches may hold ({gib} GiB: the lesser of 16 GiB
+                               # and half the disk's free space when init ran); 0: no bound
 
 # Variables every command gets. git needs an identity to commit (the commands' HOME holds no
 # git config); a name that looks like a secret would be readable by the model.

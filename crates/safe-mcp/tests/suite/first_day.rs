@@ -136,7 +136,26 @@ async fn init_as_root_with_the_real_home_builds_tests_and_commits() {
         text.contains(&format!("cache_dir = \"{home}/.cache/safe-mcp\"")),
         "{text}"
     );
+    // Issue 49: a bound on what the jail and the caches hold, in whole GiB, 1 to 16.
+    let bound: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("jail_bytes = "))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no jail_bytes in:\n{text}"));
+    assert!(
+        bound % (1 << 30) == 0 && (1 << 30..=16 << 30).contains(&bound),
+        "{bound}"
+    );
     let s = session_as_configured(&config, None).await;
+    let described = s
+        .call("describe_policy", serde_json::json!({"verbose": true}))
+        .await;
+    assert!(
+        described
+            .to_string()
+            .contains(&format!("\"jail_bytes\":{bound}")),
+        "{described}"
+    );
     all_succeed(
         &s,
         &[
