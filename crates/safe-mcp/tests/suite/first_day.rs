@@ -143,7 +143,7 @@ async fn init_as_root_with_the_real_home_builds_tests_and_commits() {
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
         .unwrap_or_else(|| panic!("no jail_bytes in:\n{text}"));
     assert!(
-        bound % (1 << 30) == 0 && (1 << 30..=16 << 30).contains(&bound),
+        bound.is_multiple_of(1 << 30) && (1 << 30..=16 << 30).contains(&bound),
         "{bound}"
     );
     let s = session_as_configured(&config, None).await;
