@@ -106,10 +106,11 @@ pub(crate) fn send_fd(
 
 /// Closes every descriptor of this process but `keep` (-1 for none): the raw syscall, on
 /// the gaps between them. For children that must keep nothing of the server's open.
-pub(crate) fn close_all_except(keep: [c_int; 2]) {
-    let (a, b) = (keep[0].min(keep[1]), keep[0].max(keep[1]));
+pub(crate) fn close_all_except<const N: usize>(mut keep: [c_int; N]) {
+    // On the stack: this runs in children that may not allocate.
+    keep.sort_unstable();
     let mut from: u32 = 0;
-    for k in [a, b].into_iter().filter(|k| *k >= 0) {
+    for k in keep.into_iter().filter(|k| *k >= 0) {
         let k = k as u32;
         if from < k {
             // SAFETY: integer arguments only; closes descriptors of this process.

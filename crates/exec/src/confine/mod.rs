@@ -24,7 +24,7 @@ use crate::egress::Tier;
 use crate::seccomp;
 use crate::step::{Step, errno};
 use crate::tmp::{CallTmp, TmpRoot};
-use crate::view::{GroupMounts, View};
+use crate::view::{Counters, GroupMounts, View};
 
 mod capabilities;
 mod cgroup;
@@ -57,6 +57,8 @@ pub struct Confinement {
     executables: Option<Resolved>,
     /// What each group's stages bind executable in their own mount namespace.
     group_mounts: GroupMounts,
+    /// A root server's user namespace that bounds the per-user counters of its commands.
+    counters: Option<Counters>,
     /// The root of every call's private temporary directory.
     tmp_root: TmpRoot,
     /// Its path, for the init's remount ([`Confinement::hold_tmp_root`]).
@@ -129,6 +131,28 @@ impl Confinement {
                     GroupMounts::default(),
                 ),
             },
+        };
+        // As root, commands count inotify and fanotify against root's own limits: bounded
+        // to half of them in a user namespace of the commands' own.
+        let counters = match spec.mode {
+            SandboxMode::Off => None,
+            _ if !rustix::process::geteuid().is_root() => None,
+            _ => match Counters::create() {
+                Ok(counters) => Some(counters),
+                Err(why) => {
+                    eprintln!(
+                        "safe-mcp: warning: the per-user kernel counters (inotify, fanotify) stay root's for commands: {why}"
+                    );
+                    None
+                }
+            },
+        };
+        let made = match made {
+            Ok(mut view) if counters.is_some() => {
+                view.counters_bounded();
+                Ok(view)
+            }
+            other => other,
         };
         let (view, view_state) = match (spec.mode, spec.namespaces) {
             (SandboxMode::Off, _) => (None, ViewState::Host("sandbox mode off".into())),
@@ -223,6 +247,7 @@ impl Confinement {
             landlock,
             executables,
             group_mounts,
+            counters,
             tmp_root_c: CString::new(tmp_root.path().as_os_str().as_bytes()).map_err(|_| {
                 ConfineError::Tmp("the temporary directory's path holds a NUL byte".into())
             })?,
@@ -434,6 +459,12 @@ impl Confinement {
         unsafe { self.group_mounts.mount(group) }
     }
 
+    /// The descriptor of the user namespace a root server's commands enter, or -1: kept
+    /// open by an init made ahead of its call.
+    pub(crate) fn counters_fd(&self) -> libc::c_int {
+        self.counters.as_ref().map_or(-1, Counters::raw_fd)
+    }
+
     /// Whether each command's init mounts a devpts of the command's own.
     pub(crate) fn private_pts(&self) -> bool {
         self.view.as_ref().is_some_and(View::own_pts)
@@ -523,6 +554,14 @@ impl Confinement {
         }
         if self.mode == SandboxMode::Off {
             return Ok(());
+        }
+        // 18b. A root server's commands: the user namespace that bounds their counters,
+        // entered after every mount of the stage (which stay the host's root's) and while
+        // root may (before the capabilities go).
+        if let Some(counters) = &self.counters {
+            // SAFETY: we are the spawn child, one thread, after the cgroups and rlimits, as
+            // `enter` requires.
+            unsafe { counters.enter() }.map_err(|errno| (Step::Limits, errno))?;
         }
         // 19. Capabilities.
         if let Some(drop) = self.capabilities {

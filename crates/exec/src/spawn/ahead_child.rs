@@ -113,8 +113,9 @@ unsafe fn first_steps(a: &AheadPrepared) -> Result<(), (Step, c_int)> {
         return Err((Step::PidNamespace, errno()));
     }
     // Every descriptor of the server's (its pipes, its trail, its stdio) goes, but the
-    // init's two: a copy held while the init waits would keep other calls' pipes open.
-    close_all_except([a.socket, a.word]);
+    // init's two and the namespace a root server's commands enter: a copy held while the
+    // init waits would keep other calls' pipes open.
+    close_all_except([a.socket, a.word, confinement.counters_fd()]);
     let mut report: [c_int; 2] = [-1, -1];
     // SAFETY: writes two descriptors into `report`, on this stack.
     if unsafe { libc::pipe2(report.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {

@@ -40,10 +40,12 @@ pub(crate) use consts::{PER_COMMAND, PROC_FLAGS, PTS_FLAGS, PTS_OPTIONS, TTY};
 mod build;
 mod child;
 mod consts;
+mod counters;
 mod groups;
 mod helpers;
 mod programs;
 
+pub(crate) use counters::Counters;
 pub(crate) use groups::GroupMounts;
 
 /// The namespaces every command enters, made once.
@@ -177,6 +179,12 @@ impl View {
         names
     }
 
+    /// Says that the per-user counters are bounded for commands (a root server's
+    /// [`Counters`]).
+    pub(crate) fn counters_bounded(&mut self) {
+        self.user_limits = true;
+    }
+
     /// What a command can see, for the reports.
     pub(crate) fn visible(&self) -> String {
         let counters = if self.user_limits {
@@ -219,6 +227,40 @@ impl View {
             }
         }
         Ok(())
+    }
+}
+
+impl View {
+    /// The private view, with what only some stages may execute (`groups`, each exec
+    /// group's own paths) held `noexec` in it and bound executable by their stages
+    /// ([`GroupMounts`]); `every`: what every stage may execute. Where commands get no
+    /// mount namespace of their own (no pid namespace), nothing could bind a group's files
+    /// for its stages: the view is made again with `all` executable, as before (the loader's
+    /// reach is then the groups' files too, a ceiling THREAT_MODEL states).
+    pub(crate) fn create_with_groups(
+        spec: &ConfinementSpec,
+        tmp_root: &std::path::Path,
+        every: &[PathBuf],
+        all: &[PathBuf],
+        groups: &[Vec<PathBuf>],
+    ) -> (Result<View, String>, GroupMounts) {
+        let mounts = match GroupMounts::new(groups, &spec.read_paths) {
+            Ok(mounts) => mounts,
+            Err(e) => return (Err(e), GroupMounts::default()),
+        };
+        if mounts.is_empty() {
+            return (View::create(spec, tmp_root, all, &[]), mounts);
+        }
+        let held: Vec<PathBuf> = groups.iter().flatten().cloned().collect();
+        match View::create(spec, tmp_root, every, &held) {
+            Ok(view) if view.pid.is_ok() => (Ok(view), mounts),
+            Ok(view) => {
+                drop(view);
+                let again = View::create(spec, tmp_root, all, &[]);
+                (again, GroupMounts::default())
+            }
+            Err(e) => (Err(e), GroupMounts::default()),
+        }
     }
 }
 

@@ -21,6 +21,7 @@ mod git_trust;
 mod held_files;
 mod http;
 mod inspector;
+mod kernel_counters;
 mod loader;
 mod long_work;
 mod oauth;

@@ -1,0 +1,105 @@
+//! The kernel's per-user counters (issue 49): inotify instances are counted per user, so a
+//! root server's command that held them all gave every root process of the host EMFILE (the
+//! server's own watch of the jail among them). Commands now hold at most half of them
+//! together, root or not; the control is the same program run unconfined, which gets more.
+
+use serde_json::json;
+
+use super::round3::session_with;
+use super::support::Sandbox;
+
+/// Opens inotify instances until the kernel refuses one (or `LIMIT` are open), says how
+/// many it holds, then holds them.
+const HOLD: &str = r#"
+import ctypes, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+limit = int(sys.argv[1])
+held = []
+while len(held) < limit:
+    fd = libc.inotify_init()
+    if fd < 0:
+        break
+    held.append(fd)
+print("holding", len(held), flush=True)
+time.sleep(float(sys.argv[2]))
+"#;
+
+fn max_instances() -> usize {
+    std::fs::read_to_string("/proc/sys/user/max_inotify_instances")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+fn holding(out: &str) -> usize {
+    out.split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{out:?}"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn commands_hold_at_most_half_of_their_users_inotify_instances() {
+    let max = max_instances();
+    let ask = (max / 2 + 8).to_string();
+    // The control: unconfined, the same program gets more than half.
+    let control = std::process::Command::new("python3")
+        .args(["-c", HOLD, &ask, "0"])
+        .output()
+        .unwrap();
+    let got = holding(&String::from_utf8_lossy(&control.stdout));
+    assert!(got > max / 2, "the control held {got} of {max}");
+
+    let root = rustix::process::geteuid().is_root();
+    let uids: &[Option<u32>] = if root { &[None, Some(65534)] } else { &[None] };
+    for &uid in uids {
+        let sb = Sandbox::with(
+            "\"python3\"",
+            "timeout_seconds = 30",
+            "closed",
+            "[terminal.sandbox]\nnamespaces = \"required\"\n[[terminal.rules]]\ncommand = \"python3\"\nallow_interpreter = true\n",
+        );
+        if let Some(uid) = uid {
+            sb.give_to(uid);
+        }
+        let s = session_with(&sb, "/usr/bin:/bin", uid).await;
+        let started = s
+            .call(
+                "start_process",
+                json!({"command": ["python3", "-c", HOLD, &ask, "30"]}),
+            )
+            .await;
+        assert_eq!(started["code"], "OK", "{started}");
+        let handle = started["detail"]["handle"].as_str().unwrap().to_owned();
+        let mut out = String::new();
+        for _ in 0..20 {
+            let r = s
+                .call(
+                    "read_process_output",
+                    json!({"handle": handle, "wait_seconds": 2}),
+                )
+                .await;
+            out.push_str(r["detail"]["stdout"].as_str().unwrap_or_default());
+            if out.contains("holding") {
+                break;
+            }
+        }
+        let held = holding(&out);
+        assert!(
+            held > 0 && held <= max / 2,
+            "uid {uid:?}: a command held {held} of {max}"
+        );
+        // While the command holds all it may, a process of the server's user outside still
+        // gets one (the test runs as the server's user when uid is None).
+        if uid.is_none() {
+            let fd = rustix::fs::inotify::init(rustix::fs::inotify::CreateFlags::CLOEXEC);
+            assert!(
+                fd.is_ok(),
+                "the host's own: {fd:?} while a command holds {held}"
+            );
+        }
+        let stopped = s.call("stop_process", json!({"handle": handle})).await;
+        assert_eq!(stopped["code"], "OK", "{stopped}");
+    }
+}
