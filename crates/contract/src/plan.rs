@@ -306,4 +306,9 @@ pub trait Executor: Send + Sync {
     /// cgroups), once every call has ended: at the server's end, which cannot wait for the
     /// last clone of the executor to be dropped (a listener thread keeps one to the exit).
     fn close(&self) {}
+    /// Where the calls' and sessions' private TMPDIRs are made, which commands write as
+    /// freely as the jail (`jail_bytes` counts it), if the executor makes them.
+    fn scratch_root(&self) -> Option<&std::path::Path> {
+        None
+    }
 }

@@ -1,5 +1,6 @@
-//! `[terminal.limits] jail_bytes`: how much the jail and the write paths (the caches) may
-//! hold, so that sandboxed code cannot fill the disk the server and the host share.
+//! `[terminal.limits] jail_bytes`: how much the jail, the write paths (the caches) and the
+//! calls' private TMPDIRs may hold, so that sandboxed code cannot fill the disk the server
+//! and the host share.
 //!
 //! No file system this server can count on offers a quota it may set (ext4 and XFS project
 //! quotas need a mount option and root), so the bound is a check: after each call ends (at
@@ -34,7 +35,8 @@ pub struct JailUsage {
 #[derive(Debug)]
 struct Inner {
     limit: u64,
-    roots: Vec<PathBuf>,
+    /// The jail and the write paths, then the executor's scratch root once it is known.
+    roots: Mutex<Vec<PathBuf>>,
     bytes: AtomicU64,
     measuring: AtomicBool,
     /// When the last measurement ended, and how long it took.
@@ -47,11 +49,19 @@ impl JailUsage {
         JailUsage {
             inner: Arc::new(Inner {
                 limit,
-                roots,
+                roots: Mutex::new(roots),
                 bytes: AtomicU64::new(0),
                 measuring: AtomicBool::new(false),
                 last: Mutex::new(None),
             }),
+        }
+    }
+
+    /// Counts what `root` holds too: the executor's root of the calls' and sessions'
+    /// private TMPDIRs, which a command writes as freely as the jail.
+    pub fn add_root(&self, root: PathBuf) {
+        if let Ok(mut roots) = self.inner.roots.lock() {
+            roots.push(root);
         }
     }
 
@@ -107,7 +117,8 @@ impl Inner {
     /// Adds up the roots now, and remembers the total.
     fn measure(&self) -> u64 {
         let started = Instant::now();
-        let total = self.roots.iter().map(|r| bytes_beneath(r)).sum();
+        let roots = self.roots.lock().map(|r| r.clone()).unwrap_or_default();
+        let total = roots.iter().map(|r| bytes_beneath(r)).sum();
         self.bytes.store(total, Ordering::Release);
         if let Ok(mut last) = self.last.lock() {
             *last = Some((Instant::now(), started.elapsed()));

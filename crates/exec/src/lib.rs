@@ -104,6 +104,10 @@ impl Executor for LocalExecutor {
         self.confinement.remove_cgroups();
     }
 
+    fn scratch_root(&self) -> Option<&std::path::Path> {
+        Some(self.confinement.tmp_root())
+    }
+
     fn confinement_summary(&self) -> &ConfinementSummary {
         self.confinement.summary()
     }

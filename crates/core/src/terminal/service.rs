@@ -486,6 +486,11 @@ impl TerminalService {
         }
     }
 
+    /// Counts `root` (the executor's scratch root: the calls' TMPDIRs) in `jail_bytes`.
+    pub fn count_in_jail_bytes(&self, root: std::path::PathBuf) {
+        self.usage.add_root(root);
+    }
+
     /// Sweeps the jail ([`crate::held::Holder::sweep`]): records each change and returns a
     /// line for each (for the result).
     pub(crate) fn sweep_protected(&self, call: &CallId) -> Vec<String> {

@@ -277,6 +277,11 @@ impl Confinement {
         &self.report
     }
 
+    /// The root of every call's private temporary directory.
+    pub(crate) fn tmp_root(&self) -> &Path {
+        self.tmp_root.path()
+    }
+
     /// Removes the server's cgroups (root only), once every call has ended.
     pub(crate) fn remove_cgroups(&self) {
         if let Some(pids) = &self.pids_cgroup {

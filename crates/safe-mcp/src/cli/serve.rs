@@ -56,6 +56,9 @@ pub(crate) fn serve_terminal(config: Option<&Path>, http: Option<&str>) -> ExitC
             ));
         }
     };
+    if let Some(scratch) = safe_mcp_core::terminal::Executor::scratch_root(&executor) {
+        service.count_in_jail_bytes(scratch.to_path_buf());
+    }
     if let Err(e) = super::credentials::view_keeps_them(&service, &executor) {
         return fatal(e);
     }

@@ -372,3 +372,61 @@ async fn a_long_build_log_keeps_its_start_end_and_errors_within_a_clients_share(
     );
     assert!(all["detail"]["content"].as_str().unwrap().len() <= 12 * 1024);
 }
+
+/// Issue 49: `jail_bytes` counts the calls' private TMPDIRs too (a session's lives as long
+/// as the session): a session that leaves 3 MB there holds the next command off, with the
+/// key in the reason, and once it is stopped (its TMPDIR removed) commands run again.
+#[tokio::test(flavor = "multi_thread")]
+async fn jail_bytes_counts_what_a_session_leaves_in_its_tmpdir() {
+    let sb = Sandbox::with(
+        "\"head\", \"echo\", \"sh\", \"sleep\"",
+        "timeout_seconds = 20\njail_bytes = 1048576",
+        "closed",
+        "",
+    );
+    let s = sb.session().await;
+    let started = s
+        .call(
+            "start_process",
+            json!({"command": ["sh", "-c", "head -c 3000000 /dev/zero > \"$TMPDIR/big\"; echo written; sleep 60"]}),
+        )
+        .await;
+    assert_eq!(started["code"], "OK", "{started}");
+    let handle = started["detail"]["handle"].as_str().unwrap().to_owned();
+    let read = s
+        .call(
+            "read_process_output",
+            json!({"handle": handle, "wait_seconds": 10, "until": "output"}),
+        )
+        .await;
+    assert!(
+        read["detail"]["stdout"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("written"),
+        "{read}"
+    );
+    // The measurement runs in the background after calls.
+    let mut refused = serde_json::Value::Null;
+    for _ in 0..50 {
+        let r = s.run("echo hi").await;
+        if r["code"] == "POLICY_DENIED" {
+            refused = r;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let reason = refused["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("jail_bytes = 1048576"), "{refused}");
+    let stopped = s.call("stop_process", json!({"handle": handle})).await;
+    assert_eq!(stopped["code"], "OK", "{stopped}");
+    let mut ran = serde_json::Value::Null;
+    for _ in 0..50 {
+        ran = s.run("echo hi").await;
+        if ran["code"] == "OK" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(ran["detail"]["stdout"], "hi\n", "{ran}");
+}
