@@ -17,6 +17,8 @@
 //! address of its own. This crate decides who reaches the server; it runs no command and
 //! knows no tool: the binary hands [`serve`] a factory of tool servers.
 
+#![forbid(unsafe_code)]
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 

@@ -19,6 +19,8 @@
 //! unchecked. Request bodies must have a `Content-Length` (chunked uploads over plain HTTP
 //! are refused; through CONNECT anything goes).
 
+#![forbid(unsafe_code)]
+
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
