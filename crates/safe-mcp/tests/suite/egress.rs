@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use super::support::sh_call;
 use super::support::{Sandbox, Session};
 
 /// Whether this user can make the private view here (root, or user namespaces).
@@ -108,10 +109,6 @@ deny_domains = ["denied.pinned.test"]
 allow_private = true
 hosts = { "api.pinned.test" = ["127.0.0.1"], "denied.pinned.test" = ["127.0.0.1"], "pinned.test" = ["127.0.0.1"] }"#;
 
-fn sh(script: &str) -> Value {
-    json!({"command": ["sh", "-c", script]})
-}
-
 fn stdout(r: &Value) -> String {
     r["detail"]["stdout"]
         .as_str()
@@ -143,7 +140,7 @@ fn curl(args: &str) -> Value {
     } else {
         "%{http_code}"
     };
-    sh(&format!(
+    sh_call(&format!(
         "curl -sS --max-time 10 -o /dev/null -w '{status}' {args} 2>/dev/null; echo"
     ))
 }
@@ -204,7 +201,7 @@ async fn allowed_names_pass_through_the_proxy_and_are_audited() {
         let env = s
             .call(
                 "run_command",
-                sh("echo $HTTP_PROXY $https_proxy $ALL_PROXY [$NO_PROXY]"),
+                sh_call("echo $HTTP_PROXY $https_proxy $ALL_PROXY [$NO_PROXY]"),
             )
             .await;
         let out = stdout(&env);

@@ -2,6 +2,8 @@
 //! that keep a runaway command from costing a client its turn (issues 49 and 50): tar's
 //! compressors under the exec allowlist, and a flood of output stopped by its total.
 
+use super::builders::stdout;
+use serde_json::Value;
 use serde_json::json;
 
 use super::support::{Sandbox, Session, installed};
@@ -198,7 +200,7 @@ async fn explaining_a_prefixed_command_names_the_program_and_its_environment() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_python_sessions_output_arrives_as_it_is_printed() {
     let sb = Sandbox::with("\"echo\"", "timeout_seconds = 30", "closed", "");
-    super::round3::with_profile(&sb, "python");
+    super::builders::with_profile(&sb, "python");
     let s = super::exec_allowlist::session(&sb).await;
     let r = s
         .call(
@@ -429,4 +431,40 @@ async fn jail_bytes_counts_what_a_session_leaves_in_its_tmpdir() {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     assert_eq!(ran["detail"]["stdout"], "hi\n", "{ran}");
+}
+
+/// Round 3 (issue 27), item 14: `jail_bytes` bounds what the jail and the caches hold: once a call leaves more,
+/// the next command is refused with the total and the key, and runs again once space is
+/// freed (by the operator here).
+#[tokio::test(flavor = "multi_thread")]
+async fn jail_bytes_bounds_what_the_jail_holds() {
+    let sb = Sandbox::with(
+        "\"head\", \"echo\", \"sh\"",
+        "timeout_seconds = 20\njail_bytes = 1048576",
+        "closed",
+        "",
+    );
+    let s = sb.session().await;
+    let r = s
+        .call(
+            "run_command",
+            json!({"command": ["sh", "-c", "head -c 3000000 /dev/zero > big"]}),
+        )
+        .await;
+    assert_eq!(r["code"], "OK", "{r}");
+    // The measurement runs in the background after the call.
+    let mut refused = Value::Null;
+    for _ in 0..50 {
+        let r = s.run("echo hi").await;
+        if r["code"] == "POLICY_DENIED" {
+            refused = r;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let reason = refused["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("jail_bytes = 1048576"), "{refused}");
+    std::fs::remove_file(sb.jail.join("big")).unwrap();
+    let r = s.run("echo hi").await;
+    assert_eq!(stdout(&r), "hi\n", "{r}");
 }

@@ -3,6 +3,7 @@
 
 use serde_json::{Value, json};
 
+use super::support::sh_call;
 use super::support::{Sandbox, Session};
 
 fn sandbox(extra: &str) -> Sandbox {
@@ -16,10 +17,6 @@ fn sandbox(extra: &str) -> Sandbox {
 
 async fn call(s: &Session, tool: &str, args: Value) -> Value {
     s.call(tool, args).await
-}
-
-fn sh(script: &str) -> Value {
-    json!({"command": ["sh", "-c", script]})
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -177,7 +174,7 @@ async fn what_a_command_plants_is_never_followed_or_waited_on() {
     let r = s
         .call(
             "run_command",
-            sh(&format!(
+            sh_call(&format!(
                 "ln -s {} link.txt; ln -s {} dir; mkfifo fifo; ln notes.txt hard.txt",
                 outside.display(),
                 sb.base().display()

@@ -5,11 +5,12 @@
 //! session, as root and as uid 65534 in the private view, and the operator's git is run
 //! afterwards on the host as the operator would, unconfined: no marker may appear.
 
+use super::builders::stdout;
 use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use super::round3::{in_terminal_table, python, python_sandbox, session_with};
+use super::builders::{in_terminal_table, python, python_sandbox, session_with};
 use super::support::{Sandbox, Session, eventually};
 
 const GIT_ENV: &str = "[terminal.env]\nset = { GIT_AUTHOR_NAME = \"Agent\", GIT_AUTHOR_EMAIL = \"agent@example.com\", GIT_COMMITTER_NAME = \"Agent\", GIT_COMMITTER_EMAIL = \"agent@example.com\" }\n";
@@ -604,4 +605,44 @@ async fn an_operation_left_in_progress_runs_nothing_the_model_wrote() {
         let said = operator_git(&home, &sb.jail, &["rebase", "--continue"]);
         assert_eq!(marker.exists(), !confined, "confined {confined}: {said}");
     }
+}
+
+/// Round 3 (issue 27), item 6: a file the server reads in the jail cannot stall it: a worktree's `.git` file
+/// under a write lease (an open would wait the kernel's 45 s lease-break time) is refused at
+/// once, and every other call runs meanwhile.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_leased_git_file_does_not_stall_the_server() {
+    use std::os::fd::AsRawFd;
+    let sb = Sandbox::new("");
+    std::fs::create_dir_all(sb.jail.join("wt")).unwrap();
+    std::fs::create_dir_all(sb.jail.join("main.git")).unwrap();
+    let dot_git = sb.jail.join("wt/.git");
+    std::fs::write(&dot_git, "gitdir: ../main.git\n").unwrap();
+    // The kernel tells the lease holder of a break with SIGIO, whose default ends it.
+    // SAFETY: sets a signal's disposition to ignore; no handler runs.
+    unsafe { libc::signal(libc::SIGIO, libc::SIG_IGN) };
+    let held = std::fs::File::open(&dot_git).unwrap();
+    // SAFETY: fcntl on a descriptor this test owns.
+    let rc = unsafe { libc::fcntl(held.as_raw_fd(), libc::F_SETLEASE, libc::F_WRLCK) };
+    assert_eq!(
+        rc,
+        0,
+        "the test could not take a lease: {}",
+        std::io::Error::last_os_error()
+    );
+    let s = sb.session().await;
+    let started = std::time::Instant::now();
+    let r = s
+        .call("run_command", json!({"command": "git status", "cwd": "wt"}))
+        .await;
+    // Without the fix the server's open waits out the lease (45 s on this kernel).
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "{r}"
+    );
+    assert_ne!(r["code"], "OK", "{r}");
+    assert!(r["reason"].as_str().unwrap().contains("lease"), "{r}");
+    let r = s.run("echo still").await;
+    assert_eq!(stdout(&r), "still\n", "{r}");
+    drop(held);
 }

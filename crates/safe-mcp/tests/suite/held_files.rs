@@ -6,7 +6,7 @@
 
 use serde_json::json;
 
-use super::round3::{python, python_sandbox, session_with, walkdir, with_profile};
+use super::builders::{python, python_sandbox, session_with, walkdir, with_profile};
 use super::support::{Sandbox, eventually};
 
 /// Item 5: `pip.conf` in the python profile's cache is a read-only placeholder; write_file
@@ -123,7 +123,7 @@ async fn the_caches_of_a_jail_that_is_gone_are_removed_at_the_next_start() {
     let caches = tempfile::tempdir().unwrap();
     let cache_dir = std::fs::canonicalize(caches.path()).unwrap();
     let with_caches = |sb: &Sandbox| {
-        super::round3::in_terminal_table(
+        super::builders::in_terminal_table(
             sb,
             &format!(
                 "profiles = [\"python\"]\ncache_dir = \"{}\"",

@@ -3,9 +3,10 @@
 //! server's own watch of the jail among them). Commands now hold at most half of them
 //! together, root or not; the control is the same program run unconfined, which gets more.
 
+use super::builders::{python, python_sandbox};
 use serde_json::json;
 
-use super::round3::session_with;
+use super::builders::session_with;
 use super::support::Sandbox;
 
 /// Opens inotify instances until the kernel refuses one (or `LIMIT` are open), says how
@@ -102,4 +103,82 @@ async fn commands_hold_at_most_half_of_their_users_inotify_instances() {
         let stopped = s.call("stop_process", json!({"handle": handle})).await;
         assert_eq!(stopped["code"], "OK", "{stopped}");
     }
+}
+
+/// How many inotify instances a process of uid 65534 on the host can open now (at most 8).
+fn host_inotify_of_nobody() -> String {
+    let out = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--", "python3", "-c"])
+        .arg("import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\nfds = [libc.inotify_init() for _ in range(8)]\nprint(sum(1 for f in fds if f >= 0))")
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// Round 3 (issue 27), item 8: an unprivileged server's commands share half of the uid's per-user kernel
+/// counters at most: a session holding every inotify instance it can get leaves the host's
+/// processes of the same uid theirs. POSIX message queues, charged host-wide too, are off.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_command_cannot_take_the_users_kernel_counters() {
+    if !rustix::process::geteuid().is_root() {
+        super::support::skip(
+            "skipping: the unprivileged server is started as uid 65534 by a root test",
+        );
+        return;
+    }
+    let host_limit: usize = std::fs::read_to_string("/proc/sys/user/max_inotify_instances")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let sb = python_sandbox("required", "");
+    sb.give_to(65534);
+    let s = session_with(&sb, "/usr/bin:/bin", Some(65534)).await;
+    let hog = format!(
+        "import ctypes, sys, time\n\
+         libc = ctypes.CDLL(None, use_errno=True)\n\
+         fds = [libc.inotify_init() for _ in range({host_limit})]\n\
+         print(sum(1 for f in fds if f >= 0), flush=True)\n\
+         time.sleep(30)\n"
+    );
+    let started = s
+        .call("start_process", json!({"command": ["python3", "-c", hog]}))
+        .await;
+    assert_eq!(started["code"], "OK", "{started}");
+    let handle = started["detail"]["handle"].as_str().unwrap().to_owned();
+    let mut held = String::new();
+    for _ in 0..30 {
+        let r = s
+            .call(
+                "read_process_output",
+                json!({"handle": handle, "wait_seconds": 1}),
+            )
+            .await;
+        held.push_str(r["detail"]["stdout"].as_str().unwrap_or_default());
+        if held.ends_with('\n') {
+            break;
+        }
+    }
+    let held: usize = held.trim().parse().unwrap();
+    assert!(
+        held > 0 && held <= host_limit / 2,
+        "the command held {held} of {host_limit}"
+    );
+    // While it holds them, a host process of the same uid still gets its own.
+    assert_eq!(host_inotify_of_nobody(), "8");
+    let d = s.call("describe_policy", json!({"verbose": true})).await;
+    assert!(
+        d["detail"]["confinement"]["view"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("bounded to half the host's"),
+        "{d}"
+    );
+    // POSIX message queues are charged host-wide to the uid: refused.
+    let mq = "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\nq = libc.mq_open(b'/round3', os.O_CREAT | os.O_RDWR, 0o600, None)\nprint('refused' if q < 0 else 'made')";
+    let out = python(&s, mq).await;
+    assert_eq!(out, "refused\n", "{out}");
+    s.call("stop_process", json!({"handle": handle})).await;
 }

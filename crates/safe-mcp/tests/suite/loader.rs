@@ -8,7 +8,7 @@
 
 use serde_json::json;
 
-use super::round3::session_with;
+use super::builders::session_with;
 use super::support::Sandbox;
 
 /// What python does: hand programs to the loader, then say of each whether it ran: `rm`

@@ -2,10 +2,11 @@
 //! stay in force when the operator's policy or the project file adds a rule for the same
 //! program; dropping them is a named key that `describe_policy` and `policy check` show.
 
+use super::cli::run;
 use serde_json::json;
 
+use super::builders::in_terminal_table;
 use super::exec_allowlist::session;
-use super::round3::in_terminal_table;
 use super::support::{BIN, Sandbox, Session};
 
 /// Every profile's deny rules, as `(profile, program, a command each rule refuses)`.
@@ -145,4 +146,49 @@ async fn dropping_a_profiles_rules_is_a_named_choice() {
         String::from_utf8_lossy(&out.stderr).contains("drop_profile_rules"),
         "{out:?}"
     );
+}
+
+/// Round 3 (issue 27), item 7: where the exec allowlist does not route them through the server (here it is off),
+/// an allowed interpreter voids the argument rules and approvals of every other program;
+/// `describe_policy` and `policy check` say so, naming the ruled programs. With the list on
+/// (issue 35) the interpreter's nested calls meet the rules, and there is no warning.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_allowed_interpreter_is_named_as_voiding_the_argument_rules() {
+    let rule = "[[terminal.rules]]\ncommand = \"git\"\nconfirm_args = [\"push\"]\n";
+    let listed = Sandbox::with(
+        "\"python3\", \"git\"",
+        "timeout_seconds = 20",
+        "closed",
+        rule,
+    );
+    let s = listed.session().await;
+    let d = s.call("describe_policy", json!({"verbose": true})).await;
+    assert_eq!(d["detail"]["warnings"], json!([]), "{d}");
+    drop(s);
+    let sb = Sandbox::with(
+        "\"python3\", \"git\"",
+        "timeout_seconds = 20",
+        "closed",
+        &format!("{rule}\n[terminal.sandbox]\nexec_allowlist = false\n"),
+    );
+    let s = sb.session().await;
+    let d = s.call("describe_policy", json!({"verbose": true})).await;
+    let warnings = d["detail"]["warnings"].to_string();
+    assert!(
+        warnings.contains("an allowed interpreter (python3) can start any other program itself, since exec_allowlist is off")
+            && warnings.contains("of git"),
+        "{warnings}"
+    );
+    let out = run(
+        &["policy", "check", "--config", sb.policy.to_str().unwrap()],
+        &[],
+    );
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("an allowed interpreter (python3)"), "{text}");
+    // Without the interpreter, no such warning.
+    let sb = Sandbox::with("\"git\"", "timeout_seconds = 20", "closed", "");
+    let s = sb.session().await;
+    let d = s.call("describe_policy", json!({"verbose": true})).await;
+    assert_eq!(d["detail"]["warnings"], json!([]), "{d}");
 }

@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use super::round3::{in_terminal_table, python, python_sandbox, session_with, stdout};
+use super::builders::{in_terminal_table, python, python_sandbox, session_with, stdout};
 use super::support::Sandbox;
 
 /// A jail that is a git repository with one commit, made by the operator on the host.

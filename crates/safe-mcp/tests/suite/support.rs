@@ -51,6 +51,11 @@ pub fn forget_caches(jail: &Path) {
     }
 }
 
+/// The arguments of a `run_command` (or `start_process`) of `sh -c script`.
+pub fn sh_call(script: &str) -> Value {
+    serde_json::json!({"command": ["sh", "-c", script]})
+}
+
 /// The allowlist most tests use.
 pub const DEFAULT_ALLOW: &str = r#""echo", "cat", "ls", "wc", "tr", "grep", "sleep", "true", "false", "env", "sh", "yes", "touch", "git", "head", "rm", "nonexistent-tool-xyz""#;
 

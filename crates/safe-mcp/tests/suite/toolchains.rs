@@ -1,13 +1,10 @@
 //! Real developer toolchains (issue 17): a private TMPDIR per call, `write_paths`, and the
 //! everyday tools that need them, over a real MCP session.
 
-use serde_json::{Value, json};
+use serde_json::json;
 
+use super::support::sh_call;
 use super::support::{BIN, DEFAULT_ALLOW, Sandbox};
-
-fn sh(script: &str) -> Value {
-    json!({"command": ["sh", "-c", script]})
-}
 
 fn sandbox() -> Sandbox {
     Sandbox::with(
@@ -51,7 +48,7 @@ async fn each_call_gets_a_private_tmpdir_that_is_removed() {
         let r = s
             .call(
                 "run_command",
-                sh("echo $TMPDIR; [ \"$TMP\" = \"$TMPDIR\" ] && [ \"$TEMP\" = \"$TMPDIR\" ] && echo same; \
+                sh_call("echo $TMPDIR; [ \"$TMP\" = \"$TMPDIR\" ] && [ \"$TEMP\" = \"$TMPDIR\" ] && echo same; \
                     mkdir $TMPDIR/d && echo made > $TMPDIR/d/f && cat $TMPDIR/d/f; \
                     ls \"$(dirname $TMPDIR)\" >/dev/null 2>&1 || echo parent-hidden; \
                     echo x > /tmp/safe-mcp-probe-$$ 2>/dev/null || echo tmp-unwritable"),
@@ -71,7 +68,7 @@ async fn each_call_gets_a_private_tmpdir_that_is_removed() {
             !tmp.exists(),
             "{namespaces}: the call's TMPDIR was left behind"
         );
-        let again = s.call("run_command", sh("echo $TMPDIR")).await;
+        let again = s.call("run_command", sh_call("echo $TMPDIR")).await;
         assert_ne!(
             again["detail"]["stdout"].as_str().unwrap().trim(),
             lines[0],
@@ -134,7 +131,7 @@ async fn write_paths_are_writable() {
         let r = s
             .call(
                 "run_command",
-                sh(&format!(
+                sh_call(&format!(
                     "echo cached > {}/entry && cat {}/entry",
                     cache.display(),
                     cache.display()

@@ -4,8 +4,9 @@
 //! paths are read-only; the network has loopback only. A `namespaces = "off"` control shows
 //! each probe can tell the difference.
 
-use serde_json::{Value, json};
+use serde_json::json;
 
+use super::support::sh_call;
 use super::support::{BIN, DEFAULT_ALLOW, Sandbox, live_processes_with};
 
 /// Whether this kernel lets the server's user make the view's namespaces (and, with
@@ -60,10 +61,6 @@ fn sandbox(extra: &str) -> Sandbox {
     // What the scripts look around with.
     sb.add_helpers(&["id", "mkdir", "readlink", "hostname", "ln", "chmod"]);
     sb
-}
-
-fn sh(script: &str) -> Value {
-    json!({"command": ["sh", "-c", script]})
 }
 
 /// A read path of the test's own, with one file in it.
@@ -140,7 +137,7 @@ async fn a_command_sees_only_its_view_of_the_machine() {
         let r = s
             .call(
                 "run_command",
-                sh(&format!(
+                sh_call(&format!(
                     "cat /etc/passwd; ls /etc/shadow {} {} {} {} 2>&1; cat {} 2>&1; hostname",
                     sb.audit.display(),
                     key.display(),
@@ -172,7 +169,7 @@ async fn a_command_sees_only_its_view_of_the_machine() {
             out = secret.display(),
             ro = ro.display()
         );
-        s.call("run_command", sh(&script)).await;
+        s.call("run_command", sh_call(&script)).await;
         let after = std::fs::metadata(&secret).unwrap();
         let ro_after = std::fs::metadata(ro.join("f")).unwrap();
         use std::os::unix::fs::MetadataExt;
@@ -190,7 +187,7 @@ async fn a_command_sees_only_its_view_of_the_machine() {
             );
             assert_eq!(ro_before.mode(), ro_after.mode(), "a read path was changed");
             let r = s
-                .call("run_command", sh(&format!("cat {}/f", ro.display())))
+                .call("run_command", sh_call(&format!("cat {}/f", ro.display())))
                 .await;
             assert_eq!(r["detail"]["stdout"], "read me", "{r}");
         } else {
@@ -269,7 +266,7 @@ async fn an_unprivileged_server_gets_the_same_view() {
     let r = s
         .call(
             "run_command",
-            sh("echo $$; id -u; cat /etc/passwd; ls /etc/shadow 2>&1; echo made > made.txt; cat made.txt"),
+            sh_call("echo $$; id -u; cat /etc/passwd; ls /etc/shadow 2>&1; echo made > made.txt; cat made.txt"),
         )
         .await;
     let out = r["detail"]["stdout"].as_str().unwrap();
@@ -302,7 +299,9 @@ async fn kill_minus_one_kills_nothing_outside() {
             .spawn()
             .unwrap();
         let s = sb.session().await;
-        let r = s.call("run_command", sh("kill -9 -1; echo survived")).await;
+        let r = s
+            .call("run_command", sh_call("kill -9 -1; echo survived"))
+            .await;
         assert_eq!(r["code"], "OK", "{namespaces}: {r}");
         assert_eq!(
             bystander.try_wait().unwrap(),
@@ -334,7 +333,7 @@ async fn device_files_in_the_view_cannot_be_chmodded() {
     let r = s
         .call(
             "run_command",
-            sh("echo x > /dev/null && echo wrote; chmod 666 /dev/null && echo chmodded"),
+            sh_call("echo x > /dev/null && echo wrote; chmod 666 /dev/null && echo chmodded"),
         )
         .await;
     assert_eq!(r["detail"]["stdout"], "wrote\n", "{r}");
@@ -391,7 +390,7 @@ async fn each_command_has_a_pid_namespace_of_its_own() {
         let r = s
             .call(
                 "run_command",
-                sh("echo $$; ls /proc | grep -c '^[0-9]'; echo x > /proc/sys/kernel/hostname 2>/dev/null || echo unwritable; head -1 /proc/self/status"),
+                sh_call("echo $$; ls /proc | grep -c '^[0-9]'; echo x > /proc/sys/kernel/hostname 2>/dev/null || echo unwritable; head -1 /proc/self/status"),
             )
             .await;
         assert_eq!(r["code"], "OK", "{namespaces}: {r}");
@@ -436,7 +435,7 @@ async fn a_setsid_escapee_dies_with_the_pid_namespace() {
     let r = s
         .call(
             "run_command",
-            sh(&format!(
+            sh_call(&format!(
                 "setsid sh -c 'sleep {marker} & exit 0' </dev/null >/dev/null 2>&1; sleep 0.2; echo left"
             )),
         )
@@ -478,7 +477,7 @@ async fn the_view_has_a_minimal_dev_with_private_ptys() {
     let r = s
         .call(
             "run_command",
-            sh("ls /dev/mem /dev/kmsg /dev/shm /dev/mqueue 2>&1"),
+            sh_call("ls /dev/mem /dev/kmsg /dev/shm /dev/mqueue 2>&1"),
         )
         .await;
     let out = r["detail"]["stdout"].as_str().unwrap();

@@ -1,4 +1,5 @@
-//! The round-2 rule holes end to end, one test per class: each spelling the review
+//! Tools turned into a shell or led outside the jail (the round-2 rule holes), end to end,
+//! one test per class: each spelling the review
 //! reproduced is refused over a real MCP session (POLICY_DENIED or PATH_ESCAPE), its marker
 //! file never appears and the outside secret never shows in the output; the everyday form
 //! beside it still runs; and where the payload is cheap to run, an opted-in control shows
