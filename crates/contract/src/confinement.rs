@@ -158,6 +158,67 @@ pub struct ExecuteReport {
     pub missing: Vec<PathBuf>,
 }
 
+/// How much of the requested Landlock rights the kernel enforces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LandlockState {
+    /// Every right requested.
+    Full,
+    /// Some: the kernel's ABI is older than the one requested.
+    Partial,
+    /// None: no Landlock on this kernel.
+    None,
+    /// Sandbox mode off.
+    Off,
+}
+
+impl LandlockState {
+    /// The name the reports use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LandlockState::Full => "full",
+            LandlockState::Partial => "partial",
+            LandlockState::None => "none",
+            LandlockState::Off => "off",
+        }
+    }
+}
+
+impl std::fmt::Display for LandlockState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Which view of the machine commands get.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ViewKind {
+    /// Namespaces of the server's own and a fresh root.
+    Private,
+    /// The host's filesystem, confined by Landlock and seccomp.
+    Host,
+    /// Not made (a report of what a server would try: the private view first).
+    Planned,
+}
+
+impl ViewKind {
+    /// The name the reports use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ViewKind::Private => "private",
+            ViewKind::Host => "host",
+            ViewKind::Planned => "planned",
+        }
+    }
+}
+
+impl std::fmt::Display for ViewKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// What Landlock enforces.
 #[derive(Debug, Clone, Serialize)]
 pub struct LandlockReport {
@@ -165,8 +226,8 @@ pub struct LandlockReport {
     pub kernel_abi: i64,
     /// The ABI whose rights are requested.
     pub requested_abi: i64,
-    /// `full`, `partial`, `none` or `off`.
-    pub enforced: &'static str,
+    /// How much of it the kernel enforces.
+    pub enforced: LandlockState,
     /// Read beneath these (and execute, when `execute.mode` is `read-paths`).
     pub read_paths: Vec<PathBuf>,
     /// What may be executed.
@@ -265,8 +326,8 @@ pub struct RlimitReport {
 pub struct ViewReport {
     /// The policy's `namespaces` setting.
     pub setting: &'static str,
-    /// `private` (own namespaces, fresh root) or `host`.
-    pub view: &'static str,
+    /// Private (own namespaces, fresh root), host, or planned.
+    pub view: ViewKind,
     /// The namespaces each command enters.
     pub namespaces: Vec<&'static str>,
     /// What is visible, for a private view; why the host view, otherwise.
@@ -303,8 +364,8 @@ pub struct ConfinementReport {
 pub struct ConfinementSummary {
     /// The policy's sandbox mode.
     pub mode: &'static str,
-    /// `full`, `partial`, `none` or `off`.
-    pub landlock: &'static str,
+    /// How much of Landlock the kernel enforces.
+    pub landlock: LandlockState,
     /// The kernel's Landlock ABI.
     pub landlock_abi: i64,
     /// Whether a seccomp filter is installed.

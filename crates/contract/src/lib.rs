@@ -30,8 +30,8 @@ mod plan;
 pub use confinement::{
     CALL_TMP_VARIABLES, ConfinementReport, ConfinementSpec, ConfinementSummary, EGRESS_PORT,
     EgressReport, Executables, ExecuteReport, HARMLESS_DEVICES, KernelReport, LandlockReport,
-    NO_PROXY_VARIABLES, NamespaceMode, PROXY_VARIABLES, ProcessLimits, RlimitReport, SandboxMode,
-    SeccompReport, ViewReport,
+    LandlockState, NO_PROXY_VARIABLES, NamespaceMode, PROXY_VARIABLES, ProcessLimits, RlimitReport,
+    SandboxMode, SeccompReport, ViewKind, ViewReport,
 };
 pub use plan::{
     Cancel, Durable, Egress, EgressGate, ExecFailure, ExecFuture, ExecOutcome, ExecPlan, ExecStage,

@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use safe_mcp_contract::ConfinementReport;
+use safe_mcp_contract::{ConfinementReport, ViewKind};
 use serde_json::{Value, json};
 
 use super::result::{decision_detail, syntax_refusal};
@@ -364,7 +364,7 @@ pub(super) fn report_value(report: &ConfinementReport) -> Value {
 
 /// What holds of git's trust surface ([`crate::held`]) in the view commands get.
 fn git_trust(confinement: &ConfinementReport) -> &'static str {
-    if confinement.view.view == "private" {
+    if confinement.view.view == ViewKind::Private {
         "every git directory in the jail, at any depth: the operator's (present at the first start) have their config, hooks, commondir, worktree entries, .git pointers and the paths their config names bound read-only; one a command makes is the model's, and after every call its config is rewritten from inert keys and its hooks leave the jail; an operation left in progress loses its exec lines; what the sweep moves goes outside the jail, and a sweep that cannot finish refuses every call until one does"
     } else {
         "host view: the operator's git config, hooks and commondir are held only by the argument checks and the file tools (an interpreter could write them); git directories a command makes are neutralized after every call as in the private view, and operations in progress lose their exec lines"

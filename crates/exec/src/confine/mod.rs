@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 
 use landlock::AccessFs;
 use safe_mcp_contract::{
-    ConfinementReport, ConfinementSpec, ConfinementSummary, EGRESS_PORT, NamespaceMode,
-    ProcessLimits, SandboxMode,
+    ConfinementReport, ConfinementSpec, ConfinementSummary, EGRESS_PORT, LandlockState,
+    NamespaceMode, ProcessLimits, SandboxMode,
 };
 
 use crate::egress::Tier;
@@ -236,7 +236,7 @@ impl Confinement {
             egress.as_ref(),
             execute_report(spec, executables.as_ref()),
         );
-        if spec.mode == SandboxMode::BestEffort && report.landlock.enforced != "full" {
+        if spec.mode == SandboxMode::BestEffort && report.landlock.enforced != LandlockState::Full {
             eprintln!(
                 "safe-mcp: warning: sandbox mode best-effort: Landlock is {} on this kernel (ABI {}); commands run less confined",
                 report.landlock.enforced, report.landlock.kernel_abi

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 
 use safe_mcp_contract::{
     ConfinementReport, ConfinementSpec, ConfinementSummary, EgressReport, HARMLESS_DEVICES,
-    LandlockReport, NamespaceMode, RlimitReport, SandboxMode, SeccompReport, ViewReport,
+    LandlockReport, LandlockState, NamespaceMode, RlimitReport, SandboxMode, SeccompReport,
+    ViewKind, ViewReport,
 };
 
 use crate::egress::Tier;
@@ -109,10 +110,10 @@ pub(super) fn describe(
     let abi = landlock_abi();
     let off = spec.mode == SandboxMode::Off;
     let landlock_state = match (spec.mode, abi) {
-        (SandboxMode::Off, _) => "off",
-        (_, a) if a >= TARGET_ABI as i64 => "full",
-        (_, 0) => "none",
-        _ => "partial",
+        (SandboxMode::Off, _) => LandlockState::Off,
+        (_, a) if a >= TARGET_ABI as i64 => LandlockState::Full,
+        (_, 0) => LandlockState::None,
+        _ => LandlockState::Partial,
     };
     let strings = |names: &[&'static str]| if off { Vec::new() } else { names.to_vec() };
     // A planned view is reported as the private one the server would try first.
@@ -122,19 +123,19 @@ pub(super) fn describe(
     let view_report = match view {
         ViewState::Private(names, visible, _) => ViewReport {
             setting: spec.namespaces.as_str(),
-            view: "private",
+            view: ViewKind::Private,
             namespaces: names.clone(),
             detail: visible.clone(),
         },
         ViewState::Host(why) => ViewReport {
             setting: spec.namespaces.as_str(),
-            view: "host",
+            view: ViewKind::Host,
             namespaces: Vec::new(),
             detail: why.clone(),
         },
         ViewState::Planned(what) => ViewReport {
             setting: spec.namespaces.as_str(),
-            view: "planned",
+            view: ViewKind::Planned,
             namespaces: Vec::new(),
             detail: (*what).to_owned(),
         },
@@ -304,7 +305,9 @@ pub(super) fn egress_tier(spec: &ConfinementSpec, view: bool) -> Result<Tier, St
 mod tests {
     use std::path::PathBuf;
 
-    use safe_mcp_contract::{ConfinementSpec, NamespaceMode, ProcessLimits, SandboxMode};
+    use safe_mcp_contract::{
+        ConfinementSpec, LandlockState, NamespaceMode, ProcessLimits, SandboxMode, ViewKind,
+    };
 
     use super::{egress_tier, planned_report};
     use crate::egress::Tier;
@@ -353,10 +356,10 @@ mod tests {
     #[test]
     fn a_planned_report_builds_nothing_and_says_what_off_drops() {
         let off = planned_report(&spec(SandboxMode::Off, NamespaceMode::Auto));
-        assert_eq!(off.landlock.enforced, "off");
-        assert_eq!(off.view.view, "host");
+        assert_eq!(off.landlock.enforced, LandlockState::Off);
+        assert_eq!(off.view.view, ViewKind::Host);
         let report = planned_report(&spec(SandboxMode::Enforce, NamespaceMode::Off));
-        assert_eq!(report.view.view, "host");
+        assert_eq!(report.view.view, ViewKind::Host);
         assert!(report.seccomp.enabled);
         // Nothing was made for it: the jail named does not exist and was not created.
         assert!(!std::path::Path::new("/nonexistent-jail").exists());

@@ -23,7 +23,9 @@ pub(crate) fn view_keeps_them(
         .filter(|s| matches!(s.source, Source::Env(_)))
         .map(|s| s.name.as_str())
         .collect();
-    if from_env.is_empty() || executor.confinement().view.view == "private" {
+    if from_env.is_empty()
+        || executor.confinement().view.view == safe_mcp_contract::ViewKind::Private
+    {
         return Ok(());
     }
     Err(format!(
