@@ -34,7 +34,7 @@ FLOORS = {
         # The request flow, which uses everything below.
         ["terminal", "file_tools"],
     ],
-    "contract": [["confinement"], ["plan"]],
+    "contract": [["confinement", "script"], ["plan"]],
     "exec": [
         # The pieces: directories, the filter, a child's steps, the view of the machine.
         ["rundir", "seccomp", "step", "execlog", "tmp", "view", "egress"],

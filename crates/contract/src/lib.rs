@@ -26,6 +26,7 @@
 
 mod confinement;
 mod plan;
+mod script;
 
 pub use confinement::{
     CALL_TMP_VARIABLES, ConfinementReport, ConfinementSpec, ConfinementSummary, EGRESS_PORT,
@@ -39,3 +40,4 @@ pub use plan::{
     NOTABLE_LINES, Observer, OutputObserver, OutputStream, Sequence, StageOutcome,
     looks_like_an_error,
 };
+pub use script::shebang;

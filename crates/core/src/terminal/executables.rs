@@ -172,15 +172,11 @@ fn interpreter_of(file: &Path, path: &[PathBuf]) -> Option<PathBuf> {
     use std::io::Read;
     let mut head = [0u8; 256];
     let n = std::fs::File::open(file).ok()?.read(&mut head).ok()?;
-    let line = head[..n].strip_prefix(b"#!")?;
-    let line = std::str::from_utf8(line.split(|b| *b == b'\n').next()?).ok()?;
-    let mut parts = line.split_whitespace();
-    let first = PathBuf::from(parts.next()?);
-    if first.file_name().is_some_and(|n| n == "env") {
-        let name = parts.find(|p| !p.starts_with('-'))?;
-        return resolve_program(path, name);
+    let (interpreter, name) = safe_mcp_contract::shebang(head[..n].strip_prefix(b"#!")?)?;
+    match name {
+        Some(name) => resolve_program(path, &name),
+        None => Some(interpreter),
     }
-    Some(first)
 }
 
 /// The words of a line that could name a program: split at what programs print around one.

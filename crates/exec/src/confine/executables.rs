@@ -165,20 +165,11 @@ fn needs(file: &Path, search: &[PathBuf]) -> Vec<PathBuf> {
 
 /// The interpreter of a `#!` line, and for `/usr/bin/env NAME` also `NAME` on `search`.
 fn shebang(line: &[u8], search: &[PathBuf]) -> Vec<PathBuf> {
-    let line = line.split(|b| *b == b'\n').next().unwrap_or_default();
-    let line = String::from_utf8_lossy(line);
-    let mut words = line.split_whitespace();
-    let Some(interpreter) = words.next().map(PathBuf::from) else {
+    let Some((interpreter, name)) = safe_mcp_contract::shebang(line) else {
         return Vec::new();
     };
-    let mut out = vec![interpreter.clone()];
-    if interpreter.file_name().is_some_and(|n| n == "env")
-        && let Some(name) = words.find(|w| !w.starts_with('-'))
-        && let Some(found) = search.iter().map(|d| d.join(name)).find(|p| p.is_file())
-    {
-        out.push(found);
-    }
-    out
+    let found = name.and_then(|name| search.iter().map(|d| d.join(&name)).find(|p| p.is_file()));
+    std::iter::once(interpreter).chain(found).collect()
 }
 
 /// The loader an ELF file names in its `PT_INTERP` program header (64-bit, little-endian:
