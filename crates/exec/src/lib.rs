@@ -60,10 +60,15 @@ pub struct LocalExecutor {
 impl LocalExecutor {
     /// Builds the confinement for `spec` and makes this process a child subreaper.
     pub fn new(spec: &ConfinementSpec) -> Result<Self, ConfineError> {
-        reap::become_subreaper()
-            .map_err(|e| ConfineError::Landlock(format!("cannot become a child subreaper: {e}")))?;
-        let dev_null = std::fs::File::open("/dev/null")
-            .map_err(|e| ConfineError::Landlock(format!("cannot open /dev/null: {e}")))?;
+        reap::become_subreaper().map_err(|source| ConfineError::Process {
+            what: "becoming the children's subreaper",
+            source,
+        })?;
+        let dev_null =
+            std::fs::File::open("/dev/null").map_err(|source| ConfineError::Process {
+                what: "opening /dev/null",
+                source,
+            })?;
         let confinement = Arc::new(Confinement::new(spec)?);
         let ahead = spawn::Ahead::start(&confinement);
         Ok(LocalExecutor {

@@ -22,4 +22,13 @@ pub enum ConfineError {
     /// A call's memory cgroup could not be made.
     #[error("the call's memory cgroup: {0}")]
     Memory(String),
+    /// What the executor needs of this process could not be had: becoming the children's
+    /// subreaper, `/dev/null`. Not Landlock's: the message must not send the operator there.
+    #[error("the executor could not start: {what}: {source}")]
+    Process {
+        /// What was being done.
+        what: &'static str,
+        /// The system's error.
+        source: std::io::Error,
+    },
 }

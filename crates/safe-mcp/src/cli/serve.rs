@@ -44,6 +44,8 @@ pub(crate) fn serve_terminal(config: Option<&Path>, http: Option<&str>) -> ExitC
     let terminal = service.policy();
     let executor = match LocalExecutor::new(&service.confinement_spec()) {
         Ok(x) => x,
+        // Nothing about the sandbox's mode would help here.
+        Err(e @ safe_mcp_exec::ConfineError::Process { .. }) => return fatal(e),
         Err(e @ safe_mcp_exec::ConfineError::Namespaces(_)) => {
             return fatal(format!(
                 "{e} (set [terminal.sandbox] namespaces = \"auto\" to fall back to the host's view)"
