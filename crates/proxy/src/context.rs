@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use safe_mcp_core::audit::{AuditError, Gate, NetworkRecord};
+use safe_mcp_core::audit::{AuditError, Gate, NetworkEvent, NetworkRecord};
 use safe_mcp_core::credentials::Vault;
 use safe_mcp_core::egress::NetworkPolicy;
 use tokio::io::AsyncWriteExt;
@@ -101,7 +101,7 @@ impl Context {
     pub(crate) async fn register(&self, refused: Refused, path: Option<String>) {
         let record = NetworkRecord {
             call: self.call.clone(),
-            event: "refused",
+            event: NetworkEvent::Refused,
             method: capped(refused.method, MAX_METHOD_CHARS),
             host: capped(refused.host, MAX_HOST_CHARS),
             port: refused.port,

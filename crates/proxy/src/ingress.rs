@@ -4,10 +4,10 @@
 //! `start_process(…, expose_port)` opens a listener on `[terminal.sessions] expose_bind`
 //! (loopback unless the operator names another address) at a port from `expose_ports`, or
 //! one the kernel picks. Each connection accepted there is recorded (a `network` record,
-//! `event: "ingress"`, made durable before a byte flows), then relayed to the session's port
+//! `event: NetworkEvent::Ingress`, made durable before a byte flows), then relayed to the session's port
 //! through a socket made in the commands' namespace ([`Executor::inner_socket`]): IPv4
 //! loopback first, then IPv6 (a server that bound `localhost` may have taken `::1`). Its end
-//! is recorded with the bytes moved (`event: "close"`). The listener and every relay close
+//! is recorded with the bytes moved (`event: NetworkEvent::Close`). The listener and every relay close
 //! when the [`Exposure`] is dropped: when the session ends.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use safe_mcp_contract::Executor;
-use safe_mcp_core::audit::NetworkRecord;
+use safe_mcp_core::audit::{NetworkEvent, NetworkRecord};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio_util::sync::CancellationToken;
 
@@ -145,7 +145,7 @@ async fn relay(
 ) {
     let mut record = NetworkRecord {
         call: spec.call.clone(),
-        event: "ingress",
+        event: NetworkEvent::Ingress,
         method: "TCP".into(),
         host: peer.ip().to_string(),
         port: spec.inner_port,
@@ -163,7 +163,7 @@ async fn relay(
     let inner = match connect_inner(executor, spec.inner_port).await {
         Ok(inner) => inner,
         Err(why) => {
-            record.event = "close";
+            record.event = NetworkEvent::Close;
             record.reason = Some(why);
             append(&recorder, &record, false).await;
             return;
@@ -171,7 +171,7 @@ async fn relay(
     };
     let (up, down) = (AtomicU64::new(0), AtomicU64::new(0));
     crate::splice::both_ways(&client, &inner, &up, &down).await;
-    record.event = "close";
+    record.event = NetworkEvent::Close;
     record.bytes_up = Some(up.into_inner());
     record.bytes_down = Some(down.into_inner());
     append(&recorder, &record, false).await;

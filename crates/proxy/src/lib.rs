@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use safe_mcp_core::audit::{CallId, NetworkRecord};
+use safe_mcp_core::audit::{CallId, NetworkEvent, NetworkRecord};
 use safe_mcp_core::credentials::Vault;
 use safe_mcp_core::egress::{NetworkPolicy, Refusal};
 use safe_mcp_core::terminal::EgressProvider;
@@ -206,7 +206,7 @@ impl EgressGate for CallProxy {
             if unrecorded > 0 {
                 let summary = NetworkRecord {
                     call: ctx.call.clone(),
-                    event: "refused",
+                    event: NetworkEvent::Refused,
                     method: String::new(),
                     host: String::new(),
                     port: 0,
@@ -252,7 +252,7 @@ impl Context {
         };
         let mut record = NetworkRecord {
             call: self.call.clone(),
-            event: "open",
+            event: NetworkEvent::Open,
             method: request.method.clone(),
             host: host.clone(),
             port: request.port,
@@ -321,7 +321,7 @@ impl Context {
                 }
             }
         }
-        record.event = "close";
+        record.event = NetworkEvent::Close;
         record.bytes_up = Some(moved.up.load(Ordering::Relaxed));
         record.bytes_down = Some(moved.down.load(Ordering::Relaxed));
         self.append(&record, false).await;

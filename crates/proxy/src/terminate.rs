@@ -26,7 +26,7 @@ use http_body_util::BodyExt;
 use http_body_util::combinators::BoxBody;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use safe_mcp_core::audit::NetworkRecord;
+use safe_mcp_core::audit::{NetworkEvent, NetworkRecord};
 use safe_mcp_core::credentials::rules::OVERRIDES;
 use safe_mcp_core::credentials::{Authorization, Vault};
 use safe_mcp_core::egress::Refusal;
@@ -424,7 +424,7 @@ impl Session {
             .map_err(|e| Refuse(StatusCode::BAD_REQUEST, "bad-request", e.to_string()))?;
         let record = NetworkRecord {
             call: self.ctx.call.clone(),
-            event: "request",
+            event: NetworkEvent::Request,
             method: method.to_owned(),
             host: self.host.clone(),
             port: self.port,

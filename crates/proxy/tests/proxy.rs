@@ -8,7 +8,7 @@ use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 
-use safe_mcp_core::audit::{AuditError, CallId, NetworkRecord};
+use safe_mcp_core::audit::{AuditError, CallId, NetworkEvent, NetworkRecord};
 use safe_mcp_core::egress::{DomainRule, NetworkMode, NetworkPolicy};
 use safe_mcp_core::terminal::EgressProvider;
 use safe_mcp_proxy::{Proxy, Recorder};
@@ -95,7 +95,11 @@ fn an_allowed_request_is_opened_on_the_record_before_it_flows_and_closed_with_it
     ));
     assert!(answer.ends_with("hello"), "{answer}");
     let events: Vec<_> = records.iter().map(|(r, d)| (r.event, *d)).collect();
-    assert_eq!(events, [("open", true), ("close", false)], "{records:?}");
+    assert_eq!(
+        events,
+        [(NetworkEvent::Open, true), (NetworkEvent::Close, false)],
+        "{records:?}"
+    );
     let open = &records[0].0;
     assert_eq!((open.host.as_str(), open.port), ("origin.test", port));
     assert_eq!(open.rule, "origin.test");
@@ -117,7 +121,10 @@ fn a_denied_or_unlisted_host_is_refused_and_recorded_with_its_rule() {
         );
         assert_eq!(records.len(), 1, "{records:?}");
         let (record, durable) = &records[0];
-        assert_eq!((record.event, record.rule.as_str()), ("refused", rule));
+        assert_eq!(
+            (record.event, record.rule.as_str()),
+            (NetworkEvent::Refused, rule)
+        );
         assert_eq!((record.host.as_str(), record.port), (host, 443));
         assert!(!durable);
     }

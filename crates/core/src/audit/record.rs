@@ -284,14 +284,33 @@ impl ProtectedRecord {
     }
 }
 
+/// What a `network` record says happened.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NetworkEvent {
+    /// The proxy refused it (the default: a record says what was allowed explicitly).
+    #[default]
+    Refused,
+    /// Allowed, before any byte flows.
+    Open,
+    /// An allowed connection closed, with its byte counts.
+    Close,
+    /// A request the proxy saw on a credential host.
+    Request,
+    /// A connection from the host to a session's exposed port.
+    Ingress,
+    /// A session's port exposed (`expose_port`).
+    Expose,
+}
+
 /// A `network` audit record: one per decision of the proxy (and, for an allowed
 /// connection, one more when it closes, with its byte counts).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct NetworkRecord {
     /// The call whose command asked.
     pub call: String,
-    /// `refused`, `open` (allowed, before any byte flows) or `close`.
-    pub event: &'static str,
+    /// What happened.
+    pub event: NetworkEvent,
     /// `CONNECT`, or the plain-HTTP method.
     pub method: String,
     /// The host as asked (normalised when it could be).

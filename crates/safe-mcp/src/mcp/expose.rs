@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use safe_mcp_core::audit::{AuditError, Caller, NetworkRecord};
+use safe_mcp_core::audit::{AuditError, Caller, NetworkEvent, NetworkRecord};
 use safe_mcp_core::sessions::Session;
 use safe_mcp_core::terminal::{Executor, TerminalService, process};
 use safe_mcp_core::{OperationResult, ResultCode};
@@ -130,7 +130,7 @@ pub(crate) fn serve(
     let trail = Arc::new(Trail(Arc::clone(service)));
     let record = NetworkRecord {
         call: call.clone(),
-        event: "expose",
+        event: NetworkEvent::Expose,
         method: "TCP".into(),
         host: address.ip().to_string(),
         port: inner_port,
