@@ -64,19 +64,6 @@ impl Resolved {
         }
     }
 
-    /// Every path any stage may execute (each group's together).
-    pub(super) fn all(&self) -> Vec<PathBuf> {
-        let mut all: Vec<PathBuf> = self
-            .every
-            .iter()
-            .chain(self.helpers.iter().flat_map(|(_, own)| own))
-            .cloned()
-            .collect();
-        all.sort();
-        all.dedup();
-        all
-    }
-
     /// The group a stage running `program` belongs to: 0 for `every` alone, else one more
     /// than the index of its helpers.
     pub(super) fn group_of(&self, program: &Path) -> usize {

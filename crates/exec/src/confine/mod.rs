@@ -116,72 +116,18 @@ impl Confinement {
             SandboxMode::Off => None,
             _ => spec.executables.as_ref().map(Resolved::of),
         };
-        let (made, group_mounts) = match (spec.mode, spec.namespaces) {
-            (SandboxMode::Off, _) | (_, NamespaceMode::Off) => {
-                (Err(String::new()), GroupMounts::default())
-            }
-            _ => match executables.as_ref() {
-                Some(r) => {
-                    let groups: Vec<Vec<PathBuf>> =
-                        r.helpers.iter().map(|(_, own)| own.clone()).collect();
-                    View::create_with_groups(spec, tmp_root.path(), &r.every, &r.all(), &groups)
-                }
-                None => (
-                    View::create(spec, tmp_root.path(), &[], &[]),
-                    GroupMounts::default(),
-                ),
-            },
-        };
         // As root, commands count inotify and fanotify against root's own limits: bounded
         // to half of them in a user namespace of the commands' own.
         let counters = match spec.mode {
             SandboxMode::Off => None,
-            _ if !rustix::process::geteuid().is_root() => None,
-            _ => match Counters::create() {
-                Ok(counters) => Some(counters),
-                Err(why) => {
-                    eprintln!(
-                        "safe-mcp: warning: the per-user kernel counters (inotify, fanotify) stay root's for commands: {why}"
-                    );
-                    None
-                }
-            },
+            _ => Counters::for_root_commands(),
         };
-        let made = match made {
-            Ok(mut view) if counters.is_some() => {
-                view.counters_bounded();
-                Ok(view)
-            }
-            other => other,
-        };
-        let (view, view_state) = match (spec.mode, spec.namespaces) {
-            (SandboxMode::Off, _) => (None, ViewState::Host("sandbox mode off".into())),
-            (_, NamespaceMode::Off) => (None, ViewState::Host("namespaces = \"off\"".into())),
-            (_, setting) => match made {
-                Ok(view) => match (&view.pid, setting) {
-                    (Err(why), NamespaceMode::Required) => {
-                        return Err(ConfineError::Namespaces(why.clone()));
-                    }
-                    _ => {
-                        let state =
-                            ViewState::Private(view.names(), view.visible(), view.own_pts());
-                        (Some(view), state)
-                    }
-                },
-                Err(why) if setting == NamespaceMode::Required => {
-                    return Err(ConfineError::Namespaces(why));
-                }
-                Err(why) => {
-                    eprintln!(
-                        "safe-mcp: warning: namespaces = \"auto\": no private view of the machine could be made ({why}); commands see the host's filesystem, confined by Landlock and seccomp"
-                    );
-                    (
-                        None,
-                        ViewState::Host(format!("no private view could be made: {why}")),
-                    )
-                }
-            },
-        };
+        let (view, view_state, group_mounts) = view_of(
+            spec,
+            tmp_root.path(),
+            executables.as_ref(),
+            counters.is_some(),
+        )?;
         let egress = spec.egress.then(|| egress_tier(spec, view.is_some()));
         if let Some(Err(why)) = &egress {
             eprintln!(
@@ -724,6 +670,59 @@ impl CallConfinement {
     /// The call's temporary directory, for `TMPDIR`.
     pub(crate) fn tmp(&self) -> &Path {
         self.tmp.path()
+    }
+}
+
+/// The view commands get (none for the host's), what the reports say of it, and what each
+/// exec group's stages bind executable in it; `counters_bounded`: a root server's commands
+/// enter the counters' user namespace. Fails only where `namespaces = "required"` and no
+/// private view with pid namespaces could be made.
+fn view_of(
+    spec: &ConfinementSpec,
+    tmp_root: &Path,
+    executables: Option<&Resolved>,
+    counters_bounded: bool,
+) -> Result<(Option<View>, ViewState, GroupMounts), ConfineError> {
+    let setting = match (spec.mode, spec.namespaces) {
+        (SandboxMode::Off, _) => {
+            let state = ViewState::Host("sandbox mode off".into());
+            return Ok((None, state, GroupMounts::default()));
+        }
+        (_, NamespaceMode::Off) => {
+            let state = ViewState::Host("namespaces = \"off\"".into());
+            return Ok((None, state, GroupMounts::default()));
+        }
+        (_, setting) => setting,
+    };
+    let (made, group_mounts) = match executables {
+        Some(r) => {
+            let groups: Vec<Vec<PathBuf>> = r.helpers.iter().map(|(_, own)| own.clone()).collect();
+            View::create_with_groups(spec, tmp_root, &r.every, &groups)
+        }
+        None => (
+            View::create(spec, tmp_root, &[], &[]),
+            GroupMounts::default(),
+        ),
+    };
+    match made {
+        Ok(mut view) => {
+            if let (Err(why), NamespaceMode::Required) = (&view.pid, setting) {
+                return Err(ConfineError::Namespaces(why.clone()));
+            }
+            if counters_bounded {
+                view.counters_bounded();
+            }
+            let state = ViewState::Private(view.names(), view.visible(), view.own_pts());
+            Ok((Some(view), state, group_mounts))
+        }
+        Err(why) if setting == NamespaceMode::Required => Err(ConfineError::Namespaces(why)),
+        Err(why) => {
+            eprintln!(
+                "safe-mcp: warning: namespaces = \"auto\": no private view of the machine could be made ({why}); commands see the host's filesystem, confined by Landlock and seccomp"
+            );
+            let state = ViewState::Host(format!("no private view could be made: {why}"));
+            Ok((None, state, group_mounts))
+        }
     }
 }
 

@@ -166,6 +166,36 @@ pub(super) unsafe fn setup_child(setup: &Setup, ready: c_int, go: c_int) -> ! {
     unsafe { libc::_exit(0) }
 }
 
+/// Writes each per-user counter's limit (`/proc/sys/user/…` with its value, prepared by the
+/// parent) in this process's user namespace, which must grant it `CAP_SYS_RESOURCE`.
+/// Returns 0 when every one was written whole, else the errno of the first that was not
+/// (the others are still written).
+///
+/// # Safety
+/// Only in a forked child: raw syscalls on prepared data, no allocation.
+pub(super) unsafe fn write_user_limits(limits: &[(CString, Vec<u8>)]) -> c_int {
+    let mut failed = 0;
+    for (path, value) in limits {
+        // SAFETY: opens a NUL-terminated path prepared by the parent.
+        let fd = unsafe { libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
+        if fd < 0 {
+            if failed == 0 {
+                failed = errno();
+            }
+            continue;
+        }
+        // SAFETY: writes prepared bytes to the descriptor just opened.
+        let n = unsafe { libc::write(fd, value.as_ptr().cast(), value.len()) };
+        let write_errno = errno();
+        // SAFETY: closes the descriptor just opened.
+        unsafe { libc::close(fd) };
+        if n != value.len() as isize && failed == 0 {
+            failed = if n < 0 { write_errno } else { libc::EIO };
+        }
+    }
+    failed
+}
+
 /// What the setup child built: whether commands can have pid namespaces (or the probe's
 /// errno), whether devpts works, whether the per-user counters were bounded.
 pub(super) type ChildBuilt = (Result<(), c_int>, bool, bool);
@@ -202,20 +232,8 @@ pub(super) unsafe fn build_in_child(s: &Setup) -> Result<ChildBuilt, (u8, c_int)
             }
         }
         // Now holding every capability of the new user namespace, whose counters these are.
-        limited = !s.user_limits.is_empty();
-        for (path, value) in &s.user_limits {
-            // SAFETY: opens a NUL-terminated path prepared by the parent.
-            let fd = unsafe { libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
-            if fd < 0 {
-                limited = false;
-                continue;
-            }
-            // SAFETY: writes prepared bytes to the descriptor just opened.
-            let n = unsafe { libc::write(fd, value.as_ptr().cast(), value.len()) };
-            // SAFETY: closes the descriptor just opened.
-            unsafe { libc::close(fd) };
-            limited &= n == value.len() as isize;
-        }
+        // SAFETY: in the forked setup child, on limits prepared by the parent.
+        limited = !s.user_limits.is_empty() && unsafe { write_user_limits(&s.user_limits) } == 0;
     }
     // The user namespace was made above, on its own: its maps must be written before the
     // others are made in it.

@@ -26,10 +26,28 @@ pub(crate) struct Counters {
 }
 
 impl Counters {
+    /// The namespace for a root server's commands; `None` for any other server (its view's
+    /// user namespace bounds its commands' counters), or, with a warning, where it cannot
+    /// be made.
+    pub(crate) fn for_root_commands() -> Option<Counters> {
+        if !rustix::process::geteuid().is_root() {
+            return None;
+        }
+        match Counters::create() {
+            Ok(counters) => Some(counters),
+            Err(why) => {
+                eprintln!(
+                    "safe-mcp: warning: the per-user kernel counters (inotify, fanotify) stay root's for commands: {why}"
+                );
+                None
+            }
+        }
+    }
+
     /// Makes the namespace: a child unshares it, this process writes its maps, the child
     /// writes its limits (holding every capability of its namespace), and this process
     /// keeps a descriptor to it. Only for root.
-    pub(crate) fn create() -> Result<Counters, String> {
+    fn create() -> Result<Counters, String> {
         let limits = halved_user_limits()?;
         if limits.is_empty() {
             return Err("this kernel has no per-user counters".into());
@@ -138,22 +156,8 @@ unsafe fn child(limits: &[(std::ffi::CString, Vec<u8>)], ready: c_int, go: c_int
     }
     say(0);
     wait();
-    let mut failed = 0;
-    for (path, value) in limits {
-        // SAFETY: opens a NUL-terminated path prepared by the parent.
-        let fd = unsafe { libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
-        if fd < 0 {
-            failed = errno();
-            break;
-        }
-        // SAFETY: writes prepared bytes to the descriptor just opened.
-        let n = unsafe { libc::write(fd, value.as_ptr().cast(), value.len()) };
-        if n != value.len() as isize {
-            failed = errno().max(libc::EIO);
-        }
-        // SAFETY: closes the descriptor just opened.
-        unsafe { libc::close(fd) };
-    }
+    // SAFETY: in this forked child, holding every capability of its new namespace.
+    let failed = unsafe { super::child::write_user_limits(limits) };
     say(failed);
     wait();
     // SAFETY: ends only this child.

@@ -125,6 +125,38 @@ impl View {
         Ok(view)
     }
 
+    /// The private view, with what only some stages may execute (`groups`, each exec
+    /// group's own paths) held `noexec` in it and bound executable by their stages
+    /// ([`GroupMounts`]); `every`: what every stage may execute. Where commands get no
+    /// mount namespace of their own (no pid namespace), nothing could bind a group's files
+    /// for its stages: the view is made again with every group's files executable too, as
+    /// before (the loader's reach is then theirs too, a ceiling THREAT_MODEL states).
+    pub(crate) fn create_with_groups(
+        spec: &ConfinementSpec,
+        tmp_root: &Path,
+        every: &[PathBuf],
+        groups: &[Vec<PathBuf>],
+    ) -> (Result<View, String>, GroupMounts) {
+        let mounts = match GroupMounts::new(groups, &spec.read_paths) {
+            Ok(mounts) => mounts,
+            Err(e) => return (Err(e), GroupMounts::default()),
+        };
+        let held: Vec<PathBuf> = groups.iter().flatten().cloned().collect();
+        let all: Vec<PathBuf> = every.iter().chain(&held).cloned().collect();
+        if mounts.is_empty() {
+            return (View::create(spec, tmp_root, &all, &[]), mounts);
+        }
+        match View::create(spec, tmp_root, every, &held) {
+            Ok(view) if view.pid.is_ok() => (Ok(view), mounts),
+            Ok(view) => {
+                drop(view);
+                let again = View::create(spec, tmp_root, &all, &[]);
+                (again, GroupMounts::default())
+            }
+            Err(e) => (Err(e), GroupMounts::default()),
+        }
+    }
+
     /// The view's user namespace (if it has one) and network namespace, as descriptor and
     /// `CLONE_NEW*` flag, for a helper that makes sockets in the latter
     /// ([`crate::inner::SocketFactory`]).
@@ -227,40 +259,6 @@ impl View {
             }
         }
         Ok(())
-    }
-}
-
-impl View {
-    /// The private view, with what only some stages may execute (`groups`, each exec
-    /// group's own paths) held `noexec` in it and bound executable by their stages
-    /// ([`GroupMounts`]); `every`: what every stage may execute. Where commands get no
-    /// mount namespace of their own (no pid namespace), nothing could bind a group's files
-    /// for its stages: the view is made again with `all` executable, as before (the loader's
-    /// reach is then the groups' files too, a ceiling THREAT_MODEL states).
-    pub(crate) fn create_with_groups(
-        spec: &ConfinementSpec,
-        tmp_root: &std::path::Path,
-        every: &[PathBuf],
-        all: &[PathBuf],
-        groups: &[Vec<PathBuf>],
-    ) -> (Result<View, String>, GroupMounts) {
-        let mounts = match GroupMounts::new(groups, &spec.read_paths) {
-            Ok(mounts) => mounts,
-            Err(e) => return (Err(e), GroupMounts::default()),
-        };
-        if mounts.is_empty() {
-            return (View::create(spec, tmp_root, all, &[]), mounts);
-        }
-        let held: Vec<PathBuf> = groups.iter().flatten().cloned().collect();
-        match View::create(spec, tmp_root, every, &held) {
-            Ok(view) if view.pid.is_ok() => (Ok(view), mounts),
-            Ok(view) => {
-                drop(view);
-                let again = View::create(spec, tmp_root, all, &[]);
-                (again, GroupMounts::default())
-            }
-            Err(e) => (Err(e), GroupMounts::default()),
-        }
     }
 }
 
