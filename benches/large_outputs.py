@@ -10,14 +10,12 @@ writes the text block of `cat build.log`, `read_file big.py` and `git log` to OU
 `benches/count_tokens.mjs OUT.json` then counts characters and tokens (docs/PERFORMANCE.md).
 """
 import asyncio
-import json
 import os
 import subprocess
 import sys
 import tempfile
 
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
+from text_blocks import write_text_blocks
 
 CALLS = [
     ("run_command", {"command": "cat build.log"}),
@@ -90,16 +88,7 @@ jail_root = "{root}"
 [terminal.allowlist]
 commands = ["git", "cat"]
 {limits}''')
-        params = StdioServerParameters(command=binary, args=["terminal", "--config", policy])
-        results = []
-        async with stdio_client(params) as (read, write):
-            async with ClientSession(read, write) as session:
-                await session.initialize()
-                for name, args in CALLS:
-                    result = await session.call_tool(name, args)
-                    results.append({"tool": name, "args": args, "text": result.content[0].text})
-        with open(out, "w") as f:
-            json.dump(results, f, indent=1)
+        await write_text_blocks(binary, policy, CALLS, out)
 
 
 if __name__ == "__main__":

@@ -59,16 +59,22 @@ jail_root = "{root}"
 [terminal.allowlist]
 commands = ["echo", "git", "ls", "cat", "grep"]
 ''')
-        params = StdioServerParameters(command=binary, args=["terminal", "--config", policy])
-        results = []
-        async with stdio_client(params) as (read, write):
-            async with ClientSession(read, write) as session:
-                await session.initialize()
-                for name, args in CALLS:
-                    result = await session.call_tool(name, args)
-                    results.append({"tool": name, "args": args, "text": result.content[0].text})
-        with open(out, "w") as f:
-            json.dump(results, f, indent=1)
+        await write_text_blocks(binary, policy, CALLS, out)
+
+
+async def write_text_blocks(binary: str, policy: str, calls: list, out: str) -> None:
+    """Makes `calls` on BINARY's terminal server under `policy` over one session of the
+    official Python SDK's stdio client, and writes each call's text block to `out`."""
+    params = StdioServerParameters(command=binary, args=["terminal", "--config", policy])
+    results = []
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            for name, args in calls:
+                result = await session.call_tool(name, args)
+                results.append({"tool": name, "args": args, "text": result.content[0].text})
+    with open(out, "w") as f:
+        json.dump(results, f, indent=1)
 
 
 if __name__ == "__main__":

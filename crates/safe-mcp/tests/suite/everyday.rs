@@ -2,11 +2,10 @@
 //! that keep a runaway command from costing a client its turn (issues 49 and 50): tar's
 //! compressors under the exec allowlist, and a flood of output stopped by its total.
 
-use super::builders::stdout;
-use serde_json::Value;
-use serde_json::json;
+use serde_json::{Value, json};
 
-use super::support::{Sandbox, Session, installed};
+use super::builders::stdout;
+use super::support::{Sandbox, Session, installed, sh_call};
 
 fn sandbox(limits: &str) -> Sandbox {
     Sandbox::with(
@@ -375,6 +374,21 @@ async fn a_long_build_log_keeps_its_start_end_and_errors_within_a_clients_share(
     assert!(all["detail"]["content"].as_str().unwrap().len() <= 12 * 1024);
 }
 
+/// `echo hi` until its code is `code` (`jail_bytes` is measured in the background, so the
+/// verdict changes a moment after the call that changed the usage), at most 50 times 100 ms
+/// apart; the last result.
+async fn echo_until(s: &Session, code: &str) -> Value {
+    let mut last = Value::Null;
+    for _ in 0..50 {
+        last = s.run("echo hi").await;
+        if last["code"] == code {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    last
+}
+
 /// Issue 49: `jail_bytes` counts the calls' private TMPDIRs too (a session's lives as long
 /// as the session): a session that leaves 3 MB there holds the next command off, with the
 /// key in the reason, and once it is stopped (its TMPDIR removed) commands run again.
@@ -390,7 +404,7 @@ async fn jail_bytes_counts_what_a_session_leaves_in_its_tmpdir() {
     let started = s
         .call(
             "start_process",
-            json!({"command": ["sh", "-c", "head -c 3000000 /dev/zero > \"$TMPDIR/big\"; echo written; sleep 60"]}),
+            sh_call("head -c 3000000 /dev/zero > \"$TMPDIR/big\"; echo written; sleep 60"),
         )
         .await;
     assert_eq!(started["code"], "OK", "{started}");
@@ -409,27 +423,12 @@ async fn jail_bytes_counts_what_a_session_leaves_in_its_tmpdir() {
         "{read}"
     );
     // The measurement runs in the background after calls.
-    let mut refused = serde_json::Value::Null;
-    for _ in 0..50 {
-        let r = s.run("echo hi").await;
-        if r["code"] == "POLICY_DENIED" {
-            refused = r;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    let refused = echo_until(&s, "POLICY_DENIED").await;
     let reason = refused["reason"].as_str().unwrap_or_default();
     assert!(reason.contains("jail_bytes = 1048576"), "{refused}");
     let stopped = s.call("stop_process", json!({"handle": handle})).await;
     assert_eq!(stopped["code"], "OK", "{stopped}");
-    let mut ran = serde_json::Value::Null;
-    for _ in 0..50 {
-        ran = s.run("echo hi").await;
-        if ran["code"] == "OK" {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    let ran = echo_until(&s, "OK").await;
     assert_eq!(ran["detail"]["stdout"], "hi\n", "{ran}");
 }
 
@@ -446,22 +445,11 @@ async fn jail_bytes_bounds_what_the_jail_holds() {
     );
     let s = sb.session().await;
     let r = s
-        .call(
-            "run_command",
-            json!({"command": ["sh", "-c", "head -c 3000000 /dev/zero > big"]}),
-        )
+        .call("run_command", sh_call("head -c 3000000 /dev/zero > big"))
         .await;
     assert_eq!(r["code"], "OK", "{r}");
     // The measurement runs in the background after the call.
-    let mut refused = Value::Null;
-    for _ in 0..50 {
-        let r = s.run("echo hi").await;
-        if r["code"] == "POLICY_DENIED" {
-            refused = r;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    let refused = echo_until(&s, "POLICY_DENIED").await;
     let reason = refused["reason"].as_str().unwrap_or_default();
     assert!(reason.contains("jail_bytes = 1048576"), "{refused}");
     std::fs::remove_file(sb.jail.join("big")).unwrap();

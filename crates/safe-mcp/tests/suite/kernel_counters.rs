@@ -3,11 +3,10 @@
 //! server's own watch of the jail among them). Commands now hold at most half of them
 //! together, root or not; the control is the same program run unconfined, which gets more.
 
-use super::builders::{python, python_sandbox};
 use serde_json::json;
 
-use super::builders::session_with;
-use super::support::Sandbox;
+use super::builders::{python, python_sandbox, session_with};
+use super::support::Session;
 
 /// Opens inotify instances until the kernel refuses one (or `LIMIT` are open), says how
 /// many it holds, then holds them.
@@ -40,6 +39,25 @@ fn holding(out: &str) -> usize {
         .unwrap_or_else(|| panic!("{out:?}"))
 }
 
+/// What a session printed, read until it has printed a whole line (at most 30 reads of up
+/// to a second).
+async fn first_line(s: &Session, handle: &str) -> String {
+    let mut out = String::new();
+    for _ in 0..30 {
+        let r = s
+            .call(
+                "read_process_output",
+                json!({"handle": handle, "wait_seconds": 1}),
+            )
+            .await;
+        out.push_str(r["detail"]["stdout"].as_str().unwrap_or_default());
+        if out.ends_with('\n') {
+            break;
+        }
+    }
+    out
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn commands_hold_at_most_half_of_their_users_inotify_instances() {
     let max = max_instances();
@@ -55,12 +73,7 @@ async fn commands_hold_at_most_half_of_their_users_inotify_instances() {
     let root = rustix::process::geteuid().is_root();
     let uids: &[Option<u32>] = if root { &[None, Some(65534)] } else { &[None] };
     for &uid in uids {
-        let sb = Sandbox::with(
-            "\"python3\"",
-            "timeout_seconds = 30",
-            "closed",
-            "[terminal.sandbox]\nnamespaces = \"required\"\n[[terminal.rules]]\ncommand = \"python3\"\nallow_interpreter = true\n",
-        );
+        let sb = python_sandbox("required", "");
         if let Some(uid) = uid {
             sb.give_to(uid);
         }
@@ -73,20 +86,7 @@ async fn commands_hold_at_most_half_of_their_users_inotify_instances() {
             .await;
         assert_eq!(started["code"], "OK", "{started}");
         let handle = started["detail"]["handle"].as_str().unwrap().to_owned();
-        let mut out = String::new();
-        for _ in 0..20 {
-            let r = s
-                .call(
-                    "read_process_output",
-                    json!({"handle": handle, "wait_seconds": 2}),
-                )
-                .await;
-            out.push_str(r["detail"]["stdout"].as_str().unwrap_or_default());
-            if out.contains("holding") {
-                break;
-            }
-        }
-        let held = holding(&out);
+        let held = holding(&first_line(&s, &handle).await);
         assert!(
             held > 0 && held <= max / 2,
             "uid {uid:?}: a command held {held} of {max}"
@@ -148,20 +148,7 @@ async fn a_command_cannot_take_the_users_kernel_counters() {
         .await;
     assert_eq!(started["code"], "OK", "{started}");
     let handle = started["detail"]["handle"].as_str().unwrap().to_owned();
-    let mut held = String::new();
-    for _ in 0..30 {
-        let r = s
-            .call(
-                "read_process_output",
-                json!({"handle": handle, "wait_seconds": 1}),
-            )
-            .await;
-        held.push_str(r["detail"]["stdout"].as_str().unwrap_or_default());
-        if held.ends_with('\n') {
-            break;
-        }
-    }
-    let held: usize = held.trim().parse().unwrap();
+    let held: usize = first_line(&s, &handle).await.trim().parse().unwrap();
     assert!(
         held > 0 && held <= host_limit / 2,
         "the command held {held} of {host_limit}"
