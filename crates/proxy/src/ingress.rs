@@ -170,7 +170,13 @@ async fn relay(
         }
     };
     let (up, down) = (AtomicU64::new(0), AtomicU64::new(0));
-    crate::splice::both_ways(&client, &inner, &up, &down).await;
+    let Ok(pipes) = crate::splice::Pipe::pair() else {
+        record.event = NetworkEvent::Close;
+        record.reason = Some("no pipe for the relay could be made".into());
+        append(&recorder, &record, false).await;
+        return;
+    };
+    crate::splice::both_ways((&client, &inner), (&pipes.0, &pipes.1), &up, &down).await;
     record.event = NetworkEvent::Close;
     record.bytes_up = Some(up.into_inner());
     record.bytes_down = Some(down.into_inner());

@@ -313,13 +313,9 @@ impl Context {
                     () = stop.cancelled() => {}
                 }
             }
-            None => {
-                tokio::select! {
-                    () = relay(client, upstream, request, &moved) => {}
-                    // The call's processes are gone: what is still open ends here.
-                    () = stop.cancelled() => {}
-                }
-            }
+            // Once the call's processes are gone, what is still open ends here, after what
+            // they sent has gone on.
+            None => relay(client, upstream, request, &moved, stop).await,
         }
         record.event = NetworkEvent::Close;
         record.bytes_up = Some(moved.up.load(Ordering::Relaxed));

@@ -131,6 +131,36 @@ pub(super) fn set_signal_mask(mask: KernelSigset) -> Result<KernelSigset, c_int>
     if rc == 0 { Ok(old) } else { Err(errno()) }
 }
 
+/// Closes this child's copy of the gate's write end, so that the gate reads end-of-file
+/// should the server drop its own before writing a ticket; but only if `writer` still names
+/// that write end. The server drops its writer once the tickets are written, while later
+/// stages of the call may still be starting, and the number may by then name another
+/// descriptor (a stage's egress channel, a pipe between stages) that this child needs.
+/// A pipe's two ends share one inode, and the writer alone is open write-only.
+pub(super) fn close_gate_writer(gate: RawFd, writer: RawFd) {
+    if writer < 0 {
+        return;
+    }
+    let stat = |fd: RawFd| {
+        // SAFETY: stat is plain data, for which all zeroes is a valid value.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: fstat writes into `st`, on this stack; a closed number is EBADF.
+        (unsafe { libc::fstat(fd, &mut st) } == 0).then_some(st)
+    };
+    let stated = stat(gate).zip(stat(writer));
+    // SAFETY: integer arguments only; reads the descriptor's status flags.
+    let flags = unsafe { libc::fcntl(writer, libc::F_GETFL) };
+    let same_pipe = stated.is_some_and(|(of_gate, of_writer)| {
+        (of_gate.st_mode & libc::S_IFMT) == libc::S_IFIFO
+            && of_gate.st_dev == of_writer.st_dev
+            && of_gate.st_ino == of_writer.st_ino
+    });
+    if same_pipe && flags >= 0 && flags & libc::O_ACCMODE == libc::O_WRONLY {
+        // SAFETY: closes this child's own copy of the gate's write end, checked just above.
+        unsafe { libc::close(writer) };
+    }
+}
+
 /// Caught signals back to their defaults (exec would do it, but a handler must never run on
 /// a child's stack first); SIGPIPE back to default, as std does for children.
 pub(super) fn reset_signals() -> Result<(), (Step, c_int)> {
@@ -182,11 +212,7 @@ pub(super) unsafe fn run_child(p: &Prepared) -> Result<(), (Step, c_int)> {
             return Err(fail(Step::Stdio));
         }
     }
-    if p.gate_writer >= 0 {
-        // SAFETY: closes this child's own copy of the gate's write end (after the dup2s, so
-        // that, should the number have been reused, no descriptor the child needs is lost).
-        unsafe { libc::close(p.gate_writer) };
-    }
+    close_gate_writer(p.gate, p.gate_writer);
     // SAFETY: `p.confinement` points at the caller's Confinement, alive for the clone.
     let confinement = unsafe { &*p.confinement };
     // SAFETY: this is the spawn child, before its chdir, as `enter_view` requires.
@@ -551,7 +577,11 @@ unsafe fn exec(p: &Prepared) -> (Step, c_int) {
 
 #[cfg(test)]
 mod tests {
-    use super::failure_code;
+    use std::os::fd::{AsRawFd, OwnedFd};
+
+    use rustix::pipe::{PipeFlags, pipe_with};
+
+    use super::{close_gate_writer, failure_code};
     use crate::step::Step;
 
     #[test]
@@ -562,5 +592,58 @@ mod tests {
         // An errno never spills into the step.
         let code = failure_code(Step::Gate, 0x1_0005);
         assert_eq!(Step::from_raw(code >> 16), Some(Step::Gate));
+    }
+
+    fn is_open(fd: i32) -> bool {
+        // SAFETY: integer arguments only; reads the descriptor's flags.
+        unsafe { libc::fcntl(fd, libc::F_GETFD) >= 0 }
+    }
+
+    /// The number the writer had, now naming `other` (dup2 replaces it in one step, so no
+    /// other thread of the test binary can take the number in between).
+    fn reuse(writer: OwnedFd, other: &OwnedFd) -> i32 {
+        let number = writer.as_raw_fd();
+        std::mem::forget(writer);
+        // SAFETY: integer arguments only; `number` was the writer's, which dup2 closes.
+        assert!(unsafe { libc::dup2(other.as_raw_fd(), number) } == number);
+        number
+    }
+
+    #[test]
+    fn the_gates_writer_is_closed_and_a_reused_number_is_not() {
+        let (gate, writer) = pipe_with(PipeFlags::CLOEXEC).unwrap();
+        let number = writer.as_raw_fd();
+        std::mem::forget(writer);
+        close_gate_writer(gate.as_raw_fd(), number);
+        assert!(!is_open(number), "the gate's own writer is closed");
+
+        // Control for the check: each stands where the dropped writer stood.
+        let (socket, _peer) = rustix::net::socketpair(
+            rustix::net::AddressFamily::UNIX,
+            rustix::net::SocketType::DGRAM,
+            rustix::net::SocketFlags::CLOEXEC,
+            None,
+        )
+        .unwrap();
+        let (other_r, other_w) = pipe_with(PipeFlags::CLOEXEC).unwrap();
+        for other in [&socket, &other_w, &other_r] {
+            let (gate, writer) = pipe_with(PipeFlags::CLOEXEC).unwrap();
+            let number = reuse(writer, other);
+            close_gate_writer(gate.as_raw_fd(), number);
+            assert!(
+                is_open(number),
+                "a number reused by another descriptor stays open"
+            );
+            // SAFETY: the duplicate this test made at `number`.
+            unsafe { libc::close(number) };
+        }
+        // The gate's read end under the writer's number is not the writer either.
+        let (gate, writer) = pipe_with(PipeFlags::CLOEXEC).unwrap();
+        let number = reuse(writer, &gate);
+        close_gate_writer(gate.as_raw_fd(), number);
+        assert!(is_open(number));
+        // SAFETY: as above.
+        unsafe { libc::close(number) };
+        drop(other_r);
     }
 }
