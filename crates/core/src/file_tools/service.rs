@@ -9,9 +9,9 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use super::{EDIT, Edit, FileAsking, FileTools, Prepared, READ, WRITE};
-use crate::approval::{ApprovalMode, ApprovalRequest};
-use crate::audit::{ApprovalAsked, Caller, Outcome};
+use crate::audit::{Caller, Outcome};
 use crate::envelope::{OperationResult, ResultCode};
+use crate::terminal::Question;
 use crate::terminal::TerminalService;
 
 impl TerminalService {
@@ -52,134 +52,49 @@ impl TerminalService {
         asking: FileAsking<'_>,
         caller: &Caller,
     ) -> Result<Option<Value>, OperationResult> {
-        let FileAsking {
-            approver,
-            session,
-            ticket,
-        } = asking;
         let Some(reason) = self.file_tools().needs_approval(path) else {
             return Ok(None);
         };
-        let reasons = vec![reason];
-        let settings = &self.policy().approvals;
         let started = Instant::now();
-        let refuse_as = |code: ResultCode, why: String, approval: Value, ticket: Option<Value>| {
-            let mut detail = json!({"needs_approval": true, "approval_reasons": reasons});
-            if let Some(ticket) = ticket {
-                detail["approval"] = ticket;
-            }
-            let result = OperationResult::new(tool, code, why).with_detail(detail);
-            let mut attempt = self.attempt_for(tool, &format!("{tool} {path}"), caller);
-            attempt.args = Some(json!({ "path": path }));
-            attempt.approval = Some(approval);
-            let result = result.with_duration(started.elapsed());
-            self.gate().record(attempt, &result);
-            result
-        };
-        let refuse_with =
-            |why, approval, ticket| refuse_as(ResultCode::PolicyDenied, why, approval, ticket);
-        let refuse = |why: String, approval: Value| refuse_with(why, approval, None);
         let jail = self.policy().jail_root.display().to_string();
-        let shown = vec![vec![tool.to_owned(), path.to_owned()]];
         let content_hash = {
             use sha2::Digest;
             let hash: [u8; 32] = sha2::Sha256::digest(content).into();
             hash.iter().map(|b| format!("{b:02x}")).collect::<String>()
         };
         let bound = vec![vec![tool.to_owned(), path.to_owned(), content_hash]];
-        let digest = crate::tickets::digest(tool, &bound, &jail);
-        let who = caller.sub.clone().unwrap_or_default();
-        if let Some(id) = ticket {
-            return match self.redeem_ticket(id, &who, session, &digest, &reasons) {
-                Ok(record) => Ok(Some(record)),
-                Err((record, why)) => Err(refuse_as(
-                    why.code(),
-                    format!("{why}; nothing was written"),
-                    record,
-                    None,
-                )),
-            };
-        }
-        let give_ticket = |why: &str| {
-            let request = crate::tickets::TicketRequest {
-                tool,
-                shown: shown.clone(),
-                command: format!("{tool} {path}"),
-                cwd: jail.clone(),
-                reasons: reasons.clone(),
-                digest,
-                caller: who.clone(),
-                session: session.to_owned(),
-            };
-            let given = self.ticket_refusal(request, why, "nothing was written");
-            Err(refuse_with(given.reason, given.record, given.detail))
-        };
-        let not_asked =
-            |decision: &str| json!({"required": reasons, "decision": decision, "via": "none"});
-        if settings.mode == ApprovalMode::Deny {
-            return Err(refuse(
-                format!(
-                    "{}; [terminal.approvals] mode = \"deny\" refuses it without asking; nothing was written",
-                    reasons[0]
-                ),
-                not_asked("denied-by-mode"),
-            ));
-        }
-        if settings.mode == ApprovalMode::Ticket {
-            return give_ticket(
-                "[terminal.approvals] mode = \"ticket\" approves through tickets only",
-            );
-        }
-        let Some(approver) = approver else {
-            if settings.mode == ApprovalMode::Auto {
-                return give_ticket("this transport cannot ask a person");
-            }
-            return Err(refuse(
-                format!(
-                    "{}; this server cannot ask a person here, so nothing was written",
-                    reasons[0]
-                ),
-                not_asked("no-transport"),
-            ));
-        };
-        let request = ApprovalRequest {
-            call: format!("{tool} {path}"),
+        let question = Question {
             tool,
-            stages: shown.clone(),
-            command: format!("{tool} {path}"),
-            cwd: jail.clone(),
-            confinement: "the file tools (no command runs)".into(),
-            reasons: reasons.clone(),
-            timeout: settings.timeout,
-            digest,
-        };
-        let asked = ApprovalAsked {
             call: self.gate().begin(),
-            event: "asked",
-            tool,
-            argv: request.stages.clone(),
-            required: reasons.clone(),
-            caller: caller.clone(),
+            shown: vec![vec![tool.to_owned(), path.to_owned()]],
+            command: format!("{tool} {path}"),
+            digest: crate::tickets::digest(tool, &bound, &jail),
+            cwd: jail,
+            confinement: "the file tools (no command runs)".into(),
+            reasons: vec![reason],
+            caller,
+            session: asking.session,
+            ticket: asking.ticket,
+            approver: asking.approver,
+            nested: false,
+            nothing: "nothing was written",
+            subject: "this write",
         };
-        if let Err(e) = self.gate().append("approval", &asked, false) {
-            eprintln!("safe-mcp: warning: an approval request was not recorded: {e}");
+        let not = match self.ask_person(&question).await {
+            Ok(record) => return Ok(Some(record)),
+            Err(not) => not,
+        };
+        let mut detail = json!({"needs_approval": true, "approval_reasons": question.reasons});
+        if let Some(ticket) = not.ticket {
+            detail["approval"] = ticket;
         }
-        let outcome = approver.0.ask(&request).await;
-        let record = outcome.record(&reasons);
-        if let crate::approval::Answer::NoCapability(why) = &outcome.answer
-            && settings.mode == ApprovalMode::Auto
-        {
-            return give_ticket(why);
-        }
-        if outcome.approved() {
-            Ok(Some(record))
-        } else {
-            let why = outcome
-                .refusal(settings.timeout)
-                .replace("this command", "this write")
-                .replace("nothing ran", "nothing was written");
-            Err(refuse(why, record))
-        }
+        let result = OperationResult::new(tool, not.code, not.reason).with_detail(detail);
+        let mut attempt = self.attempt_for(tool, &question.command, caller);
+        attempt.args = Some(json!({ "path": path }));
+        attempt.approval = Some(not.record);
+        let result = result.with_duration(started.elapsed());
+        self.gate().record(attempt, &result);
+        Err(result)
     }
 
     /// `write_file(path, content, create_only?)`; `approval`, what

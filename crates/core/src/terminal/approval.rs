@@ -7,9 +7,178 @@ use serde_json::{Map, Value, json};
 
 use super::prepare::{Asking, Prepared};
 use super::service::TerminalService;
+use crate::approval::{ApprovalMode, ApprovalRequest, AskPerson};
+use crate::audit::{ApprovalAsked, CallId, Caller};
 use crate::envelope::{OperationResult, ResultCode};
 
+/// One question for a person, as a command or a file write puts it: what the ladder
+/// ([`TerminalService::ask_person`]) needs to ask it, give a ticket for it, or redeem one.
+pub(crate) struct Question<'a> {
+    pub(crate) tool: &'static str,
+    /// The call the question is recorded under.
+    pub(crate) call: CallId,
+    /// What the person is shown: each stage's argv (a write: the tool and its path).
+    pub(crate) shown: Vec<Vec<String>>,
+    pub(crate) command: String,
+    pub(crate) cwd: String,
+    /// The confinement in words.
+    pub(crate) confinement: String,
+    /// Why a person must say yes: each rule that asked.
+    pub(crate) reasons: Vec<String>,
+    /// What a ticket or an MRTR state is bound to: this exact call.
+    pub(crate) digest: [u8; 32],
+    pub(crate) caller: &'a Caller,
+    /// The MCP session (connection) that asked.
+    pub(crate) session: &'a str,
+    /// A ticket a person approved for this exact call.
+    pub(crate) ticket: Option<&'a str>,
+    /// Asks a person through the client; `None`: this transport cannot.
+    pub(crate) approver: Option<&'a AskPerson>,
+    /// A nested call: approved only through the client, never by a ticket (nothing could
+    /// repeat it with one).
+    pub(crate) nested: bool,
+    /// How a refusal ends: "nothing ran", "nothing was written".
+    pub(crate) nothing: &'static str,
+    /// What the person is asked about: "this command", "this write".
+    pub(crate) subject: &'static str,
+}
+
+/// A question not answered yes: the attempt's `approval` record, the result code, the
+/// reason, and the ticket given instead (for the result's `detail.approval`).
+pub(crate) struct NotApproved {
+    pub(crate) record: Value,
+    pub(crate) code: ResultCode,
+    pub(crate) reason: String,
+    pub(crate) ticket: Option<Value>,
+}
+
+impl NotApproved {
+    fn denied(record: Value, reason: String) -> NotApproved {
+        NotApproved {
+            record,
+            code: ResultCode::PolicyDenied,
+            reason,
+            ticket: None,
+        }
+    }
+}
+
 impl TerminalService {
+    /// The approval ladder, the one both the commands and the file tools climb: a ticket a
+    /// person approved for this exact call (spent here, once); else `mode = "deny"` refuses
+    /// without asking; `mode = "ticket"` gives a ticket; a client that can be asked is
+    /// asked (the question recorded first); a client that cannot gets a ticket under
+    /// `mode = "auto"`, a refusal otherwise. `Ok` is the attempt's `approval` record.
+    pub(crate) async fn ask_person(&self, q: &Question<'_>) -> Result<Value, NotApproved> {
+        let settings = &self.policy.approvals;
+        let reasons = q.reasons.join("; ");
+        if let Some(id) = q.ticket {
+            let who = q.caller.sub.clone().unwrap_or_default();
+            return self
+                .redeem_ticket(id, &who, q.session, &q.digest, &q.reasons)
+                .map_err(|(record, why)| NotApproved {
+                    record,
+                    code: why.code(),
+                    reason: format!("{why}; {}", q.nothing),
+                    ticket: None,
+                });
+        }
+        let not_asked = |decision: &str| not_asked_json(&q.reasons, decision);
+        if settings.mode == ApprovalMode::Deny {
+            return Err(NotApproved::denied(
+                not_asked("denied-by-mode"),
+                format!(
+                    "{reasons}; [terminal.approvals] mode = \"deny\" refuses it without asking, so {}. Do the task without it, or ask the operator",
+                    q.nothing
+                ),
+            ));
+        }
+        if settings.mode == ApprovalMode::Ticket {
+            let why = "[terminal.approvals] mode = \"ticket\" approves through tickets only";
+            return Err(self.instead_a_ticket(q, why));
+        }
+        let Some(approver) = q.approver else {
+            if settings.mode == ApprovalMode::Auto {
+                return Err(self.instead_a_ticket(q, "this transport cannot ask a person"));
+            }
+            return Err(NotApproved::denied(
+                not_asked("no-transport"),
+                format!(
+                    "{reasons}; this server cannot ask a person here, so {}. The operator can set [terminal.approvals] url_base for an approval page",
+                    q.nothing
+                ),
+            ));
+        };
+        let request = ApprovalRequest {
+            call: q.call.to_string(),
+            tool: q.tool,
+            stages: q.shown.clone(),
+            command: q.command.clone(),
+            cwd: q.cwd.clone(),
+            confinement: q.confinement.clone(),
+            reasons: q.reasons.clone(),
+            timeout: settings.timeout,
+            digest: q.digest,
+        };
+        let asked = ApprovalAsked {
+            call: q.call.clone(),
+            event: "asked",
+            tool: q.tool,
+            argv: q.shown.clone(),
+            required: q.reasons.clone(),
+            caller: q.caller.clone(),
+        };
+        if let Err(e) = self.gate.append("approval", &asked, false) {
+            eprintln!("safe-mcp: warning: an approval request was not recorded: {e}");
+        }
+        let outcome = approver.0.ask(&request).await;
+        let record = outcome.record(&q.reasons);
+        match &outcome.answer {
+            _ if outcome.approved() => Ok(record),
+            crate::approval::Answer::NoCapability(why) if settings.mode == ApprovalMode::Auto => {
+                Err(self.instead_a_ticket(q, why))
+            }
+            _ => {
+                let why = outcome
+                    .refusal(settings.timeout)
+                    .replace("this command", q.subject)
+                    .replace("nothing ran", q.nothing);
+                Err(NotApproved::denied(record, why))
+            }
+        }
+    }
+
+    /// A ticket instead of an approval, which `why` kept this call from; none for a nested
+    /// call, which could not repeat itself with one.
+    fn instead_a_ticket(&self, q: &Question<'_>, why: &str) -> NotApproved {
+        if q.nested {
+            return NotApproved::denied(
+                not_asked_json(&q.reasons, "nested-no-ticket"),
+                format!(
+                    "{}; a command started it, and {why}: a ticket could not be given to it. Run it as a call of its own (run_command), where it can be approved",
+                    q.reasons.join("; ")
+                ),
+            );
+        }
+        let request = crate::tickets::TicketRequest {
+            tool: q.tool,
+            shown: q.shown.clone(),
+            command: q.command.clone(),
+            cwd: q.cwd.clone(),
+            reasons: q.reasons.clone(),
+            digest: q.digest,
+            caller: q.caller.sub.clone().unwrap_or_default(),
+            session: q.session.to_owned(),
+        };
+        let given = self.ticket_refusal(request, why, q.nothing);
+        NotApproved {
+            record: given.record,
+            code: ResultCode::PolicyDenied,
+            reason: given.reason,
+            ticket: given.detail,
+        }
+    }
+
     /// A command that needs approval runs only once a person has said yes (DESIGN §10):
     /// `Err` is the refusal; the attempt in `prepared` then says what was asked and why it
     /// was not given.
@@ -19,7 +188,6 @@ impl TerminalService {
         prepared: &mut Prepared,
         asking: &Asking,
     ) -> Result<(), OperationResult> {
-        use crate::approval::{ApprovalMode, ApprovalRequest};
         if !prepared.decision.needs_approval {
             return Ok(());
         }
@@ -29,21 +197,6 @@ impl TerminalService {
             .iter()
             .filter_map(|s| s.approval.clone())
             .collect();
-        let settings = &self.policy.approvals;
-        let refuse_as = |code: ResultCode, reason: String, ticket: Option<Value>| {
-            let mut detail = Map::new();
-            detail.insert("needs_approval".into(), json!(true));
-            detail.insert("approval_reasons".into(), json!(reasons));
-            detail.insert("would_run".into(), json!(false));
-            if let Some(ticket) = ticket {
-                detail.insert("approval".into(), ticket);
-            }
-            self.redacted(
-                OperationResult::new(tool, code, reason).with_detail(Value::Object(detail)),
-            )
-        };
-        let refuse_with = |reason, ticket| refuse_as(ResultCode::PolicyDenied, reason, ticket);
-        let refuse = |reason: String| refuse_with(reason, None);
         let exact: Vec<Vec<String>> = prepared
             .plan
             .pipelines
@@ -52,97 +205,42 @@ impl TerminalService {
             .map(|stage| stage.argv.clone())
             .collect();
         let cwd = prepared.cwd.display().to_string();
-        let digest = crate::tickets::digest(tool, &exact, &cwd);
-        let caller = prepared.attempt.caller.sub.clone().unwrap_or_default();
-        // A ticket a person approved for this exact call: spent here, once.
-        if let Some(id) = &asking.ticket {
-            return match self.redeem_ticket(id, &caller, &asking.session, &digest, &reasons) {
-                Ok(record) => {
-                    prepared.attempt.approval = Some(record);
-                    Ok(())
-                }
-                Err((record, why)) => {
-                    prepared.attempt.approval = Some(record);
-                    Err(refuse_as(why.code(), format!("{why}; nothing ran"), None))
-                }
-            };
-        }
-        let ticket = |why: &str, prepared: &mut Prepared| {
-            if asking.nested {
-                prepared.attempt.approval = Some(not_asked_json(&reasons, "nested-no-ticket"));
-                return Err(refuse(format!(
-                    "{}; a command started it, and {why}: a ticket could not be given to it. Run it as a call of its own (run_command), where it can be approved",
-                    reasons.join("; ")
-                )));
-            }
-            let request = crate::tickets::TicketRequest {
-                tool,
-                shown: prepared.argv.clone(),
-                command: prepared.attempt.command.clone(),
-                cwd: cwd.clone(),
-                reasons: reasons.clone(),
-                digest,
-                caller: caller.clone(),
-                session: asking.session.clone(),
-            };
-            let given = self.ticket_refusal(request, why, "nothing ran");
-            prepared.attempt.approval = Some(given.record);
-            Err(refuse_with(given.reason, given.detail))
-        };
-        let not_asked = |decision: &str| not_asked_json(&reasons, decision);
-        if settings.mode == ApprovalMode::Deny {
-            prepared.attempt.approval = Some(not_asked("denied-by-mode"));
-            return Err(refuse(format!(
-                "{}; [terminal.approvals] mode = \"deny\" refuses it without asking. Do the task without it, or ask the operator",
-                reasons.join("; ")
-            )));
-        }
-        if settings.mode == ApprovalMode::Ticket {
-            return ticket(
-                "[terminal.approvals] mode = \"ticket\" approves through tickets only",
-                prepared,
-            );
-        }
-        let Some(approver) = &asking.approver else {
-            if settings.mode == ApprovalMode::Auto {
-                return ticket("this transport cannot ask a person", prepared);
-            }
-            prepared.attempt.approval = Some(not_asked("no-transport"));
-            return Err(refuse(format!(
-                "{}; this server cannot ask a person here, so nothing ran. The operator can set [terminal.approvals] url_base for an approval page",
-                reasons.join("; ")
-            )));
-        };
-        let request = ApprovalRequest {
-            call: prepared.attempt.call.to_string(),
+        let caller = prepared.attempt.caller.clone();
+        let question = Question {
             tool,
-            stages: prepared.argv.clone(),
-            command: prepared.attempt.command.clone(),
-            cwd: prepared.cwd.display().to_string(),
-            confinement: confinement_line(&prepared.confinement),
-            reasons: reasons.clone(),
-            timeout: settings.timeout,
-            digest,
-        };
-        let asked = crate::audit::ApprovalAsked {
             call: prepared.attempt.call.clone(),
-            event: "asked",
-            tool,
-            argv: request.stages.clone(),
-            required: reasons.clone(),
-            caller: prepared.attempt.caller.clone(),
+            shown: prepared.argv.clone(),
+            command: prepared.attempt.command.clone(),
+            digest: crate::tickets::digest(tool, &exact, &cwd),
+            cwd,
+            confinement: confinement_line(&prepared.confinement),
+            reasons,
+            caller: &caller,
+            session: &asking.session,
+            ticket: asking.ticket.as_deref(),
+            approver: asking.approver.as_ref(),
+            nested: asking.nested,
+            nothing: "nothing ran",
+            subject: "this command",
         };
-        if let Err(e) = self.gate.append("approval", &asked, false) {
-            eprintln!("safe-mcp: warning: an approval request was not recorded: {e}");
-        }
-        let outcome = approver.0.ask(&request).await;
-        prepared.attempt.approval = Some(outcome.record(&reasons));
-        match &outcome.answer {
-            _ if outcome.approved() => Ok(()),
-            crate::approval::Answer::NoCapability(why) if settings.mode == ApprovalMode::Auto => {
-                ticket(why, prepared)
+        match self.ask_person(&question).await {
+            Ok(record) => {
+                prepared.attempt.approval = Some(record);
+                Ok(())
             }
-            _ => Err(refuse(outcome.refusal(settings.timeout))),
+            Err(not) => {
+                prepared.attempt.approval = Some(not.record);
+                let mut detail = Map::new();
+                detail.insert("needs_approval".into(), json!(true));
+                detail.insert("approval_reasons".into(), json!(question.reasons));
+                detail.insert("would_run".into(), json!(false));
+                if let Some(ticket) = not.ticket {
+                    detail.insert("approval".into(), ticket);
+                }
+                let result = OperationResult::new(tool, not.code, not.reason)
+                    .with_detail(Value::Object(detail));
+                Err(self.redacted(result))
+            }
         }
     }
 }

@@ -23,6 +23,7 @@ pub mod process;
 mod result;
 mod service;
 
+pub(crate) use approval::Question;
 pub use nested_calls::NestedAsk;
 pub use safe_mcp_contract::{
     Cancel, ConfinementReport, ConfinementSpec, ConfinementSummary, Durable, Egress, EgressGate,
