@@ -37,7 +37,7 @@ FLOORS = {
     "contract": [["confinement", "script"], ["plan"]],
     "exec": [
         # The pieces: directories, the filter, a child's steps, the view of the machine.
-        ["rundir", "seccomp", "step", "execlog", "tmp", "view", "egress"],
+        ["rundir", "seccomp", "step", "execlog", "tmp", "view", "egress", "capture"],
         # The confinement each child applies, built once.
         ["confine"],
         # Children made and reaped, then a plan run.

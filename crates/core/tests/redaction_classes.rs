@@ -211,149 +211,152 @@ fn argv(words: &[&str]) -> Vec<String> {
     words.iter().map(|w| (*w).to_owned()).collect()
 }
 
+/// Each argv, the index of the secret word in it, and the secret.
+const HIDDEN: &[(&[&str], usize, &str)] = &[
+    (
+        &["mysql", "-u", "root", "-p", "S3cretRoot!", "appdb"],
+        4,
+        "S3cretRoot!",
+    ),
+    (
+        &["mysqldump", "-pBkp2024pw", "--all-databases"],
+        1,
+        "Bkp2024pw",
+    ),
+    (
+        &["some-cli", "--password", "correcthorsebatterystaple"],
+        2,
+        "correcthorsebatterystaple",
+    ),
+    (
+        &["gh", "api", "--token", "plainwordtokenvalue"],
+        3,
+        "plainwordtokenvalue",
+    ),
+    (
+        &["app", "--api-key", "abcd1234efgh5678ijkl"],
+        2,
+        "abcd1234efgh5678ijkl",
+    ),
+    (
+        &["app", "--client-secret", "kq8s7d6f5g4h3j2k1l"],
+        2,
+        "kq8s7d6f5g4h3j2k1l",
+    ),
+    (
+        &["redis-cli", "-h", "cache", "--pass", "Red1sPass!", "ping"],
+        4,
+        "Red1sPass!",
+    ),
+    (
+        &["redis-cli", "-a", "RedisAuthValue", "ping"],
+        2,
+        "RedisAuthValue",
+    ),
+    (
+        &[
+            "docker",
+            "login",
+            "-u",
+            "ci",
+            "-p",
+            "Dock3rPw!",
+            "registry.example.com",
+        ],
+        5,
+        "Dock3rPw!",
+    ),
+    (
+        &["sshpass", "-p", "SshPassw0rdValue", "ssh", "deploy@host"],
+        2,
+        "SshPassw0rdValue",
+    ),
+    (
+        &[
+            "mongosh",
+            "-u",
+            "admin",
+            "-p",
+            "MongoAdminPw",
+            "--host",
+            "db",
+        ],
+        4,
+        "MongoAdminPw",
+    ),
+    (
+        &[
+            "ldapsearch",
+            "-x",
+            "-D",
+            "cn=admin",
+            "-w",
+            "LdapBindPw",
+            "-b",
+            "dc=x",
+        ],
+        5,
+        "LdapBindPw",
+    ),
+    (
+        &["sudo", "-u", "postgres", "mysql", "-p", "SudoMysqlPw"],
+        5,
+        "SudoMysqlPw",
+    ),
+    (
+        &[
+            "curl",
+            "-u",
+            "bob:CurlUserPassword",
+            "https://api.example.com",
+        ],
+        2,
+        "CurlUserPassword",
+    ),
+    (
+        &[
+            "openssl",
+            "pkcs12",
+            "-export",
+            "-passout",
+            "pass:ExportPassValue",
+        ],
+        4,
+        "ExportPassValue",
+    ),
+    (
+        &[
+            "keytool",
+            "-list",
+            "-keystore",
+            "ks.jks",
+            "-storepass",
+            "ChangedStorePw",
+        ],
+        5,
+        "ChangedStorePw",
+    ),
+    (
+        &[
+            "az",
+            "login",
+            "--service-principal",
+            "-u",
+            "app-id",
+            "-p",
+            "AzSpSecretValue",
+            "--tenant",
+            "t",
+        ],
+        6,
+        "AzSpSecretValue",
+    ),
+];
+
 #[test]
 fn class_5_a_word_after_a_secret_flag_is_hidden() {
     let r = redactor();
-    let hidden: &[(&[&str], usize, &str)] = &[
-        (
-            &["mysql", "-u", "root", "-p", "S3cretRoot!", "appdb"],
-            4,
-            "S3cretRoot!",
-        ),
-        (
-            &["mysqldump", "-pBkp2024pw", "--all-databases"],
-            1,
-            "Bkp2024pw",
-        ),
-        (
-            &["some-cli", "--password", "correcthorsebatterystaple"],
-            2,
-            "correcthorsebatterystaple",
-        ),
-        (
-            &["gh", "api", "--token", "plainwordtokenvalue"],
-            3,
-            "plainwordtokenvalue",
-        ),
-        (
-            &["app", "--api-key", "abcd1234efgh5678ijkl"],
-            2,
-            "abcd1234efgh5678ijkl",
-        ),
-        (
-            &["app", "--client-secret", "kq8s7d6f5g4h3j2k1l"],
-            2,
-            "kq8s7d6f5g4h3j2k1l",
-        ),
-        (
-            &["redis-cli", "-h", "cache", "--pass", "Red1sPass!", "ping"],
-            4,
-            "Red1sPass!",
-        ),
-        (
-            &["redis-cli", "-a", "RedisAuthValue", "ping"],
-            2,
-            "RedisAuthValue",
-        ),
-        (
-            &[
-                "docker",
-                "login",
-                "-u",
-                "ci",
-                "-p",
-                "Dock3rPw!",
-                "registry.example.com",
-            ],
-            5,
-            "Dock3rPw!",
-        ),
-        (
-            &["sshpass", "-p", "SshPassw0rdValue", "ssh", "deploy@host"],
-            2,
-            "SshPassw0rdValue",
-        ),
-        (
-            &[
-                "mongosh",
-                "-u",
-                "admin",
-                "-p",
-                "MongoAdminPw",
-                "--host",
-                "db",
-            ],
-            4,
-            "MongoAdminPw",
-        ),
-        (
-            &[
-                "ldapsearch",
-                "-x",
-                "-D",
-                "cn=admin",
-                "-w",
-                "LdapBindPw",
-                "-b",
-                "dc=x",
-            ],
-            5,
-            "LdapBindPw",
-        ),
-        (
-            &["sudo", "-u", "postgres", "mysql", "-p", "SudoMysqlPw"],
-            5,
-            "SudoMysqlPw",
-        ),
-        (
-            &[
-                "curl",
-                "-u",
-                "bob:CurlUserPassword",
-                "https://api.example.com",
-            ],
-            2,
-            "CurlUserPassword",
-        ),
-        (
-            &[
-                "openssl",
-                "pkcs12",
-                "-export",
-                "-passout",
-                "pass:ExportPassValue",
-            ],
-            4,
-            "ExportPassValue",
-        ),
-        (
-            &[
-                "keytool",
-                "-list",
-                "-keystore",
-                "ks.jks",
-                "-storepass",
-                "ChangedStorePw",
-            ],
-            5,
-            "ChangedStorePw",
-        ),
-        (
-            &[
-                "az",
-                "login",
-                "--service-principal",
-                "-u",
-                "app-id",
-                "-p",
-                "AzSpSecretValue",
-                "--tenant",
-                "t",
-            ],
-            6,
-            "AzSpSecretValue",
-        ),
-    ];
+    let hidden = HIDDEN;
     for (words, i, secret) in hidden {
         let out = r.redact_argv(&argv(words));
         assert_eq!(out.len(), words.len());

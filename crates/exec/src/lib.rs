@@ -23,6 +23,7 @@
     clippy::multiple_unsafe_ops_per_block
 )]
 
+mod capture;
 pub mod confine;
 mod egress;
 mod execlog;

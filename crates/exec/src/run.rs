@@ -17,161 +17,17 @@ use rustix::process::{
     Pid, Signal, WaitId, WaitIdOptions, kill_process_group, pidfd_send_signal, waitid,
 };
 use safe_mcp_contract::{
-    ExecFailure, ExecOutcome, ExecPlan, ExecStage, NOTABLE_LINE_BYTES, NOTABLE_LINES, Observer,
-    OutputStream, Sequence, StageOutcome, looks_like_an_error,
+    ExecFailure, ExecOutcome, ExecPlan, ExecStage, OutputStream, Sequence, StageOutcome,
 };
 
+use crate::capture::Capture;
 use crate::confine::{CallConfinement, Confinement};
 use crate::reap;
 use crate::spawn::{self, SpawnError, StageSpawn};
 use crate::step::Step;
 
-const READ_CHUNK: usize = 64 * 1024;
 /// After the last stage exits, how long to wait for output still in flight.
 const DRAIN_GRACE: Duration = Duration::from_millis(200);
-
-struct Capture {
-    fd: Option<OwnedFd>,
-    /// The first bytes, up to `head_limit`.
-    head: Vec<u8>,
-    /// The last bytes after the head, a ring of at most `tail_limit`.
-    tail: std::collections::VecDeque<u8>,
-    head_limit: usize,
-    tail_limit: usize,
-    total: u64,
-    lines: u64,
-    /// The lines dropped between head and tail that look like errors, with their numbers.
-    notable: Vec<(u64, Vec<u8>)>,
-    /// The dropped line being read (its first `NOTABLE_LINE_BYTES`), and its number once
-    /// the first byte was dropped.
-    dropping: Vec<u8>,
-    dropping_line: Option<u64>,
-    /// Whether output is kept here (a call) or only handed to the observer (a session).
-    keep: bool,
-    /// Who else sees each chunk (progress), and as which stream.
-    observer: Option<(Observer, OutputStream)>,
-}
-
-impl Capture {
-    /// Keeps at most `limit` bytes: a quarter from the start, the rest from the end.
-    fn new(
-        fd: OwnedFd,
-        observer: Option<(Observer, OutputStream)>,
-        keep: bool,
-        limit: usize,
-    ) -> Self {
-        let head_limit = limit / 4;
-        Capture {
-            fd: Some(fd),
-            head: Vec::new(),
-            tail: std::collections::VecDeque::new(),
-            head_limit,
-            tail_limit: limit - head_limit,
-            total: 0,
-            lines: 0,
-            notable: Vec::new(),
-            dropping: Vec::new(),
-            dropping_line: None,
-            keep,
-            observer,
-        }
-    }
-
-    /// Drops the tail's first `n` bytes, keeping the lines among them that look like errors.
-    fn drop_from_tail(&mut self, n: usize) {
-        if n == 0 {
-            return;
-        }
-        let mut line = match self.dropping_line {
-            Some(line) => line,
-            None => self.head.iter().filter(|b| **b == b'\n').count() as u64 + 1,
-        };
-        for byte in self.tail.drain(..n) {
-            if byte != b'\n' {
-                // One byte past the bound marks a line too long to keep: a part of a line
-                // could hold a part of a secret the redactor would not recognise.
-                if self.dropping.len() <= NOTABLE_LINE_BYTES {
-                    self.dropping.push(byte);
-                }
-                continue;
-            }
-            if self.notable.len() < NOTABLE_LINES
-                && self.dropping.len() <= NOTABLE_LINE_BYTES
-                && looks_like_an_error(&self.dropping)
-            {
-                self.notable.push((line, self.dropping.clone()));
-            }
-            self.dropping.clear();
-            line += 1;
-        }
-        self.dropping_line = Some(line);
-    }
-
-    /// What was kept: all of it as the first part (the second empty), or, when bytes between
-    /// them were dropped, the head and the tail.
-    fn kept(self) -> (Vec<u8>, Vec<u8>) {
-        let (mut head, tail) = (self.head, Vec::from(self.tail));
-        if self.total == (head.len() + tail.len()) as u64 {
-            head.extend_from_slice(&tail);
-            (head, Vec::new())
-        } else {
-            (head, tail)
-        }
-    }
-
-    /// Reads what is available, keeping the head and the tail. A stream never stops the
-    /// call by its volume: memory is bounded by the two limits.
-    fn read_some(&mut self) {
-        let Some(fd) = &self.fd else { return };
-        let mut chunk = [0u8; READ_CHUNK];
-        loop {
-            match rustix::io::read(fd, &mut chunk) {
-                Ok(0) => {
-                    self.fd = None;
-                    if let Some((observer, stream)) = &self.observer {
-                        observer.0.closed(*stream);
-                    }
-                    return;
-                }
-                Ok(n) if !self.keep => {
-                    // A session: the observer keeps what it can. One chunk per call, so that
-                    // a writer faster than the observer cannot keep the loop from seeing a
-                    // stop or the deadline.
-                    self.total += n as u64;
-                    if let Some((observer, stream)) = &self.observer {
-                        observer.0.output(*stream, &chunk[..n]);
-                    }
-                    return;
-                }
-                Ok(n) => {
-                    let data = &chunk[..n];
-                    self.total += n as u64;
-                    self.lines += data.iter().filter(|b| **b == b'\n').count() as u64;
-                    if let Some((observer, stream)) = &self.observer {
-                        observer.0.output(*stream, data);
-                    }
-                    let room = self.head_limit.saturating_sub(self.head.len());
-                    let (first, rest) = data.split_at(room.min(n));
-                    self.head.extend_from_slice(first);
-                    self.tail.extend(rest);
-                    let over = self.tail.len().saturating_sub(self.tail_limit);
-                    self.drop_from_tail(over);
-                    // One chunk per call here too, for the same reason as a session's.
-                    return;
-                }
-                Err(Errno::AGAIN) => return,
-                Err(Errno::INTR) => continue,
-                Err(_) => {
-                    self.fd = None;
-                    if let Some((observer, stream)) = &self.observer {
-                        observer.0.closed(*stream);
-                    }
-                    return;
-                }
-            }
-        }
-    }
-}
 
 struct Stage {
     pid: Pid,
@@ -292,24 +148,7 @@ pub(crate) fn run_plan(
         let Some((out_w, err_w)) = &writers else {
             break;
         };
-        let mut session_stdin = None;
-        let stdin = match (&plan.interactive, p) {
-            (Some(_), 0) => {
-                let (r, w) = pipe_with(PipeFlags::CLOEXEC).map_err(|e| io(e.into()))?;
-                // Writes never block the server: a full pipe takes what it can.
-                set_nonblocking(&w).map_err(io)?;
-                session_stdin = Some(w);
-                FirstStdin::Pipe(r)
-            }
-            (None, 0) => match &plan.stdio {
-                Some(given) => FirstStdin::Pipe(given.0[0].try_clone().map_err(io)?),
-                None => plan
-                    .stdin
-                    .as_deref()
-                    .map_or(FirstStdin::Null, FirstStdin::Bytes),
-            },
-            _ => FirstStdin::Null,
-        };
+        let (stdin, session_stdin) = first_stdin(plan, p)?;
         let wiring = Wiring {
             plan,
             out_w,
@@ -322,24 +161,7 @@ pub(crate) fn run_plan(
             gate_writer,
         };
         let mut stages = spawn_pipeline(&wiring, pipeline, base, stdin, &mut feed)?;
-        // A session in the host view: each stage leads a session of its own, and what it
-        // leaves behind (re-parented to the server) is spared by other calls' sweeps while
-        // it runs. In a pid namespace its init keeps them instead.
-        let protected: Vec<u32> = if plan.interactive.is_some() && !confinement.pid_namespace() {
-            stages
-                .iter()
-                .map(|s| s.pid.as_raw_nonzero().get().unsigned_abs())
-                .collect()
-        } else {
-            Vec::new()
-        };
-        for sid in &protected {
-            reap::protect_session(*sid);
-        }
-        if let (Some(io), Some(w), Some(first)) = (&plan.interactive, session_stdin, stages.first())
-        {
-            io.0.started(w, first.pid.as_raw_nonzero().get().unsigned_abs());
-        }
+        let protected = started_stages(plan, confinement, &stages, session_stdin);
         for s in &stages {
             outcome.stages[s.index].ran = true;
         }
@@ -354,28 +176,7 @@ pub(crate) fn run_plan(
             cancel,
             (deadline, plan.output_total_limit),
         );
-        // Every stage has exited (or we are stopping): kill the rest of the group while an
-        // unreaped member still pins its id, then reap.
-        kill_stages(&stages);
-        for s in &mut stages {
-            let exit = reap_stage(s).map_err(|e| io(e.into()))?;
-            let o = &mut outcome.stages[s.index];
-            o.exit_code = exit.code;
-            o.signal = exit.signal;
-        }
-        // What each stage's tree executed, now that it is gone.
-        for s in &mut stages {
-            if let Some(watch) = s.watch.take() {
-                let (seen, more) = watch.finish();
-                let room = crate::execlog::MAX_RECORDS.saturating_sub(outcome.executed.len());
-                outcome.executed_dropped += more + seen.len().saturating_sub(room) as u64;
-                outcome.executed.extend(seen.into_iter().take(room));
-            }
-        }
-        status = stages.last().map(|s| {
-            let o = &outcome.stages[s.index];
-            o.exit_code.unwrap_or_else(|| 128 + o.signal.unwrap_or(0))
-        });
+        status = settle_pipeline(&mut stages, &mut outcome)?;
         for sid in &protected {
             reap::release_session(*sid);
         }
@@ -393,7 +194,100 @@ pub(crate) fn run_plan(
     drop(writers);
     feed.fd = None;
 
-    // Drain what is still in the pipes; an escaped writer cannot hold us past the grace.
+    drain(&mut stdout, &mut stderr, deadline, stop);
+    outcome.exit_code = status;
+    outcome.timed_out = stop == Stop::Timeout;
+    outcome.cancelled = stop == Stop::Cancel;
+    outcome.flooded = stop == Stop::Flood;
+    captured(&mut outcome, stdout, stderr);
+    Ok(outcome)
+}
+
+/// A pipeline's stages have started: a session's first stage gets its stdin, and in the
+/// host view each stage leads a session of its own, and what it leaves behind (re-parented
+/// to the server) is spared by other calls' sweeps while it runs (in a pid namespace its
+/// init keeps them instead). The sessions so spared, to release once the stages are gone.
+fn started_stages(
+    plan: &ExecPlan,
+    confinement: &Confinement,
+    stages: &[Stage],
+    session_stdin: Option<OwnedFd>,
+) -> Vec<u32> {
+    let protected: Vec<u32> = if plan.interactive.is_some() && !confinement.pid_namespace() {
+        stages
+            .iter()
+            .map(|s| s.pid.as_raw_nonzero().get().unsigned_abs())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    for sid in &protected {
+        reap::protect_session(*sid);
+    }
+    if let (Some(io), Some(w), Some(first)) = (&plan.interactive, session_stdin, stages.first()) {
+        io.0.started(w, first.pid.as_raw_nonzero().get().unsigned_abs());
+    }
+    protected
+}
+
+/// The first stage's input: a pipe of the process session's (whose write end goes to the
+/// session), the caller's own stdin for a nested call, the plan's bytes, or `/dev/null`.
+/// Later pipelines and stages start from `/dev/null` or the pipe before them.
+fn first_stdin(
+    plan: &ExecPlan,
+    pipeline: usize,
+) -> Result<(FirstStdin<'_>, Option<OwnedFd>), ExecFailure> {
+    let io = |e: std::io::Error| ExecFailure::Internal(e.to_string());
+    Ok(match (&plan.interactive, pipeline) {
+        (Some(_), 0) => {
+            let (r, w) = pipe_with(PipeFlags::CLOEXEC).map_err(|e| io(e.into()))?;
+            // Writes never block the server: a full pipe takes what it can.
+            set_nonblocking(&w).map_err(io)?;
+            (FirstStdin::Pipe(r), Some(w))
+        }
+        (None, 0) => match &plan.stdio {
+            Some(given) => (FirstStdin::Pipe(given.0[0].try_clone().map_err(io)?), None),
+            None => (
+                plan.stdin
+                    .as_deref()
+                    .map_or(FirstStdin::Null, FirstStdin::Bytes),
+                None,
+            ),
+        },
+        _ => (FirstStdin::Null, None),
+    })
+}
+
+/// Once every stage has exited (or the call is stopping): kills the rest of the group while
+/// an unreaped member still pins its id, reaps, and takes what each stage's tree executed.
+/// The pipeline's status, as a shell would give it.
+fn settle_pipeline(
+    stages: &mut [Stage],
+    outcome: &mut ExecOutcome,
+) -> Result<Option<i32>, ExecFailure> {
+    kill_stages(stages);
+    for s in stages.iter_mut() {
+        let exit = reap_stage(s).map_err(|e| ExecFailure::Internal(e.to_string()))?;
+        let o = &mut outcome.stages[s.index];
+        o.exit_code = exit.code;
+        o.signal = exit.signal;
+    }
+    for s in stages.iter_mut() {
+        if let Some(watch) = s.watch.take() {
+            let (seen, more) = watch.finish();
+            let room = crate::execlog::MAX_RECORDS.saturating_sub(outcome.executed.len());
+            outcome.executed_dropped += more + seen.len().saturating_sub(room) as u64;
+            outcome.executed.extend(seen.into_iter().take(room));
+        }
+    }
+    Ok(stages.last().map(|s| {
+        let o = &outcome.stages[s.index];
+        o.exit_code.unwrap_or_else(|| 128 + o.signal.unwrap_or(0))
+    }))
+}
+
+/// Reads what is still in the pipes; an escaped writer cannot hold the call past the grace.
+fn drain(stdout: &mut Capture, stderr: &mut Capture, deadline: Instant, stop: Stop) {
     let drain_until = (Instant::now() + DRAIN_GRACE).min(deadline.max(Instant::now()));
     while stdout.fd.is_some() || stderr.fd.is_some() {
         let now = Instant::now();
@@ -401,7 +295,7 @@ pub(crate) fn run_plan(
             break;
         }
         let mut fds: Vec<PollFd<'_>> = Vec::new();
-        for c in [&stdout, &stderr] {
+        for c in [&*stdout, &*stderr] {
             if let Some(fd) = &c.fd {
                 fds.push(PollFd::new(fd, PollFlags::IN));
             }
@@ -411,11 +305,10 @@ pub(crate) fn run_plan(
         stdout.read_some();
         stderr.read_some();
     }
+}
 
-    outcome.exit_code = status;
-    outcome.timed_out = stop == Stop::Timeout;
-    outcome.cancelled = stop == Stop::Cancel;
-    outcome.flooded = stop == Stop::Flood;
+/// What the two captures hold, into the outcome.
+fn captured(outcome: &mut ExecOutcome, mut stdout: Capture, mut stderr: Capture) {
     outcome.stdout_lines = stdout.lines;
     outcome.stderr_lines = stderr.lines;
     outcome.stdout_bytes = stdout.total;
@@ -424,7 +317,6 @@ pub(crate) fn run_plan(
     outcome.stderr_notable = std::mem::take(&mut stderr.notable);
     (outcome.stdout, outcome.stdout_tail) = stdout.kept();
     (outcome.stderr, outcome.stderr_tail) = stderr.kept();
-    Ok(outcome)
 }
 
 /// What every stage of a call is wired to: the plan, the shared output pipes, the

@@ -28,7 +28,7 @@ use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use safe_mcp_core::audit::{NetworkEvent, NetworkRecord};
 use safe_mcp_core::credentials::rules::OVERRIDES;
-use safe_mcp_core::credentials::{Authorization, Vault};
+use safe_mcp_core::credentials::{Authorization, Entry, Vault};
 use safe_mcp_core::egress::Refusal;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
@@ -251,12 +251,86 @@ impl Session {
         }
     }
 
+    /// One request through the tunnel: judged ([`Self::judge_head`]), its first bytes
+    /// looked at, the credential added, recorded durably, sent; the answer masked.
     async fn forward(
         &self,
         req: HttpRequest<Incoming>,
         method: &str,
         target: &str,
     ) -> Result<Response<Answer>, Refuse> {
+        let forbidden = |rule, why| Refuse(StatusCode::FORBIDDEN, rule, why);
+        let vault: &Vault = &self.ctx.vault;
+        let (entry, ruled) = self.judge_head(&req, method, target)?;
+        let mut head = format!("{method} {target}\r\n").into_bytes();
+        for (name, value) in req.headers() {
+            head.extend_from_slice(name.as_str().as_bytes());
+            head.extend_from_slice(b": ");
+            head.extend_from_slice(value.as_bytes());
+            head.extend_from_slice(b"\r\n");
+        }
+        let (mut parts, body) = req.into_parts();
+        let first = First::read(body).await?;
+        let form = parts
+            .headers
+            .get(http::header::CONTENT_TYPE)
+            .is_some_and(|v| {
+                v.as_bytes()
+                    .starts_with(b"application/x-www-form-urlencoded")
+            });
+        if ruled
+            && form
+            && first.bytes[..]
+                .split(|b| *b == b'&')
+                .any(|p| p.to_ascii_lowercase().starts_with(b"_method="))
+        {
+            return Err(forbidden(
+                "method-path",
+                format!(
+                    "a _method field overrides the method {}'s rules judged",
+                    self.host
+                ),
+            ));
+        }
+        head.extend_from_slice(&first.bytes);
+        if let Some(name) = vault.foreign(&self.host, &head) {
+            return Err(forbidden(
+                "credential-host",
+                format!(
+                    "the request carries the placeholder of {name}, which is not bound to {}; a credential goes only to its own hosts",
+                    self.host
+                ),
+            ));
+        }
+        let added = add_credential(vault, entry, &mut parts.headers)?;
+        strip_headers(&mut parts.headers, ruled);
+        parts.uri = target
+            .parse::<Uri>()
+            .map_err(|e| Refuse(StatusCode::BAD_REQUEST, "bad-request", e.to_string()))?;
+        self.record_request(method, target, added.then(|| entry.name.clone()))
+            .await?;
+        let outgoing = Outgoing {
+            first: (!first.bytes.is_empty()).then(|| first.bytes.freeze()),
+            held: first.held,
+            rest: first.rest,
+        };
+        let response = self
+            .send(HttpRequest::from_parts(parts, outgoing))
+            .await
+            .map_err(|why| Refuse(StatusCode::BAD_GATEWAY, "upstream", why))?;
+        self.masked(response)
+    }
+
+    /// The request's head against the tunnel: no method that echoes or reaches past the
+    /// proxy, the host's credential, the URL's and the one Host header's host the tunnel's,
+    /// the method and path within the host's rules, no header overriding them. The
+    /// credential's entry, and whether the host has rules.
+    fn judge_head(
+        &self,
+        req: &HttpRequest<Incoming>,
+        method: &str,
+        target: &str,
+    ) -> Result<(&Entry, bool), Refuse> {
         let forbidden = |rule, why| Refuse(StatusCode::FORBIDDEN, rule, why);
         let vault: &Vault = &self.ctx.vault;
         // An answer that echoes the request (TRACE) would carry the real value back; a
@@ -320,108 +394,17 @@ impl Session {
                 ),
             ));
         }
-        let mut head = format!("{method} {target}\r\n").into_bytes();
-        for (name, value) in req.headers() {
-            head.extend_from_slice(name.as_str().as_bytes());
-            head.extend_from_slice(b": ");
-            head.extend_from_slice(value.as_bytes());
-            head.extend_from_slice(b"\r\n");
-        }
-        let (mut parts, mut body) = req.into_parts();
-        let mut first = BytesMut::new();
-        let mut held = None;
-        let mut ended = false;
-        while first.len() < PEEK {
-            match body.frame().await {
-                Some(Ok(frame)) => match frame.into_data() {
-                    Ok(data) => first.extend_from_slice(&data),
-                    Err(other) => {
-                        held = Some(other);
-                        break;
-                    }
-                },
-                Some(Err(e)) => {
-                    return Err(Refuse(
-                        StatusCode::BAD_REQUEST,
-                        "bad-request",
-                        format!("reading the request body: {e}"),
-                    ));
-                }
-                None => {
-                    ended = true;
-                    break;
-                }
-            }
-        }
-        let form = parts
-            .headers
-            .get(http::header::CONTENT_TYPE)
-            .is_some_and(|v| {
-                v.as_bytes()
-                    .starts_with(b"application/x-www-form-urlencoded")
-            });
-        if ruled
-            && form
-            && first[..]
-                .split(|b| *b == b'&')
-                .any(|p| p.to_ascii_lowercase().starts_with(b"_method="))
-        {
-            return Err(forbidden(
-                "method-path",
-                format!(
-                    "a _method field overrides the method {}'s rules judged",
-                    self.host
-                ),
-            ));
-        }
-        head.extend_from_slice(&first);
-        if let Some(name) = vault.foreign(&self.host, &head) {
-            return Err(forbidden(
-                "credential-host",
-                format!(
-                    "the request carries the placeholder of {name}, which is not bound to {}; a credential goes only to its own hosts",
-                    self.host
-                ),
-            ));
-        }
-        let header = HeaderName::from_bytes(entry.header().as_bytes())
-            .map_err(|e| forbidden("credential", e.to_string()))?;
-        let sent: Vec<&HeaderValue> = parts.headers.get_all(&header).iter().collect();
-        if sent.len() > 1 {
-            return Err(forbidden(
-                "bad-request",
-                format!("the request has {} {header} headers; send one", sent.len()),
-            ));
-        }
-        let sent = sent.first().map(|v| v.as_bytes().to_vec());
-        let added = match vault.authorization(entry, sent.as_deref()) {
-            Authorization::Set(value) => {
-                let value = HeaderValue::from_bytes(&value)
-                    .map_err(|e| forbidden("credential", format!("{}: {e}", entry.name)))?;
-                parts.headers.insert(header, value);
-                true
-            }
-            Authorization::Keep => false,
-        };
-        // Uncompressed answers, so that a real value echoed back can be masked.
-        parts.headers.remove(http::header::ACCEPT_ENCODING);
-        parts.headers.remove(http::header::TE);
-        parts.headers.remove("proxy-authorization");
-        parts.headers.remove("proxy-connection");
-        if ruled {
-            for h in [
-                "forwarded",
-                "x-forwarded-for",
-                "x-forwarded-host",
-                "x-forwarded-proto",
-                "x-forwarded-prefix",
-            ] {
-                parts.headers.remove(h);
-            }
-        }
-        parts.uri = target
-            .parse::<Uri>()
-            .map_err(|e| Refuse(StatusCode::BAD_REQUEST, "bad-request", e.to_string()))?;
+        Ok((entry, ruled))
+    }
+
+    /// The `request` record, durable before the request goes: a request that carried the
+    /// real value is on the record even if the server dies while it is in flight.
+    async fn record_request(
+        &self,
+        method: &str,
+        target: &str,
+        credential: Option<String>,
+    ) -> Result<(), Refuse> {
         let record = NetworkRecord {
             call: self.ctx.call.clone(),
             event: NetworkEvent::Request,
@@ -434,7 +417,7 @@ impl Session {
                 target.split('?').next().unwrap_or_default().to_owned(),
                 MAX_REASON_CHARS,
             )),
-            credential: added.then(|| entry.name.clone()),
+            credential,
             ..Default::default()
         };
         if !self.ctx.reserve_request() {
@@ -447,8 +430,6 @@ impl Session {
                 ),
             ));
         }
-        // Durable before the request goes: a request that carried the real value is on
-        // the record even if the server dies while it is in flight.
         if !self.ctx.append(&record, true).await {
             return Err(Refuse(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -456,15 +437,12 @@ impl Session {
                 "the audit trail is unavailable, so no request is made".into(),
             ));
         }
-        let outgoing = Outgoing {
-            first: (!first.is_empty()).then(|| first.freeze()),
-            held,
-            rest: (!ended).then_some(body),
-        };
-        let response = self
-            .send(HttpRequest::from_parts(parts, outgoing))
-            .await
-            .map_err(|why| Refuse(StatusCode::BAD_GATEWAY, "upstream", why))?;
+        Ok(())
+    }
+
+    /// The host's answer, its headers and body masked; a compressed one is not relayed (the
+    /// proxy could not look through it for the credential).
+    fn masked(&self, response: Response<Incoming>) -> Result<Response<Answer>, Refuse> {
         let (mut parts, body) = response.into_parts();
         let encoded = parts
             .headers
@@ -480,7 +458,7 @@ impl Session {
                 ),
             ));
         }
-        mask_headers(vault, &mut parts.headers);
+        mask_headers(&self.ctx.vault, &mut parts.headers);
         let masked = Masked {
             inner: body,
             vault: Arc::clone(&self.ctx.vault),
@@ -677,4 +655,96 @@ fn plus(hint: &SizeHint, n: u64) -> SizeHint {
     }
     out.set_lower(hint.lower().saturating_add(n));
     out
+}
+
+/// The first [`PEEK`] bytes of a request body, looked at before anything is relayed; a
+/// frame that is not data (trailers) where they stopped; what is left of the body.
+struct First {
+    bytes: BytesMut,
+    held: Option<Frame<Bytes>>,
+    rest: Option<Incoming>,
+}
+
+impl First {
+    async fn read(mut body: Incoming) -> Result<First, Refuse> {
+        let mut bytes = BytesMut::new();
+        let mut held = None;
+        let mut ended = false;
+        while bytes.len() < PEEK {
+            match body.frame().await {
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(data) => bytes.extend_from_slice(&data),
+                    Err(other) => {
+                        held = Some(other);
+                        break;
+                    }
+                },
+                Some(Err(e)) => {
+                    return Err(Refuse(
+                        StatusCode::BAD_REQUEST,
+                        "bad-request",
+                        format!("reading the request body: {e}"),
+                    ));
+                }
+                None => {
+                    ended = true;
+                    break;
+                }
+            }
+        }
+        Ok(First {
+            bytes,
+            held,
+            rest: (!ended).then_some(body),
+        })
+    }
+}
+
+/// The credential's header with the real value (one such header at most may come from the
+/// command); whether the value was added.
+fn add_credential(
+    vault: &Vault,
+    entry: &Entry,
+    headers: &mut http::HeaderMap,
+) -> Result<bool, Refuse> {
+    let forbidden = |rule, why| Refuse(StatusCode::FORBIDDEN, rule, why);
+    let header = HeaderName::from_bytes(entry.header().as_bytes())
+        .map_err(|e| forbidden("credential", e.to_string()))?;
+    let sent: Vec<&HeaderValue> = headers.get_all(&header).iter().collect();
+    if sent.len() > 1 {
+        return Err(forbidden(
+            "bad-request",
+            format!("the request has {} {header} headers; send one", sent.len()),
+        ));
+    }
+    let sent = sent.first().map(|v| v.as_bytes().to_vec());
+    match vault.authorization(entry, sent.as_deref()) {
+        Authorization::Set(value) => {
+            let value = HeaderValue::from_bytes(&value)
+                .map_err(|e| forbidden("credential", format!("{}: {e}", entry.name)))?;
+            headers.insert(header, value);
+            Ok(true)
+        }
+        Authorization::Keep => Ok(false),
+    }
+}
+
+/// Uncompressed answers, so that a real value echoed back can be masked; nothing of the
+/// proxy's own; for a host with rules, no header that says where the request came from.
+fn strip_headers(headers: &mut http::HeaderMap, ruled: bool) {
+    headers.remove(http::header::ACCEPT_ENCODING);
+    headers.remove(http::header::TE);
+    headers.remove("proxy-authorization");
+    headers.remove("proxy-connection");
+    if ruled {
+        for h in [
+            "forwarded",
+            "x-forwarded-for",
+            "x-forwarded-host",
+            "x-forwarded-proto",
+            "x-forwarded-prefix",
+        ] {
+            headers.remove(h);
+        }
+    }
 }

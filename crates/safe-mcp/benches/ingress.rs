@@ -86,28 +86,18 @@ fn first_byte(address: &str) -> bool {
     false
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() {
-    let rounds = common::count_arg(3);
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("jail")).unwrap();
-    std::fs::write(dir.path().join("jail/server.py"), SERVER).unwrap();
-    let policy = dir.path().join("ingress.toml");
-    std::fs::write(
-        &policy,
-        "audit_log = \"audit.jsonl\"\n[terminal]\njail_root = \"jail\"\npath = [\"/usr/bin\", \"/bin\"]\n[terminal.allowlist]\ncommands = [\"python3\"]\n[[terminal.rules]]\ncommand = \"python3\"\nallow_interpreter = true\n[terminal.sessions]\nmax_sessions = 4\n",
-    )
-    .unwrap();
-    let session = common::start_terminal(&policy).await;
-    let script = dir.path().join("jail/server.py");
-
-    // Start to first byte, alternating: an unconfined server on the host, an exposed one.
+/// Start to first byte, alternating: an unconfined server on the host, an exposed one in
+/// a session; in milliseconds.
+async fn starts(
+    session: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    script: &std::path::Path,
+) -> (Vec<f64>, Vec<f64>) {
     let (mut bare_start, mut exposed_start) = (Vec::new(), Vec::new());
     for i in 0..STARTS {
         let port = 18900 + i as u16;
         let t = Instant::now();
         let mut child = std::process::Command::new("/usr/bin/python3")
-            .arg(&script)
+            .arg(script)
             .arg(port.to_string())
             .stdout(std::process::Stdio::null())
             .spawn()
@@ -124,7 +114,7 @@ async fn main() {
 
         let t = Instant::now();
         let r = call(
-            &session,
+            session,
             "start_process",
             json!({"command": ["python3", "server.py", "8000"], "expose_port": 8000}),
         )
@@ -141,12 +131,31 @@ async fn main() {
         );
         exposed_start.push(t.elapsed().as_secs_f64() * 1e3);
         call(
-            &session,
+            session,
             "stop_process",
             json!({"handle": r["detail"]["handle"]}),
         )
         .await;
     }
+    (bare_start, exposed_start)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let rounds = common::count_arg(3);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("jail")).unwrap();
+    std::fs::write(dir.path().join("jail/server.py"), SERVER).unwrap();
+    let policy = dir.path().join("ingress.toml");
+    std::fs::write(
+        &policy,
+        "audit_log = \"audit.jsonl\"\n[terminal]\njail_root = \"jail\"\npath = [\"/usr/bin\", \"/bin\"]\n[terminal.allowlist]\ncommands = [\"python3\"]\n[[terminal.rules]]\ncommand = \"python3\"\nallow_interpreter = true\n[terminal.sessions]\nmax_sessions = 4\n",
+    )
+    .unwrap();
+    let session = common::start_terminal(&policy).await;
+    let script = dir.path().join("jail/server.py");
+
+    let (bare_start, exposed_start) = starts(&session, &script).await;
 
     // Throughput and per-connection setup, against one long-lived server each way.
     let mut bare = std::process::Command::new("/usr/bin/python3")

@@ -132,6 +132,38 @@ fn peak_rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+type Client = RunningService<RoleClient, ()>;
+
+/// One stdio session per mode measured.
+struct Clients {
+    on: Client,
+    host: Client,
+    off: Client,
+    no_list: Client,
+    long_list: Client,
+    exec_logged: Client,
+    big_repo: Client,
+}
+
+impl Clients {
+    async fn cancel(self) {
+        for client in [
+            self.on,
+            self.host,
+            self.off,
+            self.no_list,
+            self.long_list,
+            self.exec_logged,
+            self.big_repo,
+        ] {
+            client.cancel().await.unwrap();
+        }
+    }
+}
+
+/// The rows measured in rounds, in this order.
+const ROWS: usize = 13;
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let n = common::count_arg(1000);
@@ -158,19 +190,55 @@ async fn main() {
     println!("safe-mcp round-trip benchmark: {n} calls per row, one stdio session per mode\n");
 
     let (on, pid) = connect(&enforce).await;
-    let (host, _) = connect(&host_view).await;
-    let (off, _) = connect(&off_policy).await;
-    let (no_list, _) = connect(&exec_off).await;
-    let (long_list, _) = connect(&many).await;
-    let (exec_logged, _) = connect(&logged).await;
-    let (big_repo, _) = connect(&big_policy).await;
+    let clients = Clients {
+        on,
+        host: connect(&host_view).await.0,
+        off: connect(&off_policy).await.0,
+        no_list: connect(&exec_off).await.0,
+        long_list: connect(&many).await.0,
+        exec_logged: connect(&logged).await.0,
+        big_repo: connect(&big_policy).await.0,
+    };
+    let rows = measure_rows(&clients, n, dir.path()).await;
+    // An agent's calls come with pauses between them: the first call after an idle spell
+    // is what a user waits for most often.
+    // The machine itself is slower after a pause (caches, idle vCPUs), so the bare spawn is
+    // measured the same way beside it.
+    let run = json!({"command": "echo hi"});
+    let (mut idle, mut idle_base) = (Vec::new(), Vec::new());
+    for _ in 0..30 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        idle.push(timed_call(&clients.on, "run_command", &run).await);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        idle_base.push(spawn_echo(false));
+    }
+    let burst = burst(&clients.on, pid, n).await;
+    clients.cancel().await;
+    let p50 = print_rows(rows, idle_base, idle);
+
+    let mut cold = Vec::new();
+    for _ in 0..30 {
+        let t = Instant::now();
+        let (client, _) = connect(&enforce).await;
+        cold.push(t.elapsed());
+        client.cancel().await.unwrap();
+    }
+    row("cold start: spawn until initialize answered", cold);
+    print_ratios(&p50, &burst, n);
+}
+
+/// Each row's samples: ten rounds of back-to-back blocks, one block per row per round, so
+/// that every row sees the same stretches of this noisy machine and the ratios compare
+/// like with like, and each call still follows one of its own kind, as in a session that
+/// is in use.
+async fn measure_rows(c: &Clients, n: usize, dir: &Path) -> [Vec<Duration>; ROWS] {
     let explain = json!({"command": "echo hi"});
     let run = json!({"command": "echo hi"});
     // The file tools beside run_command: an edit that flips one line back and forth (a
     // durable attempt record, a read, an atomic write), and a read.
     let lines: String = (0..40).map(|i| format!("line {i}\n")).collect();
     let made = call(
-        &on,
+        &c.on,
         "write_file",
         json!({"path": "bench.txt", "content": format!("{lines}flag = a\n")}),
     )
@@ -181,106 +249,105 @@ async fn main() {
         json!({"path": "bench.txt", "edits": [{"old_text": "flag = b", "new_text": "flag = a"}]}),
     ];
     let read = json!({"path": "bench.txt"});
-    let mut flipped = 0usize;
+    let runs = [
+        (3, &c.on),
+        (4, &c.off),
+        (5, &c.host),
+        (9, &c.no_list),
+        (10, &c.long_list),
+        (11, &c.exec_logged),
+        (12, &c.big_repo),
+    ];
     for _ in 0..20 {
-        timed_call(&on, "explain_command", &explain).await; // warm-up
-        timed_call(&on, "run_command", &run).await;
-        timed_call(&host, "run_command", &run).await;
-        timed_call(&off, "run_command", &run).await;
-        timed_call(&no_list, "run_command", &run).await;
-        timed_call(&long_list, "run_command", &run).await;
-        timed_call(&exec_logged, "run_command", &run).await;
-        timed_call(&big_repo, "run_command", &run).await;
+        timed_call(&c.on, "explain_command", &explain).await; // warm-up
+        for (_, client) in runs {
+            timed_call(client, "run_command", &run).await;
+        }
     }
-    // Ten rounds of back-to-back blocks, one block per row per round: every row sees the
-    // same stretches of this noisy machine, so the ratios compare like with like, and each
-    // call still follows one of its own kind, as in a session that is in use.
-    let mut rows: [Vec<Duration>; 13] = Default::default();
+    let mut rows: [Vec<Duration>; ROWS] = Default::default();
     let mut trail = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(dir.path().join("floor.jsonl"))
+        .open(dir.join("floor.jsonl"))
         .unwrap();
+    let mut flipped = 0usize;
     let rounds = 10;
     for round in 0..rounds {
         let block = n / rounds + usize::from(round < n % rounds);
-        for _ in 0..block {
-            rows[0].push(spawn_echo(false));
-        }
-        for _ in 0..block {
-            rows[1].push(spawn_echo(true));
-        }
-        for _ in 0..block {
-            rows[2].push(timed_call(&on, "explain_command", &explain).await);
-        }
-        for _ in 0..block {
-            rows[3].push(timed_call(&on, "run_command", &run).await);
-        }
-        for _ in 0..block {
-            rows[4].push(timed_call(&off, "run_command", &run).await);
-        }
-        for _ in 0..block {
-            rows[5].push(timed_call(&host, "run_command", &run).await);
-        }
-        for _ in 0..block {
-            rows[6].push(durable_append(&mut trail));
-        }
-        for _ in 0..block {
-            rows[7].push(timed_call(&on, "edit_file", &flips[flipped % 2]).await);
-            flipped += 1;
-        }
-        for _ in 0..block {
-            rows[8].push(timed_call(&on, "read_file", &read).await);
-        }
-        for _ in 0..block {
-            rows[9].push(timed_call(&no_list, "run_command", &run).await);
-        }
-        for _ in 0..block {
-            rows[10].push(timed_call(&long_list, "run_command", &run).await);
-        }
-        for _ in 0..block {
-            rows[11].push(timed_call(&exec_logged, "run_command", &run).await);
-        }
-        for _ in 0..block {
-            rows[12].push(timed_call(&big_repo, "run_command", &run).await);
+        for (at, row) in rows.iter_mut().enumerate() {
+            for _ in 0..block {
+                let took = match at {
+                    0 => spawn_echo(false),
+                    1 => spawn_echo(true),
+                    2 => timed_call(&c.on, "explain_command", &explain).await,
+                    6 => durable_append(&mut trail),
+                    7 => {
+                        let flip = &flips[flipped % 2];
+                        flipped += 1;
+                        timed_call(&c.on, "edit_file", flip).await
+                    }
+                    8 => timed_call(&c.on, "read_file", &read).await,
+                    _ => {
+                        let client = runs.iter().find(|(k, _)| *k == at).map(|(_, c)| *c);
+                        timed_call(client.unwrap_or(&c.on), "run_command", &run).await
+                    }
+                };
+                row.push(took);
+            }
         }
     }
-    // An agent's calls come with pauses between them: the first call after an idle spell
-    // is what a user waits for most often.
-    // The machine itself is slower after a pause (caches, idle vCPUs), so the bare spawn is
-    // measured the same way beside it.
-    let (mut idle, mut idle_base) = (Vec::new(), Vec::new());
-    for _ in 0..30 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        idle.push(timed_call(&on, "run_command", &run).await);
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        idle_base.push(spawn_echo(false));
-    }
-    // 16 calls in flight on one session: calls per second, and what one call costs in CPU
-    // (server and command), which with this machine's cores bounds any client's throughput.
-    let burst = n.max(160);
+    rows
+}
+
+/// What 16 calls in flight on one session do: calls per second, and what one call costs in
+/// CPU (server and command), which with this machine's cores bounds any client's
+/// throughput; and the server's peak RSS after.
+struct Burst {
+    calls: usize,
+    wall: f64,
+    cpu_per_call: f64,
+    rss_kib: u64,
+}
+
+async fn burst(on: &Client, pid: u32, n: usize) -> Burst {
+    let run = json!({"command": "echo hi"});
+    let calls = n.max(160);
     let cpu_before = cpu_seconds(pid);
     let t = Instant::now();
     {
         use futures_util::StreamExt;
-        let results: Vec<Value> = futures_util::stream::iter(0..burst)
-            .map(|_| call(&on, "run_command", run.clone()))
+        let results: Vec<Value> = futures_util::stream::iter(0..calls)
+            .map(|_| call(on, "run_command", run.clone()))
             .buffer_unordered(16)
             .collect()
             .await;
         assert!(results.iter().all(|r| r["code"] == "OK"));
     }
     let wall = t.elapsed().as_secs_f64();
-    let cpu_per_call = (cpu_seconds(pid) - cpu_before) / burst as f64;
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
-    let rss = peak_rss_kib(pid);
-    on.cancel().await.unwrap();
-    host.cancel().await.unwrap();
-    off.cancel().await.unwrap();
-    no_list.cancel().await.unwrap();
-    long_list.cancel().await.unwrap();
-    exec_logged.cancel().await.unwrap();
-    big_repo.cancel().await.unwrap();
+    Burst {
+        calls,
+        wall,
+        cpu_per_call: (cpu_seconds(pid) - cpu_before) / calls as f64,
+        rss_kib: peak_rss_kib(pid),
+    }
+}
+
+/// The p50s the ratios are made of.
+struct P50 {
+    base: f64,
+    explain: f64,
+    fsync: f64,
+    on: f64,
+    host: f64,
+    off: f64,
+    no_list: f64,
+    long_list: f64,
+    logged: f64,
+    edit: f64,
+}
+
+/// Prints every row; the p50s the ratios need.
+fn print_rows(rows: [Vec<Duration>; ROWS], idle_base: Vec<Duration>, idle: Vec<Duration>) -> P50 {
     let [
         base,
         forked,
@@ -296,14 +363,14 @@ async fn main() {
         run_logged,
         run_big_repo,
     ] = rows;
-    let base_p50 = row("baseline: spawn /bin/echo from Rust", base);
+    let base = row("baseline: spawn /bin/echo from Rust", base);
     row("baseline: same, with a pre_exec hook (fork)", forked);
-    let explain_p50 = row("explain_command(\"echo hi\")", explained);
-    let fsync_p50 = row("baseline: append a record-sized line + fdatasync", fsynced);
-    let on_p50 = row("run_command(\"echo hi\"), enforce, private view", run_on);
-    let host_p50 = row("run_command(\"echo hi\"), enforce, host view", run_host);
-    let off_p50 = row("run_command(\"echo hi\"), sandbox off", run_off);
-    let no_list_p50 = row(
+    let explain = row("explain_command(\"echo hi\")", explained);
+    let fsync = row("baseline: append a record-sized line + fdatasync", fsynced);
+    let on = row("run_command(\"echo hi\"), enforce, private view", run_on);
+    let host = row("run_command(\"echo hi\"), enforce, host view", run_host);
+    let off = row("run_command(\"echo hi\"), sandbox off", run_off);
+    let no_list = row(
         "run_command(\"echo hi\"), enforce, exec allowlist off",
         run_no_list,
     );
@@ -311,68 +378,72 @@ async fn main() {
         "run_command(\"echo hi\"), enforce, jail a 10,000-file git repo",
         run_big_repo,
     );
-    let long_list_p50 = row(
+    let long_list = row(
         "run_command(\"echo hi\"), enforce, 17 programs allowlisted",
         run_long_list,
     );
-    let logged_p50 = row("run_command(\"echo hi\"), enforce, exec log on", run_logged);
-    let edit_p50 = row(
+    let logged = row("run_command(\"echo hi\"), enforce, exec log on", run_logged);
+    let edit = row(
         "edit_file (one line of 41, attempt durable, atomic write)",
         edited,
     );
     row("read_file (41 lines)", read_rows);
     row("baseline: spawn after 100 ms idle", idle_base);
     row("run_command, enforce, after 100 ms idle", idle);
-
-    let mut cold = Vec::new();
-    for _ in 0..30 {
-        let t = Instant::now();
-        let (client, _) = connect(&enforce).await;
-        cold.push(t.elapsed());
-        client.cancel().await.unwrap();
+    P50 {
+        base,
+        explain,
+        fsync,
+        on,
+        host,
+        off,
+        no_list,
+        long_list,
+        logged,
+        edit,
     }
-    row("cold start: spawn until initialize answered", cold);
+}
 
+/// The ratios, the floor, the burst's throughput and the server's memory.
+fn print_ratios(p: &P50, burst: &Burst, n: usize) {
     println!();
     println!(
         "edit_file p50 / run_command (enforce) p50: {:.2}x",
-        edit_p50 / on_p50
+        p.edit / p.on
     );
-    println!(
-        "run (enforce) p50 / bare spawn p50: {:.2}x",
-        on_p50 / base_p50
-    );
+    println!("run (enforce) p50 / bare spawn p50: {:.2}x", p.on / p.base);
     // The floor a durable attempt record allows: a bare spawn, the record made durable, and
     // one MCP round trip (explain is one without a spawn or a record).
-    let floor = base_p50 + fsync_p50 + explain_p50;
+    let floor = p.base + p.fsync + p.explain;
     println!(
         "floor (bare spawn + fdatasync'd append + explain round trip, p50): {floor:.3} ms; run (enforce) p50 / floor: {:.2}x",
-        on_p50 / floor
+        p.on / floor
     );
     println!(
         "confinement adds (enforce - off, p50): {:.3} ms",
-        on_p50 - off_p50
+        p.on - p.off
     );
-    println!("private view / host view (p50): {:.2}x", on_p50 / host_p50);
+    println!("private view / host view (p50): {:.2}x", p.on / p.host);
     println!(
         "exec allowlist adds (p50, 1 program / 17 programs, against the list off): {:.3} ms / {:.3} ms",
-        on_p50 - no_list_p50,
-        long_list_p50 - no_list_p50
+        p.on - p.no_list,
+        p.long_list - p.no_list
     );
     println!(
         "exec log adds (p50, against the same policy without it): {:.3} ms",
-        logged_p50 - on_p50
+        p.logged - p.on
     );
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
     println!(
         "16 in flight, enforce: {:.0} calls/s; CPU per call (server + command) {:.2} ms, so {cores} cores allow at most {:.0} calls/s",
-        burst as f64 / wall,
-        cpu_per_call * 1e3,
-        cores / cpu_per_call
+        burst.calls as f64 / burst.wall,
+        burst.cpu_per_call * 1e3,
+        cores / burst.cpu_per_call
     );
     println!(
         "server peak RSS (VmHWM) after {} calls: {:.1} MiB",
-        2 * n + 80 + burst,
-        rss as f64 / 1024.0
+        2 * n + 80 + burst.calls,
+        burst.rss_kib as f64 / 1024.0
     );
 }
 

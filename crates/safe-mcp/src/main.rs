@@ -339,46 +339,52 @@ fn main() -> ExitCode {
         } => cli::policy::check_token(config.get(), &token),
         Cmd::Doctor { config, json } => cli::doctor::doctor(config.get(), json),
         Cmd::Demo { json } => cli::demo::run(json),
-        Cmd::Completions { shell } => {
-            // Into memory first: clap_complete panics on a failed write (a closed pipe).
-            let mut script = Vec::new();
-            clap_complete::generate(shell, &mut Cli::command(), "safe-mcp", &mut script);
-            match std::io::Write::write_all(&mut std::io::stdout(), &script) {
-                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => exit::fatal(e),
-                _ => ExitCode::SUCCESS,
-            }
-        }
-        Cmd::Man { out } => {
-            let written = std::fs::create_dir_all(&out)
-                .and_then(|()| clap_mangen::generate_to(Cli::command(), &out));
-            match written {
-                Ok(()) => {
-                    // man looks in `<root>/man1`: say which root makes `man safe-mcp` work.
-                    let root = match out.file_name().and_then(|n| n.to_str()) {
-                        Some("man1") => out.parent().unwrap_or(&out).to_path_buf(),
-                        _ => out.clone(),
-                    };
-                    println!("wrote the man pages to {}", out.display());
-                    if out.file_name().and_then(|n| n.to_str()) != Some("man1") {
-                        println!(
-                            "note: man finds pages in a directory named man1; use --out {}/man1",
-                            out.display()
-                        );
-                    }
-                    println!(
-                        "read them with: MANPATH={}: man safe-mcp   (or put {} on MANPATH; ~/.local/share/man is searched when ~/.local/bin is on PATH)",
-                        root.display(),
-                        root.display()
-                    );
-                    ExitCode::SUCCESS
-                }
-                Err(e) => exit::fatal(format!("{}: {e}", out.display())),
-            }
-        }
+        Cmd::Completions { shell } => completions(shell),
+        Cmd::Man { out } => man_pages(&out),
         Cmd::Init {
             profiles,
             jail,
             output,
         } => cli::init::run(&profiles, jail.as_deref(), output.as_deref()),
     }
+}
+
+/// `safe-mcp completions SHELL`: into memory first, since clap_complete panics on a failed
+/// write (a closed pipe).
+fn completions(shell: clap_complete::Shell) -> ExitCode {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "safe-mcp", &mut script);
+    match std::io::Write::write_all(&mut std::io::stdout(), &script) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => exit::fatal(e),
+        _ => ExitCode::SUCCESS,
+    }
+}
+
+/// `safe-mcp man --out DIR`: the pages, and which root makes `man safe-mcp` find them (man
+/// looks in `<root>/man1`).
+fn man_pages(out: &std::path::Path) -> ExitCode {
+    let written =
+        std::fs::create_dir_all(out).and_then(|()| clap_mangen::generate_to(Cli::command(), out));
+    if let Err(e) = written {
+        return exit::fatal(format!("{}: {e}", out.display()));
+    }
+    let in_man1 = out.file_name().and_then(|n| n.to_str()) == Some("man1");
+    let root = if in_man1 {
+        out.parent().unwrap_or(out)
+    } else {
+        out
+    };
+    println!("wrote the man pages to {}", out.display());
+    if !in_man1 {
+        println!(
+            "note: man finds pages in a directory named man1; use --out {}/man1",
+            out.display()
+        );
+    }
+    println!(
+        "read them with: MANPATH={}: man safe-mcp   (or put {} on MANPATH; ~/.local/share/man is searched when ~/.local/bin is on PATH)",
+        root.display(),
+        root.display()
+    );
+    ExitCode::SUCCESS
 }

@@ -154,14 +154,7 @@ pub fn verify(files: &[PathBuf], chain: &Chain) -> Result<Report, Break> {
             if !line.complete {
                 return Err(at(line, BreakKind::TornLastLine, "the last line is incomplete: the server was killed mid-write (restart it to seal the trail)".into()));
             }
-            // A torn line sealed by the next start is followed by a `recovered` record naming it.
-            if let Some(Line {
-                record: Some(next), ..
-            }) = lines.get(i + 1)
-                && field(next, "kind") == "recovered"
-                && next.get("torn_line").and_then(Value::as_u64) == Some(line.number as u64)
-                && field(next, "torn_digest") == chain.digest(&line.bytes)
-            {
+            if sealed(&lines, i, chain) {
                 report.notes.push(format!(
                     "{}:{}: a line torn by a crash, sealed by the record after it",
                     files[line.file].display(),
@@ -219,63 +212,9 @@ pub fn verify(files: &[PathBuf], chain: &Chain) -> Result<Report, Break> {
                 }
             }
             Some(_) => {
-                let want = last_seq + 1;
-                // The last record before this one that parsed (the one `prev` should name).
-                let previous = lines[..i]
-                    .iter()
-                    .rev()
-                    .find(|l| l.record.is_some())
-                    .unwrap_or(line);
-                if before_prev.as_deref() == Some(linked) {
-                    return Err(at(
-                        previous,
-                        BreakKind::Inserted,
-                        "this record is not in the chain: the next one links past it".into(),
-                    ));
-                }
-                let duplicate = lines
-                    .iter()
-                    .enumerate()
-                    .any(|(j, l)| j != i && l.record.as_ref().is_some_and(|r| seq(r) == this_seq));
-                if duplicate {
-                    return Err(at(
-                        line,
-                        BreakKind::Inserted,
-                        format!("seq {this_seq} appears twice: a replayed or added record"),
-                    ));
-                }
-                let later = lines[i + 1..]
-                    .iter()
-                    .any(|l| l.record.as_ref().is_some_and(|r| seq(r) == want));
-                if later {
-                    return Err(at(
-                        line,
-                        BreakKind::Reordered,
-                        format!("seq {this_seq} stands where seq {want} belongs"),
-                    ));
-                }
-                if this_seq > want {
-                    return Err(at(
-                        line,
-                        BreakKind::Deleted,
-                        format!(
-                            "records with seq {want}..{} are missing before this one",
-                            this_seq - 1
-                        ),
-                    ));
-                }
-                if this_seq == want {
-                    return Err(at(
-                        previous,
-                        BreakKind::Edited,
-                        "the next record's prev does not match this line".into(),
-                    ));
-                }
-                return Err(at(
-                    line,
-                    BreakKind::Inserted,
-                    format!("seq {this_seq} repeats or precedes seq {last_seq}"),
-                ));
+                let (blamed, kind, detail) =
+                    broken_link(&lines, i, linked, before_prev.as_deref(), last_seq);
+                return Err(at(&lines[blamed], kind, detail));
             }
         }
         before_prev = prev.take();
@@ -284,6 +223,67 @@ pub fn verify(files: &[PathBuf], chain: &Chain) -> Result<Report, Break> {
         report.records += 1;
     }
     Ok(report)
+}
+
+/// Whether the torn line `i` was sealed by the next start: the record after it is a
+/// `recovered` record naming it, by line number and digest.
+fn sealed(lines: &[Line], i: usize, chain: &Chain) -> bool {
+    let line = &lines[i];
+    matches!(lines.get(i + 1), Some(Line { record: Some(next), .. })
+        if field(next, "kind") == "recovered"
+            && next.get("torn_line").and_then(Value::as_u64) == Some(line.number as u64)
+            && field(next, "torn_digest") == chain.digest(&line.bytes))
+}
+
+/// Why the record at `i`, whose `prev` is `linked`, does not follow the chain: the line to
+/// blame, the kind of break and what it says. `before_prev` is the digest of the chained
+/// record before the last one.
+fn broken_link(
+    lines: &[Line],
+    i: usize,
+    linked: &str,
+    before_prev: Option<&str>,
+    last_seq: u64,
+) -> (usize, BreakKind, String) {
+    let this_seq = lines[i].record.as_ref().map_or(0, seq);
+    let want = last_seq + 1;
+    // The last record before this one that parsed (the one `prev` should name).
+    let previous = lines[..i]
+        .iter()
+        .rposition(|l| l.record.is_some())
+        .unwrap_or(i);
+    if before_prev == Some(linked) {
+        let why = "this record is not in the chain: the next one links past it";
+        return (previous, BreakKind::Inserted, why.into());
+    }
+    let duplicate = lines
+        .iter()
+        .enumerate()
+        .any(|(j, l)| j != i && l.record.as_ref().is_some_and(|r| seq(r) == this_seq));
+    if duplicate {
+        let why = format!("seq {this_seq} appears twice: a replayed or added record");
+        return (i, BreakKind::Inserted, why);
+    }
+    let later = lines[i + 1..]
+        .iter()
+        .any(|l| l.record.as_ref().is_some_and(|r| seq(r) == want));
+    if later {
+        let why = format!("seq {this_seq} stands where seq {want} belongs");
+        return (i, BreakKind::Reordered, why);
+    }
+    if this_seq > want {
+        let why = format!(
+            "records with seq {want}..{} are missing before this one",
+            this_seq - 1
+        );
+        return (i, BreakKind::Deleted, why);
+    }
+    if this_seq == want {
+        let why = "the next record's prev does not match this line";
+        return (previous, BreakKind::Edited, why.into());
+    }
+    let why = format!("seq {this_seq} repeats or precedes seq {last_seq}");
+    (i, BreakKind::Inserted, why)
 }
 
 /// The rotated siblings of `path`, oldest first, then `path` itself.

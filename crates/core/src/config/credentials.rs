@@ -88,72 +88,8 @@ pub(super) fn read(
     }
     let mut specs: Vec<CredentialSpec> = Vec::new();
     for c in raw.credentials {
-        let at = |m: String| bad(KEY, format!("{}: {m}", c.name));
-        let plain = !c.name.is_empty()
-            && !c.name.starts_with(|ch: char| ch.is_ascii_digit())
-            && c.name
-                .bytes()
-                .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
-        if !plain || RESERVED.contains(&c.name.as_str()) || c.name.starts_with("LD_") {
-            return Err(at(
-                "name the variable commands see in capitals (GH_TOKEN); not one the server sets"
-                    .into(),
-            ));
-        }
-        if specs.iter().any(|s| s.name == c.name)
-            || t.env.pass.contains(&c.name)
-            || t.env.set.iter().any(|(n, _)| *n == c.name)
-        {
-            return Err(at(
-                "another credential or [terminal.env] already gives this variable".into(),
-            ));
-        }
-        let (source, value) = if let Some(name) = c.from.strip_prefix("env:") {
-            if t.env.pass.iter().any(|p| p == name) {
-                return Err(at(format!(
-                    "{name} is in [terminal.env] pass, which hands its real value to every command; take it out of pass"
-                )));
-            }
-            let raw_value =
-                var(name).ok_or_else(|| at(format!("the server's environment has no {name}")))?;
-            let value = crate::credentials::value_of(raw_value.into_encoded_bytes())
-                .map_err(|m| at(format!("{name}: {m}")))?;
-            (Source::Env(name.to_owned()), value)
-        } else if let Some(path) = c.from.strip_prefix("file:") {
-            let path = file_path(PathBuf::from(path));
-            out_of_reach(&path, t, roots, Reach::Read).map_err(at)?;
-            let value = crate::credentials::read_file(&path).map_err(at)?;
-            (Source::File(path), value)
-        } else {
-            return Err(at(format!(
-                "from = {:?}: write \"env:VAR\" or \"file:PATH\"",
-                c.from
-            )));
-        };
-        if c.hosts.is_empty() {
-            return Err(at("name the hosts it is sent to".into()));
-        }
-        let hosts = c
-            .hosts
-            .iter()
-            .map(|h| DomainRule::parse(h).map_err(&at))
-            .collect::<Result<Vec<_>, _>>()?;
-        for host in &hosts {
-            if !allowed(&t.network.allow, &t.network.deny, host) {
-                return Err(at(format!(
-                    "host {} is not allowed by [terminal.network] allow_domains (or is denied); a credential goes only to hosts commands may reach",
-                    host.text()
-                )));
-            }
-        }
-        let inject = Inject::parse(&c.inject.header, &c.inject.format).map_err(at)?;
-        specs.push(CredentialSpec {
-            name: c.name,
-            source,
-            value,
-            hosts,
-            inject,
-        });
+        let spec = spec_of(c, &specs, t, roots, (&var, &file_path))?;
+        specs.push(spec);
     }
     let mut rules = Vec::new();
     for r in raw.rules {
@@ -188,6 +124,89 @@ pub(super) fn read(
         specs,
         rules,
         upstream_ca_file,
+    })
+}
+
+/// One `[[terminal.credentials]]` entry, checked: a plain capitalised name no other entry,
+/// `[terminal.env]` or the server gives; its value from the server's environment (not one
+/// `pass` hands to commands) or a file out of the commands' reach; hosts commands may reach.
+fn spec_of(
+    c: RawCredential,
+    specs: &[CredentialSpec],
+    t: &TerminalPolicy,
+    roots: &[PathBuf],
+    (var, file_path): (
+        &impl Fn(&str) -> Option<OsString>,
+        &impl Fn(PathBuf) -> PathBuf,
+    ),
+) -> Result<CredentialSpec, ConfigError> {
+    let at = |m: String| ConfigError::Invalid {
+        key: "terminal.credentials".to_owned(),
+        message: format!("{}: {m}", c.name),
+    };
+    let plain = !c.name.is_empty()
+        && !c.name.starts_with(|ch: char| ch.is_ascii_digit())
+        && c.name
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
+    if !plain || RESERVED.contains(&c.name.as_str()) || c.name.starts_with("LD_") {
+        return Err(at(
+            "name the variable commands see in capitals (GH_TOKEN); not one the server sets".into(),
+        ));
+    }
+    if specs.iter().any(|s| s.name == c.name)
+        || t.env.pass.contains(&c.name)
+        || t.env.set.iter().any(|(n, _)| *n == c.name)
+    {
+        return Err(at(
+            "another credential or [terminal.env] already gives this variable".into(),
+        ));
+    }
+    let (source, value) = if let Some(name) = c.from.strip_prefix("env:") {
+        if t.env.pass.iter().any(|p| p == name) {
+            return Err(at(format!(
+                "{name} is in [terminal.env] pass, which hands its real value to every command; take it out of pass"
+            )));
+        }
+        let raw_value =
+            var(name).ok_or_else(|| at(format!("the server's environment has no {name}")))?;
+        let value = crate::credentials::value_of(raw_value.into_encoded_bytes())
+            .map_err(|m| at(format!("{name}: {m}")))?;
+        (Source::Env(name.to_owned()), value)
+    } else if let Some(path) = c.from.strip_prefix("file:") {
+        let path = file_path(PathBuf::from(path));
+        out_of_reach(&path, t, roots, Reach::Read).map_err(at)?;
+        let value = crate::credentials::read_file(&path).map_err(at)?;
+        (Source::File(path), value)
+    } else {
+        return Err(at(format!(
+            "from = {:?}: write \"env:VAR\" or \"file:PATH\"",
+            c.from
+        )));
+    };
+    if c.hosts.is_empty() {
+        return Err(at("name the hosts it is sent to".into()));
+    }
+    let hosts = c
+        .hosts
+        .iter()
+        .map(|h| DomainRule::parse(h).map_err(&at))
+        .collect::<Result<Vec<_>, _>>()?;
+    for host in &hosts {
+        if !allowed(&t.network.allow, &t.network.deny, host) {
+            return Err(at(format!(
+                "host {} is not allowed by [terminal.network] allow_domains (or is denied); a credential goes only to hosts commands may reach",
+                host.text()
+            )));
+        }
+    }
+    let inject = Inject::parse(&c.inject.header, &c.inject.format).map_err(at)?;
+    Ok(CredentialSpec {
+        name: c.name,
+        source,
+        value,
+        hosts,
+        inject,
     })
 }
 

@@ -12,20 +12,15 @@
 
 use std::path::{Path, PathBuf};
 
-use super::checks::{existing_root, outside_roots, program_names, secret_key, union};
+use super::checks::{existing_root, outside_roots, secret_key};
 use super::env::Env;
 use super::error::ConfigError;
 use super::raw::{RawFiles, RawPolicy, RawRedaction, RawTerminal};
-use super::sections::{
-    approval_settings, environment, http_settings, network_policy, ship_settings,
-};
+use super::sections::{http_settings, ship_settings};
 use super::types::{
-    AuditFailMode, AuditSettings, DEFAULT_PATH, DEFAULT_READ_PATHS, ENV_LEGACY_POLICY_FILE,
-    ENV_POLICY_FILE, FilesPolicy, NamespaceMode, Policy, RedactionSettings, SandboxMode,
-    SandboxSettings, Section, SkipCondition, SkipRule, TerminalPolicy,
+    AuditFailMode, AuditSettings, ENV_LEGACY_POLICY_FILE, ENV_POLICY_FILE, FilesPolicy, Policy,
+    RedactionSettings, Section, SkipCondition, SkipRule, TerminalPolicy,
 };
-use super::{profiles, project};
-use crate::egress::NetworkMode;
 use crate::paths::lexical_normalize;
 
 /// Finds the policy path (`flag` wins over the environment), reads and validates it.
@@ -72,13 +67,13 @@ pub(crate) fn from_toml(
     Builder { base, env }.build(raw, source, section)
 }
 
-struct Builder<'a> {
+pub(super) struct Builder<'a> {
     base: PathBuf,
-    env: &'a dyn Env,
+    pub(super) env: &'a dyn Env,
 }
 
 impl Builder<'_> {
-    fn file_path(&self, p: PathBuf) -> PathBuf {
+    pub(super) fn file_path(&self, p: PathBuf) -> PathBuf {
         if p.is_absolute() {
             p
         } else {
@@ -87,7 +82,7 @@ impl Builder<'_> {
     }
 
     /// An env value names a path relative to the process's cwd, as any shell user expects.
-    fn env_path(&self, name: &str) -> Option<PathBuf> {
+    pub(super) fn env_path(&self, name: &str) -> Option<PathBuf> {
         self.env.var(name).map(PathBuf::from).map(|p| {
             if p.is_absolute() {
                 p
@@ -105,61 +100,9 @@ impl Builder<'_> {
         source: &Path,
         section: Section,
     ) -> Result<Policy, ConfigError> {
-        let flat = raw.jail_root.is_some()
-            || raw.limits.is_some()
-            || raw.allowlist.is_some()
-            || raw.denylist.is_some()
-            || raw.rules.is_some()
-            || raw.sandbox.is_some()
-            || raw.path.is_some()
-            || raw.examples.is_some();
-        if flat && raw.terminal.is_some() {
-            return Err(ConfigError::Invalid {
-                key: "terminal".into(),
-                message: "the policy mixes the flat layout (top-level jail_root, [allowlist], ...) with a [terminal] section; use one".into(),
-            });
-        }
-        if flat {
-            raw.terminal = Some(RawTerminal {
-                jail_root: raw.jail_root.take(),
-                limits: raw.limits.take(),
-                allowlist: raw.allowlist.take(),
-                denylist: raw.denylist.take(),
-                rules: raw.rules.take(),
-                sandbox: raw.sandbox.take(),
-                path: raw.path.take(),
-                examples: raw.examples.take(),
-                env: None,
-                write_paths: None,
-                profiles: None,
-                cache_dir: None,
-                shared_cache: None,
-                protected_paths: None,
-                unprotected_paths: None,
-                drop_profile_rules: None,
-                files: None,
-                audit: None,
-                sessions: None,
-                network: None,
-                approvals: None,
-                credentials: None,
-            });
-        }
-
+        unflatten(&mut raw)?;
         let redaction = self.redaction(raw.redaction.unwrap_or_default())?;
-        let fail_mode = match self.env.var("SAFE_MCP_AUDIT_FAIL_MODE") {
-            Some(v) => match v.to_str() {
-                Some("closed") => AuditFailMode::Closed,
-                Some("open") => AuditFailMode::Open,
-                _ => {
-                    return Err(ConfigError::Invalid {
-                        key: "SAFE_MCP_AUDIT_FAIL_MODE".into(),
-                        message: "must be \"closed\" or \"open\"".into(),
-                    });
-                }
-            },
-            None => raw.audit_fail_mode.unwrap_or(AuditFailMode::Closed),
-        };
+        let fail_mode = self.fail_mode(raw.audit_fail_mode)?;
         let audit_log = self
             .env_path("SAFE_MCP_AUDIT_LOG")
             .or_else(|| raw.audit_log.map(|p| self.file_path(p)));
@@ -221,92 +164,23 @@ impl Builder<'_> {
             std::fs::canonicalize(&s.spool_dir).unwrap_or_else(|_| lexical_normalize(&s.spool_dir))
         });
 
-        // What commands may read must not hold the trail, its spool or the journal.
         if let Some(t) = &terminal {
-            let kept = log
-                .iter()
-                .map(|l| ("audit_log", l))
-                .chain(spool.iter().map(|s| ("audit.ship.spool_dir", s)))
-                .chain(
-                    files
-                        .iter()
-                        .filter_map(|f| f.journal.as_ref().map(|j| ("files.journal", j))),
-                );
-            for (what, path) in kept {
-                let readable = t.sandbox.read_paths.iter().find(|rp| {
-                    let real = std::fs::canonicalize(rp).unwrap_or_else(|_| (*rp).clone());
-                    path.starts_with(real)
-                });
-                if let Some(rp) = readable {
-                    return Err(ConfigError::Invalid {
-                        key: "terminal.sandbox.read_paths".into(),
-                        message: format!(
-                            "{} lets commands read the {what} {}; keep it outside every read path",
-                            rp.display(),
-                            path.display()
-                        ),
-                    });
-                }
-            }
+            let journal = files.as_ref().and_then(|f| f.journal.as_deref());
+            let trail = Trail {
+                log: log.as_deref(),
+                spool: spool.as_deref(),
+                journal,
+            };
+            keep_trail_from_commands(t, &trail, source, files.as_ref())?;
         }
 
-        // What commands may write must not hold the trail, the journal, the policy, or
-        // another server's root. (The HMAC key is checked below, once it is read.)
-        if let Some(t) = &terminal {
-            let mut kept: Vec<(&str, &Path)> = vec![("policy file", source)];
-            kept.extend(log.iter().map(|l| ("audit_log", l.as_path())));
-            kept.extend(spool.iter().map(|s| ("audit.ship.spool_dir", s.as_path())));
-            kept.extend(
-                files
-                    .iter()
-                    .filter_map(|f| f.journal.as_deref().map(|j| ("files.journal", j))),
-            );
-            let roots: Vec<(&str, &Path)> = files
-                .iter()
-                .map(|f| ("files.workspace_root", f.workspace_root.as_path()))
-                .collect();
-            super::writable::keep_out(&t.write_paths, &kept, &roots)?;
-        }
-
-        let keep = raw.audit_keep.unwrap_or(5);
-        if keep == 0 || keep > 1000 {
-            return Err(ConfigError::Invalid {
-                key: "audit_keep".into(),
-                message: "must be between 1 and 1000".into(),
-            });
-        }
-        let max_bytes = raw.audit_max_bytes.unwrap_or(64 << 20);
-        if max_bytes != 0 && max_bytes < 4096 {
-            return Err(ConfigError::Invalid {
-                key: "audit_max_bytes".into(),
-                message: "must be 0 (never rotate) or at least 4096".into(),
-            });
-        }
-        let (hmac_key, hmac_key_file) = match raw.audit_hmac_key_file {
-            Some(p) => {
-                let p = self.file_path(p);
-                let read_paths: Vec<PathBuf> = terminal
-                    .as_ref()
-                    .map(|t| t.sandbox.read_paths.clone())
-                    .unwrap_or_default();
-                let key = secret_key("audit_hmac_key_file", &p, &roots, &read_paths)?;
-                if let Some(t) = &terminal {
-                    super::writable::keep_out(&t.write_paths, &[("HMAC key", &p)], &[])?;
-                }
-                (Some(key), Some(p))
-            }
-            None => (None, None),
-        };
-        // The approvals' sealing key, shared by a fleet's servers: read as the HMAC key is.
-        if let Some(t) = terminal.as_mut()
-            && let Some(p) = raw_state_key.map(|p| self.file_path(p))
-        {
-            let key = "terminal.approvals.state_key_file";
-            let bytes = secret_key(key, &p, &roots, &t.sandbox.read_paths)?;
-            super::writable::keep_out(&t.write_paths, &[("approval state key", &p)], &[])?;
-            t.approvals.state_key = Some(super::settings::StateKey { bytes, file: p });
-        }
-
+        let (keep, max_bytes) = rotation(raw.audit_keep, raw.audit_max_bytes)?;
+        let (hmac_key, hmac_key_file) = self.secret_keys(
+            raw.audit_hmac_key_file,
+            raw_state_key,
+            terminal.as_mut(),
+            &roots,
+        )?;
         if let (Some(t), Some(c)) = (terminal.as_mut(), raw_credentials) {
             let var = |name: &str| self.env.var(name);
             t.credentials = super::credentials::read(c, t, &roots, var, |p| self.file_path(p))?;
@@ -333,6 +207,57 @@ impl Builder<'_> {
         })
     }
 
+    /// The trail's HMAC key and the approvals' sealing key (shared by a fleet's servers),
+    /// each read from a file out of every root and out of the commands' reach: the HMAC
+    /// key and its file; the sealing key goes into the terminal's approval settings.
+    fn secret_keys(
+        &self,
+        hmac_key_file: Option<PathBuf>,
+        state_key_file: Option<PathBuf>,
+        mut terminal: Option<&mut TerminalPolicy>,
+        roots: &[PathBuf],
+    ) -> Result<(Option<Vec<u8>>, Option<PathBuf>), ConfigError> {
+        let hmac = match hmac_key_file {
+            Some(p) => {
+                let p = self.file_path(p);
+                let read_paths: Vec<PathBuf> = terminal
+                    .as_ref()
+                    .map(|t| t.sandbox.read_paths.clone())
+                    .unwrap_or_default();
+                let key = secret_key("audit_hmac_key_file", &p, roots, &read_paths)?;
+                if let Some(t) = &terminal {
+                    super::writable::keep_out(&t.write_paths, &[("HMAC key", &p)], &[])?;
+                }
+                (Some(key), Some(p))
+            }
+            None => (None, None),
+        };
+        if let Some(t) = terminal.as_mut()
+            && let Some(p) = state_key_file.map(|p| self.file_path(p))
+        {
+            let key = "terminal.approvals.state_key_file";
+            let bytes = secret_key(key, &p, roots, &t.sandbox.read_paths)?;
+            super::writable::keep_out(&t.write_paths, &[("approval state key", &p)], &[])?;
+            t.approvals.state_key = Some(super::settings::StateKey { bytes, file: p });
+        }
+        Ok(hmac)
+    }
+
+    /// `SAFE_MCP_AUDIT_FAIL_MODE` over the policy's `audit_fail_mode`; closed by default.
+    fn fail_mode(&self, own: Option<AuditFailMode>) -> Result<AuditFailMode, ConfigError> {
+        match self.env.var("SAFE_MCP_AUDIT_FAIL_MODE") {
+            Some(v) => match v.to_str() {
+                Some("closed") => Ok(AuditFailMode::Closed),
+                Some("open") => Ok(AuditFailMode::Open),
+                _ => Err(ConfigError::Invalid {
+                    key: "SAFE_MCP_AUDIT_FAIL_MODE".into(),
+                    message: "must be \"closed\" or \"open\"".into(),
+                }),
+            },
+            None => Ok(own.unwrap_or(AuditFailMode::Closed)),
+        }
+    }
+
     fn redaction(&self, raw: RawRedaction) -> Result<RedactionSettings, ConfigError> {
         for p in &raw.extra_patterns {
             if p.name.is_empty()
@@ -355,402 +280,6 @@ impl Builder<'_> {
             enabled: raw.enabled.unwrap_or(true),
             entropy_fallback: raw.entropy_fallback.unwrap_or(false),
             extra_patterns: raw.extra_patterns,
-        })
-    }
-
-    fn terminal(&self, raw: RawTerminal) -> Result<TerminalPolicy, ConfigError> {
-        let root = self
-            .env_path("SAFE_MCP_JAIL_ROOT")
-            .or_else(|| self.env_path("HTMCP_JAIL_ROOT"))
-            .or_else(|| raw.jail_root.map(|p| self.file_path(p)))
-            .ok_or(ConfigError::RootUnset {
-                key: "terminal.jail_root",
-                env: "SAFE_MCP_JAIL_ROOT",
-            })?;
-        let jail_root = existing_root("terminal.jail_root", &root)?;
-        // The profiles first: what they add then meets the same checks as the operator's own
-        // keys, and the operator's own keys win wherever both say something.
-        let cache_dir = raw
-            .cache_dir
-            .clone()
-            .map(|p| self.file_path(p))
-            .or_else(|| profiles::default_cache_dir(self.env));
-        let mut expansion = profiles::expand(
-            raw.profiles.as_deref().unwrap_or_default(),
-            self.env,
-            profiles::CacheScope {
-                cache_dir: cache_dir.as_deref(),
-                jail_root: &jail_root,
-                shared: raw.shared_cache.unwrap_or(false),
-            },
-        )?;
-
-        let mut limits = raw.limits.unwrap_or_default();
-        if limits.timeout_seconds == 0 || limits.timeout_seconds > 24 * 3600 {
-            return Err(ConfigError::Invalid {
-                key: "terminal.limits.timeout_seconds".into(),
-                message: "must be between 1 and 86400".into(),
-            });
-        }
-        if limits.max_output_bytes == 0 || limits.max_output_bytes > 64 << 20 {
-            return Err(ConfigError::Invalid {
-                key: "terminal.limits.max_output_bytes".into(),
-                message: "must be between 1 and 67108864".into(),
-            });
-        }
-        if limits.max_output_total_bytes != 0
-            && limits.max_output_total_bytes < limits.max_output_bytes as u64
-        {
-            return Err(ConfigError::Invalid {
-                key: "terminal.limits.max_output_total_bytes".into(),
-                message: format!(
-                    "must be 0 (no bound) or at least max_output_bytes ({})",
-                    limits.max_output_bytes
-                ),
-            });
-        }
-
-        let mut allow_names: Vec<String> = match self.env.var("SAFE_MCP_ALLOW_COMMANDS") {
-            Some(v) => v
-                .to_string_lossy()
-                .split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned)
-                .collect(),
-            None => raw
-                .allowlist
-                .as_ref()
-                .map_or(Vec::new(), |a| a.commands.clone()),
-        };
-        let helpers = raw.allowlist.map_or(Vec::new(), |a| a.helpers);
-        allow_names.extend(expansion.commands.iter().cloned());
-        let allow = program_names("terminal.allowlist.commands", allow_names)?;
-        let mut deny_names = raw.denylist.unwrap_or_default().commands;
-        // Rules combine: the profiles' rules for a program stay beside the operator's (every
-        // deny_args holds; the strictest wins), unless the operator drops them by name.
-        let mut rules = raw.rules.unwrap_or_default();
-        let dropped_profile_rules = raw.drop_profile_rules.unwrap_or_default();
-        for name in &dropped_profile_rules {
-            if !expansion.rules.iter().any(|r| &r.command == name) {
-                return Err(ConfigError::Invalid {
-                    key: "terminal.drop_profile_rules".into(),
-                    message: format!(
-                        "no profile in force has a rule for {name:?}; the profiles' rules are for {}",
-                        expansion
-                            .rules
-                            .iter()
-                            .map(|r| r.command.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                });
-            }
-        }
-        for rule in &expansion.rules {
-            if !dropped_profile_rules.contains(&rule.command) {
-                rules.push(rule.clone());
-            }
-        }
-        let mut protected = crate::protected::ProtectedPaths::build(
-            raw.protected_paths.as_deref().unwrap_or_default(),
-            crate::protected::Source::Operator,
-            raw.unprotected_paths.as_deref().unwrap_or_default(),
-        )
-        .map_err(|message| ConfigError::Invalid {
-            key: "terminal.protected_paths".into(),
-            message,
-        })?;
-        // Last, the repository's own file, which may only narrow all of the above.
-        let project = match project::read(&jail_root, &limits)? {
-            Some(narrowing) => {
-                limits = narrowing.limits;
-                deny_names.extend(narrowing.removed);
-                rules.extend(narrowing.rules);
-                protected
-                    .add(&narrowing.protected, crate::protected::Source::Project)
-                    .map_err(|message| ConfigError::Invalid {
-                        key: format!("{}: terminal.protected_paths", project::FILE_NAME),
-                        message,
-                    })?;
-                Some(narrowing.report)
-            }
-            None => None,
-        };
-        let deny = program_names("terminal.denylist.commands", deny_names)?;
-        super::checks::helper_entries("terminal.allowlist.helpers", &helpers, &jail_root, &deny)?;
-        for (command, known) in super::profiles::KNOWN_HELPERS {
-            if allow.contains(*command) {
-                let known = known.iter().map(|h| (*h).to_owned()).collect();
-                expansion.helpers.push(((*command).to_owned(), known));
-            }
-        }
-        // A helper runs without argument rules: a program that has some (git with deny_args)
-        // is never one. The operator's is a load error; a profile's is left out.
-        let ruled: Vec<&str> = rules
-            .iter()
-            .filter(|r| r.binds_arguments())
-            .map(|r| r.command.as_str())
-            .collect();
-        if let Some(h) = helpers.iter().find(|h| ruled.contains(&h.as_str())) {
-            return Err(ConfigError::Invalid {
-                key: "terminal.allowlist.helpers".into(),
-                message: format!(
-                    "{h:?} has argument rules, which a helper would run without; it is reached through the server when a command starts it"
-                ),
-            });
-        }
-        // A profile's helper the operator's denylist names is left out, not a load error:
-        // the operator's word wins, and the tool that needed it says so when it fails.
-        for (command, own) in &mut expansion.helpers {
-            own.retain(|h| !deny.contains(h) && !ruled.contains(&h.as_str()));
-            super::checks::helper_entries(
-                &format!("terminal.profiles ({command} helpers)"),
-                own,
-                &jail_root,
-                &deny,
-            )?;
-        }
-        for rule in &rules {
-            program_names("terminal.rules.command", vec![rule.command.clone()])?;
-            for (key, patterns) in [
-                ("deny_args", &rule.deny_args),
-                ("confirm_args", &rule.confirm_args),
-            ] {
-                if patterns
-                    .iter()
-                    .any(|p| p.split_whitespace().next().is_none())
-                {
-                    return Err(ConfigError::Invalid {
-                        key: format!("terminal.rules ({}).{key}", rule.command),
-                        message: "an empty pattern would match nothing".into(),
-                    });
-                }
-            }
-        }
-
-        // The operator's own `path` comes first; without one, the profiles' toolchains come
-        // before the system's.
-        let own_path = raw.path.is_some();
-        let base_path: Vec<PathBuf> = raw
-            .path
-            .unwrap_or_else(|| DEFAULT_PATH.iter().map(PathBuf::from).collect());
-        // A discovered directory the PATH already has stays where it is.
-        for report in &mut expansion.reports {
-            report.path.retain(|p| !base_path.contains(p));
-        }
-        let discovered = expansion
-            .reports
-            .iter()
-            .flat_map(|r| r.path.iter().cloned());
-        let path = if own_path {
-            union(base_path, discovered)
-        } else {
-            union(discovered.collect(), base_path)
-        };
-        for dir in &path {
-            if !dir.is_absolute() {
-                return Err(ConfigError::Invalid {
-                    key: "terminal.path".into(),
-                    message: format!("{} is not absolute", dir.display()),
-                });
-            }
-            // A PATH entry inside the jail would let a command plant the next `ls`.
-            let real = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
-            if real.starts_with(&jail_root) {
-                return Err(ConfigError::InsideRoot {
-                    key: "terminal.path",
-                    path: dir.clone(),
-                    root: jail_root.clone(),
-                });
-            }
-        }
-
-        // git starts its own helpers from its exec-path (a local remote, HTTPS): allowlisted
-        // with or without the git profile, git's stages may execute them. The git profile's
-        // discovery has asked already when it found the directory; it is not asked twice.
-        let discovered = expansion
-            .helpers
-            .iter()
-            .any(|(c, h)| c == "git" && h.iter().any(|d| d.starts_with('/')));
-        if allow.contains("git") && !deny.contains("git") && !discovered {
-            let git = crate::programs::find_on(path.iter().map(PathBuf::as_path), "git");
-            if let Some(dir) = git.and_then(|g| super::discover::git_exec_path(&g).ok()) {
-                let dir = dir.to_string_lossy().into_owned();
-                super::checks::helper_entries(
-                    "git's exec-path",
-                    std::slice::from_ref(&dir),
-                    &jail_root,
-                    &deny,
-                )?;
-                expansion.helpers.push(("git".to_owned(), vec![dir]));
-            }
-        }
-        let sb = raw.sandbox.unwrap_or_default();
-        let network = network_policy(raw.network.unwrap_or_default(), sb.network)?;
-        let offline = network.mode == crate::egress::NetworkMode::Off;
-        let open = network.mode == NetworkMode::Open;
-        let read_paths: Vec<PathBuf> = match sb.read_paths {
-            Some(paths) => paths.into_iter().map(|p| self.file_path(p)).collect(),
-            None => DEFAULT_READ_PATHS.iter().map(PathBuf::from).collect(),
-        };
-        // A discovered read path beneath one the policy has already is not added again.
-        for report in &mut expansion.reports {
-            report
-                .read_paths
-                .retain(|p| !read_paths.iter().any(|r| p.starts_with(r)));
-        }
-        let discovered = expansion
-            .reports
-            .iter()
-            .flat_map(|r| r.read_paths.iter().cloned())
-            .collect::<Vec<_>>();
-        let read_paths = union(read_paths, discovered);
-        // A read path in the jail is a path the model can replace with a symlink to anything
-        // (and it would be executable there); `/` or `/proc` would show the whole machine.
-        for p in &read_paths {
-            let real = std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
-            if real.starts_with(&jail_root) {
-                return Err(ConfigError::InsideRoot {
-                    key: "terminal.sandbox.read_paths",
-                    path: p.clone(),
-                    root: jail_root.clone(),
-                });
-            }
-            if real == Path::new("/") || real.starts_with("/proc") {
-                return Err(ConfigError::Invalid {
-                    key: "terminal.sandbox.read_paths".into(),
-                    message: format!(
-                        "{} would show commands the whole machine; name the directories they need",
-                        p.display()
-                    ),
-                });
-            }
-        }
-        let home = self.env.var("HOME").map(PathBuf::from);
-        let own = super::writable::resolve(
-            super::writable::WRITE_PATHS,
-            raw.write_paths
-                .unwrap_or_default()
-                .into_iter()
-                .map(|p| self.file_path(p))
-                .collect(),
-            &jail_root,
-            &path,
-            home.as_deref(),
-            super::writable::Made::Already,
-        )?;
-        // A refusal of a profile's cache names the key that moves it. Caches may not exist
-        // yet: a starting server makes them.
-        let caches = super::writable::resolve(
-            "terminal.cache_dir",
-            expansion.write_paths.clone(),
-            &jail_root,
-            &path,
-            home.as_deref(),
-            super::writable::Made::AtStart,
-        )?;
-        let write_paths = union(own, caches);
-        let files = raw.files.unwrap_or_default();
-        // Confirm paths are held from commands as protected paths are; the file tools write
-        // them after a person's approval.
-        protected
-            .add_confirm(&files.confirm_paths)
-            .map_err(|message| ConfigError::Invalid {
-                key: "terminal.files.confirm_paths".into(),
-                message,
-            })?;
-        if files.max_file_bytes == 0 || files.max_file_bytes > 64 << 20 {
-            return Err(ConfigError::Invalid {
-                key: "terminal.files.max_file_bytes".into(),
-                message: "must be between 1 and 67108864".into(),
-            });
-        }
-        Ok(TerminalPolicy {
-            exec_log: raw.audit.and_then(|a| a.exec_log).unwrap_or(false),
-            jail_root,
-            write_paths,
-            protected,
-            dropped_profile_rules,
-            files,
-            caches: std::mem::take(&mut expansion.caches),
-            profiles: expansion.reports,
-            project,
-            sessions: {
-                let s = raw.sessions.unwrap_or_default();
-                let bad = |key: &str, message: &str| ConfigError::Invalid {
-                    key: format!("terminal.sessions.{key}"),
-                    message: message.to_owned(),
-                };
-                if s.max_sessions > 64 {
-                    return Err(bad("max_sessions", "must be at most 64"));
-                }
-                if s.max_sessions_per_caller
-                    .is_some_and(|n| n == 0 || n > s.max_sessions)
-                {
-                    return Err(bad(
-                        "max_sessions_per_caller",
-                        "must be at least 1 and at most max_sessions",
-                    ));
-                }
-                if s.idle_timeout_seconds == 0 || s.max_seconds == 0 || s.max_seconds > 7 * 86400 {
-                    return Err(bad(
-                        "max_seconds",
-                        "idle_timeout_seconds and max_seconds must be positive, max_seconds at most a week",
-                    ));
-                }
-                if s.buffer_bytes < 4096 || s.buffer_bytes > 64 << 20 {
-                    return Err(bad("buffer_bytes", "must be between 4096 and 67108864"));
-                }
-                if s.expose_ports
-                    .is_some_and(|[first, last]| first == 0 || first > last)
-                {
-                    return Err(bad(
-                        "expose_ports",
-                        "must be [first, last] with 0 < first <= last",
-                    ));
-                }
-                if s.max_exposed > 64 {
-                    return Err(bad("max_exposed", "must be at most 64"));
-                }
-                s
-            },
-            network,
-            credentials: Default::default(),
-            approvals: approval_settings(raw.approvals.unwrap_or_default())?,
-            limits,
-            allow,
-            deny,
-            rules,
-            examples: raw.examples.unwrap_or_default(),
-            sandbox: SandboxSettings {
-                mode: sb.mode.unwrap_or(SandboxMode::Enforce),
-                network: open,
-                read_paths,
-                exec_in_jail: sb.exec_in_jail.unwrap_or(expansion.exec_in_jail),
-                unix_sockets: sb.unix_sockets.unwrap_or(true),
-                namespaces: sb.namespaces.unwrap_or(NamespaceMode::Auto),
-                read_only_files: expansion.read_only_files,
-                shared_cache: raw.shared_cache.unwrap_or(false),
-                exec: super::types::ExecSettings {
-                    enabled: sb.exec_allowlist.unwrap_or(true),
-                    helpers,
-                    by_command: std::mem::take(&mut expansion.helpers),
-                },
-            },
-            path,
-            env: environment({
-                let mut env = raw.env.unwrap_or_default();
-                let offline = if offline {
-                    expansion.env_offline
-                } else {
-                    Vec::new()
-                };
-                for (name, value) in expansion.env_set.into_iter().chain(offline) {
-                    env.set.entry(name).or_insert(value);
-                }
-                env
-            })?,
         })
     }
 
@@ -825,4 +354,105 @@ impl Builder<'_> {
             skip,
         })
     }
+}
+
+/// The older flat layout (top-level `jail_root`, `[allowlist]`, …) moved into `[terminal]`;
+/// a policy may not mix the two.
+fn unflatten(raw: &mut RawPolicy) -> Result<(), ConfigError> {
+    let flat = raw.jail_root.is_some()
+        || raw.limits.is_some()
+        || raw.allowlist.is_some()
+        || raw.denylist.is_some()
+        || raw.rules.is_some()
+        || raw.sandbox.is_some()
+        || raw.path.is_some()
+        || raw.examples.is_some();
+    if flat && raw.terminal.is_some() {
+        return Err(ConfigError::Invalid {
+            key: "terminal".into(),
+            message: "the policy mixes the flat layout (top-level jail_root, [allowlist], ...) with a [terminal] section; use one".into(),
+        });
+    }
+    if flat {
+        raw.terminal = Some(RawTerminal {
+            jail_root: raw.jail_root.take(),
+            limits: raw.limits.take(),
+            allowlist: raw.allowlist.take(),
+            denylist: raw.denylist.take(),
+            rules: raw.rules.take(),
+            sandbox: raw.sandbox.take(),
+            path: raw.path.take(),
+            examples: raw.examples.take(),
+            ..RawTerminal::default()
+        });
+    }
+    Ok(())
+}
+
+/// Where the trail lives: the log, the spool of records waiting to be shipped, the files
+/// server's journal.
+struct Trail<'a> {
+    log: Option<&'a Path>,
+    spool: Option<&'a Path>,
+    journal: Option<&'a Path>,
+}
+
+/// What commands may read must not hold the trail; what they may write must not hold the
+/// trail, the policy, or the files server's root. (The HMAC key is checked once it is read.)
+fn keep_trail_from_commands(
+    t: &TerminalPolicy,
+    trail: &Trail<'_>,
+    source: &Path,
+    files: Option<&FilesPolicy>,
+) -> Result<(), ConfigError> {
+    let kept: Vec<(&str, &Path)> = [
+        ("audit_log", trail.log),
+        ("audit.ship.spool_dir", trail.spool),
+        ("files.journal", trail.journal),
+    ]
+    .into_iter()
+    .filter_map(|(what, path)| path.map(|p| (what, p)))
+    .collect();
+    for (what, path) in &kept {
+        let readable = t.sandbox.read_paths.iter().find(|rp| {
+            let real = std::fs::canonicalize(rp).unwrap_or_else(|_| (*rp).clone());
+            path.starts_with(real)
+        });
+        if let Some(rp) = readable {
+            return Err(ConfigError::Invalid {
+                key: "terminal.sandbox.read_paths".into(),
+                message: format!(
+                    "{} lets commands read the {what} {}; keep it outside every read path",
+                    rp.display(),
+                    path.display()
+                ),
+            });
+        }
+    }
+    let mut unwritable = vec![("policy file", source)];
+    unwritable.extend(kept);
+    let roots: Vec<(&str, &Path)> = files
+        .iter()
+        .map(|f| ("files.workspace_root", f.workspace_root.as_path()))
+        .collect();
+    super::writable::keep_out(&t.write_paths, &unwritable, &roots)
+}
+
+/// `audit_keep` (1 to 1000, 5 by default) and `audit_max_bytes` (0, or at least 4096).
+fn rotation(keep: Option<usize>, max_bytes: Option<u64>) -> Result<(usize, u64), ConfigError> {
+    let keep = keep.unwrap_or(5);
+    if keep == 0 || keep > 1000 {
+        return Err(ConfigError::Invalid {
+            key: "audit_keep".into(),
+            message: "must be between 1 and 1000".into(),
+        });
+    }
+    let max_bytes = max_bytes.unwrap_or(64 << 20);
+    if max_bytes != 0 && max_bytes < 4096 {
+        return Err(ConfigError::Invalid {
+            key: "audit_max_bytes".into(),
+            message: "must be 0 (never rotate) or at least 4096".into(),
+        });
+    }
+    Ok((keep, max_bytes))
 }

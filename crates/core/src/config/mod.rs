@@ -29,6 +29,7 @@ mod project;
 mod raw;
 mod sections;
 mod settings;
+mod terminal;
 #[cfg(test)]
 mod tests;
 mod types;

@@ -22,7 +22,7 @@ use super::service::{MAX_STDIN_BYTES, RunRequest, TerminalService};
 use crate::audit::{Attempt, Caller, Outcome};
 use crate::envelope::{OperationResult, ResultCode};
 use crate::sessions::{Capacity, CreateError, EndedBy, HandleError, ReadOut, Session, SessionEnd};
-use safe_mcp_contract::{Executor, Interactive, Observer};
+use safe_mcp_contract::{ExecPlan, Executor, Interactive, Observer};
 
 /// The tool names.
 pub const START: &str = "start_process";
@@ -132,57 +132,75 @@ impl TerminalService {
         plan.output_total_limit = 0;
         plan.observer = Some(Observer(Arc::clone(&session) as _));
         plan.interactive = Some(Interactive(Arc::clone(&session) as _));
-        let (me, s) = (Arc::clone(self), Arc::clone(&session));
-        let run = Box::pin(async move {
-            // The session's nested calls are routed while it runs.
-            let _route = route;
-            let (admit, admission) = (Arc::clone(&me), Admission::default());
-            let admitting = &admission;
-            let durable = Box::pin(async move { admitting.admit(&admit.gate, &attempt) });
-            let egress = plan.egress.clone();
-            let result = executor.execute(plan, s.stopped(), durable).await;
-            // The session's network records (a relay still open ends now) come before its
-            // outcome record, as a run's do.
-            if let Some(e) = &egress {
-                e.0.finish().await;
-            }
-            // What the session wrote after the last call is swept now that it has ended.
-            me.sweep_protected(&s.call);
-            let executed = result.as_ref().ok().and_then(|o| me.executed(o));
-            let (end, exit_code) = match result {
-                Ok(outcome) => {
-                    // The session's own wall clock is its EndedBy::Timeout; any other limit
-                    // that stopped it is named.
-                    let limit = (!outcome.timed_out)
-                        .then(|| limit_hit(&outcome, "", &me.policy.limits))
-                        .flatten();
-                    (
-                        s.ended(outcome.exit_code, outcome.timed_out, None, limit),
-                        outcome.exit_code,
-                    )
-                }
-                Err(failure) => {
-                    let failed = admission.failure(START, &s.call, &failure);
-                    (
-                        s.ended(None, false, Some((failed.code, failed.reason)), None),
-                        None,
-                    )
-                }
-            };
-            let (code, reason) = match &end.failure {
-                Some((code, reason)) => (*code, reason.clone()),
-                None => (ResultCode::Ok, ended_reason(&end)),
-            };
-            let result = OperationResult::new(START, code, reason).with_duration(started.elapsed());
-            let mut outcome = Outcome::of(&s.call, &result);
-            outcome.caller = caller;
-            outcome.reason = Some(result.reason.clone());
-            outcome.exit_code = exit_code;
-            outcome.session_end = Some(end.how);
-            outcome.executed = executed;
-            me.gate.finish(&outcome);
-        });
+        let run = Box::pin(Arc::clone(self).run_session(
+            Arc::clone(&session),
+            (plan, attempt, route),
+            executor,
+            caller,
+            started,
+        ));
         Ok((session, run))
+    }
+
+    /// A session's run, to be spawned: admitted once its attempt record is durable, then
+    /// executed to its end; its network records, the sweep of what it wrote, and its
+    /// outcome record follow.
+    async fn run_session(
+        self: Arc<Self>,
+        s: Arc<Session>,
+        (plan, attempt, route): (ExecPlan, Attempt, Option<super::service::Route>),
+        executor: Arc<dyn Executor>,
+        caller: Caller,
+        started: Instant,
+    ) {
+        let me = self;
+        // The session's nested calls are routed while it runs.
+        let _route = route;
+        let (admit, admission) = (Arc::clone(&me), Admission::default());
+        let admitting = &admission;
+        let durable = Box::pin(async move { admitting.admit(&admit.gate, &attempt) });
+        let egress = plan.egress.clone();
+        let result = executor.execute(plan, s.stopped(), durable).await;
+        // The session's network records (a relay still open ends now) come before its
+        // outcome record, as a run's do.
+        if let Some(e) = &egress {
+            e.0.finish().await;
+        }
+        // What the session wrote after the last call is swept now that it has ended.
+        me.sweep_protected(&s.call);
+        let executed = result.as_ref().ok().and_then(|o| me.executed(o));
+        let (end, exit_code) = match result {
+            Ok(outcome) => {
+                // The session's own wall clock is its EndedBy::Timeout; any other limit
+                // that stopped it is named.
+                let limit = (!outcome.timed_out)
+                    .then(|| limit_hit(&outcome, "", &me.policy.limits))
+                    .flatten();
+                (
+                    s.ended(outcome.exit_code, outcome.timed_out, None, limit),
+                    outcome.exit_code,
+                )
+            }
+            Err(failure) => {
+                let failed = admission.failure(START, &s.call, &failure);
+                (
+                    s.ended(None, false, Some((failed.code, failed.reason)), None),
+                    None,
+                )
+            }
+        };
+        let (code, reason) = match &end.failure {
+            Some((code, reason)) => (*code, reason.clone()),
+            None => (ResultCode::Ok, ended_reason(&end)),
+        };
+        let result = OperationResult::new(START, code, reason).with_duration(started.elapsed());
+        let mut outcome = Outcome::of(&s.call, &result);
+        outcome.caller = caller;
+        outcome.reason = Some(result.reason.clone());
+        outcome.exit_code = exit_code;
+        outcome.session_end = Some(end.how);
+        outcome.executed = executed;
+        me.gate.finish(&outcome);
     }
 
     /// The answer to start_process once the session has started (or failed to).

@@ -95,25 +95,7 @@ impl TerminalService {
             out.stderr_lines,
             cap,
         );
-        let stages: Vec<Value> = decision
-            .stages
-            .iter()
-            .zip(argv)
-            .zip(
-                out.stages
-                    .iter()
-                    .chain(std::iter::repeat(&StageOutcome::default())),
-            )
-            .map(|((v, argv), o)| {
-                json!({
-                    "argv": argv,
-                    "program": v.program,
-                    "ran": o.ran,
-                    "exit_code": o.exit_code,
-                    "signal": o.signal,
-                })
-            })
-            .collect();
+        let stages = stage_rows(decision, argv, &out);
         // Fields that would say nothing are left out: a model reads the text block, and
         // every character of it costs. describe_policy has the confinement in full; a run
         // carries it only when it did not end OK.
@@ -121,27 +103,7 @@ impl TerminalService {
         detail.insert("exit_code".into(), json!(out.exit_code));
         detail.insert("stdout".into(), json!(stdout));
         detail.insert("stderr".into(), json!(stderr));
-        for (key, bytes, cut, notable) in [
-            ("stdout", out.stdout_bytes, stdout_cut, &out.stdout_notable),
-            ("stderr", out.stderr_bytes, stderr_cut, &out.stderr_notable),
-        ] {
-            if cut {
-                detail.insert(format!("{key}_bytes"), json!(bytes));
-                detail.insert(format!("{key}_truncated"), json!(true));
-            }
-            // What the cut left out that looks like an error, line numbers first: a build's
-            // first error is often in the middle of its log.
-            if cut && !notable.is_empty() {
-                let lines: Vec<String> = notable
-                    .iter()
-                    .map(|(n, line)| {
-                        let text = self.redactor.redact(&String::from_utf8_lossy(line));
-                        format!("{n}: {text}")
-                    })
-                    .collect();
-                detail.insert(format!("{key}_cut_errors"), json!(lines));
-            }
-        }
+        self.cut_detail(&mut detail, &out, (stdout_cut, stderr_cut));
         if stages.len() > 1 || out.exit_code.is_none() {
             detail.insert("stages".into(), json!(stages));
         }
@@ -177,58 +139,15 @@ impl TerminalService {
                 ),
             )
         } else {
-            let status = match out.exit_code {
-                Some(c) => format!("exit code {c}"),
-                None => "no exit code (killed by a signal)".to_owned(),
-            };
-            let mut reason = format!("the command ran ({status})");
-            let git = decision.stages.iter().any(|s| s.argv[0] == "git");
-            if git
-                && (stderr.contains("Please tell me who you are")
-                    || stderr.contains("Author identity unknown"))
-            {
-                reason.push_str("; git has no author identity here: the operator sets one in the policy, [terminal.env] set = { GIT_AUTHOR_NAME = \"…\", GIT_AUTHOR_EMAIL = \"…\", GIT_COMMITTER_NAME = \"…\", GIT_COMMITTER_EMAIL = \"…\" } (git -c and git config are refused)");
-            }
-            if git && held_config(&stderr) {
-                reason.push_str("; the repository's `.git/config` is held read-only (it configures the operator's own git, outside the sandbox), so what writes it (`git remote add`, `git push -u`, `git branch -u`, `git config`) cannot: the operator runs that command outside the sandbox, or names \".git/config\" in [terminal] unprotected_paths to let commands write it");
-            }
-            (ResultCode::Ok, reason)
+            (ResultCode::Ok, ran(decision, &out, &stderr))
         };
-        // A limit that stopped it is named, with its key (the timeout's reason says it ran
-        // out of time already; this adds the key and what to do instead).
-        let reason = match super::limits::limit_hit(&out, &stderr, &self.policy.limits) {
-            Some((key, why)) => {
-                detail.insert("limit".into(), json!(key));
-                format!("{reason}; {why}")
-            }
-            None => {
-                let off = self.policy.network.mode == crate::egress::NetworkMode::Off;
-                match super::limits::socket_refused(&out, &stderr, confinement.tcp)
-                    .or_else(|| super::limits::no_network(&out, &stderr, off))
-                {
-                    Some(why) => format!("{reason}; {why}"),
-                    None => reason,
-                }
-            }
-        };
-        let programs: Vec<&std::path::Path> = decision
-            .stages
-            .iter()
-            .filter_map(|s| s.program.as_deref())
-            .collect();
-        let reason = match super::executables::not_executable(
-            &self.policy,
-            &out,
-            &stderr,
-            &programs,
+        let reason = self.with_hints(
+            reason,
+            &mut detail,
+            (decision, &out, &stderr),
+            &confinement,
             &cwd,
-        ) {
-            Some((names, why)) => {
-                detail.insert("not_executable".into(), json!(names));
-                format!("{reason}; {why}")
-            }
-            None => reason,
-        };
+        );
         let facts = RunFacts {
             executed: self.executed(&out),
             exit_code: out.exit_code,
@@ -247,6 +166,73 @@ impl TerminalService {
             OperationResult::new(RUN, code, reason).with_detail(Value::Object(detail)),
             facts,
         )
+    }
+
+    /// For each stream the cap cut: its size, that it was cut, and what the cut left out
+    /// that looks like an error, line numbers first (a build's first error is often in the
+    /// middle of its log).
+    fn cut_detail(&self, detail: &mut Map<String, Value>, out: &ExecOutcome, cut: (bool, bool)) {
+        for (key, bytes, cut, notable) in [
+            ("stdout", out.stdout_bytes, cut.0, &out.stdout_notable),
+            ("stderr", out.stderr_bytes, cut.1, &out.stderr_notable),
+        ] {
+            if !cut {
+                continue;
+            }
+            detail.insert(format!("{key}_bytes"), json!(bytes));
+            detail.insert(format!("{key}_truncated"), json!(true));
+            if !notable.is_empty() {
+                let lines: Vec<String> = notable
+                    .iter()
+                    .map(|(n, line)| {
+                        let text = self.redactor.redact(&String::from_utf8_lossy(line));
+                        format!("{n}: {text}")
+                    })
+                    .collect();
+                detail.insert(format!("{key}_cut_errors"), json!(lines));
+            }
+        }
+    }
+
+    /// The reason, with what explains a failure: a limit that stopped the command (named
+    /// with its key; the timeout's reason says it ran out of time already, this adds the key
+    /// and what to do instead), a socket or a network the confinement refused, a program
+    /// that may not run.
+    fn with_hints(
+        &self,
+        reason: String,
+        detail: &mut Map<String, Value>,
+        (decision, out, stderr): (&Decision, &ExecOutcome, &str),
+        confinement: &ConfinementSummary,
+        cwd: &std::path::Path,
+    ) -> String {
+        let reason = match super::limits::limit_hit(out, stderr, &self.policy.limits) {
+            Some((key, why)) => {
+                detail.insert("limit".into(), json!(key));
+                format!("{reason}; {why}")
+            }
+            None => {
+                let off = self.policy.network.mode == crate::egress::NetworkMode::Off;
+                match super::limits::socket_refused(out, stderr, confinement.tcp)
+                    .or_else(|| super::limits::no_network(out, stderr, off))
+                {
+                    Some(why) => format!("{reason}; {why}"),
+                    None => reason,
+                }
+            }
+        };
+        let programs: Vec<&std::path::Path> = decision
+            .stages
+            .iter()
+            .filter_map(|s| s.program.as_deref())
+            .collect();
+        match super::executables::not_executable(&self.policy, out, stderr, &programs, cwd) {
+            Some((names, why)) => {
+                detail.insert("not_executable".into(), json!(names));
+                format!("{reason}; {why}")
+            }
+            None => reason,
+        }
     }
 
     /// Redacts first, then keeps what fits in `cap`: all of it, or its first quarter and
@@ -396,4 +382,48 @@ fn held_config(stderr: &str) -> bool {
         l.contains("config")
             && (l.contains("Device or resource busy") || l.contains("Read-only file system"))
     })
+}
+
+/// Each stage as the result shows it: its argv, program, whether it ran and how it ended.
+fn stage_rows(decision: &Decision, argv: &[Vec<String>], out: &ExecOutcome) -> Vec<Value> {
+    decision
+        .stages
+        .iter()
+        .zip(argv)
+        .zip(
+            out.stages
+                .iter()
+                .chain(std::iter::repeat(&StageOutcome::default())),
+        )
+        .map(|((v, argv), o)| {
+            json!({
+                "argv": argv,
+                "program": v.program,
+                "ran": o.ran,
+                "exit_code": o.exit_code,
+                "signal": o.signal,
+            })
+        })
+        .collect()
+}
+
+/// The reason of a command that ran to its end: its status, and what git's own refusals
+/// need from the operator.
+fn ran(decision: &Decision, out: &ExecOutcome, stderr: &str) -> String {
+    let status = match out.exit_code {
+        Some(c) => format!("exit code {c}"),
+        None => "no exit code (killed by a signal)".to_owned(),
+    };
+    let mut reason = format!("the command ran ({status})");
+    let git = decision.stages.iter().any(|s| s.argv[0] == "git");
+    if git
+        && (stderr.contains("Please tell me who you are")
+            || stderr.contains("Author identity unknown"))
+    {
+        reason.push_str("; git has no author identity here: the operator sets one in the policy, [terminal.env] set = { GIT_AUTHOR_NAME = \"…\", GIT_AUTHOR_EMAIL = \"…\", GIT_COMMITTER_NAME = \"…\", GIT_COMMITTER_EMAIL = \"…\" } (git -c and git config are refused)");
+    }
+    if git && held_config(stderr) {
+        reason.push_str("; the repository's `.git/config` is held read-only (it configures the operator's own git, outside the sandbox), so what writes it (`git remote add`, `git push -u`, `git branch -u`, `git config`) cannot: the operator runs that command outside the sandbox, or names \".git/config\" in [terminal] unprotected_paths to let commands write it");
+    }
+    reason
 }

@@ -270,6 +270,49 @@ pub const CA_VARIABLES: &[&str] = &[
     "PIP_CERT",
 ];
 
+/// The environment every command starts from: PATH (the nested calls' shims first), a
+/// private HOME, UTF-8 text, git pinned to no system config and no prompt, then
+/// `[terminal.env]` (named variables of the server's own environment, then fixed values;
+/// the names were checked at load: never PATH, HOME, TMPDIR or LD_*).
+fn command_env(
+    terminal: &TerminalPolicy,
+    path: String,
+    home: &PrivateHome,
+) -> Vec<(String, String)> {
+    let mut env = vec![
+        ("PATH".to_owned(), path),
+        // Not the jail: an rc file the model writes there must not configure the next
+        // command (see `home`).
+        (
+            "HOME".to_owned(),
+            home.path().to_string_lossy().into_owned(),
+        ),
+        // UTF-8 text for every program, by the one category that decides it: the others
+        // of C.UTF-8 are C's, and `LANG` would make each program that calls setlocale
+        // load a dozen locale files to learn so (0.14 ms of every `echo`, measured).
+        ("LC_CTYPE".to_owned(), "C.UTF-8".to_owned()),
+        // Pins: no system git config, no credential prompts waiting on a terminal.
+        ("GIT_CONFIG_NOSYSTEM".to_owned(), "1".to_owned()),
+        ("GIT_TERMINAL_PROMPT".to_owned(), "0".to_owned()),
+    ];
+    // `[terminal.env]`: named variables of the server's own environment, then fixed
+    // values; the names were checked at load (never PATH, HOME, TMPDIR or LD_*).
+    let passed = terminal
+        .env
+        .pass
+        .iter()
+        .filter_map(|name| std::env::var(name).ok().map(|v| (name.clone(), v)));
+    for (name, value) in passed.chain(terminal.env.set.iter().cloned()) {
+        // An operator's locale is theirs whole: ours gives way to it.
+        if matches!(name.as_str(), "LANG" | "LC_ALL") {
+            env.retain(|(n, _)| n != "LC_CTYPE");
+        }
+        env.retain(|(n, _)| *n != name);
+        env.push((name, value));
+    }
+    env
+}
+
 impl TerminalService {
     /// Builds the service from a validated policy, without egress: under
     /// `[terminal.network] mode = "allowlist"` its commands then have no way out (the
@@ -314,37 +357,7 @@ impl TerminalService {
             Some(shims) => format!("{}:{path}", shims.bin().display()),
             None => path,
         };
-        let mut env = vec![
-            ("PATH".to_owned(), path),
-            // Not the jail: an rc file the model writes there must not configure the next
-            // command (see `home`).
-            (
-                "HOME".to_owned(),
-                home.path().to_string_lossy().into_owned(),
-            ),
-            // UTF-8 text for every program, by the one category that decides it: the others
-            // of C.UTF-8 are C's, and `LANG` would make each program that calls setlocale
-            // load a dozen locale files to learn so (0.14 ms of every `echo`, measured).
-            ("LC_CTYPE".to_owned(), "C.UTF-8".to_owned()),
-            // Pins: no system git config, no credential prompts waiting on a terminal.
-            ("GIT_CONFIG_NOSYSTEM".to_owned(), "1".to_owned()),
-            ("GIT_TERMINAL_PROMPT".to_owned(), "0".to_owned()),
-        ];
-        // `[terminal.env]`: named variables of the server's own environment, then fixed
-        // values; the names were checked at load (never PATH, HOME, TMPDIR or LD_*).
-        let passed = terminal
-            .env
-            .pass
-            .iter()
-            .filter_map(|name| std::env::var(name).ok().map(|v| (name.clone(), v)));
-        for (name, value) in passed.chain(terminal.env.set.iter().cloned()) {
-            // An operator's locale is theirs whole: ours gives way to it.
-            if matches!(name.as_str(), "LANG" | "LC_ALL") {
-                env.retain(|(n, _)| n != "LC_CTYPE");
-            }
-            env.retain(|(n, _)| *n != name);
-            env.push((name, value));
-        }
+        let mut env = command_env(&terminal, path, &home);
         // Each credential's variable holds its placeholder, never the value.
         env.extend(vault.env());
         let usage = crate::usage::JailUsage::new(

@@ -115,142 +115,26 @@ pub(super) fn describe(
         (_, 0) => LandlockState::None,
         _ => LandlockState::Partial,
     };
-    let strings = |names: &[&'static str]| if off { Vec::new() } else { names.to_vec() };
     // A planned view is reported as the private one the server would try first.
     let view_network =
         !spec.egress && matches!(view, ViewState::Private(..) | ViewState::Planned(_));
     let tcp = TcpAccess::of(spec, view_network);
-    let view_report = match view {
-        ViewState::Private(names, visible, _) => ViewReport {
-            setting: spec.namespaces.as_str(),
-            view: ViewKind::Private,
-            namespaces: names.clone(),
-            detail: visible.clone(),
-        },
-        ViewState::Host(why) => ViewReport {
-            setting: spec.namespaces.as_str(),
-            view: ViewKind::Host,
-            namespaces: Vec::new(),
-            detail: why.clone(),
-        },
-        ViewState::Planned(what) => ViewReport {
-            setting: spec.namespaces.as_str(),
-            view: ViewKind::Planned,
-            namespaces: Vec::new(),
-            detail: (*what).to_owned(),
-        },
-    };
+    let view_report = view_report(spec, view);
     let report = ConfinementReport {
         mode: spec.mode.as_str(),
         view: view_report,
-        landlock: LandlockReport {
-            kernel_abi: abi,
-            requested_abi: TARGET_ABI as i64,
-            enforced: landlock_state,
-            read_paths: spec.read_paths.clone(),
+        landlock: landlock_report(
+            spec,
+            (abi, landlock_state),
+            view,
+            (&tcp, off),
+            tmp_root,
             execute,
-            read_write: std::iter::once(spec.jail_root.clone())
-                .chain(spec.write_paths.iter().cloned())
-                .chain(
-                    HARMLESS_DEVICES
-                        .iter()
-                        .filter(|(_, w)| *w)
-                        .map(|(n, _)| PathBuf::from(n)),
-                )
-                .collect(),
-            never_granted: strings(if matches!(view, ViewState::Private(_, _, true)) {
-                &[
-                    "make_char",
-                    "make_block",
-                    "ioctl_dev (but on the command's own /dev/pts)",
-                ]
-            } else {
-                &["make_char", "make_block", "ioctl_dev"]
-            }),
-            exec_in_jail: spec.exec_in_jail,
-            tcp: if off {
-                "allowed".to_owned()
-            } else {
-                tcp.describe()
-            },
-            scoped: strings(&["signal", "abstract-unix-socket"]),
-            tmpdir: format!(
-                "a directory of its own for each call beneath {}, named by TMPDIR, TMP and TEMP, writable by that call only, removed when it ends",
-                tmp_root.map_or_else(
-                    || "the server's temporary directory".to_owned(),
-                    |p| p.display().to_string()
-                )
-            ),
-        },
-        seccomp: SeccompReport {
-            enabled: !off,
-            denied: if off {
-                Vec::new()
-            } else {
-                seccomp::denied().map(|(n, _)| *n).collect()
-            },
-            refused_setid_modes: if off {
-                Vec::new()
-            } else {
-                seccomp::refused_by_argument().collect()
-            },
-            refused_device_nodes: if off {
-                Vec::new()
-            } else {
-                seccomp::device_node_calls().collect()
-            },
-            sockets: match (off, tcp.inet(), spec.unix_sockets) {
-                (true, ..) | (false, Inet::Any, true) => "any",
-                (false, Inet::Any, false) => "any but AF_UNIX (socketpair allowed)",
-                (false, Inet::Tcp, true) => "AF_UNIX, and TCP streams over IPv4 and IPv6",
-                (false, Inet::Tcp, false) => "TCP streams over IPv4 and IPv6 (socketpair allowed)",
-                (false, Inet::None, true) => "AF_UNIX only",
-                (false, Inet::None, false) => "none (socketpair only)",
-            },
-            sysv_ipc: match (off, view) {
-                (true, _) => {
-                    "allowed (sandbox mode off): commands share the server's ipc namespace"
-                }
-                (false, ViewState::Private(names, ..)) if names.contains(&"pid") => {
-                    "allowed: each command has an ipc namespace of its own, removed with it"
-                }
-                (false, ViewState::Planned(_)) => {
-                    "allowed where each command gets an ipc namespace of its own (the private view), refused (shmget, shmat, msgget, semget, ...) where commands would share one"
-                }
-                (false, _) => {
-                    "refused (shmget, shmat, msgget, semget, ...): commands would share one ipc namespace"
-                }
-            },
-            memfd: match (off, spec.exec_in_jail) {
-                (true, _) | (false, true) => {
-                    "any memfd (exec_in_jail: programs the command writes may run anyway)"
-                }
-                (false, false) => {
-                    "memfd_create only with MFD_NOEXEC_SEAL: nothing the command writes can run"
-                }
-            },
-            exec_log: !off && spec.exec_log,
-        },
+        ),
+        seccomp: seccomp_report(spec, off, tcp.inet(), view),
         no_new_privs: !off,
         capabilities: capabilities.map_or("kept (sandbox mode off)", CapabilityDrop::describe),
-        rlimits: RlimitReport {
-            cpu_seconds: spec.limits.cpu_seconds,
-            memory_bytes: spec.limits.memory_bytes,
-            file_size_bytes: spec.limits.file_size_bytes,
-            open_files: spec.limits.open_files,
-            processes: spec.limits.processes,
-            processes_enforced_by: if cgroups.pids {
-                "cgroup v1 pids.max (shared by all commands of this server)"
-            } else {
-                "RLIMIT_NPROC (per user; does not bind root)"
-            },
-            memory_enforced_by: if cgroups.memory {
-                "cgroup v1 memory.limit_in_bytes: memory used by the whole command, a group of its own per call (RLIMIT_AS is not set)"
-            } else {
-                "RLIMIT_AS: address space of each process (runtimes that reserve much, like V8 and wasm, need more than they use)"
-            },
-            core_bytes: 0,
-        },
+        rlimits: rlimit_report(spec, cgroups),
         process_group: "own; the whole tree is killed on timeout or cancel",
         egress: egress.map(|tier| match tier {
             Ok(tier) => EgressReport {
@@ -283,6 +167,159 @@ pub(super) fn describe(
         egress: egress.map(|tier| tier.as_ref().map_or("unavailable", |t| t.as_str())),
     };
     (report, summary)
+}
+
+/// Which view commands get, as the report says it.
+fn view_report(spec: &ConfinementSpec, view: &ViewState) -> ViewReport {
+    match view {
+        ViewState::Private(names, visible, _) => ViewReport {
+            setting: spec.namespaces.as_str(),
+            view: ViewKind::Private,
+            namespaces: names.clone(),
+            detail: visible.clone(),
+        },
+        ViewState::Host(why) => ViewReport {
+            setting: spec.namespaces.as_str(),
+            view: ViewKind::Host,
+            namespaces: Vec::new(),
+            detail: why.clone(),
+        },
+        ViewState::Planned(what) => ViewReport {
+            setting: spec.namespaces.as_str(),
+            view: ViewKind::Planned,
+            namespaces: Vec::new(),
+            detail: (*what).to_owned(),
+        },
+    }
+}
+
+/// What Landlock holds commands to.
+fn landlock_report(
+    spec: &ConfinementSpec,
+    (abi, enforced): (i64, LandlockState),
+    view: &ViewState,
+    (tcp, off): (&TcpAccess, bool),
+    tmp_root: Option<&Path>,
+    execute: safe_mcp_contract::ExecuteReport,
+) -> LandlockReport {
+    let strings = |names: &[&'static str]| if off { Vec::new() } else { names.to_vec() };
+    LandlockReport {
+        kernel_abi: abi,
+        requested_abi: TARGET_ABI as i64,
+        enforced,
+        read_paths: spec.read_paths.clone(),
+        execute,
+        read_write: std::iter::once(spec.jail_root.clone())
+            .chain(spec.write_paths.iter().cloned())
+            .chain(
+                HARMLESS_DEVICES
+                    .iter()
+                    .filter(|(_, w)| *w)
+                    .map(|(n, _)| PathBuf::from(n)),
+            )
+            .collect(),
+        never_granted: strings(if matches!(view, ViewState::Private(_, _, true)) {
+            &[
+                "make_char",
+                "make_block",
+                "ioctl_dev (but on the command's own /dev/pts)",
+            ]
+        } else {
+            &["make_char", "make_block", "ioctl_dev"]
+        }),
+        exec_in_jail: spec.exec_in_jail,
+        tcp: if off {
+            "allowed".to_owned()
+        } else {
+            tcp.describe()
+        },
+        scoped: strings(&["signal", "abstract-unix-socket"]),
+        tmpdir: format!(
+            "a directory of its own for each call beneath {}, named by TMPDIR, TMP and TEMP, writable by that call only, removed when it ends",
+            tmp_root.map_or_else(
+                || "the server's temporary directory".to_owned(),
+                |p| p.display().to_string()
+            )
+        ),
+    }
+}
+
+/// What the seccomp filter refuses.
+fn seccomp_report(
+    spec: &ConfinementSpec,
+    off: bool,
+    inet: Inet,
+    view: &ViewState,
+) -> SeccompReport {
+    SeccompReport {
+        enabled: !off,
+        denied: if off {
+            Vec::new()
+        } else {
+            seccomp::denied().map(|(n, _)| *n).collect()
+        },
+        refused_setid_modes: if off {
+            Vec::new()
+        } else {
+            seccomp::refused_by_argument().collect()
+        },
+        refused_device_nodes: if off {
+            Vec::new()
+        } else {
+            seccomp::device_node_calls().collect()
+        },
+        sockets: match (off, inet, spec.unix_sockets) {
+            (true, ..) | (false, Inet::Any, true) => "any",
+            (false, Inet::Any, false) => "any but AF_UNIX (socketpair allowed)",
+            (false, Inet::Tcp, true) => "AF_UNIX, and TCP streams over IPv4 and IPv6",
+            (false, Inet::Tcp, false) => "TCP streams over IPv4 and IPv6 (socketpair allowed)",
+            (false, Inet::None, true) => "AF_UNIX only",
+            (false, Inet::None, false) => "none (socketpair only)",
+        },
+        sysv_ipc: match (off, view) {
+            (true, _) => "allowed (sandbox mode off): commands share the server's ipc namespace",
+            (false, ViewState::Private(names, ..)) if names.contains(&"pid") => {
+                "allowed: each command has an ipc namespace of its own, removed with it"
+            }
+            (false, ViewState::Planned(_)) => {
+                "allowed where each command gets an ipc namespace of its own (the private view), refused (shmget, shmat, msgget, semget, ...) where commands would share one"
+            }
+            (false, _) => {
+                "refused (shmget, shmat, msgget, semget, ...): commands would share one ipc namespace"
+            }
+        },
+        memfd: match (off, spec.exec_in_jail) {
+            (true, _) | (false, true) => {
+                "any memfd (exec_in_jail: programs the command writes may run anyway)"
+            }
+            (false, false) => {
+                "memfd_create only with MFD_NOEXEC_SEAL: nothing the command writes can run"
+            }
+        },
+        exec_log: !off && spec.exec_log,
+    }
+}
+
+/// The process limits, and what enforces the two that need it.
+fn rlimit_report(spec: &ConfinementSpec, cgroups: Cgroups) -> RlimitReport {
+    RlimitReport {
+        cpu_seconds: spec.limits.cpu_seconds,
+        memory_bytes: spec.limits.memory_bytes,
+        file_size_bytes: spec.limits.file_size_bytes,
+        open_files: spec.limits.open_files,
+        processes: spec.limits.processes,
+        processes_enforced_by: if cgroups.pids {
+            "cgroup v1 pids.max (shared by all commands of this server)"
+        } else {
+            "RLIMIT_NPROC (per user; does not bind root)"
+        },
+        memory_enforced_by: if cgroups.memory {
+            "cgroup v1 memory.limit_in_bytes: memory used by the whole command, a group of its own per call (RLIMIT_AS is not set)"
+        } else {
+            "RLIMIT_AS: address space of each process (runtimes that reserve much, like V8 and wasm, need more than they use)"
+        },
+        core_bytes: 0,
+    }
 }
 
 /// How commands of `spec` can be held to the proxy here: their own network namespace in

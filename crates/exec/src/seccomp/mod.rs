@@ -283,29 +283,11 @@ pub(crate) struct Switches {
 /// `MFD_NOEXEC_SEAL` (Linux 6.3): the memfd is not executable and can never become so.
 const MFD_NOEXEC_SEAL: u32 = 0x0008;
 
-/// Builds the filter for a sandbox with these switches.
+/// Builds the filter for a sandbox with these switches: the architecture checked, x32
+/// refused, a binary search over the syscalls with a verdict of their own
+/// ([`special_verdicts`]), then the argument checks those verdicts jump to.
 pub(crate) fn build(switches: Switches) -> Result<Program, String> {
-    let Switches {
-        inet,
-        unix_sockets,
-        sysv_ipc,
-        memfd_exec,
-        exec_log,
-    } = switches;
-    let exec = if exec_log {
-        Label::Notify
-    } else {
-        Label::Allow
-    };
-    use Insn::{And, Jump, Load, Mark, Return};
-    let eq = |k: u32, then: Label| Jump {
-        op: libc::BPF_JEQ,
-        k,
-        then,
-        otherwise: Label::Next,
-    };
-    let nr = |n: libc::c_long| u32::try_from(n).map_err(|_| format!("syscall number {n}"));
-
+    use Insn::{Jump, Load, Mark, Return};
     let mut code = vec![
         Load(ARCH),
         Jump {
@@ -324,30 +306,55 @@ pub(crate) fn build(switches: Switches) -> Result<Program, String> {
             otherwise: Label::Next,
         });
     }
-    // Every syscall number with a verdict of its own; the rest are allowed.
-    let mut special = vec![
-        (nr(libc::SYS_clone3)?, Label::Enosys),
-        (nr(libc::SYS_clone)?, Label::Clone),
-    ];
     // Where socket(domain, …) goes for AF_UNIX and for any other domain.
-    let (unix, other) = (
-        if unix_sockets {
+    let sockets = (
+        if switches.unix_sockets {
             Label::Allow
         } else {
             Label::Eperm
         },
-        match inet {
+        match switches.inet {
             Inet::Any => Label::Allow,
             Inet::Tcp => Label::Inet,
             Inet::None => Label::Eperm,
         },
     );
-    if (unix, other) != (Label::Allow, Label::Allow) {
+    let special = special_verdicts(&switches, sockets)?;
+    search(&special, &mut code, &mut 0);
+    argument_checks(&mut code, &switches);
+    socket_checks(&mut code, switches.inet, sockets);
+    code.extend([
+        Mark(Label::Allow),
+        Return(RET_ALLOW),
+        Mark(Label::Eperm),
+        Return(RET_EPERM),
+        Mark(Label::Enosys),
+        Return(RET_ENOSYS),
+        Mark(Label::Kill),
+        Return(RET_KILL),
+        Mark(Label::Notify),
+        Return(RET_NOTIFY),
+    ]);
+    assemble(&code)
+}
+
+/// Every syscall number with a verdict of its own, sorted; the rest are allowed. Two
+/// verdicts for one number are an error.
+fn special_verdicts(
+    switches: &Switches,
+    sockets: (Label, Label),
+) -> Result<Vec<(u32, Label)>, String> {
+    let nr = |n: libc::c_long| u32::try_from(n).map_err(|_| format!("syscall number {n}"));
+    let mut special = vec![
+        (nr(libc::SYS_clone3)?, Label::Enosys),
+        (nr(libc::SYS_clone)?, Label::Clone),
+    ];
+    if sockets != (Label::Allow, Label::Allow) {
         special.push((nr(libc::SYS_socket)?, Label::Socket));
     }
     special.push((nr(libc::SYS_openat2)?, Label::Enosys));
     special.push((nr(libc::SYS_execveat)?, Label::ExecFd));
-    if exec_log {
+    if switches.exec_log {
         special.push((nr(libc::SYS_execve)?, Label::Notify));
     }
     for &(_, n, arg) in MODE_SETTERS {
@@ -359,19 +366,30 @@ pub(crate) fn build(switches: Switches) -> Result<Program, String> {
     for &(_, n) in denied() {
         special.push((nr(n)?, Label::Eperm));
     }
-    if !sysv_ipc {
+    if !switches.sysv_ipc {
         for &(_, n) in SYSV_IPC {
             special.push((nr(n)?, Label::Eperm));
         }
     }
-    if !memfd_exec {
+    if !switches.memfd_exec {
         special.push((nr(libc::SYS_memfd_create)?, Label::MemfdNoexec));
     }
     special.sort_unstable_by_key(|&(n, _)| n);
     if special.windows(2).any(|w| w[0].0 == w[1].0) {
         return Err("a syscall number has two verdicts".into());
     }
-    search(&special, &mut code, &mut 0);
+    Ok(special)
+}
+
+/// The checks on arguments: no set-id bit in a mode, no device node, no execveat of a
+/// descriptor, no executable memfd (unless allowed), no namespace from clone.
+fn argument_checks(code: &mut Vec<Insn>, switches: &Switches) {
+    use Insn::{And, Jump, Load, Mark};
+    let exec = if switches.exec_log {
+        Label::Notify
+    } else {
+        Label::Allow
+    };
     let set_id = |then_ok: Label| Jump {
         op: libc::BPF_JSET,
         k: SET_ID_BITS,
@@ -415,7 +433,7 @@ pub(crate) fn build(switches: Switches) -> Result<Program, String> {
             otherwise: exec,
         },
     ]);
-    if !memfd_exec {
+    if !switches.memfd_exec {
         code.extend([
             Mark(Label::MemfdNoexec),
             Load(arg_low(1)),
@@ -436,6 +454,14 @@ pub(crate) fn build(switches: Switches) -> Result<Program, String> {
             then: Label::Eperm,
             otherwise: Label::Allow,
         },
+    ]);
+}
+
+/// socket(domain, type, protocol): AF_UNIX to `unix`, any other domain to `other`; under
+/// [`Inet::Tcp`], IPv4 and IPv6 TCP streams only.
+fn socket_checks(code: &mut Vec<Insn>, inet: Inet, (unix, other): (Label, Label)) {
+    use Insn::{And, Jump, Load, Mark};
+    code.extend([
         Mark(Label::Socket),
         Load(ARG0_LOW),
         Jump {
@@ -475,19 +501,16 @@ pub(crate) fn build(switches: Switches) -> Result<Program, String> {
             },
         ]);
     }
-    code.extend([
-        Mark(Label::Allow),
-        Return(RET_ALLOW),
-        Mark(Label::Eperm),
-        Return(RET_EPERM),
-        Mark(Label::Enosys),
-        Return(RET_ENOSYS),
-        Mark(Label::Kill),
-        Return(RET_KILL),
-        Mark(Label::Notify),
-        Return(RET_NOTIFY),
-    ]);
-    assemble(&code)
+}
+
+/// A jump to `then` when A equals `k`, else on to the next instruction.
+fn eq(k: u32, then: Label) -> Insn {
+    Insn::Jump {
+        op: libc::BPF_JEQ,
+        k,
+        then,
+        otherwise: Label::Next,
+    }
 }
 
 /// Appends a binary search over `entries` (sorted by syscall number, A holding the number):

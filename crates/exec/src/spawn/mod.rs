@@ -37,7 +37,7 @@
 //! namespace made ahead (`ahead.rs`), and its init goes on from its call.
 
 use std::ffi::c_void;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use rustix::process::Pid;
@@ -159,6 +159,20 @@ pub(crate) fn spawn(s: &StageSpawn<'_>, ahead: Option<&Ahead>) -> Result<Spawned
         },
         (_, failure) => (failure, None),
     };
+    settle(&prepared, (pid, pidfd, pgid), failure, listener, init)
+}
+
+/// The stage once its first child has exited (or exec'd): started, or failed and cleaned
+/// up. With a pid namespace the stage is its init, which left the first child's group for
+/// a session of its own, so its group is the init's pid, pinned by the init itself until we
+/// reap it: never a stranger's.
+fn settle(
+    prepared: &Prepared,
+    (pid, pidfd, pgid): (Pid, OwnedFd, libc::pid_t),
+    failure: i32,
+    listener: Option<std::net::TcpListener>,
+    init: Option<InitMemory>,
+) -> Result<Spawned, SpawnError> {
     let Some(stage) = &prepared.pid_ns else {
         if failure != 0 {
             // The child has exited (or, its listener lost, runs): end it and reap it, so

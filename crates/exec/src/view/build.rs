@@ -104,19 +104,7 @@ pub(super) fn build(
     // Parents before children, so that a bind inside another lands on top of it.
     binds.sort_by_key(|(_, target, _)| target.components().count());
     binds.dedup_by(|a, b| a.1 == b.1);
-    let mut prepared = Vec::with_capacity(binds.len());
-    for (source, target, flags) in &binds {
-        let at = under(&root, target);
-        let is_dir = std::fs::metadata(source)
-            .map_err(|e| format!("{}: {e}", source.display()))?
-            .is_dir();
-        make_mount_point(&root, &at, is_dir)?;
-        prepared.push(Bind {
-            source: cstring(source)?,
-            target: cstring(&at)?,
-            flags: *flags,
-        });
-    }
+    let prepared = mount_points(&root, &binds)?;
     let setup = Setup {
         user,
         setgroups: cstring(Path::new("/proc/self/setgroups"))?,
@@ -137,4 +125,23 @@ pub(super) fn build(
     };
     let (entries, pid, pts, limited) = run_setup(&setup)?;
     Ok((entries, user, pid, pts, limited))
+}
+
+/// Each bind's mount point made in the skeleton at `root`, and the bind as the setup child
+/// takes it (C strings, prepared here: the child may not allocate).
+fn mount_points(root: &Path, binds: &[(PathBuf, PathBuf, c_ulong)]) -> Result<Vec<Bind>, String> {
+    let mut prepared = Vec::with_capacity(binds.len());
+    for (source, target, flags) in binds {
+        let at = under(root, target);
+        let is_dir = std::fs::metadata(source)
+            .map_err(|e| format!("{}: {e}", source.display()))?
+            .is_dir();
+        make_mount_point(root, &at, is_dir)?;
+        prepared.push(Bind {
+            source: cstring(source)?,
+            target: cstring(&at)?,
+            flags: *flags,
+        });
+    }
+    Ok(prepared)
 }

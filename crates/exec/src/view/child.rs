@@ -207,34 +207,8 @@ pub(super) type ChildBuilt = (Result<(), c_int>, bool, bool);
 /// Only in the forked setup child.
 pub(super) unsafe fn build_in_child(s: &Setup) -> Result<ChildBuilt, (u8, c_int)> {
     let fail = |step: u8| (step, errno());
-    let mut limited = false;
-    if s.user {
-        // SAFETY: integer argument only.
-        if unsafe { libc::unshare(libc::CLONE_NEWUSER) } != 0 {
-            return Err(fail(1));
-        }
-        for (path, data) in [
-            (&s.setgroups, b"deny".as_slice()),
-            (&s.uid_map_path, s.uid_map.as_slice()),
-            (&s.gid_map_path, s.gid_map.as_slice()),
-        ] {
-            // SAFETY: opens a NUL-terminated path prepared by the parent.
-            let fd = unsafe { libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
-            if fd < 0 {
-                return Err(fail(2));
-            }
-            // SAFETY: writes prepared bytes to the descriptor just opened.
-            let n = unsafe { libc::write(fd, data.as_ptr().cast(), data.len()) };
-            // SAFETY: closes the descriptor just opened.
-            unsafe { libc::close(fd) };
-            if n < 0 {
-                return Err(fail(2));
-            }
-        }
-        // Now holding every capability of the new user namespace, whose counters these are.
-        // SAFETY: in the forked setup child, on limits prepared by the parent.
-        limited = !s.user_limits.is_empty() && unsafe { write_user_limits(&s.user_limits) } == 0;
-    }
+    // SAFETY: in the forked setup child, as `own_user_namespace` requires.
+    let limited = s.user && unsafe { own_user_namespace(s) }?;
     // The user namespace was made above, on its own: its maps must be written before the
     // others are made in it.
     let flags = NAMESPACES
@@ -311,25 +285,69 @@ pub(super) unsafe fn build_in_child(s: &Setup) -> Result<ChildBuilt, (u8, c_int)
             PTS_OPTIONS.as_ptr().cast(),
         )
     } == 0;
-    // pivot_root(".", "."): the old root is stacked under the new one, then detached.
+    // SAFETY: in the forked setup child, its mounts done, as `pivot` requires.
+    unsafe { pivot(s) }.map_err(|e| (11, e))?;
+    Ok((pid, pts, limited))
+}
+
+/// Steps 1 and 2: a user namespace of the setup's own, its maps written; then the per-user
+/// counters bounded, as the holder of every capability of that namespace. Whether they were.
+///
+/// # Safety
+/// Only in the forked setup child.
+unsafe fn own_user_namespace(s: &Setup) -> Result<bool, (u8, c_int)> {
+    let fail = |step: u8| (step, errno());
+    // SAFETY: integer argument only.
+    if unsafe { libc::unshare(libc::CLONE_NEWUSER) } != 0 {
+        return Err(fail(1));
+    }
+    for (path, data) in [
+        (&s.setgroups, b"deny".as_slice()),
+        (&s.uid_map_path, s.uid_map.as_slice()),
+        (&s.gid_map_path, s.gid_map.as_slice()),
+    ] {
+        // SAFETY: opens a NUL-terminated path prepared by the parent.
+        let fd = unsafe { libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
+        if fd < 0 {
+            return Err(fail(2));
+        }
+        // SAFETY: writes prepared bytes to the descriptor just opened.
+        let n = unsafe { libc::write(fd, data.as_ptr().cast(), data.len()) };
+        // SAFETY: closes the descriptor just opened.
+        unsafe { libc::close(fd) };
+        if n < 0 {
+            return Err(fail(2));
+        }
+    }
+    // Now holding every capability of the new user namespace, whose counters these are.
+    // SAFETY: in the forked setup child, on limits prepared by the parent.
+    Ok(!s.user_limits.is_empty() && unsafe { write_user_limits(&s.user_limits) } == 0)
+}
+
+/// Step 11: `pivot_root(".", ".")` into the skeleton: the old root is stacked under the new
+/// one, then detached.
+///
+/// # Safety
+/// Only in the forked setup child, once its mounts are done.
+unsafe fn pivot(s: &Setup) -> Result<(), c_int> {
     // SAFETY: a prepared NUL-terminated path.
     if unsafe { libc::chdir(s.root.as_ptr()) } != 0 {
-        return Err(fail(11));
+        return Err(errno());
     }
     let dot = c".".as_ptr();
     // SAFETY: static NUL-terminated strings.
     if unsafe { libc::syscall(libc::SYS_pivot_root, dot, dot) } != 0 {
-        return Err(fail(11));
+        return Err(errno());
     }
     // SAFETY: a static NUL-terminated string.
     if unsafe { libc::umount2(dot, libc::MNT_DETACH) } != 0 {
-        return Err(fail(11));
+        return Err(errno());
     }
     // SAFETY: a static NUL-terminated string.
     if unsafe { libc::chdir(c"/".as_ptr()) } != 0 {
-        return Err(fail(11));
+        return Err(errno());
     }
-    Ok((pid, pts, limited))
+    Ok(())
 }
 
 /// Tries what every command will do: make a pid namespace and mount its `/proc`. A child

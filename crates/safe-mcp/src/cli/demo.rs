@@ -164,8 +164,8 @@ journal = "organizer-journal.jsonl"
     Ok(policy)
 }
 
-/// The files server: plan, apply, move a named installer, a symlink refused, undo, redo.
-async fn files_showcase(dir: &Path, policy: &Path, json: bool) -> Result<bool, Box<dyn Error>> {
+/// A fresh inbox beneath `dir`: four downloads an hour old, and a symlink to /etc/passwd.
+fn fill_inbox(dir: &Path) -> Result<std::path::PathBuf, Box<dyn Error>> {
     let inbox = dir.join("inbox");
     std::fs::create_dir_all(&inbox)?;
     let an_hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
@@ -183,6 +183,29 @@ async fn files_showcase(dir: &Path, policy: &Path, json: bool) -> Result<bool, B
             .set_modified(an_hour_ago)?;
     }
     std::os::unix::fs::symlink("/etc/passwd", inbox.join("passwords.txt"))?;
+    Ok(inbox)
+}
+
+/// What the inbox holds, a folder deep, sorted.
+fn inbox_tree(inbox: &Path) -> Result<Vec<String>, Box<dyn Error>> {
+    let mut tree: Vec<String> = Vec::new();
+    for entry in std::fs::read_dir(inbox)?.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if entry.path().is_dir() {
+            for inner in std::fs::read_dir(entry.path())?.flatten() {
+                tree.push(format!("{name}/{}", inner.file_name().to_string_lossy()));
+            }
+        } else {
+            tree.push(name);
+        }
+    }
+    tree.sort();
+    Ok(tree)
+}
+
+/// The files server: plan, apply, move a named installer, a symlink refused, undo, redo.
+async fn files_showcase(dir: &Path, policy: &Path, json: bool) -> Result<bool, Box<dyn Error>> {
+    let inbox = fill_inbox(dir)?;
     say!(
         "\n=== the files server on {} (temporary) ===\n",
         inbox.display()
@@ -274,19 +297,7 @@ async fn files_showcase(dir: &Path, policy: &Path, json: bool) -> Result<bool, B
     show(6, "redo it", "redo_last_action", &json!({}), &redone, "OK");
     client.cancel().await?;
 
-    let mut tree: Vec<String> = Vec::new();
-    for entry in std::fs::read_dir(&inbox)?.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if entry.path().is_dir() {
-            for inner in std::fs::read_dir(entry.path())?.flatten() {
-                tree.push(format!("{name}/{}", inner.file_name().to_string_lossy()));
-            }
-        } else {
-            tree.push(name);
-        }
-    }
-    tree.sort();
-    say!("the inbox now: {}", tree.join(", "));
+    say!("the inbox now: {}", inbox_tree(&inbox)?.join(", "));
     Ok(all_ok)
 }
 

@@ -42,21 +42,9 @@ pub(crate) fn serve_terminal(config: Option<&Path>, http: Option<&str>) -> ExitC
         Err(e) => return fatal(e),
     }
     let terminal = service.policy();
-    let executor = match LocalExecutor::new(&service.confinement_spec()) {
+    let executor = match start_executor(&service) {
         Ok(x) => x,
-        // Nothing about the sandbox's mode would help here.
-        Err(e @ safe_mcp_exec::ConfineError::Process { .. }) => return fatal(e),
-        Err(e @ safe_mcp_exec::ConfineError::Namespaces(_)) => {
-            return fatal(format!(
-                "{e} (set [terminal.sandbox] namespaces = \"auto\" to fall back to the host's view)"
-            ));
-        }
-        Err(e) => {
-            return fatal(format!(
-                "{e}; sandbox mode is \"{}\" (set [terminal.sandbox] mode = \"best-effort\" to run less confined)",
-                terminal.sandbox.mode.as_str()
-            ));
-        }
+        Err(code) => return code,
     };
     if let Some(scratch) = safe_mcp_core::terminal::Executor::scratch_root(&executor) {
         service.count_in_jail_bytes(scratch.to_path_buf());
@@ -82,16 +70,9 @@ pub(crate) fn serve_terminal(config: Option<&Path>, http: Option<&str>) -> ExitC
         Err(e) => return fatal(format!("the approval state's key: {e}")),
     };
     // The approval page's port is taken now: one in use stops the start, not a call.
-    let pages = match &terminal.approvals.url_base {
-        Some((base, addr)) => match http::page::Pages::bind(base, *addr) {
-            Ok(pages) => Some(pages),
-            Err(e) => {
-                return fatal(format!(
-                    "[terminal.approvals] url_base = {base:?}: cannot listen on {addr}: {e}"
-                ));
-            }
-        },
-        None => None,
+    let pages = match approval_page(terminal) {
+        Ok(pages) => pages,
+        Err(code) => return code,
     };
     let executor: Arc<dyn safe_mcp_core::terminal::Executor> = Arc::new(executor);
     // Where commands reach the programs with argument rules (nested calls).
@@ -117,30 +98,66 @@ pub(crate) fn serve_terminal(config: Option<&Path>, http: Option<&str>) -> ExitC
         let service = Arc::clone(&service);
         Arc::new(move |r| service.record_event("http", r, false))
     };
-    let end = async move {
-        let _ = service.stop_all(safe_mcp_core::sessions::EndedBy::ServerExit);
-        let tasks: Vec<_> = runs
-            .lock()
-            .map(|mut r| r.drain(..).collect())
-            .unwrap_or_default();
-        let all = async {
-            for task in tasks {
-                let _ = task.await;
-            }
-        };
-        if tokio::time::timeout(std::time::Duration::from_secs(5), all)
-            .await
-            .is_err()
-        {
-            eprintln!(
-                "safe-mcp: warning: a session did not end within 5 seconds of the server's exit"
-            );
-        }
-        // Last: what the sessions made is swept, and what the server made is removed.
-        service.release_protected();
-        closing.close();
-    };
+    let end = ending(service, runs, closing);
     transport(listen, &policy, record, 4, end, make)
+}
+
+/// The executor for `service`'s confinement, or the exit with what would help.
+fn start_executor(service: &TerminalService) -> Result<LocalExecutor, ExitCode> {
+    let mode = service.policy().sandbox.mode;
+    LocalExecutor::new(&service.confinement_spec()).map_err(|e| match e {
+        // Nothing about the sandbox's mode would help here.
+        e @ safe_mcp_exec::ConfineError::Process { .. } => fatal(e),
+        e @ safe_mcp_exec::ConfineError::Namespaces(_) => fatal(format!(
+            "{e} (set [terminal.sandbox] namespaces = \"auto\" to fall back to the host's view)"
+        )),
+        e => fatal(format!(
+            "{e}; sandbox mode is \"{}\" (set [terminal.sandbox] mode = \"best-effort\" to run less confined)",
+            mode.as_str()
+        )),
+    })
+}
+
+/// The approval page, listening, where `url_base` names one.
+fn approval_page(
+    terminal: &safe_mcp_core::config::TerminalPolicy,
+) -> Result<Option<Arc<http::page::Pages>>, ExitCode> {
+    match &terminal.approvals.url_base {
+        Some((base, addr)) => http::page::Pages::bind(base, *addr).map(Some).map_err(|e| {
+            fatal(format!(
+                "[terminal.approvals] url_base = {base:?}: cannot listen on {addr}: {e}"
+            ))
+        }),
+        None => Ok(None),
+    }
+}
+
+/// What runs when the client goes: every session is killed, and its run writes the start
+/// call's outcome record ("server-exit") before the process ends; last, what the sessions
+/// made is swept and what the server made is removed.
+async fn ending(
+    service: Arc<TerminalService>,
+    runs: mcp::terminal::Runs,
+    closing: Arc<dyn safe_mcp_core::terminal::Executor>,
+) {
+    let _ = service.stop_all(safe_mcp_core::sessions::EndedBy::ServerExit);
+    let tasks: Vec<_> = runs
+        .lock()
+        .map(|mut r| r.drain(..).collect())
+        .unwrap_or_default();
+    let all = async {
+        for task in tasks {
+            let _ = task.await;
+        }
+    };
+    if tokio::time::timeout(std::time::Duration::from_secs(5), all)
+        .await
+        .is_err()
+    {
+        eprintln!("safe-mcp: warning: a session did not end within 5 seconds of the server's exit");
+    }
+    service.release_protected();
+    closing.close();
 }
 
 /// `safe-mcp files`.

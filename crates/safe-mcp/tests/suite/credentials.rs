@@ -118,298 +118,389 @@ fn bare_repos(root: &Path) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn git_pushes_with_a_token_the_commands_never_see() {
-    let sb = Sandbox::new("");
-    let base = sb.base().to_path_buf();
-    let pki = Pki::make(
-        &base,
-        &["git.cred.test", "echo.cred.test", "tunnel.cred.test"],
-    );
-    let repos = base.join("repos");
-    bare_repos(&repos);
-    let git_origin = Origin::start(&pki, false, Some(repos.clone()), GH_TOKEN).await;
-    let echo = Origin::start(&pki, false, None, "").await;
-    let tunnel = Origin::start(&pki, true, None, "").await;
-    let plain = super::egress::Upstream::start().await;
-    let token_file = base.join("gh-token");
-    write_token(&token_file, GH_TOKEN);
-    std::fs::write(&sb.policy, policy(&token_file, &pki.ca_pem)).unwrap();
-    // The client certificate the tunnel host asks for, where curl in the view can read it.
-    for p in [&pki.ca_pem, &pki.client_pem, &pki.client_key] {
-        std::fs::copy(p, sb.jail.join(p.file_name().unwrap())).unwrap();
-    }
-    let s = Session::start(&sb.policy, |c| {
-        c.env("ECHO_KEY_REAL", ECHO_KEY);
-    })
-    .await;
+    let w = World::start().await;
+    w.push_with_the_token().await;
+    w.only_placeholders_inside().await;
+    w.echoed_keys_are_masked().await;
+    w.placeholders_go_only_to_their_hosts().await;
+    w.no_echo_no_override().await;
+    w.tunnels_stay_tunnels().await;
+    w.rotation_on_hangup().await;
+}
 
-    // Clone, commit and push over HTTPS, the token added by the proxy.
-    let url = format!("https://git.cred.test:{}/org/repo.git", git_origin.port);
-    let r = s
-        .call(
-            "run_command",
-            json!({"command": ["git", "clone", "-q", url, "work"]}),
-        )
-        .await;
-    assert_eq!(r["code"], "OK", "{r}");
-    assert_eq!(r["detail"]["exit_code"], 0, "{r}");
-    std::fs::write(
-        sb.jail.join("work/change.txt"),
-        "pushed through the proxy\n",
-    )
-    .unwrap();
-    for argv in [
-        json!(["git", "-C", "work", "add", "change.txt"]),
-        json!(["git", "-C", "work", "commit", "-q", "-m", "change"]),
-        json!(["git", "-C", "work", "push", "-q", "origin", "HEAD:main"]),
-    ] {
-        let r = s.call("run_command", json!({"command": argv})).await;
-        assert_eq!(r["detail"]["exit_code"], 0, "{argv}: {r}");
-    }
-    let log = std::process::Command::new("git")
-        .args([
-            "--git-dir",
-            repos.join("org/repo.git").to_str().unwrap(),
-            "log",
-            "--format=%s",
-            "main",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(String::from_utf8_lossy(&log.stdout), "change\nseed\n");
-    let pushes: Vec<_> = git_origin
-        .seen()
-        .into_iter()
-        .filter(|s| s.method == "POST" && s.path.ends_with("git-receive-pack"))
-        .collect();
-    assert_eq!(pushes.len(), 1, "{:?}", git_origin.seen());
-    // The origin saw the proxy's own handshake (SNI the host) and the real token.
-    let expected = format!(
-        "Basic {}",
-        base64::Engine::encode(
-            &base64::engine::general_purpose::STANDARD,
-            format!("x-access-token:{GH_TOKEN}")
-        )
-    );
-    assert_eq!(pushes[0].authorization.as_deref(), Some(expected.as_str()));
-    assert_eq!(pushes[0].sni.as_deref(), Some("git.cred.test"));
+/// The origins, the policy and a session for the credential tests: a git origin that wants
+/// GH_TOKEN, an echo host for ECHO_KEY, a tunnel host without credentials, a plain host.
+struct World {
+    sb: Sandbox,
+    s: Session,
+    repos: std::path::PathBuf,
+    token_file: std::path::PathBuf,
+    git_origin: Origin,
+    echo: Origin,
+    tunnel: Origin,
+    plain: super::egress::Upstream,
+}
 
-    // The commands see only placeholders: env, /proc, python, and the proxy's CA bundle.
-    let mut shown = String::new();
-    for args in [
-        json!({"command": ["env"]}),
-        // Past the argument checks (sh -c), so that only the view stands in the way.
-        sh_call("cat /proc/self/environ | tr '\\0' '\\n'"),
-        json!({"command": ["python3", "-c", "import os; print(os.environ['GH_TOKEN'], os.environ['ECHO_KEY'])"]}),
-    ] {
-        let r = s.call("run_command", args.clone()).await;
-        assert_eq!(r["detail"]["exit_code"], 0, "{args}: {r}");
-        shown.push_str(&out(&r));
-    }
-    assert!(
-        !shown.contains(GH_TOKEN) && !shown.contains(ECHO_KEY),
-        "{shown}"
-    );
-    // The placeholder is shaped like a GitHub token, so results redact it like one: printed
-    // reversed, it shows its shape and that it is not the token.
-    let r = s
-        .call("run_command", json!({"command": ["python3", "-c", "import os; print(os.environ['GH_TOKEN'][::-1]); print(os.environ['SSL_CERT_FILE'])"]}))
-        .await;
-    let lines: Vec<String> = out(&r).lines().map(str::to_owned).collect();
-    let placeholder: String = lines[0].chars().rev().collect();
-    assert!(
-        placeholder.starts_with("ghp_") && placeholder.len() == GH_TOKEN.len(),
-        "{r}"
-    );
-    assert!(
-        placeholder[4..].bytes().all(|b| b.is_ascii_alphanumeric()),
-        "{placeholder}"
-    );
-    assert_ne!(placeholder, GH_TOKEN);
-    assert!(lines[1].ends_with("ca-bundle.pem"), "{lines:?}");
-    for var in [
-        "GIT_SSL_CAINFO",
-        "CURL_CA_BUNDLE",
-        "REQUESTS_CA_BUNDLE",
-        "NODE_EXTRA_CA_CERTS",
-        "CARGO_HTTP_CAINFO",
-        "PIP_CERT",
-    ] {
-        assert!(
-            shown.contains(&format!("{var}={}", lines[1])),
-            "{var}: {shown}"
+impl World {
+    async fn start() -> World {
+        let sb = Sandbox::new("");
+        let base = sb.base().to_path_buf();
+        let pki = Pki::make(
+            &base,
+            &["git.cred.test", "echo.cred.test", "tunnel.cred.test"],
         );
-    }
-
-    // A key echoed back by its host is masked before the command sees it; the header went
-    // in with the real value, added where curl sent none and swapped where it sent the
-    // placeholder.
-    let echo_url = format!("https://echo.cred.test:{}/whoami", echo.port);
-    for script in [
-        format!("curl -sS {echo_url}"),
-        format!("curl -sS -H \"Authorization: Bearer $ECHO_KEY\" {echo_url}"),
-    ] {
-        let r = s.call("run_command", sh_call(&script)).await;
-        let text = out(&r);
-        assert!(text.contains("authorization: Bearer ****"), "{script}: {r}");
-        assert!(!text.contains(ECHO_KEY), "{script}: {r}");
-    }
-    let sent: Vec<_> = echo
-        .seen()
-        .into_iter()
-        .filter_map(|s| s.authorization)
-        .collect();
-    assert_eq!(
-        sent,
-        [format!("Bearer {ECHO_KEY}"), format!("Bearer {ECHO_KEY}")]
-    );
-
-    // GH_TOKEN's placeholder to a host it is not bound to: in a header to the echo host
-    // (terminated), in a plain URL; refused and audited, and neither reached its host.
-    let before = echo.seen().len();
-    let r = s
-        .call(
-            "run_command",
-            sh_call(&format!(
-                "curl -sS -o /dev/null -w '%{{http_code}}' -H \"X-Token: $GH_TOKEN\" {echo_url}"
-            )),
-        )
+        let repos = base.join("repos");
+        bare_repos(&repos);
+        let git_origin = Origin::start(&pki, false, Some(repos.clone()), GH_TOKEN).await;
+        let echo = Origin::start(&pki, false, None, "").await;
+        let tunnel = Origin::start(&pki, true, None, "").await;
+        let plain = super::egress::Upstream::start().await;
+        let token_file = base.join("gh-token");
+        write_token(&token_file, GH_TOKEN);
+        std::fs::write(&sb.policy, policy(&token_file, &pki.ca_pem)).unwrap();
+        // The client certificate the tunnel host asks for, where curl in the view can read it.
+        for p in [&pki.ca_pem, &pki.client_pem, &pki.client_key] {
+            std::fs::copy(p, sb.jail.join(p.file_name().unwrap())).unwrap();
+        }
+        let s = Session::start(&sb.policy, |c| {
+            c.env("ECHO_KEY_REAL", ECHO_KEY);
+        })
         .await;
-    assert_eq!(out(&r).trim(), "403", "{r}");
-    assert_eq!(
-        echo.seen().len(),
-        before,
-        "the request never reached the echo host"
-    );
-    let r = s
-        .call("run_command", sh_call(&format!("curl -sS -o /dev/null -w '%{{http_code}}' \"http://plain.cred.test:{}/?t=$GH_TOKEN\"", plain.port)))
-        .await;
-    assert_eq!(out(&r).trim(), "403", "{r}");
-    let refused: Vec<Value> = network(&sb)
-        .into_iter()
-        .filter(|r| r["event"] == "refused" && r["rule"] == "credential-host")
-        .collect();
-    assert_eq!(refused.len(), 2, "{refused:?}");
-    assert!(
-        refused
-            .iter()
-            .all(|r| r["reason"].as_str().unwrap().contains("GH_TOKEN")),
-        "{refused:?}"
-    );
-
-    // An answer that would echo the request back (TRACE), and a header that would change
-    // the method the rules judged, never reach a credential host.
-    let git_url = format!(
-        "https://git.cred.test:{}/org/repo.git/info/refs",
-        git_origin.port
-    );
-    for script in [
-        format!("curl -sS -o /dev/null -w '%{{http_code}}' -X TRACE {echo_url}"),
-        format!(
-            "curl -sS -o /dev/null -w '%{{http_code}}' -H 'X-HTTP-Method-Override: DELETE' {git_url}"
-        ),
-    ] {
-        let seen = (echo.seen().len(), git_origin.seen().len());
-        let r = s.call("run_command", sh_call(&script)).await;
-        assert_eq!(out(&r).trim(), "403", "{script}: {r}");
-        assert_eq!(
-            (echo.seen().len(), git_origin.seen().len()),
-            seen,
-            "{script}"
-        );
-    }
-
-    // A push to another repository: its POST matches no rule, so it is refused.
-    let other = format!("https://git.cred.test:{}/org/other.git", git_origin.port);
-    let r = s
-        .call(
-            "run_command",
-            json!({"command": ["git", "-C", "work", "push", "-q", other, "HEAD:main"]}),
-        )
-        .await;
-    assert_ne!(r["detail"]["exit_code"], 0, "{r}");
-    let rule = network(&sb)
-        .into_iter()
-        .find(|r| r["event"] == "refused" && r["rule"] == "method-path" && r["method"] == "POST")
-        .unwrap_or_else(|| panic!("{:?}", network(&sb)));
-    assert_eq!(rule["method"], "POST");
-    assert_eq!(rule["path"], "/org/other.git/git-receive-pack");
-    assert!(
-        !git_origin
-            .seen()
-            .iter()
-            .any(|s| s.path.starts_with("/org/other.git") && s.method == "POST"),
-        "the refused push never reached the origin"
-    );
-
-    // A host without credentials stays a tunnel: the origin sees curl's own handshake,
-    // with curl's client certificate, and curl trusts only the origin's CA.
-    let tunnel_url = format!("https://tunnel.cred.test:{}/hello", tunnel.port);
-    let r = s
-        .call("run_command", json!({"command": ["curl", "-sS", "--cacert", "origin-ca.pem", "--cert", "client.pem", "--key", "client.key", tunnel_url]}))
-        .await;
-    assert_eq!(r["detail"]["exit_code"], 0, "{r}");
-    let seen = tunnel.seen();
-    assert_eq!(seen.len(), 1, "{seen:?}");
-    assert!(
-        seen[0].client_cert,
-        "the origin saw the client's certificate: no termination"
-    );
-    let open = network(&sb)
-        .into_iter()
-        .find(|r| r["event"] == "open" && r["host"] == "tunnel.cred.test")
-        .unwrap();
-    assert!(open.get("credential").is_none(), "{open}");
-
-    // Each request with a credential is on the record, by name, with its path.
-    let requests: Vec<Value> = network(&sb)
-        .into_iter()
-        .filter(|r| r["event"] == "request")
-        .collect();
-    assert!(
-        requests.iter().any(|r| r["credential"] == "GH_TOKEN"
-            && r["method"] == "POST"
-            && r["path"] == "/org/repo.git/git-receive-pack"),
-        "{requests:?}"
-    );
-    assert!(
-        requests.iter().any(|r| r["credential"] == "ECHO_KEY"),
-        "{requests:?}"
-    );
-
-    // SIGHUP reads the token file again: the origin's new token works without a restart.
-    let rotated = "ghp_R0tatedT0ken0123456789abcdefghijKLMN";
-    *git_origin.token.lock().unwrap() = rotated.to_owned();
-    write_token(&token_file, rotated);
-    let server = live_processes_with(sb.policy.to_str().unwrap());
-    assert!(!server.is_empty());
-    for pid in &server {
-        rustix::process::kill_process(
-            rustix::process::Pid::from_raw(*pid as i32).unwrap(),
-            rustix::process::Signal::HUP,
-        )
-        .unwrap();
-    }
-    let mut pushed = Value::Null;
-    for _ in 0..20 {
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        pushed = s
-            .call(
-                "run_command",
-                json!({"command": ["git", "-C", "work", "fetch", "-q", "origin"]}),
-            )
-            .await;
-        if pushed["detail"]["exit_code"] == 0 {
-            break;
+        World {
+            sb,
+            s,
+            repos,
+            token_file,
+            git_origin,
+            echo,
+            tunnel,
+            plain,
         }
     }
-    assert_eq!(pushed["detail"]["exit_code"], 0, "{pushed}");
 
-    // Nothing on the record holds a real value; the trail names credentials only.
-    let trail = std::fs::read_to_string(&sb.audit).unwrap();
-    for real in [GH_TOKEN, ECHO_KEY, rotated] {
-        assert!(!trail.contains(real), "the trail holds a real value");
+    fn echo_url(&self) -> String {
+        format!("https://echo.cred.test:{}/whoami", self.echo.port)
     }
-    drop(s);
+
+    /// Clone, commit and push over HTTPS, the token added by the proxy.
+    async fn push_with_the_token(&self) {
+        let World {
+            sb,
+            s,
+            repos,
+            git_origin,
+            ..
+        } = self;
+        // Clone, commit and push over HTTPS, the token added by the proxy.
+        let url = format!("https://git.cred.test:{}/org/repo.git", git_origin.port);
+        let r = s
+            .call(
+                "run_command",
+                json!({"command": ["git", "clone", "-q", url, "work"]}),
+            )
+            .await;
+        assert_eq!(r["code"], "OK", "{r}");
+        assert_eq!(r["detail"]["exit_code"], 0, "{r}");
+        std::fs::write(
+            sb.jail.join("work/change.txt"),
+            "pushed through the proxy\n",
+        )
+        .unwrap();
+        for argv in [
+            json!(["git", "-C", "work", "add", "change.txt"]),
+            json!(["git", "-C", "work", "commit", "-q", "-m", "change"]),
+            json!(["git", "-C", "work", "push", "-q", "origin", "HEAD:main"]),
+        ] {
+            let r = s.call("run_command", json!({"command": argv})).await;
+            assert_eq!(r["detail"]["exit_code"], 0, "{argv}: {r}");
+        }
+        let log = std::process::Command::new("git")
+            .args([
+                "--git-dir",
+                repos.join("org/repo.git").to_str().unwrap(),
+                "log",
+                "--format=%s",
+                "main",
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&log.stdout), "change\nseed\n");
+        let pushes: Vec<_> = git_origin
+            .seen()
+            .into_iter()
+            .filter(|s| s.method == "POST" && s.path.ends_with("git-receive-pack"))
+            .collect();
+        assert_eq!(pushes.len(), 1, "{:?}", git_origin.seen());
+        // The origin saw the proxy's own handshake (SNI the host) and the real token.
+        let expected = format!(
+            "Basic {}",
+            base64::Engine::encode(
+                &base64::engine::general_purpose::STANDARD,
+                format!("x-access-token:{GH_TOKEN}")
+            )
+        );
+        assert_eq!(pushes[0].authorization.as_deref(), Some(expected.as_str()));
+        assert_eq!(pushes[0].sni.as_deref(), Some("git.cred.test"));
+    }
+
+    /// The commands see only placeholders: env, /proc, python, and the proxy's CA bundle.
+    async fn only_placeholders_inside(&self) {
+        let World { s, .. } = self;
+        // The commands see only placeholders: env, /proc, python, and the proxy's CA bundle.
+        let mut shown = String::new();
+        for args in [
+            json!({"command": ["env"]}),
+            // Past the argument checks (sh -c), so that only the view stands in the way.
+            sh_call("cat /proc/self/environ | tr '\\0' '\\n'"),
+            json!({"command": ["python3", "-c", "import os; print(os.environ['GH_TOKEN'], os.environ['ECHO_KEY'])"]}),
+        ] {
+            let r = s.call("run_command", args.clone()).await;
+            assert_eq!(r["detail"]["exit_code"], 0, "{args}: {r}");
+            shown.push_str(&out(&r));
+        }
+        assert!(
+            !shown.contains(GH_TOKEN) && !shown.contains(ECHO_KEY),
+            "{shown}"
+        );
+        // The placeholder is shaped like a GitHub token, so results redact it like one: printed
+        // reversed, it shows its shape and that it is not the token.
+        let r = s
+            .call("run_command", json!({"command": ["python3", "-c", "import os; print(os.environ['GH_TOKEN'][::-1]); print(os.environ['SSL_CERT_FILE'])"]}))
+            .await;
+        let lines: Vec<String> = out(&r).lines().map(str::to_owned).collect();
+        let placeholder: String = lines[0].chars().rev().collect();
+        assert!(
+            placeholder.starts_with("ghp_") && placeholder.len() == GH_TOKEN.len(),
+            "{r}"
+        );
+        assert!(
+            placeholder[4..].bytes().all(|b| b.is_ascii_alphanumeric()),
+            "{placeholder}"
+        );
+        assert_ne!(placeholder, GH_TOKEN);
+        assert!(lines[1].ends_with("ca-bundle.pem"), "{lines:?}");
+        for var in [
+            "GIT_SSL_CAINFO",
+            "CURL_CA_BUNDLE",
+            "REQUESTS_CA_BUNDLE",
+            "NODE_EXTRA_CA_CERTS",
+            "CARGO_HTTP_CAINFO",
+            "PIP_CERT",
+        ] {
+            assert!(
+                shown.contains(&format!("{var}={}", lines[1])),
+                "{var}: {shown}"
+            );
+        }
+    }
+
+    /// A key echoed back by its host is masked before the command sees it.
+    async fn echoed_keys_are_masked(&self) {
+        let World { s, echo, .. } = self;
+        // A key echoed back by its host is masked before the command sees it; the header went
+        // in with the real value, added where curl sent none and swapped where it sent the
+        // placeholder.
+        let echo_url = format!("https://echo.cred.test:{}/whoami", echo.port);
+        for script in [
+            format!("curl -sS {echo_url}"),
+            format!("curl -sS -H \"Authorization: Bearer $ECHO_KEY\" {echo_url}"),
+        ] {
+            let r = s.call("run_command", sh_call(&script)).await;
+            let text = out(&r);
+            assert!(text.contains("authorization: Bearer ****"), "{script}: {r}");
+            assert!(!text.contains(ECHO_KEY), "{script}: {r}");
+        }
+        let sent: Vec<_> = echo
+            .seen()
+            .into_iter()
+            .filter_map(|s| s.authorization)
+            .collect();
+        assert_eq!(
+            sent,
+            [format!("Bearer {ECHO_KEY}"), format!("Bearer {ECHO_KEY}")]
+        );
+    }
+
+    /// A placeholder goes only to the hosts its credential is bound to.
+    async fn placeholders_go_only_to_their_hosts(&self) {
+        let World {
+            sb, s, echo, plain, ..
+        } = self;
+        let echo_url = self.echo_url();
+        // GH_TOKEN's placeholder to a host it is not bound to: in a header to the echo host
+        // (terminated), in a plain URL; refused and audited, and neither reached its host.
+        let before = echo.seen().len();
+        let r = s
+            .call(
+                "run_command",
+                sh_call(&format!(
+                    "curl -sS -o /dev/null -w '%{{http_code}}' -H \"X-Token: $GH_TOKEN\" {echo_url}"
+                )),
+            )
+            .await;
+        assert_eq!(out(&r).trim(), "403", "{r}");
+        assert_eq!(
+            echo.seen().len(),
+            before,
+            "the request never reached the echo host"
+        );
+        let r = s
+            .call("run_command", sh_call(&format!("curl -sS -o /dev/null -w '%{{http_code}}' \"http://plain.cred.test:{}/?t=$GH_TOKEN\"", plain.port)))
+            .await;
+        assert_eq!(out(&r).trim(), "403", "{r}");
+        let refused: Vec<Value> = network(sb)
+            .into_iter()
+            .filter(|r| r["event"] == "refused" && r["rule"] == "credential-host")
+            .collect();
+        assert_eq!(refused.len(), 2, "{refused:?}");
+        assert!(
+            refused
+                .iter()
+                .all(|r| r["reason"].as_str().unwrap().contains("GH_TOKEN")),
+            "{refused:?}"
+        );
+    }
+
+    /// No TRACE, no method override, no push outside the rules.
+    async fn no_echo_no_override(&self) {
+        let World {
+            sb,
+            s,
+            git_origin,
+            echo,
+            ..
+        } = self;
+        let echo_url = self.echo_url();
+        // An answer that would echo the request back (TRACE), and a header that would change
+        // the method the rules judged, never reach a credential host.
+        let git_url = format!(
+            "https://git.cred.test:{}/org/repo.git/info/refs",
+            git_origin.port
+        );
+        for script in [
+            format!("curl -sS -o /dev/null -w '%{{http_code}}' -X TRACE {echo_url}"),
+            format!(
+                "curl -sS -o /dev/null -w '%{{http_code}}' -H 'X-HTTP-Method-Override: DELETE' {git_url}"
+            ),
+        ] {
+            let seen = (echo.seen().len(), git_origin.seen().len());
+            let r = s.call("run_command", sh_call(&script)).await;
+            assert_eq!(out(&r).trim(), "403", "{script}: {r}");
+            assert_eq!(
+                (echo.seen().len(), git_origin.seen().len()),
+                seen,
+                "{script}"
+            );
+        }
+
+        // A push to another repository: its POST matches no rule, so it is refused.
+        let other = format!("https://git.cred.test:{}/org/other.git", git_origin.port);
+        let r = s
+            .call(
+                "run_command",
+                json!({"command": ["git", "-C", "work", "push", "-q", other, "HEAD:main"]}),
+            )
+            .await;
+        assert_ne!(r["detail"]["exit_code"], 0, "{r}");
+        let rule = network(sb)
+            .into_iter()
+            .find(|r| {
+                r["event"] == "refused" && r["rule"] == "method-path" && r["method"] == "POST"
+            })
+            .unwrap_or_else(|| panic!("{:?}", network(sb)));
+        assert_eq!(rule["method"], "POST");
+        assert_eq!(rule["path"], "/org/other.git/git-receive-pack");
+        assert!(
+            !git_origin
+                .seen()
+                .iter()
+                .any(|s| s.path.starts_with("/org/other.git") && s.method == "POST"),
+            "the refused push never reached the origin"
+        );
+    }
+
+    /// A host without credentials stays a tunnel; requests with one are recorded.
+    async fn tunnels_stay_tunnels(&self) {
+        let World { sb, s, tunnel, .. } = self;
+        // A host without credentials stays a tunnel: the origin sees curl's own handshake,
+        // with curl's client certificate, and curl trusts only the origin's CA.
+        let tunnel_url = format!("https://tunnel.cred.test:{}/hello", tunnel.port);
+        let r = s
+            .call("run_command", json!({"command": ["curl", "-sS", "--cacert", "origin-ca.pem", "--cert", "client.pem", "--key", "client.key", tunnel_url]}))
+            .await;
+        assert_eq!(r["detail"]["exit_code"], 0, "{r}");
+        let seen = tunnel.seen();
+        assert_eq!(seen.len(), 1, "{seen:?}");
+        assert!(
+            seen[0].client_cert,
+            "the origin saw the client's certificate: no termination"
+        );
+        let open = network(sb)
+            .into_iter()
+            .find(|r| r["event"] == "open" && r["host"] == "tunnel.cred.test")
+            .unwrap();
+        assert!(open.get("credential").is_none(), "{open}");
+
+        // Each request with a credential is on the record, by name, with its path.
+        let requests: Vec<Value> = network(sb)
+            .into_iter()
+            .filter(|r| r["event"] == "request")
+            .collect();
+        assert!(
+            requests.iter().any(|r| r["credential"] == "GH_TOKEN"
+                && r["method"] == "POST"
+                && r["path"] == "/org/repo.git/git-receive-pack"),
+            "{requests:?}"
+        );
+        assert!(
+            requests.iter().any(|r| r["credential"] == "ECHO_KEY"),
+            "{requests:?}"
+        );
+    }
+
+    /// SIGHUP reads the token file again; nothing on the record holds a real value.
+    async fn rotation_on_hangup(&self) {
+        let World {
+            sb,
+            s,
+            token_file,
+            git_origin,
+            ..
+        } = self;
+        // SIGHUP reads the token file again: the origin's new token works without a restart.
+        let rotated = "ghp_R0tatedT0ken0123456789abcdefghijKLMN";
+        *git_origin.token.lock().unwrap() = rotated.to_owned();
+        write_token(token_file, rotated);
+        let server = live_processes_with(sb.policy.to_str().unwrap());
+        assert!(!server.is_empty());
+        for pid in &server {
+            rustix::process::kill_process(
+                rustix::process::Pid::from_raw(*pid as i32).unwrap(),
+                rustix::process::Signal::HUP,
+            )
+            .unwrap();
+        }
+        let mut pushed = Value::Null;
+        for _ in 0..20 {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            pushed = s
+                .call(
+                    "run_command",
+                    json!({"command": ["git", "-C", "work", "fetch", "-q", "origin"]}),
+                )
+                .await;
+            if pushed["detail"]["exit_code"] == 0 {
+                break;
+            }
+        }
+        assert_eq!(pushed["detail"]["exit_code"], 0, "{pushed}");
+
+        // Nothing on the record holds a real value; the trail names credentials only.
+        let trail = std::fs::read_to_string(&sb.audit).unwrap();
+        for real in [GH_TOKEN, ECHO_KEY, rotated] {
+            assert!(!trail.contains(real), "the trail holds a real value");
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -469,9 +469,36 @@ async fn nested_calls_meet_the_rules_and_approvals_of_a_call() {
         nested[2]
     );
 
-    // The socket takes one request's three descriptors and no more: a client that sends
-    // more (on a second message) is cut off unanswered, and the next nested call is served
-    // as before. A name that is not a shim's is refused.
+    the_nested_socket_holds(&c, &work).await;
+    drop(c);
+
+    // On MCP 2026-07-28 a call is approved in its own rounds, which a nested call has none
+    // of: it is refused with what to do instead, and the script's call ends as it would.
+    let newer = Client::start_newer(&sb, Reply::Accept(true), true).await;
+    let r = newer
+        .call(
+            "run_command",
+            nested_git(&work, &["push", "origin", "HEAD:main"]),
+        )
+        .await;
+    let stderr = r["detail"]["stderr"].as_str().unwrap_or_default();
+    assert!(
+        r["detail"]["stdout"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("exit 126"),
+        "{r}"
+    );
+    assert!(stderr.contains("Run it as a call of its own"), "{stderr}");
+    drop(newer);
+
+    without_the_list_a_forced_push_goes_through(rules).await;
+}
+
+/// The socket takes one request's three descriptors and no more: a client that sends more
+/// (on a second message) is cut off unanswered, and the next nested call is served as
+/// before. A name that is not a shim's is refused; git by its path is not executable.
+async fn the_nested_socket_holds(c: &super::approvals::Client, work: &str) {
     let flood = r#"
 import os, socket, array, subprocess
 token, path = os.environ['SAFE_MCP_NESTED'].split('@', 1)
@@ -526,29 +553,11 @@ print('ls exit', r.returncode)
             .contains("Permission denied"),
         "{direct}"
     );
-    drop(c);
+}
 
-    // On MCP 2026-07-28 a call is approved in its own rounds, which a nested call has none
-    // of: it is refused with what to do instead, and the script's call ends as it would.
-    let newer = Client::start_newer(&sb, Reply::Accept(true), true).await;
-    let r = newer
-        .call(
-            "run_command",
-            nested_git(&work, &["push", "origin", "HEAD:main"]),
-        )
-        .await;
-    let stderr = r["detail"]["stderr"].as_str().unwrap_or_default();
-    assert!(
-        r["detail"]["stdout"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("exit 126"),
-        "{r}"
-    );
-    assert!(stderr.contains("Run it as a call of its own"), "{stderr}");
-    drop(newer);
-
-    // The control: with the list off nothing routes git, and the forced push goes through.
+/// The control: with the list off nothing routes git, and the forced push goes through.
+async fn without_the_list_a_forced_push_goes_through(rules: &str) {
+    use super::approvals::{Client, Reply};
     let off = sandbox(
         "\"echo\", \"git\"",
         &["python", "git"],

@@ -105,21 +105,33 @@ async fn read_edit_write_round_trip() {
         std::fs::read_to_string(sb.jail.join("src/lib.rs")).unwrap(),
         before
     );
-    // Two occurrences need replace_all.
+    replace_all_create_only_and_modes(&sb, &s).await;
+    // No temporary file is left beside a target.
+    let left: Vec<_> = std::fs::read_dir(&sb.jail)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains(".safe-mcp-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+/// Two occurrences need replace_all; create_only refuses an existing file; a replace keeps
+/// the file's mode.
+async fn replace_all_create_only_and_modes(sb: &Sandbox, s: &Session) {
     call(
-        &s,
+        s,
         "write_file",
         json!({"path": "twice.txt", "content": "x\nx\n"}),
     )
     .await;
     let r = call(
-        &s,
+        s,
         "edit_file",
         json!({"path": "twice.txt", "edits": [{"old_text": "x", "new_text": "y"}]}),
     )
     .await;
     assert_eq!(r["code"], "CONFLICT", "{r}");
-    let r = call(&s, "edit_file", json!({"path": "twice.txt", "edits": [{"old_text": "x", "new_text": "y", "replace_all": true}]})).await;
+    let r = call(s, "edit_file", json!({"path": "twice.txt", "edits": [{"old_text": "x", "new_text": "y", "replace_all": true}]})).await;
     assert_eq!(r["code"], "OK", "{r}");
     assert_eq!(
         std::fs::read_to_string(sb.jail.join("twice.txt")).unwrap(),
@@ -127,7 +139,7 @@ async fn read_edit_write_round_trip() {
     );
     // create_only refuses an existing file; a replace keeps the mode.
     let r = call(
-        &s,
+        s,
         "write_file",
         json!({"path": "twice.txt", "content": "z", "create_only": true}),
     )
@@ -141,7 +153,7 @@ async fn read_edit_write_round_trip() {
     )
     .unwrap();
     let r = call(
-        &s,
+        s,
         "write_file",
         json!({"path": "run.sh", "content": "#!/bin/sh\necho hi\n"}),
     )
@@ -155,13 +167,6 @@ async fn read_edit_write_round_trip() {
             & 0o777,
         0o750
     );
-    // No temporary file is left beside a target.
-    let left: Vec<_> = std::fs::read_dir(&sb.jail)
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().contains(".safe-mcp-"))
-        .collect();
-    assert!(left.is_empty(), "{left:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -404,8 +404,13 @@ async fn a_fleet_behind_haproxy_spreads_sessions_and_survives_a_killed_replica()
     drop(_haproxy);
     replicas.clear();
 
-    // Nothing is lost from any chain: each replica's trail verifies, the killed one too,
-    // and merged into one stream each verifies as its own chain with no gap.
+    every_chain_is_whole(sb.base(), &trail);
+}
+
+/// Nothing is lost from any chain: each replica's trail verifies, the killed one too, and
+/// merged into one stream each verifies as its own chain with no gap; the report of the
+/// merged stream says so, and names the server whose chain a lost record breaks.
+fn every_chain_is_whole(base: &std::path::Path, trail: &dyn Fn(&str) -> std::path::PathBuf) {
     let mut merged = String::new();
     for id in ["r1", "r2", "r3"] {
         let out = Command::new(BIN)
@@ -423,7 +428,7 @@ async fn a_fleet_behind_haproxy_spreads_sessions_and_survives_a_killed_replica()
         );
         merged.push_str(&text);
     }
-    let stream = sb.base().join("received.jsonl");
+    let stream = base.join("received.jsonl");
     std::fs::write(&stream, &merged).unwrap();
     let out = Command::new(BIN)
         .args(["audit", "verify", "--received"])
@@ -436,7 +441,7 @@ async fn a_fleet_behind_haproxy_spreads_sessions_and_survives_a_killed_replica()
         "{said}"
     );
     // The report reads the merged stream: every chain verified, calls by server.
-    let page_at = sb.base().join("fleet.html");
+    let page_at = base.join("fleet.html");
     let out = Command::new(BIN)
         .args(["audit", "report", "--received"])
         .arg(&stream)

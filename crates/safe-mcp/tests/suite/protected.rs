@@ -5,7 +5,7 @@
 use serde_json::json;
 
 use super::builders::{in_terminal_table, python, python_sandbox, session_with, stdout};
-use super::support::Sandbox;
+use super::support::{Sandbox, Session};
 
 /// A jail that is a git repository with one commit, made by the operator on the host.
 fn git_jail(sb: &Sandbox) {
@@ -122,30 +122,7 @@ async fn protected_paths_hold_in_the_private_view_and_git_keeps_working() {
             std::fs::read_to_string(sb.jail.join(".mcp.json")).unwrap(),
             "{\"mcpServers\": {}}\n"
         );
-        // git keeps working.
-        for command in [
-            "git checkout -q -b feature",
-            "git add secrets.cfg",
-            "git commit -q --allow-empty -m second",
-            "git checkout -q main",
-            "git merge -q --no-edit feature",
-            "git branch -q other",
-        ] {
-            let r = s.run(command).await;
-            assert_eq!(
-                (r["code"].as_str(), r["detail"]["exit_code"].as_i64()),
-                (Some("OK"), Some(0)),
-                "{what}: {command}: {r}"
-            );
-        }
-        python(&s, "open('notes.txt', 'a').write('more\\n')").await;
-        for command in ["git stash -q", "git stash pop -q", "git status --porcelain"] {
-            let r = s.run(command).await;
-            assert_eq!(r["detail"]["exit_code"], 0, "{what}: {command}: {r}");
-            if command.starts_with("git status") {
-                assert_eq!(stdout(&r), " M notes.txt\n?? .idea/\n", "{what}: {r}");
-            }
-        }
+        git_keeps_working(&s, &what).await;
         // By argument too, with the rule named in the refusal and the trail.
         let r = s.run("touch .vscode/x").await;
         assert_eq!(r["code"], "POLICY_DENIED", "{r}");
@@ -195,6 +172,33 @@ async fn protected_paths_hold_in_the_private_view_and_git_keeps_working() {
             json!([".idea"]),
             "{d}"
         );
+    }
+}
+
+/// git keeps working beside the protected paths: branch, commit, merge, stash, status.
+async fn git_keeps_working(s: &Session, what: &str) {
+    for command in [
+        "git checkout -q -b feature",
+        "git add secrets.cfg",
+        "git commit -q --allow-empty -m second",
+        "git checkout -q main",
+        "git merge -q --no-edit feature",
+        "git branch -q other",
+    ] {
+        let r = s.run(command).await;
+        assert_eq!(
+            (r["code"].as_str(), r["detail"]["exit_code"].as_i64()),
+            (Some("OK"), Some(0)),
+            "{what}: {command}: {r}"
+        );
+    }
+    python(s, "open('notes.txt', 'a').write('more\\n')").await;
+    for command in ["git stash -q", "git stash pop -q", "git status --porcelain"] {
+        let r = s.run(command).await;
+        assert_eq!(r["detail"]["exit_code"], 0, "{what}: {command}: {r}");
+        if command.starts_with("git status") {
+            assert_eq!(stdout(&r), " M notes.txt\n?? .idea/\n", "{what}: {r}");
+        }
     }
 }
 

@@ -7,7 +7,7 @@
 use serde_json::json;
 
 use super::support::sh_call;
-use super::support::{BIN, DEFAULT_ALLOW, Sandbox, live_processes_with};
+use super::support::{BIN, DEFAULT_ALLOW, Sandbox, Session, live_processes_with};
 
 /// Whether this kernel lets the server's user make the view's namespaces (and, with
 /// `pid`, a pid namespace with its own `/proc` in them), asked of util-linux's `unshare`
@@ -125,7 +125,6 @@ async fn a_command_sees_only_its_view_of_the_machine() {
         let secret = outside(&sb);
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
-        let port = listener.local_addr().unwrap().port();
         let s = sb.session().await;
         let d = s.call("describe_policy", json!({"verbose": true})).await;
         let view = d["detail"]["confinement"]["view"]["view"].clone();
@@ -197,30 +196,36 @@ async fn a_command_sees_only_its_view_of_the_machine() {
             );
         }
 
-        // Loopback of its own: the host's listener is not reachable even with network on.
-        let probe = format!(
-            "import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=2); print('connected')\nexcept OSError as e:\n    print('refused', e.errno)"
-        );
-        let r = s
-            .call("run_command", json!({"command": ["python3", "-c", probe]}))
-            .await;
-        let connected = listener.accept().is_ok();
-        if private {
-            assert!(!connected, "the host's loopback was reached");
-            assert!(
-                r["detail"]["stdout"]
-                    .as_str()
-                    .unwrap()
-                    .starts_with("refused"),
-                "{r}"
-            );
-        } else {
-            assert!(
-                connected,
-                "control: with network on, the host view reaches loopback: {r}"
-            );
-        }
+        own_loopback(&s, &listener, private).await;
         drop(probe_dir);
+    }
+}
+
+/// Loopback of its own: the host's listener is not reachable even with network on (the
+/// control: in the host view it is).
+async fn own_loopback(s: &Session, listener: &std::net::TcpListener, private: bool) {
+    let port = listener.local_addr().unwrap().port();
+    let probe = format!(
+        "import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=2); print('connected')\nexcept OSError as e:\n    print('refused', e.errno)"
+    );
+    let r = s
+        .call("run_command", json!({"command": ["python3", "-c", probe]}))
+        .await;
+    let connected = listener.accept().is_ok();
+    if private {
+        assert!(!connected, "the host's loopback was reached");
+        assert!(
+            r["detail"]["stdout"]
+                .as_str()
+                .unwrap()
+                .starts_with("refused"),
+            "{r}"
+        );
+    } else {
+        assert!(
+            connected,
+            "control: with network on, the host view reaches loopback: {r}"
+        );
     }
 }
 
