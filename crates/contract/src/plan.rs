@@ -120,6 +120,10 @@ pub trait InteractiveIo: Send + Sync {
     /// The first pipeline started: `stdin` is the write end of its first stage's stdin,
     /// `pid` that stage's pid.
     fn started(&self, stdin: std::os::fd::OwnedFd, pid: u32);
+
+    /// When the session counts as idle if nobody reads or writes it before then: the
+    /// executor stops it there ([`ExecOutcome::idle`]); `None`, never.
+    fn idle_at(&self) -> Option<std::time::Instant>;
 }
 
 /// An [`InteractiveIo`] a plan can carry.
@@ -207,6 +211,8 @@ pub struct ExecOutcome {
     pub cancelled: bool,
     /// The output passed the plan's `output_total_limit` and the tree was stopped.
     pub flooded: bool,
+    /// A session nobody read or wrote for its idle time was stopped.
+    pub idle: bool,
     /// The command's memory cgroup hit its limit and the kernel killed a process of it.
     pub memory_limit_hit: bool,
     /// With the exec log on: every program the tree executed, in order per stage, at most

@@ -48,6 +48,8 @@ pub struct Session {
     stdin: Mutex<Option<OwnedFd>>,
     out: Mutex<[Stream; 2]>,
     buffer_bytes: usize,
+    /// How long nobody may read or write before it is stopped as idle.
+    idle_after: Duration,
     stop: Trigger,
     stopped_because: Mutex<Option<EndedBy>>,
     last_used: Mutex<Instant>,
@@ -113,6 +115,25 @@ pub struct ReadOut {
     pub more: bool,
 }
 
+/// What bounds one session: the output it keeps unread per stream, and how long it may go
+/// unread and unwritten before the executor stops it as idle.
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds {
+    pub buffer_bytes: usize,
+    pub idle_after: Duration,
+}
+
+impl Bounds {
+    /// Bounds of `buffer_bytes`, never idle (for tests).
+    #[cfg(test)]
+    fn buffer(buffer_bytes: usize) -> Bounds {
+        Bounds {
+            buffer_bytes,
+            idle_after: Duration::from_secs(86_400),
+        }
+    }
+}
+
 impl Session {
     fn new(
         handle: String,
@@ -120,7 +141,7 @@ impl Session {
         caller: &str,
         command: String,
         call: CallId,
-        buffer_bytes: usize,
+        bounds: Bounds,
     ) -> Session {
         Session {
             handle,
@@ -135,7 +156,8 @@ impl Session {
             closed: AtomicU8::new(0),
             stdin: Mutex::new(None),
             out: Mutex::new([Stream::default(), Stream::default()]),
-            buffer_bytes,
+            buffer_bytes: bounds.buffer_bytes,
+            idle_after: bounds.idle_after,
             stop: Trigger::default(),
             stopped_because: Mutex::new(None),
             last_used: Mutex::new(Instant::now()),
@@ -167,11 +189,6 @@ impl Session {
     /// Marks the session as used now (reads and writes keep it from idling out).
     pub fn touch(&self) {
         *lock(&self.last_used) = Instant::now();
-    }
-
-    /// How long since the last read or write.
-    pub fn idle_for(&self) -> Duration {
-        lock(&self.last_used).elapsed()
     }
 
     /// Asks the executor to kill the tree; `why` becomes how it ended (the first reason
@@ -395,6 +412,10 @@ impl InteractiveIo for Session {
         *lock(&self.stdin) = Some(stdin);
         self.pid.store(pid, Ordering::Release);
     }
+
+    fn idle_at(&self) -> Option<Instant> {
+        Some(*lock(&self.last_used) + self.idle_after)
+    }
 }
 
 /// Every session of a server.
@@ -477,7 +498,7 @@ impl SessionTable {
         caller: &str,
         command: String,
         call: CallId,
-        buffer_bytes: usize,
+        bounds: Bounds,
         capacity: Capacity,
     ) -> Result<Arc<Session>, CreateError> {
         let handle = crate::random::hex(16)
@@ -501,7 +522,7 @@ impl SessionTable {
             caller,
             command,
             call,
-            buffer_bytes,
+            bounds,
         ));
         sessions.insert(handle, Arc::clone(&session));
         Ok(session)
@@ -604,8 +625,16 @@ mod tests {
             total: 3,
             per_caller: 2,
         };
-        let start =
-            |caller: &str| table.create("conn", caller, "x".into(), CallId::new("1"), 64, capacity);
+        let start = |caller: &str| {
+            table.create(
+                "conn",
+                caller,
+                "x".into(),
+                CallId::new("1"),
+                Bounds::buffer(64),
+                capacity,
+            )
+        };
         assert!(start("alice").is_ok() && start("alice").is_ok());
         assert_eq!(start("alice").err(), Some(CreateError::FullForCaller));
         assert_eq!(table.room("bob", capacity), Ok(()));
@@ -614,7 +643,16 @@ mod tests {
         assert_eq!(table.room("carol", capacity), Err(CreateError::Full));
         // Nobody (no authentication) is counted in all only.
         let table = SessionTable::default();
-        let anonymous = || table.create("conn", "", "x".into(), CallId::new("1"), 64, capacity);
+        let anonymous = || {
+            table.create(
+                "conn",
+                "",
+                "x".into(),
+                CallId::new("1"),
+                Bounds::buffer(64),
+                capacity,
+            )
+        };
         assert!(anonymous().is_ok() && anonymous().is_ok() && anonymous().is_ok());
         assert_eq!(anonymous().err(), Some(CreateError::Full));
     }
@@ -623,7 +661,14 @@ mod tests {
     fn reads_hand_out_whole_lines_and_hold_a_partial_one_until_quiet() {
         let table = SessionTable::default();
         let s = table
-            .create("me", "", "x".into(), CallId::new("1"), 64, FOUR)
+            .create(
+                "me",
+                "",
+                "x".into(),
+                CallId::new("1"),
+                Bounds::buffer(64),
+                FOUR,
+            )
             .unwrap();
         s.output(OutputStream::Stdout, b"one\ntwo ghp_0123");
         let r = s.read(&redactor(), 1 << 20);
@@ -662,7 +707,14 @@ mod tests {
     fn a_secret_in_two_writes_is_judged_at_the_join() {
         let table = SessionTable::default();
         let s = table
-            .create("me", "", "x".into(), CallId::new("1"), 1 << 16, FOUR)
+            .create(
+                "me",
+                "",
+                "x".into(),
+                CallId::new("1"),
+                Bounds::buffer(1 << 16),
+                FOUR,
+            )
             .unwrap();
         let secret = "ghp_0123456789abcdefghijklmnopqrstuvwxyz";
         s.output(
@@ -704,7 +756,14 @@ mod tests {
             per_caller: 4,
         };
         let s = a
-            .create("o", "", "sleep 1".into(), CallId::new("1-1"), 64, capacity)
+            .create(
+                "o",
+                "",
+                "sleep 1".into(),
+                CallId::new("1-1"),
+                Bounds::buffer(64),
+                capacity,
+            )
             .unwrap();
         assert!(s.handle.ends_with("@replica-a"), "{}", s.handle);
         assert!(a.get(&s.handle, "o").is_ok());

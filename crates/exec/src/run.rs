@@ -17,7 +17,8 @@ use rustix::process::{
     Pid, Signal, WaitId, WaitIdOptions, kill_process_group, pidfd_send_signal, waitid,
 };
 use safe_mcp_contract::{
-    ExecFailure, ExecOutcome, ExecPlan, ExecStage, OutputStream, Sequence, StageOutcome,
+    ExecFailure, ExecOutcome, ExecPlan, ExecStage, Interactive, OutputStream, Sequence,
+    StageOutcome,
 };
 
 use crate::capture::Capture;
@@ -78,6 +79,8 @@ enum Stop {
     Cancel,
     /// The output passed the plan's total bound.
     Flood,
+    /// A session nobody read or wrote for its idle time.
+    Idle,
 }
 
 /// What every stage of the executor may start from: `/dev/null` for a stage given no input,
@@ -174,7 +177,7 @@ pub(crate) fn run_plan(
             (&mut stdout, &mut stderr),
             &mut feed,
             cancel,
-            (deadline, plan.output_total_limit),
+            (deadline, plan.output_total_limit, plan.interactive.as_ref()),
         );
         status = settle_pipeline(&mut stages, &mut outcome)?;
         for sid in &protected {
@@ -199,6 +202,7 @@ pub(crate) fn run_plan(
     outcome.timed_out = stop == Stop::Timeout;
     outcome.cancelled = stop == Stop::Cancel;
     outcome.flooded = stop == Stop::Flood;
+    outcome.idle = stop == Stop::Idle;
     captured(&mut outcome, stdout, stderr);
     Ok(outcome)
 }
@@ -573,7 +577,7 @@ fn wait_pipeline(
     (stdout, stderr): (&mut Capture, &mut Capture),
     feed: &mut StdinFeed,
     cancel: &OwnedFd,
-    (deadline, total_limit): (Instant, u64),
+    (deadline, total_limit, session): (Instant, u64, Option<&Interactive>),
 ) -> Stop {
     feed.write_some();
     loop {
@@ -584,6 +588,13 @@ fn wait_pipeline(
         if now >= deadline {
             return Stop::Timeout;
         }
+        // A session's idle time moves on with each read or write: asked again each time
+        // round, it wakes the poll only when it may have passed.
+        let idle_at = session.and_then(|s| s.0.idle_at());
+        if idle_at.is_some_and(|at| now >= at) {
+            return Stop::Idle;
+        }
+        let wake = idle_at.map_or(deadline, |at| at.min(deadline));
         // Far more output than anyone will read: stop now rather than at the deadline.
         if total_limit > 0 && stdout.total + stderr.total > total_limit {
             return Stop::Flood;
@@ -607,7 +618,7 @@ fn wait_pipeline(
         for &i in &live {
             fds.push(PollFd::new(&stages[i].pidfd, PollFlags::IN));
         }
-        match poll(&mut fds, Some(&timespec(deadline - now))) {
+        match poll(&mut fds, Some(&timespec(wake - now))) {
             Ok(_) | Err(Errno::INTR) => {}
             Err(_) => return Stop::Timeout,
         }

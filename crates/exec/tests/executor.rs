@@ -408,3 +408,55 @@ fn stages_at_once_all_run_whether_made_ahead_or_not() {
         }
     }
 }
+
+/// A session as the core keeps one: idle once nobody has touched it for `after`.
+struct Touched {
+    last: std::sync::Mutex<std::time::Instant>,
+    after: Duration,
+    stdin: std::sync::Mutex<Option<std::os::fd::OwnedFd>>,
+}
+
+impl safe_mcp_contract::InteractiveIo for Touched {
+    fn started(&self, stdin: std::os::fd::OwnedFd, _pid: u32) {
+        *self.stdin.lock().unwrap() = Some(stdin);
+    }
+
+    fn idle_at(&self) -> Option<std::time::Instant> {
+        Some(*self.last.lock().unwrap() + self.after)
+    }
+}
+
+/// A session nobody reads or writes is stopped once its idle time has passed, and each
+/// touch moves that time on: touched every 100 ms for 900 ms with an idle time of 300 ms,
+/// it lives past the 900 ms, then stops as idle, not at its 20 s deadline.
+#[test]
+fn an_idle_session_is_stopped_and_a_touched_one_is_not() {
+    let (_dir, jail, executor) = jail();
+    let session = std::sync::Arc::new(Touched {
+        last: std::sync::Mutex::new(std::time::Instant::now()),
+        after: Duration::from_millis(300),
+        stdin: std::sync::Mutex::new(None),
+    });
+    let mut p = plan(&jail, vec![vec![stage(&["sleep", "30"])]], vec![]);
+    p.interactive = Some(safe_mcp_contract::Interactive(
+        std::sync::Arc::clone(&session) as _,
+    ));
+    let toucher = std::sync::Arc::clone(&session);
+    let touching = std::thread::spawn(move || {
+        for _ in 0..9 {
+            std::thread::sleep(Duration::from_millis(100));
+            *toucher.last.lock().unwrap() = std::time::Instant::now();
+        }
+    });
+    let started = std::time::Instant::now();
+    let out = run(&executor, p, true).unwrap();
+    touching.join().unwrap();
+    assert!(out.idle, "{out:?}");
+    assert!(!out.timed_out && !out.cancelled, "{out:?}");
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "the touches kept it alive: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(out.exit_code, Some(128 + 9), "{out:?}");
+}

@@ -59,15 +59,18 @@ impl Listen {
     }
 }
 
+/// Tasks a server runs beside its transport, on the one runtime [`serve`] makes.
+pub type Background = Vec<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>>;
+
 /// Serves a fresh `factory(calls)` per client session at `/mcp` until SIGINT or SIGTERM; then
-/// `on_end` runs (the sessions' cleanup). The transport's refusals of a caller go to
+/// `on_end` runs (the sessions' cleanup). `background` runs beside it. The transport's refusals of a caller go to
 /// `record`. An error is why it could not serve, for the binary's `fatal:` line.
 pub fn serve<S, F>(
     listen: &Listen,
     factory: F,
     settings: safe_mcp_core::config::HttpSettings,
     record: limits::Recorder,
-    workers: usize,
+    (workers, background): (usize, Background),
     on_end: impl std::future::Future<Output = ()>,
 ) -> Result<(), String>
 where
@@ -81,6 +84,9 @@ where
         .map_err(|e| format!("cannot start the async runtime: {e}"))?;
     let guard = settings.oauth.clone().map(oauth::Guard::new).transpose()?;
     let result = runtime.block_on(async move {
+        for task in background {
+            tokio::spawn(task);
+        }
         let stop = tokio_util::sync::CancellationToken::new();
         let mut hosts = vec![
             "localhost".to_owned(),

@@ -44,6 +44,52 @@ pub const MAX_WAIT_SECONDS: u64 = 30;
 /// The longest a read may wait for a session's end (`until = "exit"`): a test suite's run.
 pub const MAX_EXIT_WAIT_SECONDS: u64 = 120;
 
+/// A place in the server's count of exposed ports, given back when dropped (the session
+/// that exposes a port has ended, or never started).
+#[derive(Debug)]
+pub struct ExposureSlot(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for ExposureSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
+impl TerminalService {
+    /// A place for one more exposed port, at most `[terminal.sessions] max_exposed` at once
+    /// for the whole server; or the refusal, recorded (`request` is the call as asked).
+    pub fn reserve_exposure(
+        &self,
+        inner_port: u16,
+        request: &str,
+        caller: &Caller,
+    ) -> Result<ExposureSlot, OperationResult> {
+        use std::sync::atomic::Ordering;
+        let max = self.policy.sessions.max_exposed;
+        let refuse = |code, reason: String| {
+            let result = OperationResult::new(START, code, reason);
+            self.record_refusal(START, request, &result, caller);
+            result
+        };
+        if inner_port == 0 {
+            return Err(refuse(
+                ResultCode::InvalidRequest,
+                "expose_port must be the port the server listens on (1-65535)".into(),
+            ));
+        }
+        if self.exposed.fetch_add(1, Ordering::AcqRel) >= max {
+            self.exposed.fetch_sub(1, Ordering::AcqRel);
+            return Err(refuse(
+                ResultCode::PolicyDenied,
+                format!(
+                    "{max} ports are exposed, the most the policy allows ([terminal.sessions] max_exposed); stop a session that exposes one, or start this one without expose_port"
+                ),
+            ));
+        }
+        Ok(ExposureSlot(Arc::clone(&self.exposed)))
+    }
+}
+
 impl TerminalService {
     /// Starts a session for `owner`, or refuses (the refusal is recorded). The run must be
     /// spawned; the session says when it has started or failed.
@@ -111,7 +157,10 @@ impl TerminalService {
             &counted_as,
             attempt.command.clone(),
             call.clone(),
-            settings.buffer_bytes,
+            crate::sessions::Bounds {
+                buffer_bytes: settings.buffer_bytes,
+                idle_after: Duration::from_secs(settings.idle_timeout_seconds),
+            },
             capacity,
         ) {
             Ok(s) => s,
@@ -171,6 +220,10 @@ impl TerminalService {
         let executed = result.as_ref().ok().and_then(|o| me.executed(o));
         let (end, exit_code) = match result {
             Ok(outcome) => {
+                // Nobody read or wrote it for idle_timeout_seconds: the executor stopped it.
+                if outcome.idle {
+                    s.stop(EndedBy::Idle);
+                }
                 // The session's own wall clock is its EndedBy::Timeout; any other limit
                 // that stopped it is named.
                 let limit = (!outcome.timed_out)
@@ -352,11 +405,6 @@ impl TerminalService {
             s.stop(why);
         }
         running
-    }
-
-    /// The settings the server schedules by: idle timeout.
-    pub fn idle_timeout(&self) -> Duration {
-        Duration::from_secs(self.policy.sessions.idle_timeout_seconds)
     }
 
     /// Records a session call that acted on nothing durable (its attempt and outcome).

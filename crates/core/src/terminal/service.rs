@@ -224,6 +224,8 @@ pub struct TerminalService {
     pub(super) home: PrivateHome,
     /// The process sessions (see [`super::process`]).
     pub(super) sessions: SessionTable,
+    /// Ports exposed at once ([`TerminalService::reserve_exposure`]).
+    pub(super) exposed: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     /// `jail_bytes`: what the jail and the write paths hold, measured after calls.
     pub(super) usage: crate::usage::JailUsage,
     /// How the protected paths and every git directory's trust surface are held, once the
@@ -406,6 +408,7 @@ impl TerminalService {
             env,
             home,
             sessions,
+            exposed: Default::default(),
             usage,
             held: std::sync::OnceLock::new(),
             egress,
@@ -415,6 +418,26 @@ impl TerminalService {
             vault,
             ca_bundle,
         })
+    }
+
+    /// Refuses `env:` credentials where commands run in the host's view (`view`, as the
+    /// executor made it): `/proc/<server>/environ` would show them the real values.
+    pub fn credentials_fit(&self, view: safe_mcp_contract::ViewKind) -> Result<(), ServiceError> {
+        let from_env: Vec<&str> = self
+            .policy
+            .credentials
+            .specs
+            .iter()
+            .filter(|s| matches!(s.source, crate::credentials::Source::Env(_)))
+            .map(|s| s.name.as_str())
+            .collect();
+        if from_env.is_empty() || view == safe_mcp_contract::ViewKind::Private {
+            return Ok(());
+        }
+        Err(ServiceError::Credentials(format!(
+            "[[terminal.credentials]] {} come from the server's environment, and commands here run in the host's view, where /proc shows them that environment; use from = \"file:PATH\" (a file of mode 0600 outside every root), or a private view ([terminal.sandbox] namespaces = \"required\")",
+            from_env.join(", ")
+        )))
     }
 
     /// Reads the `file:` credentials again (on SIGHUP): a line for each that changed or

@@ -11,6 +11,7 @@ use safe_mcp_core::config::{Policy, SandboxMode, Section};
 use safe_mcp_core::terminal::TerminalService;
 use safe_mcp_exec::LocalExecutor;
 use safe_mcp_http as http;
+use safe_mcp_http::Background;
 
 use super::load;
 use crate::exit::fatal;
@@ -49,10 +50,12 @@ pub(crate) fn serve_terminal(config: Option<&Path>, http: Option<&str>) -> ExitC
     if let Some(scratch) = safe_mcp_core::terminal::Executor::scratch_root(&executor) {
         service.count_in_jail_bytes(scratch.to_path_buf());
     }
-    if let Err(e) = super::credentials::view_keeps_them(&service, &executor) {
+    let view = safe_mcp_core::terminal::Executor::confinement(&executor)
+        .view
+        .view;
+    if let Err(e) = service.credentials_fit(view) {
         return fatal(e);
     }
-    super::credentials::reload_on_hangup(&service);
     if terminal.sandbox.mode == SandboxMode::Off {
         eprintln!(
             "safe-mcp: WARNING: [terminal.sandbox] mode = \"off\": commands are confined by path checks only, not by the kernel"
@@ -75,8 +78,15 @@ pub(crate) fn serve_terminal(config: Option<&Path>, http: Option<&str>) -> ExitC
         Err(code) => return code,
     };
     let executor: Arc<dyn safe_mcp_core::terminal::Executor> = Arc::new(executor);
-    // Where commands reach the programs with argument rules (nested calls).
-    mcp::nested::listen(&service, &executor);
+    // Tasks of the server's one runtime: where commands reach the programs with argument
+    // rules (nested calls), and the credentials' reload on SIGHUP.
+    let mut background: Background = Vec::new();
+    if let Some(listener) = mcp::nested::listener(&service, &executor) {
+        background.push(Box::pin(listener));
+    }
+    if let Some(reloader) = super::credentials::reloader(&service) {
+        background.push(Box::pin(reloader));
+    }
     let closing = Arc::clone(&executor);
     let make = {
         let (service, executor, runs) = (Arc::clone(&service), executor, Arc::clone(&runs));
@@ -99,7 +109,7 @@ pub(crate) fn serve_terminal(config: Option<&Path>, http: Option<&str>) -> ExitC
         Arc::new(move |r| service.record_event("http", r, false))
     };
     let end = ending(service, runs, closing);
-    transport(listen, &policy, record, 4, end, make)
+    transport(listen, &policy, record, (4, background), end, make)
 }
 
 /// The executor for `service`'s confinement, or the exit with what would help.
@@ -182,7 +192,7 @@ pub(crate) fn serve_files(config: Option<&Path>, http: Option<&str>) -> ExitCode
         Arc::new(move |r| service.record_event("http", r, false))
     };
     let make = move |calls| mcp::files::FilesServer::new(Arc::clone(&service), calls);
-    transport(listen, &policy, record, 2, async {}, make)
+    transport(listen, &policy, record, (2, Vec::new()), async {}, make)
 }
 
 /// What both servers do first: the policy for their section, and where `--http` listens.
@@ -225,7 +235,7 @@ fn transport<S: rmcp::ServerHandler + Send + 'static>(
     listen: Option<http::Listen>,
     policy: &Policy,
     record: http::limits::Recorder,
-    workers: usize,
+    (workers, background): (usize, Background),
     end: impl std::future::Future<Output = ()>,
     make: impl Fn(Option<Arc<http::limits::Calls>>) -> S + Send + Sync + 'static,
 ) -> ExitCode {
@@ -235,11 +245,11 @@ fn transport<S: rmcp::ServerHandler + Send + 'static>(
             move |calls| Ok(make(Some(calls))),
             policy.http.clone(),
             record,
-            workers,
+            (workers, background),
             end,
         )
         .map_or_else(fatal, |()| ExitCode::SUCCESS),
-        None => serve_stdio(make(None), workers, end),
+        None => serve_stdio(make(None), (workers, background), end),
     }
 }
 
@@ -265,7 +275,7 @@ fn start_shipping(
 /// Serves `server` over stdio until the client closes the session.
 fn serve_stdio<S: rmcp::ServerHandler>(
     server: S,
-    workers: usize,
+    (workers, background): (usize, Background),
     on_end: impl std::future::Future<Output = ()>,
 ) -> ExitCode {
     let runtime = match crate::runtime::build(workers) {
@@ -273,6 +283,9 @@ fn serve_stdio<S: rmcp::ServerHandler>(
         Err(code) => return code,
     };
     let result = runtime.block_on(async move {
+        for task in background {
+            tokio::spawn(task);
+        }
         let running = match mcp::stdio::pipes() {
             Some((r, w)) => server.serve(mcp::stdio::LineTransport::new(r, w)).await?,
             None => {

@@ -9,11 +9,11 @@
 //! and the reservation is given back.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use safe_mcp_core::audit::{AuditError, Caller, NetworkEvent, NetworkRecord};
 use safe_mcp_core::sessions::Session;
+use safe_mcp_core::terminal::process::ExposureSlot;
 use safe_mcp_core::terminal::{Executor, TerminalService, process};
 use safe_mcp_core::{OperationResult, ResultCode};
 use safe_mcp_proxy::ingress::{self, Opened};
@@ -22,11 +22,11 @@ use serde_json::json;
 /// The ports exposed at once by one server, shared by every connection of it.
 pub type Exposed = Arc<Exposures>;
 
-/// How many ports are reserved, and the open exposures by session handle.
+/// The open exposures by session handle (the count of reserved ports is the service's:
+/// [`TerminalService::reserve_exposure`]).
 #[derive(Default)]
 pub struct Exposures {
-    count: AtomicUsize,
-    open: std::sync::Mutex<std::collections::HashMap<String, (ingress::Exposure, Slot)>>,
+    open: std::sync::Mutex<std::collections::HashMap<String, (ingress::Exposure, ExposureSlot)>>,
 }
 
 impl Exposures {
@@ -42,16 +42,8 @@ impl Exposures {
 pub(crate) struct Reserved {
     opened: Opened,
     inner_port: u16,
-    slot: Slot,
-}
-
-/// A place in the server's count of exposed ports, given back when dropped.
-struct Slot(Exposed);
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.0.count.fetch_sub(1, Ordering::AcqRel);
-    }
+    slot: ExposureSlot,
+    exposures: Exposed,
 }
 
 /// The trail, as the ingress relays write to it.
@@ -75,39 +67,24 @@ pub(crate) async fn reserve(
     caller: &Caller,
 ) -> Result<Reserved, OperationResult> {
     let settings = service.policy().sessions;
-    let refuse = |code, reason: String| {
-        let result = OperationResult::new(process::START, code, reason);
-        service.record_refusal(process::START, request, &result, caller);
-        result
-    };
-    if inner_port == 0 {
-        return Err(refuse(
-            ResultCode::InvalidRequest,
-            "expose_port must be the port the server listens on (1-65535)".into(),
-        ));
-    }
-    if exposed.count.fetch_add(1, Ordering::AcqRel) >= settings.max_exposed {
-        exposed.count.fetch_sub(1, Ordering::AcqRel);
-        return Err(refuse(
-            ResultCode::PolicyDenied,
-            format!(
-                "{} ports are exposed, the most the policy allows ([terminal.sessions] max_exposed); stop a session that exposes one, or start this one without expose_port",
-                settings.max_exposed
-            ),
-        ));
-    }
-    let slot = Slot(Arc::clone(exposed));
+    let slot = service.reserve_exposure(inner_port, request, caller)?;
     let ports = settings.expose_ports.map(|[first, last]| (first, last));
     match ingress::open(settings.expose_bind, ports, executor).await {
         Ok(opened) => Ok(Reserved {
             opened,
             inner_port,
             slot,
+            exposures: Arc::clone(exposed),
         }),
-        Err(why) => Err(refuse(
-            ResultCode::OperationFailed,
-            format!("nothing started: the port cannot be exposed: {why}"),
-        )),
+        Err(why) => {
+            let result = OperationResult::new(
+                process::START,
+                ResultCode::OperationFailed,
+                format!("nothing started: the port cannot be exposed: {why}"),
+            );
+            service.record_refusal(process::START, request, &result, caller);
+            Err(result)
+        }
     }
 }
 
@@ -124,6 +101,7 @@ pub(crate) fn serve(
         opened,
         inner_port,
         slot,
+        exposures: exposed,
     } = reserved;
     let address = opened.address;
     let call = session.call.to_string();
@@ -156,7 +134,6 @@ pub(crate) fn serve(
         "exposed".into(),
         json!({"url": url, "address": address.to_string(), "port": inner_port}),
     );
-    let exposed = Arc::clone(&slot.0);
     if let Ok(mut open) = exposed.open.lock() {
         open.insert(session.handle.clone(), (exposure, slot));
     }

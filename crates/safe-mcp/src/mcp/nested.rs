@@ -1,14 +1,14 @@
 //! The server's end of nested calls (issue 35, item 2): the socket in the shim directory
 //! where a command's shim ([`crate::shim`]) asks for a ruled program.
 //!
-//! One thread accepts, with a runtime of its own; each connection is one call: a JSON line
+//! One task of the server's runtime accepts; each connection is one call: a JSON line
 //! (`token`, `argv`, `cwd`) with the shim's three standard descriptors attached, answered
 //! with one line once the call has ended (`exit_code`, or `code` and `reason` for a
 //! refusal). The call itself is the core's: judged as a top-level `run_command` of the
 //! caller whose call holds the token, approved only through that call's client, recorded
 //! with its `parent`. A connection that closes before the answer (the shim was killed)
-//! cancels the call. The thread holds the service and the executor weakly, so that both
-//! end with the server.
+//! cancels the call. The task holds the service and the executor weakly, so that both end
+//! with the server.
 
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, OwnedFd};
@@ -29,60 +29,47 @@ const MAX_CONNECTIONS: usize = 64;
 /// How long a client may take to send its request.
 const REQUEST_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// Listens on the shim directory's socket, when the service has one. A socket that cannot
-/// be made leaves nested calls unanswered (the shims say so), with a warning.
-pub(crate) fn listen(service: &Arc<TerminalService>, executor: &Arc<dyn Executor>) {
-    let Some(shims) = service.nested_shims() else {
-        return;
-    };
-    let socket = shims.socket();
+/// The listener on the shim directory's socket, when the service has one: a task for the
+/// server's runtime. A socket that cannot be made leaves nested calls unanswered (the shims
+/// say so), with a warning.
+pub(crate) fn listener(
+    service: &Arc<TerminalService>,
+    executor: &Arc<dyn Executor>,
+) -> Option<impl std::future::Future<Output = ()> + Send + 'static> {
+    let socket = service.nested_shims()?.socket();
     let (service, executor) = (Arc::downgrade(service), Arc::downgrade(executor));
-    let started = std::thread::Builder::new()
-        .name("nested-calls".into())
-        .spawn(move || {
-            let runtime = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(r) => r,
-                Err(e) => return eprintln!("safe-mcp: warning: no nested calls: {e}"),
-            };
-            runtime.block_on(async move {
-                let listener = match tokio::net::UnixListener::bind(&socket) {
-                    Ok(l) => l,
-                    Err(e) => {
-                        return eprintln!(
-                            "safe-mcp: warning: no nested calls at {}: {e}; programs with argument rules cannot be started by commands",
-                            socket.display()
-                        );
-                    }
-                };
-                let room = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
-                loop {
-                    let stream = match listener.accept().await {
-                        Ok((stream, _)) => stream,
-                        Err(e) => {
-                            // Out of descriptors, say: wait, and keep serving.
-                            eprintln!("safe-mcp: warning: nested calls: accept: {e}");
-                            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                            continue;
-                        }
-                    };
-                    // Past the bound a connection is closed at once (its shim says so).
-                    let Ok(place) = Arc::clone(&room).try_acquire_owned() else {
-                        continue;
-                    };
-                    let (service, executor) = (Weak::clone(&service), Weak::clone(&executor));
-                    tokio::spawn(async move {
-                        let _ = serve(stream, service, executor).await;
-                        drop(place);
-                    });
+    Some(async move {
+        let listener = match tokio::net::UnixListener::bind(&socket) {
+            Ok(l) => l,
+            Err(e) => {
+                return eprintln!(
+                    "safe-mcp: warning: no nested calls at {}: {e}; programs with argument rules cannot be started by commands",
+                    socket.display()
+                );
+            }
+        };
+        let room = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+        loop {
+            let stream = match listener.accept().await {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of descriptors, say: wait, and keep serving.
+                    eprintln!("safe-mcp: warning: nested calls: accept: {e}");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    continue;
                 }
+            };
+            // Past the bound a connection is closed at once (its shim says so).
+            let Ok(place) = Arc::clone(&room).try_acquire_owned() else {
+                continue;
+            };
+            let (service, executor) = (Weak::clone(&service), Weak::clone(&executor));
+            tokio::spawn(async move {
+                let _ = serve(stream, service, executor).await;
+                drop(place);
             });
-        });
-    if let Err(e) = started {
-        eprintln!("safe-mcp: warning: no nested calls: {e}");
-    }
+        }
+    })
 }
 
 /// One connection: one nested call.

@@ -379,17 +379,6 @@ impl TerminalServer {
             runs.retain(|t| !t.is_finished());
             runs.push(task);
         }
-        // The idle check: a session nobody reads or writes is killed.
-        let (watched, idle) = (Arc::clone(&session), self.service.idle_timeout());
-        tokio::spawn(async move {
-            while watched.running() {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                if watched.idle_for() >= idle {
-                    watched.stop(safe_mcp_core::sessions::EndedBy::Idle);
-                    break;
-                }
-            }
-        });
         // Answer once the first stage runs (its attempt record is durable) or failed.
         until(Duration::from_secs(10), || {
             session.pid() != 0 || session.end().is_some()
