@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """The house's size rules, checked on every Rust file of the workspace (library code, tests,
-benches, test data): no file over 800 lines, no function over 120.
+benches, test data): no file over 800 lines, no function over 120; and in library code
+(`src/`), no type whose inherent `impl` blocks span more than two files, so that a reader of
+a type finds all of it in one place or two.
 
 A function is counted from its `fn` line to the brace that closes its body, found by
 matching braces outside comments, strings, raw strings and character literals. Exits 1
@@ -15,6 +17,9 @@ import sys
 
 MAX_FILE_LINES = 800
 MAX_FN_LINES = 120
+MAX_IMPL_FILES = 2
+
+IMPL = re.compile(r"^\s*impl(?:<[^>]*>)?\s+([A-Za-z_]\w*)(?:<[^>]*>)?\s*\{")
 
 FN = re.compile(
     r"^\s*(?:pub(?:\([^)]*\))?\s+)?(?:const\s+)?(?:async\s+)?(?:unsafe\s+)?"
@@ -99,6 +104,24 @@ def long_functions(path):
     return found
 
 
+def impl_files(root):
+    """Each type's inherent impl files, by crate and type name, in library code."""
+    found = {}
+    for dirpath, _, files in os.walk(root):
+        parts = dirpath.split(os.sep)
+        if "src" not in parts:
+            continue
+        crate = parts[parts.index("src") - 1]
+        for f in files:
+            if f.endswith(".rs"):
+                path = os.path.join(dirpath, f)
+                for line in code_only(open(path, encoding="utf-8").read()).split("\n"):
+                    m = IMPL.match(line)
+                    if m:
+                        found.setdefault((crate, m.group(1)), set()).add(path)
+    return found
+
+
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "crates")
     problems = []
@@ -114,12 +137,21 @@ def main():
                 problems.append(f"{path}: {count} lines (at most {MAX_FILE_LINES})")
             for name, at, length in long_functions(path):
                 problems.append(f"{path}:{at}: fn {name} is {length} lines (at most {MAX_FN_LINES})")
+    for (crate, name), paths in sorted(impl_files(root).items()):
+        if len(paths) > MAX_IMPL_FILES:
+            problems.append(
+                f"{crate}: the impl of {name} spans {len(paths)} files (at most {MAX_IMPL_FILES}): "
+                + ", ".join(sorted(paths))
+            )
     for p in problems:
         print(p)
     if problems:
         print(f"{len(problems)} over the size rules: split by what each part decides")
         return 1
-    print(f"sizes: every file at most {MAX_FILE_LINES} lines, every function at most {MAX_FN_LINES}")
+    print(
+        f"sizes: every file at most {MAX_FILE_LINES} lines, every function at most {MAX_FN_LINES}, "
+        f"every type's impl in at most {MAX_IMPL_FILES} files"
+    )
     return 0
 
 

@@ -12,7 +12,7 @@
 //! ([`crate::terminal`]), which writes the attempt, durable, before [`Prepared::commit`].
 
 mod io;
-mod service;
+pub mod service;
 
 use std::path::{Component, Path, PathBuf};
 

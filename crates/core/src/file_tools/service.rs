@@ -14,9 +14,18 @@ use crate::envelope::{OperationResult, ResultCode};
 use crate::terminal::Question;
 use crate::terminal::TerminalService;
 
-impl TerminalService {
+/// The file tools as calls of the terminal server: judged by [`FileTools`], recorded in the
+/// server's trail, written after its approval ladder where a rule asks for one.
+#[derive(Clone, Copy)]
+pub struct FileCalls<'a>(&'a TerminalService);
+
+impl<'a> FileCalls<'a> {
+    pub fn new(service: &'a TerminalService) -> FileCalls<'a> {
+        FileCalls(service)
+    }
+
     fn file_tools(&self) -> FileTools<'_> {
-        FileTools::new(self.policy(), self.redactor())
+        FileTools::new(self.0.policy(), self.0.redactor())
     }
 
     /// `read_file(path, offset?, limit?)`.
@@ -28,14 +37,16 @@ impl TerminalService {
         caller: &Caller,
     ) -> OperationResult {
         let started = Instant::now();
-        let max = self.policy().limits.max_output_bytes;
+        let max = self.0.policy().limits.max_output_bytes;
         let result = self
             .file_tools()
             .read(path, offset, limit, max)
             .with_duration(started.elapsed());
-        let mut attempt = self.attempt_for(READ, &format!("read_file {path}"), caller);
+        let mut attempt = self
+            .0
+            .attempt_for(READ, &format!("read_file {path}"), caller);
         attempt.args = Some(json!({"path": path, "offset": offset, "limit": limit}));
-        self.gate().record(attempt, &result);
+        self.0.gate().record(attempt, &result);
         result
     }
 
@@ -56,7 +67,7 @@ impl TerminalService {
             return Ok(None);
         };
         let started = Instant::now();
-        let jail = self.policy().jail_root.display().to_string();
+        let jail = self.0.policy().jail_root.display().to_string();
         let content_hash = {
             use sha2::Digest;
             let hash: [u8; 32] = sha2::Sha256::digest(content).into();
@@ -65,7 +76,7 @@ impl TerminalService {
         let bound = vec![vec![tool.to_owned(), path.to_owned(), content_hash]];
         let question = Question {
             tool,
-            call: self.gate().begin(),
+            call: self.0.gate().begin(),
             shown: vec![vec![tool.to_owned(), path.to_owned()]],
             command: format!("{tool} {path}"),
             digest: crate::tickets::digest(tool, &bound, &jail),
@@ -80,7 +91,7 @@ impl TerminalService {
             nothing: "nothing was written",
             subject: "this write",
         };
-        let not = match self.ask_person(&question).await {
+        let not = match self.0.approvals().ask_person(&question).await {
             Ok(record) => return Ok(Some(record)),
             Err(not) => not,
         };
@@ -89,16 +100,16 @@ impl TerminalService {
             detail["approval"] = ticket;
         }
         let result = OperationResult::new(tool, not.code, not.reason).with_detail(detail);
-        let mut attempt = self.attempt_for(tool, &question.command, caller);
+        let mut attempt = self.0.attempt_for(tool, &question.command, caller);
         attempt.args = Some(json!({ "path": path }));
         attempt.approval = Some(not.record);
         let result = result.with_duration(started.elapsed());
-        self.gate().record(attempt, &result);
+        self.0.gate().record(attempt, &result);
         Err(result)
     }
 
     /// `write_file(path, content, create_only?)`; `approval`, what
-    /// [`TerminalService::approve_file_write`] gave.
+    /// [`FileCalls::approve_file_write`] gave.
     pub fn write_file(
         &self,
         path: &str,
@@ -142,10 +153,10 @@ impl TerminalService {
     ) -> OperationResult {
         // A refusal may echo the path the model gave: redacted, as every reason is.
         let mut result = result.with_duration(started.elapsed());
-        result.reason = self.redactor().redact(&result.reason);
-        let mut attempt = self.attempt_for(tool, &format!("{tool} {path}"), caller);
+        result.reason = self.0.redactor().redact(&result.reason);
+        let mut attempt = self.0.attempt_for(tool, &format!("{tool} {path}"), caller);
         attempt.args = Some(json!({ "path": path }));
-        self.gate().record(attempt, &result);
+        self.0.gate().record(attempt, &result);
         result
     }
 
@@ -159,34 +170,34 @@ impl TerminalService {
         caller: &Caller,
         started: Instant,
     ) -> OperationResult {
-        let mut attempt = self.attempt_for(tool, &format!("{tool} {path}"), caller);
+        let mut attempt = self.0.attempt_for(tool, &format!("{tool} {path}"), caller);
         attempt.args = Some(prepared.record.clone());
         attempt.approval = approval;
         // As before a command: what a session made goes first, and a sweep that still cannot
         // finish refuses the write (one that now finishes lifts the refusal).
-        self.sweep_protected(&attempt.call);
-        if let Some(why) = self.held_refusal() {
+        self.0.sweep_protected(&attempt.call);
+        if let Some(why) = self.0.held_refusal() {
             let result = OperationResult::new(tool, ResultCode::SandboxUnavailable, why)
                 .with_duration(started.elapsed());
-            self.gate().record(attempt, &result);
+            self.0.gate().record(attempt, &result);
             return result;
         }
-        if let Err(refused) = self.gate().admit(&attempt) {
+        if let Err(refused) = self.0.gate().admit(&attempt) {
             let result = refused.result(tool).with_duration(started.elapsed());
             let mut outcome = Outcome::of(&attempt.call, &result);
             outcome.caller = caller.clone();
-            self.gate().finish(&outcome);
+            self.0.gate().finish(&outcome);
             return result;
         }
         let (result, file) = prepared.commit();
         // A file can complete a git directory's shape (a bare repository's `HEAD`, a hook):
         // the sweep holds it as it holds what commands make.
-        self.sweep_protected(&attempt.call);
+        self.0.sweep_protected(&attempt.call);
         let result = result.with_duration(started.elapsed());
         let mut outcome = Outcome::of(&attempt.call, &result);
         outcome.caller = caller.clone();
         outcome.file = (!file.is_null()).then_some(file);
-        self.gate().finish(&outcome);
+        self.0.gate().finish(&outcome);
         result
     }
 }

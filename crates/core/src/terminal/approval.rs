@@ -3,16 +3,14 @@
 //! ([`crate::tickets`]) where the client cannot be asked.
 
 use safe_mcp_contract::ConfinementSummary;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use super::prepare::{Asking, Prepared};
-use super::service::TerminalService;
 use crate::approval::{ApprovalMode, ApprovalRequest, AskPerson};
 use crate::audit::{ApprovalAsked, CallId, Caller};
-use crate::envelope::{OperationResult, ResultCode};
+use crate::envelope::ResultCode;
 
 /// One question for a person, as a command or a file write puts it: what the ladder
-/// ([`TerminalService::ask_person`]) needs to ask it, give a ticket for it, or redeem one.
+/// ([`Approvals::ask_person`]) needs to ask it, give a ticket for it, or redeem one.
 pub(crate) struct Question<'a> {
     pub(crate) tool: &'static str,
     /// The call the question is recorded under.
@@ -43,6 +41,15 @@ pub(crate) struct Question<'a> {
     pub(crate) subject: &'static str,
 }
 
+/// The approval ladder's parts: the policy's approval settings, the trail the questions
+/// are recorded in, the tickets.
+#[derive(Clone, Copy)]
+pub(crate) struct Approvals<'a> {
+    pub(super) settings: &'a crate::config::ApprovalSettings,
+    pub(super) gate: &'a crate::audit::Gate,
+    pub(super) tickets: &'a crate::tickets::Tickets,
+}
+
 /// A question not answered yes: the attempt's `approval` record, the result code, the
 /// reason, and the ticket given instead (for the result's `detail.approval`).
 pub(crate) struct NotApproved {
@@ -63,14 +70,14 @@ impl NotApproved {
     }
 }
 
-impl TerminalService {
+impl Approvals<'_> {
     /// The approval ladder, the one both the commands and the file tools climb: a ticket a
     /// person approved for this exact call (spent here, once); else `mode = "deny"` refuses
     /// without asking; `mode = "ticket"` gives a ticket; a client that can be asked is
     /// asked (the question recorded first); a client that cannot gets a ticket under
     /// `mode = "auto"`, a refusal otherwise. `Ok` is the attempt's `approval` record.
     pub(crate) async fn ask_person(&self, q: &Question<'_>) -> Result<Value, NotApproved> {
-        let settings = &self.policy.approvals;
+        let settings = self.settings;
         let reasons = q.reasons.join("; ");
         if let Some(id) = q.ticket {
             let who = q.caller.sub.clone().unwrap_or_default();
@@ -178,71 +185,6 @@ impl TerminalService {
             ticket: given.detail,
         }
     }
-
-    /// A command that needs approval runs only once a person has said yes (DESIGN §10):
-    /// `Err` is the refusal; the attempt in `prepared` then says what was asked and why it
-    /// was not given.
-    pub(super) async fn seek_approval(
-        &self,
-        tool: &'static str,
-        prepared: &mut Prepared,
-        asking: &Asking,
-    ) -> Result<(), OperationResult> {
-        if !prepared.decision.needs_approval {
-            return Ok(());
-        }
-        let reasons: Vec<String> = prepared
-            .decision
-            .stages
-            .iter()
-            .filter_map(|s| s.approval.clone())
-            .collect();
-        let exact: Vec<Vec<String>> = prepared
-            .plan
-            .pipelines
-            .iter()
-            .flatten()
-            .map(|stage| stage.argv.clone())
-            .collect();
-        let cwd = prepared.cwd.display().to_string();
-        let caller = prepared.attempt.caller.clone();
-        let question = Question {
-            tool,
-            call: prepared.attempt.call.clone(),
-            shown: prepared.argv.clone(),
-            command: prepared.attempt.command.clone(),
-            digest: crate::tickets::digest(tool, &exact, &cwd),
-            cwd,
-            confinement: confinement_line(&prepared.confinement),
-            reasons,
-            caller: &caller,
-            session: &asking.session,
-            ticket: asking.ticket.as_deref(),
-            approver: asking.approver.as_ref(),
-            nested: asking.nested,
-            nothing: "nothing ran",
-            subject: "this command",
-        };
-        match self.ask_person(&question).await {
-            Ok(record) => {
-                prepared.attempt.approval = Some(record);
-                Ok(())
-            }
-            Err(not) => {
-                prepared.attempt.approval = Some(not.record);
-                let mut detail = Map::new();
-                detail.insert("needs_approval".into(), json!(true));
-                detail.insert("approval_reasons".into(), json!(question.reasons));
-                detail.insert("would_run".into(), json!(false));
-                if let Some(ticket) = not.ticket {
-                    detail.insert("approval".into(), ticket);
-                }
-                let result = OperationResult::new(tool, not.code, not.reason)
-                    .with_detail(Value::Object(detail));
-                Err(self.redacted(result))
-            }
-        }
-    }
 }
 
 /// What giving a ticket instead of an approval makes: the attempt's `approval` record, the
@@ -253,7 +195,7 @@ pub(crate) struct TicketRefusal {
     pub(crate) detail: Option<Value>,
 }
 
-impl TerminalService {
+impl Approvals<'_> {
     /// Gives a ticket for `request`, which could not be approved in this call because of
     /// `why`; `nothing` ends the reason ("nothing ran", "nothing was written").
     pub(crate) fn ticket_refusal(
@@ -278,7 +220,7 @@ impl TerminalService {
                         "{}; this needs a person's approval and {why}, so it was given ticket {} instead: {how}. The ticket expires in {} s; {nothing}",
                         reasons.join("; "),
                         issued.ticket,
-                        self.policy.approvals.ticket_ttl.as_secs()
+                        self.settings.ticket_ttl.as_secs()
                     ),
                     detail: Some(
                         json!({"ticket": issued.ticket, "expires_at": issued.expires_at, "how": how}),
@@ -322,7 +264,7 @@ fn not_asked_json(reasons: &[String], decision: &str) -> Value {
 }
 
 /// The confinement summary of a run in words, for a person approving it.
-fn confinement_line(summary: &ConfinementSummary) -> String {
+pub(super) fn confinement_line(summary: &ConfinementSummary) -> String {
     let network = match summary.egress {
         Some(tier) => format!("network only through the allowlist proxy ({tier} tier)"),
         None if summary.network => "network open".to_owned(),

@@ -6,8 +6,9 @@ use std::time::Instant;
 use safe_mcp_contract::{ConfinementReport, ViewKind};
 use serde_json::{Value, json};
 
+use super::request::CommandInput;
 use super::result::{decision_detail, syntax_refusal};
-use super::service::{CommandInput, TerminalService};
+use super::state::TerminalService;
 use crate::audit::Caller;
 use crate::envelope::{OperationResult, ResultCode};
 use crate::policy::evaluate;
@@ -15,7 +16,16 @@ use crate::policy::evaluate;
 const EXPLAIN: &str = "explain_command";
 const DESCRIBE: &str = "describe_policy";
 
-impl TerminalService {
+/// `explain_command` and `describe_policy` as calls of the terminal server
+/// over the service's policy and trail.
+#[derive(Clone, Copy)]
+pub struct Describe<'a>(&'a TerminalService);
+
+impl<'a> Describe<'a> {
+    pub fn new(service: &'a TerminalService) -> Describe<'a> {
+        Describe(service)
+    }
+
     /// The verdict for `command` run from `cwd`, without running anything.
     pub fn explain(
         &self,
@@ -27,7 +37,7 @@ impl TerminalService {
         let result = match command.parse() {
             Err(e) => syntax_refusal(EXPLAIN, &e),
             Ok(list) => {
-                let decision = evaluate(&self.policy, &self.jail, &list, cwd);
+                let decision = evaluate(&self.0.policy, &self.0.jail, &list, cwd);
                 let mut detail = decision_detail(&decision);
                 detail.insert("would_run".into(), json!(decision.code == ResultCode::Ok));
                 // The gist; describe_policy has the confinement in full.
@@ -40,10 +50,10 @@ impl TerminalService {
                 }
                 detail.insert(
                     "timeout_seconds".into(),
-                    json!(self.policy.limits.timeout_seconds),
+                    json!(self.0.policy.limits.timeout_seconds),
                 );
                 // Which file tools answer here: the way to change a file without a command.
-                let f = &self.policy.files;
+                let f = &self.0.policy.files;
                 let writes = f.enabled && !f.read_only;
                 detail.insert(
                     "file_tools".into(),
@@ -53,7 +63,7 @@ impl TerminalService {
                     .with_detail(Value::Object(detail))
             }
         };
-        self.redacted(result).with_duration(started.elapsed())
+        self.0.redacted(result).with_duration(started.elapsed())
     }
 
     /// `explain`, recorded in the audit trail as every call of every tool is (the CLI's
@@ -66,9 +76,9 @@ impl TerminalService {
         caller: &Caller,
     ) -> OperationResult {
         let result = self.explain(command, cwd, confinement);
-        let mut attempt = self.attempt_for(EXPLAIN, &command.display(), caller);
+        let mut attempt = self.0.attempt_for(EXPLAIN, &command.display(), caller);
         attempt.cwd = cwd.map(str::to_owned);
-        self.gate.record(attempt, &result);
+        self.0.gate.record(attempt, &result);
         result
     }
 
@@ -84,8 +94,9 @@ impl TerminalService {
         } else {
             self.describe_short(confinement)
         };
-        self.gate
-            .record(self.attempt_for(DESCRIBE, DESCRIBE, caller), &result);
+        self.0
+            .gate
+            .record(self.0.attempt_for(DESCRIBE, DESCRIBE, caller), &result);
         result
     }
 
@@ -94,7 +105,7 @@ impl TerminalService {
     /// file tools write, the network, the limits, the syntax that works, how to change a
     /// file, and the confinement in one line. [`Self::describe`] has every detail.
     pub fn describe_short(&self, confinement: &ConfinementReport) -> OperationResult {
-        let p = &self.policy;
+        let p = &self.0.policy;
         let list = |v: &mut dyn Iterator<Item = String>| v.collect::<Vec<_>>().join(", ");
         let commands = list(&mut p.allow.iter().cloned());
         let rules: Vec<String> = p
@@ -206,7 +217,7 @@ impl TerminalService {
             ResultCode::Ok,
             format!(
                 "{} commands allowlisted; everything else is denied",
-                self.policy.allow.len()
+                self.0.policy.allow.len()
             ),
         )
         .with_detail(detail)
@@ -214,7 +225,7 @@ impl TerminalService {
 
     /// The policy in full (`describe_policy {"verbose": true}`).
     pub fn describe(&self, confinement: &ConfinementReport) -> OperationResult {
-        let p = &self.policy;
+        let p = &self.0.policy;
         let rules: Vec<Value> = p
             .rules
             .iter()
@@ -248,6 +259,7 @@ impl TerminalService {
                 .chain(p.env.prefix_allow.iter().cloned())
                 .collect::<Vec<_>>(),
             "environment": self
+                .0
                 .env
                 .iter()
                 .map(|(k, _)| k.as_str())

@@ -7,30 +7,32 @@
 //! they cannot run anything. The executor (the `safe-mcp-exec` crate) only runs an
 //! [`ExecPlan`] this module approved.
 //!
-//! Split by step: `service` builds the service; `prepare` parses, judges and plans a call
-//! (shared by `run_command` and [`process`]); `approval` asks a person; `flow` runs an
-//! admitted call; `result` turns an outcome into the envelope; `describe` answers
-//! `explain_command` and `describe_policy` without an executor.
+//! Split by step: `service` builds the service; `call` is a command call's path, each step
+//! a type (begun, judged, approved, run, finished; refused at any step), shared by
+//! `run_command` and [`process`]; `approval` is the ladder a person's yes is sought on (for
+//! commands and file writes); `result` turns an outcome into the envelope; `describe`
+//! answers `explain_command` and `describe_policy` without an executor.
 
 mod approval;
+mod call;
 mod describe;
 mod executables;
-mod flow;
 mod limits;
 mod nested_calls;
-mod prepare;
 pub mod process;
+mod request;
 mod result;
 mod service;
+mod state;
 
 pub(crate) use approval::Question;
+pub use describe::Describe;
 pub use nested_calls::NestedAsk;
+pub use request::{CommandInput, MAX_STDIN_BYTES, NestedParent, REDACTION_SLACK_BYTES, RunRequest};
 pub use safe_mcp_contract::{
     Cancel, ConfinementReport, ConfinementSpec, ConfinementSummary, Durable, Egress, EgressGate,
     ExecFailure, ExecFuture, ExecOutcome, ExecPlan, ExecStage, Executor, GivenStdio, Observer,
     OutputObserver, OutputStream, ProcessLimits, StageOutcome,
 };
-pub use service::{
-    CommandInput, EgressProvider, MAX_STDIN_BYTES, NestedParent, REDACTION_SLACK_BYTES, RunRequest,
-    ServiceError, TerminalService, confinement_spec,
-};
+pub use service::{ServiceError, confinement_spec};
+pub use state::{EgressProvider, TerminalService};

@@ -7,15 +7,15 @@
 //! the [`Route`] that registered it removes it when it drops. It is 128 random bits in the
 //! commands' environment only; in the private view no command sees another call's.
 
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use safe_mcp_contract::GivenStdio;
 
-use super::service::{
-    CommandInput, NestedCaller, NestedParent, NestedSlot, Route, RunRequest, TerminalService,
-};
+use super::request::{CommandInput, NestedParent, NestedSlot, RunRequest};
 use crate::audit::CallId;
+use crate::config::TerminalPolicy;
 
 /// Nested calls one call's commands may have running at once.
 pub(super) const MAX_RUNNING: usize = 8;
@@ -36,11 +36,31 @@ pub struct NestedAsk {
     pub stdio: GivenStdio,
 }
 
-impl TerminalService {
+/// A server's nested calls: the shims of the programs with argument rules (none when no
+/// program is ruled), and the tokens of the calls now running.
+#[derive(Debug)]
+pub(super) struct Nested {
+    shims: Option<crate::nested::NestedShims>,
+    calls: NestedCalls,
+}
+
+impl Nested {
+    /// The shims beneath the server's temporary directory, linking to this binary.
+    pub(super) fn new(policy: &TerminalPolicy) -> Result<Nested, crate::nested::ShimError> {
+        Ok(Nested {
+            shims: shims(policy)?,
+            calls: NestedCalls::default(),
+        })
+    }
+
+    pub(super) fn shims(&self) -> Option<&crate::nested::NestedShims> {
+        self.shims.as_ref()
+    }
+
     /// Registers a token for `call`'s nested calls, when this server has shims; `None`
     /// otherwise (nothing then reaches a ruled program from inside a command).
-    pub(super) fn nested_route(&self, call: &CallId, req: &RunRequest) -> Option<Route> {
-        self.nested.as_ref()?;
+    pub(super) fn route(&self, call: &CallId, req: &RunRequest) -> Option<Route> {
+        self.shims.as_ref()?;
         let token = crate::random::hex(16).ok()?;
         let caller = NestedCaller {
             parent: call.to_string(),
@@ -52,7 +72,7 @@ impl TerminalService {
             // the reason, as where the client cannot be asked.
             approver: req.approver.clone().filter(|a| !a.0.asks_in_rounds()),
         };
-        let calls = Arc::clone(&self.nested_calls.0);
+        let calls = Arc::clone(&self.calls.0);
         calls.lock().ok()?.insert(token.clone(), caller);
         Some(Route { calls, token })
     }
@@ -62,9 +82,9 @@ impl TerminalService {
     /// call's client. Refused, with the reason, for a token no running call holds, a name
     /// that is not a shim's, a call already running `MAX_RUNNING` nested ones, or one
     /// `MAX_DEPTH` deep.
-    pub fn nested_request(&self, ask: NestedAsk) -> Result<RunRequest, String> {
+    pub(super) fn request(&self, ask: NestedAsk) -> Result<RunRequest, String> {
         let known = self
-            .nested_calls
+            .calls
             .0
             .lock()
             .ok()
@@ -72,7 +92,7 @@ impl TerminalService {
             .ok_or(
                 "the token is no running call's (the call that started this command has ended)",
             )?;
-        let shimmed = self.nested.as_ref().is_some_and(|shims| {
+        let shimmed = self.shims.as_ref().is_some_and(|shims| {
             ask.argv
                 .first()
                 .is_some_and(|name| shims.names().iter().any(|n| n == name))
@@ -110,4 +130,61 @@ impl TerminalService {
             }),
         })
     }
+}
+
+/// Who a token's nested calls are for: the call whose command asks, and how it was asked.
+#[derive(Clone)]
+pub(super) struct NestedCaller {
+    pub(super) parent: String,
+    /// How deep the token's call is (0: a top-level call).
+    pub(super) depth: u8,
+    /// Its nested calls running now.
+    pub(super) running: Arc<std::sync::atomic::AtomicUsize>,
+    pub(super) caller: crate::audit::Caller,
+    pub(super) session: String,
+    pub(super) approver: Option<crate::approval::AskPerson>,
+}
+
+/// The tokens of the calls now running.
+#[derive(Default)]
+pub(super) struct NestedCalls(pub(super) Arc<Mutex<HashMap<String, NestedCaller>>>);
+
+impl std::fmt::Debug for NestedCalls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("NestedCalls")
+    }
+}
+
+/// A registered token; dropping it ends the route.
+pub(super) struct Route {
+    pub(super) calls: Arc<Mutex<HashMap<String, NestedCaller>>>,
+    pub(super) token: String,
+}
+
+impl Drop for Route {
+    fn drop(&mut self) {
+        if let Ok(mut calls) = self.calls.lock() {
+            calls.remove(&self.token);
+        }
+    }
+}
+
+/// The shims of the programs with argument rules, beneath the server's temporary directory,
+/// linking to this binary (`None` when no program is ruled).
+fn shims(
+    policy: &TerminalPolicy,
+) -> Result<Option<crate::nested::NestedShims>, crate::nested::ShimError> {
+    let names = super::executables::ruled(policy);
+    if names.is_empty() {
+        return Ok(None);
+    }
+    let tmp = std::env::temp_dir();
+    let exe = std::env::current_exe().map_err(|e| crate::nested::ShimError {
+        parent: tmp.clone(),
+        message: format!("this server's own binary: {e}"),
+    })?;
+    let writable: Vec<&std::path::Path> = std::iter::once(policy.jail_root.as_path())
+        .chain(policy.write_paths.iter().map(std::path::PathBuf::as_path))
+        .collect();
+    crate::nested::NestedShims::create(&tmp, &exe, &names, &writable).map(Some)
 }

@@ -15,10 +15,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+use super::call::{Approved, Begun, Prepared};
 use super::limits::limit_hit;
-use super::prepare::{Early, Prepared};
+use super::request::{MAX_STDIN_BYTES, RunRequest};
 use super::result::Admission;
-use super::service::{MAX_STDIN_BYTES, RunRequest, TerminalService};
+use super::state::TerminalService;
 use crate::audit::{Attempt, Caller, Outcome};
 use crate::envelope::{OperationResult, ResultCode};
 use crate::sessions::{Capacity, CreateError, EndedBy, HandleError, ReadOut, Session, SessionEnd};
@@ -99,8 +100,8 @@ impl TerminalService {
         executor: Arc<dyn Executor>,
         owner: &str,
     ) -> Result<(Arc<Session>, SessionRun), OperationResult> {
-        let started = Instant::now();
-        let call = self.gate.begin();
+        let begun = Begun::new(self, START);
+        let (call, started) = (begun.call.clone(), begun.started());
         let caller = req.caller.clone();
         let settings = self.policy.sessions;
         let capacity = settings.capacity();
@@ -111,9 +112,7 @@ impl TerminalService {
         };
         if let Err(why) = self.sessions.room(&counted_as, capacity) {
             let attempt = early_attempt(&req);
-            let result = full(&why, capacity).with_duration(started.elapsed());
-            self.gate.record(attempt, &result);
-            return Err(result);
+            return Err(begun.refuse(full(&why, capacity), attempt).record());
         }
         let wall = req
             .timeout_seconds
@@ -125,8 +124,7 @@ impl TerminalService {
                 ResultCode::InvalidRequest,
                 "timeout_seconds must be at least 1",
             );
-            self.gate.record(attempt, &result);
-            return Err(result);
+            return Err(begun.refuse(result, attempt).record());
         }
         let req = RunRequest {
             stdin: None,
@@ -134,18 +132,10 @@ impl TerminalService {
             observer: None,
             ..req
         };
-        let prepared = match self
-            .prepare_admissible(&call, START, req, executor.as_ref())
-            .await
-        {
-            Ok(p) => p,
-            Err(Early::Refused(result, attempt)) => {
-                let result = result.with_duration(started.elapsed());
-                self.gate.record(*attempt, &result);
-                return Err(result);
-            }
-            Err(Early::Internal(result)) => return Err(result),
-        };
+        let judged = begun
+            .judge(req, executor.as_ref())
+            .map_err(|refused| refused.record())?;
+        let Approved { prepared, .. } = judged.approve().await.map_err(|r| r.record())?;
         let Prepared {
             attempt,
             mut plan,
@@ -197,7 +187,7 @@ impl TerminalService {
     async fn run_session(
         self: Arc<Self>,
         s: Arc<Session>,
-        (plan, attempt, route): (ExecPlan, Attempt, Option<super::service::Route>),
+        (plan, attempt, route): (ExecPlan, Attempt, Option<super::nested_calls::Route>),
         executor: Arc<dyn Executor>,
         caller: Caller,
         started: Instant,
@@ -217,7 +207,7 @@ impl TerminalService {
         }
         // What the session wrote after the last call is swept now that it has ended.
         me.sweep_protected(&s.call);
-        let executed = result.as_ref().ok().and_then(|o| me.executed(o));
+        let executed = result.as_ref().ok().and_then(|o| me.results().executed(o));
         let (end, exit_code) = match result {
             Ok(outcome) => {
                 // Nobody read or wrote it for idle_timeout_seconds: the executor stopped it.

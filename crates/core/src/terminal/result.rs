@@ -7,8 +7,9 @@ use std::path::PathBuf;
 use safe_mcp_contract::{ConfinementSummary, ExecFailure, ExecOutcome, StageOutcome};
 use serde_json::{Map, Value, json};
 
-use super::service::{REDACTION_SLACK_BYTES, TerminalService};
+use super::request::REDACTION_SLACK_BYTES;
 use crate::audit::{CallId, OutputCounts};
+use crate::config::TerminalPolicy;
 use crate::cut::{prefix, suffix};
 use crate::envelope::{OperationResult, ResultCode};
 use crate::policy::Decision;
@@ -27,7 +28,14 @@ pub(super) struct RunFacts {
 
 pub(super) const RUN: &str = "run_command";
 
-impl TerminalService {
+/// What turns an outcome into the envelope: the policy's limits and the redactor.
+#[derive(Clone, Copy)]
+pub(super) struct Results<'a> {
+    pub(super) policy: &'a TerminalPolicy,
+    pub(super) redactor: &'a Redactor,
+}
+
+impl Results<'_> {
     /// With `[terminal.audit] exec_log`: what the tree executed, redacted, for the outcome
     /// record.
     pub(super) fn executed(&self, out: &ExecOutcome) -> Option<Value> {
@@ -50,7 +58,7 @@ impl TerminalService {
 
     /// Raw bytes the executor keeps per stream: the cap, and the slack a secret straddling
     /// it needs to be recognised whole.
-    pub fn capture_limit(&self) -> usize {
+    pub(super) fn capture_limit(&self) -> usize {
         // The executor keeps a quarter of this from the start and the rest from the end:
         // each part then holds its share of the cap, the slack at the seam, and (the tail)
         // room to start at a whole line.
@@ -63,7 +71,7 @@ impl TerminalService {
         result.reason = self.redactor.redact(&result.reason);
         // The confinement report is the server's own text; everything else may echo input.
         let confinement = result.detail.remove("confinement");
-        result.detail = redact_strings(&self.redactor, std::mem::take(&mut result.detail));
+        result.detail = redact_strings(self.redactor, std::mem::take(&mut result.detail));
         if let Some(c) = confinement {
             result.detail.insert("confinement".into(), c);
         }
@@ -226,7 +234,7 @@ impl TerminalService {
             .iter()
             .filter_map(|s| s.program.as_deref())
             .collect();
-        match super::executables::not_executable(&self.policy, out, stderr, &programs, cwd) {
+        match super::executables::not_executable(self.policy, out, stderr, &programs, cwd) {
             Some((names, why)) => {
                 detail.insert("not_executable".into(), json!(names));
                 format!("{reason}; {why}")

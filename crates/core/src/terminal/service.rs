@@ -2,76 +2,20 @@
 //! egress), how it is built from a policy, and what the transports read of it. The request
 //! flow that uses them is in the sibling modules.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-
+use super::approval::Approvals;
+use super::call::Begun;
+use super::nested_calls::Nested;
+use super::request::RunRequest;
+use super::result::Results;
+use super::state::{EgressProvider, TerminalService};
 use crate::audit::{Attempt, AuditLog, CallId, Caller, Gate, Server};
 use crate::config::{Policy, TerminalPolicy};
 use crate::envelope::OperationResult;
 use crate::home::PrivateHome;
-use crate::jail::JailRoot;
 use crate::redact::{PatternError, Redactor};
 use crate::sessions::SessionTable;
-use crate::syntax::{self, CommandList, SyntaxError};
 
-/// Extra raw bytes read past the cap, so a secret straddling the cap is redacted whole.
-pub const REDACTION_SLACK_BYTES: usize = 16 * 1024;
-
-/// The longest `stdin` a call may carry; like the command's own cap, an input bound.
-pub const MAX_STDIN_BYTES: usize = 1024 * 1024;
-
-/// `command`: a string split without a shell, or an argv array (one simple command).
-#[derive(Debug, Clone)]
-pub enum CommandInput {
-    /// POSIX-quoted text.
-    Line(String),
-    /// One simple command, taken literally.
-    Argv(Vec<String>),
-}
-
-impl CommandInput {
-    pub(super) fn parse(&self) -> Result<CommandList, SyntaxError> {
-        match self {
-            CommandInput::Line(s) => syntax::parse(s),
-            CommandInput::Argv(v) => CommandList::from_argv(v.clone()),
-        }
-    }
-
-    pub(super) fn display(&self) -> String {
-        match self {
-            CommandInput::Line(s) => s.clone(),
-            CommandInput::Argv(v) => v.join(" "),
-        }
-    }
-}
-
-/// A `run_command` call.
-#[derive(Debug, Clone)]
-pub struct RunRequest {
-    /// What to run.
-    pub command: CommandInput,
-    /// Relative to the jail root, or absolute inside it.
-    pub cwd: Option<String>,
-    /// Text fed to the first stage.
-    pub stdin: Option<String>,
-    /// May lower, never raise, the policy's limit.
-    pub timeout_seconds: Option<u64>,
-    /// Told of the output as it comes, for progress notifications.
-    pub observer: Option<Observer>,
-    /// Asks a person when the command needs approval; `None`: this transport cannot.
-    pub approver: Option<crate::approval::AskPerson>,
-    /// Who asked (an authenticated HTTP caller); empty over stdio.
-    pub caller: crate::audit::Caller,
-    /// The MCP session (connection) that asked: a ticket is bound to it.
-    pub session: String,
-    /// A ticket a person approved for this exact call (`safe-mcp approvals approve`).
-    pub approval_ticket: Option<String>,
-    /// A nested call: the call whose command asked for it, and that command's standard
-    /// descriptors, which its stages use.
-    pub parent: Option<NestedParent>,
-}
-
-use safe_mcp_contract::{ConfinementSpec, Observer, ProcessLimits};
+use safe_mcp_contract::{ConfinementSpec, ProcessLimits};
 
 /// The confinement `policy` asks for, in the executor's terms.
 pub fn confinement_spec(policy: &TerminalPolicy) -> ConfinementSpec {
@@ -103,90 +47,6 @@ pub fn confinement_spec(policy: &TerminalPolicy) -> ConfinementSpec {
     }
 }
 
-/// A nested call's parent: the call whose command asked, that command's standard
-/// descriptors, how deep the call is, and its place among the parent's running ones.
-#[derive(Debug, Clone)]
-pub struct NestedParent {
-    /// The parent's call id.
-    pub call: String,
-    /// The asking command's stdin, stdout and stderr.
-    pub stdio: safe_mcp_contract::GivenStdio,
-    /// 1 for a call a top-level call's command made, 2 for one its nested call's made, …
-    pub depth: u8,
-    /// Held while the nested call runs: the parent's count of running ones.
-    pub(super) slot: Arc<NestedSlot>,
-}
-
-/// One running nested call of a parent; dropping it frees the place.
-#[derive(Debug)]
-pub struct NestedSlot(pub(super) Arc<std::sync::atomic::AtomicUsize>);
-
-impl Drop for NestedSlot {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
-    }
-}
-
-// The nested calls' tokens ([`super::nested_calls`]) are kept here, with the service that
-// holds them.
-
-/// Who a token's nested calls are for: the call whose command asks, and how it was asked.
-#[derive(Clone)]
-pub(super) struct NestedCaller {
-    pub(super) parent: String,
-    /// How deep the token's call is (0: a top-level call).
-    pub(super) depth: u8,
-    /// Its nested calls running now.
-    pub(super) running: Arc<std::sync::atomic::AtomicUsize>,
-    pub(super) caller: crate::audit::Caller,
-    pub(super) session: String,
-    pub(super) approver: Option<crate::approval::AskPerson>,
-}
-
-/// The tokens of the calls now running.
-#[derive(Default)]
-pub(super) struct NestedCalls(pub(super) Arc<Mutex<HashMap<String, NestedCaller>>>);
-
-impl std::fmt::Debug for NestedCalls {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("NestedCalls")
-    }
-}
-
-/// A registered token; dropping it ends the route.
-pub(super) struct Route {
-    pub(super) calls: Arc<Mutex<HashMap<String, NestedCaller>>>,
-    pub(super) token: String,
-}
-
-impl Drop for Route {
-    fn drop(&mut self) {
-        if let Ok(mut calls) = self.calls.lock() {
-            calls.remove(&self.token);
-        }
-    }
-}
-
-/// The shims of the programs with argument rules, beneath the server's temporary directory,
-/// linking to this binary (`None` when no program is ruled).
-fn nested_shims(
-    policy: &TerminalPolicy,
-) -> Result<Option<crate::nested::NestedShims>, crate::nested::ShimError> {
-    let names = super::executables::ruled(policy);
-    if names.is_empty() {
-        return Ok(None);
-    }
-    let tmp = std::env::temp_dir();
-    let exe = std::env::current_exe().map_err(|e| crate::nested::ShimError {
-        parent: tmp.clone(),
-        message: format!("this server's own binary: {e}"),
-    })?;
-    let writable: Vec<&std::path::Path> = std::iter::once(policy.jail_root.as_path())
-        .chain(policy.write_paths.iter().map(std::path::PathBuf::as_path))
-        .collect();
-    crate::nested::NestedShims::create(&tmp, &exe, &names, &writable).map(Some)
-}
-
 /// Why the service could not be built.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -210,54 +70,6 @@ pub enum ServiceError {
     /// made.
     #[error("credentials: {0}")]
     Credentials(String),
-}
-
-/// The terminal server's core: every rule, no transport.
-#[derive(Debug)]
-pub struct TerminalService {
-    pub(super) policy: TerminalPolicy,
-    pub(super) jail: JailRoot,
-    pub(super) redactor: Redactor,
-    pub(super) gate: std::sync::Arc<Gate>,
-    pub(super) env: Vec<(String, String)>,
-    /// Every command's HOME: empty, outside the jail, read-only to commands.
-    pub(super) home: PrivateHome,
-    /// The process sessions (see [`super::process`]).
-    pub(super) sessions: SessionTable,
-    /// Ports exposed at once ([`TerminalService::reserve_exposure`]).
-    pub(super) exposed: std::sync::Arc<std::sync::atomic::AtomicUsize>,
-    /// `jail_bytes`: what the jail and the write paths hold, measured after calls.
-    pub(super) usage: crate::usage::JailUsage,
-    /// How the protected paths and every git directory's trust surface are held, once the
-    /// server holds them ([`Self::hold_protected`]).
-    pub(super) held: std::sync::OnceLock<crate::held::Holder>,
-    /// Egress: the proxy that serves each call's connections ([`Self::with_egress`]).
-    pub(super) egress: Option<std::sync::Arc<dyn EgressProvider>>,
-    /// Approval tickets for clients that cannot be asked ([`crate::tickets`]).
-    pub(super) tickets: std::sync::Arc<crate::tickets::Tickets>,
-    /// Where the programs with argument rules are reached from inside a command's tree,
-    /// when there are any ([`crate::nested`]).
-    pub(super) nested: Option<crate::nested::NestedShims>,
-    /// The tokens of the running calls whose commands may make nested calls.
-    pub(super) nested_calls: NestedCalls,
-    /// The credentials' placeholders and real values, which the proxy adds.
-    pub(super) vault: std::sync::Arc<crate::credentials::Vault>,
-    /// The CA bundle commands trust (the system's roots and the proxy's CA), when the proxy
-    /// terminates TLS for credential hosts.
-    pub(super) ca_bundle: Option<std::path::PathBuf>,
-}
-
-/// Makes the proxy of one call (egress, DESIGN §9): the proxy of `safe_mcp_proxy`, which
-/// knows the network policy and writes the call's `network` records.
-pub trait EgressProvider: Send + Sync + std::fmt::Debug {
-    /// The proxy for the call `call`.
-    fn for_call(&self, call: &CallId) -> safe_mcp_contract::Egress;
-
-    /// The certificate bundle commands must trust for the hosts whose TLS the proxy
-    /// terminates (the system's roots and the proxy's own CA), if it terminates any.
-    fn ca_bundle(&self) -> Option<&std::path::Path> {
-        None
-    }
 }
 
 /// The variables the TLS clients commands run read their trusted roots from: each gets the
@@ -353,9 +165,9 @@ impl TerminalService {
             .collect::<Vec<_>>()
             .join(":");
         let home = PrivateHome::create(&std::env::temp_dir(), &terminal.jail_root)?;
-        let nested = nested_shims(&terminal)?;
+        let nested = Nested::new(&terminal)?;
         // The shims first: a command that starts a ruled program by name reaches the server.
-        let path = match &nested {
+        let path = match nested.shims() {
             Some(shims) => format!("{}:{path}", shims.bin().display()),
             None => path,
         };
@@ -414,7 +226,6 @@ impl TerminalService {
             egress,
             tickets: std::sync::Arc::new(crate::tickets::Tickets::new(terminal_ticket_ttl, server)),
             nested,
-            nested_calls: Default::default(),
             vault,
             ca_bundle,
         })
@@ -455,9 +266,63 @@ impl TerminalService {
         &self.vault
     }
 
+    /// Runs a request end to end. Every path out of here is an envelope, and every call
+    /// leaves an attempt and an outcome record, refusals included.
+    pub async fn run(
+        &self,
+        req: RunRequest,
+        executor: &dyn safe_mcp_contract::Executor,
+        cancel: safe_mcp_contract::Cancel,
+    ) -> OperationResult {
+        let caller = req.caller.clone();
+        let judged = match Begun::new(self, super::result::RUN).judge(req, executor) {
+            Ok(judged) => judged,
+            Err(refused) => return refused.record(),
+        };
+        match judged.approve().await {
+            Ok(approved) => approved.run(executor, cancel, caller).await.record(),
+            Err(refused) => refused.record(),
+        }
+    }
+
+    /// The approval ladder ([`Approvals`]), the one commands and file writes climb.
+    pub(crate) fn approvals(&self) -> Approvals<'_> {
+        Approvals {
+            settings: &self.policy.approvals,
+            gate: &self.gate,
+            tickets: &self.tickets,
+        }
+    }
+
+    /// What turns an outcome into the envelope ([`Results`]).
+    pub(super) fn results(&self) -> Results<'_> {
+        Results {
+            policy: &self.policy,
+            redactor: &self.redactor,
+        }
+    }
+
+    /// A verdict as the client and the trail see it ([`Results::redacted`]).
+    pub(super) fn redacted(&self, result: OperationResult) -> OperationResult {
+        self.results().redacted(result)
+    }
+
+    /// Raw bytes the executor keeps per stream (the cap, and the slack a secret straddling it needs to be recognised whole).
+    pub fn capture_limit(&self) -> usize {
+        self.results().capture_limit()
+    }
+
     /// The nested-call shims, when some allowlisted program has argument rules.
     pub fn nested_shims(&self) -> Option<&crate::nested::NestedShims> {
-        self.nested.as_ref()
+        self.nested.shims()
+    }
+
+    /// The request a nested call makes (judged as that call's caller's, refused with the reason for a token no running call holds).
+    pub fn nested_request(
+        &self,
+        ask: super::nested_calls::NestedAsk,
+    ) -> Result<RunRequest, String> {
+        self.nested.request(ask)
     }
 
     /// The confinement this server's commands get: the policy's, plus read access to
@@ -467,7 +332,7 @@ impl TerminalService {
         spec.home = Some(self.home.path().to_path_buf());
         // The shims are read and executed like a program of the list: their directory is
         // in the view, the binary they link to executable by every stage.
-        if let Some(shims) = &self.nested {
+        if let Some(shims) = self.nested.shims() {
             spec.read_paths.push(shims.dir().to_path_buf());
             spec.read_paths.push(shims.exe().to_path_buf());
             if let Some(list) = spec.executables.as_mut() {

@@ -8,17 +8,20 @@ use safe_mcp_core::audit::Caller;
 use safe_mcp_core::{OperationResult, ResultCode};
 use serde_json::json;
 
-use super::{FilesService, fs_error};
+use super::state::{FilesService, fs_error};
 use crate::journal::{Action, Move};
 
-impl FilesService {
+/// The files server's history facet: see the module docs.
+pub(super) struct History<'a>(pub(super) &'a FilesService);
+
+impl History<'_> {
     /// `undo_last_action()`: restores the last move or applied plan as one action.
-    pub fn undo_last_action(&self, caller: &Caller) -> OperationResult {
+    pub(super) fn undo_last_action(&self, caller: &Caller) -> OperationResult {
         self.reverse(Direction::Undo, caller)
     }
 
     /// `redo_last_action()`: re-applies the last undone action.
-    pub fn redo_last_action(&self, caller: &Caller) -> OperationResult {
+    pub(super) fn redo_last_action(&self, caller: &Caller) -> OperationResult {
         self.reverse(Direction::Redo, caller)
     }
 
@@ -28,6 +31,7 @@ impl FilesService {
         for m in &action.moves {
             let (here, there) = direction.ends(m);
             let at_here = self
+                .0
                 .ws
                 .stat(here)
                 .ok()
@@ -38,7 +42,7 @@ impl FilesService {
                     "{here} is no longer the file that was moved, so nothing changed; undo (or redo) works again once that file is back at {here} (move_file can put it there)"
                 ));
             }
-            if !matches!(self.ws.stat(there), Ok(None)) {
+            if !matches!(self.0.ws.stat(there), Ok(None)) {
                 return Some(format!(
                     "{there} is occupied and is never overwritten, so nothing changed; move what is at {there} elsewhere (move_file), then try again"
                 ));
@@ -51,12 +55,14 @@ impl FilesService {
         let tool = direction.tool();
         let undo = direction == Direction::Undo;
         let started = Instant::now();
-        let (call, attempt) = self.attempt(tool, json!({}), caller);
-        if let Err(r) = self.admit(started, &attempt) {
+        let (call, attempt) = self.0.attempt(tool, json!({}), caller);
+        if let Err(r) = self.0.admit(started, &attempt) {
             return r;
         }
-        let Ok(mut journal) = self.journal.lock() else {
-            return self.finish(&call, started, OperationResult::internal(tool));
+        let Ok(mut journal) = self.0.journal.lock() else {
+            return self
+                .0
+                .finish(&call, started, OperationResult::internal(tool));
         };
         let last = if undo {
             journal.last_undo()
@@ -70,7 +76,7 @@ impl FilesService {
                 "nothing to redo (new work clears redo)"
             };
             drop(journal);
-            return self.finish(
+            return self.0.finish(
                 &call,
                 started,
                 OperationResult::new(tool, ResultCode::InvalidRequest, what),
@@ -78,20 +84,20 @@ impl FilesService {
         };
         if let Some(conflict) = self.blocked_reversal(&action, direction) {
             drop(journal);
-            return self.finish(
+            return self.0.finish(
                 &call,
                 started,
                 OperationResult::new(tool, ResultCode::Conflict, conflict),
             );
         }
         let opened = if undo {
-            journal.start_undo(&self.ws, action.id)
+            journal.start_undo(&self.0.ws, action.id)
         } else {
-            journal.start_redo(&self.ws, action.id)
+            journal.start_redo(&self.0.ws, action.id)
         };
         if let Err(e) = opened {
             drop(journal);
-            return self.finish(
+            return self.0.finish(
                 &call,
                 started,
                 OperationResult::new(
@@ -103,9 +109,9 @@ impl FilesService {
         }
         if !undo {
             for d in &action.dirs {
-                if let Err(e) = self.ws.ensure_dirs(d) {
+                if let Err(e) = self.0.ws.ensure_dirs(d) {
                     drop(journal);
-                    return self.finish(&call, started, fs_error(tool, &e));
+                    return self.0.finish(&call, started, fs_error(tool, &e));
                 }
             }
         }
@@ -116,16 +122,16 @@ impl FilesService {
         };
         for m in order {
             let (from, to) = direction.ends(m);
-            if let Err(e) = self.ws.rename_noreplace(from, to) {
+            if let Err(e) = self.0.ws.rename_noreplace(from, to) {
                 // The journal's open undo/redo record lets the next start reconcile this.
                 drop(journal);
-                return self.finish(&call, started, fs_error(tool, &e));
+                return self.0.finish(&call, started, fs_error(tool, &e));
             }
         }
-        self.sync_dirs(&action);
+        super::transaction::Mover(self.0).sync_dirs(&action);
         if undo {
             for d in action.dirs.iter().rev() {
-                self.ws.rmdir_if_empty(d);
+                self.0.ws.rmdir_if_empty(d);
             }
         }
         let done = if undo {
@@ -135,7 +141,7 @@ impl FilesService {
         };
         drop(journal);
         if let Err(e) = done {
-            return self.finish(
+            return self.0.finish(
                 &call,
                 started,
                 OperationResult::new(
@@ -146,7 +152,7 @@ impl FilesService {
             );
         }
         let verb = if undo { "restored" } else { "re-applied" };
-        self.finish(
+        self.0.finish(
             &call,
             started,
             OperationResult::new(

@@ -11,12 +11,15 @@ use sha2::{Digest, Sha256};
 use safe_mcp_core::audit::Caller;
 use safe_mcp_core::config::SkipLayer;
 
-use super::{FilesService, MAX_PLANS, PlannedMove, StoredPlan, fs_error, now_ns};
+use super::state::{FilesService, MAX_PLANS, PlannedMove, StoredPlan, fs_error, now_ns};
 use crate::fsroot::{EntryInfo, Kind};
 use crate::journal::Move;
 use crate::rules::Skip;
 
-impl FilesService {
+/// The files server's planner facet: see the module docs.
+pub(super) struct Planner<'a>(pub(super) &'a FilesService);
+
+impl Planner<'_> {
     fn entry_json(
         &self,
         rel: &str,
@@ -29,7 +32,7 @@ impl FilesService {
             "path": rel,
             "kind": e.kind,
             "size": e.size,
-            "category": if e.kind == Kind::File { self.rules.category(&e.name) } else { None },
+            "category": if e.kind == Kind::File { self.0.rules.category(&e.name) } else { None },
             "would_move": verdict.is_none() && destination.is_some(),
             "destination": destination,
             "skip": verdict,
@@ -38,10 +41,10 @@ impl FilesService {
 
     /// The verdict of `plan_organize` for one top-level entry: a destination or a skip.
     fn plan_entry(&self, e: &EntryInfo, now: i128) -> Result<String, Skip> {
-        if let Some(skip) = self.rules.classify(e, now) {
+        if let Some(skip) = self.0.rules.classify(e, now) {
             return Err(skip);
         }
-        let Some(category) = self.rules.category(&e.name) else {
+        let Some(category) = self.0.rules.category(&e.name) else {
             return Err(Skip {
                 layer: SkipLayer::Restraint,
                 code: ResultCode::NeedsExplicitRequest,
@@ -50,7 +53,7 @@ impl FilesService {
             });
         };
         let dst = format!("{category}/{}", e.name);
-        match self.ws.stat(&dst) {
+        match self.0.ws.stat(&dst) {
             Ok(None) => Ok(dst),
             Ok(Some(_)) => Err(Skip {
                 layer: SkipLayer::Protection,
@@ -70,22 +73,23 @@ impl FilesService {
     }
 
     /// `list_files(subdir?)`.
-    pub fn list_files(&self, subdir: Option<&str>, caller: &Caller) -> OperationResult {
+    pub(super) fn list_files(&self, subdir: Option<&str>, caller: &Caller) -> OperationResult {
         let result = self.list(subdir);
-        self.record_call("list_files", json!({"subdir": subdir}), result, caller)
+        self.0
+            .record_call("list_files", json!({"subdir": subdir}), result, caller)
     }
 
     fn list(&self, subdir: Option<&str>) -> OperationResult {
         const A: &str = "list_files";
         let started = Instant::now();
         let rel = match subdir.filter(|s| !s.is_empty() && *s != ".") {
-            Some(s) => match self.relative(s) {
+            Some(s) => match self.0.relative(s) {
                 Ok(r) => r,
                 Err(e) => return fs_error(A, &e),
             },
             None => String::new(),
         };
-        let entries = match self.ws.list(&rel) {
+        let entries = match self.0.ws.list(&rel) {
             Ok(e) => e,
             Err(e) => return fs_error(A, &e),
         };
@@ -104,7 +108,7 @@ impl FilesService {
                         Err(skip) => self.entry_json(&path, e, Some(&skip), None),
                     }
                 } else {
-                    let skip = self.rules.protection(e, now).unwrap_or(Skip {
+                    let skip = self.0.rules.protection(e, now).unwrap_or(Skip {
                         layer: SkipLayer::Restraint,
                         code: ResultCode::NeedsExplicitRequest,
                         rule: "top-level-only".into(),
@@ -120,15 +124,16 @@ impl FilesService {
     }
 
     /// `plan_organize()`: changes nothing, not even folders.
-    pub fn plan_organize(&self, caller: &Caller) -> OperationResult {
+    pub(super) fn plan_organize(&self, caller: &Caller) -> OperationResult {
         let result = self.plan(caller);
-        self.record_call("plan_organize", json!({}), result, caller)
+        self.0
+            .record_call("plan_organize", json!({}), result, caller)
     }
 
     fn plan(&self, caller: &Caller) -> OperationResult {
         const A: &str = "plan_organize";
         let started = Instant::now();
-        let entries = match self.ws.list("") {
+        let entries = match self.0.ws.list("") {
             Ok(e) => e,
             Err(e) => return fs_error(A, &e),
         };
@@ -138,18 +143,18 @@ impl FilesService {
         let mut truncated = 0usize;
         for e in entries {
             match self.plan_entry(&e, now) {
-                Ok(dst) if moves.len() < self.max_moves => {
+                Ok(dst) if moves.len() < self.0.max_moves => {
                     moves.push(PlannedMove { mv: Move { src: e.name.clone(), dst, dev: e.dev, ino: e.ino }, info: e });
                 }
                 Ok(_) => truncated += 1,
                 Err(skip) => skips.push(json!({"path": e.name, "code": skip.code, "layer": skip.layer, "rule": skip.rule, "reason": skip.reason})),
             }
         }
-        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        let n = self.0.counter.fetch_add(1, Ordering::Relaxed);
         let id_source = format!("{}:{n}:{}", std::process::id(), now);
         let plan_id = hex::encode(&Sha256::digest(id_source.as_bytes())[..12]);
         // In a fleet the id names this replica, so that another can say whose it is.
-        let plan_id = safe_mcp_core::fleet::owned(&plan_id, &self.audit().server_id());
+        let plan_id = safe_mcp_core::fleet::owned(&plan_id, &self.0.audit().server_id());
         let move_list: Vec<Value> = moves
             .iter()
             .map(|m| json!({"src": m.mv.src, "dst": m.mv.dst}))
@@ -162,7 +167,7 @@ impl FilesService {
             "skip_count": skips.len(),
             "truncated": truncated > 0,
             "not_planned_over_limit": truncated,
-            "max_plan_moves": self.max_moves,
+            "max_plan_moves": self.0.max_moves,
         });
         let recent = skips.iter().filter(|s| s["rule"] == "recent").count();
         let reason = if moves.is_empty() && recent > 0 {
@@ -176,7 +181,7 @@ impl FilesService {
                 skips.len()
             )
         };
-        if let Ok(mut plans) = self.plans.lock() {
+        if let Ok(mut plans) = self.0.plans.lock() {
             // Keep the newest few plans only: planning in a loop must not grow memory.
             while plans.len() >= MAX_PLANS {
                 let Some(oldest) = plans

@@ -9,7 +9,7 @@ use safe_mcp_core::audit::{Attempt, Caller};
 use safe_mcp_core::{OperationResult, ResultCode};
 use serde_json::json;
 
-use super::{FilesService, Watch, fs_error, now_ns, parent};
+use super::state::{FilesService, Watch, fs_error, now_ns, parent};
 use crate::fsroot::Kind;
 use crate::journal::{Action, Journal, Move};
 
@@ -18,7 +18,10 @@ const MAX_DEPTH: usize = 16;
 /// The most entries a folder may hold, all levels, for `move_file` to check and move it.
 const MAX_FOLDER_ENTRIES: usize = 10_000;
 
-impl FilesService {
+/// The files server's mover facet: see the module docs.
+pub(super) struct Mover<'a>(pub(super) &'a FilesService);
+
+impl Mover<'_> {
     /// A folder moves whole only if every entry inside it could move on its own: none is
     /// sensitive, a tool's config, a hard link, a symlink or special file, or badly named.
     /// `None` when it may move; the refusal names the first entry that may not.
@@ -27,7 +30,7 @@ impl FilesService {
         let mut pending = vec![rel.to_owned()];
         let mut seen = 0usize;
         while let Some(dir) = pending.pop() {
-            let entries = match self.ws.list(&dir) {
+            let entries = match self.0.ws.list(&dir) {
                 Ok(e) => e,
                 Err(e) => return Some(fs_error(tool, &e)),
             };
@@ -44,9 +47,10 @@ impl FilesService {
                 }
                 let path = format!("{dir}/{}", e.name);
                 let skip = self
+                    .0
                     .rules
                     .destination_protection(&e.name)
-                    .or_else(|| self.rules.protection(&e, now));
+                    .or_else(|| self.0.rules.protection(&e, now));
                 if let Some(skip) = skip {
                     return Some(
                         OperationResult::new(
@@ -68,14 +72,14 @@ impl FilesService {
         None
     }
     /// `apply_plan(plan_id)`: all or nothing; the id is single-use.
-    pub fn apply_plan(&self, plan_id: &str, caller: &Caller) -> OperationResult {
+    pub(super) fn apply_plan(&self, plan_id: &str, caller: &Caller) -> OperationResult {
         self.apply_plan_watched(plan_id, &Watch::none(), caller)
     }
 
     /// `apply_plan`, told to stop (between two moves) and telling how far it got. Stopped
     /// after some moves, those stand as one undoable action; stopped before the first,
     /// nothing moved. Either way the audit outcome says `cancelled`.
-    pub fn apply_plan_watched(
+    pub(super) fn apply_plan_watched(
         &self,
         plan_id: &str,
         watch: &Watch<'_>,
@@ -83,8 +87,8 @@ impl FilesService {
     ) -> OperationResult {
         const A: &str = "apply_plan";
         let started = Instant::now();
-        let (call, attempt) = self.attempt(A, json!({"plan_id": plan_id}), caller);
-        let here = self.audit().server_id();
+        let (call, attempt) = self.0.attempt(A, json!({"plan_id": plan_id}), caller);
+        let here = self.0.audit().server_id();
         if let Some(owner) = safe_mcp_core::fleet::elsewhere(plan_id, &here) {
             let elsewhere = OperationResult::new(
                 A,
@@ -93,10 +97,11 @@ impl FilesService {
                     "this plan belongs to server {owner}, and this is server {here}: the call reached another replica than the one that made the plan (route each MCP session, or each caller, to one replica; docs/FLEET.md), or call plan_organize again here"
                 ),
             );
-            return self.refuse(started, attempt, elsewhere);
+            return self.0.refuse(started, attempt, elsewhere);
         }
         // Another caller's plan reads as unknown: its id tells them nothing.
         let Some(plan) = self
+            .0
             .plans
             .lock()
             .ok()
@@ -111,20 +116,20 @@ impl FilesService {
                 ResultCode::InvalidRequest,
                 "unknown plan id (plans are single-use; call plan_organize again)",
             );
-            return self.refuse(started, attempt, unknown);
+            return self.0.refuse(started, attempt, unknown);
         };
         let attempt = Attempt {
             args: Some(json!({"plan_id": plan_id, "moves": plan.len()})),
             ..attempt
         };
-        if let Err(r) = self.admit(started, &attempt) {
+        if let Err(r) = self.0.admit(started, &attempt) {
             return r;
         }
         let now = now_ns();
         for p in &plan {
-            let current = match self.ws.stat(&p.mv.src) {
+            let current = match self.0.ws.stat(&p.mv.src) {
                 Ok(c) => c,
-                Err(e) => return self.finish(&call, started, fs_error(A, &e)),
+                Err(e) => return self.0.finish(&call, started, fs_error(A, &e)),
             };
             let unchanged = current.as_ref().is_some_and(|c| {
                 c.dev == p.info.dev
@@ -139,7 +144,7 @@ impl FilesService {
                 } else {
                     "changed"
                 };
-                return self.finish(
+                return self.0.finish(
                     &call,
                     started,
                     OperationResult::new(
@@ -153,8 +158,8 @@ impl FilesService {
                     .with_detail(json!({"path": p.mv.src})),
                 );
             }
-            if let Some(skip) = self.rules.protection(&p.info, now) {
-                return self.finish(
+            if let Some(skip) = self.0.rules.protection(&p.info, now) {
+                return self.0.finish(
                     &call,
                     started,
                     OperationResult::new(
@@ -169,7 +174,7 @@ impl FilesService {
                 &p.mv.dst,
                 "appeared since the plan was made; nothing was moved. Call plan_organize again for a plan of what is there now",
             ) {
-                return self.finish(
+                return self.0.finish(
                     &call,
                     started,
                     refusal.with_detail(json!({"path": p.mv.dst})),
@@ -178,13 +183,13 @@ impl FilesService {
         }
         let moves: Vec<Move> = plan.into_iter().map(|p| p.mv).collect();
         let (result, cancelled) = self.perform_watched(A, moves, watch);
-        self.finish_cancelled(&call, started, result, cancelled)
+        self.0.finish_cancelled(&call, started, result, cancelled)
     }
 
     /// `None` when nothing is at `rel`; otherwise the refusal: CONFLICT saying `rel` and
     /// `why`, or the error met while looking.
     fn refuse_if_occupied(&self, tool: &str, rel: &str, why: &str) -> Option<OperationResult> {
-        match self.ws.stat(rel) {
+        match self.0.ws.stat(rel) {
             Ok(None) => None,
             Ok(Some(_)) => Some(OperationResult::new(
                 tool,
@@ -208,7 +213,7 @@ impl FilesService {
         moves: Vec<Move>,
         watch: &Watch<'_>,
     ) -> (OperationResult, bool) {
-        let Ok(mut journal) = self.journal.lock() else {
+        let Ok(mut journal) = self.0.journal.lock() else {
             return (OperationResult::internal(tool), false);
         };
         let dirs: BTreeSet<String> = moves
@@ -218,10 +223,10 @@ impl FilesService {
             .collect();
         let missing: Vec<String> = dirs
             .iter()
-            .filter(|d| !matches!(self.ws.stat(d), Ok(Some(_))))
+            .filter(|d| !matches!(self.0.ws.stat(d), Ok(Some(_))))
             .cloned()
             .collect();
-        let action = match journal.begin(&self.ws, tool, moves, missing.clone()) {
+        let action = match journal.begin(&self.0.ws, tool, moves, missing.clone()) {
             Ok(a) => a,
             Err(e) => {
                 let r = OperationResult::new(
@@ -234,7 +239,7 @@ impl FilesService {
         };
         let mut created: Vec<String> = Vec::new();
         for d in &missing {
-            match self.ws.ensure_dirs(d) {
+            match self.0.ws.ensure_dirs(d) {
                 Ok(c) => created.extend(c),
                 Err(e) => {
                     self.rollback(&mut journal, &action, 0, &created);
@@ -250,7 +255,7 @@ impl FilesService {
                     true,
                 );
             }
-            if let Err(e) = self.ws.rename_noreplace(&m.src, &m.dst) {
+            if let Err(e) = self.0.ws.rename_noreplace(&m.src, &m.dst) {
                 self.rollback(&mut journal, &action, i, &created);
                 let mut r = fs_error(tool, &e);
                 r.reason = format!(
@@ -325,7 +330,7 @@ impl FilesService {
 
     fn rollback(&self, journal: &mut Journal, action: &Action, done: usize, created: &[String]) {
         for m in action.moves[..done].iter().rev() {
-            if let Err(e) = self.ws.rename_noreplace(&m.dst, &m.src) {
+            if let Err(e) = self.0.ws.rename_noreplace(&m.dst, &m.src) {
                 eprintln!(
                     "safe-mcp: rollback of {} failed: {e}; the journal keeps the action for reconciliation",
                     m.dst
@@ -334,7 +339,7 @@ impl FilesService {
             }
         }
         for d in created.iter().rev() {
-            self.ws.rmdir_if_empty(d);
+            self.0.ws.rmdir_if_empty(d);
         }
         let _ = journal.abort(action.id);
     }
@@ -346,30 +351,30 @@ impl FilesService {
             .flat_map(|m| [parent(&m.src), parent(&m.dst)])
             .collect();
         for d in dirs {
-            self.ws.sync_dir(d);
+            self.0.ws.sync_dir(d);
         }
     }
 
     /// `move_file(src, dest)`: PROTECTION rules only; never overwrites.
-    pub fn move_file(&self, src: &str, dest: &str, caller: &Caller) -> OperationResult {
+    pub(super) fn move_file(&self, src: &str, dest: &str, caller: &Caller) -> OperationResult {
         const A: &str = "move_file";
         let started = Instant::now();
-        let (call, attempt) = self.attempt(A, json!({"src": src, "dest": dest}), caller);
-        let (src_rel, dst_rel) = match (self.relative(src), self.relative(dest)) {
+        let (call, attempt) = self.0.attempt(A, json!({"src": src, "dest": dest}), caller);
+        let (src_rel, dst_rel) = match (self.0.relative(src), self.0.relative(dest)) {
             (Ok(s), Ok(d)) => (s, d),
-            (Err(e), _) | (_, Err(e)) => return self.refuse(started, attempt, fs_error(A, &e)),
+            (Err(e), _) | (_, Err(e)) => return self.0.refuse(started, attempt, fs_error(A, &e)),
         };
         let attempt = Attempt {
             args: Some(json!({"src": src_rel, "dest": dst_rel})),
             ..attempt
         };
-        if let Err(r) = self.admit(started, &attempt) {
+        if let Err(r) = self.0.admit(started, &attempt) {
             return r;
         }
-        let info = match self.ws.stat(&src_rel) {
+        let info = match self.0.ws.stat(&src_rel) {
             Ok(Some(i)) => i,
             Ok(None) => {
-                return self.finish(
+                return self.0.finish(
                     &call,
                     started,
                     OperationResult::new(
@@ -379,22 +384,23 @@ impl FilesService {
                     ),
                 );
             }
-            Err(e) => return self.finish(&call, started, fs_error(A, &e)),
+            Err(e) => return self.0.finish(&call, started, fs_error(A, &e)),
         };
         if let Some(skip) = self
+            .0
             .rules
             .source_protection(&src_rel)
-            .or_else(|| self.rules.destination_protection(&dst_rel))
+            .or_else(|| self.0.rules.destination_protection(&dst_rel))
         {
-            return self.finish(
+            return self.0.finish(
                 &call,
                 started,
                 OperationResult::new(A, skip.code, skip.reason)
                     .with_detail(json!({"rule": skip.rule, "layer": skip.layer})),
             );
         }
-        if let Some(skip) = self.rules.protection(&info, now_ns()) {
-            return self.finish(
+        if let Some(skip) = self.0.rules.protection(&info, now_ns()) {
+            return self.0.finish(
                 &call,
                 started,
                 OperationResult::new(A, skip.code, format!("{src_rel}: {}", skip.reason))
@@ -403,7 +409,7 @@ impl FilesService {
         }
         let depth = dst_rel.split('/').count();
         if depth > MAX_DEPTH {
-            return self.finish(
+            return self.0.finish(
                 &call,
                 started,
                 OperationResult::new(
@@ -418,10 +424,10 @@ impl FilesService {
         if info.kind == Kind::Directory
             && let Some(refusal) = self.folder_protection(A, &src_rel)
         {
-            return self.finish(&call, started, refusal);
+            return self.0.finish(&call, started, refusal);
         }
         if dst_rel == src_rel || dst_rel.starts_with(&format!("{src_rel}/")) {
-            return self.finish(
+            return self.0.finish(
                 &call,
                 started,
                 OperationResult::new(
@@ -431,11 +437,11 @@ impl FilesService {
                 ),
             );
         }
-        if let Ok(Some(existing)) = self.ws.stat(&dst_rel)
+        if let Ok(Some(existing)) = self.0.ws.stat(&dst_rel)
             && existing.kind == Kind::Directory
         {
             let name = src_rel.rsplit('/').next().unwrap_or(&src_rel);
-            return self.finish(
+            return self.0.finish(
                 &call,
                 started,
                 OperationResult::new(
@@ -453,7 +459,7 @@ impl FilesService {
             &dst_rel,
             "already exists and is never overwritten or renamed around",
         ) {
-            return self.finish(&call, started, refusal);
+            return self.0.finish(&call, started, refusal);
         }
         let result = self.perform(
             A,
@@ -464,6 +470,6 @@ impl FilesService {
                 ino: info.ino,
             }],
         );
-        self.finish(&call, started, result)
+        self.0.finish(&call, started, result)
     }
 }

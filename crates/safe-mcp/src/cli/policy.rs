@@ -26,7 +26,11 @@ pub(crate) fn explain(config: Option<&Path>, cwd: Option<&str>, command: String)
     };
     // Described, not built: a read-only call makes no cgroup and no ruleset.
     let confinement = planned_report(&service.confinement_spec());
-    let result = service.explain(&CommandInput::Line(command), cwd, &confinement);
+    let result = safe_mcp_core::terminal::Describe::new(&service).explain(
+        &CommandInput::Line(command),
+        cwd,
+        &confinement,
+    );
     match serde_json::to_string_pretty(&result) {
         Ok(text) => say!("{text}"),
         Err(e) => return fatal(e),

@@ -8,6 +8,7 @@ use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{tool, tool_router};
 use safe_mcp_core::OperationResult;
 use safe_mcp_core::file_tools::Edit;
+use safe_mcp_core::file_tools::service::FileCalls;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -104,7 +105,7 @@ impl TerminalServer {
             session: &session,
             ticket,
         };
-        self.service()
+        FileCalls::new(self.service())
             .approve_file_write(tool, path, content, asking, caller)
             .await
             .map_err(to_result)
@@ -132,7 +133,7 @@ impl TerminalServer {
         let service = self.service().clone();
         read_result(
             blocking(tool_of(&context), move || {
-                service.read_file(&args.path, args.offset, args.limit, &caller)
+                FileCalls::new(&service).read_file(&args.path, args.offset, args.limit, &caller)
             })
             .await,
         )
@@ -172,7 +173,7 @@ impl TerminalServer {
         let service = self.service().clone();
         to_result(
             blocking(tool_of(&context), move || {
-                service.write_file(
+                FileCalls::new(&service).write_file(
                     &args.path,
                     args.content,
                     args.create_only,
@@ -240,7 +241,13 @@ impl TerminalServer {
         let service = self.service().clone();
         to_result(
             blocking(tool_of(&context), move || {
-                service.edit_file(&args.path, &edits, args.dry_run, approval, &caller)
+                FileCalls::new(&service).edit_file(
+                    &args.path,
+                    &edits,
+                    args.dry_run,
+                    approval,
+                    &caller,
+                )
             })
             .await,
         )

@@ -599,7 +599,7 @@ impl TerminalServer {
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
         let (caller, args): (_, ExplainArgs) = arguments!(args, context, self.service.as_ref());
-        let mut result = self.service.explain_call(
+        let mut result = safe_mcp_core::terminal::Describe::new(&self.service).explain_call(
             &args.command.into(),
             args.cwd.as_deref(),
             self.executor.confinement(),
@@ -628,9 +628,11 @@ impl TerminalServer {
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
         let (caller, args): (_, DescribeArgs) = arguments!(args, context, self.service.as_ref());
-        let mut result =
-            self.service
-                .describe_call(self.executor.confinement(), &caller, args.verbose);
+        let mut result = safe_mcp_core::terminal::Describe::new(&self.service).describe_call(
+            self.executor.confinement(),
+            &caller,
+            args.verbose,
+        );
         if result.ok {
             let how =
                 crate::mcp::approval::how_asked(&context, &self.service, self.pages.is_some());
