@@ -23,7 +23,7 @@ import sys
 FLOORS = {
     "core": [
         # Leaves: import nothing of the crate but each other.
-        ["paths", "untrusted", "random", "envelope", "reader", "cut", "syntax", "egress", "env_prefix",
+        ["paths", "beneath", "untrusted", "random", "envelope", "reader", "cut", "syntax", "egress", "env_prefix",
          "protected", "held", "gitdir", "home", "nested", "programs", "usage", "tools", "args", "jail",
          "credentials", "fleet"],
         # The policy file and its settings types.

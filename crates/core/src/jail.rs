@@ -57,7 +57,7 @@ pub struct JailRoot {
 
 /// Where a path lands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Place {
+pub enum Place {
     Jail,
     Writable,
     Readable,
@@ -87,6 +87,26 @@ impl JailRoot {
             writable: canonical(writable),
             readable: canonical(readable),
         }
+    }
+
+    /// Where a path the model names (relative to the jail, or absolute) lands, on paper:
+    /// made absolute and normalized, beneath which root (the jail first, then a write path,
+    /// then a read path); `None` outside all of them. The one classification commands'
+    /// arguments and the file tools share.
+    pub fn locate(&self, given: &str) -> (PathBuf, Option<(&Path, Place)>) {
+        let path = lexical_normalize(&self.root.join(given));
+        let root = std::iter::once(&self.root)
+            .chain(&self.writable)
+            .find(|r| path.starts_with(r))
+            .or_else(|| self.readable.iter().find(|r| path.starts_with(r)));
+        let at = root.map(|r| (r.as_path(), self.place(&path)));
+        (path, at)
+    }
+
+    /// Whether `p` lies beneath a read path (readable, never writable, also where a write
+    /// path lies within it).
+    pub fn in_read_path(&self, p: &Path) -> bool {
+        self.readable.iter().any(|r| p.starts_with(r))
     }
 
     fn place(&self, p: &Path) -> Place {

@@ -11,7 +11,7 @@
 //!
 //! Imports point down only, floor by floor (`scripts/check_imports.py` holds the same list
 //! and fails CI on a circle or an import that runs up):
-//! 0. leaves, importing nothing of the crate but each other: [`paths`], [`untrusted`],
+//! 0. leaves, importing nothing of the crate but each other: [`paths`], [`beneath`], [`untrusted`],
 //!    [`random`], [`envelope`], [`reader`], [`cut`], [`syntax`], [`egress`], [`env_prefix`],
 //!    [`protected`], [`held`], [`gitdir`], [`home`], [`nested`], [`programs`], [`usage`], [`tools`], [`args`], [`jail`],
 //!    [`credentials`], [`fleet`];
@@ -32,6 +32,7 @@
 pub mod approval;
 pub mod args;
 pub mod audit;
+pub mod beneath;
 pub mod config;
 pub mod credentials;
 pub mod cut;

@@ -10,7 +10,7 @@
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags, ResolveFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
 
 /// What went wrong, in the organizer's terms.
@@ -80,10 +80,6 @@ pub struct Workspace {
     root: OwnedFd,
 }
 
-const BENEATH: ResolveFlags = ResolveFlags::BENEATH
-    .union(ResolveFlags::NO_SYMLINKS)
-    .union(ResolveFlags::NO_MAGICLINKS);
-
 fn io(path: &str, e: Errno) -> FsError {
     match e {
         Errno::XDEV | Errno::LOOP => FsError::Escape(path.to_owned()),
@@ -132,12 +128,11 @@ impl Workspace {
         if !rel.is_empty() {
             split(rel)?;
         }
-        rustix::fs::openat2(
+        safe_mcp_core::beneath::open(
             &self.root,
             path,
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
             Mode::empty(),
-            BENEATH,
         )
         .map_err(|e| io(rel, e))
     }

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::record::{Attempt, CallId, Outcome};
+use super::record::{Attempt, CallId, Caller, Outcome};
 use super::writer::{AuditError, AuditLog};
 use crate::config::AuditFailMode;
 use crate::envelope::{OperationResult, ResultCode};
@@ -148,8 +148,7 @@ impl Gate {
     /// attempt carries the result's code and reason, then comes its outcome. Nothing acts,
     /// so nothing waits for the disk; a failure is reported on stderr.
     pub fn record(&self, attempt: Attempt, result: &OperationResult) {
-        let mut outcome = Outcome::of(&attempt.call, result);
-        outcome.caller = attempt.caller.clone();
+        let (call, caller) = (attempt.call.clone(), attempt.caller.clone());
         let attempt = attempt.refused(result);
         if let Err(e) = self.append("attempt", &attempt, false) {
             eprintln!(
@@ -157,6 +156,21 @@ impl Gate {
                 attempt.call
             );
         }
+        self.outcome(&call, &caller, result, |_| {});
+    }
+
+    /// The one outcome step: the outcome record of `call` for `caller` as `result` ended
+    /// it, with what `fill` adds (an exit code, counts, a session's end, a file written).
+    pub fn outcome(
+        &self,
+        call: &CallId,
+        caller: &Caller,
+        result: &OperationResult,
+        fill: impl FnOnce(&mut Outcome),
+    ) {
+        let mut outcome = Outcome::of(call, result);
+        outcome.caller = caller.clone();
+        fill(&mut outcome);
         self.finish(&outcome);
     }
 

@@ -9,12 +9,7 @@ use std::io::{Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags, ResolveFlags};
-
-/// How every path beneath a root is resolved: beneath it, and through no symlink at all.
-const RESOLVE: ResolveFlags = ResolveFlags::BENEATH
-    .union(ResolveFlags::NO_SYMLINKS)
-    .union(ResolveFlags::NO_MAGICLINKS);
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags};
 
 /// A file that was read: its bytes and what the write keeps of it.
 #[derive(Debug)]
@@ -65,23 +60,21 @@ pub(crate) fn open_root(root: &Path) -> Result<OwnedFd, IoRefusal> {
 /// The directory `rel` names beneath `root` (each component a real directory), made with
 /// its missing parents when `make`.
 pub(crate) fn open_dir(root: &OwnedFd, rel: &Path, make: bool) -> Result<OwnedFd, IoRefusal> {
-    let mut dir = rustix::fs::openat2(
+    let mut dir = crate::beneath::open(
         root,
         ".",
         OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
         Mode::empty(),
-        RESOLVE,
     )
     .map_err(|e| failed("the root", e))?;
     for part in rel.components() {
         let name = part.as_os_str();
         let open = |d: &OwnedFd| {
-            rustix::fs::openat2(
+            crate::beneath::open(
                 d,
                 name,
                 OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
                 Mode::empty(),
-                RESOLVE,
             )
         };
         dir = match open(&dir) {
@@ -109,12 +102,11 @@ pub(crate) fn open_dir(root: &OwnedFd, rel: &Path, make: bool) -> Result<OwnedFd
 
 /// Reads the regular file `name` in `dir`, at most `max` bytes.
 pub(crate) fn read(dir: &OwnedFd, name: &Path, max: u64) -> Result<Existing, IoRefusal> {
-    let fd = rustix::fs::openat2(
+    let fd = crate::beneath::open(
         dir,
         name,
         OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
         Mode::empty(),
-        RESOLVE,
     )
     .map_err(|e| failed("the file", e))?;
     let st = rustix::fs::fstat(&fd).map_err(|e| failed("the file", e))?;
@@ -179,12 +171,11 @@ pub(crate) fn write_atomic(
     let temp = format!(".{}.safe-mcp.tmp", name.to_string_lossy());
     let _ = rustix::fs::unlinkat(dir, temp.as_str(), AtFlags::empty());
     let mode = keep.map_or(0o644, |k| k.mode & 0o777);
-    let fd = rustix::fs::openat2(
+    let fd = crate::beneath::open(
         dir,
         temp.as_str(),
         OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC,
         Mode::from_raw_mode(mode),
-        RESOLVE,
     )
     .map_err(|e| failed("a temporary file", e))?;
     let done = (|| {
@@ -213,12 +204,11 @@ pub(crate) fn write_atomic(
             e => failed("renaming into place", e),
         })?;
         // The rename is durable once the directory is.
-        if let Ok(d) = rustix::fs::openat2(
+        if let Ok(d) = crate::beneath::open(
             dir,
             ".",
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
             Mode::empty(),
-            RESOLVE,
         ) {
             let _ = rustix::fs::fsync(&d);
         }

@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 pub use crate::config::FileToolSettings;
 use crate::config::TerminalPolicy;
 use crate::envelope::{OperationResult, ResultCode};
+use crate::jail::{JailRoot, Place};
 use crate::paths::lexical_normalize;
 use crate::redact::Redactor;
 
@@ -74,6 +75,7 @@ fn sha256(bytes: &[u8]) -> String {
 /// The file tools over one policy and redactor.
 pub struct FileTools<'a> {
     policy: &'a TerminalPolicy,
+    jail: &'a JailRoot,
     redactor: &'a Redactor,
 }
 
@@ -82,9 +84,17 @@ fn refuse(tool: &str, code: ResultCode, reason: impl Into<String>) -> OperationR
 }
 
 impl<'a> FileTools<'a> {
-    /// The tools for `policy`, redacting with `redactor`.
-    pub fn new(policy: &'a TerminalPolicy, redactor: &'a Redactor) -> FileTools<'a> {
-        FileTools { policy, redactor }
+    /// The tools for `policy` and its `jail`, redacting with `redactor`.
+    pub fn new(
+        policy: &'a TerminalPolicy,
+        jail: &'a JailRoot,
+        redactor: &'a Redactor,
+    ) -> FileTools<'a> {
+        FileTools {
+            policy,
+            jail,
+            redactor,
+        }
     }
 
     fn settings(&self) -> &FileToolSettings {
@@ -150,15 +160,11 @@ impl<'a> FileTools<'a> {
             ));
         }
         let jail = &self.policy.jail_root;
-        let path = lexical_normalize(&jail.join(given));
-        let readable = self.policy.nameable_read_paths();
-        let root = std::iter::once(jail)
-            .chain(self.policy.write_paths.iter())
-            .find(|r| path.starts_with(r))
-            .or_else(|| readable.iter().find(|r| path.starts_with(r)))
-            .cloned()
-            .ok_or_else(|| escape("lies outside the jail and every write path"))?;
-        if write && readable.iter().any(|r| path.starts_with(r)) && !path.starts_with(jail) {
+        let (path, at) = self.jail.locate(given);
+        let (root, place) =
+            at.ok_or_else(|| escape("lies outside the jail and every write path"))?;
+        let root = root.to_path_buf();
+        if write && place != Place::Jail && self.jail.in_read_path(&path) {
             return Err(escape(
                 "lies in a read path, which commands and the file tools may read, not write",
             ));

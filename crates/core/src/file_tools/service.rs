@@ -9,7 +9,7 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use super::{EDIT, Edit, FileAsking, FileTools, Prepared, READ, WRITE};
-use crate::audit::{Caller, Outcome};
+use crate::audit::Caller;
 use crate::envelope::{OperationResult, ResultCode};
 use crate::terminal::Question;
 use crate::terminal::TerminalService;
@@ -25,7 +25,7 @@ impl<'a> FileCalls<'a> {
     }
 
     fn file_tools(&self) -> FileTools<'_> {
-        FileTools::new(self.0.policy(), self.0.redactor())
+        FileTools::new(self.0.policy(), self.0.jail(), self.0.redactor())
     }
 
     /// `read_file(path, offset?, limit?)`.
@@ -184,9 +184,9 @@ impl<'a> FileCalls<'a> {
         }
         if let Err(refused) = self.0.gate().admit(&attempt) {
             let result = refused.result(tool).with_duration(started.elapsed());
-            let mut outcome = Outcome::of(&attempt.call, &result);
-            outcome.caller = caller.clone();
-            self.0.gate().finish(&outcome);
+            self.0
+                .gate()
+                .outcome(&attempt.call, caller, &result, |_| {});
             return result;
         }
         let (result, file) = prepared.commit();
@@ -194,10 +194,9 @@ impl<'a> FileCalls<'a> {
         // the sweep holds it as it holds what commands make.
         self.0.sweep_protected(&attempt.call);
         let result = result.with_duration(started.elapsed());
-        let mut outcome = Outcome::of(&attempt.call, &result);
-        outcome.caller = caller.clone();
-        outcome.file = (!file.is_null()).then_some(file);
-        self.0.gate().finish(&outcome);
+        self.0.gate().outcome(&attempt.call, caller, &result, |o| {
+            o.file = (!file.is_null()).then_some(file);
+        });
         result
     }
 }

@@ -20,7 +20,7 @@ use super::approval::{Question, confinement_line};
 use super::request::{MAX_STDIN_BYTES, RunRequest};
 use super::result::{Admission, RUN, RunFacts, decision_detail, syntax_refusal};
 use super::state::TerminalService;
-use crate::audit::{Attempt, CallId, Caller, Outcome};
+use crate::audit::{Attempt, CallId, Caller};
 use crate::envelope::{OperationResult, ResultCode};
 use crate::policy::{Decision, evaluate};
 
@@ -413,13 +413,12 @@ impl Finished<'_> {
             result.detail.insert("protected_moved".into(), json!(moved));
         }
         let result = result.with_duration(begun.started.elapsed());
-        let mut outcome = Outcome::of(&begun.call, &result);
-        outcome.caller = caller;
-        outcome.exit_code = facts.exit_code;
-        outcome.output = facts.output;
-        outcome.cancelled = facts.cancelled;
-        outcome.executed = facts.executed;
-        s.gate.finish(&outcome);
+        s.gate.outcome(&begun.call, &caller, &result, |o| {
+            o.exit_code = facts.exit_code;
+            o.output = facts.output;
+            o.cancelled = facts.cancelled;
+            o.executed = facts.executed;
+        });
         result
     }
 }

@@ -20,7 +20,7 @@ use super::limits::limit_hit;
 use super::request::{MAX_STDIN_BYTES, RunRequest};
 use super::result::Admission;
 use super::state::TerminalService;
-use crate::audit::{Attempt, Caller, Outcome};
+use crate::audit::{Attempt, Caller};
 use crate::envelope::{OperationResult, ResultCode};
 use crate::sessions::{Capacity, CreateError, EndedBy, HandleError, ReadOut, Session, SessionEnd};
 use safe_mcp_contract::{ExecPlan, Executor, Interactive, Observer};
@@ -237,13 +237,12 @@ impl TerminalService {
             None => (ResultCode::Ok, ended_reason(&end)),
         };
         let result = OperationResult::new(START, code, reason).with_duration(started.elapsed());
-        let mut outcome = Outcome::of(&s.call, &result);
-        outcome.caller = caller;
-        outcome.reason = Some(result.reason.clone());
-        outcome.exit_code = exit_code;
-        outcome.session_end = Some(end.how);
-        outcome.executed = executed;
-        me.gate.finish(&outcome);
+        me.gate.outcome(&s.call, &caller, &result, |o| {
+            o.reason = Some(result.reason.clone());
+            o.exit_code = exit_code;
+            o.session_end = Some(end.how);
+            o.executed = executed;
+        });
     }
 
     /// The answer to start_process once the session has started (or failed to).

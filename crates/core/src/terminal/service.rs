@@ -430,6 +430,11 @@ impl TerminalService {
         &self.tickets
     }
 
+    /// The jail, with the write and read paths a path may also name.
+    pub fn jail(&self) -> &crate::jail::JailRoot {
+        &self.jail
+    }
+
     /// The terminal policy in force.
     pub fn policy(&self) -> &TerminalPolicy {
         &self.policy

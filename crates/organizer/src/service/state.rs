@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use safe_mcp_core::audit::{Attempt, AuditLog, CallId, Caller, Gate, Outcome, Server};
+use safe_mcp_core::audit::{Attempt, AuditLog, CallId, Caller, Gate, Server};
 use safe_mcp_core::config::Policy;
 use safe_mcp_core::{OperationResult, ResultCode};
 use serde_json::Value;
@@ -252,11 +252,10 @@ impl FilesService {
         cancelled: bool,
     ) -> OperationResult {
         let result = result.with_duration(started.elapsed());
-        let mut outcome = Outcome::of(&call.call, &result);
-        outcome.caller = call.caller.clone();
-        outcome.reason = Some(result.reason.clone());
-        outcome.cancelled = cancelled;
-        self.gate.finish(&outcome);
+        self.gate.outcome(&call.call, &call.caller, &result, |o| {
+            o.reason = Some(result.reason.clone());
+            o.cancelled = cancelled;
+        });
         result
     }
 }
