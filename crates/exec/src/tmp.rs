@@ -132,8 +132,8 @@ impl Drop for CallTmp {
             }
         }
         if let Err(e) = rundir::remove_tree(&self.dir) {
-            eprintln!(
-                "safe-mcp: warning: a command's temporary directory {} could not be removed: {e}",
+            tracing::warn!(
+                "a command's temporary directory {} could not be removed: {e}",
                 self.dir.display()
             );
         }

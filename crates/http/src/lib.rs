@@ -140,7 +140,7 @@ where
                     .await
                     .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
                 let bound = listener.local_addr().unwrap_or(*addr);
-                eprintln!("safe-mcp: serving MCP at http://{bound}/mcp");
+                tracing::info!("serving MCP at http://{bound}/mcp");
                 axum::serve(listener, router)
                     .with_graceful_shutdown(shutdown)
                     .await
@@ -148,7 +148,7 @@ where
             }
             Listen::Unix(path) => {
                 let listener = bind_unix(path)?;
-                eprintln!("safe-mcp: serving MCP at unix:{} (/mcp)", path.display());
+                tracing::info!("serving MCP at unix:{} (/mcp)", path.display());
                 let served = axum::serve(listener, router)
                     .with_graceful_shutdown(shutdown)
                     .await;

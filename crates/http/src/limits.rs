@@ -214,7 +214,7 @@ impl Limits {
         let me = Arc::clone(self);
         let written = tokio::task::spawn_blocking(move || (me.record)(&record)).await;
         if !matches!(written, Ok(Ok(()))) {
-            eprintln!("safe-mcp: warning: a refused HTTP request could not be recorded");
+            tracing::warn!("a refused HTTP request could not be recorded");
         }
         refuse(status, &reason)
     }

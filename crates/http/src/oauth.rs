@@ -335,7 +335,7 @@ impl Guard {
                     keys.set = set;
                     keys.loaded = Instant::now();
                 }
-                Err(e) => eprintln!("safe-mcp: warning: keeping the keys loaded before: {e}"),
+                Err(e) => tracing::warn!("keeping the keys loaded before: {e}"),
             }
         }
         if changed && let Ok(mut verified) = self.verified.lock() {
@@ -368,7 +368,7 @@ impl Guard {
 
     fn refuse(&self, refusal: &Refusal) -> Response<Body> {
         // The operator's side of the refusal: why, on stderr (never the token).
-        eprintln!("safe-mcp: http: refused a request: {}", refusal.why());
+        tracing::info!("http: refused a request: {}", refusal.why());
         let scope = self.settings.required_scopes.join(" ");
         let metadata = self.metadata_url();
         let unauthorized = |error: &str| {

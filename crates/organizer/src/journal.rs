@@ -210,7 +210,7 @@ impl Journal {
     fn settle(&mut self, ws: &Workspace) -> std::io::Result<()> {
         if let Some(p) = self.open.take() {
             let note = self.reconcile(p, ws)?;
-            eprintln!("safe-mcp: files: {note}");
+            tracing::info!("files: {note}");
         }
         Ok(())
     }

@@ -175,7 +175,7 @@ pub(crate) async fn append(
     match tokio::task::spawn_blocking(move || recorder.record(&record, durable)).await {
         Ok(Ok(())) => true,
         Ok(Err(e)) => {
-            eprintln!("safe-mcp: warning: a network record was not written: {e}");
+            tracing::warn!("a network record was not written: {e}");
             false
         }
         Err(_) => false,

@@ -152,9 +152,7 @@ impl EgressGate for CallProxy {
     fn serve(&self, listener: std::net::TcpListener) -> Box<dyn Send> {
         let stop = CancellationToken::new();
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            eprintln!(
-                "safe-mcp: warning: the egress proxy has no runtime; the call has no way out"
-            );
+            tracing::warn!("the egress proxy has no runtime; the call has no way out");
             return Box::new(Serving(stop));
         };
         let listener = listener.set_nonblocking(true).and_then(|()| {
@@ -164,7 +162,7 @@ impl EgressGate for CallProxy {
         let listener = match listener {
             Ok(l) => l,
             Err(e) => {
-                eprintln!("safe-mcp: warning: the egress proxy cannot listen: {e}");
+                tracing::warn!("the egress proxy cannot listen: {e}");
                 return Box::new(Serving(stop));
             }
         };

@@ -10,6 +10,7 @@
 
 mod cli;
 mod exit;
+mod logging;
 mod mcp;
 mod runtime;
 mod shim;
@@ -257,6 +258,7 @@ fn main() -> ExitCode {
     if let Some(code) = shim::run_if_shim() {
         return code;
     }
+    logging::install();
     let cli = Cli::parse();
     match cli.command {
         Cmd::Terminal { config, jail, http } => match (config.get(), jail) {

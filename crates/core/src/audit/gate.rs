@@ -104,9 +104,10 @@ impl Gate {
         // `[audit.ship] on_failure = "deny"` with a sink down: the record would not reach
         // the receiver, so nothing acts (whatever audit_fail_mode says).
         if let Some(why) = self.log.shipping_refusal() {
-            eprintln!(
-                "safe-mcp: audit unavailable, refusing call {} ({}): {why}",
-                attempt.call, attempt.tool
+            tracing::error!(
+                "audit unavailable, refusing call {} ({}): {why}",
+                attempt.call,
+                attempt.tool
             );
             let refused = NotAdmitted::shipping(why);
             let _ = self.append(
@@ -119,24 +120,27 @@ impl Gate {
         match self.append_seq("attempt", attempt, true) {
             // Deny mode: the receiver has it before the command acts.
             Ok(seq) => self.log.shipping_confirmed(seq).map_err(|why| {
-                eprintln!(
-                    "safe-mcp: audit unavailable, refusing call {} ({}): {why}",
-                    attempt.call, attempt.tool
+                tracing::error!(
+                    "audit unavailable, refusing call {} ({}): {why}",
+                    attempt.call,
+                    attempt.tool
                 );
                 NotAdmitted::shipping(why)
             }),
             Err(e) => match self.log.fail_mode() {
                 AuditFailMode::Closed => {
-                    eprintln!(
-                        "safe-mcp: audit unavailable, refusing call {} ({}): {e}",
-                        attempt.call, attempt.tool
+                    tracing::error!(
+                        "audit unavailable, refusing call {} ({}): {e}",
+                        attempt.call,
+                        attempt.tool
                     );
                     Err(NotAdmitted::UNWRITTEN)
                 }
                 AuditFailMode::Open => {
-                    eprintln!(
-                        "safe-mcp: warning: audit_fail_mode = \"open\": call {} ({}) proceeds without its attempt record: {e}",
-                        attempt.call, attempt.tool
+                    tracing::warn!(
+                        "audit_fail_mode = \"open\": call {} ({}) proceeds without its attempt record: {e}",
+                        attempt.call,
+                        attempt.tool
                     );
                     Ok(())
                 }
@@ -151,10 +155,7 @@ impl Gate {
         let (call, caller) = (attempt.call.clone(), attempt.caller.clone());
         let attempt = attempt.refused(result);
         if let Err(e) = self.append("attempt", &attempt, false) {
-            eprintln!(
-                "safe-mcp: warning: call {} was not audited: {e}",
-                attempt.call
-            );
+            tracing::warn!("call {} was not audited: {e}", attempt.call);
         }
         self.outcome(&call, &caller, result, |_| {});
     }
@@ -177,8 +178,8 @@ impl Gate {
     /// Records how an admitted call ended.
     pub fn finish(&self, outcome: &Outcome) {
         if let Err(e) = self.append("outcome", outcome, false) {
-            eprintln!(
-                "safe-mcp: warning: the outcome record of call {} was not written: {e}",
+            tracing::warn!(
+                "the outcome record of call {} was not written: {e}",
                 outcome.call
             );
         }

@@ -288,10 +288,7 @@ impl Shipper {
             if let Ok(mut spool) = sink.spool.lock()
                 && let Err(e) = spool.append(line)
             {
-                eprintln!(
-                    "safe-mcp: warning: the {} sink's spool cannot take seq {seq}: {e}",
-                    sink.name
-                );
+                tracing::warn!("the {} sink's spool cannot take seq {seq}: {e}", sink.name);
             }
             let _ = sink.bell.try_send(());
         }
@@ -423,10 +420,7 @@ impl Sink {
                     if let (Ok(mut s), Some((seq, _))) = (self.spool.lock(), batch.last())
                         && let Err(e) = s.mark_sent(*seq, offset)
                     {
-                        eprintln!(
-                            "safe-mcp: warning: the {} sink cannot record what it sent: {e}",
-                            self.name
-                        );
+                        tracing::warn!("the {} sink cannot record what it sent: {e}", self.name);
                     }
                 }
                 Err(e) => {
@@ -462,7 +456,7 @@ impl Sink {
 
     fn up(&self) {
         if self.down.swap(false, Ordering::AcqRel) {
-            eprintln!("safe-mcp: the audit {} sink is back", self.name);
+            tracing::info!("the audit {} sink is back", self.name);
         }
     }
 
@@ -471,8 +465,8 @@ impl Sink {
             *why = e.to_string();
         }
         if !self.down.swap(true, Ordering::AcqRel) {
-            eprintln!(
-                "safe-mcp: warning: the audit {} sink is down ({e}); records wait in the spool",
+            tracing::warn!(
+                "the audit {} sink is down ({e}); records wait in the spool",
                 self.name
             );
         }

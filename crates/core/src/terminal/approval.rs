@@ -136,7 +136,7 @@ impl Approvals<'_> {
             caller: q.caller.clone(),
         };
         if let Err(e) = self.gate.append("approval", &asked, false) {
-            eprintln!("safe-mcp: warning: an approval request was not recorded: {e}");
+            tracing::warn!("an approval request was not recorded: {e}");
         }
         let outcome = approver.0.ask(&request).await;
         let record = outcome.record(&q.reasons);

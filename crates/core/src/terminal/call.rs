@@ -175,8 +175,8 @@ impl<'s> Begun<'s> {
             return Err(self.refuse(s.redacted(result), attempt));
         }
         let Some(approved) = decision.approve() else {
-            eprintln!(
-                "safe-mcp: internal error in call {call}: an allowed decision lacks a program or its cwd"
+            tracing::error!(
+                "internal error in call {call}: an allowed decision lacks a program or its cwd"
             );
             return Err(self.refuse(OperationResult::internal(tool), attempt));
         };
@@ -184,7 +184,7 @@ impl<'s> Begun<'s> {
         attempt.confinement = match serde_json::to_value(&confinement) {
             Ok(v) => Some(v),
             Err(e) => {
-                eprintln!("safe-mcp: internal error in call {call}: {e}");
+                tracing::error!("internal error in call {call}: {e}");
                 return Err(self.refuse(OperationResult::internal(tool), attempt));
             }
         };

@@ -160,7 +160,7 @@ impl TerminalService {
                 return Err(result);
             }
             Err(CreateError::Internal(e)) => {
-                eprintln!("safe-mcp: internal error in call {call}: {e}");
+                tracing::error!("internal error in call {call}: {e}");
                 return Err(OperationResult::internal(START));
             }
         };

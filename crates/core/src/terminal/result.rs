@@ -335,7 +335,7 @@ pub(super) fn exec_failure(tool: &'static str, call: &CallId, e: &ExecFailure) -
         ),
         ExecFailure::NotDurable => crate::audit::NotAdmitted::UNWRITTEN.result(tool),
         ExecFailure::Internal(message) => {
-            eprintln!("safe-mcp: internal error in call {call}: {message}");
+            tracing::error!("internal error in call {call}: {message}");
             OperationResult::internal(tool)
         }
     }

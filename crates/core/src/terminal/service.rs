@@ -412,14 +412,14 @@ impl TerminalService {
         for change in &swept.changes {
             let record = crate::audit::ProtectedRecord::of(call, change);
             if let Err(e) = self.record_event("protected", &record, false) {
-                eprintln!("safe-mcp: warning: a protected-path record was not written: {e}");
+                tracing::warn!("a protected-path record was not written: {e}");
             }
             lines.push(change.to_string());
         }
         if let Some(why) = &swept.breach {
             let record = crate::audit::ProtectedRecord::breach(call, why);
             if let Err(e) = self.record_event("protected", &record, true) {
-                eprintln!("safe-mcp: warning: a protected-path record was not written: {e}");
+                tracing::warn!("a protected-path record was not written: {e}");
             }
         }
         lines

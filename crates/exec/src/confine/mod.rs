@@ -130,8 +130,8 @@ impl Confinement {
         )?;
         let egress = spec.egress.then(|| egress_tier(spec, view.is_some()));
         if let Some(Err(why)) = &egress {
-            eprintln!(
-                "safe-mcp: warning: [terminal.network] mode = \"allowlist\", but no tier can hold commands to the proxy ({why}); every command is refused (SANDBOX_UNAVAILABLE)"
+            tracing::warn!(
+                "[terminal.network] mode = \"allowlist\", but no tier can hold commands to the proxy ({why}); every command is refused (SANDBOX_UNAVAILABLE)"
             );
         }
         // Each command of the private view makes an ipc namespace of its own with its pid
@@ -183,9 +183,10 @@ impl Confinement {
             execute_report(spec, executables.as_ref()),
         );
         if spec.mode == SandboxMode::BestEffort && report.landlock.enforced != LandlockState::Full {
-            eprintln!(
-                "safe-mcp: warning: sandbox mode best-effort: Landlock is {} on this kernel (ABI {}); commands run less confined",
-                report.landlock.enforced, report.landlock.kernel_abi
+            tracing::warn!(
+                "sandbox mode best-effort: Landlock is {} on this kernel (ABI {}); commands run less confined",
+                report.landlock.enforced,
+                report.landlock.kernel_abi
             );
         }
         Ok(Confinement {
@@ -717,8 +718,8 @@ fn view_of(
         }
         Err(why) if setting == NamespaceMode::Required => Err(ConfineError::Namespaces(why)),
         Err(why) => {
-            eprintln!(
-                "safe-mcp: warning: namespaces = \"auto\": no private view of the machine could be made ({why}); commands see the host's filesystem, confined by Landlock and seccomp"
+            tracing::warn!(
+                "namespaces = \"auto\": no private view of the machine could be made ({why}); commands see the host's filesystem, confined by Landlock and seccomp"
             );
             let state = ViewState::Host(format!("no private view could be made: {why}"));
             Ok((None, state, group_mounts))

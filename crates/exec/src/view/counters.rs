@@ -36,8 +36,8 @@ impl Counters {
         match Counters::create() {
             Ok(counters) => Some(counters),
             Err(why) => {
-                eprintln!(
-                    "safe-mcp: warning: the per-user kernel counters (inotify, fanotify) stay root's for commands: {why}"
+                tracing::warn!(
+                    "the per-user kernel counters (inotify, fanotify) stay root's for commands: {why}"
                 );
                 None
             }

@@ -331,8 +331,8 @@ impl Mover<'_> {
     fn rollback(&self, journal: &mut Journal, action: &Action, done: usize, created: &[String]) {
         for m in action.moves[..done].iter().rev() {
             if let Err(e) = self.0.ws.rename_noreplace(&m.dst, &m.src) {
-                eprintln!(
-                    "safe-mcp: rollback of {} failed: {e}; the journal keeps the action for reconciliation",
+                tracing::info!(
+                    "rollback of {} failed: {e}; the journal keeps the action for reconciliation",
                     m.dst
                 );
                 return;
