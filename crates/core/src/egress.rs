@@ -107,20 +107,92 @@ pub struct NetworkPolicy {
     pub listen_ports: Vec<u16>,
 }
 
+/// Which check refused a request. Its name ([`RefusalRule::as_str`]) is what the trail's
+/// `refused` record and the proxy's `X-Safe-Mcp-Refusal` header say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RefusalRule {
+    /// A `deny_domains` entry matched: the entry.
+    Denied(String),
+    /// A host given as an IP address, not a name.
+    IpLiteral,
+    /// No `allow_domains` entry names the host.
+    NotAllowed,
+    /// The name resolves to a private, loopback or link-local address.
+    PrivateAddress,
+    /// The name resolves to no address.
+    NoAddress,
+    /// Not a valid host name.
+    BadName,
+    /// A request the proxy cannot read, or whose parts disagree (the Host header, the URL).
+    BadRequest,
+    /// A method or path a credential host's rules refuse.
+    MethodPath,
+    /// A credential's placeholder sent to a host it is not bound to.
+    CredentialHost,
+    /// The credential could not be added.
+    Credential,
+    /// The call has used up the records its trail may hold.
+    RecordLimit,
+    /// The trail is unavailable, so nothing is relayed.
+    Audit,
+    /// The host's answer could not be relayed.
+    Upstream,
+    /// The command's TLS could not be terminated.
+    Tls,
+    /// The TLS ClientHello names another host than the CONNECT.
+    SniMismatch,
+}
+
+impl RefusalRule {
+    /// The rule's name as the trail and the header give it: the deny entry itself, or the
+    /// check's kebab-case name.
+    pub fn as_str(&self) -> &str {
+        match self {
+            RefusalRule::Denied(entry) => entry,
+            RefusalRule::IpLiteral => "ip-literal",
+            RefusalRule::NotAllowed => "not-allowed",
+            RefusalRule::PrivateAddress => "private-address",
+            RefusalRule::NoAddress => "no-address",
+            RefusalRule::BadName => "bad-name",
+            RefusalRule::BadRequest => "bad-request",
+            RefusalRule::MethodPath => "method-path",
+            RefusalRule::CredentialHost => "credential-host",
+            RefusalRule::Credential => "credential",
+            RefusalRule::RecordLimit => "record-limit",
+            RefusalRule::Audit => "audit",
+            RefusalRule::Upstream => "upstream",
+            RefusalRule::Tls => "tls",
+            RefusalRule::SniMismatch => "sni-mismatch",
+        }
+    }
+}
+
+impl std::fmt::Display for RefusalRule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<&str> for RefusalRule {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
 /// Why the proxy refused a request: the rule (or check) and a sentence for the model.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
-    /// The deny entry that matched, or the check's name (`ip-literal`, `not-allowed`,
-    /// `private-address`, `bad-name`).
-    pub rule: String,
+    /// The deny entry that matched, or the check that refused.
+    pub rule: RefusalRule,
     /// Why, in a sentence.
     pub reason: String,
 }
 
 impl Refusal {
-    fn new(rule: impl Into<String>, reason: impl Into<String>) -> Refusal {
+    /// A refusal by `rule`, saying `reason`.
+    pub fn new(rule: RefusalRule, reason: impl Into<String>) -> Refusal {
         Refusal {
-            rule: rule.into(),
+            rule,
             reason: reason.into(),
         }
     }
@@ -142,12 +214,16 @@ pub fn normalize(raw: &str) -> Result<String, Refusal> {
     }
     if trimmed.is_empty() || trimmed.len() > MAX_NAME {
         return Err(Refusal::new(
-            "bad-name",
+            RefusalRule::BadName,
             format!("{raw:?} is not a host name"),
         ));
     }
-    let ascii = idna::domain_to_ascii(trimmed)
-        .map_err(|_| Refusal::new("bad-name", format!("{raw:?} is not a valid host name")))?;
+    let ascii = idna::domain_to_ascii(trimmed).map_err(|_| {
+        Refusal::new(
+            RefusalRule::BadName,
+            format!("{raw:?} is not a valid host name"),
+        )
+    })?;
     let labels: Vec<&str> = ascii.split('.').collect();
     let ldh = |l: &&str| {
         !l.is_empty()
@@ -157,7 +233,7 @@ pub fn normalize(raw: &str) -> Result<String, Refusal> {
     };
     if !labels.iter().all(ldh) {
         return Err(Refusal::new(
-            "bad-name",
+            RefusalRule::BadName,
             format!("{raw:?} is not a valid host name"),
         ));
     }
@@ -176,7 +252,7 @@ pub fn normalize(raw: &str) -> Result<String, Refusal> {
 
 fn ip_literal(raw: &str) -> Refusal {
     Refusal::new(
-        "ip-literal",
+        RefusalRule::IpLiteral,
         format!(
             "{raw} is an IP address; the proxy reaches names only, so that the lists decide (ask for the host by name)"
         ),
@@ -190,14 +266,14 @@ impl NetworkPolicy {
         let host = normalize(raw_host)?;
         if let Some(rule) = self.deny.iter().find(|r| r.matches(&host)) {
             return Err(Refusal::new(
-                rule.text(),
+                RefusalRule::Denied(rule.text()),
                 format!("{host} is denied by deny_domains entry {}", rule.text()),
             ));
         }
         match self.allow.iter().find(|r| r.matches(&host)) {
             Some(rule) => Ok((host, rule.text())),
             None => Err(Refusal::new(
-                "not-allowed",
+                RefusalRule::NotAllowed,
                 format!(
                     "{host} is not in allow_domains ({}); the operator can add it",
                     self.allowed_list()
@@ -228,7 +304,7 @@ impl NetworkPolicy {
     pub fn check_addresses(&self, host: &str, addresses: &[IpAddr]) -> Result<(), Refusal> {
         if addresses.is_empty() {
             return Err(Refusal::new(
-                "no-address",
+                RefusalRule::NoAddress,
                 format!("{host} did not resolve"),
             ));
         }
@@ -238,7 +314,7 @@ impl NetworkPolicy {
         for ip in addresses {
             if let Some(class) = non_public(*ip) {
                 return Err(Refusal::new(
-                    "private-address",
+                    RefusalRule::PrivateAddress,
                     format!(
                         "{host} resolves to {ip}, a {class} address; allow_private = false keeps commands off the host's own and internal networks"
                     ),

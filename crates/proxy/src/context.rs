@@ -105,7 +105,7 @@ impl Context {
             method: capped(refused.method, MAX_METHOD_CHARS),
             host: capped(refused.host, MAX_HOST_CHARS),
             port: refused.port,
-            rule: refused.refusal.rule,
+            rule: refused.refusal.rule.to_string(),
             reason: Some(capped(refused.refusal.reason, MAX_REASON_CHARS)),
             path: path.map(|p| capped(p, MAX_REASON_CHARS)),
             ..Default::default()

@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use safe_mcp_core::audit::{CallId, NetworkEvent, NetworkRecord};
 use safe_mcp_core::credentials::Vault;
-use safe_mcp_core::egress::{NetworkPolicy, Refusal};
+use safe_mcp_core::egress::{NetworkPolicy, Refusal, RefusalRule};
 use safe_mcp_core::terminal::EgressProvider;
 use safe_mcp_core::terminal::{Egress, EgressGate};
 use tokio::io::AsyncReadExt;
@@ -208,7 +208,7 @@ impl EgressGate for CallProxy {
                     method: String::new(),
                     host: String::new(),
                     port: 0,
-                    rule: "record-limit".into(),
+                    rule: RefusalRule::RecordLimit.to_string(),
                     reason: Some(format!(
                         "{unrecorded} more refusals of this call were not recorded one by one: a call writes at most {MAX_RECORDS_PER_CALL} network records"
                     )),
@@ -264,7 +264,7 @@ impl Context {
         };
         if !self.reserve(2) {
             let refusal = Refusal {
-                rule: "record-limit".into(),
+                rule: RefusalRule::RecordLimit,
                 reason: format!(
                     "this call has made as many connections as its {MAX_RECORDS_PER_CALL} network records can hold; make further requests in another call"
                 ),
@@ -281,7 +281,7 @@ impl Context {
         // Durable before a byte flows, as an attempt record is before a command runs.
         if !self.append(&record, true).await {
             let refusal = Refusal {
-                rule: "audit".into(),
+                rule: RefusalRule::Audit,
                 reason: "the audit trail is unavailable, so no connection is made".into(),
             };
             let refused = Refused {
@@ -333,7 +333,7 @@ impl Context {
                 let refused = Refused {
                     status: "408 Request Timeout",
                     refusal: Refusal {
-                        rule: "bad-request".into(),
+                        rule: RefusalRule::BadRequest,
                         reason: "no complete request head arrived in time".into(),
                     },
                     method: String::new(),
@@ -379,8 +379,9 @@ impl Context {
                 .await;
         }
         let Some((upstream, address)) = connect(&addresses).await else {
+            // Allowed, resolved and checked, but no address answered.
             let refusal = Refusal {
-                rule: rule.clone(),
+                rule: RefusalRule::Upstream,
                 reason: format!("{host}:{} could not be reached", request.port),
             };
             return self
@@ -419,7 +420,7 @@ impl Context {
                 self.vault
                     .allows(host, &request.method, path)
                     .map_err(|reason| Refusal {
-                        rule: "method-path".into(),
+                        rule: RefusalRule::MethodPath,
                         reason,
                     })?;
             }
@@ -427,7 +428,7 @@ impl Context {
         seen.extend_from_slice(&request.rest);
         match self.vault.foreign(host, &seen) {
             Some(name) => Err(Refusal {
-                rule: "credential-host".into(),
+                rule: RefusalRule::CredentialHost,
                 reason: format!(
                     "the request carries the placeholder of {name}, which is not bound to {host}; a credential goes only to its own hosts"
                 ),
@@ -442,7 +443,7 @@ impl Context {
             return Ok(pinned.iter().map(|ip| SocketAddr::new(*ip, port)).collect());
         }
         let failed = |why: String| Refusal {
-            rule: "no-address".into(),
+            rule: RefusalRule::NoAddress,
             reason: format!("{host} could not be resolved: {why}"),
         };
         match tokio::time::timeout(RESOLVE_TIMEOUT, tokio::net::lookup_host((host, port))).await {

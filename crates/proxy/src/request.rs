@@ -4,7 +4,7 @@
 
 use http::Uri;
 use http::uri::Authority;
-use safe_mcp_core::egress::Refusal;
+use safe_mcp_core::egress::{Refusal, RefusalRule};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
@@ -41,7 +41,7 @@ pub(crate) async fn read_request(client: &mut TcpStream) -> Result<Request, Refu
     let bad = |reason: String| Refused {
         status: "400 Bad Request",
         refusal: Refusal {
-            rule: "bad-request".into(),
+            rule: RefusalRule::BadRequest,
             reason,
         },
         method: String::new(),
@@ -66,7 +66,7 @@ pub(crate) async fn read_request(client: &mut TcpStream) -> Result<Request, Refu
                 return check_request(&parsed, &head, len).map_err(|(status, reason)| Refused {
                     status,
                     refusal: Refusal {
-                        rule: "bad-request".into(),
+                        rule: RefusalRule::BadRequest,
                         reason,
                     },
                     method: parsed.method.unwrap_or_default().to_owned(),

@@ -29,7 +29,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use safe_mcp_core::audit::{NetworkEvent, NetworkRecord};
 use safe_mcp_core::credentials::rules::OVERRIDES;
 use safe_mcp_core::credentials::{Authorization, Entry, Vault};
-use safe_mcp_core::egress::Refusal;
+use safe_mcp_core::egress::{Refusal, RefusalRule};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 
@@ -56,12 +56,9 @@ pub(crate) async fn serve(
     (host, rule): (String, String),
     moved: Arc<Moved>,
 ) {
-    let refused = |rule: &str, reason: String| Refused {
+    let refused = |rule: RefusalRule, reason: String| Refused {
         status: "403 Forbidden",
-        refusal: Refusal {
-            rule: rule.into(),
-            reason,
-        },
+        refusal: Refusal { rule, reason },
         method: "CONNECT".into(),
         host: host.clone(),
         port: request.port,
@@ -83,7 +80,7 @@ pub(crate) async fn serve(
         Ok(Ok(start)) => start,
         Ok(Err(e)) => {
             let why = format!("no TLS ClientHello came for {host}: {e}");
-            return ctx.register(refused("tls", why), None).await;
+            return ctx.register(refused(RefusalRule::Tls, why), None).await;
         }
         Err(_) => return,
     };
@@ -96,13 +93,15 @@ pub(crate) async fn serve(
             "the TLS ClientHello names {} but the CONNECT named {host}; they must agree",
             sni.as_deref().unwrap_or("no host (no SNI)")
         );
-        return ctx.register(refused("sni-mismatch", why), None).await;
+        return ctx
+            .register(refused(RefusalRule::SniMismatch, why), None)
+            .await;
     }
     let config = match tls.server_for(&host) {
         Ok(c) => c,
         Err(e) => {
             let why = format!("no certificate could be made for {host}: {e}");
-            return ctx.register(refused("tls", why), None).await;
+            return ctx.register(refused(RefusalRule::Tls, why), None).await;
         }
     };
     let stream = match start.into_stream(config).await {
@@ -111,7 +110,7 @@ pub(crate) async fn serve(
             let why = format!(
                 "TLS with the command failed ({e}): it must trust the CA bundle the server gives it in SSL_CERT_FILE"
             );
-            return ctx.register(refused("tls", why), None).await;
+            return ctx.register(refused(RefusalRule::Tls, why), None).await;
         }
     };
     let address = upstream.peer_addr().ok();
@@ -206,7 +205,7 @@ struct Session {
 }
 
 /// A refusal on a terminated connection: the status and the rule, and why.
-struct Refuse(StatusCode, &'static str, String);
+struct Refuse(StatusCode, RefusalRule, String);
 
 impl Session {
     /// One request, answered: relayed, or refused.
@@ -223,7 +222,7 @@ impl Session {
                 let refused = Refused {
                     status: status.canonical_reason().unwrap_or("Refused"),
                     refusal: Refusal {
-                        rule: rule.into(),
+                        rule: rule.clone(),
                         reason: reason.clone(),
                     },
                     method,
@@ -239,7 +238,7 @@ impl Session {
                         .boxed(),
                 );
                 *response.status_mut() = status;
-                if let Ok(v) = HeaderValue::from_str(rule) {
+                if let Ok(v) = HeaderValue::from_str(rule.as_str()) {
                     response.headers_mut().insert("x-safe-mcp-refusal", v);
                 }
                 response.headers_mut().insert(
@@ -285,7 +284,7 @@ impl Session {
                 .any(|p| p.to_ascii_lowercase().starts_with(b"_method="))
         {
             return Err(forbidden(
-                "method-path",
+                RefusalRule::MethodPath,
                 format!(
                     "a _method field overrides the method {}'s rules judged",
                     self.host
@@ -295,7 +294,7 @@ impl Session {
         head.extend_from_slice(&first.bytes);
         if let Some(name) = vault.foreign(&self.host, &head) {
             return Err(forbidden(
-                "credential-host",
+                RefusalRule::CredentialHost,
                 format!(
                     "the request carries the placeholder of {name}, which is not bound to {}; a credential goes only to its own hosts",
                     self.host
@@ -304,9 +303,13 @@ impl Session {
         }
         let added = add_credential(vault, entry, &mut parts.headers)?;
         strip_headers(&mut parts.headers, ruled);
-        parts.uri = target
-            .parse::<Uri>()
-            .map_err(|e| Refuse(StatusCode::BAD_REQUEST, "bad-request", e.to_string()))?;
+        parts.uri = target.parse::<Uri>().map_err(|e| {
+            Refuse(
+                StatusCode::BAD_REQUEST,
+                RefusalRule::BadRequest,
+                e.to_string(),
+            )
+        })?;
         self.record_request(method, target, added.then(|| entry.name.clone()))
             .await?;
         let outgoing = Outgoing {
@@ -317,7 +320,7 @@ impl Session {
         let response = self
             .send(HttpRequest::from_parts(parts, outgoing))
             .await
-            .map_err(|why| Refuse(StatusCode::BAD_GATEWAY, "upstream", why))?;
+            .map_err(|why| Refuse(StatusCode::BAD_GATEWAY, RefusalRule::Upstream, why))?;
         self.masked(response)
     }
 
@@ -337,13 +340,13 @@ impl Session {
         // CONNECT inside the tunnel would reach past the proxy's view.
         if matches!(method, "TRACE" | "TRACK" | "CONNECT") {
             return Err(forbidden(
-                "method-path",
+                RefusalRule::MethodPath,
                 format!("{method} is refused on a host the proxy adds a credential for"),
             ));
         }
         let entry = vault.bound(&self.host).ok_or_else(|| {
             forbidden(
-                "credential-host",
+                RefusalRule::CredentialHost,
                 format!("{} has no credential", self.host),
             )
         })?;
@@ -358,7 +361,7 @@ impl Session {
             && !names_host(a.as_str())
         {
             return Err(forbidden(
-                "bad-request",
+                RefusalRule::BadRequest,
                 format!("the URL names {a}, not {}", self.host),
             ));
         }
@@ -367,14 +370,14 @@ impl Session {
             [one] => one.to_str().unwrap_or_default(),
             _ => {
                 return Err(forbidden(
-                    "bad-request",
+                    RefusalRule::BadRequest,
                     format!("the request has {} Host headers; send one", hosts.len()),
                 ));
             }
         };
         if !names_host(host_header) {
             return Err(forbidden(
-                "bad-request",
+                RefusalRule::BadRequest,
                 format!(
                     "the Host header {host_header:?} does not name {}:{}, the host the tunnel was opened to",
                     self.host, self.port
@@ -383,11 +386,11 @@ impl Session {
         }
         vault
             .allows(&self.host, method, target)
-            .map_err(|why| forbidden("method-path", why))?;
+            .map_err(|why| forbidden(RefusalRule::MethodPath, why))?;
         let ruled = vault.ruled(&self.host);
         if ruled && let Some(h) = OVERRIDES.iter().find(|h| req.headers().contains_key(**h)) {
             return Err(forbidden(
-                "method-path",
+                RefusalRule::MethodPath,
                 format!(
                     "the {h} header overrides the method or path {}'s rules judged; send the request as it is meant",
                     self.host
@@ -423,7 +426,7 @@ impl Session {
         if !self.ctx.reserve_request() {
             return Err(Refuse(
                 StatusCode::TOO_MANY_REQUESTS,
-                "record-limit",
+                RefusalRule::RecordLimit,
                 format!(
                     "this call has made as many requests with a credential as its trail may hold ({}); make further requests in another call",
                     MAX_REQUESTS_PER_CALL
@@ -433,7 +436,7 @@ impl Session {
         if !self.ctx.append(&record, true).await {
             return Err(Refuse(
                 StatusCode::SERVICE_UNAVAILABLE,
-                "audit",
+                RefusalRule::Audit,
                 "the audit trail is unavailable, so no request is made".into(),
             ));
         }
@@ -451,7 +454,7 @@ impl Session {
         if encoded {
             return Err(Refuse(
                 StatusCode::BAD_GATEWAY,
-                "upstream",
+                RefusalRule::Upstream,
                 format!(
                     "{} sent a compressed answer though none was asked for; the proxy cannot look through it for the credential, so it is not relayed",
                     self.host
@@ -682,7 +685,7 @@ impl First {
                 Some(Err(e)) => {
                     return Err(Refuse(
                         StatusCode::BAD_REQUEST,
-                        "bad-request",
+                        RefusalRule::BadRequest,
                         format!("reading the request body: {e}"),
                     ));
                 }
@@ -709,11 +712,11 @@ fn add_credential(
 ) -> Result<bool, Refuse> {
     let forbidden = |rule, why| Refuse(StatusCode::FORBIDDEN, rule, why);
     let header = HeaderName::from_bytes(entry.header().as_bytes())
-        .map_err(|e| forbidden("credential", e.to_string()))?;
+        .map_err(|e| forbidden(RefusalRule::Credential, e.to_string()))?;
     let sent: Vec<&HeaderValue> = headers.get_all(&header).iter().collect();
     if sent.len() > 1 {
         return Err(forbidden(
-            "bad-request",
+            RefusalRule::BadRequest,
             format!("the request has {} {header} headers; send one", sent.len()),
         ));
     }
@@ -721,7 +724,7 @@ fn add_credential(
     match vault.authorization(entry, sent.as_deref()) {
         Authorization::Set(value) => {
             let value = HeaderValue::from_bytes(&value)
-                .map_err(|e| forbidden("credential", format!("{}: {e}", entry.name)))?;
+                .map_err(|e| forbidden(RefusalRule::Credential, format!("{}: {e}", entry.name)))?;
             headers.insert(header, value);
             Ok(true)
         }
