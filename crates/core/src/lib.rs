@@ -9,12 +9,15 @@
 //! examples; [`lint`] lists what in a loaded policy deserves a second look. The servers and
 //! the CLI only translate between MCP or argv and these calls.
 //!
+//! The decisions that need no I/O live in `safe-mcp-rules` and are re-exported here under
+//! their old paths: [`syntax`], [`env_prefix`], [`egress`], [`envelope`], [`reader`], [`cut`],
+//! [`paths`].
+//!
 //! Imports point down only, floor by floor (`scripts/check_imports.py` holds the same list
 //! and fails CI on a circle or an import that runs up):
-//! 0. leaves, importing nothing of the crate but each other: [`paths`], [`beneath`], [`untrusted`],
-//!    [`random`], [`envelope`], [`reader`], [`cut`], [`syntax`], [`egress`], [`env_prefix`],
-//!    [`protected`], [`held`], [`gitdir`], [`home`], [`nested`], [`programs`], [`usage`], [`tools`], [`args`], [`jail`],
-//!    [`credentials`], [`fleet`];
+//! 0. leaves, importing nothing of the crate but each other: [`beneath`], [`untrusted`],
+//!    [`random`], [`protected`], [`held`], [`gitdir`], [`home`], [`nested`], [`programs`],
+//!    [`usage`], [`tools`], [`args`], [`jail`], [`credentials`], [`fleet`];
 //! 1. [`config`], the policy file and every settings type other modules are configured with;
 //! 2. what is built from a loaded policy: [`audit`], [`redact`], [`preflight`], [`lint`],
 //!    [`policy`];
@@ -29,16 +32,14 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub use safe_mcp_rules::{cut, egress, env_prefix, envelope, paths, reader, syntax};
+
 pub mod approval;
 pub mod args;
 pub mod audit;
 pub mod beneath;
 pub mod config;
 pub mod credentials;
-pub mod cut;
-pub mod egress;
-pub mod env_prefix;
-pub mod envelope;
 pub mod file_tools;
 pub mod fleet;
 pub mod gitdir;
@@ -48,17 +49,14 @@ pub mod jail;
 pub mod lint;
 pub mod load;
 pub mod nested;
-pub mod paths;
 pub mod policy;
 pub mod preflight;
 pub mod programs;
 pub mod progress;
 pub mod protected;
 pub mod random;
-pub mod reader;
 pub mod redact;
 pub mod sessions;
-pub mod syntax;
 pub mod terminal;
 pub mod tickets;
 pub mod tools;

@@ -1,8 +1,8 @@
 //! Path arithmetic with no filesystem and no policy: the bottom of the crate.
 //!
-//! Owns [`lexical_normalize`], shared by the policy loader ([`crate::config`]) and the jail
-//! ([`crate::jail`]), so that neither has to import the other. It must never touch the
-//! filesystem, read the environment or import another module of this crate.
+//! Owns [`lexical_normalize`], shared by the core's policy loader and its jail, so that
+//! neither has to import the other. It must never touch the filesystem, read the
+//! environment or import another module of this crate.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -12,7 +12,7 @@ use std::path::{Component, Path, PathBuf};
 ///
 /// ```
 /// use std::path::Path;
-/// use safe_mcp_core::paths::lexical_normalize;
+/// use safe_mcp_rules::paths::lexical_normalize;
 /// assert_eq!(lexical_normalize(Path::new("/a/./b/../c")), Path::new("/a/c"));
 /// assert_eq!(lexical_normalize(Path::new("../x")), Path::new("../x"));
 /// ```

@@ -1,0 +1,28 @@
+//! The decisions of safe-mcp that need nothing but their input: no file, no socket, no
+//! thread, no process, no environment (`scripts/check_imports.py` fails CI on any, with a
+//! planted control). A reviewer reads each of these rules here, and a test drives each with
+//! plain values; what touches the machine (the jail on disk, the trail, the executor) stays
+//! in `safe-mcp-core` and `safe-mcp-exec`, which apply them. rustls's no-I/O core is the
+//! model.
+//!
+//! - [`syntax`]: a command line split without a shell, every shell operator refused;
+//! - [`env_prefix`]: which `NAME=value` prefixes a command may carry;
+//! - [`egress`]: host names normalised and judged against the allow and deny lists, the
+//!   addresses a name resolved to checked, and the typed refusals;
+//! - [`envelope`]: the result every tool returns, its codes and their meaning;
+//! - [`reader`]: the text block a model reads of an envelope;
+//! - [`cut`]: cutting text at character and line boundaries;
+//! - [`paths`]: lexical normalisation of a path.
+//!
+//! Issue 51 moves the rest of the pure decisions here (the policy, the catalog, jail path
+//! logic, redaction, the configuration types); `safe-mcp-core` re-exports these modules
+//! under their old paths.
+#![forbid(unsafe_code)]
+
+pub mod cut;
+pub mod egress;
+pub mod env_prefix;
+pub mod envelope;
+pub mod paths;
+pub mod reader;
+pub mod syntax;
