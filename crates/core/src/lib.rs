@@ -11,13 +11,13 @@
 //!
 //! The decisions that need no I/O live in `safe-mcp-rules` and are re-exported here under
 //! their old paths: [`syntax`], [`env_prefix`], [`egress`], [`envelope`], [`reader`], [`cut`],
-//! [`paths`].
+//! [`paths`], [`tools`] (the catalog), [`args`].
 //!
 //! Imports point down only, floor by floor (`scripts/check_imports.py` holds the same list
 //! and fails CI on a circle or an import that runs up):
 //! 0. leaves, importing nothing of the crate but each other: [`beneath`], [`untrusted`],
 //!    [`random`], [`protected`], [`held`], [`gitdir`], [`home`], [`nested`], [`programs`],
-//!    [`usage`], [`tools`], [`args`], [`jail`], [`credentials`], [`fleet`];
+//!    [`usage`], [`jail`], [`credentials`], [`fleet`];
 //! 1. [`config`], the policy file and every settings type other modules are configured with;
 //! 2. what is built from a loaded policy: [`audit`], [`redact`], [`preflight`], [`lint`],
 //!    [`policy`];
@@ -32,10 +32,9 @@
 //! ```
 #![forbid(unsafe_code)]
 
-pub use safe_mcp_rules::{cut, egress, env_prefix, envelope, paths, reader, syntax};
+pub use safe_mcp_rules::{args, cut, egress, env_prefix, envelope, paths, reader, syntax, tools};
 
 pub mod approval;
-pub mod args;
 pub mod audit;
 pub mod beneath;
 pub mod config;
@@ -59,7 +58,6 @@ pub mod redact;
 pub mod sessions;
 pub mod terminal;
 pub mod tickets;
-pub mod tools;
 pub mod untrusted;
 pub mod usage;
 

@@ -355,7 +355,12 @@ fn judge_command(
     }
     let name = argv[0].as_str();
     let program = resolve_program(&policy.path, name);
-    let insp = tools::inspect(argv, program.as_deref());
+    // The catalog reads no file: it is handed the program's real file (an `awk` that is gawk
+    // gets `--sandbox`).
+    let real = program
+        .as_deref()
+        .and_then(|p| std::fs::canonicalize(p).ok());
+    let insp = tools::inspect(argv, real.as_deref());
     let rules: Vec<&ArgRule> = policy.rules.iter().filter(|r| r.command == name).collect();
     if let Some(why) = &insp.interpreter
         && !rules.iter().any(|r| r.allow_interpreter)

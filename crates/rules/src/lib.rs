@@ -12,13 +12,17 @@
 //! - [`envelope`]: the result every tool returns, its codes and their meaning;
 //! - [`reader`]: the text block a model reads of an envelope;
 //! - [`cut`]: cutting text at character and line boundaries;
-//! - [`paths`]: lexical normalisation of a path.
+//! - [`paths`]: lexical normalisation of a path;
+//! - [`tools`]: the catalog, what each allowlisted program can be made to do, and what of a
+//!   command line is a path, a program it starts or an escape;
+//! - [`args`]: a program's arguments normalised before the rules match them.
 //!
-//! Issue 51 moves the rest of the pure decisions here (the policy, the catalog, jail path
-//! logic, redaction, the configuration types); `safe-mcp-core` re-exports these modules
+//! Issue 51 moves the rest of the pure decisions here (the policy, jail path logic,
+//! redaction, the configuration types); `safe-mcp-core` re-exports these modules
 //! under their old paths.
 #![forbid(unsafe_code)]
 
+pub mod args;
 pub mod cut;
 pub mod egress;
 pub mod env_prefix;
@@ -26,3 +30,4 @@ pub mod envelope;
 pub mod paths;
 pub mod reader;
 pub mod syntax;
+pub mod tools;

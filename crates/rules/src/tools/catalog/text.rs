@@ -136,12 +136,10 @@ pub(crate) const SPECS: &[Spec] = &[
 /// mawk and busybox awk have no sandbox: refuse the constructs that run commands or write
 /// files. gawk gets `--sandbox`, which refuses them itself.
 fn awk(p: &Parsed, _: &[String], program: Option<&Path>, insp: &mut Inspection) {
+    // `program` is the real file (symlinks resolved by the caller).
     let is_gawk = program
-        .and_then(|p| std::fs::canonicalize(p).ok())
-        .is_some_and(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("gawk"))
-        });
+        .and_then(Path::file_name)
+        .is_some_and(|n| n.to_string_lossy().starts_with("gawk"));
     if is_gawk {
         insp.inject_args.push("--sandbox".into());
     }

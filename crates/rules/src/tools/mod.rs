@@ -34,8 +34,9 @@ pub fn implied_options(argv: &[String]) -> Vec<&'static str> {
     }
 }
 
-/// Inspects `argv` (program first). `program` is the resolved binary, when known, for tools
-/// whose behaviour depends on the implementation (awk).
+/// Inspects `argv` (program first). `program` is the resolved binary's real file (symlinks
+/// resolved by the caller: this reads no file), when known, for tools whose behaviour
+/// depends on the implementation (awk).
 pub fn inspect(argv: &[String], program: Option<&std::path::Path>) -> Inspection {
     let name = argv.first().map(String::as_str).unwrap_or("");
     let args = argv.get(1..).unwrap_or(&[]);
