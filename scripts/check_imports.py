@@ -29,14 +29,14 @@ FLOORS = {
         # The policy file and its settings types.
         ["config"],
         # What is built from a loaded policy.
-        ["audit", "redact", "preflight", "lint", "policy"],
+        ["audit", "preflight", "lint", "policy"],
         ["approval", "tickets", "sessions", "progress", "load"],
         # The request flow, which uses everything below.
         ["terminal", "file_tools"],
     ],
     "contract": [["confinement", "script"], ["plan"]],
     # The decisions with no I/O (NO_IO below holds them to it).
-    "rules": [["paths", "cut", "env_prefix", "envelope", "egress", "tools"], ["syntax", "reader", "args"]],
+    "rules": [["paths", "cut", "env_prefix", "envelope", "egress", "tools", "redact"], ["syntax", "reader", "args"]],
     "exec": [
         # The pieces: directories, the filter, a child's steps, the view of the machine.
         ["rundir", "seccomp", "step", "execlog", "tmp", "view", "egress", "capture"],

@@ -11,7 +11,7 @@
 //!
 //! The decisions that need no I/O live in `safe-mcp-rules` and are re-exported here under
 //! their old paths: [`syntax`], [`env_prefix`], [`egress`], [`envelope`], [`reader`], [`cut`],
-//! [`paths`], [`tools`] (the catalog), [`args`].
+//! [`paths`], [`tools`] (the catalog), [`args`], [`redact`].
 //!
 //! Imports point down only, floor by floor (`scripts/check_imports.py` holds the same list
 //! and fails CI on a circle or an import that runs up):
@@ -19,7 +19,7 @@
 //!    [`random`], [`protected`], [`held`], [`gitdir`], [`home`], [`nested`], [`programs`],
 //!    [`usage`], [`jail`], [`credentials`], [`fleet`];
 //! 1. [`config`], the policy file and every settings type other modules are configured with;
-//! 2. what is built from a loaded policy: [`audit`], [`redact`], [`preflight`], [`lint`],
+//! 2. what is built from a loaded policy: [`audit`], [`preflight`], [`lint`],
 //!    [`policy`];
 //! 3. [`approval`], [`tickets`], [`sessions`], [`progress`], [`load`];
 //! 4. the request flow: [`terminal`] and [`file_tools`].
@@ -32,7 +32,9 @@
 //! ```
 #![forbid(unsafe_code)]
 
-pub use safe_mcp_rules::{args, cut, egress, env_prefix, envelope, paths, reader, syntax, tools};
+pub use safe_mcp_rules::{
+    args, cut, egress, env_prefix, envelope, paths, reader, redact, syntax, tools,
+};
 
 pub mod approval;
 pub mod audit;
@@ -54,7 +56,6 @@ pub mod programs;
 pub mod progress;
 pub mod protected;
 pub mod random;
-pub mod redact;
 pub mod sessions;
 pub mod terminal;
 pub mod tickets;

@@ -15,10 +15,11 @@
 //! - [`paths`]: lexical normalisation of a path;
 //! - [`tools`]: the catalog, what each allowlisted program can be made to do, and what of a
 //!   command line is a path, a program it starts or an escape;
-//! - [`args`]: a program's arguments normalised before the rules match them.
+//! - [`args`]: a program's arguments normalised before the rules match them;
+//! - [`redact`]: what a secret looks like, and the redactor results and the trail pass through.
 //!
-//! Issue 51 moves the rest of the pure decisions here (the policy, jail path logic,
-//! redaction, the configuration types); `safe-mcp-core` re-exports these modules
+//! Issue 51 moves the rest of the pure decisions here (the policy, jail path logic, the
+//! configuration types); `safe-mcp-core` re-exports these modules
 //! under their old paths.
 #![forbid(unsafe_code)]
 
@@ -29,5 +30,6 @@ pub mod env_prefix;
 pub mod envelope;
 pub mod paths;
 pub mod reader;
+pub mod redact;
 pub mod syntax;
 pub mod tools;

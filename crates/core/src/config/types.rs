@@ -166,26 +166,7 @@ impl fmt::Debug for AuditSettings {
     }
 }
 
-/// `[redaction]`.
-#[derive(Debug, Clone)]
-pub struct RedactionSettings {
-    /// Redaction on (default true).
-    pub enabled: bool,
-    /// High-entropy fallback (default false).
-    pub entropy_fallback: bool,
-    /// Operator patterns, already checked to compile.
-    pub extra_patterns: Vec<ExtraPattern>,
-}
-
-/// One `extra_patterns` entry.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ExtraPattern {
-    /// The `<kind>` in `[REDACTED:<kind>]`.
-    pub name: String,
-    /// A `regex` crate pattern.
-    pub regex: String,
-}
+pub use safe_mcp_rules::redact::{ExtraPattern, RedactionSettings};
 
 /// `[terminal]`.
 #[derive(Debug, Clone)]

@@ -25,10 +25,32 @@ use std::sync::OnceLock;
 
 use regex::Regex;
 
-use crate::config::RedactionSettings;
 use lines::Lines;
 use placeholder::{is_path_like, is_placeholder};
 use view::View;
+
+use serde::Deserialize;
+
+/// `[redaction]`.
+#[derive(Debug, Clone)]
+pub struct RedactionSettings {
+    /// Redaction on (default true).
+    pub enabled: bool,
+    /// High-entropy fallback (default false).
+    pub entropy_fallback: bool,
+    /// Operator patterns, already checked to compile.
+    pub extra_patterns: Vec<ExtraPattern>,
+}
+
+/// One `extra_patterns` entry.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExtraPattern {
+    /// The `<kind>` in `[REDACTED:<kind>]`.
+    pub name: String,
+    /// A `regex` crate pattern.
+    pub regex: String,
+}
 
 /// A rule's regex is compiled on first use: startup pays only for the keyword automaton,
 /// and secret-free output compiles only the rules its keywords trigger.
@@ -591,7 +613,7 @@ mod tests {
         let settings = RedactionSettings {
             enabled: true,
             entropy_fallback: false,
-            extra_patterns: vec![crate::config::ExtraPattern {
+            extra_patterns: vec![ExtraPattern {
                 name: "internal_id".into(),
                 regex: "INT-[0-9]{8}".into(),
             }],
