@@ -36,7 +36,7 @@ FLOORS = {
     ],
     "contract": [["confinement", "script"], ["plan"]],
     # The decisions with no I/O (NO_IO below holds them to it).
-    "rules": [["paths", "cut", "env_prefix", "envelope", "egress", "tools", "redact"], ["syntax", "reader", "args"]],
+    "rules": [["paths", "cut", "env_prefix", "envelope", "egress", "tools", "redact"], ["syntax", "reader", "args", "jail"]],
     "exec": [
         # The pieces: directories, the filter, a child's steps, the view of the machine.
         ["rundir", "seccomp", "step", "execlog", "tmp", "view", "egress", "capture"],

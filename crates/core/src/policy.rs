@@ -214,8 +214,8 @@ pub fn evaluate(
 pub fn jail_of(policy: &TerminalPolicy) -> JailRoot {
     JailRoot::with_paths(
         policy.jail_root.clone(),
-        policy.write_paths.clone(),
-        policy.nameable_read_paths(),
+        (policy.write_paths.clone(), policy.nameable_read_paths()),
+        std::sync::Arc::new(crate::jail::RealFs),
     )
 }
 

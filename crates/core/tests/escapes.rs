@@ -6,7 +6,6 @@
 
 use safe_mcp_core::ResultCode;
 use safe_mcp_core::config::{Policy, Section};
-use safe_mcp_core::jail::JailRoot;
 use safe_mcp_core::load::load_policy;
 use safe_mcp_core::policy::{Decision, evaluate};
 use safe_mcp_core::syntax::parse;
@@ -38,7 +37,12 @@ fn fixture(extra: &str) -> Fixture {
 fn decide(f: &Fixture, command: &str) -> Decision {
     let t = f.policy.terminal.as_ref().unwrap();
     let list = parse(command).unwrap_or_else(|e| panic!("{command}: {e}"));
-    evaluate(t, &JailRoot::new(t.jail_root.clone()), &list, None)
+    evaluate(
+        t,
+        &safe_mcp_core::jail::on_disk(t.jail_root.clone()),
+        &list,
+        None,
+    )
 }
 
 /// Where each awk lives on this machine's PATH, canonical (`awk` is an alternatives link).

@@ -16,10 +16,12 @@
 //! - [`tools`]: the catalog, what each allowlisted program can be made to do, and what of a
 //!   command line is a path, a program it starts or an escape;
 //! - [`args`]: a program's arguments normalised before the rules match them;
-//! - [`redact`]: what a secret looks like, and the redactor results and the trail pass through.
+//! - [`redact`]: what a secret looks like, and the redactor results and the trail pass through;
+//! - [`jail`]: whether a cwd or an argument stays beneath the jail (or a write or read path),
+//!   asking a [`jail::Resolver`] the caller hands in how the kernel resolves a path.
 //!
-//! Issue 51 moves the rest of the pure decisions here (the policy, jail path logic, the
-//! configuration types); `safe-mcp-core` re-exports these modules
+//! Issue 51 moves the rest of the pure decisions here (the policy, the configuration
+//! types); `safe-mcp-core` re-exports these modules
 //! under their old paths.
 #![forbid(unsafe_code)]
 
@@ -28,6 +30,7 @@ pub mod cut;
 pub mod egress;
 pub mod env_prefix;
 pub mod envelope;
+pub mod jail;
 pub mod paths;
 pub mod reader;
 pub mod redact;
