@@ -370,19 +370,113 @@ pub struct ConfinementSummary {
     pub landlock_abi: i64,
     /// Whether a seccomp filter is installed.
     pub seccomp: bool,
-    /// `all dropped`, `none held` or `kept`.
-    pub capabilities: &'static str,
+    /// What commands hold of the capabilities.
+    pub capabilities: Capabilities,
     /// `private` or `host`.
-    pub view: &'static str,
+    pub view: ViewKind,
     /// Whether commands may use the network.
     pub network: bool,
-    /// What TCP commands have: `any`, `loopback` (the private view's own), `proxy`
-    /// (egress), `ports` (`listen_ports` on the host's network) or `none`.
-    pub tcp: &'static str,
-    /// Egress's tier (`namespace`, `landlock`, `unavailable`), when the policy asks for it.
+    /// What TCP commands have.
+    pub tcp: TcpReach,
+    /// Egress's tier, when the policy asks for it.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub egress: Option<&'static str>,
+    pub egress: Option<EgressTier>,
 }
+
+/// Names the reports use, for an enum whose `as_str` gives them.
+macro_rules! named {
+    ($name:ident) => {
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
+        }
+    };
+}
+
+/// What commands hold of the capabilities.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Capabilities {
+    /// A root server's commands: every capability dropped and the securebits locked.
+    AllDropped,
+    /// An unprivileged server's commands: none held to begin with.
+    NoneHeld,
+    /// Sandbox mode off.
+    Kept,
+}
+
+impl Capabilities {
+    /// The name the reports use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Capabilities::AllDropped => "all dropped",
+            Capabilities::NoneHeld => "none held",
+            Capabilities::Kept => "kept",
+        }
+    }
+}
+
+named!(Capabilities);
+
+/// What TCP commands have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TcpReach {
+    /// Whatever the network namespace has (network open, or no sandbox).
+    Any,
+    /// The private view's own loopback.
+    Loopback,
+    /// The egress proxy's port only.
+    Proxy,
+    /// `listen_ports` on the host's network.
+    Ports,
+    /// No TCP at all.
+    None,
+}
+
+impl TcpReach {
+    /// The name the reports use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TcpReach::Any => "any",
+            TcpReach::Loopback => "loopback",
+            TcpReach::Proxy => "proxy",
+            TcpReach::Ports => "ports",
+            TcpReach::None => "none",
+        }
+    }
+}
+
+named!(TcpReach);
+
+/// How commands are held to the egress proxy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EgressTier {
+    /// A network namespace per stage, holding only the proxy's listener.
+    Namespace,
+    /// Landlock's TCP rules: connect to the call's proxy port only.
+    Landlock,
+    /// Neither can be had here: every command is refused.
+    Unavailable,
+}
+
+impl EgressTier {
+    /// The name the reports use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EgressTier::Namespace => "namespace",
+            EgressTier::Landlock => "landlock",
+            EgressTier::Unavailable => "unavailable",
+        }
+    }
+}
+
+named!(EgressTier);
 
 /// What this kernel and this user can enforce, for `safe-mcp doctor`.
 #[derive(Debug, Clone, Serialize)]

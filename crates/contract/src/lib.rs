@@ -29,10 +29,11 @@ mod plan;
 mod script;
 
 pub use confinement::{
-    CALL_TMP_VARIABLES, ConfinementReport, ConfinementSpec, ConfinementSummary, EGRESS_PORT,
-    EgressReport, Executables, ExecuteReport, HARMLESS_DEVICES, KernelReport, LandlockReport,
-    LandlockState, NO_PROXY_VARIABLES, NamespaceMode, PROXY_VARIABLES, ProcessLimits, RlimitReport,
-    SandboxMode, SeccompReport, ViewKind, ViewReport,
+    CALL_TMP_VARIABLES, Capabilities, ConfinementReport, ConfinementSpec, ConfinementSummary,
+    EGRESS_PORT, EgressReport, EgressTier, Executables, ExecuteReport, HARMLESS_DEVICES,
+    KernelReport, LandlockReport, LandlockState, NO_PROXY_VARIABLES, NamespaceMode,
+    PROXY_VARIABLES, ProcessLimits, RlimitReport, SandboxMode, SeccompReport, TcpReach, ViewKind,
+    ViewReport,
 };
 pub use plan::{
     Cancel, Durable, Egress, EgressGate, ExecFailure, ExecFuture, ExecOutcome, ExecPlan, ExecStage,

@@ -42,6 +42,14 @@ pub(crate) enum Tier {
 }
 
 impl Tier {
+    /// The tier as the reports name it.
+    pub(crate) fn kind(self) -> safe_mcp_contract::EgressTier {
+        match self {
+            Tier::Namespace => safe_mcp_contract::EgressTier::Namespace,
+            Tier::Landlock => safe_mcp_contract::EgressTier::Landlock,
+        }
+    }
+
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             Tier::Namespace => "namespace",

@@ -65,14 +65,18 @@ pub(super) fn no_network(out: &ExecOutcome, stderr: &str, off: bool) -> Option<S
 
 /// Why a failed run that looks refused a socket was: only where commands have no TCP at
 /// all (`tcp` is the confinement summary's word for it).
-pub(super) fn socket_refused(out: &ExecOutcome, stderr: &str, tcp: &str) -> Option<String> {
+pub(super) fn socket_refused(
+    out: &ExecOutcome,
+    stderr: &str,
+    tcp: safe_mcp_contract::TcpReach,
+) -> Option<String> {
     let failed = out.exit_code != Some(0);
     // Landlock refuses a TCP bind or connect with EACCES, which Python prints as a bare
     // PermissionError: only with a socket in the traceback is it taken for one.
     let python_socket =
         stderr.contains("[Errno 13] Permission denied") && stderr.contains("socket");
     let refused = NO_SOCKET.iter().any(|p| stderr.contains(p)) || python_socket;
-    (failed && tcp == "none" && refused).then(|| {
+    (failed && tcp == safe_mcp_contract::TcpReach::None && refused).then(|| {
         "it looks like a process was refused a network socket: with no private view here commands share the host's network, so listening and connecting are refused; [terminal.network] listen_ports names ports a dev server may use".to_owned()
     })
 }

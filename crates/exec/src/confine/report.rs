@@ -5,9 +5,9 @@
 use std::path::{Path, PathBuf};
 
 use safe_mcp_contract::{
-    ConfinementReport, ConfinementSpec, ConfinementSummary, EgressReport, HARMLESS_DEVICES,
-    LandlockReport, LandlockState, NamespaceMode, RlimitReport, SandboxMode, SeccompReport,
-    ViewKind, ViewReport,
+    Capabilities, ConfinementReport, ConfinementSpec, ConfinementSummary, EgressReport, EgressTier,
+    HARMLESS_DEVICES, LandlockReport, LandlockState, NamespaceMode, RlimitReport, SandboxMode,
+    SeccompReport, TcpReach, ViewKind, ViewReport,
 };
 
 use crate::egress::Tier;
@@ -153,18 +153,18 @@ pub(super) fn describe(
         landlock_abi: abi,
         seccomp: !off,
         capabilities: match capabilities {
-            Some(CapabilityDrop::Everything) => "all dropped",
-            Some(CapabilityDrop::HeldSets) => "none held",
-            None => "kept",
+            Some(CapabilityDrop::Everything) => Capabilities::AllDropped,
+            Some(CapabilityDrop::HeldSets) => Capabilities::NoneHeld,
+            None => Capabilities::Kept,
         },
         view: if matches!(view, ViewState::Private(..)) {
-            "private"
+            ViewKind::Private
         } else {
-            "host"
+            ViewKind::Host
         },
         network: spec.network,
-        tcp: if off { "any" } else { tcp.short() },
-        egress: egress.map(|tier| tier.as_ref().map_or("unavailable", |t| t.as_str())),
+        tcp: if off { TcpReach::Any } else { tcp.short() },
+        egress: egress.map(|tier| tier.as_ref().map_or(EgressTier::Unavailable, |t| t.kind())),
     };
     (report, summary)
 }

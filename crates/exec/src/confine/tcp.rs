@@ -61,13 +61,14 @@ impl TcpAccess {
     }
 
     /// One word for the summary every run records.
-    pub(crate) fn short(&self) -> &'static str {
+    pub(crate) fn short(&self) -> safe_mcp_contract::TcpReach {
+        use safe_mcp_contract::TcpReach;
         match self {
-            TcpAccess::Open => "any",
-            TcpAccess::ViewLoopback => "loopback",
-            TcpAccess::Egress => "proxy",
-            TcpAccess::Ports(ports) if ports.is_empty() => "none",
-            TcpAccess::Ports(_) => "ports",
+            TcpAccess::Open => TcpReach::Any,
+            TcpAccess::ViewLoopback => TcpReach::Loopback,
+            TcpAccess::Egress => TcpReach::Proxy,
+            TcpAccess::Ports(ports) if ports.is_empty() => TcpReach::None,
+            TcpAccess::Ports(_) => TcpReach::Ports,
         }
     }
 
