@@ -343,6 +343,18 @@ fn judge_stage(
     v
 }
 
+/// The catalog's inspection of `argv`. The catalog reads no file: where its checks depend on
+/// the implementation it is handed the program's real file, resolved here (an `awk` that is
+/// gawk gets `--sandbox`); no other call pays for resolving it.
+fn inspect(name: &str, argv: &[String], program: Option<&Path>) -> tools::Inspection {
+    match program {
+        Some(p) if tools::reads_program(name) => {
+            tools::inspect(argv, std::fs::canonicalize(p).ok().as_deref())
+        }
+        _ => tools::inspect(argv, program),
+    }
+}
+
 fn judge_command(
     policy: &TerminalPolicy,
     jail: &JailRoot,
@@ -355,12 +367,7 @@ fn judge_command(
     }
     let name = argv[0].as_str();
     let program = resolve_program(&policy.path, name);
-    // The catalog reads no file: it is handed the program's real file (an `awk` that is gawk
-    // gets `--sandbox`).
-    let real = program
-        .as_deref()
-        .and_then(|p| std::fs::canonicalize(p).ok());
-    let insp = tools::inspect(argv, real.as_deref());
+    let insp = inspect(name, argv, program.as_deref());
     let rules: Vec<&ArgRule> = policy.rules.iter().filter(|r| r.command == name).collect();
     if let Some(why) = &insp.interpreter
         && !rules.iter().any(|r| r.allow_interpreter)

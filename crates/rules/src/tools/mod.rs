@@ -21,6 +21,12 @@ pub use catalog::{Kind, Spec, lookup};
 pub use inspection::{Escape, Inspection, PathCheck};
 pub use parse::{Arg, Parsed};
 
+/// Whether `name`'s checks read the program's real file, which the caller must then hand to
+/// [`inspect`] resolved ([`Spec::reads_program`]).
+pub fn reads_program(name: &str) -> bool {
+    lookup(name).is_some_and(|spec| spec.reads_program)
+}
+
 /// Long options an argv means without spelling them, so that operator rules written with
 /// the option also catch the other spellings: `git push origin +main` and `git push
 /// --force-with-lease` force like `--force`. The facts are the catalog's (a subcommand table
@@ -34,9 +40,9 @@ pub fn implied_options(argv: &[String]) -> Vec<&'static str> {
     }
 }
 
-/// Inspects `argv` (program first). `program` is the resolved binary's real file (symlinks
-/// resolved by the caller: this reads no file), when known, for tools whose behaviour
-/// depends on the implementation (awk).
+/// Inspects `argv` (program first). `program` is the resolved binary, when known: its real
+/// file (symlinks resolved by the caller, as this reads no file) where [`reads_program`]
+/// says the checks depend on the implementation (awk).
 pub fn inspect(argv: &[String], program: Option<&std::path::Path>) -> Inspection {
     let name = argv.first().map(String::as_str).unwrap_or("");
     let args = argv.get(1..).unwrap_or(&[]);

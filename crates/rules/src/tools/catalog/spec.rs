@@ -90,6 +90,10 @@ pub struct Spec {
     pub inject_env: &'static [(&'static str, &'static str)],
     /// Checks that need code.
     pub custom: Option<CustomCheck>,
+    /// The custom check reads the program's real file (symlinks resolved), which the caller
+    /// then resolves and hands in: an `awk` that is gawk gets `--sandbox`. Other specs are
+    /// handed the program as found on PATH, and no caller resolves it for them.
+    pub reads_program: bool,
     /// Programs the tool itself starts for options the policy allows (tar's compressors for
     /// `-z`, `-j`, `-J`, `--zstd`, `-a`): the exec allowlist grants them to its stages only.
     /// An option that names a program of the caller's choice is an escape, never a start.
@@ -121,6 +125,7 @@ pub(crate) const BASE: Spec = Spec {
     inject_args: &[],
     inject_env: &[],
     custom: None,
+    reads_program: false,
     starts: &[],
     typed_values: true,
 };

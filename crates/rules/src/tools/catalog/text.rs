@@ -109,6 +109,7 @@ pub(crate) const SPECS: &[Spec] = &[
         program_opts: &["-f", "--file", "--source", "-e"],
         operands: Operands::AfterProgram,
         custom: Some(awk),
+        reads_program: true,
         ..BASE
     },
     Spec {
