@@ -272,7 +272,7 @@ pub struct EgressReport {
     /// `namespace` (each command in a network namespace of its own, whose only way out is
     /// the proxy), `landlock` (Landlock allows TCP connect to the proxy's port alone,
     /// seccomp refuses every socket but TCP and unix), or `unavailable` (nothing runs).
-    pub tier: &'static str,
+    pub tier: EgressTier,
     /// What that means, or why no tier is available.
     pub detail: String,
 }

@@ -50,13 +50,6 @@ impl Tier {
         }
     }
 
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Tier::Namespace => "namespace",
-            Tier::Landlock => "landlock",
-        }
-    }
-
     pub(crate) fn describe(self) -> String {
         match self {
             Tier::Namespace => format!(

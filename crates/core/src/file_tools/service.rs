@@ -95,14 +95,10 @@ impl<'a> FileCalls<'a> {
             Ok(record) => return Ok(Some(record)),
             Err(not) => not,
         };
-        let mut detail = json!({"needs_approval": true, "approval_reasons": question.reasons});
-        if let Some(ticket) = not.ticket {
-            detail["approval"] = ticket;
-        }
-        let result = OperationResult::new(tool, not.code, not.reason).with_detail(detail);
+        let (result, record) = not.into_result(tool, &question.reasons);
         let mut attempt = self.0.attempt_for(tool, &question.command, caller);
         attempt.args = Some(json!({ "path": path }));
-        attempt.approval = Some(not.record);
+        attempt.approval = Some(record);
         let result = result.with_duration(started.elapsed());
         self.0.gate().record(attempt, &result);
         Err(result)

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use crate::approval::{ApprovalMode, ApprovalRequest, AskPerson};
 use crate::audit::{ApprovalAsked, CallId, Caller};
-use crate::envelope::ResultCode;
+use crate::envelope::{OperationResult, ResultCode};
 
 /// One question for a person, as a command or a file write puts it: what the ladder
 /// ([`Approvals::ask_person`]) needs to ask it, give a ticket for it, or redeem one.
@@ -60,6 +60,17 @@ pub(crate) struct NotApproved {
 }
 
 impl NotApproved {
+    /// The refusal as `tool` answers it (`detail`: that approval was needed, why, and the
+    /// ticket given instead), and the attempt's `approval` record.
+    pub(crate) fn into_result(self, tool: &str, reasons: &[String]) -> (OperationResult, Value) {
+        let mut detail = json!({"needs_approval": true, "approval_reasons": reasons});
+        if let Some(ticket) = self.ticket {
+            detail["approval"] = ticket;
+        }
+        let result = OperationResult::new(tool, self.code, self.reason).with_detail(detail);
+        (result, self.record)
+    }
+
     fn denied(record: Value, reason: String) -> NotApproved {
         NotApproved {
             record,
@@ -177,67 +188,40 @@ impl Approvals<'_> {
             caller: q.caller.sub.clone().unwrap_or_default(),
             session: q.session.to_owned(),
         };
-        let given = self.ticket_refusal(request, why, q.nothing);
-        NotApproved {
-            record: given.record,
-            code: ResultCode::PolicyDenied,
-            reason: given.reason,
-            ticket: given.detail,
-        }
-    }
-}
-
-/// What giving a ticket instead of an approval makes: the attempt's `approval` record, the
-/// refusal's reason, and its `detail.approval` (none when no ticket could be given).
-pub(crate) struct TicketRefusal {
-    pub(crate) record: Value,
-    pub(crate) reason: String,
-    pub(crate) detail: Option<Value>,
-}
-
-impl Approvals<'_> {
-    /// Gives a ticket for `request`, which could not be approved in this call because of
-    /// `why`; `nothing` ends the reason ("nothing ran", "nothing was written").
-    pub(crate) fn ticket_refusal(
-        &self,
-        request: crate::tickets::TicketRequest,
-        why: &str,
-        nothing: &str,
-    ) -> TicketRefusal {
-        let reasons = request.reasons.clone();
+        let nothing = q.nothing;
+        let reasons = q.reasons.join("; ");
         match self.tickets.issue(request) {
             Ok(issued) => {
                 let how = format!(
                     "ask the person to run `safe-mcp approvals approve {t}` (with the server's --config) on the machine the server runs on; `safe-mcp approvals show {t}` shows exactly what it approves. Then repeat this same call with \"approval_ticket\": \"{t}\"",
                     t = issued.ticket
                 );
-                TicketRefusal {
+                NotApproved {
                     record: json!({
-                        "required": reasons, "via": "ticket", "decision": "ticket-issued",
+                        "required": q.reasons, "via": "ticket", "decision": "ticket-issued",
                         "ticket": issued.ticket,
                     }),
+                    code: ResultCode::PolicyDenied,
                     reason: format!(
-                        "{}; this needs a person's approval and {why}, so it was given ticket {} instead: {how}. The ticket expires in {} s; {nothing}",
-                        reasons.join("; "),
+                        "{reasons}; this needs a person's approval and {why}, so it was given ticket {} instead: {how}. The ticket expires in {} s; {nothing}",
                         issued.ticket,
                         self.settings.ticket_ttl.as_secs()
                     ),
-                    detail: Some(
+                    ticket: Some(
                         json!({"ticket": issued.ticket, "expires_at": issued.expires_at, "how": how}),
                     ),
                 }
             }
-            Err(e) => TicketRefusal {
-                record: not_asked_json(&reasons, "no-transport"),
-                reason: format!("{}; {why}, and {e}; {nothing}", reasons.join("; ")),
-                detail: None,
-            },
+            Err(e) => NotApproved::denied(
+                not_asked_json(&q.reasons, "no-transport"),
+                format!("{reasons}; {why}, and {e}; {nothing}"),
+            ),
         }
     }
 
     /// Spends ticket `id` for the exact call `digest` of `caller` in `session`: the attempt's
     /// `approval` record, or that record and why it was refused.
-    pub(crate) fn redeem_ticket(
+    fn redeem_ticket(
         &self,
         id: &str,
         caller: &str,

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use safe_mcp_contract::{Cancel, ConfinementSummary, Durable, ExecPlan, Executor};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::approval::{Question, confinement_line};
 use super::request::{MAX_STDIN_BYTES, RunRequest};
@@ -41,7 +41,7 @@ pub(super) struct Judged<'s> {
 
 /// A call that may run: judged, planned, and past every check before admission.
 pub(super) struct Approved<'s> {
-    pub(super) begun: Begun<'s>,
+    begun: Begun<'s>,
     pub(super) prepared: Prepared,
 }
 
@@ -57,7 +57,7 @@ pub(super) struct Finished<'s> {
 pub(super) struct Refused<'s> {
     service: &'s TerminalService,
     started: Instant,
-    pub(super) result: OperationResult,
+    result: OperationResult,
     attempt: Box<Attempt>,
 }
 
@@ -321,16 +321,9 @@ async fn seek_approval(
             Ok(())
         }
         Err(not) => {
-            prepared.attempt.approval = Some(not.record);
-            let mut detail = Map::new();
-            detail.insert("needs_approval".into(), json!(true));
-            detail.insert("approval_reasons".into(), json!(question.reasons));
-            detail.insert("would_run".into(), json!(false));
-            if let Some(ticket) = not.ticket {
-                detail.insert("approval".into(), ticket);
-            }
-            let result =
-                OperationResult::new(tool, not.code, not.reason).with_detail(Value::Object(detail));
+            let (mut result, record) = not.into_result(tool, &question.reasons);
+            prepared.attempt.approval = Some(record);
+            result.detail.insert("would_run".into(), json!(false));
             Err(s.redacted(result))
         }
     }

@@ -138,11 +138,11 @@ pub(super) fn describe(
         process_group: "own; the whole tree is killed on timeout or cancel",
         egress: egress.map(|tier| match tier {
             Ok(tier) => EgressReport {
-                tier: tier.as_str(),
+                tier: tier.kind(),
                 detail: tier.describe(),
             },
             Err(why) => EgressReport {
-                tier: "unavailable",
+                tier: EgressTier::Unavailable,
                 detail: format!("{why}; no command runs (SANDBOX_UNAVAILABLE)"),
             },
         }),
