@@ -24,7 +24,7 @@ FLOORS = {
     "core": [
         # Leaves: import nothing of the crate but each other.
         ["beneath", "untrusted", "random",
-         "protected", "held", "gitdir", "home", "nested", "programs", "usage", "jail",
+         "protected", "held", "home", "nested", "programs", "usage", "jail",
          "credentials", "fleet"],
         # The policy file and its settings types.
         ["config"],
@@ -36,7 +36,7 @@ FLOORS = {
     ],
     "contract": [["confinement", "script"], ["plan"]],
     # The decisions with no I/O (NO_IO below holds them to it).
-    "rules": [["paths", "cut", "env_prefix", "envelope", "egress", "tools", "redact"], ["syntax", "reader", "args", "jail"]],
+    "rules": [["paths", "cut", "env_prefix", "envelope", "egress", "tools", "redact", "protected", "credentials"], ["config", "syntax", "reader", "args", "jail", "gitdir"], ["policy"]],
     "exec": [
         # The pieces: directories, the filter, a child's steps, the view of the machine.
         ["rundir", "seccomp", "step", "execlog", "tmp", "view", "egress", "capture"],

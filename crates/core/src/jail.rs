@@ -1,5 +1,6 @@
 //! The jail's checks ([`safe_mcp_rules::jail`]), with the real filesystem as the resolver
-//! they ask how the kernel resolves a path: the one place the core hands the machine in.
+//! they ask how the kernel resolves a path, what `PATH` holds and what a small file says: the
+//! one place the core hands the machine to the rules.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -26,9 +27,182 @@ impl Resolver for RealFs {
     fn is_dir(&self, path: &Path) -> bool {
         path.is_dir()
     }
+
+    fn entry(&self, path: &Path) -> Option<Entry> {
+        let kind = std::fs::symlink_metadata(path).ok()?.file_type();
+        Some(if kind.is_dir() {
+            Entry::Dir
+        } else if kind.is_file() {
+            Entry::File
+        } else if kind.is_symlink() {
+            Entry::Symlink
+        } else {
+            Entry::Other
+        })
+    }
+
+    fn find_program(&self, dirs: &[PathBuf], name: &str) -> Option<PathBuf> {
+        crate::programs::find_on(dirs.iter().map(PathBuf::as_path), name)
+    }
+
+    fn read_small(&self, path: &Path, max: u64) -> Result<Option<String>, String> {
+        crate::untrusted::read_small_file(path, max)
+    }
 }
 
 /// The jail at the canonical `root`, checked against the real filesystem.
 pub fn on_disk(root: PathBuf) -> JailRoot {
     JailRoot::new(root, Arc::new(RealFs))
+}
+
+/// The jail's and git directory's checks against the real filesystem: the rules crate
+/// holds the decisions, these tests the disk they are made against.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn jail() -> (tempfile::TempDir, JailRoot) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap().join("jail");
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        std::fs::write(root.join("sub/f.txt"), "x").unwrap();
+        symlink("/etc", root.join("out")).unwrap();
+        symlink("sub", root.join("in")).unwrap();
+        symlink("/nonexistent/x", root.join("dangling")).unwrap();
+        (dir, JailRoot::new(root, Arc::new(RealFs)))
+    }
+
+    fn is_escape(r: Result<impl std::fmt::Debug, JailError>) -> bool {
+        matches!(r, Err(JailError::Escape { .. }))
+    }
+
+    #[test]
+    fn cwd_resolution() {
+        let (_d, j) = jail();
+        assert_eq!(j.resolve_cwd(None).unwrap(), j.path());
+        assert_eq!(j.resolve_cwd(Some("sub")).unwrap(), j.path().join("sub"));
+        assert_eq!(j.resolve_cwd(Some("in")).unwrap(), j.path().join("sub"));
+        let abs = j.path().join("sub");
+        assert_eq!(j.resolve_cwd(abs.to_str()).unwrap(), abs);
+        assert!(is_escape(j.resolve_cwd(Some(".."))));
+        assert!(is_escape(j.resolve_cwd(Some("sub/../.."))));
+        assert!(is_escape(j.resolve_cwd(Some("/tmp"))));
+        assert!(is_escape(j.resolve_cwd(Some("out"))));
+        assert!(matches!(
+            j.resolve_cwd(Some("missing")),
+            Err(JailError::NoSuchDirectory { .. })
+        ));
+        assert!(matches!(
+            j.resolve_cwd(Some("sub/f.txt")),
+            Err(JailError::NoSuchDirectory { .. })
+        ));
+    }
+
+    #[test]
+    fn argument_containment() {
+        let (_d, j) = jail();
+        let cwd = j.path().to_path_buf();
+        for ok in [
+            "sub/f.txt",
+            "new-file",
+            "-l",
+            "a;b",
+            "sub/../sub/f.txt",
+            "~",
+            "~/sub",
+            "in/f.txt",
+            "-",
+        ] {
+            assert!(j.check_argument(ok, &cwd).is_ok(), "{ok}");
+        }
+        let inside = j.path().join("sub/f.txt");
+        assert!(j.check_argument(inside.to_str().unwrap(), &cwd).is_ok());
+        // A symlink to `..` is inside on paper; with more `..` after it, it climbs out on disk.
+        symlink("..", j.path().join("sub/up")).unwrap();
+        assert!(j.check_argument("sub/up/f", &cwd).is_ok());
+        for bad in [
+            "/etc/passwd",
+            "../x",
+            "sub/../../x",
+            "~root",
+            "~root/x",
+            "out",
+            "out/passwd",
+            "dangling",
+            "--file=/etc/passwd",
+            "--x=../y",
+            "sub/up/../../x",
+            "-o../../x",
+            "-I/etc",
+        ] {
+            assert!(is_escape(j.check_argument(bad, &cwd)), "{bad}");
+        }
+        let from_sub = j.path().join("sub");
+        assert!(j.check_argument("../sub/f.txt", &from_sub).is_ok());
+        assert!(is_escape(j.check_argument("../../x", &from_sub)));
+    }
+
+    fn argv(s: &str) -> Vec<String> {
+        s.split(' ').map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn a_gitdir_outside_the_jail_is_refused_unless_writable() {
+        let base = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(base.path()).unwrap();
+        let (jail, main) = (base.join("jail"), base.join("main"));
+        std::fs::create_dir_all(jail.join("wt/sub")).unwrap();
+        std::fs::create_dir_all(main.join(".git/worktrees/wt")).unwrap();
+        std::fs::write(
+            jail.join("wt/.git"),
+            format!("gitdir: {}\n", main.join(".git/worktrees/wt").display()),
+        )
+        .unwrap();
+        let why = crate::gitdir::check(
+            &RealFs,
+            &argv("git status"),
+            &jail.join("wt/sub"),
+            &jail,
+            &[],
+        )
+        .unwrap_err();
+        assert!(why.contains("write_paths"), "{why}");
+        assert!(
+            crate::gitdir::check(
+                &RealFs,
+                &argv("git status"),
+                &jail.join("wt/sub"),
+                &jail,
+                std::slice::from_ref(&main)
+            )
+            .is_ok()
+        );
+        // -C moves the start; a repository of the jail's own is fine.
+        std::fs::create_dir_all(jail.join("own/.git")).unwrap();
+        assert!(
+            crate::gitdir::check(
+                &RealFs,
+                &argv("git -C ../own status"),
+                &jail.join("wt"),
+                &jail,
+                &[]
+            )
+            .is_ok()
+        );
+        assert!(crate::gitdir::check(&RealFs, &argv("git status"), &jail, &jail, &[]).is_ok());
+        // A relative gitdir inside the jail, and one that names nothing.
+        std::fs::create_dir_all(jail.join("mods/.git-real")).unwrap();
+        std::fs::write(jail.join("mods/.git"), "gitdir: .git-real\n").unwrap();
+        assert!(
+            crate::gitdir::check(&RealFs, &argv("git status"), &jail.join("mods"), &jail, &[])
+                .is_ok()
+        );
+        std::fs::write(jail.join("mods/.git"), "gitdir: ../nowhere\n").unwrap();
+        assert!(
+            crate::gitdir::check(&RealFs, &argv("git status"), &jail.join("mods"), &jail, &[])
+                .unwrap_err()
+                .contains("does not exist")
+        );
+    }
 }

@@ -11,12 +11,15 @@
 //!
 //! The decisions that need no I/O live in `safe-mcp-rules` and are re-exported here under
 //! their old paths: [`syntax`], [`env_prefix`], [`egress`], [`envelope`], [`reader`], [`cut`],
-//! [`paths`], [`tools`] (the catalog), [`args`], [`redact`].
+//! [`paths`], [`tools`] (the catalog), [`args`], [`redact`], [`gitdir`]; and, within the
+//! modules that add what touches the machine, the policy's verdicts ([`policy`]), the
+//! configuration's types ([`config`]), the protected paths ([`protected`]) and what a
+//! credential is ([`credentials`]).
 //!
 //! Imports point down only, floor by floor (`scripts/check_imports.py` holds the same list
 //! and fails CI on a circle or an import that runs up):
 //! 0. leaves, importing nothing of the crate but each other: [`beneath`], [`untrusted`],
-//!    [`random`], [`protected`], [`held`], [`gitdir`], [`home`], [`nested`], [`programs`],
+//!    [`random`], [`protected`], [`held`], [`home`], [`nested`], [`programs`],
 //!    [`usage`], [`jail`], [`credentials`], [`fleet`];
 //! 1. [`config`], the policy file and every settings type other modules are configured with;
 //! 2. what is built from a loaded policy: [`audit`], [`preflight`], [`lint`],
@@ -33,7 +36,7 @@
 #![forbid(unsafe_code)]
 
 pub use safe_mcp_rules::{
-    args, cut, egress, env_prefix, envelope, paths, reader, redact, syntax, tools,
+    args, cut, egress, env_prefix, envelope, gitdir, paths, reader, redact, syntax, tools,
 };
 
 pub mod approval;
@@ -43,7 +46,6 @@ pub mod config;
 pub mod credentials;
 pub mod file_tools;
 pub mod fleet;
-pub mod gitdir;
 pub mod held;
 pub mod home;
 pub mod jail;

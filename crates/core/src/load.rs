@@ -5,7 +5,7 @@
 //! [`crate::policy::check_examples`], so a policy whose `should_allow` / `should_deny`
 //! examples do not get their verdict is a fatal load error, as a bad key is. It sits above
 //! both, so the imports run load → policy → config and never back up. It also derives the
-//! audit trail's options from a policy ([`Policy::audit_options`]), which config cannot do
+//! audit trail's options from a policy ([`audit_options`]), which config cannot do
 //! without importing audit.
 //!
 //! It must never decide anything itself: every rule it applies belongs to config (what the
@@ -87,27 +87,25 @@ pub fn policy_from_toml(
 /// A policy tests itself: every example must get the verdict it names, or nothing runs.
 fn self_test(policy: &Policy) -> Result<(), LoadError> {
     if let Some(terminal) = &policy.terminal {
-        check_examples(terminal)?;
+        check_examples(terminal, &crate::policy::jail_of(terminal))?;
     }
     Ok(())
 }
 
-impl Policy {
-    /// How the audit trail is kept. Defined here, not in config, because config must not
-    /// import audit.
-    pub fn audit_options(&self) -> AuditOptions {
-        AuditOptions {
-            fail_mode: self.audit.fail_mode,
-            max_bytes: self.audit.max_bytes,
-            keep: self.audit.keep,
-            key: self.audit.hmac_key.clone(),
-            checkpoint_every: self
-                .audit
-                .ship
-                .as_ref()
-                .map(|s| std::time::Duration::from_secs(s.checkpoint_seconds)),
-            server_id: self.audit.server_id.clone(),
-        }
+/// How the audit trail is kept, from the policy's `[audit]`. Defined here, not in config,
+/// because config must not import audit.
+pub fn audit_options(policy: &Policy) -> AuditOptions {
+    let audit = &policy.audit;
+    AuditOptions {
+        fail_mode: audit.fail_mode,
+        max_bytes: audit.max_bytes,
+        keep: audit.keep,
+        key: audit.hmac_key.clone(),
+        checkpoint_every: audit
+            .ship
+            .as_ref()
+            .map(|s| std::time::Duration::from_secs(s.checkpoint_seconds)),
+        server_id: audit.server_id.clone(),
     }
 }
 
@@ -162,7 +160,7 @@ mod tests {
         );
         let (_dir, result) = load(&text, Section::Terminal);
         let policy = result.unwrap();
-        let options = policy.audit_options();
+        let options = audit_options(&policy);
         assert_eq!(options.keep, policy.audit.keep);
         assert_eq!(options.max_bytes, policy.audit.max_bytes);
         let (_dir, result) = load("[terminal", Section::Terminal);

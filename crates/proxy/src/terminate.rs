@@ -27,7 +27,7 @@ use http_body_util::combinators::BoxBody;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use safe_mcp_core::audit::{NetworkEvent, NetworkRecord};
-use safe_mcp_core::credentials::rules::OVERRIDES;
+use safe_mcp_core::credentials::hosts::OVERRIDES;
 use safe_mcp_core::credentials::{Authorization, Entry, Vault};
 use safe_mcp_core::egress::{Refusal, RefusalRule};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};

@@ -13,7 +13,10 @@ use std::sync::Arc;
 
 use crate::paths::lexical_normalize;
 
-/// What the jail's checks ask of the machine: how the kernel resolves a path.
+/// What the rules ask of the machine: how the kernel resolves a path, what a directory of
+/// `PATH` holds, what a small file the model may have written says. The jail's checks, the
+/// policy ([`crate::policy`]) and git's directory check ([`crate::gitdir`]) read nothing
+/// else.
 pub trait Resolver: Send + Sync + std::fmt::Debug {
     /// The path with every symlink resolved, if it exists.
     fn canonicalize(&self, path: &Path) -> Option<PathBuf>;
@@ -23,6 +26,26 @@ pub trait Resolver: Send + Sync + std::fmt::Debug {
     fn read_link(&self, path: &Path) -> Option<PathBuf>;
     /// Whether `path` is a directory (through symlinks).
     fn is_dir(&self, path: &Path) -> bool;
+    /// What is at `path` itself (a symlink is not followed), if anything.
+    fn entry(&self, path: &Path) -> Option<Entry>;
+    /// The program `name` runs as: the first regular, executable file named so in `dirs`.
+    fn find_program(&self, dirs: &[PathBuf], name: &str) -> Option<PathBuf>;
+    /// The text of the small file at `path` (at most `max` bytes; `None` if it is gone),
+    /// read without following a symlink or waiting on a FIFO: the model may have made it.
+    fn read_small(&self, path: &Path, max: u64) -> Result<Option<String>, String>;
+}
+
+/// What a path names, its last symlink not followed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Entry {
+    /// A directory.
+    Dir,
+    /// A regular file.
+    File,
+    /// A symlink.
+    Symlink,
+    /// Anything else (a FIFO, a socket, a device).
+    Other,
 }
 
 /// Why a path was refused or could not be used.
@@ -154,6 +177,11 @@ impl JailRoot {
             }),
             Place::Outside => Err(escape(given, why)),
         }
+    }
+
+    /// What the checks ask of the machine.
+    pub fn resolver(&self) -> &dyn Resolver {
+        self.fs.as_ref()
     }
 
     /// The canonical root.
@@ -334,111 +362,5 @@ fn escape(given: &str, why: &'static str) -> JailError {
     JailError::Escape {
         given: given.to_owned(),
         why,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::os::unix::fs::symlink;
-
-    /// The filesystem, as the core's resolver is.
-    #[derive(Debug)]
-    struct Disk;
-
-    impl Resolver for Disk {
-        fn canonicalize(&self, path: &Path) -> Option<PathBuf> {
-            std::fs::canonicalize(path).ok()
-        }
-        fn exists(&self, path: &Path) -> bool {
-            std::fs::symlink_metadata(path).is_ok()
-        }
-        fn read_link(&self, path: &Path) -> Option<PathBuf> {
-            std::fs::read_link(path).ok()
-        }
-        fn is_dir(&self, path: &Path) -> bool {
-            path.is_dir()
-        }
-    }
-
-    fn jail() -> (tempfile::TempDir, JailRoot) {
-        let dir = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(dir.path()).unwrap().join("jail");
-        std::fs::create_dir_all(root.join("sub")).unwrap();
-        std::fs::write(root.join("sub/f.txt"), "x").unwrap();
-        symlink("/etc", root.join("out")).unwrap();
-        symlink("sub", root.join("in")).unwrap();
-        symlink("/nonexistent/x", root.join("dangling")).unwrap();
-        (dir, JailRoot::new(root, Arc::new(Disk)))
-    }
-
-    fn is_escape(r: Result<impl std::fmt::Debug, JailError>) -> bool {
-        matches!(r, Err(JailError::Escape { .. }))
-    }
-
-    #[test]
-    fn cwd_resolution() {
-        let (_d, j) = jail();
-        assert_eq!(j.resolve_cwd(None).unwrap(), j.path());
-        assert_eq!(j.resolve_cwd(Some("sub")).unwrap(), j.path().join("sub"));
-        assert_eq!(j.resolve_cwd(Some("in")).unwrap(), j.path().join("sub"));
-        let abs = j.path().join("sub");
-        assert_eq!(j.resolve_cwd(abs.to_str()).unwrap(), abs);
-        assert!(is_escape(j.resolve_cwd(Some(".."))));
-        assert!(is_escape(j.resolve_cwd(Some("sub/../.."))));
-        assert!(is_escape(j.resolve_cwd(Some("/tmp"))));
-        assert!(is_escape(j.resolve_cwd(Some("out"))));
-        assert!(matches!(
-            j.resolve_cwd(Some("missing")),
-            Err(JailError::NoSuchDirectory { .. })
-        ));
-        assert!(matches!(
-            j.resolve_cwd(Some("sub/f.txt")),
-            Err(JailError::NoSuchDirectory { .. })
-        ));
-    }
-
-    #[test]
-    fn argument_containment() {
-        let (_d, j) = jail();
-        let cwd = j.path().to_path_buf();
-        for ok in [
-            "sub/f.txt",
-            "new-file",
-            "-l",
-            "a;b",
-            "sub/../sub/f.txt",
-            "~",
-            "~/sub",
-            "in/f.txt",
-            "-",
-        ] {
-            assert!(j.check_argument(ok, &cwd).is_ok(), "{ok}");
-        }
-        let inside = j.path().join("sub/f.txt");
-        assert!(j.check_argument(inside.to_str().unwrap(), &cwd).is_ok());
-        // A symlink to `..` is inside on paper; with more `..` after it, it climbs out on disk.
-        symlink("..", j.path().join("sub/up")).unwrap();
-        assert!(j.check_argument("sub/up/f", &cwd).is_ok());
-        for bad in [
-            "/etc/passwd",
-            "../x",
-            "sub/../../x",
-            "~root",
-            "~root/x",
-            "out",
-            "out/passwd",
-            "dangling",
-            "--file=/etc/passwd",
-            "--x=../y",
-            "sub/up/../../x",
-            "-o../../x",
-            "-I/etc",
-        ] {
-            assert!(is_escape(j.check_argument(bad, &cwd)), "{bad}");
-        }
-        let from_sub = j.path().join("sub");
-        assert!(j.check_argument("../sub/f.txt", &from_sub).is_ok());
-        assert!(is_escape(j.check_argument("../../x", &from_sub)));
     }
 }

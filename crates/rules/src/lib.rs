@@ -26,12 +26,17 @@
 #![forbid(unsafe_code)]
 
 pub mod args;
+pub mod config;
+pub mod credentials;
 pub mod cut;
 pub mod egress;
 pub mod env_prefix;
 pub mod envelope;
+pub mod gitdir;
 pub mod jail;
 pub mod paths;
+pub mod policy;
+pub mod protected;
 pub mod reader;
 pub mod redact;
 pub mod syntax;

@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 
 use super::error::ConfigError;
 use super::raw::{RawCredential, RawHostRule, RawTerminal};
-use super::types::TerminalPolicy;
 use crate::credentials::{CredentialSpec, Credentials, HostRule, Inject, Source};
 use crate::egress::{DomainRule, NetworkMode};
+use safe_mcp_rules::config::types::TerminalPolicy;
 
 /// What this module reads, taken out of the raw terminal section before the rest is read.
 #[derive(Debug, Default)]

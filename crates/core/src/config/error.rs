@@ -8,7 +8,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use super::types::{ENV_POLICY_FILE, UnknownSkipCondition};
+use safe_mcp_rules::config::types::{ENV_POLICY_FILE, UnknownSkipCondition};
 
 /// Why a policy could not be loaded. Each is fatal at startup.
 #[derive(Debug)]

@@ -17,11 +17,11 @@ use super::env::Env;
 use super::error::ConfigError;
 use super::raw::{RawFiles, RawPolicy, RawRedaction, RawTerminal};
 use super::sections::{http_settings, ship_settings};
-use super::types::{
+use crate::paths::lexical_normalize;
+use safe_mcp_rules::config::types::{
     AuditFailMode, AuditSettings, ENV_LEGACY_POLICY_FILE, ENV_POLICY_FILE, FilesPolicy, Policy,
     RedactionSettings, Section, SkipCondition, SkipRule, TerminalPolicy,
 };
-use crate::paths::lexical_normalize;
 
 /// Finds the policy path (`flag` wins over the environment), reads and validates it.
 ///
@@ -238,7 +238,8 @@ impl Builder<'_> {
             let key = "terminal.approvals.state_key_file";
             let bytes = secret_key(key, &p, roots, &t.sandbox.read_paths)?;
             super::writable::keep_out(&t.write_paths, &[("approval state key", &p)], &[])?;
-            t.approvals.state_key = Some(super::settings::StateKey { bytes, file: p });
+            t.approvals.state_key =
+                Some(safe_mcp_rules::config::settings::StateKey { bytes, file: p });
         }
         Ok(hmac)
     }

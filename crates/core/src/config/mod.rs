@@ -8,13 +8,13 @@
 //! leaves ([`crate::paths`], [`crate::untrusted`], [`crate::egress`], [`crate::env_prefix`],
 //! [`crate::protected`]), never a module above it (`audit`, `redact`, `policy`, `sessions`,
 //! `load`, `terminal`, …).
-//! The settings types those modules are configured with live here (`settings.rs`) and
+//! The settings types those modules are configured with live in the rules crate and
 //! are re-exported by them. What needs the modules above, running the policy's own examples
 //! and building the audit options, is in [`crate::load`]. It must never guess a default
 //! location for the policy or a root: no policy path means no server.
 //!
-//! Inside, this file only declares and re-exports: `types.rs` holds the public policy types,
-//! `settings.rs` the settings and report types, `raw.rs` the serde shapes, `load.rs` the
+//! Inside, this file only declares and re-exports: the public policy types and the settings
+//! and report types are [`safe_mcp_rules::config`], `raw.rs` the serde shapes, `load.rs` the
 //! loader with `checks.rs` (single values) and `sections.rs` (one section each), `env.rs` the
 //! environment it reads, `error.rs` the typed [`ConfigError`].
 
@@ -28,11 +28,9 @@ mod profiles;
 mod project;
 mod raw;
 mod sections;
-mod settings;
 mod terminal;
 #[cfg(test)]
 mod tests;
-mod types;
 mod writable;
 
 pub use env::{Env, ProcessEnv};
@@ -40,9 +38,4 @@ pub use error::ConfigError;
 pub(crate) use load::{from_toml, read};
 pub use profiles::{make_caches, names as profile_names};
 pub use project::FILE_NAME as PROJECT_FILE;
-pub use settings::{
-    ApprovalMode, ApprovalSettings, CacheDir, Capacity, FileToolSettings, ProfileReport,
-    ProjectReport, ShipFailure, ShipFormat, ShipSettings, StateKey,
-};
-
-pub use types::*;
+pub use safe_mcp_rules::config::*;

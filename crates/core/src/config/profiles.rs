@@ -27,8 +27,8 @@ use serde::Deserialize;
 use super::discover;
 use super::env::Env;
 use super::error::ConfigError;
-use super::settings::{CacheDir, ProfileReport};
-use super::types::ArgRule;
+use safe_mcp_rules::config::settings::{CacheDir, ProfileReport};
+use safe_mcp_rules::config::types::ArgRule;
 
 /// The built-in profiles, by name.
 const BUILT_IN: &[(&str, &str)] = &[

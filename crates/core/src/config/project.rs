@@ -13,8 +13,8 @@
 use std::path::Path;
 
 use super::error::ConfigError;
-use super::settings::ProjectReport;
-use super::types::{ArgRule, Limits};
+use safe_mcp_rules::config::settings::ProjectReport;
+use safe_mcp_rules::config::types::{ArgRule, Limits};
 
 /// The project file's name, at the jail root.
 pub const FILE_NAME: &str = ".safe-mcp.toml";

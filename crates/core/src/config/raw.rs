@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use super::types::{
+use safe_mcp_rules::config::types::{
     ArgRule, AuditFailMode, ExtraPattern, Limits, NamespaceMode, PolicyExamples, SandboxMode,
     SkipLayer,
 };
@@ -78,10 +78,10 @@ pub(super) struct RawAudit {
 pub(super) struct RawShip {
     pub(super) otlp_http: Option<String>,
     pub(super) syslog_tcp: Option<String>,
-    pub(super) on_failure: Option<super::settings::ShipFailure>,
+    pub(super) on_failure: Option<safe_mcp_rules::config::settings::ShipFailure>,
     pub(super) spool_dir: Option<PathBuf>,
     pub(super) checkpoint_seconds: Option<u64>,
-    pub(super) format: Option<super::settings::ShipFormat>,
+    pub(super) format: Option<safe_mcp_rules::config::settings::ShipFormat>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -109,10 +109,10 @@ pub(super) struct RawTerminal {
     pub(super) cache_dir: Option<PathBuf>,
     pub(super) shared_cache: Option<bool>,
     pub(super) protected_paths: Option<Vec<String>>,
-    pub(super) files: Option<super::settings::FileToolSettings>,
+    pub(super) files: Option<safe_mcp_rules::config::settings::FileToolSettings>,
     pub(super) unprotected_paths: Option<Vec<String>>,
     pub(super) drop_profile_rules: Option<Vec<String>>,
-    pub(super) sessions: Option<super::types::SessionSettings>,
+    pub(super) sessions: Option<safe_mcp_rules::config::types::SessionSettings>,
     pub(super) network: Option<RawNetwork>,
     pub(super) approvals: Option<RawApprovals>,
     pub(super) audit: Option<RawTerminalAudit>,
@@ -129,7 +129,7 @@ pub(super) struct RawTerminalAudit {
 #[derive(Debug, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawApprovals {
-    pub(super) mode: Option<super::settings::ApprovalMode>,
+    pub(super) mode: Option<safe_mcp_rules::config::settings::ApprovalMode>,
     pub(super) url_base: Option<String>,
     pub(super) timeout_seconds: Option<u64>,
     pub(super) ticket_seconds: Option<u64>,
@@ -204,7 +204,7 @@ pub(super) struct RawFiles {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawSkip {
     pub(super) layer: Option<SkipLayer>,
-    /// Read as text and parsed into [`super::types::SkipCondition`] by the loader, so that a
+    /// Read as text and parsed into [`safe_mcp_rules::config::types::SkipCondition`] by the loader, so that a
     /// misspelt condition is reported with the rule's index and every known name.
     #[serde(default)]
     pub(super) when: Vec<String>,

@@ -5,9 +5,9 @@ use std::path::PathBuf;
 
 use super::checks::FIXED_VARIABLES;
 use super::error::ConfigError;
-use super::types::EnvSettings;
 use crate::egress::{DomainRule, NetworkMode, NetworkPolicy};
 use crate::paths::lexical_normalize;
+use safe_mcp_rules::config::types::EnvSettings;
 
 /// `[terminal.env]`: valid names, none of the fixed ones.
 pub(super) fn environment(raw: super::raw::RawEnv) -> Result<EnvSettings, ConfigError> {
@@ -152,7 +152,7 @@ pub(super) fn network_policy(
 /// port (the page is served there, by this process, for people on this machine).
 pub(super) fn approval_settings(
     raw: super::raw::RawApprovals,
-) -> Result<super::settings::ApprovalSettings, ConfigError> {
+) -> Result<safe_mcp_rules::config::settings::ApprovalSettings, ConfigError> {
     let bad = |key: &str, message: String| ConfigError::Invalid {
         key: format!("terminal.approvals.{key}"),
         message,
@@ -205,7 +205,7 @@ pub(super) fn approval_settings(
     if !(10..=86400).contains(&ticket) {
         return Err(bad("ticket_seconds", "must be between 10 and 86400".into()));
     }
-    Ok(super::settings::ApprovalSettings {
+    Ok(safe_mcp_rules::config::settings::ApprovalSettings {
         mode: raw.mode.unwrap_or_default(),
         url_base,
         timeout: std::time::Duration::from_secs(timeout),
@@ -220,7 +220,7 @@ pub(super) fn ship_settings(
     spool_dir: Option<PathBuf>,
     raw: super::raw::RawShip,
     roots: &[PathBuf],
-) -> Result<super::settings::ShipSettings, ConfigError> {
+) -> Result<safe_mcp_rules::config::settings::ShipSettings, ConfigError> {
     let bad = |key: &str, message: String| ConfigError::Invalid {
         key: format!("audit.ship.{key}"),
         message,
@@ -295,7 +295,7 @@ pub(super) fn ship_settings(
     if checkpoint_seconds > 86400 {
         return Err(bad("checkpoint_seconds", "must be at most 86400".into()));
     }
-    Ok(super::settings::ShipSettings {
+    Ok(safe_mcp_rules::config::settings::ShipSettings {
         otlp_http,
         syslog_tcp,
         on_failure: raw.on_failure.unwrap_or_default(),
@@ -310,7 +310,7 @@ pub(super) fn ship_settings(
 fn oauth_settings(
     raw: super::raw::RawHttpAuth,
     path: impl Fn(PathBuf) -> PathBuf,
-) -> Result<Option<super::types::OAuthSettings>, ConfigError> {
+) -> Result<Option<safe_mcp_rules::config::types::OAuthSettings>, ConfigError> {
     let bad = |key: &str, message: &str| ConfigError::Invalid {
         key: format!("http.auth.{key}"),
         message: message.to_owned(),
@@ -348,7 +348,7 @@ fn oauth_settings(
             if raw.jwks_ca_file.is_some() {
                 return Err(bad("jwks_ca_file", "goes with jwks_url, not jwks_file"));
             }
-            super::types::JwksSource::File(path(file))
+            safe_mcp_rules::config::types::JwksSource::File(path(file))
         }
         (None, Some(url)) => {
             // Keys fetched in the clear could be swapped by anyone on the path, and with
@@ -366,7 +366,7 @@ fn oauth_settings(
                     &format!("{url:?}: give the issuer's https:// JWKS URL"),
                 ));
             }
-            super::types::JwksSource::Url {
+            safe_mcp_rules::config::types::JwksSource::Url {
                 url,
                 ca_file: raw.jwks_ca_file.map(path),
             }
@@ -385,7 +385,7 @@ fn oauth_settings(
     if leeway_seconds > 300 {
         return Err(bad("leeway_seconds", "must be at most 300"));
     }
-    Ok(Some(super::types::OAuthSettings {
+    Ok(Some(safe_mcp_rules::config::types::OAuthSettings {
         issuer,
         audience,
         jwks,
@@ -398,7 +398,7 @@ fn oauth_settings(
 pub(super) fn http_settings(
     raw: super::raw::RawHttp,
     path: impl Fn(PathBuf) -> PathBuf,
-) -> Result<super::types::HttpSettings, ConfigError> {
+) -> Result<safe_mcp_rules::config::types::HttpSettings, ConfigError> {
     let limits = http_limits(&raw)?;
     let origins = raw.allowed_origins.unwrap_or_default();
     if let Some(bad) = origins
@@ -421,7 +421,7 @@ pub(super) fn http_settings(
         None => None,
         Some(auth) => oauth_settings(auth, path)?,
     };
-    Ok(super::types::HttpSettings {
+    Ok(safe_mcp_rules::config::types::HttpSettings {
         allowed_origins: origins,
         allowed_hosts: raw.allowed_hosts.unwrap_or_default(),
         max_body_bytes,
@@ -431,8 +431,10 @@ pub(super) fn http_settings(
 }
 
 /// `[http]`'s limits: each at least 1, a caller's at most the total.
-fn http_limits(raw: &super::raw::RawHttp) -> Result<super::types::HttpLimits, ConfigError> {
-    let default = super::types::HttpLimits::default();
+fn http_limits(
+    raw: &super::raw::RawHttp,
+) -> Result<safe_mcp_rules::config::types::HttpLimits, ConfigError> {
+    let default = safe_mcp_rules::config::types::HttpLimits::default();
     let pair = |total: Option<usize>, per: Option<usize>, name: &str, d: (usize, usize)| {
         let total = total.unwrap_or(d.0);
         // An unset per-caller limit follows a lowered total.
@@ -466,7 +468,7 @@ fn http_limits(raw: &super::raw::RawHttp) -> Result<super::types::HttpLimits, Co
         "max_requests",
         (default.max_requests, default.max_requests_per_caller),
     )?;
-    Ok(super::types::HttpLimits {
+    Ok(safe_mcp_rules::config::types::HttpLimits {
         max_mcp_sessions,
         max_mcp_sessions_per_caller,
         max_requests,

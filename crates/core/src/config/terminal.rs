@@ -13,13 +13,13 @@ use super::profiles::{self, Expansion};
 use super::project;
 use super::raw::{RawSandbox, RawTerminal};
 use super::sections::{approval_settings, environment, network_policy};
-use super::settings::ProjectReport;
-use super::types::{
+use crate::egress::NetworkMode;
+use crate::protected::{ProtectedPaths, Source};
+use safe_mcp_rules::config::settings::ProjectReport;
+use safe_mcp_rules::config::types::{
     ArgRule, DEFAULT_PATH, DEFAULT_READ_PATHS, ExecSettings, Limits, NamespaceMode, SandboxMode,
     SandboxSettings, SessionSettings, TerminalPolicy,
 };
-use crate::egress::NetworkMode;
-use crate::protected::{ProtectedPaths, Source};
 
 /// What runs, and under which rules: the programs allowed and refused, their argument
 /// rules, the helpers, what is protected, and the repository's narrowing of them.

@@ -503,7 +503,10 @@ fn a_server_id_comes_from_the_environment_else_the_policy_and_must_be_a_plain_na
     let named = format!("server_id = \"replica-a\"\n{SECTIONED}");
     let p = f.load(&named, Section::Terminal).unwrap();
     assert_eq!(p.audit.server_id.as_deref(), Some("replica-a"));
-    assert_eq!(p.audit_options().server_id.as_deref(), Some("replica-a"));
+    assert_eq!(
+        crate::load::audit_options(&p).server_id.as_deref(),
+        Some("replica-a")
+    );
     // Each replica its own name from one shared policy.
     let env = |k: &str| (k == "SAFE_MCP_SERVER_ID").then(|| OsString::from("pod-7d9f8c-x2k4p"));
     let p = f.load_env(&named, Section::Terminal, &env).unwrap();

@@ -244,7 +244,7 @@ fn method_and_path_rules_allow_what_they_name_and_plain_paths_only() {
         )
         .unwrap(),
     ];
-    let ok = |m: &str, p: &str| rules::allows(&rules, "git.example", m, p);
+    let ok = |m: &str, p: &str| hosts::allows(&rules, "git.example", m, p);
     assert!(ok("GET", "/org/repo.git/info/refs?service=git-receive-pack").is_ok());
     assert!(ok("POST", "/org/repo.git/git-receive-pack").is_ok());
     assert!(ok("POST", "/org/other.git/git-upload-pack").is_ok());
@@ -277,10 +277,10 @@ fn method_and_path_rules_allow_what_they_name_and_plain_paths_only() {
     )
     .unwrap();
     let long = format!("/a{}", "/x".repeat(30_000));
-    assert!(rules::allows(std::slice::from_ref(&many), "h.example", "GET", &long).is_err());
-    assert!(rules::allows(&[many], "h.example", "GET", "/a/b/x/c/y/d/e/refs").is_ok());
+    assert!(hosts::allows(std::slice::from_ref(&many), "h.example", "GET", &long).is_err());
+    assert!(hosts::allows(&[many], "h.example", "GET", "/a/b/x/c/y/d/e/refs").is_ok());
     // Hosts without rules are not ruled.
-    assert!(rules::allows(&rules, "other.example", "DELETE", "/../x").is_ok());
+    assert!(hosts::allows(&rules, "other.example", "DELETE", "/../x").is_ok());
     assert!(HostRule::parse("h.example", &[], &["/".into()]).is_err());
     assert!(HostRule::parse("h.example", &["GET".into()], &["x".into()]).is_err());
     assert!(HostRule::parse("h.example", &["G T".into()], &["/".into()]).is_err());

@@ -181,7 +181,7 @@ impl TerminalService {
                 .collect(),
         );
         let gate = std::sync::Arc::new(Gate::new(
-            AuditLog::open(log, policy.audit_options()),
+            AuditLog::open(log, crate::load::audit_options(policy)),
             Server::Terminal,
         ));
         let egress = match terminal.network.mode {

@@ -139,7 +139,10 @@ impl FilesService {
             max_moves: files.max_plan_moves,
             journal: Mutex::new(journal),
             plans: Mutex::new(HashMap::new()),
-            gate: Gate::new(AuditLog::open(log, policy.audit_options()), Server::Files),
+            gate: Gate::new(
+                AuditLog::open(log, safe_mcp_core::load::audit_options(policy)),
+                Server::Files,
+            ),
             counter: AtomicU64::new(0),
         };
         Ok((service, notes))

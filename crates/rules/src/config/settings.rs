@@ -52,7 +52,7 @@ pub enum ShipFormat {
     /// The trail's JSON line. The default.
     #[default]
     Raw,
-    /// An OCSF event ([`crate::audit::ocsf`]) with the line in `unmapped.original`.
+    /// An OCSF event (`safe_mcp_core::audit::ocsf`) with the line in `unmapped.original`.
     Ocsf,
 }
 

@@ -2,8 +2,8 @@
 //!
 //! Owns the shapes both servers are configured with. It must never validate or read
 //! anything (that is `load.rs`, with `checks.rs` and `sections.rs`), and imports only the
-//! settings types beside it and the floor-0 leaves whose types it holds (`egress` and
-//! `protected`).
+//! settings types beside it and the floor-0 leaves whose types it holds (`egress`,
+//! `protected` and `credentials`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -166,7 +166,7 @@ impl fmt::Debug for AuditSettings {
     }
 }
 
-pub use safe_mcp_rules::redact::{ExtraPattern, RedactionSettings};
+pub use crate::redact::{ExtraPattern, RedactionSettings};
 
 /// `[terminal]`.
 #[derive(Debug, Clone)]
@@ -194,7 +194,7 @@ pub struct TerminalPolicy {
     /// `drop_profile_rules`: programs whose profile rules the operator removed (a named
     /// choice; without it, the profiles' rules stay beside the operator's).
     pub dropped_profile_rules: Vec<String>,
-    /// The profiles' caches, which a starting server makes ([`super::make_caches`]).
+    /// The profiles' caches, which a starting server makes (`safe_mcp_core::config::make_caches`).
     pub caches: Vec<CacheDir>,
     /// `[terminal.files]`: the file tools (read_file, write_file, edit_file).
     pub files: FileToolSettings,
@@ -252,7 +252,7 @@ pub struct Limits {
     /// RLIMIT_NPROC of each command (per user, see docs/THREAT_MODEL.md's ceilings).
     pub processes: u64,
     /// What the jail and the write paths may hold in all, in bytes (0: no bound). Checked
-    /// after each call ([`crate::usage`]).
+    /// after each call (`safe_mcp_core::usage`).
     pub jail_bytes: u64,
 }
 

@@ -13,7 +13,7 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 }
 
 /// Whether a header value carries `placeholder`: as is, or as the password of a Basic pair.
-pub(super) fn carries(value: &[u8], placeholder: &[u8]) -> bool {
+pub fn carries(value: &[u8], placeholder: &[u8]) -> bool {
     find(value, placeholder).is_some()
         || basic_pairs(value)
             .iter()
@@ -65,20 +65,20 @@ fn percent_decoded(bytes: &[u8]) -> Vec<u8> {
 }
 
 /// What a request carries, in each spelling looked at.
-pub(super) struct Decoded {
+pub struct Decoded {
     spellings: Vec<Vec<u8>>,
 }
 
 impl Decoded {
     /// The spellings of `bytes`.
-    pub(super) fn of(bytes: &[u8]) -> Decoded {
+    pub fn of(bytes: &[u8]) -> Decoded {
         let mut spellings = vec![bytes.to_vec(), percent_decoded(bytes)];
         spellings.extend(basic_pairs(bytes));
         Decoded { spellings }
     }
 
     /// Whether one of them holds `needle`.
-    pub(super) fn holds(&self, needle: &[u8]) -> bool {
+    pub fn holds(&self, needle: &[u8]) -> bool {
         self.spellings.iter().any(|s| find(s, needle).is_some())
     }
 }

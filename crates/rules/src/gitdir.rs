@@ -8,15 +8,19 @@
 //! the jail is fine; a `.git` file or symlink pointing inside the jail or beneath a
 //! `write_paths` entry is fine (the kernel grants that); anything else is refused with the
 //! reason and the remedy. Only reads the file system; never follows a name out of the jail
-//! except to canonicalize the named git directory.
+//! except to canonicalize the named git directory; asks the machine through a
+//! [`Resolver`].
 
 use std::path::{Path, PathBuf};
+
+use crate::jail::{Entry, Resolver};
 
 /// How much of a `.git` file is read.
 const MAX_BYTES: u64 = 4096;
 
 /// Checks the repository a `git argv` run from `cwd` would use.
 pub fn check(
+    fs: &dyn Resolver,
     argv: &[String],
     cwd: &Path,
     jail: &Path,
@@ -36,15 +40,16 @@ pub fn check(
     let mut dir = start.as_path();
     loop {
         let dot_git = dir.join(".git");
-        match std::fs::symlink_metadata(&dot_git) {
-            Ok(m) if m.is_dir() => return Ok(()),
-            Ok(m) if m.is_file() => {
-                return judge(&dot_git, &gitdir_of(&dot_git)?, jail, write_paths);
+        match fs.entry(&dot_git) {
+            Some(Entry::Dir) => return Ok(()),
+            Some(Entry::File) => {
+                return judge(fs, &dot_git, &gitdir_of(fs, &dot_git)?, jail, write_paths);
             }
-            Ok(m) if m.file_type().is_symlink() => {
-                let target = std::fs::read_link(&dot_git)
-                    .map_err(|e| format!("{}: {e}", dot_git.display()))?;
-                return judge(&dot_git, &dir.join(target), jail, write_paths);
+            Some(Entry::Symlink) => {
+                let target = fs
+                    .read_link(&dot_git)
+                    .ok_or_else(|| format!("{}: not a symlink any more", dot_git.display()))?;
+                return judge(fs, &dot_git, &dir.join(target), jail, write_paths);
             }
             _ => {}
         }
@@ -59,9 +64,10 @@ pub fn check(
 }
 
 /// The directory a `.git` file's `gitdir:` line names, relative to the file's directory.
-fn gitdir_of(dot_git: &Path) -> Result<PathBuf, String> {
+fn gitdir_of(fs: &dyn Resolver, dot_git: &Path) -> Result<PathBuf, String> {
     // The model controls this file: a FIFO or a lease must not stall the server.
-    let text = crate::untrusted::read_small_file(dot_git, MAX_BYTES)?
+    let text = fs
+        .read_small(dot_git, MAX_BYTES)?
         .ok_or_else(|| format!("{} vanished while it was read", dot_git.display()))?;
     let named = text
         .lines()
@@ -72,8 +78,14 @@ fn gitdir_of(dot_git: &Path) -> Result<PathBuf, String> {
     Ok(base.join(named))
 }
 
-fn judge(dot_git: &Path, named: &Path, jail: &Path, write_paths: &[PathBuf]) -> Result<(), String> {
-    let Ok(real) = std::fs::canonicalize(named) else {
+fn judge(
+    fs: &dyn Resolver,
+    dot_git: &Path,
+    named: &Path,
+    jail: &Path,
+    write_paths: &[PathBuf],
+) -> Result<(), String> {
+    let Some(real) = fs.canonicalize(named) else {
         return Err(format!(
             "{} points at {}, which does not exist",
             dot_git.display(),
@@ -88,52 +100,4 @@ fn judge(dot_git: &Path, named: &Path, jail: &Path, write_paths: &[PathBuf]) -> 
         real.display(),
         dot_git.display()
     ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn argv(s: &str) -> Vec<String> {
-        s.split(' ').map(str::to_owned).collect()
-    }
-
-    #[test]
-    fn a_gitdir_outside_the_jail_is_refused_unless_writable() {
-        let base = tempfile::tempdir().unwrap();
-        let base = std::fs::canonicalize(base.path()).unwrap();
-        let (jail, main) = (base.join("jail"), base.join("main"));
-        std::fs::create_dir_all(jail.join("wt/sub")).unwrap();
-        std::fs::create_dir_all(main.join(".git/worktrees/wt")).unwrap();
-        std::fs::write(
-            jail.join("wt/.git"),
-            format!("gitdir: {}\n", main.join(".git/worktrees/wt").display()),
-        )
-        .unwrap();
-        let why = check(&argv("git status"), &jail.join("wt/sub"), &jail, &[]).unwrap_err();
-        assert!(why.contains("write_paths"), "{why}");
-        assert!(
-            check(
-                &argv("git status"),
-                &jail.join("wt/sub"),
-                &jail,
-                std::slice::from_ref(&main)
-            )
-            .is_ok()
-        );
-        // -C moves the start; a repository of the jail's own is fine.
-        std::fs::create_dir_all(jail.join("own/.git")).unwrap();
-        assert!(check(&argv("git -C ../own status"), &jail.join("wt"), &jail, &[]).is_ok());
-        assert!(check(&argv("git status"), &jail, &jail, &[]).is_ok());
-        // A relative gitdir inside the jail, and one that names nothing.
-        std::fs::create_dir_all(jail.join("mods/.git-real")).unwrap();
-        std::fs::write(jail.join("mods/.git"), "gitdir: .git-real\n").unwrap();
-        assert!(check(&argv("git status"), &jail.join("mods"), &jail, &[]).is_ok());
-        std::fs::write(jail.join("mods/.git"), "gitdir: ../nowhere\n").unwrap();
-        assert!(
-            check(&argv("git status"), &jail.join("mods"), &jail, &[])
-                .unwrap_err()
-                .contains("does not exist")
-        );
-    }
 }
