@@ -18,11 +18,21 @@
 //! - [`args`]: a program's arguments normalised before the rules match them;
 //! - [`redact`]: what a secret looks like, and the redactor results and the trail pass through;
 //! - [`jail`]: whether a cwd or an argument stays beneath the jail (or a write or read path),
-//!   asking a [`jail::Resolver`] the caller hands in how the kernel resolves a path.
+//!   asking a [`jail::Resolver`] the caller hands in how the kernel resolves a path, what
+//!   `PATH` holds and what a small file says: everything the rules ask of the machine;
+//! - [`gitdir`]: whether the repository a git command starts in keeps its git directory
+//!   where the kernel lets git reach it;
+//! - [`protected`]: the protected paths, their glob and the refusal of a write through one;
+//! - [`credentials`]: what a credential is, how it is injected, its hosts' method and path
+//!   rules, the spellings a placeholder may travel in;
+//! - [`config`]: the policy file's types, settings and reports;
+//! - [`policy`]: the verdict on a command list: deny by default, the denylist, argument
+//!   rules, the catalog's escapes, jail containment, protected paths; and the policy's own
+//!   examples.
 //!
-//! Issue 51 moves the rest of the pure decisions here (the policy, the configuration
-//! types); `safe-mcp-core` re-exports these modules
-//! under their old paths.
+//! `safe-mcp-core` re-exports these under their old paths and adds what touches the
+//! machine: the jail on disk, the loader, the running vault, the plan that holds protected
+//! paths, the trail.
 #![forbid(unsafe_code)]
 
 pub mod args;
