@@ -68,22 +68,10 @@ fn docker(p: &Parsed, _: &[String], _: Option<&Path>, insp: &mut Inspection) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::escapes;
 
+    /// Every case in `cases/containers.txt`.
     #[test]
-    fn reads_are_allowed_and_everything_else_is_root_equivalent() {
-        assert!(escapes("docker ps").is_empty());
-        assert!(escapes("docker image ls").is_empty());
-        assert!(escapes("podman logs c").is_empty());
-        assert_eq!(escapes("docker run -v /:/h alpine"), ["run"]);
-        assert_eq!(escapes("docker image rm x"), ["image"]);
-        assert_eq!(escapes("docker exec c sh"), ["exec"]);
-    }
-
-    #[test]
-    fn another_daemon_or_config_is_an_escape() {
-        assert_eq!(escapes("docker -H tcp://x ps"), ["-H"]);
-        assert_eq!(escapes("docker --context=x ps"), ["--context"]);
-        assert_eq!(escapes("docker --config /c ps"), ["--config"]);
+    fn cases() {
+        super::super::testing::check_cases("containers.txt", include_str!("cases/containers.txt"));
     }
 }

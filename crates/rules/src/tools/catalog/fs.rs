@@ -202,98 +202,17 @@ fn dd(_: &Parsed, args: &[String], _: Option<&Path>, insp: &mut Inspection) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{cmd, escapes, generic, paths};
+    use super::super::testing::cmd;
+
+    /// Every case in `cases/fs.txt`.
+    #[test]
+    fn cases() {
+        super::super::testing::check_cases("fs.txt", include_str!("cases/fs.txt"));
+    }
 
     #[test]
     fn printing_tools_open_nothing() {
         assert!(cmd("echo /etc/passwd").paths.is_empty());
         assert!(cmd("printf %s ../x").paths.is_empty());
-    }
-
-    #[test]
-    fn copy_tools_check_every_operand_and_the_target_directory() {
-        assert_eq!(paths("cp f /tmp/x"), ["f", "/tmp/x"]);
-        assert_eq!(paths("cp -t /tmp f"), ["/tmp", "f"]);
-        assert_eq!(paths("mv --target-dir=/tmp f"), ["/tmp", "f"]);
-        assert_eq!(paths("ln -s f ../x"), ["f", "../x"]);
-        assert_eq!(
-            paths("install -m 755 f g"),
-            ["f", "g"],
-            "the mode is a value"
-        );
-    }
-
-    #[test]
-    fn file_tools_get_the_generic_check_and_no_escapes() {
-        assert_eq!(generic("cat /etc/passwd"), ["/etc/passwd"]);
-        assert_eq!(generic("ls -la ../x"), ["../x"]);
-        assert!(escapes("rm -rf x").is_empty());
-        assert_eq!(paths("tee /tmp/x"), ["/tmp/x"]);
-    }
-
-    #[test]
-    fn cp_never_follows_links_inside_a_copied_tree() {
-        for (command, id) in [
-            ("cp -rL d e", "-L"),
-            ("cp -RL d e", "-L"),
-            ("cp -a --dereference d e", "--dereference"),
-            ("cp -r --deref d e", "--dereference"),
-            ("cp --recursive -H d e", "-H"),
-            ("cp -Lr d e", "-L"),
-        ] {
-            assert_eq!(escapes(command), [id], "{command}");
-        }
-        assert!(cmd("cp -rL d e").escapes[0].reason.contains("cp -r"));
-        assert!(escapes("cp -r d e").is_empty());
-        assert!(
-            escapes("cp -L f g").is_empty(),
-            "without -r, cp follows its operands anyway"
-        );
-        assert!(escapes("mv -L f g").is_empty());
-        assert_eq!(paths("cp -rL d /tmp/e"), ["d", "/tmp/e"]);
-    }
-
-    #[test]
-    fn lists_of_names_are_paths_but_never_stdin() {
-        assert_eq!(paths("wc --files0-from=../l"), ["../l"]);
-        assert_eq!(paths("du -s --files0-from l"), ["l"]);
-        assert_eq!(paths("xz --files=l"), ["l"]);
-        for (command, id) in [
-            ("wc --files0-from=-", "--files0-from -"),
-            ("wc -l --files0-from -", "--files0-from -"),
-            ("du --files0-from=-", "--files0-from -"),
-            ("xz --files", "--files -"),
-            ("xz -k --files0", "--files0 -"),
-            ("xz --files=-", "--files -"),
-            ("sha256sum -c", "-c -"),
-            ("sha256sum --check -", "--check -"),
-            ("md5sum -c --quiet", "-c -"),
-            ("b2sum -l 256 -c", "-c -"),
-            ("cksum -a sha256 --check", "--check -"),
-        ] {
-            assert_eq!(escapes(command), [id], "{command}");
-        }
-        assert!(
-            cmd("wc --files0-from=-").escapes[0]
-                .reason
-                .contains("standard input")
-        );
-        assert!(escapes("sha256sum -c sums").is_empty());
-        assert!(escapes("sha256sum f").is_empty());
-        assert!(escapes("wc -l f").is_empty());
-        assert_eq!(generic("sha256sum -c /etc/sums"), ["/etc/sums"]);
-        assert_eq!(generic("du -d 1 /etc"), ["1", "/etc"]);
-    }
-
-    #[test]
-    fn chmod_mode_is_not_a_path() {
-        assert_eq!(paths("chmod 644 f"), ["f"]);
-        assert_eq!(paths("chown user:group f /etc/x"), ["f", "/etc/x"]);
-    }
-
-    #[test]
-    fn dd_files_are_if_and_of() {
-        assert_eq!(paths("dd if=/dev/sda of=x bs=1"), ["/dev/sda", "x"]);
-        assert!(generic("dd if=f of=g count=1").is_empty());
     }
 }

@@ -175,15 +175,10 @@ fn less(p: &Parsed, _: &[String], _: Option<&Path>, insp: &mut Inspection) {
 mod tests {
     use super::super::testing::{cmd, escapes, paths};
 
+    /// Every case in `cases/pagers.txt`.
     #[test]
-    fn less_log_files_key_bindings_and_startup_commands() {
-        assert_eq!(escapes("less -o /tmp/log f"), ["-o"]);
-        assert_eq!(escapes("less --log-file=/tmp/log f"), ["--log-file"]);
-        assert_eq!(escapes("less --lesskey-src=k f"), ["--lesskey-src"]);
-        assert_eq!(escapes("less +!CMD f"), ["+cmd"]);
-        assert_eq!(escapes("more +/pattern f"), ["+cmd"]);
-        assert!(escapes("less -N f").is_empty());
-        assert_eq!(paths("less +G f"), ["f"], "`+cmd` is not a file");
+    fn cases() {
+        super::super::testing::check_cases("pagers.txt", include_str!("cases/pagers.txt"));
     }
 
     #[test]
@@ -195,12 +190,6 @@ mod tests {
 
     #[test]
     fn man_pagers_browsers_config_and_preprocessors() {
-        assert_eq!(escapes("man -P CMD ls"), ["-P"]);
-        assert_eq!(escapes("man --pager=CMD ls"), ["--pager"]);
-        assert_eq!(escapes("man --html=CMD ls"), ["--html"]);
-        assert_eq!(escapes("man -C cfg ls"), ["-C"]);
-        assert_eq!(escapes("man -p t ls"), ["-p"]);
-        assert!(escapes("man ls").is_empty());
         assert!(cmd("man 1 ls").paths.is_empty(), "page names, not files");
         assert!(
             cmd("man ls")
@@ -210,25 +199,8 @@ mod tests {
     }
 
     #[test]
-    fn man_never_reads_a_user_config() {
-        assert_eq!(cmd("man ls").inject_args, ["-C", "/dev/null"]);
-        assert_eq!(escapes("man -C ~/.manpath ls"), ["-C"]);
-        assert_eq!(escapes("man --config=x ls"), ["--config-file"]);
-        assert!(escapes("man -D ls").is_empty(), "-D does not reset -C");
-    }
-
-    #[test]
     fn man_pages_given_as_files_are_paths() {
-        assert_eq!(paths("man ./x.1"), ["./x.1"]);
-        assert_eq!(paths("man /etc/x.1"), ["/etc/x.1"]);
-        assert_eq!(paths("man -l x.1 y.1"), ["x.1", "y.1"]);
-        assert_eq!(paths("man --local-file ../x.1"), ["../x.1"]);
-        assert_eq!(paths("man -M /opt/man ls"), ["/opt/man"]);
-        assert_eq!(paths("man --manpath=../m ls"), ["../m"]);
-        assert!(paths("man 5 crontab").is_empty());
-        assert!(paths("man -k printf").is_empty());
         // `-I` is a flag (match case): the page after it is a name, not its value.
         assert!(paths("man -I ls").is_empty() && escapes("man -I ls").is_empty());
-        assert_eq!(paths("man -a ./x.1"), ["./x.1"], "`-a` is a flag too");
     }
 }

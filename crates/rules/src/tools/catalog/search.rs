@@ -183,85 +183,17 @@ fn find(_: &Parsed, args: &[String], _: Option<&Path>, insp: &mut Inspection) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{cmd, escapes, paths};
+    use super::super::testing::cmd;
 
+    /// Every case in `cases/search.txt`.
     #[test]
-    fn grep_pattern_is_not_a_path_unless_e_or_f_gave_one() {
-        assert_eq!(paths("grep /api/v1 f"), ["f"]);
-        assert_eq!(paths("grep -e /api -e /etc f"), ["f"]);
-        assert_eq!(paths("grep -f /etc/pats f"), ["/etc/pats", "f"]);
-        assert_eq!(paths("grep x f --exclude-from=/x"), ["/x", "f"]);
-        assert!(escapes("grep -rn x .").is_empty());
-    }
-
-    #[test]
-    fn tree_walks_never_follow_symbolic_links() {
-        for (command, id) in [
-            ("grep -R x .", "-R"),
-            ("grep -nR x .", "-R"),
-            (
-                "grep x . --dereference-recursive",
-                "--dereference-recursive",
-            ),
-            ("grep --deref x .", "--dereference-recursive"),
-            ("rg -L x", "-L"),
-            ("rg --follow x .", "--follow"),
-            ("rg x -uL", "-L"),
-            ("find -L . -name x", "-L"),
-            ("find . -follow -name x", "-follow"),
-        ] {
-            assert_eq!(escapes(command), [id], "{command}");
-        }
-        assert!(cmd("grep -R x .").escapes[0].reason.contains("grep -r"));
-        assert!(escapes("grep -r x .").is_empty());
-        assert!(escapes("rg x .").is_empty());
-        assert!(escapes("find -P . -name x").is_empty());
-        assert!(
-            escapes("find -H . -name x").is_empty(),
-            "-H follows only checked operands"
-        );
-    }
-
-    #[test]
-    fn find_reads_starting_points_from_a_file_never_from_stdin() {
-        assert_eq!(paths("find -files0-from ../l -name x"), ["../l"]);
-        assert_eq!(escapes("find -files0-from - -name x"), ["-files0-from -"]);
-        assert_eq!(escapes("find . -files0-from"), ["-files0-from -"]);
-    }
-
-    #[test]
-    fn rg_preprocessors_are_escapes() {
-        assert_eq!(escapes("rg --pre CMD x"), ["--pre"]);
-        assert_eq!(escapes("rg x --pre=CMD"), ["--pre"]);
-        assert_eq!(escapes("rg --hostname-bin=CMD x"), ["--hostname-bin"]);
-        assert_eq!(
-            paths("rg --files /home"),
-            ["/home"],
-            "no pattern with --files"
-        );
-        assert_eq!(paths("rg x /home"), ["/home"]);
-    }
-
-    #[test]
-    fn find_exec_family_and_delete_are_escapes() {
-        assert_eq!(escapes("find . -exec CMD ;"), ["-exec"]);
-        assert_eq!(escapes("find . -name x -execdir CMD {} +"), ["-execdir"]);
-        assert_eq!(escapes("find . -ok CMD ;"), ["-ok"]);
-        assert_eq!(escapes("find . -okdir CMD ;"), ["-okdir"]);
-        assert_eq!(escapes("find . -delete"), ["-delete"]);
+    fn cases() {
+        super::super::testing::check_cases("search.txt", include_str!("cases/search.txt"));
     }
 
     #[test]
     fn find_starting_points_and_file_arguments_are_paths() {
-        assert_eq!(paths("find /etc -name passwd"), ["/etc"]);
-        assert_eq!(paths("find -L /home -name x"), ["/home"]);
-        assert_eq!(paths("find -P /home -name x"), ["/home"]);
-        assert_eq!(paths("find -H -D stat /etc"), ["/etc"]);
-        assert_eq!(paths("find -O3 a b -type f"), ["a", "b"]);
-        assert_eq!(paths("find . -fprint /tmp/out"), [".", "/tmp/out"]);
-        assert_eq!(paths("find . -newer ../f"), [".", "../f"]);
         // `-name` is the start of the expression, so its pattern is not a starting point.
-        assert_eq!(paths("find . -name /etc"), ["."]);
         assert!(cmd("find").paths.is_empty());
     }
 }

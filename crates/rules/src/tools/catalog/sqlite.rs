@@ -105,7 +105,13 @@ fn sqlite3(_: &Parsed, args: &[String], _: Option<&Path>, insp: &mut Inspection)
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{cmd, escapes, paths, run};
+    use super::super::testing::run;
+
+    /// Every case in `cases/sqlite.txt`.
+    #[test]
+    fn cases() {
+        super::super::testing::check_cases("sqlite.txt", include_str!("cases/sqlite.txt"));
+    }
 
     #[test]
     fn dot_commands_that_run_load_or_open_files() {
@@ -147,17 +153,5 @@ mod tests {
             "attach"
         );
         assert!(run(&["sqlite3", "db", "select 1"]).escapes.is_empty());
-    }
-
-    #[test]
-    fn the_database_and_init_file_are_paths() {
-        assert_eq!(paths("sqlite3 db select"), ["db"]);
-        assert_eq!(
-            paths("sqlite3 -init ../i.sql -separator , db"),
-            ["../i.sql", "db"]
-        );
-        assert_eq!(paths("sqlite3 -readonly /etc/x.db"), ["/etc/x.db"]);
-        assert_eq!(escapes("sqlite3 -unsafe-testing db"), ["-unsafe-testing"]);
-        assert_eq!(cmd("sqlite3 db").inject_args, ["-safe"]);
     }
 }
