@@ -270,15 +270,7 @@ fn start(s: &StageSpawn<'_>, slot: Slot) -> Result<Spawned, SpawnError> {
     };
     let strings = prepare_strings(s)?;
     let prepared = Prepared {
-        program: strings.program.as_ptr(),
-        argv: strings.argv.as_ptr(),
-        envp: strings.envp.as_ptr(),
-        cwd: strings.cwd.as_ptr(),
-        stdio: [
-            s.stdio[0].as_raw_fd(),
-            s.stdio[1].as_raw_fd(),
-            s.stdio[2].as_raw_fd(),
-        ],
+        exec: strings.exec(&s.stdio),
         pgid: 0,
         new_session: false,
         gate: s.gate.as_raw_fd(),

@@ -16,7 +16,7 @@ use crate::confine::Confinement;
 use crate::step::{Step, close_all_except, errno};
 
 use super::child::{
-    Prepared, mount_own, record_failure, record_into, reset_signals, start_command,
+    Prepared, exit_after, mount_own, record_failure, record_into, reset_signals, start_command,
 };
 
 /// What the filler's children tell the server, in the server's memory.
@@ -76,15 +76,8 @@ pub(super) extern "C" fn first_main(arg: *mut c_void) -> c_int {
     // SAFETY: `arg` is the filler's `AheadPrepared`, alive until this child exits.
     let a = unsafe { &*arg.cast::<AheadPrepared>() };
     // SAFETY: see `first_steps`; only ever called here, in the cloned child.
-    let code = match unsafe { first_steps(a) } {
-        Ok(()) => 0,
-        Err((step, errno)) => {
-            record(a, step, errno);
-            127
-        }
-    };
-    // SAFETY: ends only this child.
-    unsafe { libc::_exit(code) }
+    let steps = unsafe { first_steps(a) };
+    exit_after(steps, |step, errno| record(a, step, errno))
 }
 
 /// The first child's steps: the same as a stage's first child (docs/CONFINEMENT.md, steps 5

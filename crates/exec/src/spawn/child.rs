@@ -18,16 +18,23 @@ pub(super) const STATUS_SET: u64 = 1 << 32;
 /// became durable, so the program must not run.
 pub(crate) const GATE_CLOSED: c_int = libc::ECANCELED;
 
-/// Everything the child reads, laid out before the clone. The pointers point into `Strings`
-/// and into the caller's [`Confinement`], both of which outlive the child's use of them
-/// (the parent thread sleeps until the child has exec'd or exited).
-#[repr(C)]
-pub(super) struct Prepared {
+/// What the command child execs (NUL-terminated strings and arrays the parent keeps alive),
+/// where, and the descriptors it gets as 0, 1 and 2.
+#[derive(Debug)]
+pub(super) struct Exec {
     pub(super) program: *const c_char,
     pub(super) argv: *const *const c_char,
     pub(super) envp: *const *const c_char,
     pub(super) cwd: *const c_char,
     pub(super) stdio: [RawFd; 3],
+}
+
+/// Everything the child reads, laid out before the clone. The pointers point into `Strings`
+/// and into the caller's [`Confinement`], both of which outlive the child's use of them
+/// (the parent thread sleeps until the child has exec'd or exited).
+#[repr(C)]
+pub(super) struct Prepared {
+    pub(super) exec: Exec,
     pub(super) pgid: libc::pid_t,
     pub(super) new_session: bool,
     pub(super) gate: RawFd,
@@ -96,10 +103,17 @@ pub(super) extern "C" fn child_main(arg: *mut c_void) -> c_int {
     // until this child has exec'd or exited.
     let p = unsafe { &*arg.cast::<Prepared>() };
     // SAFETY: see `run_child`; it is only ever called here, in the cloned child.
-    let code = match unsafe { run_child(p) } {
+    let steps = unsafe { run_child(p) };
+    exit_after(steps, |step, errno| record_failure(p, step, errno))
+}
+
+/// Ends a cloned child: 0 when its steps all succeeded; else 127, once `record` has kept
+/// the step that failed and its errno for the parent.
+pub(super) fn exit_after(steps: Result<(), (Step, c_int)>, record: impl FnOnce(Step, c_int)) -> ! {
+    let code = match steps {
         Ok(()) => 0,
         Err((step, errno)) => {
-            record_failure(p, step, errno);
+            record(step, errno);
             127
         }
     };
@@ -205,7 +219,7 @@ pub(super) unsafe fn run_child(p: &Prepared) -> Result<(), (Step, c_int)> {
     } else if unsafe { libc::setpgid(0, p.pgid) } != 0 {
         return Err(fail(Step::ProcessGroup));
     }
-    for (target, &fd) in p.stdio.iter().enumerate() {
+    for (target, &fd) in p.exec.stdio.iter().enumerate() {
         // SAFETY: descriptors the parent keeps open for the clone; 0..=2 belong to nobody
         // else in this child.
         if unsafe { libc::dup2(fd, target as c_int) } < 0 {
@@ -484,10 +498,10 @@ pub(super) unsafe fn run_command(p: &Prepared) -> Result<std::convert::Infallibl
 /// Step 15: `chdir(cwd)`.
 ///
 /// # Safety
-/// In the child that execs, with `p.cwd` alive.
+/// In the child that execs, with `p.exec.cwd` alive.
 unsafe fn change_directory(p: &Prepared) -> Result<(), (Step, c_int)> {
-    // SAFETY: `p.cwd` is a NUL-terminated string the parent keeps alive.
-    if unsafe { libc::chdir(p.cwd) } != 0 {
+    // SAFETY: `p.exec.cwd` is a NUL-terminated string the parent keeps alive.
+    if unsafe { libc::chdir(p.exec.cwd) } != 0 {
         return Err((Step::Chdir, errno()));
     }
     Ok(())
@@ -571,7 +585,7 @@ unsafe fn pass_gate(p: &Prepared) -> Result<(), (Step, c_int)> {
 unsafe fn exec(p: &Prepared) -> (Step, c_int) {
     // SAFETY: NUL-terminated program, and NULL-terminated argv and envp arrays of
     // NUL-terminated strings, all prepared and kept alive by the parent.
-    unsafe { libc::execve(p.program, p.argv, p.envp) };
+    unsafe { libc::execve(p.exec.program, p.exec.argv, p.exec.envp) };
     (Step::Exec, errno())
 }
 

@@ -96,15 +96,7 @@ pub(crate) fn spawn(s: &StageSpawn<'_>, ahead: Option<&Ahead>) -> Result<Spawned
         None
     };
     let prepared = Prepared {
-        program: strings.program.as_ptr(),
-        argv: strings.argv.as_ptr(),
-        envp: strings.envp.as_ptr(),
-        cwd: strings.cwd.as_ptr(),
-        stdio: [
-            s.stdio[0].as_raw_fd(),
-            s.stdio[1].as_raw_fd(),
-            s.stdio[2].as_raw_fd(),
-        ],
+        exec: strings.exec(&s.stdio),
         // With a pid namespace the init leaves the group for a session of its own, so each
         // stage starts a group of its own: its init, killed through its pidfd, takes the
         // namespace down with it.

@@ -3,7 +3,7 @@
 //! children run on ([`ChildStack`], [`InitMemory`], the prepared strings).
 
 use std::ffi::{CString, OsStr, c_char, c_int, c_void};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,7 +13,7 @@ use rustix::process::Pid;
 use crate::confine::{CallConfinement, Confinement};
 use crate::step::Step;
 
-use super::child::{ALL_SIGNALS, STATUS_SET, set_signal_mask};
+use super::child::{ALL_SIGNALS, Exec, STATUS_SET, set_signal_mask};
 
 /// The child's own stack. It needs only a few hundred bytes; the rest is headroom.
 pub(super) const STACK_BYTES: usize = 64 * 1024;
@@ -156,6 +156,20 @@ pub(super) struct Strings {
     pub(super) envp: Vec<*const c_char>,
     pub(super) program: CString,
     pub(super) cwd: CString,
+}
+
+impl Strings {
+    /// What the command child execs, pointing into these strings (which must outlive it),
+    /// with `stdio` as its 0, 1 and 2.
+    pub(super) fn exec(&self, stdio: &[BorrowedFd<'_>; 3]) -> Exec {
+        Exec {
+            program: self.program.as_ptr(),
+            argv: self.argv.as_ptr(),
+            envp: self.envp.as_ptr(),
+            cwd: self.cwd.as_ptr(),
+            stdio: stdio.each_ref().map(AsRawFd::as_raw_fd),
+        }
+    }
 }
 
 fn cstring(bytes: &[u8]) -> std::io::Result<CString> {
