@@ -411,14 +411,14 @@ impl TerminalService {
         let mut lines = Vec::new();
         for change in &swept.changes {
             let record = crate::audit::ProtectedRecord::of(call, change);
-            if let Err(e) = self.record_event("protected", &record, false) {
+            if let Err(e) = self.gate.append("protected", &record, false) {
                 tracing::warn!("a protected-path record was not written: {e}");
             }
             lines.push(change.to_string());
         }
         if let Some(why) = &swept.breach {
             let record = crate::audit::ProtectedRecord::breach(call, why);
-            if let Err(e) = self.record_event("protected", &record, true) {
+            if let Err(e) = self.gate.append("protected", &record, true) {
                 tracing::warn!("a protected-path record was not written: {e}");
             }
         }
@@ -440,24 +440,9 @@ impl TerminalService {
         &self.policy
     }
 
-    /// The audit trail.
-    pub fn audit(&self) -> &AuditLog {
-        self.gate.log()
-    }
-
-    /// Appends a record of `kind` (the transport's `http` records, the protected sweep's) to
-    /// the trail.
-    pub fn record_event(
-        &self,
-        kind: &str,
-        record: &impl serde::Serialize,
-        durable: bool,
-    ) -> Result<(), crate::audit::AuditError> {
-        self.gate.append(kind, record, durable)
-    }
-
-    /// The audit gate, for the file tools' records ([`crate::file_tools`]).
-    pub(crate) fn gate(&self) -> &Gate {
+    /// The audit gate: the trail ([`Gate::log`]) and its records ([`Gate::append`]) for the
+    /// file tools, the transport's `http` records and the protected sweep's.
+    pub fn gate(&self) -> &Gate {
         &self.gate
     }
 

@@ -154,7 +154,7 @@ impl Planner<'_> {
         let id_source = format!("{}:{n}:{}", std::process::id(), now);
         let plan_id = hex::encode(&Sha256::digest(id_source.as_bytes())[..12]);
         // In a fleet the id names this replica, so that another can say whose it is.
-        let plan_id = safe_mcp_core::fleet::owned(&plan_id, &self.0.audit().server_id());
+        let plan_id = safe_mcp_core::fleet::owned(&plan_id, &self.0.gate().log().server_id());
         let move_list: Vec<Value> = moves
             .iter()
             .map(|m| json!({"src": m.mv.src, "dst": m.mv.dst}))

@@ -148,19 +148,10 @@ impl FilesService {
         Ok((service, notes))
     }
 
-    /// The audit trail (for a startup check).
-    pub fn audit(&self) -> &AuditLog {
-        self.gate.log()
-    }
-
-    /// Appends a record of `kind` (the HTTP transport's `http` refusals) to the trail.
-    pub fn record_event(
-        &self,
-        kind: &str,
-        record: &impl serde::Serialize,
-        durable: bool,
-    ) -> Result<(), safe_mcp_core::audit::AuditError> {
-        self.gate.append(kind, record, durable)
+    /// The audit gate: the trail ([`Gate::log`]: a startup check) and its records
+    /// ([`Gate::append`]: the HTTP transport's `http` refusals).
+    pub fn gate(&self) -> &Gate {
+        &self.gate
     }
 
     /// A path as given (relative, or absolute inside the workspace) → relative.

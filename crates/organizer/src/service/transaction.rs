@@ -88,7 +88,7 @@ impl Mover<'_> {
         const A: &str = "apply_plan";
         let started = Instant::now();
         let (call, attempt) = self.0.attempt(A, json!({"plan_id": plan_id}), caller);
-        let here = self.0.audit().server_id();
+        let here = self.0.gate().log().server_id();
         if let Some(owner) = safe_mcp_core::fleet::elsewhere(plan_id, &here) {
             let elsewhere = OperationResult::new(
                 A,

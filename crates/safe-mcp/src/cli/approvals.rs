@@ -50,7 +50,7 @@ impl Drop for Desk {
 /// Opens the desk of `service` beside its trail, or says on stderr why there is none
 /// (tickets are then refused, and say so).
 pub(crate) fn open(service: &Arc<TerminalService>) -> Option<Desk> {
-    let (socket, key_path) = paths(service.audit().path());
+    let (socket, key_path) = paths(service.gate().log().path());
     match open_at(service, &socket, &key_path) {
         Ok(desk) => {
             service.tickets().open_desk();
@@ -146,7 +146,7 @@ fn answer(service: &TerminalService, request: &Value, uid: u32) -> Value {
                 "approver_uid": uid, "caller": view.caller,
             });
             // The decision is in the trail before the model can use it.
-            match service.record_event("approval", &record, true) {
+            match service.gate().append("approval", &record, true) {
                 Ok(()) => json!({"ok": true, "tickets": [view]}),
                 Err(e) => {
                     json!({"ok": false, "error": format!("the decision could not be recorded: {e}")})

@@ -31,7 +31,7 @@ pub(crate) fn serve_terminal(config: Option<&Path>, http: Option<&str>) -> ExitC
         Ok(s) => Arc::new(s),
         Err(e) => return fatal(e),
     };
-    if let Err(code) = trail_ready(&policy, service.audit(), "terminal") {
+    if let Err(code) = trail_ready(&policy, service.gate().log(), "terminal") {
         return code;
     }
     match service.hold_protected() {
@@ -106,7 +106,7 @@ pub(crate) fn serve_terminal(config: Option<&Path>, http: Option<&str>) -> ExitC
     // call's outcome record ("server-exit") before the process ends.
     let record: http::limits::Recorder = {
         let service = Arc::clone(&service);
-        Arc::new(move |r| service.record_event("http", r, false))
+        Arc::new(move |r| service.gate().append("http", r, false))
     };
     let end = ending(service, runs, closing);
     transport(listen, &policy, record, (4, background), end, make)
@@ -183,13 +183,13 @@ pub(crate) fn serve_files(config: Option<&Path>, http: Option<&str>) -> ExitCode
     for note in notes {
         eprintln!("safe-mcp: files: {note}");
     }
-    if let Err(code) = trail_ready(&policy, service.audit(), "files") {
+    if let Err(code) = trail_ready(&policy, service.gate().log(), "files") {
         return code;
     }
     let service = Arc::new(service);
     let record: http::limits::Recorder = {
         let service = Arc::clone(&service);
-        Arc::new(move |r| service.record_event("http", r, false))
+        Arc::new(move |r| service.gate().append("http", r, false))
     };
     let make = move |calls| mcp::files::FilesServer::new(Arc::clone(&service), calls);
     transport(listen, &policy, record, (2, Vec::new()), async {}, make)

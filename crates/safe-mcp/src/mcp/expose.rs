@@ -52,7 +52,7 @@ struct Trail(Arc<TerminalService>);
 
 impl safe_mcp_proxy::Recorder for Trail {
     fn record(&self, record: &NetworkRecord, durable: bool) -> Result<(), AuditError> {
-        self.0.record_event("network", record, durable)
+        self.0.gate().append("network", record, durable)
     }
 }
 
@@ -119,7 +119,7 @@ pub(crate) fn serve(
         bytes_down: None,
         ..Default::default()
     };
-    if let Err(e) = service.record_event("network", &record, true) {
+    if let Err(e) = service.gate().append("network", &record, true) {
         // Nothing is exposed that the trail does not hold.
         result.reason = format!(
             "{}; the port was not exposed: its record could not be written ({e})",
