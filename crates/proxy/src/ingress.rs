@@ -143,19 +143,13 @@ async fn relay(
     executor: &dyn Executor,
     recorder: Arc<dyn Recorder>,
 ) {
-    let mut record = NetworkRecord {
-        call: spec.call.clone(),
-        event: NetworkEvent::Ingress,
-        method: "TCP".into(),
-        host: peer.ip().to_string(),
-        port: spec.inner_port,
-        rule: "expose_port".into(),
-        reason: None,
-        address: Some(address.to_string()),
-        bytes_up: None,
-        bytes_down: None,
-        ..Default::default()
-    };
+    let mut record = NetworkRecord::exposure(
+        spec.call.clone(),
+        NetworkEvent::Ingress,
+        peer.ip(),
+        spec.inner_port,
+        address,
+    );
     // No byte flows before the trail holds the connection.
     if !append(&recorder, &record, true).await {
         return;

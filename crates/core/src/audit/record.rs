@@ -339,6 +339,30 @@ pub struct NetworkRecord {
     pub credential: Option<String>,
 }
 
+impl NetworkRecord {
+    /// A record of an exposed port (`expose_port`): the port exposed (`Expose`, `host` the
+    /// listening address) or a connection to it (`Ingress`, `host` the peer), at `address`,
+    /// for the sandbox's `port`.
+    pub fn exposure(
+        call: String,
+        event: NetworkEvent,
+        host: std::net::IpAddr,
+        port: u16,
+        address: std::net::SocketAddr,
+    ) -> NetworkRecord {
+        NetworkRecord {
+            call,
+            event,
+            method: "TCP".into(),
+            host: host.to_string(),
+            port,
+            rule: "expose_port".into(),
+            address: Some(address.to_string()),
+            ..Default::default()
+        }
+    }
+}
+
 /// An `http` audit record: a request of an authenticated caller that the transport refused
 /// before any tool saw it (one of the caller's limits, or another caller's MCP session).
 /// Requests without a valid token are not recorded: anyone could fill the trail with them.

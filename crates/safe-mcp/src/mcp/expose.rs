@@ -106,19 +106,13 @@ pub(crate) fn serve(
     let address = opened.address;
     let call = session.call.to_string();
     let trail = Arc::new(Trail(Arc::clone(service)));
-    let record = NetworkRecord {
-        call: call.clone(),
-        event: NetworkEvent::Expose,
-        method: "TCP".into(),
-        host: address.ip().to_string(),
-        port: inner_port,
-        rule: "expose_port".into(),
-        reason: None,
-        address: Some(address.to_string()),
-        bytes_up: None,
-        bytes_down: None,
-        ..Default::default()
-    };
+    let record = NetworkRecord::exposure(
+        call.clone(),
+        NetworkEvent::Expose,
+        address.ip(),
+        inner_port,
+        address,
+    );
     if let Err(e) = service.gate().append("network", &record, true) {
         // Nothing is exposed that the trail does not hold.
         result.reason = format!(
