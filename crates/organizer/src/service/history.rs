@@ -2,8 +2,6 @@
 //! forwards as one action, never overwriting; a file that moved since, or an occupied way
 //! back, refuses the whole replay with CONFLICT.
 
-use std::time::Instant;
-
 use safe_mcp_core::audit::Caller;
 use safe_mcp_core::{OperationResult, ResultCode};
 use serde_json::json;
@@ -54,15 +52,12 @@ impl History<'_> {
     fn reverse(&self, direction: Direction, caller: &Caller) -> OperationResult {
         let tool = direction.tool();
         let undo = direction == Direction::Undo;
-        let started = Instant::now();
         let (call, attempt) = self.0.attempt(tool, json!({}), caller);
-        if let Err(r) = self.0.admit(started, &attempt) {
+        if let Err(r) = self.0.admit(&call, &attempt) {
             return r;
         }
         let Ok(mut journal) = self.0.journal.lock() else {
-            return self
-                .0
-                .finish(&call, started, OperationResult::internal(tool));
+            return self.0.finish(&call, OperationResult::internal(tool));
         };
         let last = if undo {
             journal.last_undo()
@@ -76,19 +71,11 @@ impl History<'_> {
                 "nothing to redo (new work clears redo)"
             };
             drop(journal);
-            return self.0.finish(
-                &call,
-                started,
-                OperationResult::new(tool, ResultCode::InvalidRequest, what),
-            );
+            return self.0.fail(&call, ResultCode::InvalidRequest, what);
         };
         if let Some(conflict) = self.blocked_reversal(&action, direction) {
             drop(journal);
-            return self.0.finish(
-                &call,
-                started,
-                OperationResult::new(tool, ResultCode::Conflict, conflict),
-            );
+            return self.0.fail(&call, ResultCode::Conflict, conflict);
         }
         let opened = if undo {
             journal.start_undo(&self.0.ws, action.id)
@@ -97,21 +84,17 @@ impl History<'_> {
         };
         if let Err(e) = opened {
             drop(journal);
-            return self.0.finish(
+            return self.0.fail(
                 &call,
-                started,
-                OperationResult::new(
-                    tool,
-                    ResultCode::OperationFailed,
-                    format!("the journal could not be written, so nothing changed: {e}"),
-                ),
+                ResultCode::OperationFailed,
+                format!("the journal could not be written, so nothing changed: {e}"),
             );
         }
         if !undo {
             for d in &action.dirs {
                 if let Err(e) = self.0.ws.ensure_dirs(d) {
                     drop(journal);
-                    return self.0.finish(&call, started, fs_error(tool, &e));
+                    return self.0.finish(&call, fs_error(tool, &e));
                 }
             }
         }
@@ -125,7 +108,7 @@ impl History<'_> {
             if let Err(e) = self.0.ws.rename_noreplace(from, to) {
                 // The journal's open undo/redo record lets the next start reconcile this.
                 drop(journal);
-                return self.0.finish(&call, started, fs_error(tool, &e));
+                return self.0.finish(&call, fs_error(tool, &e));
             }
         }
         super::transaction::Mover(self.0).sync_dirs(&action);
@@ -141,20 +124,15 @@ impl History<'_> {
         };
         drop(journal);
         if let Err(e) = done {
-            return self.0.finish(
+            return self.0.fail(
                 &call,
-                started,
-                OperationResult::new(
-                    tool,
-                    ResultCode::OperationFailed,
-                    format!("done, but the journal could not record it: {e}"),
-                ),
+                ResultCode::OperationFailed,
+                format!("done, but the journal could not record it: {e}"),
             );
         }
         let verb = if undo { "restored" } else { "re-applied" };
         self.0.finish(
             &call,
-            started,
             OperationResult::new(
                 tool,
                 ResultCode::Ok,

@@ -79,10 +79,13 @@ pub struct FilesService {
     pub(super) counter: AtomicU64,
 }
 
-/// An acting call under way: its id and its caller, carried to its outcome record.
+/// An acting call under way: its id, its tool, its caller and when it began, carried to its
+/// outcome record.
 pub(super) struct Acting {
     pub(super) call: CallId,
+    pub(super) tool: &'static str,
     pub(super) caller: Caller,
+    pub(super) started: Instant,
 }
 
 impl std::fmt::Debug for FilesService {
@@ -184,7 +187,9 @@ impl FilesService {
         };
         let acting = Acting {
             call,
+            tool,
             caller: caller.clone(),
+            started: Instant::now(),
         };
         (acting, attempt)
     }
@@ -192,11 +197,11 @@ impl FilesService {
     /// Records `result` as a refusal of a call that never acted, and returns it.
     pub(super) fn refuse(
         &self,
-        started: Instant,
+        call: &Acting,
         attempt: Attempt,
         result: OperationResult,
     ) -> OperationResult {
-        let result = result.with_duration(started.elapsed());
+        let result = result.with_duration(call.started.elapsed());
         self.gate.record(attempt, &result);
         result
     }
@@ -217,35 +222,35 @@ impl FilesService {
 
     /// Writes the attempt; `Err` is the AUDIT_UNAVAILABLE result (already recorded as far
     /// as the trail allows) when nothing may change.
-    pub(super) fn admit(&self, started: Instant, attempt: &Attempt) -> Result<(), OperationResult> {
-        self.gate.admit(attempt).map_err(|refused| {
-            let acting = Acting {
-                call: attempt.call.clone(),
-                caller: attempt.caller.clone(),
-            };
-            self.finish(&acting, started, refused.result(attempt.tool))
-        })
+    pub(super) fn admit(&self, call: &Acting, attempt: &Attempt) -> Result<(), OperationResult> {
+        self.gate
+            .admit(attempt)
+            .map_err(|refused| self.finish(call, refused.result(attempt.tool)))
     }
 
     /// Records how an admitted call ended, and returns its result.
-    pub(super) fn finish(
+    pub(super) fn finish(&self, call: &Acting, result: OperationResult) -> OperationResult {
+        self.finish_cancelled(call, result, false)
+    }
+
+    /// [`Self::finish`] with a result of `code` saying `reason`.
+    pub(super) fn fail(
         &self,
         call: &Acting,
-        started: Instant,
-        result: OperationResult,
+        code: ResultCode,
+        reason: impl Into<String>,
     ) -> OperationResult {
-        self.finish_cancelled(call, started, result, false)
+        self.finish(call, OperationResult::new(call.tool, code, reason))
     }
 
     /// [`Self::finish`], saying in the outcome whether the client cancelled the call.
     pub(super) fn finish_cancelled(
         &self,
         call: &Acting,
-        started: Instant,
         result: OperationResult,
         cancelled: bool,
     ) -> OperationResult {
-        let result = result.with_duration(started.elapsed());
+        let result = result.with_duration(call.started.elapsed());
         self.gate.outcome(&call.call, &call.caller, &result, |o| {
             o.reason = Some(result.reason.clone());
             o.cancelled = cancelled;

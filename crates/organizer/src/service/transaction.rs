@@ -3,7 +3,6 @@
 //! no-replace, fsync the folders and commit; a failure mid-way rolls back what moved.
 
 use std::collections::BTreeSet;
-use std::time::Instant;
 
 use safe_mcp_core::audit::{Attempt, Caller};
 use safe_mcp_core::{OperationResult, ResultCode};
@@ -86,7 +85,6 @@ impl Mover<'_> {
         caller: &Caller,
     ) -> OperationResult {
         const A: &str = "apply_plan";
-        let started = Instant::now();
         let (call, attempt) = self.0.attempt(A, json!({"plan_id": plan_id}), caller);
         let here = self.0.gate().log().server_id();
         if let Some(owner) = safe_mcp_core::fleet::elsewhere(plan_id, &here) {
@@ -97,7 +95,7 @@ impl Mover<'_> {
                     "this plan belongs to server {owner}, and this is server {here}: the call reached another replica than the one that made the plan (route each MCP session, or each caller, to one replica; docs/FLEET.md), or call plan_organize again here"
                 ),
             );
-            return self.0.refuse(started, attempt, elsewhere);
+            return self.0.refuse(&call, attempt, elsewhere);
         }
         // Another caller's plan reads as unknown: its id tells them nothing.
         let Some(plan) = self
@@ -116,20 +114,20 @@ impl Mover<'_> {
                 ResultCode::InvalidRequest,
                 "unknown plan id (plans are single-use; call plan_organize again)",
             );
-            return self.0.refuse(started, attempt, unknown);
+            return self.0.refuse(&call, attempt, unknown);
         };
         let attempt = Attempt {
             args: Some(json!({"plan_id": plan_id, "moves": plan.len()})),
             ..attempt
         };
-        if let Err(r) = self.0.admit(started, &attempt) {
+        if let Err(r) = self.0.admit(&call, &attempt) {
             return r;
         }
         let now = now_ns();
         for p in &plan {
             let current = match self.0.ws.stat(&p.mv.src) {
                 Ok(c) => c,
-                Err(e) => return self.0.finish(&call, started, fs_error(A, &e)),
+                Err(e) => return self.0.finish(&call, fs_error(A, &e)),
             };
             let unchanged = current.as_ref().is_some_and(|c| {
                 c.dev == p.info.dev
@@ -146,7 +144,6 @@ impl Mover<'_> {
                 };
                 return self.0.finish(
                     &call,
-                    started,
                     OperationResult::new(
                         A,
                         ResultCode::Conflict,
@@ -159,14 +156,10 @@ impl Mover<'_> {
                 );
             }
             if let Some(skip) = self.0.rules.protection(&p.info, now) {
-                return self.0.finish(
+                return self.0.fail(
                     &call,
-                    started,
-                    OperationResult::new(
-                        A,
-                        skip.code,
-                        format!("{}: {}; nothing was moved", p.mv.src, skip.reason),
-                    ),
+                    skip.code,
+                    format!("{}: {}; nothing was moved", p.mv.src, skip.reason),
                 );
             }
             if let Some(refusal) = self.refuse_if_occupied(
@@ -176,14 +169,13 @@ impl Mover<'_> {
             ) {
                 return self.0.finish(
                     &call,
-                    started,
                     refusal.with_detail(json!({"path": p.mv.dst})),
                 );
             }
         }
         let moves: Vec<Move> = plan.into_iter().map(|p| p.mv).collect();
         let (result, cancelled) = self.perform_watched(A, moves, watch);
-        self.0.finish_cancelled(&call, started, result, cancelled)
+        self.0.finish_cancelled(&call, result, cancelled)
     }
 
     /// `None` when nothing is at `rel`; otherwise the refusal: CONFLICT saying `rel` and
@@ -358,33 +350,28 @@ impl Mover<'_> {
     /// `move_file(src, dest)`: PROTECTION rules only; never overwrites.
     pub(super) fn move_file(&self, src: &str, dest: &str, caller: &Caller) -> OperationResult {
         const A: &str = "move_file";
-        let started = Instant::now();
         let (call, attempt) = self.0.attempt(A, json!({"src": src, "dest": dest}), caller);
         let (src_rel, dst_rel) = match (self.0.relative(src), self.0.relative(dest)) {
             (Ok(s), Ok(d)) => (s, d),
-            (Err(e), _) | (_, Err(e)) => return self.0.refuse(started, attempt, fs_error(A, &e)),
+            (Err(e), _) | (_, Err(e)) => return self.0.refuse(&call, attempt, fs_error(A, &e)),
         };
         let attempt = Attempt {
             args: Some(json!({"src": src_rel, "dest": dst_rel})),
             ..attempt
         };
-        if let Err(r) = self.0.admit(started, &attempt) {
+        if let Err(r) = self.0.admit(&call, &attempt) {
             return r;
         }
         let info = match self.0.ws.stat(&src_rel) {
             Ok(Some(i)) => i,
             Ok(None) => {
-                return self.0.finish(
+                return self.0.fail(
                     &call,
-                    started,
-                    OperationResult::new(
-                        A,
-                        ResultCode::InvalidRequest,
-                        format!("{src_rel} does not exist; list_files shows what is there"),
-                    ),
+                    ResultCode::InvalidRequest,
+                    format!("{src_rel} does not exist; list_files shows what is there"),
                 );
             }
-            Err(e) => return self.0.finish(&call, started, fs_error(A, &e)),
+            Err(e) => return self.0.finish(&call, fs_error(A, &e)),
         };
         if let Some(skip) = self
             .0
@@ -392,49 +379,33 @@ impl Mover<'_> {
             .source_protection(&src_rel)
             .or_else(|| self.0.rules.destination_protection(&dst_rel))
         {
-            return self.0.finish(
-                &call,
-                started,
-                OperationResult::new(A, skip.code, skip.reason)
-                    .with_detail(json!({"rule": skip.rule, "layer": skip.layer})),
-            );
+            return self
+                .0
+                .fail(&call, skip.code, skip.reason)
+                .with_detail(json!({"rule": skip.rule, "layer": skip.layer}));
         }
         if let Some(skip) = self.0.rules.protection(&info, now_ns()) {
-            return self.0.finish(
-                &call,
-                started,
-                OperationResult::new(A, skip.code, format!("{src_rel}: {}", skip.reason))
-                    .with_detail(json!({"rule": skip.rule, "layer": skip.layer})),
-            );
+            return self
+                .0
+                .fail(&call, skip.code, format!("{src_rel}: {}", skip.reason))
+                .with_detail(json!({"rule": skip.rule, "layer": skip.layer}));
         }
         let depth = dst_rel.split('/').count();
         if depth > MAX_DEPTH {
-            return self.0.finish(
-                &call,
-                started,
-                OperationResult::new(
-                    A,
-                    ResultCode::InvalidRequest,
-                    format!(
+            return self.0.fail(&call, ResultCode::InvalidRequest, format!(
                         "the destination is {depth} folders deep; at most {MAX_DEPTH} are allowed. Choose a shallower destination"
-                    ),
-                ),
-            );
+                    ));
         }
         if info.kind == Kind::Directory
             && let Some(refusal) = self.folder_protection(A, &src_rel)
         {
-            return self.0.finish(&call, started, refusal);
+            return self.0.finish(&call, refusal);
         }
         if dst_rel == src_rel || dst_rel.starts_with(&format!("{src_rel}/")) {
-            return self.0.finish(
+            return self.0.fail(
                 &call,
-                started,
-                OperationResult::new(
-                    A,
-                    ResultCode::InvalidRequest,
-                    "a folder cannot move into itself; choose a destination outside it",
-                ),
+                ResultCode::InvalidRequest,
+                "a folder cannot move into itself; choose a destination outside it",
             );
         }
         if let Ok(Some(existing)) = self.0.ws.stat(&dst_rel)
@@ -443,7 +414,6 @@ impl Mover<'_> {
             let name = src_rel.rsplit('/').next().unwrap_or(&src_rel);
             return self.0.finish(
                 &call,
-                started,
                 OperationResult::new(
                     A,
                     ResultCode::Conflict,
@@ -459,7 +429,7 @@ impl Mover<'_> {
             &dst_rel,
             "already exists and is never overwritten or renamed around",
         ) {
-            return self.0.finish(&call, started, refusal);
+            return self.0.finish(&call, refusal);
         }
         let result = self.perform(
             A,
@@ -470,6 +440,6 @@ impl Mover<'_> {
                 ino: info.ino,
             }],
         );
-        self.0.finish(&call, started, result)
+        self.0.finish(&call, result)
     }
 }
