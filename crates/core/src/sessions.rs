@@ -618,6 +618,24 @@ mod tests {
         per_caller: 4,
     };
 
+    /// A session of `owner` and `caller` in `table`, running `x`, buffering `buffer` bytes.
+    fn open(
+        table: &SessionTable,
+        (owner, caller): (&str, &str),
+        buffer: usize,
+        capacity: Capacity,
+    ) -> Result<Arc<Session>, CreateError> {
+        let bounds = Bounds::buffer(buffer);
+        table.create(
+            owner,
+            caller,
+            "x".into(),
+            CallId::new("1"),
+            bounds,
+            capacity,
+        )
+    }
+
     #[test]
     fn the_limits_count_in_all_and_per_caller() {
         let table = SessionTable::default();
@@ -625,16 +643,7 @@ mod tests {
             total: 3,
             per_caller: 2,
         };
-        let start = |caller: &str| {
-            table.create(
-                "conn",
-                caller,
-                "x".into(),
-                CallId::new("1"),
-                Bounds::buffer(64),
-                capacity,
-            )
-        };
+        let start = |caller: &str| open(&table, ("conn", caller), 64, capacity);
         assert!(start("alice").is_ok() && start("alice").is_ok());
         assert_eq!(start("alice").err(), Some(CreateError::FullForCaller));
         assert_eq!(table.room("bob", capacity), Ok(()));
@@ -643,16 +652,7 @@ mod tests {
         assert_eq!(table.room("carol", capacity), Err(CreateError::Full));
         // Nobody (no authentication) is counted in all only.
         let table = SessionTable::default();
-        let anonymous = || {
-            table.create(
-                "conn",
-                "",
-                "x".into(),
-                CallId::new("1"),
-                Bounds::buffer(64),
-                capacity,
-            )
-        };
+        let anonymous = || open(&table, ("conn", ""), 64, capacity);
         assert!(anonymous().is_ok() && anonymous().is_ok() && anonymous().is_ok());
         assert_eq!(anonymous().err(), Some(CreateError::Full));
     }
@@ -660,16 +660,7 @@ mod tests {
     #[test]
     fn reads_hand_out_whole_lines_and_hold_a_partial_one_until_quiet() {
         let table = SessionTable::default();
-        let s = table
-            .create(
-                "me",
-                "",
-                "x".into(),
-                CallId::new("1"),
-                Bounds::buffer(64),
-                FOUR,
-            )
-            .unwrap();
+        let s = open(&table, ("me", ""), 64, FOUR).unwrap();
         s.output(OutputStream::Stdout, b"one\ntwo ghp_0123");
         let r = s.read(&redactor(), 1 << 20);
         assert_eq!(r.stdout, "one\n");
@@ -706,16 +697,7 @@ mod tests {
     #[test]
     fn a_secret_in_two_writes_is_judged_at_the_join() {
         let table = SessionTable::default();
-        let s = table
-            .create(
-                "me",
-                "",
-                "x".into(),
-                CallId::new("1"),
-                Bounds::buffer(1 << 16),
-                FOUR,
-            )
-            .unwrap();
+        let s = open(&table, ("me", ""), 1 << 16, FOUR).unwrap();
         let secret = "ghp_0123456789abcdefghijklmnopqrstuvwxyz";
         s.output(
             OutputStream::Stdout,

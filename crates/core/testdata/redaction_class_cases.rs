@@ -1,4 +1,4 @@
-// Data for redaction_classes.rs: fake secrets in the shapes each class of round-2 finding
+// Data for tests/redaction/classes.rs: fake secrets in the shapes each class of round-2 finding
 // took, and look-alikes that must stay.
 
 // ---- 1. A private key whose BEGIN line was dropped ----

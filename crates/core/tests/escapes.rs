@@ -70,21 +70,19 @@ fn every_awk_present_is_checked_as_what_it_is() {
         let gawk = binary
             .file_name()
             .is_some_and(|n| n.to_string_lossy().starts_with("gawk"));
+        // Refused, saying why in a phrase of its reason.
+        let refused = |command: &str, fragment: &str| {
+            let d = decide(&f, command);
+            let why = format!("{command} ({}): {}", binary.display(), d.reason);
+            assert_eq!(d.code, ResultCode::PolicyDenied, "{why}");
+            assert!(d.reason.contains(fragment), "{why}");
+        };
         for (program, fragment) in [
             ("'BEGIN{system (\"CMD\")}'", "system()"),
             ("'BEGIN{print | \"sh\"}'", "`|`"),
             ("'BEGIN{\"id\" | getline x}'", "awk program"),
         ] {
-            let command = format!("{name} {program}");
-            let d = decide(&f, &command);
-            assert_eq!(
-                d.code,
-                ResultCode::PolicyDenied,
-                "{command} ({}): {}",
-                binary.display(),
-                d.reason
-            );
-            assert!(d.reason.contains(fragment), "{command}: {}", d.reason);
+            refused(&format!("{name} {program}"), fragment);
         }
         let command = format!("{name} '{{print > \"/tmp/x\"}}' f");
         let d = decide(&f, &command);
@@ -96,14 +94,7 @@ fn every_awk_present_is_checked_as_what_it_is() {
                 "{command}: {argv:?}"
             );
         } else {
-            assert_eq!(
-                d.code,
-                ResultCode::PolicyDenied,
-                "{command} ({}): {}",
-                binary.display(),
-                d.reason
-            );
-            assert!(d.reason.contains("`>`"), "{command}: {}", d.reason);
+            refused(&command, "`>`");
             // Without a sandbox, ARGV can point the main loop at any file.
             let command = format!("{name} 'BEGIN{{ARGV[1]=\"/etc/passwd\"; ARGC=2}}{{print}}'");
             let d = decide(&f, &command);

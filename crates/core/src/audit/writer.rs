@@ -667,21 +667,32 @@ mod tests {
     use crate::audit::verify::verify;
     use std::fs::OpenOptions;
 
+    /// A trail `name` in a fresh directory, kept as long as the directory.
+    fn fresh(name: &str) -> (tempfile::TempDir, PathBuf, AuditLog) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(name);
+        let log = AuditLog::open(&path, AuditOptions::closed());
+        (dir, path, log)
+    }
+
+    /// The trail at `path`, verified without a key.
+    fn verified(path: &Path) -> Result<crate::audit::verify::Report, crate::audit::verify::Break> {
+        verify(std::slice::from_ref(&path.to_path_buf()), &Chain::new(None))
+    }
+
     fn rec(n: u64) -> Map<String, Value> {
         Map::from_iter([("n".to_owned(), json!(n))])
     }
 
     #[test]
     fn records_chain_and_continue_after_reopen() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("audit.jsonl");
-        let log = AuditLog::open(&path, AuditOptions::closed());
+        let (_dir, path, log) = fresh("audit.jsonl");
         log.append_attempt(rec(1)).unwrap();
         log.append_outcome(rec(2)).unwrap();
         drop(log);
         let log = AuditLog::open(&path, AuditOptions::closed());
         assert_eq!(log.append_attempt(rec(3)).unwrap(), 3);
-        let report = verify(std::slice::from_ref(&path), &Chain::new(None)).unwrap();
+        let report = verified(&path).unwrap();
         assert_eq!(report.records, 3);
         use std::os::unix::fs::PermissionsExt;
         assert_eq!(
@@ -743,14 +754,12 @@ mod tests {
 
     #[test]
     fn a_trail_deleted_under_a_running_server_leaves_a_visible_gap() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("a.jsonl");
-        let log = AuditLog::open(&path, AuditOptions::closed());
+        let (_dir, path, log) = fresh("a.jsonl");
         log.append_attempt(rec(1)).unwrap();
         log.append_attempt(rec(2)).unwrap();
         std::fs::remove_file(&path).unwrap();
         log.append_attempt(rec(3)).unwrap();
-        let b = verify(std::slice::from_ref(&path), &Chain::new(None)).unwrap_err();
+        let b = verified(&path).unwrap_err();
         assert_eq!(
             (b.kind, b.line),
             (crate::audit::verify::BreakKind::Deleted, 1),
@@ -771,16 +780,14 @@ mod tests {
 
     #[test]
     fn a_torn_tail_is_sealed_on_reopen() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("a.jsonl");
-        let log = AuditLog::open(&path, AuditOptions::closed());
+        let (_dir, path, log) = fresh("a.jsonl");
         log.append_attempt(rec(1)).unwrap();
         log.append_attempt(rec(2)).unwrap();
         drop(log);
         let mut f = OpenOptions::new().append(true).open(&path).unwrap();
         f.write_all(b"{\"kind\":\"attempt\",\"se").unwrap();
         drop(f);
-        let err = verify(std::slice::from_ref(&path), &Chain::new(None)).unwrap_err();
+        let err = verified(&path).unwrap_err();
         assert_eq!(
             (err.line, err.kind),
             (3, crate::audit::verify::BreakKind::TornLastLine)

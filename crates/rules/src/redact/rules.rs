@@ -10,7 +10,7 @@
 //! Each kind has positive and negative cases in `crates/core/testdata/redaction_cases.rs`
 //! (and the files it includes), run by `crates/core/tests/redaction.rs`; the classes a
 //! held-out corpus found have theirs in `crates/core/testdata/redaction_class_cases.rs`, run
-//! by `crates/core/tests/redaction_classes.rs`.
+//! by `crates/core/tests/redaction/classes.rs`.
 //! Finders that are not one regex (headless and base64-encoded PEM keys) live in `pem.rs`.
 
 /// (kind, keywords, regex).

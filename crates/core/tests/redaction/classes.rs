@@ -3,34 +3,10 @@
 //! every 12-character window of each secret piece and gain a marker, and negatives, which
 //! must come back unchanged. Argument vectors (class 5) go through `Redactor::redact_argv`.
 //! All secrets are fake, with real shapes.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use safe_mcp_core::config::RedactionSettings;
-use safe_mcp_core::redact::Redactor;
+use super::{positives, redactor, without_markers};
 
-include!("../testdata/redaction_class_cases.rs");
-
-include!("../testdata/redaction_cases.rs");
-
-fn redactor() -> Redactor {
-    Redactor::new(&RedactionSettings {
-        enabled: true,
-        entropy_fallback: false,
-        extra_patterns: vec![],
-    })
-    .unwrap()
-}
-
-fn without_markers(text: &str) -> String {
-    let mut out = String::new();
-    let mut rest = text;
-    while let Some(i) = rest.find("[REDACTED:") {
-        out.push_str(&rest[..i]);
-        rest = rest[i..].split_once(']').map_or("", |(_, r)| r);
-    }
-    out.push_str(rest);
-    out
-}
+include!("../../testdata/redaction_class_cases.rs");
 
 /// The first 12-character window of `secret` still visible in `out` that the text does not
 /// also hold outside the secret.
