@@ -74,6 +74,22 @@ struct Writer {
     server: Option<String>,
 }
 
+impl Writer {
+    /// The next record's number and its first fields: when, its number, its kind and the
+    /// chain's server.
+    fn next_record(&self, kind: &str) -> (u64, Map<String, Value>) {
+        let seq = self.seq + 1;
+        let mut record = Map::new();
+        record.insert("time".into(), json!(rfc3339_now()));
+        record.insert("seq".into(), json!(seq));
+        record.insert("kind".into(), json!(kind));
+        if let Some(server) = &self.server {
+            record.insert("server".into(), json!(server));
+        }
+        (seq, record)
+    }
+}
+
 /// Holds the trail's cross-process lock until released or dropped (closing the file on an
 /// early return releases it too).
 struct SharedLock(Option<File>);
@@ -248,14 +264,7 @@ impl AuditLog {
             let held = SharedLock(self.shared_lock(&mut w)?);
             self.ensure_open(&mut w)?;
             self.catch_up(&mut w)?;
-            let seq = w.seq + 1;
-            let mut record = Map::new();
-            record.insert("time".into(), json!(rfc3339_now()));
-            record.insert("seq".into(), json!(seq));
-            record.insert("kind".into(), json!(kind));
-            if let Some(server) = &w.server {
-                record.insert("server".into(), json!(server));
-            }
+            let (seq, mut record) = w.next_record(kind);
             if let Value::Object(fields) = sanitize(Value::Object(fields)) {
                 for (k, v) in fields {
                     record.entry(k).or_insert(v);
@@ -582,14 +591,7 @@ impl AuditLog {
         kind: &str,
         mut fields: Map<String, Value>,
     ) -> Result<(), AuditError> {
-        let seq = w.seq + 1;
-        let mut record = Map::new();
-        record.insert("time".into(), json!(rfc3339_now()));
-        record.insert("seq".into(), json!(seq));
-        record.insert("kind".into(), json!(kind));
-        if let Some(server) = &w.server {
-            record.insert("server".into(), json!(server));
-        }
+        let (seq, mut record) = w.next_record(kind);
         record.append(&mut fields);
         let line = self
             .chain

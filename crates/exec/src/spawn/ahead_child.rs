@@ -16,7 +16,8 @@ use crate::confine::Confinement;
 use crate::step::{Step, close_all_except, errno};
 
 use super::child::{
-    Prepared, exit_after, mount_own, record_failure, record_into, reset_signals, start_command,
+    Prepared, await_init, exit_after, mount_own, record_failure, record_into, reset_signals,
+    start_command,
 };
 
 /// What the filler's children tell the server, in the server's memory.
@@ -133,22 +134,7 @@ unsafe fn first_steps(a: &AheadPrepared) -> Result<(), (Step, c_int)> {
     };
     let clone_errno = errno();
     close_all_except([report[0], -1]);
-    if init < 0 {
-        return Err((Step::PidNamespace, clone_errno));
-    }
-    control(a).init_pid.store(init, Ordering::Release);
-    let mut word = 0u8;
-    // SAFETY: reads at most one byte into `word`, on this stack. End-of-file means the init
-    // ended first.
-    unsafe {
-        libc::syscall(
-            libc::SYS_read,
-            report[0],
-            std::ptr::from_mut(&mut word),
-            1usize,
-        )
-    };
-    Ok(())
+    await_init(init, clone_errno, &control(a).init_pid, report[0])
 }
 
 /// The call as the init received it: its [`Prepared`], and the init's two word pipes at

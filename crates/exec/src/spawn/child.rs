@@ -279,17 +279,28 @@ pub(super) unsafe fn start_init(
     let clone_errno = errno();
     // SAFETY: closes this child's copy of the write end; the init holds its own.
     unsafe { libc::close(report[1]) };
+    await_init(init, clone_errno, &stage.init_pid, report[0])
+}
+
+/// After the init's clone (`init`, or -1 with `clone_errno`): keeps its pid in `init_pid`
+/// and waits for its word on `report` (one byte, or end-of-file when it ended first, its
+/// failure slot saying why).
+pub(super) fn await_init(
+    init: c_int,
+    clone_errno: c_int,
+    init_pid: &AtomicI32,
+    report: c_int,
+) -> Result<(), (Step, c_int)> {
     if init < 0 {
         return Err((Step::PidNamespace, clone_errno));
     }
-    stage.init_pid.store(init, Ordering::Release);
+    init_pid.store(init, Ordering::Release);
     let mut word = 0u8;
-    // SAFETY: reads at most one byte into `word`, on this stack. End-of-file means the init
-    // ended first, and its failure slot says why.
+    // SAFETY: reads at most one byte into `word`, on this stack.
     unsafe {
         libc::syscall(
             libc::SYS_read,
-            report[0],
+            report,
             std::ptr::from_mut(&mut word),
             1usize,
         )
