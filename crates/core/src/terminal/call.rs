@@ -74,7 +74,7 @@ pub(super) struct Prepared {
     /// The call's token for nested calls, registered until this drops.
     pub(super) route: Option<super::nested_calls::Route>,
     /// A nested call's place among its parent's running ones, held until this drops.
-    pub(super) slot: Option<std::sync::Arc<super::request::NestedSlot>>,
+    pub(super) _slot: Option<std::sync::Arc<super::request::NestedSlot>>,
 }
 
 /// How a call may be approved: through the client (`approver`), or with a ticket, which is
@@ -222,7 +222,7 @@ impl<'s> Begun<'s> {
             cwd,
             confinement,
             route,
-            slot: req.parent.map(|p| p.slot),
+            _slot: req.parent.map(|p| p.slot),
         };
         Ok(Judged {
             begun: self,
@@ -341,26 +341,21 @@ impl<'s> Approved<'s> {
     ) -> Finished<'s> {
         let Approved { begun, prepared } = self;
         let s = begun.service;
-        let Prepared {
-            decision,
-            argv,
-            attempt,
-            plan,
-            timeout,
-            cwd,
-            confinement,
-            route: _route,
-            slot: _slot,
-        } = prepared;
+        // `prepared` (its route, the nested call's slot) is held to the end of the run.
         let (gate, admission) = (&s.gate, Admission::default());
-        let admitting = &admission;
-        let durable: Durable<'_> = Box::pin(async move { admitting.admit(gate, &attempt) });
-        let egress = plan.egress.clone();
-        let (result, facts) = match executor.execute(plan, cancel, durable).await {
+        let (admitting, attempt) = (&admission, &prepared.attempt);
+        let durable: Durable<'_> = Box::pin(async move { admitting.admit(gate, attempt) });
+        let egress = prepared.plan.egress.clone();
+        let (result, facts) = match executor.execute(prepared.plan, cancel, durable).await {
             Ok(outcome) => {
-                let (mut result, facts) =
-                    s.results()
-                        .finish(&decision, &argv, outcome, timeout, cwd, confinement);
+                let (mut result, facts) = s.results().finish(
+                    &prepared.decision,
+                    &prepared.argv,
+                    outcome,
+                    prepared.timeout,
+                    prepared.cwd,
+                    prepared.confinement,
+                );
                 // What the proxy refused, and why: the tools' own errors do not say.
                 let refused = match &egress {
                     Some(e) => e.0.finish().await,
