@@ -180,12 +180,6 @@ fn curl_script(url: &str, format: &str, times: usize) -> String {
     format!("for i in $(seq {times}); do curl -s {trust} -o /dev/null -w '{format}\\n' {url}; done")
 }
 
-fn numbers(out: &str) -> Vec<f64> {
-    out.split_whitespace()
-        .filter_map(|w| w.parse().ok())
-        .collect()
-}
-
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let rounds = common::count_arg(3);
@@ -214,19 +208,14 @@ async fn main() {
     );
     let (mut tunnel, mut terminated) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
-        tunnel.extend(numbers(
+        tunnel.extend(common::numbers(
             &run(curl_script(&url("tunnel", "big"), "%{speed_download}", 1)).await,
         ));
-        terminated.extend(numbers(
+        terminated.extend(common::numbers(
             &run(curl_script(&url("cred", "big"), "%{speed_download}", 1)).await,
         ));
     }
-    let mb = |v: &[f64]| {
-        let mut v = v.to_vec();
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2] / 1e6
-    };
-    let (t, c) = (mb(&tunnel), mb(&terminated));
+    let (t, c) = (common::median_mb(&tunnel), common::median_mb(&terminated));
     println!(
         "100 MB over HTTPS, median MB/s   tunnel (no credential) {t:.0}   terminated (credential host) {c:.0}   terminated / tunnel {:.2}",
         c / t
@@ -238,7 +227,7 @@ async fn main() {
             SETUP_SAMPLES,
         );
         let run = &run;
-        async move { numbers(&run(script).await) }
+        async move { common::numbers(&run(script).await) }
     };
     // Each sample: until TLS with the proxy (tunnel: with the origin) is up, and until the
     // first byte of the answer.

@@ -92,12 +92,6 @@ fn curl_script(url: &str, format: &str, times: usize) -> String {
     format!("for i in $(seq {times}); do curl -s -p -o /dev/null -w '{format}\\n' {url}; done")
 }
 
-fn numbers(out: &str) -> Vec<f64> {
-    out.split_whitespace()
-        .filter_map(|w| w.parse().ok())
-        .collect()
-}
-
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let rounds = common::count_arg(3);
@@ -139,15 +133,11 @@ async fn main() {
     let (mut bare, mut same_sandbox, mut proxied) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..rounds {
         let script = curl_script(&big, "%{speed_download}", 1);
-        bare.extend(numbers(&direct(script.clone()).await));
-        same_sandbox.extend(numbers(&sandboxed("open", script.clone()).await));
-        proxied.extend(numbers(&sandboxed("egress", script).await));
+        bare.extend(common::numbers(&direct(script.clone()).await));
+        same_sandbox.extend(common::numbers(&sandboxed("open", script.clone()).await));
+        proxied.extend(common::numbers(&sandboxed("egress", script).await));
     }
-    let mb = |v: &[f64]| {
-        let mut v = v.to_vec();
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2] / 1e6
-    };
+    let mb = common::median_mb;
     let (b, d, p) = (mb(&bare), mb(&same_sandbox), mb(&proxied));
     println!(
         "100 MB download, median MB/s   curl unconfined {b:.0}   confined, direct (mode open, host view) {d:.0}   confined, through the proxy {p:.0}"
@@ -159,8 +149,8 @@ async fn main() {
     );
 
     let script = curl_script(&small, "%{time_starttransfer}", SETUP_SAMPLES);
-    let d_setup = numbers(&sandboxed("open", script.clone()).await);
-    let p_setup = numbers(&sandboxed("egress", script).await);
+    let d_setup = common::numbers(&sandboxed("open", script.clone()).await);
+    let p_setup = common::numbers(&sandboxed("egress", script).await);
     let (d50, d99) = common::p50_p99(d_setup.iter().map(|s| s * 1e3).collect());
     let (p50, p99) = common::p50_p99(p_setup.iter().map(|s| s * 1e3).collect());
     println!(

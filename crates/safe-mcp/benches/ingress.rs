@@ -196,12 +196,7 @@ async fn main() {
             1,
         ));
     }
-    let median = |v: &[f64]| {
-        let mut v = v.to_vec();
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2] / 1e6
-    };
-    let (d, e) = (median(&direct), median(&relayed));
+    let (d, e) = (common::median_mb(&direct), common::median_mb(&relayed));
     println!(
         "100 MB download, median MB/s   unconfined server, direct {d:.0}   session in the view, through the exposed port {e:.0}   ratio {:.2}",
         e / d

@@ -52,6 +52,20 @@ pub fn p50_p99(mut v: Vec<f64>) -> (f64, f64) {
     (at(0.5), at(0.99))
 }
 
+/// The numbers in `out` (curl's `-w` figures), in order.
+pub fn numbers(out: &str) -> Vec<f64> {
+    out.split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect()
+}
+
+/// The median of `v` (bytes per second) in MB/s.
+pub fn median_mb(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2] / 1e6
+}
+
 /// A policy in `dir/name/policy.toml` whose jail is `dir/name/jail`, allowing `echo`, with
 /// `extra` TOML appended.
 pub fn echo_policy(dir: &std::path::Path, name: &str, extra: &str) -> std::path::PathBuf {
