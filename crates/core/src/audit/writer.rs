@@ -666,7 +666,7 @@ fn read_tail(mut file: impl Read + Seek) -> std::io::Result<Tail> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::audit::verify::verify;
+    use crate::audit::verify::{Break, Report, verify};
     use std::fs::OpenOptions;
 
     /// A trail `name` in a fresh directory, kept as long as the directory.
@@ -678,8 +678,8 @@ mod tests {
     }
 
     /// The trail at `path`, verified without a key.
-    fn verified(path: &Path) -> Result<crate::audit::verify::Report, crate::audit::verify::Break> {
-        verify(std::slice::from_ref(&path.to_path_buf()), &Chain::new(None))
+    fn verified(path: &Path) -> Result<Report, Break> {
+        verify(&[path.to_path_buf()], &Chain::new(None))
     }
 
     fn rec(n: u64) -> Map<String, Value> {
@@ -732,11 +732,8 @@ mod tests {
 
     #[test]
     fn group_commit_serves_concurrent_callers() {
-        let dir = tempfile::tempdir().unwrap();
-        let log = Arc::new(AuditLog::open(
-            &dir.path().join("a.jsonl"),
-            AuditOptions::closed(),
-        ));
+        let (_dir, path, log) = fresh("a.jsonl");
+        let log = Arc::new(log);
         let threads: Vec<_> = (0..16)
             .map(|t| {
                 let log = Arc::clone(&log);
@@ -750,8 +747,7 @@ mod tests {
             .collect();
         let total: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
         assert_eq!(total, 320);
-        let report = verify(&[dir.path().join("a.jsonl")], &Chain::new(None)).unwrap();
-        assert_eq!(report.records, 320);
+        assert_eq!(verified(&path).unwrap().records, 320);
     }
 
     #[test]
