@@ -5,8 +5,8 @@
 
 use serde_json::json;
 
-use super::approvals::{Client, Reply, approval_of, sandbox};
-use super::support::{BIN, Sandbox};
+use super::approvals::{Client, Reply, approval_of, sandbox, ticket_of};
+use super::support::{BIN, Sandbox, reason_of, stdout_of};
 
 /// `safe-mcp approvals ARGS --config POLICY`: exit code and stdout.
 fn approvals(sb: &Sandbox, args: &[&str]) -> (i32, String, String) {
@@ -30,11 +30,8 @@ async fn a_client_that_cannot_ask_gets_a_ticket_a_person_approves_and_it_runs_on
     let c = Client::start(&sb, Reply::Accept(true), false, false).await;
     let r = c.run("touch needs-ok").await;
     assert_eq!(r["code"], "POLICY_DENIED", "{r}");
-    let ticket = r["detail"]["approval"]["ticket"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let reason = r["reason"].as_str().unwrap();
+    let ticket = ticket_of(&r);
+    let reason = reason_of(&r);
     assert!(
         reason.contains(&format!("safe-mcp approvals approve {ticket}")),
         "{r}"
@@ -61,12 +58,9 @@ async fn a_client_that_cannot_ask_gets_a_ticket_a_person_approves_and_it_runs_on
 
     // Not approved yet: the repeat is refused, and nothing runs.
     let again = json!({"command": "touch needs-ok", "approval_ticket": ticket});
-    let r = c.call("run_command", again.clone()).await;
+    let r = c.run_with(again.clone()).await;
     assert_eq!(r["code"], "POLICY_DENIED", "{r}");
-    assert!(
-        r["reason"].as_str().unwrap().contains("not been approved"),
-        "{r}"
-    );
+    assert!(reason_of(&r).contains("not been approved"), "{r}");
 
     let (code, out, err) = approvals(&sb, &["approve", &ticket]);
     assert_eq!(code, 0, "{err}");
@@ -77,16 +71,13 @@ async fn a_client_that_cannot_ask_gets_a_ticket_a_person_approves_and_it_runs_on
 
     // Another command with the ticket is refused (and leaves the ticket for its own call).
     let other = json!({"command": "touch needs-ok other", "approval_ticket": ticket});
-    let r = c.call("run_command", other).await;
+    let r = c.run_with(other).await;
     assert_eq!(r["code"], "POLICY_DENIED", "{r}");
-    assert!(
-        r["reason"].as_str().unwrap().contains("another command"),
-        "{r}"
-    );
+    assert!(reason_of(&r).contains("another command"), "{r}");
     assert!(!sb.jail.join("other").exists());
 
     // The exact call runs, once.
-    let r = c.call("run_command", again.clone()).await;
+    let r = c.run_with(again.clone()).await;
     assert_eq!(r["code"], "OK", "{r}");
     assert!(sb.jail.join("needs-ok").exists());
     let approval = approval_of(&sb);
@@ -97,7 +88,7 @@ async fn a_client_that_cannot_ask_gets_a_ticket_a_person_approves_and_it_runs_on
         "{approval}"
     );
     std::fs::remove_file(sb.jail.join("needs-ok")).unwrap();
-    let r = c.call("run_command", again).await;
+    let r = c.run_with(again).await;
     assert_eq!(r["code"], "POLICY_DENIED", "a ticket runs once: {r}");
     assert!(!sb.jail.join("needs-ok").exists());
     let decided = sb
@@ -115,33 +106,24 @@ async fn a_denied_ticket_or_one_from_another_session_runs_nothing() {
     let c = Client::start(&sb, Reply::Accept(true), true, false).await;
     let r = c.run("touch needs-ok").await;
     assert!(c.asked().is_empty(), "mode ticket never asks the client");
-    let ticket = r["detail"]["approval"]["ticket"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let ticket = ticket_of(&r);
     let (code, _, err) = approvals(&sb, &["approve", &ticket]);
     assert_eq!(code, 0, "{err}");
     let again = json!({"command": "touch needs-ok", "approval_ticket": ticket});
     let other = Client::start(&sb, Reply::Accept(true), true, false).await;
-    let r = other.call("run_command", again.clone()).await;
+    let r = other.run_with(again.clone()).await;
     assert_eq!(r["code"], "POLICY_DENIED", "another session: {r}");
     assert!(!sb.jail.join("needs-ok").exists());
 
     let r = c.run("touch needs-ok").await;
-    let denied = r["detail"]["approval"]["ticket"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let denied = ticket_of(&r);
     let (code, out, err) = approvals(&sb, &["deny", &denied]);
     assert_eq!(code, 0, "{err}");
     assert!(out.starts_with("denied: ticket"), "{out}");
     let r = c
-        .call(
-            "run_command",
-            json!({"command": "touch needs-ok", "approval_ticket": denied}),
-        )
+        .run_with(json!({"command": "touch needs-ok", "approval_ticket": denied}))
         .await;
-    assert!(r["reason"].as_str().unwrap().contains("was denied"), "{r}");
+    assert!(reason_of(&r).contains("was denied"), "{r}");
     assert!(!sb.jail.join("needs-ok").exists());
 }
 
@@ -162,20 +144,15 @@ async fn no_command_can_approve_a_ticket() {
         .unwrap();
         let c = Client::start(&sb, Reply::Accept(true), false, false).await;
         let r = c.run("touch needs-ok").await;
-        let ticket = r["detail"]["approval"]["ticket"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let ticket = ticket_of(&r);
         let sock = format!("{}.approvals.sock", sb.audit.display());
         let key = format!("{}.approvals.key", sb.audit.display());
         assert!(std::path::Path::new(&sock).exists() && std::path::Path::new(&key).exists());
         let probe = format!(
             "import socket, json\ntry:\n    k = open('{key}').read()\nexcept OSError as e:\n    k = ''\n    print('key', e.errno)\ntry:\n    s = socket.socket(socket.AF_UNIX)\n    s.connect('{sock}')\n    s.sendall((json.dumps({{'key': k, 'op': 'approve', 'ticket': '{ticket}'}}) + '\\n').encode())\n    print(s.recv(4096).decode())\nexcept OSError as e:\n    print('socket', e.errno)\n"
         );
-        let r = c
-            .call("run_command", json!({"command": ["python3", "-c", probe]}))
-            .await;
-        let out = r["detail"]["stdout"].as_str().unwrap().to_owned();
+        let r = c.py(probe).await;
+        let out = stdout_of(&r).to_owned();
         assert!(
             out.starts_with("key "),
             "{namespaces}: the key was read: {r}"
@@ -200,14 +177,10 @@ async fn describe_and_explain_say_how_this_client_would_be_asked() {
         let d = c.call("describe_policy", json!({})).await;
         let approvals = d["detail"]["approvals"].as_str().unwrap();
         assert!(approvals.contains(words), "{elicitation}: {approvals}");
-        let e = c
-            .call("explain_command", json!({"command": "touch needs-ok"}))
-            .await;
+        let e = c.explain("touch needs-ok").await;
         let approved = e["detail"]["approved"].as_str().unwrap();
         assert!(approved.contains(words), "{elicitation}: {e}");
-        let plain = c
-            .call("explain_command", json!({"command": "touch fine"}))
-            .await;
+        let plain = c.explain("touch fine").await;
         assert!(plain["detail"].get("approved").is_none(), "{plain}");
     }
     let denied = sandbox("mode = \"deny\"");
@@ -225,27 +198,13 @@ async fn describe_and_explain_say_how_this_client_would_be_asked() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_file_write_that_needs_approval_gets_a_ticket_or_mrtr_bound_to_its_content() {
     let sb = sandbox("");
-    let text = std::fs::read_to_string(&sb.policy).unwrap();
-    std::fs::write(
-        &sb.policy,
-        format!("{text}\n[terminal.files]\nconfirm_paths = [\"Cargo.toml\"]\n"),
-    )
-    .unwrap();
+    sb.append_policy("[terminal.files]\nconfirm_paths = [\"Cargo.toml\"]");
     let c = Client::start(&sb, Reply::Accept(true), false, false).await;
     let write = |content: &str, ticket: Option<&str>| json!({"path": "Cargo.toml", "content": content, "approval_ticket": ticket});
     let r = c.call("write_file", write("[package]\n", None)).await;
     assert_eq!(r["code"], "POLICY_DENIED", "{r}");
-    let ticket = r["detail"]["approval"]["ticket"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    assert!(
-        r["reason"]
-            .as_str()
-            .unwrap()
-            .contains("nothing was written"),
-        "{r}"
-    );
+    let ticket = ticket_of(&r);
+    assert!(reason_of(&r).contains("nothing was written"), "{r}");
     let (code, _, err) = approvals(&sb, &["approve", &ticket]);
     assert_eq!(code, 0, "{err}");
     let r = c.call("write_file", write("[evil]\n", Some(&ticket))).await;
@@ -281,18 +240,12 @@ async fn on_the_stateless_protocol_a_client_without_forms_gets_a_ticket() {
     let c = Client::start_newer(&sb, Reply::Accept(true), false).await;
     let r = c.run("touch needs-ok").await;
     assert_eq!(r["code"], "POLICY_DENIED", "{r}");
-    assert!(r["reason"].as_str().unwrap().contains("2026-07-28"), "{r}");
-    let ticket = r["detail"]["approval"]["ticket"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    assert!(reason_of(&r).contains("2026-07-28"), "{r}");
+    let ticket = ticket_of(&r);
     let (code, _, err) = approvals(&sb, &["approve", &ticket]);
     assert_eq!(code, 0, "{err}");
     let r = c
-        .call(
-            "run_command",
-            json!({"command": "touch needs-ok", "approval_ticket": ticket}),
-        )
+        .run_with(json!({"command": "touch needs-ok", "approval_ticket": ticket}))
         .await;
     assert_eq!(r["code"], "OK", "{r}");
     assert!(sb.jail.join("needs-ok").exists());
@@ -307,10 +260,7 @@ async fn approvals_list_prints_no_control_sequence_of_the_models() {
     let c = Client::start(&sb, Reply::Accept(true), false, false).await;
     let name = "a\u{1b}]0;title\u{7}b\u{1b}[8mhidden\u{1b}[2Kc\u{202e}gnp.d";
     let r = c
-        .call(
-            "run_command",
-            json!({"command": ["touch", "needs-ok", name]}),
-        )
+        .run_with(json!({"command": ["touch", "needs-ok", name]}))
         .await;
     assert_eq!(r["code"], "POLICY_DENIED", "{r}");
     assert!(r["detail"]["approval"]["ticket"].is_string(), "{r}");
@@ -338,10 +288,7 @@ async fn one_caller_holds_at_most_sixteen_waiting_tickets() {
     let r = c.run("touch needs-ok wait-16").await;
     assert_eq!(r["code"], "POLICY_DENIED", "{r}");
     assert!(
-        r["reason"]
-            .as_str()
-            .unwrap()
-            .contains("16 of your tickets are waiting"),
+        reason_of(&r).contains("16 of your tickets are waiting"),
         "{r}"
     );
     assert!(!sb.jail.join("wait-16").exists());

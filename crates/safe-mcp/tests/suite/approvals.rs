@@ -15,7 +15,7 @@ use rmcp::{ClientHandler, ErrorData, ServiceExt};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::support::{BIN, Sandbox, envelope_of};
+use super::support::{BIN, Sandbox, envelope_of, reason_of};
 
 /// How the test's client answers an elicitation.
 #[derive(Clone, Copy, PartialEq)]
@@ -124,20 +124,19 @@ async fn visit(url: &str, decision: &str) -> Visit {
     (get, post, replay, again)
 }
 
-/// A sandbox where `touch` needs approval with `needs-ok` and is denied with `forbidden`.
-pub(super) fn sandbox(approvals: &str) -> Sandbox {
-    Sandbox::new(&format!(
-        r#"
-[[terminal.rules]]
+/// `touch` needs approval with `needs-ok` and is denied with `forbidden`.
+pub(super) const TOUCH_RULE: &str = r#"[[terminal.rules]]
 command = "touch"
 confirm_args = ["needs-ok"]
 deny_args = ["forbidden"]
-reason = "touching forbidden is refused"
+reason = "touching forbidden is refused""#;
 
-[terminal.approvals]
-{approvals}
-"#
-    ))
+/// A sandbox where `touch` needs approval with `needs-ok` and is denied with `forbidden`.
+pub(super) fn sandbox(approvals: &str) -> Sandbox {
+    Sandbox::builder()
+        .extra(TOUCH_RULE)
+        .extra(&format!("[terminal.approvals]\n{approvals}"))
+        .build()
 }
 
 pub(super) struct Client {
@@ -212,13 +211,44 @@ impl Client {
     }
 
     pub(super) async fn run(&self, command: &str) -> Value {
-        self.call("run_command", json!({ "command": command }))
+        self.run_with(json!({ "command": command })).await
+    }
+
+    /// `explain_command` of the command line `command`.
+    pub(super) async fn explain(&self, command: &str) -> Value {
+        self.call("explain_command", json!({"command": command}))
+            .await
+    }
+
+    /// `run_command` with the arguments `args` (a JSON object).
+    pub(super) async fn run_with(&self, args: Value) -> Value {
+        self.call("run_command", args).await
+    }
+
+    /// `run_command` of `python3 -c program`.
+    pub(super) async fn py(&self, program: impl AsRef<str>) -> Value {
+        self.run_with(super::support::py_call(program.as_ref()))
             .await
     }
 
     pub(super) fn asked(&self) -> Vec<ElicitRequestParams> {
         self.person.asked.lock().unwrap().clone()
     }
+}
+
+/// The approval ticket a refused call was given (which must be there).
+pub(super) fn ticket_of(r: &Value) -> String {
+    r["detail"]["approval"]["ticket"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// Checks that a call the person declined was refused saying so, and that nothing ran.
+pub(super) fn assert_declined(sb: &Sandbox, r: &Value) {
+    assert_eq!(r["code"], "POLICY_DENIED", "{r}");
+    assert!(reason_of(r).contains("declined"), "{r}");
+    assert!(!sb.jail.join("needs-ok").exists());
 }
 
 pub(super) fn approval_of(sb: &Sandbox) -> Value {
@@ -233,14 +263,10 @@ pub(super) fn approval_of(sb: &Sandbox) -> Value {
 async fn explain_says_approval_is_needed_and_never_asks() {
     let sb = sandbox("");
     let c = Client::start(&sb, Reply::Accept(true), true, false).await;
-    let r = c
-        .call("explain_command", json!({"command": "touch needs-ok"}))
-        .await;
+    let r = c.explain("touch needs-ok").await;
     assert_eq!(r["code"], "OK", "{r}");
     assert_eq!(r["detail"]["needs_approval"], true, "{r}");
-    let plain = c
-        .call("explain_command", json!({"command": "touch other"}))
-        .await;
+    let plain = c.explain("touch other").await;
     assert_eq!(plain["detail"]["needs_approval"], false, "{plain}");
     // Deny wins over confirm: a denied command needs no approval and is never asked about.
     let r = c.run("touch needs-ok forbidden").await;
@@ -288,9 +314,7 @@ async fn an_accepted_form_with_approve_true_runs_the_command() {
     assert_eq!(approval["via"], "form");
     assert!(approval["waited_ms"].is_u64());
     assert!(
-        sb.audit_records()
-            .iter()
-            .any(|r| r["kind"] == "approval" && r["event"] == "asked"),
+        sb.has_record(|r| r["kind"] == "approval" && r["event"] == "asked"),
         "the request itself is in the trail"
     );
     // A command that needs no approval is not asked about.
@@ -324,10 +348,7 @@ async fn every_other_answer_refuses_and_nothing_runs() {
         let c = Client::start(&sb, reply, elicitation, false).await;
         let r = c.run("touch needs-ok").await;
         assert_eq!(r["code"], "POLICY_DENIED", "{words}: {r}");
-        assert!(
-            r["reason"].as_str().unwrap().contains(words),
-            "{words}: {r}"
-        );
+        assert!(reason_of(&r).contains(words), "{words}: {r}");
         assert_eq!(r["detail"]["needs_approval"], true, "{r}");
         assert!(!sb.jail.join("needs-ok").exists(), "{words}: it ran");
         assert_eq!(approval_of(&sb)["decision"], decision, "{words}");
@@ -340,7 +361,7 @@ async fn no_answer_in_time_refuses() {
     let c = Client::start(&sb, Reply::Silence, true, false).await;
     let r = c.run("touch needs-ok").await;
     assert_eq!(r["code"], "POLICY_DENIED", "{r}");
-    assert!(r["reason"].as_str().unwrap().contains("within 1 s"), "{r}");
+    assert!(reason_of(&r).contains("within 1 s"), "{r}");
     assert!(!sb.jail.join("needs-ok").exists());
     assert_eq!(approval_of(&sb)["decision"], "timeout");
 }
@@ -351,10 +372,7 @@ async fn deny_mode_refuses_without_asking() {
     let c = Client::start(&sb, Reply::Accept(true), true, false).await;
     let r = c.run("touch needs-ok").await;
     assert_eq!(r["code"], "POLICY_DENIED", "{r}");
-    assert!(
-        r["reason"].as_str().unwrap().contains("mode = \"deny\""),
-        "{r}"
-    );
+    assert!(reason_of(&r).contains("mode = \"deny\""), "{r}");
     assert!(c.asked().is_empty());
     assert!(!sb.jail.join("needs-ok").exists());
 }
@@ -443,15 +461,13 @@ async fn a_client_that_accepts_on_its_own_cannot_approve() {
     let c = Client::start(&sb, Reply::AcceptOnly, true, true).await;
     let r = c.run("touch needs-ok").await;
     assert_eq!(r["code"], "POLICY_DENIED", "{r}");
-    assert!(r["reason"].as_str().unwrap().contains("within 2 s"), "{r}");
+    assert!(reason_of(&r).contains("within 2 s"), "{r}");
     assert!(!sb.jail.join("needs-ok").exists());
     // A person who says no on the page.
     let sb = sandbox(&format!("url_base = \"http://127.0.0.1:{}\"", free_port()));
     let c = Client::start(&sb, Reply::Visit("deny"), true, true).await;
     let r = c.run("touch needs-ok").await;
-    assert_eq!(r["code"], "POLICY_DENIED", "{r}");
-    assert!(r["reason"].as_str().unwrap().contains("declined"), "{r}");
-    assert!(!sb.jail.join("needs-ok").exists());
+    assert_declined(&sb, &r);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -513,7 +529,7 @@ async fn a_client_that_cannot_be_asked_is_refused_with_the_reason() {
     let s = sb.session().await;
     let r = s.run("touch needs-ok").await;
     assert_eq!(r["code"], "POLICY_DENIED", "{r}");
-    let reason = r["reason"].as_str().unwrap();
+    let reason = reason_of(&r);
     assert!(
         reason.contains("did not declare") || reason.contains("2026-07-28"),
         "{reason}"
@@ -529,8 +545,7 @@ async fn hidden_characters_are_shown_escaped_and_named() {
     let sb = sandbox("");
     let c = Client::start(&sb, Reply::Decline, true, false).await;
     let r = c
-        .call(
-            "run_command",
+        .run_with(
             json!({"command": ["touch", "needs-ok", "\u{202e}nur-yrd--", "zero\u{200b}width"]}),
         )
         .await;
@@ -564,12 +579,7 @@ async fn hidden_characters_are_shown_escaped_and_named() {
 #[tokio::test(flavor = "multi_thread")]
 async fn file_writes_to_confirm_paths_wait_for_a_person() {
     let sb = sandbox("");
-    let text = std::fs::read_to_string(&sb.policy).unwrap();
-    std::fs::write(
-        &sb.policy,
-        format!("{text}\n[terminal.files]\nconfirm_paths = [\"Cargo.toml\", \".github/**\"]\n"),
-    )
-    .unwrap();
+    sb.append_policy("[terminal.files]\nconfirm_paths = [\"Cargo.toml\", \".github/**\"]");
     let yes = Client::start(&sb, Reply::Accept(true), true, false).await;
     let r = yes
         .call(
@@ -621,13 +631,7 @@ async fn file_writes_to_confirm_paths_wait_for_a_person() {
         )
         .await;
     assert_eq!(r["code"], "POLICY_DENIED", "{r}");
-    assert!(
-        r["reason"]
-            .as_str()
-            .unwrap()
-            .contains("the person declined"),
-        "{r}"
-    );
+    assert!(reason_of(&r).contains("the person declined"), "{r}");
     assert!(!sb.jail.join(".github/workflows/ci.yml").exists());
     let r = no
         .call("edit_file", json!({"path": "Cargo.toml", "edits": [{"old_text": "[package]", "new_text": "[workspace]"}], "dry_run": true}))

@@ -6,8 +6,8 @@
 use rmcp::model::{CallToolRequestParams, CallToolResponse, InputResponses};
 use serde_json::{Value, json};
 
-use super::approvals::{Client, Reply, approval_of, sandbox};
-use super::support::envelope_of;
+use super::approvals::{Client, Reply, approval_of, assert_declined, sandbox};
+use super::support::{envelope_of, reason_of, safe_mcp_on};
 
 async fn client(sb: &super::support::Sandbox, reply: Reply) -> Client {
     Client::start_newer(sb, reply, true).await
@@ -58,10 +58,7 @@ fn refused(response: CallToolResponse, words: &str) {
     };
     let r = envelope_of(&result);
     assert_eq!(r["code"], "POLICY_DENIED", "{r}");
-    assert!(
-        r["reason"].as_str().unwrap().contains(words),
-        "{words}: {r}"
-    );
+    assert!(reason_of(&r).contains(words), "{words}: {r}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -79,9 +76,7 @@ async fn the_client_is_asked_in_the_calls_rounds_and_its_answer_decides() {
     let sb = sandbox("");
     let c = client(&sb, Reply::Decline).await;
     let r = c.run("touch needs-ok").await;
-    assert_eq!(r["code"], "POLICY_DENIED", "{r}");
-    assert!(r["reason"].as_str().unwrap().contains("declined"), "{r}");
-    assert!(!sb.jail.join("needs-ok").exists());
+    assert_declined(&sb, &r);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -182,11 +177,7 @@ async fn a_fleet_shares_the_state_key_and_a_state_is_spent_once_across_it() {
     assert!(!sb.jail.join("needs-ok").exists());
 
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let out = std::process::Command::new(super::support::BIN)
-        .args(["policy", "check", "--config"])
-        .arg(&sb.policy)
-        .output()
-        .unwrap();
+    let out = safe_mcp_on(&["policy", "check", "--config"], &sb.policy);
     assert!(!out.status.success());
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("state_key_file"),

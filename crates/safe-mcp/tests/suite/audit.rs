@@ -9,7 +9,7 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::json;
 
-use super::support::{BIN, DEFAULT_ALLOW, Sandbox, Session, eventually, live_processes_with};
+use super::support::{BIN, Sandbox, Session, assert_success, eventually, live_processes_with};
 
 fn safe_mcp(args: &[&str]) -> Output {
     Command::new(BIN)
@@ -37,11 +37,10 @@ fn is_root() -> bool {
 
 /// Points the sandbox's policy at another audit log path.
 fn audit_at(sb: &Sandbox, path: &Path) {
-    let text = std::fs::read_to_string(&sb.policy).unwrap().replace(
+    sb.edit_policy(
         "audit_log = \"audit.jsonl\"",
         &format!("audit_log = \"{}\"", path.display()),
     );
-    std::fs::write(&sb.policy, text).unwrap();
 }
 
 /// `audit tail` in a terminal colours the code (green ran, red refused), plain when piped or
@@ -136,12 +135,7 @@ async fn a_keyed_trail_needs_its_key() {
     std::fs::write(&key, b"0123456789abcdef0123456789abcdef").unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let text = std::fs::read_to_string(&sb.policy).unwrap();
-    std::fs::write(
-        &sb.policy,
-        format!("audit_hmac_key_file = \"audit.key\"\n{text}"),
-    )
-    .unwrap();
+    sb.prepend_policy("audit_hmac_key_file = \"audit.key\"");
     let out = safe_mcp(&["terminal", "--config", sb.policy.to_str().unwrap()]);
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("mode 0600"),
@@ -164,10 +158,7 @@ async fn a_keyed_trail_needs_its_key() {
 
     // A key inside the jail is fatal: a command could read it.
     std::fs::rename(&key, sb.jail.join("audit.key")).unwrap();
-    let text = std::fs::read_to_string(&sb.policy)
-        .unwrap()
-        .replace("\"audit.key\"", "\"jail/audit.key\"");
-    std::fs::write(&sb.policy, text).unwrap();
+    sb.edit_policy("\"audit.key\"", "\"jail/audit.key\"");
     let out = safe_mcp(&["terminal", "--config", sb.policy.to_str().unwrap()]);
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("lies inside"),
@@ -179,12 +170,7 @@ async fn a_keyed_trail_needs_its_key() {
 #[tokio::test(flavor = "multi_thread")]
 async fn rotation_continues_the_chain() {
     let sb = Sandbox::new("");
-    let text = std::fs::read_to_string(&sb.policy).unwrap();
-    std::fs::write(
-        &sb.policy,
-        format!("audit_max_bytes = 4096\naudit_keep = 50\n{text}"),
-    )
-    .unwrap();
+    sb.prepend_policy("audit_max_bytes = 4096\naudit_keep = 50");
     let s = sb.session().await;
     for i in 0..30 {
         s.run(&format!("echo rotation-{i}")).await;
@@ -262,7 +248,7 @@ async fn fault_injection_under_fail_closed() {
     let _ = Command::new("umount").arg("-l").arg(&mnt).status();
 
     // Permission denied: an unprivileged server and a trail directory it may not write.
-    let sb = Sandbox::with(DEFAULT_ALLOW, "timeout_seconds = 5", "closed", "");
+    let sb = Sandbox::builder().limits("timeout_seconds = 5").build();
     let logs = sb.base().join("root-only");
     std::fs::create_dir(&logs).unwrap();
     audit_at(&sb, &logs.join("audit.jsonl"));
@@ -354,8 +340,7 @@ async fn records_are_safe_to_print_and_tail_follows() {
     let sb = Sandbox::new("");
     let s = sb.session().await;
     let hostile = "\u{1b}]0;pwned\u{7}\u{1b}[31mred\u{202E}txt.exe\nforged line";
-    s.call("run_command", json!({"command": ["echo", hostile]}))
-        .await;
+    s.run_with(json!({"command": ["echo", hostile]})).await;
     let raw = std::fs::read(&sb.audit).unwrap();
     assert!(!raw.contains(&0x1b), "no raw ESC byte in the trail");
     let text = String::from_utf8(raw).unwrap();
@@ -404,12 +389,7 @@ fn with_files_section(sb: &Sandbox) {
     for i in 0..8 {
         std::fs::write(sb.base().join(format!("inbox/f{i}.txt")), "x").unwrap();
     }
-    let text = std::fs::read_to_string(&sb.policy).unwrap();
-    std::fs::write(
-        &sb.policy,
-        format!("{text}\n[files]\nworkspace_root = \"inbox\"\njournal = \"journal.jsonl\"\n"),
-    )
-    .unwrap();
+    sb.append_policy("[files]\nworkspace_root = \"inbox\"\njournal = \"journal.jsonl\"");
 }
 
 /// Both servers from one policy, and a second terminal server beside them, append to one
@@ -418,12 +398,7 @@ fn with_files_section(sb: &Sandbox) {
 #[tokio::test(flavor = "multi_thread")]
 async fn servers_sharing_one_trail_keep_one_chain() {
     let sb = Sandbox::new("");
-    let text = std::fs::read_to_string(&sb.policy).unwrap();
-    std::fs::write(
-        &sb.policy,
-        format!("audit_max_bytes = 8192\naudit_keep = 100\n{text}"),
-    )
-    .unwrap();
+    sb.prepend_policy("audit_max_bytes = 8192\naudit_keep = 100");
     with_files_section(&sb);
     let t1 = sb.session().await;
     let t2 = sb.session().await;
@@ -547,9 +522,5 @@ fn a_spool_inside_a_write_path_or_a_cache_does_not_start() {
         &["policy", "check", "--config", sb.policy.to_str().unwrap()],
         &[],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
 }

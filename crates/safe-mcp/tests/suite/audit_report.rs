@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::approvals::{Client, Reply};
 use super::egress::Upstream;
-use super::support::{BIN, Sandbox};
+use super::support::{BIN, Sandbox, assert_success, safe_mcp_on};
 
 /// The sandbox's policy, replaced: egress to localhost, `touch needs-ok` confirmed.
 fn policy(sb: &Sandbox) {
@@ -53,11 +53,7 @@ fn chromium(page: &std::path::Path, args: &[&str]) -> String {
         .arg(format!("file://{}", page.display()))
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -75,17 +71,11 @@ async fn the_report_of_a_real_session_renders_in_a_browser() {
     let refused = c.run("whoami").await;
     assert_eq!(refused["code"], "POLICY_DENIED", "{refused}");
     let fetched = c
-        .call(
-            "run_command",
-            json!({"command": format!("curl -s http://localhost:{}/", up.port)}),
-        )
+        .run_with(json!({"command": format!("curl -s http://localhost:{}/", up.port)}))
         .await;
     assert_eq!(fetched["detail"]["exit_code"], 0, "{fetched}");
-    c.call(
-        "run_command",
-        json!({"command": "curl -s -o /dev/null https://blocked.example.org/"}),
-    )
-    .await;
+    c.run("curl -s -o /dev/null https://blocked.example.org/")
+        .await;
     let approved = c.run("touch needs-ok").await;
     assert_eq!(approved["code"], "OK", "{approved}");
     let started = c
@@ -110,11 +100,7 @@ async fn the_report_of_a_real_session_renders_in_a_browser() {
         .arg(&out)
         .output()
         .unwrap();
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
+    assert_success(&made);
     let html = std::fs::read_to_string(&out).unwrap();
     // Issue 50.8: a refused start_process started no session; it is a call, not a session.
     let sessions = html
@@ -128,11 +114,10 @@ async fn the_report_of_a_real_session_renders_in_a_browser() {
         "the refused call is on the page"
     );
     // --since keeps what came at or after it.
-    let later = std::process::Command::new(BIN)
-        .args(["audit", "report", "--since", "2999-01-01", "--config"])
-        .arg(&sb.policy)
-        .output()
-        .unwrap();
+    let later = safe_mcp_on(
+        &["audit", "report", "--since", "2999-01-01", "--config"],
+        &sb.policy,
+    );
     assert!(String::from_utf8_lossy(&later.stdout).contains(" · 0 records · "));
     assert!(!html.contains("<script"), "a page without scripts");
     assert!(

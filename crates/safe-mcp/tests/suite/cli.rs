@@ -3,7 +3,10 @@
 
 use std::process::{Command, Output, Stdio};
 
-use super::support::{BIN, Sandbox};
+use super::support::{
+    BIN, SETPRIV_NEEDS_ROOT, Sandbox, assert_success, pids_cgroup_or_skip, root_or_skip,
+    safe_mcp_on,
+};
 
 pub(super) fn run(args: &[&str], envs: &[(&str, &str)]) -> Output {
     let mut c = Command::new(BIN);
@@ -201,12 +204,7 @@ fn doctor_reports_the_kernel() {
 
 #[test]
 fn policy_check_runs_examples_and_lints() {
-    let sb = Sandbox::with(
-        r#""ls", "zsh", "find", "python3", "frobnicate""#,
-        "timeout_seconds = 5",
-        "closed",
-        "[[terminal.rules]]\ncommand = \"find\"\nallow_escapes = [\"-delete\"]\nshould_allow = [\"find . -delete\"]\nshould_deny = [\"find . -exec id \\\\;\"]\n[[terminal.rules]]\ncommand = \"python3\"\nallow_interpreter = true\n",
-    );
+    let sb = Sandbox::builder().allow(&["ls", "zsh", "find", "python3", "frobnicate"]).limits("timeout_seconds = 5").extra("[[terminal.rules]]\ncommand = \"find\"\nallow_escapes = [\"-delete\"]\nshould_allow = [\"find . -delete\"]\nshould_deny = [\"find . -exec id \\\\;\"]\n[[terminal.rules]]\ncommand = \"python3\"\nallow_interpreter = true\n").build();
     let out = run(
         &["policy", "check", "--config", sb.policy.to_str().unwrap()],
         &[],
@@ -246,11 +244,10 @@ fn policy_check_runs_examples_and_lints() {
     assert!(stdout.contains(", 7 rules |"), "{stdout}");
 
     // A failing example is fatal and names the rule and the example; the server never starts.
-    let text = std::fs::read_to_string(&sb.policy).unwrap().replace(
+    sb.edit_policy(
         "should_allow = [\"find . -delete\"]",
         "should_allow = [\"find . -exec id \\\\;\"]",
     );
-    std::fs::write(&sb.policy, text).unwrap();
     for cmd in [
         &["policy", "check", "--config"][..],
         &["terminal", "--config"][..],
@@ -361,13 +358,11 @@ fn a_session_over_non_pipe_stdio_works() {
 #[test]
 fn explain_and_doctor_make_no_cgroup() {
     use rustix::fs::inotify;
-    let root = std::path::Path::new("/sys/fs/cgroup/pids");
-    if !rustix::process::geteuid().is_root() || !root.is_dir() {
-        super::support::skip(
-            "skipping: only a root server with cgroup v1 pids makes a pids cgroup",
-        );
+    let Some(root) =
+        pids_cgroup_or_skip("skipping: only a root server with cgroup v1 pids makes a pids cgroup")
+    else {
         return;
-    }
+    };
     let sb = Sandbox::new("");
     let watch =
         inotify::init(inotify::CreateFlags::NONBLOCK | inotify::CreateFlags::CLOEXEC).unwrap();
@@ -459,10 +454,7 @@ fn audit_and_doctor_exit_codes_match_the_docs() {
 /// and what to chown, instead of "valid" and then AUDIT_UNAVAILABLE on every call.
 #[test]
 fn policy_check_says_what_the_server_user_cannot_write() {
-    if !rustix::process::geteuid().is_root() {
-        super::support::skip(
-            "skipping: switching to an unprivileged user (setpriv --reuid=65534) needs root",
-        );
+    if !root_or_skip(SETPRIV_NEEDS_ROOT) {
         return;
     }
     let sb = Sandbox::new("");
@@ -617,16 +609,8 @@ fn completions_and_man_pages_come_from_the_command_definitions() {
 
     let dir = tempfile::tempdir().unwrap();
     let pages = dir.path().join("man1");
-    let out = Command::new(BIN)
-        .args(["man", "--out"])
-        .arg(&pages)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = safe_mcp_on(&["man", "--out"], &pages);
+    assert_success(&out);
     for page in [
         "safe-mcp.1",
         "safe-mcp-terminal.1",

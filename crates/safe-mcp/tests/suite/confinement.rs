@@ -6,15 +6,15 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::support::sh_call;
-use super::support::{Sandbox, Session, eventually, live_processes_with};
+use super::builders::stderr;
+use super::support::{
+    SETPRIV_NEEDS_ROOT, Sandbox, Session, eventually, live_processes_with, pids_cgroup_or_skip,
+    root_or_skip, stderr_of, stdout_of,
+};
 
 /// The fork loop got at least one refusal, and none of its sleepers outlived the call.
 async fn assert_fork_loop_stopped(r: &serde_json::Value, sleeper: &str) {
-    let stderr = r["detail"]["stderr"]
-        .as_str()
-        .unwrap_or_default()
-        .to_lowercase();
+    let stderr = stderr(r).to_lowercase();
     assert!(
         stderr.contains("fork") || stderr.contains("resource temporarily unavailable"),
         "the loop was never refused a process: {r}"
@@ -31,12 +31,7 @@ async fn a_child_cannot_read_or_write_outside_the_jail() {
     std::fs::write(&outside, "top secret").unwrap();
     let s = sb.session().await;
 
-    let r = s
-        .call(
-            "run_command",
-            sh_call(&format!("cat {}", outside.display())),
-        )
-        .await;
+    let r = s.sh(&format!("cat {}", outside.display())).await;
     assert_eq!(r["code"], "OK", "{r}");
     assert_ne!(r["detail"]["exit_code"], 0);
     // In the private view the file is not there at all; in the host view Landlock refuses.
@@ -46,49 +41,22 @@ async fn a_child_cannot_read_or_write_outside_the_jail() {
     } else {
         "Permission denied"
     };
-    assert!(
-        r["detail"]["stderr"].as_str().unwrap().contains(refusal),
-        "{r}"
-    );
-    assert!(
-        !r["detail"]["stdout"]
-            .as_str()
-            .unwrap()
-            .contains("top secret")
-    );
+    assert!(stderr_of(&r).contains(refusal), "{r}");
+    assert!(!stdout_of(&r).contains("top secret"));
 
     // A symlink the command makes inside the jail does not help.
     let r = s
-        .call(
-            "run_command",
-            sh_call(&format!("ln -s {} link && cat link", outside.display())),
-        )
+        .sh(&format!("ln -s {} link && cat link", outside.display()))
         .await;
-    assert!(
-        !r["detail"]["stdout"]
-            .as_str()
-            .unwrap()
-            .contains("top secret"),
-        "{r}"
-    );
+    assert!(!stdout_of(&r).contains("top secret"), "{r}");
 
     let target = sb.base().join("written-outside");
-    let r = s
-        .call(
-            "run_command",
-            sh_call(&format!("echo x > {}", target.display())),
-        )
-        .await;
+    let r = s.sh(&format!("echo x > {}", target.display())).await;
     assert_ne!(r["detail"]["exit_code"], 0, "{r}");
     assert!(!target.exists());
 
     // Inside the jail, reading and writing work.
-    let r = s
-        .call(
-            "run_command",
-            sh_call("echo inside > made.txt && cat made.txt"),
-        )
-        .await;
+    let r = s.sh("echo inside > made.txt && cat made.txt").await;
     assert_eq!(r["detail"]["stdout"], "inside\n", "{r}");
 }
 
@@ -104,15 +72,9 @@ async fn a_child_cannot_connect_to_tcp_on_loopback() {
     std::fs::write(&sb.policy, policy).unwrap();
     let s = sb.session().await;
     let args = json!({"command": ["bash", "-c", format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected")]});
-    let r = s.call("run_command", args).await;
+    let r = s.run_with(args).await;
     assert_eq!(r["code"], "OK", "{r}");
-    assert!(
-        !r["detail"]["stdout"]
-            .as_str()
-            .unwrap()
-            .contains("connected"),
-        "{r}"
-    );
+    assert!(!stdout_of(&r).contains("connected"), "{r}");
     let mut accepted = listener.accept();
     if let Ok((stream, _)) = &mut accepted {
         let mut buf = [0u8; 1];
@@ -234,7 +196,7 @@ fn probe_results(out: &str) -> std::collections::BTreeMap<String, (i64, i64)> {
 fn assert_probe_refused(r: &Value) {
     const EPERM: i64 = 1;
     const ENOSYS: i64 = 38;
-    let got = probe_results(r["detail"]["stdout"].as_str().unwrap());
+    let got = probe_results(stdout_of(r));
     assert_eq!(got.len(), 9, "{r}");
     for (name, (rc, errno)) in &got {
         let want = if name == "clone3" { ENOSYS } else { EPERM };
@@ -250,9 +212,7 @@ async fn escape_syscalls_are_refused_by_seccomp() {
         .replace("\"sh\",", "\"sh\", \"python3\",");
     std::fs::write(&sb.policy, &policy).unwrap();
     let s = sb.session().await;
-    let r = s
-        .call("run_command", json!({"command": ["python3", "-c", PROBE]}))
-        .await;
+    let r = s.py(PROBE).await;
     assert_eq!(r["code"], "OK", "{r}");
     assert_probe_refused(&r);
 
@@ -266,10 +226,8 @@ async fn escape_syscalls_are_refused_by_seccomp() {
     )
     .unwrap();
     let s = off.session().await;
-    let r = s
-        .call("run_command", json!({"command": ["python3", "-c", PROBE]}))
-        .await;
-    let got = probe_results(r["detail"]["stdout"].as_str().unwrap());
+    let r = s.py(PROBE).await;
+    let got = probe_results(stdout_of(&r));
     assert_eq!(
         got["ptrace"].0, 0,
         "PTRACE_TRACEME succeeds unconfined: {r}"
@@ -284,27 +242,17 @@ async fn escape_syscalls_are_refused_by_seccomp() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_fork_loop_and_a_file_size_bomb_are_stopped_by_limits() {
-    let sb = Sandbox::with(
-        super::support::DEFAULT_ALLOW,
-        "timeout_seconds = 3\nmax_output_bytes = 4096\nprocesses = 40\nfile_size_bytes = 1048576",
-        "closed",
-        "",
-    );
+    let sb = Sandbox::builder().limits("timeout_seconds = 3\nmax_output_bytes = 4096\nprocesses = 40\nfile_size_bytes = 1048576").build();
     let s = sb.session().await;
     let fork_loop = "i=0; while [ $i -lt 400 ]; do sleep 29.71 & i=$((i+1)); done; wait";
-    let r = s.call("run_command", sh_call(fork_loop)).await;
+    let r = s.sh(fork_loop).await;
     assert_fork_loop_stopped(&r, "sleep 29.71").await;
     assert_eq!(
         s.run("echo still-serving").await["detail"]["stdout"],
         "still-serving\n"
     );
 
-    let r = s
-        .call(
-            "run_command",
-            sh_call("head -c 5000000 /dev/zero > big.bin"),
-        )
-        .await;
+    let r = s.sh("head -c 5000000 /dev/zero > big.bin").await;
     assert_ne!(r["detail"]["exit_code"], 0, "{r}");
     let size = std::fs::metadata(sb.jail.join("big.bin"))
         .map(|m| m.len())
@@ -316,18 +264,13 @@ async fn a_fork_loop_and_a_file_size_bomb_are_stopped_by_limits() {
 /// seccomp and RLIMIT_NPROC are all that stand between a command and the machine.
 #[tokio::test(flavor = "multi_thread")]
 async fn as_an_unprivileged_user_the_same_confinement_holds() {
-    if !rustix::process::geteuid().is_root() {
-        super::support::skip(
-            "skipping: switching to an unprivileged user (setpriv --reuid=65534) needs root",
-        );
+    if !root_or_skip(SETPRIV_NEEDS_ROOT) {
         return;
     }
-    let sb = Sandbox::with(
-        &format!("{}, \"python3\"", super::support::DEFAULT_ALLOW),
-        "timeout_seconds = 3\nmax_output_bytes = 4096\nprocesses = 40",
-        "closed",
-        "",
-    );
+    let sb = Sandbox::builder()
+        .allow_more(&["python3"])
+        .limits("timeout_seconds = 3\nmax_output_bytes = 4096\nprocesses = 40")
+        .build();
     sb.add_helpers(&["id", "setsid"]);
     let outside = sb.base().join("outside.txt");
     std::fs::write(&outside, "root only").unwrap();
@@ -335,41 +278,20 @@ async fn as_an_unprivileged_user_the_same_confinement_holds() {
     // only Landlock can refuse it.
     sb.give_to(65534);
     let s = sb.session_as(65534).await;
-    let r = s.call("run_command", sh_call("id -u")).await;
+    let r = s.sh("id -u").await;
     assert_eq!(r["detail"]["stdout"], "65534\n", "{r}");
-    let r = s
-        .call(
-            "run_command",
-            sh_call(&format!("cat {}", outside.display())),
-        )
-        .await;
-    assert!(
-        !r["detail"]["stdout"]
-            .as_str()
-            .unwrap()
-            .contains("root only"),
-        "{r}"
-    );
-    let r = s
-        .call(
-            "run_command",
-            sh_call(&format!("echo x > {}/x", sb.base().display())),
-        )
-        .await;
+    let r = s.sh(&format!("cat {}", outside.display())).await;
+    assert!(!stdout_of(&r).contains("root only"), "{r}");
+    let r = s.sh(&format!("echo x > {}/x", sb.base().display())).await;
     assert_ne!(r["detail"]["exit_code"], 0, "{r}");
     assert!(!sb.base().join("x").exists());
-    let r = s
-        .call("run_command", json!({"command": ["python3", "-c", PROBE]}))
-        .await;
+    let r = s.py(PROBE).await;
     assert_probe_refused(&r);
     let r = s
-        .call(
-            "run_command",
-            sh_call("i=0; while [ $i -lt 400 ]; do sleep 31 & i=$((i+1)); done; wait"),
-        )
+        .sh("i=0; while [ $i -lt 400 ]; do sleep 31 & i=$((i+1)); done; wait")
         .await;
     assert_fork_loop_stopped(&r, "sleep 31").await;
-    let r = s.call("run_command", json!({"command": ["sh", "-c", "setsid sleep 932.1 & sleep 932.2"], "timeout_seconds": 1})).await;
+    let r = s.run_with(json!({"command": ["sh", "-c", "setsid sleep 932.1 & sleep 932.2"], "timeout_seconds": 1})).await;
     assert_eq!(r["code"], "TIMEOUT");
     assert!(eventually(5, || live_processes_with("932.").is_empty()).await);
 }
@@ -383,41 +305,33 @@ async fn unix_sockets_can_be_refused() {
         ("", "unix-socket-created"),
         ("[terminal.sandbox]\nunix_sockets = false", "refused 1"),
     ] {
-        let allow = format!("{}, \"python3\"", super::support::DEFAULT_ALLOW);
-        let sb = Sandbox::with(&allow, "timeout_seconds = 10", "closed", extra);
+        let sb = Sandbox::builder()
+            .allow_more(&["python3"])
+            .limits("timeout_seconds = 10")
+            .extra(extra)
+            .build();
         let s = sb.session().await;
-        let r = s
-            .call("run_command", json!({"command": ["python3", "-c", probe]}))
-            .await;
-        assert_eq!(
-            r["detail"]["stdout"].as_str().unwrap().trim(),
-            expect,
-            "{extra}: {r}"
-        );
+        let r = s.py(probe).await;
+        assert_eq!(stdout_of(&r).trim(), expect, "{extra}: {r}");
     }
 }
+
+/// Why the pids cgroup tests skip where there is no pids cgroup to use.
+const PIDS_SKIP: &str =
+    "skipping: the pids cgroup is used only by a root server with cgroup v1 pids";
 
 /// As root, RLIMIT_NPROC does not bind, so a root server puts its commands in a cgroup v1
 /// `pids` group of its own: a command runs inside it, groups left by dead servers are removed
 /// at start, and the server removes its own when it exits.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_root_server_runs_commands_in_its_own_pids_cgroup_and_cleans_up() {
-    let root = std::path::Path::new("/sys/fs/cgroup/pids");
-    if !rustix::process::geteuid().is_root() || !root.is_dir() {
-        super::support::skip(
-            "skipping: the pids cgroup is used only by a root server with cgroup v1 pids",
-        );
+    let Some(root) = pids_cgroup_or_skip(PIDS_SKIP) else {
         return;
-    }
+    };
     // 999999999 is above every pid_max, so no server of that pid can be alive.
     let stale = root.join("safe-mcp-999999999");
     let _ = std::fs::create_dir(&stale);
-    let sb = Sandbox::with(
-        super::support::DEFAULT_ALLOW,
-        "processes = 40",
-        "closed",
-        "",
-    );
+    let sb = Sandbox::builder().limits("processes = 40").build();
     let s = sb.session().await;
     assert!(
         !stale.exists(),
@@ -465,13 +379,9 @@ async fn a_root_server_runs_commands_in_its_own_pids_cgroup_and_cleans_up() {
 /// 0 and removes its cgroup. Its control: the same server given SIGKILL leaves the group.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_server_stopped_by_sigterm_cleans_up_as_at_a_closed_session() {
-    let root = std::path::Path::new("/sys/fs/cgroup/pids");
-    if !rustix::process::geteuid().is_root() || !root.is_dir() {
-        super::support::skip(
-            "skipping: the pids cgroup is used only by a root server with cgroup v1 pids",
-        );
+    let Some(root) = pids_cgroup_or_skip(PIDS_SKIP) else {
         return;
-    }
+    };
     let sb = Sandbox::new("");
     let stopped = |signal: rustix::process::Signal| {
         use std::io::{BufRead, Write};

@@ -8,16 +8,15 @@ use std::io::Read;
 
 use serde_json::{Value, json};
 
-use super::support::{Sandbox, Session};
+use super::support::{Sandbox, Session, reason_of, root_or_skip, stderr_of, stdout_of};
 
 /// A policy with python3 (the dev server and its client) and the sessions' defaults.
 fn sandbox(extra: &str) -> Sandbox {
-    Sandbox::with(
-        "\"python3\", \"sh\"",
-        "timeout_seconds = 30\nmax_output_bytes = 4096",
-        "closed",
-        extra,
-    )
+    Sandbox::builder()
+        .allow(&["python3", "sh"])
+        .limits("timeout_seconds = 30\nmax_output_bytes = 4096")
+        .extra(extra)
+        .build()
 }
 
 /// A python3 program that fetches `url` and prints the body, or `failed <errno>`.
@@ -30,28 +29,12 @@ fn fetch(url: &str) -> Value {
 
 /// Starts `python3 -m http.server` on `port` of loopback and waits until it serves.
 async fn serve(s: &Session, port: u16) -> String {
-    let started = s
-        .call(
-            "start_process",
-            json!({"command": ["python3", "-u", "-m", "http.server", port.to_string(), "--bind", "127.0.0.1"]}),
-        )
-        .await;
-    assert_eq!(started["code"], "OK", "{started}");
-    let handle = started["detail"]["handle"].as_str().unwrap().to_owned();
+    let handle = s.start_process(json!({"command": ["python3", "-u", "-m", "http.server", port.to_string(), "--bind", "127.0.0.1"]})).await;
     let r = s
-        .call(
-            "read_process_output",
-            json!({"handle": handle, "wait_seconds": 20, "until": "quiet"}),
-        )
+        .read_process(&handle, json!({"wait_seconds": 20, "until": "quiet"}))
         .await;
     assert_eq!(r["detail"]["running"], true, "the server died: {r}");
-    assert!(
-        r["detail"]["stdout"]
-            .as_str()
-            .unwrap()
-            .contains("Serving HTTP"),
-        "{r}"
-    );
+    assert!(stdout_of(&r).contains("Serving HTTP"), "{r}");
     handle
 }
 
@@ -69,13 +52,9 @@ async fn a_dev_server_in_a_session_serves_later_commands_but_never_reaches_the_h
         "this machine kind makes the view: {described}"
     );
     let handle = serve(&s, 8000).await;
-    let r = s
-        .call("run_command", fetch("http://127.0.0.1:8000/notes.txt"))
-        .await;
+    let r = s.run_with(fetch("http://127.0.0.1:8000/notes.txt")).await;
     assert_eq!(r["detail"]["stdout"], "alpha\nbeta\ngamma\n", "{r}");
-    let r = s
-        .call("run_command", fetch("http://localhost:8000/notes.txt"))
-        .await;
+    let r = s.run_with(fetch("http://localhost:8000/notes.txt")).await;
     assert_eq!(r["detail"]["stdout"], "alpha\nbeta\ngamma\n", "{r}");
 
     // The host's loopback is another namespace's: nothing listens on it in the view.
@@ -83,15 +62,9 @@ async fn a_dev_server_in_a_session_serves_later_commands_but_never_reaches_the_h
     host.set_nonblocking(true).unwrap();
     let port = host.local_addr().unwrap().port();
     let r = s
-        .call("run_command", fetch(&format!("http://127.0.0.1:{port}/")))
+        .run_with(fetch(&format!("http://127.0.0.1:{port}/")))
         .await;
-    assert!(
-        r["detail"]["stdout"]
-            .as_str()
-            .unwrap()
-            .starts_with("failed"),
-        "{r}"
-    );
+    assert!(stdout_of(&r).starts_with("failed"), "{r}");
     let mut accepted = host.accept();
     if let Ok((stream, _)) = &mut accepted {
         let _ = stream.read(&mut [0u8; 1]);
@@ -99,9 +72,7 @@ async fn a_dev_server_in_a_session_serves_later_commands_but_never_reaches_the_h
     assert!(accepted.is_err(), "the host's listener saw a connection");
     // Still only TCP: a UDP socket is refused (nothing could route it anyway).
     let udp = "import socket\ntry:\n    socket.socket(socket.AF_INET, socket.SOCK_DGRAM); print('made')\nexcept OSError as e:\n    print('refused', e.errno)";
-    let r = s
-        .call("run_command", json!({"command": ["python3", "-c", udp]}))
-        .await;
+    let r = s.py(udp).await;
     assert_eq!(r["detail"]["stdout"], "refused 1\n", "{r}");
     let stopped = s.call("stop_process", json!({"handle": handle})).await;
     assert_eq!(stopped["detail"]["running"], false, "{stopped}");
@@ -114,11 +85,9 @@ async fn without_a_view_listening_is_refused_with_the_reason_unless_the_port_is_
     let listen = "import socket\ns = socket.socket()\ns.bind(('127.0.0.1', 18080))\ns.listen()\nprint('listening')";
     let sb = sandbox("[terminal.sandbox]\nnamespaces = \"off\"");
     let s = sb.session().await;
-    let r = s
-        .call("run_command", json!({"command": ["python3", "-c", listen]}))
-        .await;
+    let r = s.py(listen).await;
     assert_ne!(r["detail"]["exit_code"], 0, "{r}");
-    let reason = r["reason"].as_str().unwrap();
+    let reason = reason_of(&r);
     assert!(reason.contains("refused a network socket"), "{r}");
     assert!(reason.contains("listen_ports"), "{r}");
 
@@ -126,15 +95,11 @@ async fn without_a_view_listening_is_refused_with_the_reason_unless_the_port_is_
         "[terminal.sandbox]\nnamespaces = \"off\"\n[terminal.network]\nlisten_ports = [18080]",
     );
     let s = sb.session().await;
-    let r = s
-        .call("run_command", json!({"command": ["python3", "-c", listen]}))
-        .await;
+    let r = s.py(listen).await;
     assert_eq!(r["detail"]["stdout"], "listening\n", "{r}");
     // Another port stays refused.
     let other = listen.replace("18080", "18081");
-    let r = s
-        .call("run_command", json!({"command": ["python3", "-c", other]}))
-        .await;
+    let r = s.py(other).await;
     assert_ne!(r["detail"]["exit_code"], 0, "{r}");
 }
 
@@ -145,31 +110,22 @@ async fn a_read_until_exit_returns_a_long_run_whole_with_its_start_and_end() {
     let sb = sandbox("");
     let s = sb.session().await;
     let program = "for i in range(5000):\n    print('line', i)\n";
-    let started = s
-        .call(
-            "start_process",
-            json!({"command": ["python3", "-c", program]}),
-        )
+    let handle = s
+        .start_process(json!({"command": ["python3", "-c", program]}))
         .await;
-    let handle = started["detail"]["handle"].as_str().unwrap().to_owned();
     let r = s
-        .call(
-            "read_process_output",
-            json!({"handle": handle, "wait_seconds": 60, "until": "exit"}),
-        )
+        .read_process(&handle, json!({"wait_seconds": 60, "until": "exit"}))
         .await;
     assert_eq!(r["detail"]["running"], false, "{r}");
     assert_eq!(r["reason"], "ended: exit code 0", "{r}");
-    let out = r["detail"]["stdout"].as_str().unwrap();
+    let out = stdout_of(&r);
     assert!(out.starts_with("line 0\nline 1\n"), "{out}");
     assert!(out.ends_with("line 4998\nline 4999\n"), "{out}");
     assert!(out.contains("lines (") && out.contains("left out"), "{out}");
     assert!(out.len() < 4096 + 200, "{}", out.len());
     assert_eq!(r["detail"]["more"], false, "{r}");
     // The handle is spent: everything was read.
-    let again = s
-        .call("read_process_output", json!({"handle": handle}))
-        .await;
+    let again = s.read_process(&handle, json!({})).await;
     assert_eq!(again["code"], "INVALID_REQUEST", "{again}");
 }
 
@@ -181,26 +137,11 @@ async fn a_session_that_died_says_so_in_the_read_that_shows_why() {
     let s = sb.session().await;
     for _ in 0..5 {
         let program = "import sys\nprint('Traceback (most recent call last):', file=sys.stderr, flush=True)\nsys.exit(1)";
-        let started = s
-            .call(
-                "start_process",
-                json!({"command": ["python3", "-c", program]}),
-            )
+        let handle = s
+            .start_process(json!({"command": ["python3", "-c", program]}))
             .await;
-        let handle = started["detail"]["handle"].as_str().unwrap().to_owned();
-        let r = s
-            .call(
-                "read_process_output",
-                json!({"handle": handle, "wait_seconds": 10}),
-            )
-            .await;
-        assert!(
-            r["detail"]["stderr"]
-                .as_str()
-                .unwrap()
-                .starts_with("Traceback"),
-            "{r}"
-        );
+        let r = s.read_process(&handle, json!({"wait_seconds": 10})).await;
+        assert!(stderr_of(&r).starts_with("Traceback"), "{r}");
         assert_eq!(r["reason"], "ended: exit code 1", "{r}");
         assert_eq!(r["detail"]["running"], false, "{r}");
     }
@@ -212,19 +153,11 @@ const NODE_FETCH: &str = "const http = require('http');\nconst s = http.createSe
 
 /// A sandbox with the node profile, its cache beneath the sandbox.
 fn node_sandbox() -> Sandbox {
-    let sb = Sandbox::with(
-        "\"sh\"",
-        "timeout_seconds = 60\nmax_output_bytes = 65536",
-        "closed",
-        "",
-    );
-    let text = std::fs::read_to_string(&sb.policy).unwrap().replacen(
-        "[terminal]\n",
-        "[terminal]\nprofiles = [\"node\"]\ncache_dir = \"cache\"\n",
-        1,
-    );
-    std::fs::write(&sb.policy, text).unwrap();
-    sb
+    Sandbox::builder()
+        .allow(&["sh"])
+        .roomy(60)
+        .profiles(&["node"], "cache")
+        .build()
 }
 
 /// Item 4: node's `fetch()` of a loopback URL, `node --version` and `npm test` work under
@@ -266,9 +199,7 @@ async fn node_fetch_and_npm_test_work_under_the_node_profile_root_and_unprivileg
         assert_eq!(r["detail"]["exit_code"], 0, "{uid:?}: {r}");
         // npm's retries are bounded, so an offline install fails in seconds.
         let env = "console.log(process.env.npm_config_fetch_retries, process.env.npm_config_fetch_timeout)";
-        let r = s
-            .call("run_command", json!({"command": ["node", "-e", env]}))
-            .await;
+        let r = s.run_with(json!({"command": ["node", "-e", env]})).await;
         assert_eq!(r["detail"]["stdout"], "1 15000\n", "{uid:?}: {r}");
         let r = s.run("npm install is-number").await;
         assert_ne!(r["detail"]["exit_code"], 0, "offline: {r}");
@@ -276,13 +207,7 @@ async fn node_fetch_and_npm_test_work_under_the_node_profile_root_and_unprivileg
         assert_eq!(r["detail"]["stdout"], "served by node\n", "{uid:?}: {r}");
         let r = s.run("npm test").await;
         assert_eq!(r["detail"]["exit_code"], 0, "{uid:?}: {r}");
-        assert!(
-            r["detail"]["stdout"]
-                .as_str()
-                .unwrap()
-                .contains("served by node"),
-            "{uid:?}: {r}"
-        );
+        assert!(stdout_of(&r).contains("served by node"), "{uid:?}: {r}");
         let described = s.call("describe_policy", json!({"verbose": true})).await;
         let by = described["detail"]["confinement"]["rlimits"]["memory_enforced_by"]
             .as_str()
@@ -316,34 +241,19 @@ async fn the_memory_limit_counts_memory_used_where_a_memory_cgroup_is_available(
         );
         return;
     }
-    let sb = Sandbox::with(
-        "\"python3\"",
+    let sb = Sandbox::allowing(
+        &["python3"],
         "timeout_seconds = 60\nmemory_bytes = 268435456",
-        "closed",
-        "",
     );
     let s = sb.session().await;
     let reserve = "import mmap\nm = mmap.mmap(-1, 8 << 30, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | 0x4000)\nm[0] = 1\nprint('reserved')";
-    let r = s
-        .call(
-            "run_command",
-            json!({"command": ["python3", "-c", reserve]}),
-        )
-        .await;
+    let r = s.py(reserve).await;
     assert_eq!(r["detail"]["stdout"], "reserved\n", "{r}");
     let touch = "b = bytearray(512 << 20)\nfor i in range(0, len(b), 4096):\n    b[i] = 1\nprint('survived')";
-    let r = s
-        .call("run_command", json!({"command": ["python3", "-c", touch]}))
-        .await;
+    let r = s.py(touch).await;
     assert_ne!(r["detail"]["stdout"], "survived\n", "{r}");
     assert_eq!(r["detail"]["limit"], "memory_bytes", "{r}");
-    assert!(
-        r["reason"]
-            .as_str()
-            .unwrap()
-            .contains("the kernel killed it"),
-        "{r}"
-    );
+    assert!(reason_of(&r).contains("the kernel killed it"), "{r}");
     // The calls, one after another, reused one group (other tests' servers run beside it),
     // and no process of theirs is left in it.
     // The server, not the namespace made ahead for its next call (its first child and init
@@ -419,10 +329,7 @@ async fn an_exposed_port_reaches_the_session_from_the_host_until_it_ends() {
     assert!(at.ip().is_loopback(), "{address}");
     assert!((18700..=18720).contains(&at.port()), "{address}");
     let r = s
-        .call(
-            "read_process_output",
-            json!({"handle": handle, "wait_seconds": 20, "until": "quiet"}),
-        )
+        .read_process(&handle, json!({"wait_seconds": 20, "until": "quiet"}))
         .await;
     assert_eq!(r["detail"]["running"], true, "{r}");
     let page = tokio::task::spawn_blocking({
@@ -443,10 +350,7 @@ async fn an_exposed_port_reaches_the_session_from_the_host_until_it_ends() {
         )
         .await;
     assert_eq!(refused["code"], "POLICY_DENIED", "{refused}");
-    assert!(
-        refused["reason"].as_str().unwrap().contains("max_exposed"),
-        "{refused}"
-    );
+    assert!(reason_of(&refused).contains("max_exposed"), "{refused}");
     let listed = s.call("list_processes", json!({})).await;
     assert_eq!(
         listed["detail"]["processes"].as_array().unwrap().len(),
@@ -515,7 +419,7 @@ async fn expose_port_is_refused_under_egress_and_starts_nothing() {
         )
         .await;
     assert_eq!(r["code"], "OPERATION_FAILED", "{r}");
-    assert!(r["reason"].as_str().unwrap().contains("allowlist"), "{r}");
+    assert!(reason_of(&r).contains("allowlist"), "{r}");
     let listed = s.call("list_processes", json!({})).await;
     assert_eq!(listed["detail"]["processes"], json!([]), "{listed}");
     let r = s
@@ -531,8 +435,7 @@ async fn expose_port_is_refused_under_egress_and_starts_nothing() {
 /// socket helper enters too; the exposed port reaches the session the same way.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_unprivileged_server_exposes_a_port_the_same_way() {
-    if !rustix::process::geteuid().is_root() {
-        super::support::skip("skipping: needs root to run the server as another user");
+    if !root_or_skip("skipping: needs root to run the server as another user") {
         return;
     }
     let uid = 65534;
@@ -552,11 +455,8 @@ async fn an_unprivileged_server_exposes_a_port_the_same_way() {
         .as_str()
         .unwrap()
         .to_owned();
-    s.call(
-        "read_process_output",
-        json!({"handle": handle, "wait_seconds": 20, "until": "quiet"}),
-    )
-    .await;
+    s.read_process(&handle, json!({"wait_seconds": 20, "until": "quiet"}))
+        .await;
     let page = tokio::task::spawn_blocking(move || host_get(&address, "/notes.txt"))
         .await
         .unwrap()
@@ -568,24 +468,17 @@ async fn an_unprivileged_server_exposes_a_port_the_same_way() {
 /// Item 5: a session killed by a limit says which, with its key, as a run does.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_session_killed_by_a_limit_says_which() {
-    let sb = Sandbox::with("\"python3\"", "cpu_seconds = 1", "closed", "");
+    let sb = Sandbox::allowing(&["python3"], "cpu_seconds = 1");
     let s = sb.session().await;
-    let started = s
-        .call(
-            "start_process",
-            json!({"command": ["python3", "-c", "while True: pass"]}),
-        )
+    let handle = s
+        .start_process(json!({"command": ["python3", "-c", "while True: pass"]}))
         .await;
-    let handle = started["detail"]["handle"].as_str().unwrap().to_owned();
     let r = s
-        .call(
-            "read_process_output",
-            json!({"handle": handle, "wait_seconds": 60, "until": "exit"}),
-        )
+        .read_process(&handle, json!({"wait_seconds": 60, "until": "exit"}))
         .await;
     assert_eq!(r["detail"]["running"], false, "{r}");
     assert_eq!(r["detail"]["limit"], "cpu_seconds", "{r}");
-    let reason = r["reason"].as_str().unwrap();
+    let reason = reason_of(&r);
     assert!(reason.starts_with("ended: "), "{r}");
     assert!(reason.contains("cpu_seconds = 1"), "{r}");
 }

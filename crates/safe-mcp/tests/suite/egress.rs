@@ -13,7 +13,9 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::support::sh_call;
-use super::support::{Sandbox, Session};
+use super::support::{
+    SETPRIV_NEEDS_ROOT, Sandbox, Session, interpreter_rules, policy_head, reason_of, root_or_skip,
+};
 
 /// Whether this user can make the private view here (root, or user namespaces).
 fn namespaces_here() -> bool {
@@ -73,31 +75,19 @@ impl Upstream {
 fn sandbox(namespaces: &str, network: &str) -> Sandbox {
     let sb = Sandbox::new("");
     let policy = format!(
-        r#"audit_log = "audit.jsonl"
-
-[terminal]
-jail_root = "jail"
-path = ["/usr/bin", "/bin"]
-
-[terminal.limits]
-timeout_seconds = 20
-
+        r#"{head}
 [terminal.allowlist]
 commands = ["curl", "sh", "python3", "echo"]
 
-[[terminal.rules]]
-command = "sh"
-allow_interpreter = true
-[[terminal.rules]]
-command = "python3"
-allow_interpreter = true
-
+{interpreters}
 [terminal.sandbox]
 namespaces = "{namespaces}"
 
 [terminal.network]
 {network}
-"#
+"#,
+        head = policy_head("timeout_seconds = 20"),
+        interpreters = interpreter_rules(&["sh", "python3"]),
     );
     std::fs::write(&sb.policy, policy).unwrap();
     sb
@@ -147,7 +137,7 @@ fn curl(args: &str) -> Value {
 
 /// The status curl got for `args`, run in the sandbox; and the whole result.
 async fn status(s: &Session, args: &str) -> (String, Value) {
-    let r = s.call("run_command", curl(args)).await;
+    let r = s.run_with(curl(args)).await;
     assert_eq!(r["code"], "OK", "{r}");
     (stdout(&r).trim().to_owned(), r)
 }
@@ -171,12 +161,7 @@ async fn allowed_names_pass_through_the_proxy_and_are_audited() {
         );
         let expected = if private { "namespace" } else { "landlock" };
         assert_eq!(tier, expected, "{namespaces}: {describe}");
-        let explain = s
-            .call(
-                "explain_command",
-                json!({"command": "curl http://localhost/"}),
-            )
-            .await;
+        let explain = s.explain("curl http://localhost/").await;
         assert_eq!(
             explain["detail"]["confinement"]["egress"]["tier"], expected,
             "{namespaces}: {explain}"
@@ -189,7 +174,7 @@ async fn allowed_names_pass_through_the_proxy_and_are_audited() {
                 .into_iter()
                 .filter(|a| !a.is_empty())
                 .collect();
-            let r = s.call("run_command", json!({ "command": argv })).await;
+            let r = s.run_with(json!({ "command": argv })).await;
             assert_eq!(r["code"], "OK", "{namespaces} {how}: {r}");
             assert_eq!(
                 stdout(&r),
@@ -199,10 +184,7 @@ async fn allowed_names_pass_through_the_proxy_and_are_audited() {
         }
         // The proxy variables are set, and NO_PROXY is empty.
         let env = s
-            .call(
-                "run_command",
-                sh_call("echo $HTTP_PROXY $https_proxy $ALL_PROXY [$NO_PROXY]"),
-            )
+            .sh("echo $HTTP_PROXY $https_proxy $ALL_PROXY [$NO_PROXY]")
             .await;
         let out = stdout(&env);
         assert!(
@@ -231,17 +213,13 @@ async fn allowed_names_pass_through_the_proxy_and_are_audited() {
             // The call id pairs the record with the run's attempt.
             let call = r["call"].as_str().unwrap();
             assert!(
-                sb.audit_records()
-                    .iter()
-                    .any(|a| a["kind"] == "attempt" && a["call"] == call),
+                sb.has_record(|a| a["kind"] == "attempt" && a["call"] == call),
                 "{r}"
             );
         }
         // Every run's attempt record names the tier in its confinement summary.
         let attempt = sb
-            .audit_records()
-            .into_iter()
-            .find(|a| a["kind"] == "attempt" && a["tool"] == "run_command")
+            .find_record(|a| a["kind"] == "attempt" && a["tool"] == "run_command")
             .unwrap();
         assert_eq!(attempt["confinement"]["egress"], expected, "{attempt}");
         for r in &closes {
@@ -296,7 +274,7 @@ async fn names_outside_the_lists_are_refused_and_audited() {
         ];
         for (host, args, rule, status) in cases {
             let before = refusals_for(&sb, host).len();
-            let r = s.call("run_command", curl(&args)).await;
+            let r = s.run_with(curl(&args)).await;
             assert_eq!(r["code"], "OK", "{r}");
             assert_eq!(stdout(&r).trim(), status, "{namespaces} {args}: {r}");
             let after = refusals_for(&sb, host);
@@ -337,9 +315,7 @@ async fn names_outside_the_lists_are_refused_and_audited() {
                  s.sendall(b'GET http://localhost:{port}/ HTTP/1.1\\r\\nHost: localhost:{port}\\r\\n{extra}\\r\\n\\r\\n')\n\
                  print(s.recv(4096).split(b'\\r\\n')[0].decode())\n"
             );
-            let r = s
-                .call("run_command", json!({"command": ["python3", "-c", script]}))
-                .await;
+            let r = s.py(script).await;
             assert_eq!(r["code"], "OK", "{r}");
             assert!(
                 stdout(&r).starts_with("HTTP/1.1 400"),
@@ -404,9 +380,7 @@ for n, f in [("tcp", tcp), ("udp", udp), ("raw", raw), ("packet", packet)]:
     attempt(n, f)
 "#
         );
-        let r = s
-            .call("run_command", json!({"command": ["python3", "-c", script]}))
-            .await;
+        let r = s.py(script).await;
         assert_eq!(r["code"], "OK", "{namespaces}: {r}");
         let out = stdout(&r);
         for name in ["tcp", "udp", "raw", "packet"] {
@@ -430,10 +404,7 @@ allow_domains = ["localhost"]"#,
     );
     let s = Session::start(&sb.policy, |_| {}).await;
     let r = s
-        .call(
-            "run_command",
-            curl(&format!("http://localhost:{}/", up.port)),
-        )
+        .run_with(curl(&format!("http://localhost:{}/", up.port)))
         .await;
     assert_eq!(stdout(&r).trim(), "403", "{r}");
     // The result says why, which curl's own message does not.
@@ -455,26 +426,19 @@ async fn without_a_tier_nothing_runs() {
     // Sandbox mode off can hold no command to the proxy: every command is refused, never
     // run with an open network.
     let sb = sandbox("auto", LISTS);
-    let text = std::fs::read_to_string(&sb.policy).unwrap();
-    std::fs::write(
-        &sb.policy,
-        text.replace(
-            "[terminal.sandbox]\n",
-            "[terminal.sandbox]\nmode = \"off\"\n",
-        ),
-    )
-    .unwrap();
+    sb.edit_policy(
+        "[terminal.sandbox]\n",
+        "[terminal.sandbox]\nmode = \"off\"\n",
+    );
     let s = Session::start(&sb.policy, |_| {}).await;
     let describe = s.call("describe_policy", json!({"verbose": true})).await;
     assert_eq!(
         describe["detail"]["confinement"]["egress"]["tier"], "unavailable",
         "{describe}"
     );
-    let r = s
-        .call("run_command", json!({"command": ["echo", "hi"]}))
-        .await;
+    let r = s.run_with(json!({"command": ["echo", "hi"]})).await;
     assert_eq!(r["code"], "SANDBOX_UNAVAILABLE", "{r}");
-    assert!(r["reason"].as_str().unwrap().contains("egress"), "{r}");
+    assert!(reason_of(&r).contains("egress"), "{r}");
 }
 
 /// A tunnel whose far end never answers nor closes outlives the command that opened it:
@@ -505,9 +469,7 @@ async fn a_tunnel_still_open_when_the_call_ends_is_closed_on_the_record() {
     for namespaces in ["auto", "off"] {
         let sb = sandbox(namespaces, LISTS);
         let s = Session::start(&sb.policy, |_| {}).await;
-        let r = s
-            .call("run_command", json!({"command": ["python3", "-c", script]}))
-            .await;
+        let r = s.py(&script).await;
         assert_eq!(r["code"], "OK", "{namespaces}: {r}");
         assert_eq!(stdout(&r), "200\n", "{namespaces}: {r}");
         let records = sb.audit_records();
@@ -536,10 +498,7 @@ async fn a_tunnel_still_open_when_the_call_ends_is_closed_on_the_record() {
 /// that user names the same tier; the allowed name passes and a direct connection does not.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_unprivileged_server_has_egress_through_its_proxy() {
-    if !rustix::process::geteuid().is_root() {
-        super::support::skip(
-            "skipping: switching to an unprivileged user (setpriv --reuid=65534) needs root",
-        );
+    if !root_or_skip(SETPRIV_NEEDS_ROOT) {
         return;
     }
     let up = Upstream::start().await;
@@ -618,9 +577,7 @@ async fn a_call_cannot_flood_the_trail_through_the_proxy() {
             \x20   s.recv(100)\n\
             \x20   s.close()\n\
             print('sent')\n";
-        let r = s
-            .call("run_command", json!({"command": ["python3", "-c", script]}))
-            .await;
+        let r = s.py(script).await;
         assert_eq!(stdout(&r), "sent\n", "{namespaces}: {r}");
         let records = network_records(&sb);
         assert!(records.len() <= 257, "{namespaces}: {}", records.len());
@@ -629,7 +586,7 @@ async fn a_call_cannot_flood_the_trail_through_the_proxy() {
             .filter(|n| n["rule"] == "record-limit")
             .collect();
         assert_eq!(summary.len(), 1, "{namespaces}");
-        let reason = summary[0]["reason"].as_str().unwrap();
+        let reason = reason_of(summary[0]);
         assert!(
             reason.starts_with("144 more refusals"),
             "{namespaces}: {reason}"

@@ -5,15 +5,14 @@
 use serde_json::{Value, json};
 
 use super::builders::stdout;
-use super::support::{Sandbox, Session, installed, sh_call};
+use super::support::{Sandbox, Session, detail_str, installed, reason_of, sh_call, stdout_of};
 
 fn sandbox(limits: &str) -> Sandbox {
-    Sandbox::with(
-        "\"tar\", \"yes\", \"cat\", \"echo\", \"head\"",
-        limits,
-        "closed",
-        "[terminal.sandbox]\nnamespaces = \"auto\"\n",
-    )
+    Sandbox::builder()
+        .allow(&["tar", "yes", "cat", "echo", "head"])
+        .limits(limits)
+        .namespaces("auto")
+        .build()
 }
 
 /// Issue 49, item 3: `tar czf` failed with `gzip: Cannot exec: Permission denied` once the
@@ -44,13 +43,7 @@ async fn tar_runs_its_compressors_and_nothing_else_gets_them() {
             "tar c{flag}f: {r}"
         );
         let r = s.run(&format!("tar t{flag}f {archive}")).await;
-        assert!(
-            r["detail"]["stdout"]
-                .as_str()
-                .unwrap_or_default()
-                .contains("src/a.txt"),
-            "tar t{flag}f: {r}"
-        );
+        assert!(stdout(&r).contains("src/a.txt"), "tar t{flag}f: {r}");
         std::fs::create_dir_all(sb.jail.join(format!("out-{suffix}"))).unwrap();
         let r = s
             .run(&format!("tar x{flag}f {archive} -C out-{suffix}"))
@@ -79,28 +72,13 @@ async fn a_flood_of_output_is_stopped_by_its_total_not_its_timeout() {
         sandbox("timeout_seconds = 600\nmax_output_bytes = 4096\nmax_output_total_bytes = 4194304");
     let s: Session = sb.session().await;
     let r = s
-        .call(
-            "run_command",
-            json!({"command": "yes", "timeout_seconds": 600}),
-        )
+        .run_with(json!({"command": "yes", "timeout_seconds": 600}))
         .await;
     assert_eq!(r["code"], "OUTPUT_TRUNCATED", "{r}");
     assert_eq!(r["ok"], true, "{r}");
     assert_eq!(r["detail"]["limit"], "max_output_total_bytes", "{r}");
-    assert!(
-        r["reason"]
-            .as_str()
-            .unwrap()
-            .contains("max_output_total_bytes"),
-        "{r}"
-    );
-    assert!(
-        r["detail"]["stdout"]
-            .as_str()
-            .unwrap()
-            .starts_with("y\ny\n"),
-        "{r}"
-    );
+    assert!(reason_of(&r).contains("max_output_total_bytes"), "{r}");
+    assert!(stdout_of(&r).starts_with("y\ny\n"), "{r}");
     let outcome = sb
         .audit_records()
         .into_iter()
@@ -109,9 +87,7 @@ async fn a_flood_of_output_is_stopped_by_its_total_not_its_timeout() {
         .unwrap();
     assert_eq!(outcome["code"], "OUTPUT_TRUNCATED", "{outcome}");
     // A long but finite output is not a flood: it ends on its own with its head and tail.
-    let r = s
-        .call("run_command", json!({"command": "yes | head -n 200000"}))
-        .await;
+    let r = s.run("yes | head -n 200000").await;
     assert_eq!(r["code"], "OUTPUT_TRUNCATED", "{r}");
     assert!(r["detail"].get("limit").is_none(), "{r}");
 }
@@ -121,24 +97,18 @@ async fn a_flood_of_output_is_stopped_by_its_total_not_its_timeout() {
 /// what the operator would have to allow (before: a python traceback and no line).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_refused_scripts_note_names_its_interpreter() {
-    let sb = Sandbox::with(
-        "\"python3\", \"echo\"",
-        "timeout_seconds = 30",
-        "closed",
-        "[terminal.sandbox]\nexec_in_jail = true\n",
-    );
+    let sb = Sandbox::builder()
+        .allow(&["python3", "echo"])
+        .limits("timeout_seconds = 30")
+        .extra("[terminal.sandbox]\nexec_in_jail = true\n")
+        .build();
     let script = sb.jail.join("x.sh");
     std::fs::write(&script, "#!/bin/sh\necho hi\n").unwrap();
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let s = sb.session().await;
-    let r = s
-        .call(
-            "run_command",
-            json!({"command": ["python3", "-c", "import subprocess; subprocess.run(['./x.sh'])"]}),
-        )
-        .await;
+    let r = s.py("import subprocess; subprocess.run(['./x.sh'])").await;
     assert_ne!(r["detail"]["exit_code"], 0, "{r}");
-    let reason = r["reason"].as_str().unwrap();
+    let reason = reason_of(&r);
     assert!(
         reason.contains("`./x.sh` is a #! script run by `/bin/sh`"),
         "{r}"
@@ -155,16 +125,13 @@ async fn a_refused_scripts_note_names_its_interpreter() {
 /// the policy has no network and which key would allow a domain.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_name_that_does_not_resolve_says_the_policy_has_no_network() {
-    let sb = Sandbox::with("\"python3\"", "timeout_seconds = 30", "closed", "");
+    let sb = Sandbox::allowing(&["python3"], "timeout_seconds = 30");
     let s = sb.session().await;
     let r = s
-        .call(
-            "run_command",
-            json!({"command": ["python3", "-c", "import socket; socket.getaddrinfo('example.com', 443)"]}),
-        )
+        .py("import socket; socket.getaddrinfo('example.com', 443)")
         .await;
     assert_ne!(r["detail"]["exit_code"], 0, "{r}");
-    let reason = r["reason"].as_str().unwrap();
+    let reason = reason_of(&r);
     assert!(
         reason.contains("no network") && reason.contains("allow_domains"),
         "{r}"
@@ -176,14 +143,9 @@ async fn a_name_that_does_not_resolve_says_the_policy_has_no_network() {
 /// command would get.
 #[tokio::test(flavor = "multi_thread")]
 async fn explaining_a_prefixed_command_names_the_program_and_its_environment() {
-    let sb = Sandbox::with("\"printenv\"", "timeout_seconds = 10", "closed", "");
+    let sb = Sandbox::allowing(&["printenv"], "timeout_seconds = 10");
     let s = sb.session().await;
-    let r = s
-        .call(
-            "explain_command",
-            json!({"command": "RUST_BACKTRACE=1 printenv RUST_BACKTRACE"}),
-        )
-        .await;
+    let r = s.explain("RUST_BACKTRACE=1 printenv RUST_BACKTRACE").await;
     assert_eq!(r["code"], "OK", "{r}");
     assert_eq!(r["reason"], "`printenv` is allowlisted", "{r}");
     assert!(
@@ -198,30 +160,12 @@ async fn explaining_a_prefixed_command_names_the_program_and_its_environment() {
 /// (a dev server's banner), not when the process exits: Python buffers a pipe otherwise.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_python_sessions_output_arrives_as_it_is_printed() {
-    let sb = Sandbox::with("\"echo\"", "timeout_seconds = 30", "closed", "");
+    let sb = Sandbox::allowing(&["echo"], "timeout_seconds = 30");
     super::builders::with_profile(&sb, "python");
     let s = super::exec_allowlist::session(&sb).await;
-    let r = s
-        .call(
-            "start_process",
-            json!({"command": ["python3", "-c", "print('serving on 8000'); import time; time.sleep(30)"]}),
-        )
-        .await;
-    assert_eq!(r["code"], "OK", "{r}");
-    let handle = r["detail"]["handle"].as_str().unwrap().to_owned();
-    let read = s
-        .call(
-            "read_process_output",
-            json!({"handle": handle, "wait_seconds": 10}),
-        )
-        .await;
-    assert!(
-        read["detail"]["stdout"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("serving on 8000"),
-        "{read}"
-    );
+    let handle = s.start_process(json!({"command": ["python3", "-c", "print('serving on 8000'); import time; time.sleep(30)"]})).await;
+    let read = s.read_process(&handle, json!({"wait_seconds": 10})).await;
+    assert!(stdout(&read).contains("serving on 8000"), "{read}");
     let _ = s.call("stop_process", json!({"handle": handle})).await;
 }
 
@@ -229,24 +173,17 @@ async fn a_python_sessions_output_arrives_as_it_is_printed() {
 /// PermissionError) gets the note that says why and which key allows a port.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_socket_refused_in_the_host_view_says_so() {
-    let sb = Sandbox::with(
-        "\"python3\"",
-        "timeout_seconds = 30",
-        "closed",
-        "[terminal.sandbox]\nnamespaces = \"off\"\n",
-    );
+    let sb = Sandbox::builder()
+        .allow(&["python3"])
+        .limits("timeout_seconds = 30")
+        .extra("[terminal.sandbox]\nnamespaces = \"off\"\n")
+        .build();
     let s = sb.session().await;
     let r = s
-        .call(
-            "run_command",
-            json!({"command": ["python3", "-c", "import socket; s = socket.socket(); s.connect(('127.0.0.1', 9))"]}),
-        )
+        .py("import socket; s = socket.socket(); s.connect(('127.0.0.1', 9))")
         .await;
     assert_ne!(r["detail"]["exit_code"], 0, "{r}");
-    assert!(
-        r["reason"].as_str().unwrap().contains("listen_ports"),
-        "{r}"
-    );
+    assert!(reason_of(&r).contains("listen_ports"), "{r}");
 }
 
 /// Issue 50, item 7: what a person is asked says the rule's own `reason`, not
@@ -257,9 +194,7 @@ async fn the_approval_text_gives_the_rules_own_reason() {
         "[[terminal.rules]]\ncommand = \"touch\"\nconfirm_args = [\"deploy\"]\nreason = \"a deploy reaches production\"\n",
     );
     let s = sb.session().await;
-    let r = s
-        .call("explain_command", json!({"command": "touch deploy"}))
-        .await;
+    let r = s.explain("touch deploy").await;
     assert_eq!(r["detail"]["needs_approval"], true, "{r}");
     let text = r.to_string();
     assert!(text.contains("a deploy reaches production"), "{r}");
@@ -312,12 +247,7 @@ async fn the_files_servers_lists_read_as_lines() {
 /// last line and the error from its middle with its line number.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_long_build_log_keeps_its_start_end_and_errors_within_a_clients_share() {
-    let sb = Sandbox::with(
-        super::support::DEFAULT_ALLOW,
-        "timeout_seconds = 20",
-        "closed",
-        "",
-    );
+    let sb = Sandbox::builder().limits("timeout_seconds = 20").build();
     let mut log = String::new();
     let mut n = 0;
     while log.len() < 300_000 {
@@ -357,21 +287,12 @@ async fn a_long_build_log_keeps_its_start_end_and_errors_within_a_clients_share(
         )
         .await;
     assert!(
-        page["detail"]["content"]
-            .as_str()
-            .unwrap()
-            .contains("error[E0308]"),
+        detail_str(&page, "content").contains("error[E0308]"),
         "{page}"
     );
     let all = s.call("read_file", json!({"path": "build.log"})).await;
-    assert!(
-        all["reason"]
-            .as_str()
-            .unwrap()
-            .contains("read on with offset"),
-        "{all}"
-    );
-    assert!(all["detail"]["content"].as_str().unwrap().len() <= 12 * 1024);
+    assert!(reason_of(&all).contains("read on with offset"), "{all}");
+    assert!(detail_str(&all, "content").len() <= 12 * 1024);
 }
 
 /// `echo hi` until its code is `code` (`jail_bytes` is measured in the background, so the
@@ -394,34 +315,20 @@ async fn echo_until(s: &Session, code: &str) -> Value {
 /// key in the reason, and once it is stopped (its TMPDIR removed) commands run again.
 #[tokio::test(flavor = "multi_thread")]
 async fn jail_bytes_counts_what_a_session_leaves_in_its_tmpdir() {
-    let sb = Sandbox::with(
-        "\"head\", \"echo\", \"sh\", \"sleep\"",
+    let sb = Sandbox::allowing(
+        &["head", "echo", "sh", "sleep"],
         "timeout_seconds = 20\njail_bytes = 1048576",
-        "closed",
-        "",
     );
     let s = sb.session().await;
-    let started = s
-        .call(
-            "start_process",
-            sh_call("head -c 3000000 /dev/zero > \"$TMPDIR/big\"; echo written; sleep 60"),
-        )
+    let handle = s
+        .start_process(sh_call(
+            "head -c 3000000 /dev/zero > \"$TMPDIR/big\"; echo written; sleep 60",
+        ))
         .await;
-    assert_eq!(started["code"], "OK", "{started}");
-    let handle = started["detail"]["handle"].as_str().unwrap().to_owned();
     let read = s
-        .call(
-            "read_process_output",
-            json!({"handle": handle, "wait_seconds": 10, "until": "output"}),
-        )
+        .read_process(&handle, json!({"wait_seconds": 10, "until": "output"}))
         .await;
-    assert!(
-        read["detail"]["stdout"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("written"),
-        "{read}"
-    );
+    assert!(stdout(&read).contains("written"), "{read}");
     // The measurement runs in the background after calls.
     let refused = echo_until(&s, "POLICY_DENIED").await;
     let reason = refused["reason"].as_str().unwrap_or_default();
@@ -437,16 +344,12 @@ async fn jail_bytes_counts_what_a_session_leaves_in_its_tmpdir() {
 /// freed (by the operator here).
 #[tokio::test(flavor = "multi_thread")]
 async fn jail_bytes_bounds_what_the_jail_holds() {
-    let sb = Sandbox::with(
-        "\"head\", \"echo\", \"sh\"",
+    let sb = Sandbox::allowing(
+        &["head", "echo", "sh"],
         "timeout_seconds = 20\njail_bytes = 1048576",
-        "closed",
-        "",
     );
     let s = sb.session().await;
-    let r = s
-        .call("run_command", sh_call("head -c 3000000 /dev/zero > big"))
-        .await;
+    let r = s.sh("head -c 3000000 /dev/zero > big").await;
     assert_eq!(r["code"], "OK", "{r}");
     // The measurement runs in the background after the call.
     let refused = echo_until(&s, "POLICY_DENIED").await;

@@ -4,28 +4,21 @@
 
 use serde_json::{Value, json};
 
-use super::support::{Sandbox, Session, host_git, installed as present, skip};
+use super::builders::{git_env, stderr, stdout};
+use super::support::{
+    SETPRIV_NEEDS_ROOT, Sandbox, Session, host_git, installed as present, reason_of, root_or_skip,
+    stderr_of, stdout_of,
+};
 
 /// A sandbox allowing `allow` with `profiles`, a cache of its own and `sandbox` lines in
 /// `[terminal.sandbox]`.
-fn sandbox(allow: &str, profiles: &[&str], sandbox: &str) -> Sandbox {
-    let sb = Sandbox::with(
-        allow,
-        "timeout_seconds = 120\nmax_output_bytes = 65536",
-        "closed",
-        &format!("[terminal.sandbox]\n{sandbox}\n"),
-    );
-    let list: Vec<String> = profiles.iter().map(|p| format!("\"{p}\"")).collect();
-    let text = std::fs::read_to_string(&sb.policy).unwrap().replacen(
-        "[terminal]\njail_root = \"jail\"\n",
-        &format!(
-            "[terminal]\njail_root = \"jail\"\nprofiles = [{}]\ncache_dir = \"cache\"\n",
-            list.join(", ")
-        ),
-        1,
-    );
-    std::fs::write(&sb.policy, text).unwrap();
-    sb
+fn sandbox(allow: &[&str], profiles: &[&str], sandbox: &str) -> Sandbox {
+    Sandbox::builder()
+        .allow(allow)
+        .roomy(120)
+        .sandbox(sandbox)
+        .profiles(profiles, "cache")
+        .build()
 }
 
 /// A session whose server has this test's PATH and HOME, where the profiles find their
@@ -74,13 +67,13 @@ async fn what_an_interpreter_starts_is_held_to_the_allowlist() {
     if !present("python3") {
         return;
     }
-    let sb = sandbox("\"echo\", \"ls\"", &["python"], "");
+    let sb = sandbox(&["echo", "ls"], &["python"], "");
     std::fs::create_dir_all(sb.jail.join("src")).unwrap();
     std::fs::write(sb.jail.join("src/main.py"), "print(1)\n").unwrap();
     let s = session(&sb).await;
-    let r = s.call("run_command", python(TRY_EACH)).await;
+    let r = s.run_with(python(TRY_EACH)).await;
     assert_eq!(r["code"], "OK", "{r}");
-    let out = r["detail"]["stdout"].as_str().unwrap();
+    let out = stdout_of(&r);
     assert!(out.contains("rm refused 13"), "{out}");
     assert!(out.contains("sh refused 13"), "{out}");
     assert!(out.contains("ls ran 0"), "{out}");
@@ -91,12 +84,11 @@ async fn what_an_interpreter_starts_is_held_to_the_allowlist() {
 
     // A run that fails on it says which program and what key would allow it.
     let r = s
-        .call(
-            "run_command",
-            python("import subprocess; subprocess.run(['rm', '-rf', 'src'])"),
-        )
+        .run_with(python(
+            "import subprocess; subprocess.run(['rm', '-rf', 'src'])",
+        ))
         .await;
-    let reason = r["reason"].as_str().unwrap();
+    let reason = reason_of(&r);
     assert_eq!(r["detail"]["not_executable"], json!(["rm"]), "{r}");
     assert!(
         reason.contains("`rm` could not be executed") && reason.contains("inferred"),
@@ -122,9 +114,7 @@ async fn what_an_interpreter_starts_is_held_to_the_allowlist() {
     );
 
     // explain_command lists what python3 may execute: itself and its loader, not rm.
-    let e = s
-        .call("explain_command", json!({"command": "python3 -c pass"}))
-        .await;
+    let e = s.explain("python3 -c pass").await;
     let may: Vec<&str> = e["detail"]["may_execute"]
         .as_array()
         .unwrap_or_else(|| panic!("{e}"))
@@ -141,11 +131,11 @@ async fn what_an_interpreter_starts_is_held_to_the_allowlist() {
 
     // The same script with the list off: rm runs (the denylist binds the model's own
     // commands only).
-    let off = sandbox("\"echo\", \"ls\"", &["python"], "exec_allowlist = false");
+    let off = sandbox(&["echo", "ls"], &["python"], "exec_allowlist = false");
     std::fs::create_dir_all(off.jail.join("src")).unwrap();
     let s = session(&off).await;
-    let r = s.call("run_command", python(TRY_EACH)).await;
-    let out = r["detail"]["stdout"].as_str().unwrap();
+    let r = s.run_with(python(TRY_EACH)).await;
+    let out = stdout_of(&r);
     assert!(out.contains("rm ran 0"), "{r}");
     assert!(!off.jail.join("src").exists(), "{out}");
     let d = s.call("describe_policy", json!({"verbose": true})).await;
@@ -162,7 +152,7 @@ async fn the_rust_profile_builds_proc_macros_and_build_scripts_but_not_curl() {
     if !present("cargo") {
         return;
     }
-    let sb = sandbox("\"echo\"", &["rust"], "");
+    let sb = sandbox(&["echo"], &["rust"], "");
     let write = |path: &str, text: &str| put(&sb, path, text);
     write(
         "ws/Cargo.toml",
@@ -198,38 +188,22 @@ async fn the_rust_profile_builds_proc_macros_and_build_scripts_but_not_curl() {
     );
     write("bad/src/lib.rs", "pub fn f() {}\n");
     let s = session(&sb).await;
-    let r = s
-        .call(
-            "run_command",
-            json!({"command": "cargo test --offline", "cwd": "ws"}),
-        )
-        .await;
+    let r = s.run_in("ws", "cargo test --offline").await;
     assert_eq!(r["code"], "OK", "{r}");
     assert_eq!(r["detail"]["exit_code"], 0, "{r}");
     assert!(
-        r["detail"]["stdout"]
-            .as_str()
-            .unwrap()
-            .contains("test macro_and_script ... ok"),
+        stdout_of(&r).contains("test macro_and_script ... ok"),
         "{r}"
     );
     // The doctest: rustdoc compiles, links and runs it from the call's TMPDIR.
     assert!(
-        r["detail"]["stdout"]
-            .as_str()
-            .unwrap()
-            .contains("src/lib.rs - value (line 1) ... ok"),
+        stdout_of(&r).contains("src/lib.rs - value (line 1) ... ok"),
         "{r}"
     );
     if std::path::Path::new("/usr/bin/curl").exists() {
-        let r = s
-            .call(
-                "run_command",
-                json!({"command": "cargo build --offline", "cwd": "bad"}),
-            )
-            .await;
+        let r = s.run_in("bad", "cargo build --offline").await;
         assert_ne!(r["detail"]["exit_code"], 0, "{r}");
-        let stderr = r["detail"]["stderr"].as_str().unwrap();
+        let stderr = stderr_of(&r);
         assert!(stderr.contains("Permission denied"), "{stderr}");
         assert_eq!(r["detail"]["not_executable"], json!(["curl"]), "{r}");
     }
@@ -242,20 +216,13 @@ async fn git_clones_fetches_and_pushes_a_local_remote() {
     if !present("git") {
         return;
     }
-    let sb = sandbox("\"echo\"", &["git"], "");
-    let text = std::fs::read_to_string(&sb.policy).unwrap();
-    std::fs::write(
-        &sb.policy,
-        format!(
-            "{text}\n[terminal.env]\nset = {{ GIT_AUTHOR_NAME = \"t\", GIT_AUTHOR_EMAIL = \"t@example.com\", GIT_COMMITTER_NAME = \"t\", GIT_COMMITTER_EMAIL = \"t@example.com\" }}\n"
-        ),
-    )
-    .unwrap();
+    let sb = sandbox(&["echo"], &["git"], "");
+    sb.append_policy(&git_env("t", "t@example.com"));
     let s = session(&sb).await;
     let git = |cmd: &str, cwd: &str| {
         let args = json!({"command": cmd, "cwd": cwd});
         let s = &s;
-        async move { s.call("run_command", args).await }
+        async move { s.run_with(args).await }
     };
     for (cmd, cwd) in [
         ("git init --bare -b main remote.git", "."),
@@ -272,7 +239,7 @@ async fn git_clones_fetches_and_pushes_a_local_remote() {
         assert_eq!(r["code"], "OK", "{cmd}: {r}");
         assert_eq!(r["detail"]["exit_code"], 0, "{cmd}: {r}");
         if cmd.starts_with("git log") {
-            let out = r["detail"]["stdout"].as_str().unwrap();
+            let out = stdout_of(&r);
             assert!(out.contains("second") && out.contains("first"), "{out}");
         }
     }
@@ -282,22 +249,20 @@ async fn git_clones_fetches_and_pushes_a_local_remote() {
 /// of its own), with the system's python3.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_unprivileged_server_holds_the_same_list() {
-    if !rustix::process::geteuid().is_root() {
-        skip("skipping: switching to an unprivileged user (setpriv --reuid=65534) needs root");
+    if !root_or_skip(SETPRIV_NEEDS_ROOT) {
         return;
     }
-    let sb = Sandbox::with(
-        "\"python3\", \"ls\", \"git\"",
-        "timeout_seconds = 20\nmax_output_bytes = 65536",
-        "closed",
-        "[terminal.audit]\nexec_log = true\n",
-    );
+    let sb = Sandbox::builder()
+        .allow(&["python3", "ls", "git"])
+        .roomy(20)
+        .extra("[terminal.audit]\nexec_log = true\n")
+        .build();
     std::fs::create_dir_all(sb.jail.join("src")).unwrap();
     sb.give_to(65534);
     std::os::unix::fs::chown(sb.jail.join("src"), Some(65534), Some(65534)).unwrap();
     let s = sb.session_as(65534).await;
-    let r = s.call("run_command", python(TRY_EACH)).await;
-    let out = r["detail"]["stdout"].as_str().unwrap_or_default();
+    let r = s.run_with(python(TRY_EACH)).await;
+    let out = stdout(&r);
     assert!(out.contains("rm refused 13"), "{r}");
     assert!(out.contains("sh refused 13"), "{r}");
     assert!(out.contains("ls ran 0"), "{r}");
@@ -306,30 +271,18 @@ async fn an_unprivileged_server_holds_the_same_list() {
     // A nested call reaches this server too: git (ruled by the sandbox's force-push rule)
     // from a script runs through it, and its forced push is refused.
     let jail = sb.jail.display().to_string();
-    let version = s
-        .call("run_command", nested_git(&jail, &["--version"]))
-        .await;
-    let out = version["detail"]["stdout"].as_str().unwrap_or_default();
+    let version = s.run_with(nested_git(&jail, &["--version"])).await;
+    let out = stdout(&version);
     assert!(
         out.contains("git version") && out.contains("exit 0"),
         "{version}"
     );
-    let forced = s
-        .call("run_command", nested_git(&jail, &["push", "--force"]))
-        .await;
-    assert!(
-        forced["detail"]["stdout"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("exit 126"),
-        "{forced}"
-    );
+    let forced = s.run_with(nested_git(&jail, &["push", "--force"])).await;
+    assert!(stdout(&forced).contains("exit 126"), "{forced}");
     // The exec log sees into the server's user namespace too: python3, then ls.
     drop(s);
     let outcome = sb
-        .audit_records()
-        .into_iter()
-        .find(|r| r["kind"] == "outcome" && r["tool"] == "run_command")
+        .find_record(|r| r["kind"] == "outcome" && r["tool"] == "run_command")
         .unwrap();
     let argv0: Vec<&str> = outcome["executed"]["programs"]
         .as_array()
@@ -390,7 +343,7 @@ async fn nested_calls_meet_the_rules_and_approvals_of_a_call() {
     let rules = "[[terminal.rules]]\ncommand = \"git\"\nconfirm_args = [\"push\"]\nreason = \"a push needs a person\"\n";
     // The python and git profiles; the sandbox's own rule refuses `push --force`.
     let sb = sandbox(
-        "\"echo\", \"git\", \"find\"",
+        &["echo", "git", "find"],
         &["python", "git"],
         &format!("\n{rules}"),
     );
@@ -398,19 +351,13 @@ async fn nested_calls_meet_the_rules_and_approvals_of_a_call() {
     let c = Client::start(&sb, Reply::Accept(true), true, false).await;
 
     let forced = c
-        .call(
-            "run_command",
-            nested_git(&work, &["push", "--force", "origin", "HEAD:main"]),
-        )
+        .run_with(nested_git(
+            &work,
+            &["push", "--force", "origin", "HEAD:main"],
+        ))
         .await;
-    let stderr = forced["detail"]["stderr"].as_str().unwrap_or_default();
-    assert!(
-        forced["detail"]["stdout"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("exit 126"),
-        "{forced}"
-    );
+    let stderr = stderr(&forced);
+    assert!(stdout(&forced).contains("exit 126"), "{forced}");
     assert!(
         stderr.contains("`git` was not run (POLICY_DENIED)"),
         "{stderr}"
@@ -422,10 +369,8 @@ async fn nested_calls_meet_the_rules_and_approvals_of_a_call() {
     let script = format!(
         "import subprocess\nsubprocess.run(['find', '.', '-maxdepth', '0', '-exec', 'git', 'push', '--force', 'origin', 'HEAD:main', ';'], cwd={work:?})\n"
     );
-    let escaped = c
-        .call("run_command", json!({"command": ["python3", "-c", script]}))
-        .await;
-    let stderr = escaped["detail"]["stderr"].as_str().unwrap_or_default();
+    let escaped = c.py(script).await;
+    let stderr = super::builders::stderr(&escaped);
     assert!(
         stderr.contains("`git` was not run (POLICY_DENIED)"),
         "{escaped}"
@@ -433,18 +378,9 @@ async fn nested_calls_meet_the_rules_and_approvals_of_a_call() {
     assert_eq!(remote_head(&sb).lines().next(), Some("first"));
 
     let pushed = c
-        .call(
-            "run_command",
-            nested_git(&work, &["push", "origin", "HEAD:main"]),
-        )
+        .run_with(nested_git(&work, &["push", "origin", "HEAD:main"]))
         .await;
-    assert!(
-        pushed["detail"]["stdout"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("exit 0"),
-        "{pushed}"
-    );
+    assert!(stdout(&pushed).contains("exit 0"), "{pushed}");
     assert_eq!(c.asked().len(), 1, "the person was asked once");
     assert_eq!(remote_head(&sb).lines().next(), Some("second"));
 
@@ -476,19 +412,10 @@ async fn nested_calls_meet_the_rules_and_approvals_of_a_call() {
     // of: it is refused with what to do instead, and the script's call ends as it would.
     let newer = Client::start_newer(&sb, Reply::Accept(true), true).await;
     let r = newer
-        .call(
-            "run_command",
-            nested_git(&work, &["push", "origin", "HEAD:main"]),
-        )
+        .run_with(nested_git(&work, &["push", "origin", "HEAD:main"]))
         .await;
-    let stderr = r["detail"]["stderr"].as_str().unwrap_or_default();
-    assert!(
-        r["detail"]["stdout"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("exit 126"),
-        "{r}"
-    );
+    let stderr = super::builders::stderr(&r);
+    assert!(stdout(&r).contains("exit 126"), "{r}");
     assert!(stderr.contains("Run it as a call of its own"), "{stderr}");
     drop(newer);
 
@@ -518,11 +445,9 @@ r = subprocess.run(['ls'], executable=shim, cwd=WORK)
 print('ls exit', r.returncode)
 "#
     .replace("WORK", &format!("{work:?}"));
-    let flooded = c
-        .call("run_command", json!({"command": ["python3", "-c", flood]}))
-        .await;
-    let out = flooded["detail"]["stdout"].as_str().unwrap_or_default();
-    let stderr = flooded["detail"]["stderr"].as_str().unwrap_or_default();
+    let flooded = c.py(flood).await;
+    let out = stdout(&flooded);
+    let stderr = stderr(&flooded);
     assert!(
         out.contains("answer b''"),
         "descriptors on a second message must end the connection unanswered: {flooded}"
@@ -541,16 +466,12 @@ print('ls exit', r.returncode)
         .unwrap();
     let git = String::from_utf8_lossy(&git.stdout).trim().to_owned();
     let direct = c
-        .call(
-            "run_command",
-            json!({"command": ["python3", "-c", format!("import subprocess; subprocess.run([{git:?}, 'status'])")]}),
-        )
+        .py(format!(
+            "import subprocess; subprocess.run([{git:?}, 'status'])"
+        ))
         .await;
     assert!(
-        direct["detail"]["stderr"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("Permission denied"),
+        super::builders::stderr(&direct).contains("Permission denied"),
         "{direct}"
     );
 }
@@ -559,7 +480,7 @@ print('ls exit', r.returncode)
 async fn without_the_list_a_forced_push_goes_through(rules: &str) {
     use super::approvals::{Client, Reply};
     let off = sandbox(
-        "\"echo\", \"git\"",
+        &["echo", "git"],
         &["python", "git"],
         &format!("exec_allowlist = false\n{rules}"),
     );
@@ -577,18 +498,12 @@ async fn without_the_list_a_forced_push_goes_through(rules: &str) {
     );
     let c = Client::start(&off, Reply::Accept(true), true, false).await;
     let forced = c
-        .call(
-            "run_command",
-            nested_git(&work, &["push", "--force", "-q", "origin", "HEAD:main"]),
-        )
+        .run_with(nested_git(
+            &work,
+            &["push", "--force", "-q", "origin", "HEAD:main"],
+        ))
         .await;
-    assert!(
-        forced["detail"]["stdout"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("exit 0"),
-        "{forced}"
-    );
+    assert!(stdout(&forced).contains("exit 0"), "{forced}");
     assert_eq!(remote_head(&off).lines().next(), Some("rewritten"));
 }
 
@@ -600,7 +515,7 @@ async fn the_exec_log_lists_a_builds_compiler_and_linker() {
     if !present("cargo") {
         return;
     }
-    let sb = sandbox("\"echo\"", &["rust"], "\n[terminal.audit]\nexec_log = true");
+    let sb = sandbox(&["echo"], &["rust"], "\n[terminal.audit]\nexec_log = true");
     let write = |path: &str, text: &str| put(&sb, path, text);
     write(
         "app/Cargo.toml",
@@ -609,14 +524,9 @@ async fn the_exec_log_lists_a_builds_compiler_and_linker() {
     write("app/build.rs", "fn main() {}\n");
     write("app/src/main.rs", "fn main() { println!(\"hi\"); }\n");
     let s = session(&sb).await;
-    let r = s
-        .call(
-            "run_command",
-            json!({"command": "cargo build --offline", "cwd": "app"}),
-        )
-        .await;
+    let r = s.run_in("app", "cargo build --offline").await;
     assert_eq!(r["detail"]["exit_code"], 0, "{r}");
-    let e = s.call("run_command", json!({"command": "echo done"})).await;
+    let e = s.run("echo done").await;
     assert_eq!(e["code"], "OK", "{e}");
     drop(s);
     let outcomes: Vec<Value> = sb
@@ -656,14 +566,12 @@ async fn the_exec_log_lists_a_builds_compiler_and_linker() {
     assert_eq!(echo[0]["argv0"], "echo");
 
     // Without the key, no list.
-    let plain = sandbox("\"echo\"", &[], "");
+    let plain = sandbox(&["echo"], &[], "");
     let s = session(&plain).await;
-    s.call("run_command", json!({"command": "echo hi"})).await;
+    s.run("echo hi").await;
     drop(s);
     let outcome = plain
-        .audit_records()
-        .into_iter()
-        .find(|r| r["kind"] == "outcome" && r["tool"] == "run_command")
+        .find_record(|r| r["kind"] == "outcome" && r["tool"] == "run_command")
         .unwrap();
     assert!(outcome.get("executed").is_none(), "{outcome}");
 }
@@ -677,18 +585,15 @@ async fn git_starts_its_https_helper_through_the_proxy() {
         return;
     }
     let sb = sandbox(
-        "\"echo\"",
+        &["echo"],
         &["git"],
         "\n[terminal.network]\nmode = \"allowlist\"\nallow_domains = [\"example.com\"]",
     );
     let s = session(&sb).await;
     let r = s
-        .call(
-            "run_command",
-            json!({"command": "git ls-remote https://denied.example.org/repo.git"}),
-        )
+        .run("git ls-remote https://denied.example.org/repo.git")
         .await;
-    let stderr = r["detail"]["stderr"].as_str().unwrap_or_default();
+    let stderr = stderr(&r);
     assert_ne!(r["detail"]["exit_code"], 0, "{r}");
     assert!(stderr.contains("CONNECT") && stderr.contains("403"), "{r}");
     assert!(!stderr.contains("Permission denied"), "{r}");
@@ -706,15 +611,11 @@ async fn the_host_view_holds_the_same_list_and_routes_nested_calls() {
     if !present("python3") || !present("git") {
         return;
     }
-    let sb = sandbox(
-        "\"echo\", \"ls\", \"git\"",
-        &["python"],
-        "namespaces = \"off\"",
-    );
+    let sb = sandbox(&["echo", "ls", "git"], &["python"], "namespaces = \"off\"");
     std::fs::create_dir_all(sb.jail.join("src")).unwrap();
     let s = session(&sb).await;
-    let r = s.call("run_command", python(TRY_EACH)).await;
-    let out = r["detail"]["stdout"].as_str().unwrap_or_default();
+    let r = s.run_with(python(TRY_EACH)).await;
+    let out = stdout(&r);
     assert!(
         out.contains("rm refused 13") && out.contains("ls ran 0"),
         "{r}"
@@ -723,10 +624,8 @@ async fn the_host_view_holds_the_same_list_and_routes_nested_calls() {
     let d = s.call("describe_policy", json!({"verbose": true})).await;
     assert_eq!(d["detail"]["confinement"]["view"]["view"], "host", "{d}");
     let jail = sb.jail.display().to_string();
-    let forced = s
-        .call("run_command", nested_git(&jail, &["push", "--force"]))
-        .await;
-    let stderr = forced["detail"]["stderr"].as_str().unwrap_or_default();
+    let forced = s.run_with(nested_git(&jail, &["push", "--force"])).await;
+    let stderr = stderr(&forced);
     assert!(
         stderr.contains("`git` was not run (POLICY_DENIED)"),
         "{forced}"

@@ -3,20 +3,22 @@
 
 use serde_json::{Value, json};
 
-use super::support::sh_call;
-use super::support::{Sandbox, Session};
+use super::support::{Sandbox, Session, reason_of};
 
 fn sandbox(extra: &str) -> Sandbox {
-    Sandbox::with(
-        "\"sh\", \"cat\", \"git\", \"ln\", \"mkfifo\"",
-        "timeout_seconds = 20\nmax_output_bytes = 65536",
-        "closed",
-        extra,
-    )
+    Sandbox::builder()
+        .allow(&["sh", "cat", "git", "ln", "mkfifo"])
+        .roomy(20)
+        .extra(extra)
+        .build()
 }
 
-async fn call(s: &Session, tool: &str, args: Value) -> Value {
-    s.call(tool, args).await
+/// Kills the server of `sb`'s policy at once (SIGKILL), as a crash would.
+fn kill_server(sb: &Sandbox) {
+    let pattern = format!("terminal --config {}", sb.policy.display());
+    let _ = std::process::Command::new("pkill")
+        .args(["-KILL", "-f", &pattern])
+        .status();
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -24,12 +26,9 @@ async fn read_edit_write_round_trip() {
     let sb = sandbox("");
     let s = sb.session().await;
     // write_file makes parents and reports what it wrote.
-    let r = call(
-        &s,
-        "write_file",
-        json!({"path": "src/lib.rs", "content": "fn a() {}\nfn b() {}\nfn c() {}\n"}),
-    )
-    .await;
+    let r = s
+        .write_file("src/lib.rs", "fn a() {}\nfn b() {}\nfn c() {}\n")
+        .await;
     assert_eq!(r["code"], "OK", "{r}");
     assert_eq!(r["detail"]["created"], true, "{r}");
     assert_eq!(
@@ -44,12 +43,12 @@ async fn read_edit_write_round_trip() {
         "{text}"
     );
     // read_file by lines.
-    let r = call(
-        &s,
-        "read_file",
-        json!({"path": "src/lib.rs", "offset": 2, "limit": 1}),
-    )
-    .await;
+    let r = s
+        .call(
+            "read_file",
+            json!({"path": "src/lib.rs", "offset": 2, "limit": 1}),
+        )
+        .await;
     assert_eq!(r["detail"]["content"], "fn b() {}\n", "{r}");
     assert_eq!(
         (
@@ -64,7 +63,7 @@ async fn read_edit_write_round_trip() {
     let edit = json!({"path": "src/lib.rs", "edits": [{"old_text": "fn b() {}", "new_text": "fn b() { a() }"}]});
     let mut dry = edit.clone();
     dry["dry_run"] = json!(true);
-    let r = call(&s, "edit_file", dry).await;
+    let r = s.call("edit_file", dry).await;
     assert_eq!(r["code"], "OK", "{r}");
     assert!(
         r["detail"]["diff"]
@@ -78,7 +77,7 @@ async fn read_edit_write_round_trip() {
             .unwrap()
             .contains("fn b() {}\n")
     );
-    let r = call(&s, "edit_file", edit).await;
+    let r = s.call("edit_file", edit).await;
     assert_eq!(r["code"], "OK", "{r}");
     assert!(
         std::fs::read_to_string(sb.jail.join("src/lib.rs"))
@@ -87,16 +86,16 @@ async fn read_edit_write_round_trip() {
     );
     // A miss names the edit and the nearest lines; nothing changes (all or nothing).
     let before = std::fs::read_to_string(sb.jail.join("src/lib.rs")).unwrap();
-    let r = call(
-        &s,
-        "edit_file",
-        json!({"path": "src/lib.rs", "edits": [
+    let r = s
+        .call(
+            "edit_file",
+            json!({"path": "src/lib.rs", "edits": [
         {"old_text": "fn a() {}", "new_text": "fn a2() {}"},
         {"old_text": "fn cc() {}", "new_text": "x"}]}),
-    )
-    .await;
+        )
+        .await;
     assert_eq!(r["code"], "CONFLICT", "{r}");
-    let reason = r["reason"].as_str().unwrap();
+    let reason = reason_of(&r);
     assert!(
         reason.starts_with("edit 2:") && reason.contains("3: fn c() {}"),
         "{reason}"
@@ -118,32 +117,27 @@ async fn read_edit_write_round_trip() {
 /// Two occurrences need replace_all; create_only refuses an existing file; a replace keeps
 /// the file's mode.
 async fn replace_all_create_only_and_modes(sb: &Sandbox, s: &Session) {
-    call(
-        s,
-        "write_file",
-        json!({"path": "twice.txt", "content": "x\nx\n"}),
-    )
-    .await;
-    let r = call(
-        s,
-        "edit_file",
-        json!({"path": "twice.txt", "edits": [{"old_text": "x", "new_text": "y"}]}),
-    )
-    .await;
+    s.write_file("twice.txt", "x\nx\n").await;
+    let r = s
+        .call(
+            "edit_file",
+            json!({"path": "twice.txt", "edits": [{"old_text": "x", "new_text": "y"}]}),
+        )
+        .await;
     assert_eq!(r["code"], "CONFLICT", "{r}");
-    let r = call(s, "edit_file", json!({"path": "twice.txt", "edits": [{"old_text": "x", "new_text": "y", "replace_all": true}]})).await;
+    let r = s.call("edit_file", json!({"path": "twice.txt", "edits": [{"old_text": "x", "new_text": "y", "replace_all": true}]})).await;
     assert_eq!(r["code"], "OK", "{r}");
     assert_eq!(
         std::fs::read_to_string(sb.jail.join("twice.txt")).unwrap(),
         "y\ny\n"
     );
     // create_only refuses an existing file; a replace keeps the mode.
-    let r = call(
-        s,
-        "write_file",
-        json!({"path": "twice.txt", "content": "z", "create_only": true}),
-    )
-    .await;
+    let r = s
+        .call(
+            "write_file",
+            json!({"path": "twice.txt", "content": "z", "create_only": true}),
+        )
+        .await;
     assert_eq!(r["code"], "CONFLICT", "{r}");
     std::fs::write(sb.jail.join("run.sh"), "#!/bin/sh\n").unwrap();
     use std::os::unix::fs::PermissionsExt;
@@ -152,12 +146,7 @@ async fn replace_all_create_only_and_modes(sb: &Sandbox, s: &Session) {
         std::fs::Permissions::from_mode(0o750),
     )
     .unwrap();
-    let r = call(
-        s,
-        "write_file",
-        json!({"path": "run.sh", "content": "#!/bin/sh\necho hi\n"}),
-    )
-    .await;
+    let r = s.write_file("run.sh", "#!/bin/sh\necho hi\n").await;
     assert_eq!(r["code"], "OK", "{r}");
     assert_eq!(
         std::fs::metadata(sb.jail.join("run.sh"))
@@ -177,14 +166,11 @@ async fn what_a_command_plants_is_never_followed_or_waited_on() {
     let s = sb.session().await;
     // A symlink to a file outside, and a symlinked folder, planted by a command.
     let r = s
-        .call(
-            "run_command",
-            sh_call(&format!(
-                "ln -s {} link.txt; ln -s {} dir; mkfifo fifo; ln notes.txt hard.txt",
-                outside.display(),
-                sb.base().display()
-            )),
-        )
+        .sh(&format!(
+            "ln -s {} link.txt; ln -s {} dir; mkfifo fifo; ln notes.txt hard.txt",
+            outside.display(),
+            sb.base().display()
+        ))
         .await;
     assert_eq!(r["code"], "OK", "{r}");
     for (tool, args) in [
@@ -202,7 +188,7 @@ async fn what_a_command_plants_is_never_followed_or_waited_on() {
             json!({"path": "link.txt", "edits": [{"old_text": "outside", "new_text": "pwned"}]}),
         ),
     ] {
-        let r = call(&s, tool, args.clone()).await;
+        let r = s.call(tool, args.clone()).await;
         assert_eq!(r["code"], "PATH_ESCAPE", "{tool} {args}: {r}");
     }
     assert_eq!(std::fs::read_to_string(&outside).unwrap(), "outside\n");
@@ -211,28 +197,23 @@ async fn what_a_command_plants_is_never_followed_or_waited_on() {
         ("read_file", json!({"path": "fifo"})),
         ("write_file", json!({"path": "fifo", "content": "x"})),
     ] {
-        let r = call(&s, tool, args).await;
+        let r = s.call(tool, args).await;
         assert_eq!(r["code"], "POLICY_DENIED", "{tool}: {r}");
-        assert!(r["reason"].as_str().unwrap().contains("FIFO"), "{r}");
+        assert!(reason_of(&r).contains("FIFO"), "{r}");
     }
     // A file with a second hard link is read, never written.
-    let r = call(&s, "read_file", json!({"path": "hard.txt"})).await;
+    let r = s.call("read_file", json!({"path": "hard.txt"})).await;
     assert_eq!(r["code"], "OK", "{r}");
-    let r = call(
-        &s,
-        "write_file",
-        json!({"path": "hard.txt", "content": "x"}),
-    )
-    .await;
+    let r = s.write_file("hard.txt", "x").await;
     assert_eq!(r["code"], "POLICY_DENIED", "{r}");
-    assert!(r["reason"].as_str().unwrap().contains("hard links"), "{r}");
+    assert!(reason_of(&r).contains("hard links"), "{r}");
     assert_eq!(
         std::fs::read_to_string(sb.jail.join("notes.txt")).unwrap(),
         "alpha\nbeta\ngamma\n"
     );
     // Outside the jail, by path.
     for path in ["../outside.txt", "/etc/hostname", outside.to_str().unwrap()] {
-        let r = call(&s, "read_file", json!({"path": path})).await;
+        let r = s.call("read_file", json!({"path": path})).await;
         assert_eq!(r["code"], "PATH_ESCAPE", "{path}: {r}");
     }
     // A device (made by the operator: commands cannot), as root.
@@ -244,9 +225,9 @@ async fn what_a_command_plants_is_never_followed_or_waited_on() {
             .status()
             .unwrap();
         assert!(made.success());
-        let r = call(&s, "read_file", json!({"path": "null-dev"})).await;
+        let r = s.call("read_file", json!({"path": "null-dev"})).await;
         assert_eq!(r["code"], "POLICY_DENIED", "{r}");
-        assert!(r["reason"].as_str().unwrap().contains("device"), "{r}");
+        assert!(reason_of(&r).contains("device"), "{r}");
     }
 }
 
@@ -261,31 +242,23 @@ async fn secrets_sizes_protected_paths_and_the_switches() {
     std::fs::write(sb.jail.join("big.txt"), "x".repeat(5000)).unwrap();
     let s = sb.session().await;
     // Read redacted; replace refused; an edit that carries a marker refused; one around it works.
-    let r = call(&s, "read_file", json!({"path": ".env"})).await;
+    let r = s.call("read_file", json!({"path": ".env"})).await;
     let content = r["detail"]["content"].as_str().unwrap();
     assert!(
         !content.contains("wJalrXUtn") && content.contains("[REDACTED:"),
         "{r}"
     );
-    let r = call(
-        &s,
-        "write_file",
-        json!({"path": ".env", "content": "DEBUG=0\n"}),
-    )
-    .await;
+    let r = s.write_file(".env", "DEBUG=0\n").await;
     assert_eq!(r["code"], "POLICY_DENIED", "{r}");
-    let r = call(&s, "edit_file", json!({"path": ".env", "edits": [{"old_text": content.lines().next().unwrap(), "new_text": "X=1"}]})).await;
+    let r = s.call("edit_file", json!({"path": ".env", "edits": [{"old_text": content.lines().next().unwrap(), "new_text": "X=1"}]})).await;
     assert_eq!(r["code"], "POLICY_DENIED", "{r}");
-    assert!(
-        r["reason"].as_str().unwrap().contains("edit around it"),
-        "{r}"
-    );
-    let r = call(
-        &s,
-        "edit_file",
-        json!({"path": ".env", "edits": [{"old_text": "DEBUG=1", "new_text": "DEBUG=0"}]}),
-    )
-    .await;
+    assert!(reason_of(&r).contains("edit around it"), "{r}");
+    let r = s
+        .call(
+            "edit_file",
+            json!({"path": ".env", "edits": [{"old_text": "DEBUG=1", "new_text": "DEBUG=0"}]}),
+        )
+        .await;
     assert_eq!(r["code"], "OK", "{r}");
     let env = std::fs::read_to_string(sb.jail.join(".env")).unwrap();
     assert!(
@@ -293,35 +266,24 @@ async fn secrets_sizes_protected_paths_and_the_switches() {
         "{env}"
     );
     // Sizes.
-    let r = call(&s, "read_file", json!({"path": "big.txt"})).await;
+    let r = s.call("read_file", json!({"path": "big.txt"})).await;
     assert_eq!(r["code"], "POLICY_DENIED", "{r}");
-    assert!(
-        r["reason"].as_str().unwrap().contains("max_file_bytes"),
-        "{r}"
-    );
-    let r = call(
-        &s,
-        "write_file",
-        json!({"path": "new.txt", "content": "y".repeat(5000)}),
-    )
-    .await;
+    assert!(reason_of(&r).contains("max_file_bytes"), "{r}");
+    let r = s
+        .call(
+            "write_file",
+            json!({"path": "new.txt", "content": "y".repeat(5000)}),
+        )
+        .await;
     assert_eq!(r["code"], "POLICY_DENIED", "{r}");
     assert!(!sb.jail.join("new.txt").exists());
     // Protected paths, with the terminal's reason.
-    let r = call(
-        &s,
-        "write_file",
-        json!({"path": ".vscode/tasks.json", "content": "{}"}),
-    )
-    .await;
+    let r = s.write_file(".vscode/tasks.json", "{}").await;
     assert_eq!(r["code"], "POLICY_DENIED", "{r}");
-    assert!(
-        r["reason"].as_str().unwrap().contains("protected path"),
-        "{r}"
-    );
+    assert!(reason_of(&r).contains("protected path"), "{r}");
     // Binary files are reported by their size.
     std::fs::write(sb.jail.join("blob.bin"), [0u8, 1, 2, 3]).unwrap();
-    let r = call(&s, "read_file", json!({"path": "blob.bin"})).await;
+    let r = s.call("read_file", json!({"path": "blob.bin"})).await;
     assert_eq!(
         (
             r["detail"]["binary"].as_bool(),
@@ -339,19 +301,17 @@ async fn secrets_sizes_protected_paths_and_the_switches() {
         let sb = sandbox(&format!("[terminal.files]\n{switch}\n"));
         let s = sb.session().await;
         assert_eq!(
-            call(&s, "read_file", json!({"path": "notes.txt"})).await["code"],
+            s.call("read_file", json!({"path": "notes.txt"})).await["code"],
             read,
             "{switch}"
         );
-        assert_eq!(
-            call(&s, "write_file", json!({"path": "n.txt", "content": "x"})).await["code"],
-            write,
-            "{switch}"
-        );
+        assert_eq!(s.write_file("n.txt", "x").await["code"], write, "{switch}");
         assert!(!sb.jail.join("n.txt").exists());
         // describe_policy and explain_command say which answer.
-        let e = call(&s, "explain_command", json!({"command": "cat notes.txt"})).await;
-        let d = call(&s, "describe_policy", json!({"verbose": true})).await;
+        let e = s
+            .call("explain_command", json!({"command": "cat notes.txt"}))
+            .await;
+        let d = s.call("describe_policy", json!({"verbose": true})).await;
         for tools in [&e["detail"]["file_tools"], &d["detail"]["file_tools"]] {
             assert_eq!(tools["read_file"], read == "OK", "{switch}: {tools}");
             assert_eq!(tools["write_file"], false, "{switch}: {tools}");
@@ -365,12 +325,7 @@ async fn secrets_sizes_protected_paths_and_the_switches() {
 async fn every_write_is_audited_before_it_happens() {
     let sb = sandbox("");
     let s = sb.session().await;
-    let r = call(
-        &s,
-        "write_file",
-        json!({"path": "notes.txt", "content": "new\n"}),
-    )
-    .await;
+    let r = s.write_file("notes.txt", "new\n").await;
     assert_eq!(r["code"], "OK", "{r}");
     let records = sb.audit_records();
     let attempt = records
@@ -396,23 +351,14 @@ async fn every_write_is_audited_before_it_happens() {
         "{outcome}"
     );
     // A read is recorded as a read-only call.
-    call(&s, "read_file", json!({"path": "notes.txt"})).await;
-    assert!(
-        sb.audit_records()
-            .iter()
-            .any(|r| r["kind"] == "outcome" && r["tool"] == "read_file")
-    );
+    s.call("read_file", json!({"path": "notes.txt"})).await;
+    assert!(sb.has_record(|r| r["kind"] == "outcome" && r["tool"] == "read_file"));
     // The trail goes away: nothing is written.
     drop(s);
     let s = sb.session().await;
     std::fs::remove_file(&sb.audit).unwrap();
     std::fs::create_dir(&sb.audit).unwrap();
-    let r = call(
-        &s,
-        "write_file",
-        json!({"path": "notes.txt", "content": "unaudited\n"}),
-    )
-    .await;
+    let r = s.write_file("notes.txt", "unaudited\n").await;
     assert_eq!(r["code"], "AUDIT_UNAVAILABLE", "{r}");
     assert_eq!(
         std::fs::read_to_string(sb.jail.join("notes.txt")).unwrap(),
@@ -439,13 +385,7 @@ async fn a_write_killed_midway_leaves_old_or_new() {
             .call_tool(rmcp::model::CallToolRequestParams::new("write_file").with_arguments(args));
         let kill = async {
             tokio::time::sleep(std::time::Duration::from_millis(round * 7)).await;
-            let _ = std::process::Command::new("pkill")
-                .args([
-                    "-KILL",
-                    "-f",
-                    &format!("terminal --config {}", sb.policy.display()),
-                ])
-                .status();
+            kill_server(&sb);
         };
         let _ = tokio::time::timeout(std::time::Duration::from_secs(20), async {
             tokio::select! {
@@ -454,13 +394,7 @@ async fn a_write_killed_midway_leaves_old_or_new() {
             }
         })
         .await;
-        let _ = std::process::Command::new("pkill")
-            .args([
-                "-KILL",
-                "-f",
-                &format!("terminal --config {}", sb.policy.display()),
-            ])
-            .status();
+        kill_server(&sb);
         drop(s);
         let now = std::fs::read_to_string(sb.jail.join("big.txt")).unwrap();
         assert!(
@@ -472,12 +406,7 @@ async fn a_write_killed_midway_leaves_old_or_new() {
     }
     // What a killed write left beside the file goes with the next write of it.
     let s = sb.session().await;
-    let r = s
-        .call(
-            "write_file",
-            json!({"path": "big.txt", "content": "done\n"}),
-        )
-        .await;
+    let r = s.write_file("big.txt", "done\n").await;
     assert_eq!(r["code"], "OK", "{r}");
     let left: Vec<_> = std::fs::read_dir(&sb.jail)
         .unwrap()

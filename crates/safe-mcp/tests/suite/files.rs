@@ -10,13 +10,20 @@ use std::time::{Duration, SystemTime};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::support::Session;
+use super::support::{Session, reason_of, root_or_skip, safe_mcp_on};
 
 pub struct Workspace {
     pub _dir: tempfile::TempDir,
     pub root: PathBuf,
     pub policy: PathBuf,
     pub audit: PathBuf,
+}
+
+/// Checks that `audit verify` accepts the workspace's trail.
+fn assert_trail_verifies(ws: &Workspace) {
+    let verify = safe_mcp_on(&["audit", "verify"], &ws.audit);
+    let said = String::from_utf8_lossy(&verify.stdout);
+    assert!(verify.status.success(), "{said}");
 }
 
 pub fn backdate(path: &Path) {
@@ -28,11 +35,7 @@ pub fn backdate(path: &Path) {
 
 impl Workspace {
     pub fn new(seed: bool) -> Workspace {
-        let dir = tempfile::Builder::new()
-            .prefix("safe-mcp-files-")
-            .tempdir()
-            .unwrap();
-        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let (dir, base) = super::support::temp_base("safe-mcp-files-");
         let root = base.join("inbox");
         std::fs::create_dir(&root).unwrap();
         if seed {
@@ -303,16 +306,7 @@ async fn plan_changes_nothing_apply_moves_and_undo_redo_round_trip() {
             .any(|l| l.contains("apply_plan") && l.contains("OK")),
         "{tail}"
     );
-    let verify = std::process::Command::new(bin)
-        .args(["audit", "verify"])
-        .arg(&ws.audit)
-        .output()
-        .unwrap();
-    assert!(
-        verify.status.success(),
-        "{}",
-        String::from_utf8_lossy(&verify.stdout)
-    );
+    assert_trail_verifies(&ws);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -487,8 +481,7 @@ async fn a_crash_at_any_point_of_apply_loses_nothing_and_undo_restores() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_move_across_filesystems_is_refused_never_copied() {
-    if !rustix::process::geteuid().is_root() {
-        super::support::skip("skipping: mounting a tmpfs inside the workspace needs root");
+    if !root_or_skip("skipping: mounting a tmpfs inside the workspace needs root") {
         return;
     }
     let ws = Workspace::new(true);
@@ -514,10 +507,7 @@ async fn a_move_across_filesystems_is_refused_never_copied() {
         .arg(&mnt)
         .status();
     assert_eq!(r["code"], "OPERATION_FAILED", "{r}");
-    assert!(
-        r["reason"].as_str().unwrap().contains("cross filesystems"),
-        "{r}"
-    );
+    assert!(reason_of(&r).contains("cross filesystems"), "{r}");
     assert!(
         ws.root.join("report.pdf").exists(),
         "the source stays where it was"
@@ -611,16 +601,7 @@ async fn every_refusal_is_audited_and_the_trail_still_verifies() {
         assert!(pair[0]["reason"].is_string(), "{}", pair[0]);
     }
     assert_eq!(records[2]["args"]["src"], "../outside.txt");
-    let verify = std::process::Command::new(super::support::BIN)
-        .args(["audit", "verify"])
-        .arg(&ws.audit)
-        .output()
-        .unwrap();
-    assert!(
-        verify.status.success(),
-        "{}",
-        String::from_utf8_lossy(&verify.stdout)
-    );
+    assert_trail_verifies(&ws);
 }
 
 /// `move_file` may not make a tool's config file, take a name that hides or reorders text,

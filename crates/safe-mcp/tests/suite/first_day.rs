@@ -6,7 +6,10 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::support::{BIN, Session};
+use super::builders::cargo_project;
+use super::support::{
+    BIN, Session, assert_failed_saying, detail_str, reason_of, root_or_skip, stdout_of,
+};
 
 /// Runs `safe-mcp init` with `args` (as `uid` through setpriv, when given) in `env` only, and
 /// returns the client configuration it printed.
@@ -58,21 +61,6 @@ async fn session_as_configured(config: &Value, uid: Option<u32>) -> Session {
         *c = fresh;
     })
     .await
-}
-
-fn cargo_project(dir: &Path) {
-    std::fs::create_dir_all(dir.join("src")).unwrap();
-    std::fs::write(
-        dir.join("Cargo.toml"),
-        "[package]\nname = \"proj\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("src/lib.rs"),
-        "pub fn two() -> u32 { 2 }\n#[test]\nfn is_two() { assert_eq!(two(), 2); }\n",
-    )
-    .unwrap();
-    std::fs::write(dir.join(".gitignore"), "target/\n").unwrap();
 }
 
 async fn all_succeed(s: &Session, commands: &[&str]) {
@@ -174,10 +162,7 @@ async fn init_as_root_with_the_real_home_builds_tests_and_commits() {
         .call("read_file", serde_json::json!({"path": "src/lib.rs"}))
         .await;
     assert!(
-        r["detail"]["content"]
-            .as_str()
-            .unwrap()
-            .contains("pub fn two() -> u32 { 2 }"),
+        detail_str(&r, "content").contains("pub fn two() -> u32 { 2 }"),
         "{r}"
     );
     let r = s
@@ -190,10 +175,7 @@ async fn init_as_root_with_the_real_home_builds_tests_and_commits() {
     all_succeed(&s, &["cargo test --offline"]).await;
     let r = s.run("git diff").await;
     assert!(
-        r["detail"]["stdout"]
-            .as_str()
-            .unwrap()
-            .contains("+pub fn two() -> u32 { 1 + 1 }"),
+        stdout_of(&r).contains("+pub fn two() -> u32 { 1 + 1 }"),
         "{r}"
     );
     all_succeed(&s, &["git commit -q -a -m two"]).await;
@@ -203,10 +185,7 @@ async fn init_as_root_with_the_real_home_builds_tests_and_commits() {
 /// git`, then the configured server runs the project's tests and commits.
 #[tokio::test(flavor = "multi_thread")]
 async fn init_as_an_unprivileged_user_tests_and_commits() {
-    if !rustix::process::geteuid().is_root() {
-        super::support::skip(
-            "skipping: the unprivileged user is made by a root test (CI runs as root)",
-        );
+    if !root_or_skip("skipping: the unprivileged user is made by a root test (CI runs as root)") {
         return;
     }
     let base = tempfile::tempdir().unwrap();
@@ -267,10 +246,7 @@ async fn option_globs_pass_and_integral_floats_are_numbers() {
     );
     let r = s.run("ls *.txt").await;
     assert_eq!(r["code"], "POLICY_DENIED", "{r}");
-    assert!(
-        r["reason"].as_str().unwrap().contains("not expanded"),
-        "{r}"
-    );
+    assert!(reason_of(&r).contains("not expanded"), "{r}");
 
     let started = s
         .call(
@@ -294,15 +270,9 @@ async fn option_globs_pass_and_integral_floats_are_numbers() {
         )
         .await;
     assert_eq!(r["code"], "INVALID_REQUEST", "{r}");
-    assert!(
-        r["reason"].as_str().unwrap().contains("whole number"),
-        "{r}"
-    );
+    assert!(reason_of(&r).contains("whole number"), "{r}");
     let r = s
-        .call(
-            "run_command",
-            serde_json::json!({"command": "echo x", "timeout_seconds": 5.0}),
-        )
+        .run_with(serde_json::json!({"command": "echo x", "timeout_seconds": 5.0}))
         .await;
     assert_eq!(r["detail"]["stdout"], "x\n", "{r}");
 }
@@ -312,12 +282,8 @@ async fn option_globs_pass_and_integral_floats_are_numbers() {
 /// that could write it.
 #[tokio::test(flavor = "multi_thread")]
 async fn write_paths_and_read_paths_can_be_named_in_arguments() {
-    let sb = super::support::Sandbox::with(
-        "\"touch\", \"cat\", \"ls\", \"cp\"",
-        "timeout_seconds = 10",
-        "closed",
-        "",
-    );
+    let sb =
+        super::support::Sandbox::allowing(&["touch", "cat", "ls", "cp"], "timeout_seconds = 10");
     let cache = sb.base().join("cache");
     let docs = sb.base().join("docs");
     std::fs::create_dir(&cache).unwrap();
@@ -358,15 +324,12 @@ async fn write_paths_and_read_paths_can_be_named_in_arguments() {
     let release = release.display();
     let r = s.run(&format!("cat {release}")).await;
     assert_eq!(r["code"], "OK", "{r}");
-    assert!(
-        r["detail"]["stdout"].as_str().unwrap().contains("ID="),
-        "{r}"
-    );
+    assert!(stdout_of(&r).contains("ID="), "{r}");
     let r = s
         .run(&format!("cp {release} {}/copy", docs.display()))
         .await;
     assert_eq!(r["code"], "PATH_ESCAPE", "{r}");
-    assert!(r["reason"].as_str().unwrap().contains("read path"), "{r}");
+    assert!(reason_of(&r).contains("read path"), "{r}");
     // The default read paths are what programs need, not what a model names.
     let r = s.run("cat /etc/passwd").await;
     assert_eq!(r["code"], "PATH_ESCAPE", "{r}");
@@ -463,11 +426,7 @@ fn policy_check_of_an_init_policy_is_clean_and_changes_nothing() {
     )
     .unwrap();
     let out = check(&refused);
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("terminal.cache_dir"),
-        "{out:?}"
-    );
+    assert_failed_saying(&out, "terminal.cache_dir");
     assert!(!Path::new("/var/lib/safe-mcp-x").exists());
     // [http.auth]: a key file that is not there fails the check, as it would fail --http.
     let http = base.join("http.toml");
@@ -477,11 +436,7 @@ fn policy_check_of_an_init_policy_is_clean_and_changes_nothing() {
     )
     .unwrap();
     let out = check(&http);
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("jwks_file"),
-        "{out:?}"
-    );
+    assert_failed_saying(&out, "jwks_file");
 }
 
 /// Item 7: the README's client configuration is what `init` prints (for a user `you`

@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use super::files::Workspace;
-use super::support::{DEFAULT_ALLOW, Sandbox};
+use super::support::{Sandbox, assert_failed_saying, reason_of, safe_mcp_on, stdout_of};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn terminal_refusals_teach_the_next_step() {
@@ -17,20 +17,15 @@ async fn terminal_refusals_teach_the_next_step() {
     ] {
         let r = s.run(command).await;
         assert_eq!(r["code"], code, "{command}: {r}");
-        assert!(
-            r["reason"].as_str().unwrap().contains(teaches),
-            "{command}: {r}"
-        );
+        assert!(reason_of(&r).contains(teaches), "{command}: {r}");
     }
     // A quoted pattern reaches the program as it should.
     let r = s.run("grep -c 'a*' notes.txt").await;
     assert_eq!(r["detail"]["stdout"], "3\n", "{r}");
     // An absolute cwd outside the jail names the jail and the way to say it.
-    let r = s
-        .call("run_command", json!({"command": "ls", "cwd": "/etc"}))
-        .await;
+    let r = s.run_in("/etc", "ls").await;
     assert_eq!(r["code"], "PATH_ESCAPE", "{r}");
-    let reason = r["reason"].as_str().unwrap();
+    let reason = reason_of(&r);
     assert!(
         reason.contains(&sb.jail.display().to_string()) && reason.contains("relative"),
         "{r}"
@@ -41,62 +36,30 @@ async fn terminal_refusals_teach_the_next_step() {
 async fn git_without_an_identity_says_how_the_operator_gives_one() {
     let sb = Sandbox::new("");
     let s = sb.session().await;
-    let r = s
-        .call("run_command", json!({"command": "git init -q repo"}))
-        .await;
+    let r = s.run("git init -q repo").await;
     assert_eq!(r["detail"]["exit_code"], 0, "{r}");
     std::fs::write(sb.jail.join("repo/a.txt"), "a\n").unwrap();
-    let r = s
-        .call(
-            "run_command",
-            json!({"command": "git add a.txt", "cwd": "repo"}),
-        )
-        .await;
+    let r = s.run_in("repo", "git add a.txt").await;
     assert_eq!(r["detail"]["exit_code"], 0, "{r}");
-    let r = s
-        .call(
-            "run_command",
-            json!({"command": "git commit -qm first", "cwd": "repo"}),
-        )
-        .await;
+    let r = s.run_in("repo", "git commit -qm first").await;
     assert_ne!(r["detail"]["exit_code"], 0, "{r}");
-    assert!(
-        r["reason"].as_str().unwrap().contains("[terminal.env] set"),
-        "{r}"
-    );
+    assert!(reason_of(&r).contains("[terminal.env] set"), "{r}");
     drop(s);
 
     // With the identity in [terminal.env], the same commit works; only named variables of
     // the server's own environment are passed.
-    let text = std::fs::read_to_string(&sb.policy).unwrap();
-    std::fs::write(
-        &sb.policy,
-        format!(
-            "{text}\n[terminal.env]\npass = [\"SAFE_MCP_TEST_PASSED\", \"SAFE_MCP_TEST_UNSET\"]\nset = {{ GIT_AUTHOR_NAME = \"Ada\", GIT_AUTHOR_EMAIL = \"ada@example.com\", GIT_COMMITTER_NAME = \"Ada\", GIT_COMMITTER_EMAIL = \"ada@example.com\", LANG = \"C\" }}\n"
-        ),
-    )
-    .unwrap();
+    sb.append_policy("[terminal.env]\npass = [\"SAFE_MCP_TEST_PASSED\", \"SAFE_MCP_TEST_UNSET\"]\nset = { GIT_AUTHOR_NAME = \"Ada\", GIT_AUTHOR_EMAIL = \"ada@example.com\", GIT_COMMITTER_NAME = \"Ada\", GIT_COMMITTER_EMAIL = \"ada@example.com\", LANG = \"C\" }");
     let s = super::support::Session::start(&sb.policy, |c| {
         c.env("SAFE_MCP_TEST_PASSED", "visible")
             .env("SAFE_MCP_TEST_NOT_NAMED", "hidden");
     })
     .await;
-    let r = s
-        .call(
-            "run_command",
-            json!({"command": "git commit -qm first", "cwd": "repo"}),
-        )
-        .await;
+    let r = s.run_in("repo", "git commit -qm first").await;
     assert_eq!(r["detail"]["exit_code"], 0, "{r}");
-    let r = s
-        .call(
-            "run_command",
-            json!({"command": "git log --format=%an", "cwd": "repo"}),
-        )
-        .await;
+    let r = s.run_in("repo", "git log --format=%an").await;
     assert_eq!(r["detail"]["stdout"], "Ada\n", "{r}");
     let r = s.run("env").await;
-    let out = r["detail"]["stdout"].as_str().unwrap();
+    let out = stdout_of(&r);
     assert!(out.contains("SAFE_MCP_TEST_PASSED=visible"), "{out}");
     // The operator's locale is theirs whole: the server's LC_CTYPE gives way to it.
     assert!(
@@ -112,31 +75,16 @@ async fn git_without_an_identity_says_how_the_operator_gives_one() {
 
 #[test]
 fn a_fixed_variable_cannot_be_set_and_a_secret_like_one_is_linted() {
-    let sb = Sandbox::with(DEFAULT_ALLOW, "timeout_seconds = 5", "closed", "");
+    let sb = Sandbox::builder().limits("timeout_seconds = 5").build();
     let text = std::fs::read_to_string(&sb.policy).unwrap();
-    std::fs::write(
-        &sb.policy,
-        format!("{text}\n[terminal.env]\nset = {{ PATH = \"/tmp\" }}\n"),
-    )
-    .unwrap();
-    let out = std::process::Command::new(super::support::BIN)
-        .args(["policy", "check", "--config", sb.policy.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("PATH is set by the server"),
-        "{out:?}"
-    );
-    std::fs::write(
-        &sb.policy,
-        format!("{text}\n[terminal.env]\npass = [\"GITHUB_TOKEN\"]\n"),
-    )
-    .unwrap();
-    let out = std::process::Command::new(super::support::BIN)
-        .args(["policy", "check", "--config", sb.policy.to_str().unwrap()])
-        .output()
-        .unwrap();
+    // `policy check` of the policy with `env` as its `[terminal.env]` table.
+    let check = |env: &str| {
+        std::fs::write(&sb.policy, format!("{text}\n[terminal.env]\n{env}\n")).unwrap();
+        safe_mcp_on(&["policy", "check", "--config"], &sb.policy)
+    };
+    let out = check("set = { PATH = \"/tmp\" }");
+    assert_failed_saying(&out, "PATH is set by the server");
+    let out = check("pass = [\"GITHUB_TOKEN\"]");
     assert!(out.status.success(), "{out:?}");
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("`GITHUB_TOKEN`, which looks like a secret"),
@@ -152,13 +100,7 @@ async fn files_refusals_teach_the_next_step() {
     let s = ws.session().await;
     // Only a file changed just now: plan again later, says the plan.
     let r = s.call("plan_organize", json!({})).await;
-    assert!(
-        r["reason"]
-            .as_str()
-            .unwrap()
-            .contains("plan again in 2 minutes"),
-        "{r}"
-    );
+    assert!(reason_of(&r).contains("plan again in 2 minutes"), "{r}");
     // Onto an existing folder: the full destination path is suggested.
     let r = s
         .call(
@@ -179,10 +121,7 @@ async fn files_refusals_teach_the_next_step() {
     std::fs::write(ws.root.join("report.pdf"), "another").unwrap();
     let r = s.call("undo_last_action", json!({})).await;
     assert_eq!(r["code"], "CONFLICT", "{r}");
-    assert!(
-        r["reason"].as_str().unwrap().contains("then try again"),
-        "{r}"
-    );
+    assert!(reason_of(&r).contains("then try again"), "{r}");
 }
 
 /// gawk gets `--sandbox` for real, even with the kernel sandbox off: a redirection to a
@@ -199,18 +138,15 @@ async fn each_awk_present_cannot_write_outside_the_jail() {
             continue;
         }
         tried += 1;
-        let sb = Sandbox::with(
-            &format!("{DEFAULT_ALLOW}, \"{name}\""),
-            "timeout_seconds = 10",
-            "closed",
-            "[terminal.sandbox]\nmode = \"off\"",
-        );
+        let sb = Sandbox::builder()
+            .allow_more(&[name])
+            .limits("timeout_seconds = 10")
+            .sandbox("mode = \"off\"")
+            .build();
         let outside = sb.base().join(format!("written-by-{name}"));
         let s = sb.session().await;
         let program = format!("BEGIN{{print \"x\" > \"{}\"}}", outside.display());
-        let r = s
-            .call("run_command", json!({"command": [name, program]}))
-            .await;
+        let r = s.run_with(json!({"command": [name, program]})).await;
         assert!(
             r["code"] == "POLICY_DENIED" || r["detail"]["exit_code"] != 0,
             "{name}: {r}"

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use super::files::Workspace;
 use super::http::{Served, port_of, serve_server_env};
 use super::oauth::{Issuer, write_auth};
-use super::support::{BIN, Sandbox, Session, envelope_of};
+use super::support::{BIN, Sandbox, Session, assert_success, envelope_of, reason_of, safe_mcp_on};
 
 /// Issue 38, item 1: a plan of the files server and an approval ticket of the terminal
 /// server, each sent to another replica, are refused with INVALID_REQUEST naming the owner;
@@ -47,7 +47,7 @@ async fn a_plan_and_a_ticket_sent_to_another_replica_are_refused_naming_the_owne
     assert!(id.ends_with("@replica-a"), "{plan}");
     let wrong = b.call("apply_plan", json!({"plan_id": id})).await;
     assert_eq!(wrong["code"], "INVALID_REQUEST", "{wrong}");
-    let reason = wrong["reason"].as_str().unwrap();
+    let reason = reason_of(&wrong);
     assert!(
         reason.starts_with("this plan belongs to server replica-a, and this is server replica-b"),
         "{reason}"
@@ -71,10 +71,7 @@ async fn a_plan_and_a_ticket_sent_to_another_replica_are_refused_naming_the_owne
         terminal(&tb, "replica-b").await,
     );
     let r = a.run("touch needs-ok").await;
-    let ticket = r["detail"]["approval"]["ticket"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let ticket = super::approvals::ticket_of(&r);
     assert!(ticket.ends_with("@replica-a"), "{r}");
     // The person approves it at the wrong replica's desk: refused, naming the owner.
     let out = approvals(&tb, &["approve", &ticket]);
@@ -88,19 +85,16 @@ async fn a_plan_and_a_ticket_sent_to_another_replica_are_refused_naming_the_owne
     );
     // The model repeats the call at the wrong replica: refused, nothing runs.
     let again = json!({"command": "touch needs-ok", "approval_ticket": ticket});
-    let wrong = b.call("run_command", again.clone()).await;
+    let wrong = b.run_with(again.clone()).await;
     assert_eq!(wrong["code"], "INVALID_REQUEST", "{wrong}");
     assert!(
-        wrong["reason"]
-            .as_str()
-            .unwrap()
-            .contains("belongs to server replica-a"),
+        reason_of(&wrong).contains("belongs to server replica-a"),
         "{wrong}"
     );
     assert!(!tb.jail.join("needs-ok").exists());
     // At its own replica it is approved and runs.
     assert!(approvals(&ta, &["approve", &ticket]).status.success());
-    let right = a.call("run_command", again).await;
+    let right = a.run_with(again).await;
     assert_eq!(right["code"], "OK", "{right}");
     assert!(ta.jail.join("needs-ok").exists());
 }
@@ -182,11 +176,7 @@ fn start_haproxy(dir: &Path, ports: &[(String, u16)]) -> Haproxy {
         .arg(&config)
         .output()
         .expect("haproxy is installed (.ci/run installs Debian's)");
-    assert!(
-        check.status.success(),
-        "{}",
-        String::from_utf8_lossy(&check.stderr)
-    );
+    assert_success(&check);
     let child = Command::new("haproxy")
         .arg("-db")
         .arg("-f")
@@ -267,12 +257,10 @@ fn owner(handle: &str) -> &str {
 /// A sandbox whose policy the replicas share: sessions allowed, `[http.auth]` for the test
 /// issuer made beside it.
 fn fleet_sandbox() -> (Sandbox, Issuer) {
-    let sb = Sandbox::with(
-        "\"sh\", \"echo\", \"sleep\", \"cat\"",
-        "timeout_seconds = 30\nmax_output_bytes = 65536",
-        "closed",
-        "",
-    );
+    let sb = Sandbox::builder()
+        .allow(&["sh", "echo", "sleep", "cat"])
+        .roomy(30)
+        .build();
     let issuer = Issuer::new(sb.base());
     fleet_policy(&sb, &issuer);
     (sb, issuer)
@@ -280,12 +268,7 @@ fn fleet_sandbox() -> (Sandbox, Issuer) {
 
 fn fleet_policy(sb: &Sandbox, issuer: &Issuer) {
     sb.add_helpers(&["setsid"]);
-    let text = std::fs::read_to_string(&sb.policy).unwrap();
-    std::fs::write(
-        &sb.policy,
-        format!("{text}\n[terminal.sessions]\nmax_sessions = 32\nmax_sessions_per_caller = 16\n"),
-    )
-    .unwrap();
+    sb.append_policy("[terminal.sessions]\nmax_sessions = 32\nmax_sessions_per_caller = 16");
     write_auth(&sb.policy, "", &issuer.jwks_setting());
 }
 
@@ -377,7 +360,7 @@ async fn a_fleet_behind_haproxy_spreads_sessions_and_survives_a_killed_replica()
             // The balancer sends the session elsewhere; the client opens a new one there by
             // itself and repeats the call, which names the dead owner.
             assert_eq!(r["code"], "INVALID_REQUEST", "{who}: {r}");
-            let reason = r["reason"].as_str().unwrap();
+            let reason = reason_of(&r);
             assert!(
                 reason.contains(&format!("belongs to server {victim}")),
                 "{reason}"
@@ -430,11 +413,7 @@ fn every_chain_is_whole(base: &std::path::Path, trail: &dyn Fn(&str) -> std::pat
     }
     let stream = base.join("received.jsonl");
     std::fs::write(&stream, &merged).unwrap();
-    let out = Command::new(BIN)
-        .args(["audit", "verify", "--received"])
-        .arg(&stream)
-        .output()
-        .unwrap();
+    let out = safe_mcp_on(&["audit", "verify", "--received"], &stream);
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && said.starts_with("OK: 3 servers") && said.contains("no gaps"),
@@ -449,11 +428,7 @@ fn every_chain_is_whole(base: &std::path::Path, trail: &dyn Fn(&str) -> std::pat
         .arg(&page_at)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let page = std::fs::read_to_string(&page_at).unwrap();
     assert!(
         page.contains("Chain intact: every record of 3 server(s)"),
@@ -468,11 +443,7 @@ fn every_chain_is_whole(base: &std::path::Path, trail: &dyn Fn(&str) -> std::pat
     let lost: Vec<&str> = merged.lines().collect();
     let cut = [&lost[..4], &lost[5..]].concat().join("\n");
     std::fs::write(&stream, cut).unwrap();
-    let out = Command::new(BIN)
-        .args(["audit", "report", "--received"])
-        .arg(&stream)
-        .output()
-        .unwrap();
+    let out = safe_mcp_on(&["audit", "report", "--received"], &stream);
     let page = String::from_utf8_lossy(&out.stdout);
     assert!(
         page.contains("Chain BROKEN: records are missing (gaps)")
@@ -507,10 +478,7 @@ async fn on_2026_07_28_a_callers_process_sessions_are_its_own() {
     ] {
         let r = call(&bob, tool, args).await;
         assert_eq!(r["code"], "INVALID_REQUEST", "{tool}: {r}");
-        assert!(
-            r["reason"].as_str().unwrap().starts_with("unknown handle"),
-            "{tool}: {r}"
-        );
+        assert!(reason_of(&r).starts_with("unknown handle"), "{tool}: {r}");
     }
     let listed = call(&bob, "list_processes", json!({})).await;
     assert!(!listed.to_string().contains(&handle), "{listed}");

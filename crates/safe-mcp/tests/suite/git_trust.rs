@@ -10,10 +10,10 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use super::builders::{in_terminal_table, python, python_sandbox, session_with};
-use super::support::{Sandbox, Session, eventually};
-
-const GIT_ENV: &str = "[terminal.env]\nset = { GIT_AUTHOR_NAME = \"Agent\", GIT_AUTHOR_EMAIL = \"agent@example.com\", GIT_COMMITTER_NAME = \"Agent\", GIT_COMMITTER_EMAIL = \"agent@example.com\" }\n";
+use super::builders::{git_env, in_terminal_table, python, python_sandbox, session_with};
+use super::support::{
+    OPERATOR_GIT, Sandbox, Session, assert_success, eventually, reason_of, server_uids,
+};
 
 /// Git as the operator runs it in `dir`: unconfined, with an empty global configuration,
 /// trusting every directory's owner (the unprivileged runs own the jail as another uid, and
@@ -27,10 +27,7 @@ fn operator_git(home: &Path, dir: &Path, args: &[&str]) -> String {
         .env("GIT_CONFIG_COUNT", "1")
         .env("GIT_CONFIG_KEY_0", "safe.directory")
         .env("GIT_CONFIG_VALUE_0", "*")
-        .env("GIT_AUTHOR_NAME", "op")
-        .env("GIT_AUTHOR_EMAIL", "op@example.com")
-        .env("GIT_COMMITTER_NAME", "op")
-        .env("GIT_COMMITTER_EMAIL", "op@example.com")
+        .envs(OPERATOR_GIT)
         .output()
         .unwrap();
     format!(
@@ -186,11 +183,7 @@ fn control_every_vector_runs_as_the_operator_without_the_server() {
         .current_dir(&jail)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     operator_git(&home, &jail, &["add", "sub", "sub2"]);
     operator_day(&home, &jail, &jail.join("pushme.git"));
     let fired = fired(&markers);
@@ -207,9 +200,7 @@ fn control_every_vector_runs_as_the_operator_without_the_server() {
 /// model (init, add, commit in its own repository; commit in the operator's).
 #[tokio::test(flavor = "multi_thread")]
 async fn git_run_by_the_operator_runs_nothing_the_model_wrote() {
-    let root = rustix::process::geteuid().is_root();
-    let uids: &[Option<u32>] = if root { &[None, Some(65534)] } else { &[None] };
-    for &uid in uids {
+    for &uid in server_uids() {
         let what = format!("uid {uid:?}");
         let (sb, home) = operator_sandbox(uid);
         let markers = sb.base().join("markers");
@@ -296,9 +287,7 @@ async fn git_run_by_the_operator_runs_nothing_the_model_wrote() {
 /// the next start adopts nothing that appeared.
 #[tokio::test(flavor = "multi_thread")]
 async fn what_a_session_writes_after_the_last_call_is_swept_at_its_end_and_at_exit() {
-    let root = rustix::process::geteuid().is_root();
-    let uids: &[Option<u32>] = if root { &[None, Some(65534)] } else { &[None] };
-    for &uid in uids {
+    for &uid in server_uids() {
         let what = format!("uid {uid:?}");
         let (sb, _home) = operator_sandbox(uid);
         let s = session_with(&sb, "/usr/bin:/bin", uid).await;
@@ -361,20 +350,12 @@ async fn a_sweep_that_cannot_finish_refuses_every_later_call() {
         "nothing was moved yet, so nothing was made"
     );
     std::fs::write(&quarantine, "not a directory").unwrap();
-    let r = s
-        .call(
-            "run_command",
-            json!({"command": ["python3", "-c", "open('.git/commondir','w').write('x')"]}),
-        )
-        .await;
+    let r = s.py("open('.git/commondir','w').write('x')").await;
     assert_eq!(r["code"], "OK", "{r}");
     let r = s.run("echo next").await;
     assert_eq!(r["code"], "SANDBOX_UNAVAILABLE", "{r}");
-    assert!(r["reason"].as_str().unwrap().contains("commondir"), "{r}");
-    let breach = sb
-        .audit_records()
-        .into_iter()
-        .any(|r| r["kind"] == "protected" && r["event"] == "breach");
+    assert!(reason_of(&r).contains("commondir"), "{r}");
+    let breach = sb.has_record(|r| r["kind"] == "protected" && r["event"] == "breach");
     assert!(breach);
     std::fs::remove_file(&quarantine).unwrap();
     let r = s.run("echo again").await;
@@ -388,7 +369,7 @@ async fn a_sweep_that_cannot_finish_refuses_every_later_call() {
 /// Issue 48, "no litter": a server that starts and ends leaves the user's tree as it was.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_server_that_ran_leaves_no_litter() {
-    let sb = python_sandbox("required", GIT_ENV);
+    let sb = python_sandbox("required", &git_env("Agent", "agent@example.com"));
     let home = sb.base().join("home");
     std::fs::create_dir_all(&home).unwrap();
     operator_repo(&home, &sb.jail);
@@ -427,7 +408,7 @@ fn tree(dir: &Path) -> Vec<PathBuf> {
 /// A private-view sandbox whose jail is the operator's repository, python3, echo and git
 /// allowed, given to `uid` when one is named; and the operator's HOME.
 fn operator_sandbox(uid: Option<u32>) -> (Sandbox, PathBuf) {
-    let sb = python_sandbox("required", GIT_ENV);
+    let sb = python_sandbox("required", &git_env("Agent", "agent@example.com"));
     let home = sb.base().join("home");
     std::fs::create_dir_all(&home).unwrap();
     operator_repo(&home, &sb.jail);
@@ -441,11 +422,10 @@ fn operator_sandbox(uid: Option<u32>) -> (Sandbox, PathBuf) {
 
 fn allow(sb: &Sandbox, commands: &[&str]) {
     let list: Vec<String> = commands.iter().map(|c| format!("\"{c}\"")).collect();
-    let text = std::fs::read_to_string(&sb.policy).unwrap().replace(
+    sb.edit_policy(
         "commands = [\"python3\", \"echo\"]",
         &format!("commands = [{}]", list.join(", ")),
     );
-    std::fs::write(&sb.policy, text).unwrap();
     in_terminal_table(sb, "");
 }
 
@@ -493,7 +473,7 @@ fn kill_server(sb: &Sandbox) {
 async fn everyday_git_keeps_working_under_the_git_profile() {
     // A submodule from a local path needs the file transport, which git allows submodules
     // only when told (the operator's choice, in the environment it gives commands).
-    let env = GIT_ENV.replace(
+    let env = git_env("Agent", "agent@example.com").replace(
         "GIT_AUTHOR_NAME",
         "GIT_ALLOW_PROTOCOL = \"file\", GIT_AUTHOR_NAME",
     );
@@ -542,7 +522,7 @@ async fn everyday_git_keeps_working_under_the_git_profile() {
         let r = s.run(c).await;
         assert_ne!(r["detail"]["exit_code"], 0, "{c}: {r}");
         assert!(
-            r["reason"].as_str().unwrap().contains("unprotected_paths"),
+            reason_of(&r).contains("unprotected_paths"),
             "{c}: the refusal says why and what to do: {r}"
         );
     }
@@ -632,16 +612,14 @@ async fn a_leased_git_file_does_not_stall_the_server() {
     );
     let s = sb.session().await;
     let started = std::time::Instant::now();
-    let r = s
-        .call("run_command", json!({"command": "git status", "cwd": "wt"}))
-        .await;
+    let r = s.run_in("wt", "git status").await;
     // Without the fix the server's open waits out the lease (45 s on this kernel).
     assert!(
         started.elapsed() < std::time::Duration::from_secs(20),
         "{r}"
     );
     assert_ne!(r["code"], "OK", "{r}");
-    assert!(r["reason"].as_str().unwrap().contains("lease"), "{r}");
+    assert!(reason_of(&r).contains("lease"), "{r}");
     let r = s.run("echo still").await;
     assert_eq!(stdout(&r), "still\n", "{r}");
     drop(held);

@@ -7,7 +7,7 @@
 use serde_json::json;
 
 use super::builders::{python, python_sandbox, session_with, walkdir, with_profile};
-use super::support::{Sandbox, eventually};
+use super::support::{Sandbox, eventually, reason_of, server_uids};
 
 /// Item 5: `pip.conf` in the python profile's cache is a read-only placeholder; write_file
 /// and edit_file refuse it, naming why, and it stays empty.
@@ -27,7 +27,7 @@ async fn the_file_tools_never_write_a_profile_caches_placeholder() {
         )
         .await;
     assert_eq!(r["code"], "POLICY_DENIED", "{r}");
-    assert!(r["reason"].as_str().unwrap().contains("placeholder"), "{r}");
+    assert!(reason_of(&r).contains("placeholder"), "{r}");
     assert_eq!(std::fs::read_to_string(&placeholder).unwrap(), "");
 }
 
@@ -36,9 +36,7 @@ async fn the_file_tools_never_write_a_profile_caches_placeholder() {
 /// says so.
 #[tokio::test(flavor = "multi_thread")]
 async fn commands_never_write_a_confirm_path() {
-    let root = rustix::process::geteuid().is_root();
-    let uids: &[Option<u32>] = if root { &[None, Some(65534)] } else { &[None] };
-    for &uid in uids {
+    for &uid in server_uids() {
         confirm_path_held(uid).await;
     }
 }
@@ -48,11 +46,10 @@ async fn confirm_path_held(uid: Option<u32>) {
         "required",
         "[terminal.files]\nconfirm_paths = [\"deploy.yaml\", \"ci/**\"]\n",
     );
-    let text = std::fs::read_to_string(&sb.policy).unwrap().replace(
+    sb.edit_policy(
         "commands = [\"python3\", \"echo\"]",
         "commands = [\"python3\", \"echo\", \"cp\"]",
     );
-    std::fs::write(&sb.policy, text).unwrap();
     std::fs::write(sb.jail.join("deploy.yaml"), "replicas: 1\n").unwrap();
     if let Some(uid) = uid {
         sb.give_to(uid);
@@ -62,10 +59,7 @@ async fn confirm_path_held(uid: Option<u32>) {
     for c in ["cp notes.txt deploy.yaml", "cp notes.txt ci/deep/x.yaml"] {
         let r = s.run(c).await;
         assert_eq!(r["code"], "POLICY_DENIED", "{c}: {r}");
-        assert!(
-            r["reason"].as_str().unwrap().contains("confirm_paths"),
-            "{c}: {r}"
-        );
+        assert!(reason_of(&r).contains("confirm_paths"), "{c}: {r}");
     }
     let out = python(&s, "try:\n    open('deploy.yaml', 'w').write('replicas: 100\\n'); print('wrote')\nexcept OSError as e:\n    print('refused', e.errno)").await;
     assert!(out.starts_with("refused"), "{out}");
@@ -99,11 +93,10 @@ async fn the_trail_may_not_lie_in_a_profile_cache() {
         .find(|p| p.contains("/cache/"))
         .unwrap_or_else(|| panic!("a profile cache among the write paths: {d}"))
         .to_owned();
-    let text = std::fs::read_to_string(&sb.policy).unwrap().replace(
+    sb.edit_policy(
         "audit_log = \"audit.jsonl\"",
         &format!("audit_log = \"{cache}/audit.jsonl\""),
     );
-    std::fs::write(&sb.policy, text).unwrap();
     let out = std::process::Command::new(super::support::BIN)
         .args(["policy", "check", "--config"])
         .arg(&sb.policy)

@@ -148,14 +148,9 @@ fn the_python_sdk_drives_the_terminal_over_http() {
 #[test]
 fn a_foreign_host_an_unlisted_origin_and_a_huge_body_are_refused() {
     let sb = Sandbox::new("");
-    let text = std::fs::read_to_string(&sb.policy).unwrap();
-    std::fs::write(
-        &sb.policy,
-        format!(
-            "{text}\n[http]\nallowed_origins = [\"http://app.example:3000\"]\nmax_body_bytes = 4096\n"
-        ),
-    )
-    .unwrap();
+    sb.append_policy(
+        "[http]\nallowed_origins = [\"http://app.example:3000\"]\nmax_body_bytes = 4096",
+    );
     let (_server, url) = serve(&sb.policy, "127.0.0.1:0");
     let port = port_of(&url);
     let here = format!("127.0.0.1:{port}");
@@ -267,14 +262,7 @@ pub fn node_home() -> std::path::PathBuf {
 #[test]
 fn the_conformance_suite_passes_over_http() {
     let sb = Sandbox::new("");
-    let text = std::fs::read_to_string(&sb.policy).unwrap();
-    std::fs::write(
-        &sb.policy,
-        format!(
-            "{text}\n[http]\nallowed_origins = [\"http://localhost:*\", \"http://127.0.0.1:*\"]\n"
-        ),
-    )
-    .unwrap();
+    sb.append_policy("[http]\nallowed_origins = [\"http://localhost:*\", \"http://127.0.0.1:*\"]");
     let (_server, url) = serve(&sb.policy, "127.0.0.1:0");
     let node = node_home();
     let path = format!(

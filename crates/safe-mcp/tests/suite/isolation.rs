@@ -6,7 +6,7 @@ use super::profile_caches::sh;
 use serde_json::json;
 
 use super::builders::{python, python_sandbox, session_with, stdout};
-use super::support::{Sandbox, Session};
+use super::support::{Sandbox, Session, server_uids};
 
 /// System V shared memory through libc: `create KEY` makes a segment and writes a word into
 /// it, `find KEY` reads it back, `plain` makes a private one. Prints the result or errno.
@@ -33,10 +33,7 @@ print("read", ctypes.string_at(p, 13).decode(errors="replace"))
 
 async fn shm(s: &Session, args: &str) -> String {
     let r = s
-        .call(
-            "run_command",
-            json!({"command": format!("python3 -c '{}' {args}", SHM.replace('\'', "\"")) }),
-        )
+        .run_with(json!({"command": format!("python3 -c '{}' {args}", SHM.replace('\'', "\"")) }))
         .await;
     assert_eq!(r["code"], "OK", "{r}");
     stdout(&r).to_owned()
@@ -117,9 +114,7 @@ if pid == 0:
     os._exit(0)
 os.waitpid(pid, 0)
 "#;
-    let root = rustix::process::geteuid().is_root();
-    let uids: &[Option<u32>] = if root { &[None, Some(65534)] } else { &[None] };
-    for (&uid, namespaces) in uids.iter().flat_map(|u| [(u, "auto"), (u, "off")]) {
+    for (&uid, namespaces) in server_uids().iter().flat_map(|u| [(u, "auto"), (u, "off")]) {
         let sb = python_sandbox(namespaces, "");
         if let Some(uid) = uid {
             sb.give_to(uid);
@@ -156,14 +151,13 @@ async fn the_tmpdir_root_and_other_calls_tmpdirs_are_out_of_reach() {
     let root = rustix::process::geteuid().is_root();
     let uids: &[Option<u32>] = if root { &[None, Some(65534)] } else { &[None] };
     for &uid in uids {
-        let sb = Sandbox::with(
-            "\"sh\", \"echo\"",
-            "timeout_seconds = 20",
-            "closed",
-            // The exec allowlist off: chmod and touch must be stopped by the mounts and
-            // Landlock's write rules, not by a refused exec.
-            "[terminal.sandbox]\nnamespaces = \"required\"\nexec_allowlist = false\n",
-        );
+        // The exec allowlist off: chmod and touch must be stopped by the mounts and
+        // Landlock's write rules, not by a refused exec.
+        let sb = Sandbox::builder()
+            .allow(&["sh", "echo"])
+            .limits("timeout_seconds = 20")
+            .sandbox("namespaces = \"required\"\nexec_allowlist = false")
+            .build();
         let s = match uid {
             Some(uid) => {
                 sb.give_to(uid);
@@ -172,28 +166,10 @@ async fn the_tmpdir_root_and_other_calls_tmpdirs_are_out_of_reach() {
             None => sb.session().await,
         };
         // A running call, whose TMPDIR another call will aim at.
-        let started = s
-            .call(
-                "start_process",
-                json!({"command": ["sh", "-c", "echo $TMPDIR; sleep 30"]}),
-            )
+        let handle = s
+            .start_process(json!({"command": ["sh", "-c", "echo $TMPDIR; sleep 30"]}))
             .await;
-        assert_eq!(started["code"], "OK", "{started}");
-        let handle = started["detail"]["handle"].as_str().unwrap().to_owned();
-        let mut other = String::new();
-        for _ in 0..50 {
-            let r = s
-                .call(
-                    "read_process_output",
-                    json!({"handle": handle, "wait_seconds": 1}),
-                )
-                .await;
-            other.push_str(r["detail"]["stdout"].as_str().unwrap_or_default());
-            if other.ends_with('\n') {
-                break;
-            }
-        }
-        let other = other.trim().to_owned();
+        let other = s.first_line(&handle, 50).await.trim().to_owned();
         assert!(other.starts_with('/'), "{other}");
         let (code, out) = sh(
             &s,

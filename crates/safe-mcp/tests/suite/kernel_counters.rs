@@ -6,7 +6,7 @@
 use serde_json::json;
 
 use super::builders::{python, python_sandbox, session_with};
-use super::support::Session;
+use super::support::{root_or_skip, server_uids};
 
 /// Opens inotify instances until the kernel refuses one (or `LIMIT` are open), says how
 /// many it holds, then holds them.
@@ -39,25 +39,6 @@ fn holding(out: &str) -> usize {
         .unwrap_or_else(|| panic!("{out:?}"))
 }
 
-/// What a session printed, read until it has printed a whole line (at most 30 reads of up
-/// to a second).
-async fn first_line(s: &Session, handle: &str) -> String {
-    let mut out = String::new();
-    for _ in 0..30 {
-        let r = s
-            .call(
-                "read_process_output",
-                json!({"handle": handle, "wait_seconds": 1}),
-            )
-            .await;
-        out.push_str(r["detail"]["stdout"].as_str().unwrap_or_default());
-        if out.ends_with('\n') {
-            break;
-        }
-    }
-    out
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn commands_hold_at_most_half_of_their_users_inotify_instances() {
     let max = max_instances();
@@ -70,23 +51,16 @@ async fn commands_hold_at_most_half_of_their_users_inotify_instances() {
     let got = holding(&String::from_utf8_lossy(&control.stdout));
     assert!(got > max / 2, "the control held {got} of {max}");
 
-    let root = rustix::process::geteuid().is_root();
-    let uids: &[Option<u32>] = if root { &[None, Some(65534)] } else { &[None] };
-    for &uid in uids {
+    for &uid in server_uids() {
         let sb = python_sandbox("required", "");
         if let Some(uid) = uid {
             sb.give_to(uid);
         }
         let s = session_with(&sb, "/usr/bin:/bin", uid).await;
-        let started = s
-            .call(
-                "start_process",
-                json!({"command": ["python3", "-c", HOLD, &ask, "30"]}),
-            )
+        let handle = s
+            .start_process(json!({"command": ["python3", "-c", HOLD, &ask, "30"]}))
             .await;
-        assert_eq!(started["code"], "OK", "{started}");
-        let handle = started["detail"]["handle"].as_str().unwrap().to_owned();
-        let held = holding(&first_line(&s, &handle).await);
+        let held = holding(&s.first_line(&handle, 30).await);
         assert!(
             held > 0 && held <= max / 2,
             "uid {uid:?}: a command held {held} of {max}"
@@ -122,10 +96,7 @@ fn host_inotify_of_nobody() -> String {
 /// processes of the same uid theirs. POSIX message queues, charged host-wide too, are off.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_command_cannot_take_the_users_kernel_counters() {
-    if !rustix::process::geteuid().is_root() {
-        super::support::skip(
-            "skipping: the unprivileged server is started as uid 65534 by a root test",
-        );
+    if !root_or_skip("skipping: the unprivileged server is started as uid 65534 by a root test") {
         return;
     }
     let host_limit: usize = std::fs::read_to_string("/proc/sys/user/max_inotify_instances")
@@ -143,12 +114,10 @@ async fn a_command_cannot_take_the_users_kernel_counters() {
          print(sum(1 for f in fds if f >= 0), flush=True)\n\
          time.sleep(30)\n"
     );
-    let started = s
-        .call("start_process", json!({"command": ["python3", "-c", hog]}))
+    let handle = s
+        .start_process(json!({"command": ["python3", "-c", hog]}))
         .await;
-    assert_eq!(started["code"], "OK", "{started}");
-    let handle = started["detail"]["handle"].as_str().unwrap().to_owned();
-    let held: usize = first_line(&s, &handle).await.trim().parse().unwrap();
+    let held: usize = s.first_line(&handle, 30).await.trim().parse().unwrap();
     assert!(
         held > 0 && held <= host_limit / 2,
         "the command held {held} of {host_limit}"

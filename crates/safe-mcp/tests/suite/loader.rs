@@ -6,10 +6,8 @@
 //! namespace alone: the same calls fail there. The host view keeps the ceiling, and is the
 //! control: there the route still works.
 
-use serde_json::json;
-
-use super::builders::session_with;
-use super::support::Sandbox;
+use super::builders::{session_with, stderr, stdout};
+use super::support::{Sandbox, server_uids};
 
 /// What python does: hand programs to the loader, then say of each whether it ran: `rm`
 /// (not allowlisted), `git` (allowlisted with argument rules, so only its own stages may run
@@ -29,15 +27,12 @@ for program, args in [(git, ["version"]), (exec_path + "/git", ["version"]),
 "#;
 
 fn sandbox(namespaces: &str) -> Sandbox {
-    Sandbox::with(
-        "\"python3\", \"echo\", \"git\", \"tar\"",
-        "timeout_seconds = 30",
-        "closed",
-        &format!(
-            "[[terminal.rules]]\ncommand = \"git\"\ndeny_args = [\"push\"]\n\
-             [terminal.sandbox]\nnamespaces = \"{namespaces}\"\n"
-        ),
-    )
+    Sandbox::builder()
+        .allow(&["python3", "echo", "git", "tar"])
+        .limits("timeout_seconds = 30")
+        .extra("[[terminal.rules]]\ncommand = \"git\"\ndeny_args = [\"push\"]")
+        .namespaces(namespaces)
+        .build()
 }
 
 /// Each line the script printed, by its first word.
@@ -52,9 +47,7 @@ fn verdicts(out: &str) -> Vec<(String, String)> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_loader_cannot_run_a_program_the_allowlist_refuses() {
-    let root = rustix::process::geteuid().is_root();
-    let uids: &[Option<u32>] = if root { &[None, Some(65534)] } else { &[None] };
-    for &uid in uids {
+    for &uid in server_uids() {
         let sb = sandbox("required");
         if let Some(uid) = uid {
             sb.give_to(uid);
@@ -81,19 +74,8 @@ async fn the_loader_cannot_run_a_program_the_allowlist_refuses() {
             assert_eq!(r["detail"]["exit_code"], 0, "uid {uid:?}: {command}: {r}");
         }
         // A nested git reaches the server, which judges it: its rule holds.
-        let r = s
-            .call(
-                "run_command",
-                json!({"command": ["python3", "-c", "import subprocess; print(subprocess.run(['git', '-C', 'repo', 'push']).returncode)"]}),
-            )
-            .await;
-        assert!(
-            r["detail"]["stderr"]
-                .as_str()
-                .unwrap_or_default()
-                .contains("denied"),
-            "{r}"
-        );
+        let r = s.py("import subprocess; print(subprocess.run(['git', '-C', 'repo', 'push']).returncode)").await;
+        assert!(stderr(&r).contains("denied"), "{r}");
     }
     // The control: without the view the same call runs rm (the host view's ceiling).
     let sb = sandbox("off");
@@ -109,9 +91,7 @@ async fn the_loader_cannot_run_a_program_the_allowlist_refuses() {
 /// What python printed, and the whole result. The git is the one the policy's PATH finds
 /// (as explain names it), and its exec-path the one that git names.
 async fn through_the_loader(s: &super::support::Session) -> (String, serde_json::Value) {
-    let explained = s
-        .call("explain_command", json!({"command": "git version"}))
-        .await;
+    let explained = s.explain("git version").await;
     let git = explained["detail"]["stages"][0]["program"]
         .as_str()
         .unwrap_or_else(|| panic!("{explained}"))
@@ -122,14 +102,10 @@ async fn through_the_loader(s: &super::support::Session) -> (String, serde_json:
         .unwrap();
     let exec_path = String::from_utf8_lossy(&asked.stdout).trim().to_owned();
     let r = s
-        .call(
-            "run_command",
-            json!({"command": ["python3", "-c", THROUGH_THE_LOADER.replace("GIT", &git).replace("EXEC_PATH", &exec_path)]}),
-        )
+        .py(THROUGH_THE_LOADER
+            .replace("GIT", &git)
+            .replace("EXEC_PATH", &exec_path))
         .await;
-    let out = r["detail"]["stdout"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let out = stdout(&r).to_owned();
     (out, r)
 }

@@ -10,7 +10,7 @@ use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
-use super::support::{BIN, Sandbox, Session, live_processes_with};
+use super::support::{BIN, Sandbox, Session, live_processes_with, reason_of, stdout_of};
 
 /// A client that keeps every progress notification it gets, with when it came.
 #[derive(Clone, Default)]
@@ -59,12 +59,10 @@ async fn call(
 }
 
 fn sandbox() -> Sandbox {
-    Sandbox::with(
-        "\"sh\", \"echo\", \"sleep\"",
-        "timeout_seconds = 30\nmax_output_bytes = 65536",
-        "closed",
-        "",
-    )
+    Sandbox::builder()
+        .allow(&["sh", "echo", "sleep"])
+        .roomy(30)
+        .build()
 }
 
 /// A command that prints for a while sends progress: strictly rising, at most four a
@@ -142,11 +140,7 @@ async fn a_cancelled_command_is_recorded_as_cancelled() {
         Box::pin(client.call_tool(CallToolRequestParams::new("run_command").with_arguments(args)));
     let started = async {
         for _ in 0..100 {
-            if sb
-                .audit_records()
-                .iter()
-                .any(|r| r["kind"] == "attempt" && r["tool"] == "run_command")
-            {
+            if sb.has_record(|r| r["kind"] == "attempt" && r["tool"] == "run_command") {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -160,10 +154,7 @@ async fn a_cancelled_command_is_recorded_as_cancelled() {
     drop(pending); // the client sends notifications/cancelled
     let mut outcome = None;
     for _ in 0..100 {
-        outcome = sb
-            .audit_records()
-            .into_iter()
-            .find(|r| r["kind"] == "outcome" && r["tool"] == "run_command");
+        outcome = sb.find_record(|r| r["kind"] == "outcome" && r["tool"] == "run_command");
         if outcome.is_some() {
             break;
         }
@@ -237,20 +228,14 @@ async fn a_cancelled_apply_plan_leaves_every_file_once_and_undoable() {
     }
 }
 
+/// A sandbox for sessions (`setsid` a helper) with `sessions` in `[terminal.sessions]`.
 fn session_sandbox(sessions: &str) -> Sandbox {
-    let sb = Sandbox::with(
-        "\"sh\", \"echo\", \"sleep\", \"cat\"",
-        "timeout_seconds = 30\nmax_output_bytes = 65536",
-        "closed",
-        "",
-    );
+    let sb = Sandbox::builder()
+        .allow(&["sh", "echo", "sleep", "cat"])
+        .roomy(30)
+        .extra(&format!("[terminal.sessions]\n{sessions}"))
+        .build();
     sb.add_helpers(&["setsid"]);
-    let text = std::fs::read_to_string(&sb.policy).unwrap();
-    std::fs::write(
-        &sb.policy,
-        format!("{text}\n[terminal.sessions]\n{sessions}\n"),
-    )
-    .unwrap();
     sb
 }
 
@@ -282,7 +267,7 @@ async fn read_until(
         )
         .await;
         assert_eq!(r["code"], "OK", "{r}");
-        all.push_str(r["detail"]["stdout"].as_str().unwrap());
+        all.push_str(stdout_of(&r));
         if all.contains(want) || r["detail"]["running"] == false {
             break;
         }
@@ -479,10 +464,7 @@ async fn sessions_end_at_their_timeout_and_with_the_server() {
     client.cancel().await.unwrap(); // closes the server's stdin
     let mut ended = None;
     for _ in 0..100 {
-        ended = sb
-            .audit_records()
-            .into_iter()
-            .find(|r| r["kind"] == "outcome" && r["session_end"] == "server-exit");
+        ended = sb.find_record(|r| r["kind"] == "outcome" && r["session_end"] == "server-exit");
         if ended.is_some() && live_processes_with("963.2").is_empty() {
             break;
         }
@@ -512,10 +494,7 @@ async fn a_flooding_session_still_stops() {
     .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let r = call(&client, "read_process_output", json!({"handle": handle})).await;
-    assert!(
-        r["detail"]["stdout"].as_str().unwrap().len() <= 65536,
-        "more than one read's worth"
-    );
+    assert!(stdout_of(&r).len() <= 65536, "more than one read's worth");
     let s = call(&client, "stop_process", json!({"handle": handle})).await;
     assert_eq!(s["code"], "OK", "{s}");
     assert_eq!(s["detail"]["ended"], "stop", "{s}");
@@ -523,10 +502,7 @@ async fn a_flooding_session_still_stops() {
     let after = call(&client, "read_process_output", json!({"handle": handle})).await;
     if s["detail"]["more"] == true {
         assert_eq!(after["code"], "OK", "{after}");
-        assert!(
-            !after["detail"]["stdout"].as_str().unwrap().is_empty(),
-            "{after}"
-        );
+        assert!(!stdout_of(&after).is_empty(), "{after}");
     } else {
         assert_eq!(after["code"], "INVALID_REQUEST", "{after}");
     }
@@ -537,12 +513,7 @@ async fn a_flooding_session_still_stops() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_host_view_session_keeps_its_orphans_while_it_runs() {
     let sb = session_sandbox("max_sessions = 2");
-    let text = std::fs::read_to_string(&sb.policy).unwrap();
-    std::fs::write(
-        &sb.policy,
-        format!("{text}\n[terminal.sandbox]\nnamespaces = \"off\"\n"),
-    )
-    .unwrap();
+    sb.append_policy("[terminal.sandbox]\nnamespaces = \"off\"");
     let client = connect("terminal", &sb.policy, Recorder::default()).await;
     let handle = start(
         &client,
@@ -576,49 +547,30 @@ async fn a_host_view_session_keeps_its_orphans_while_it_runs() {
 /// (`until: "quiet"`: a prompt, a server that is up).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_read_can_wait_for_the_end_or_for_a_pause() {
-    let sb = Sandbox::with("\"python3\"", "timeout_seconds = 30", "closed", "");
+    let sb = Sandbox::allowing(&["python3"], "timeout_seconds = 30");
     let s = sb.session().await;
     let twenty = "import time\nfor i in range(20):\n    print('line', i, flush=True)\n    time.sleep(0.05)\n";
-    let started = s
-        .call(
-            "start_process",
-            json!({"command": ["python3", "-c", twenty]}),
-        )
+    let handle = s
+        .start_process(json!({"command": ["python3", "-c", twenty]}))
         .await;
-    let handle = started["detail"]["handle"].as_str().unwrap().to_owned();
     let r = s
-        .call(
-            "read_process_output",
-            json!({"handle": handle, "wait_seconds": 20, "until": "exit"}),
-        )
+        .read_process(&handle, json!({"wait_seconds": 20, "until": "exit"}))
         .await;
     assert_eq!(r["detail"]["running"], false, "one read saw the end: {r}");
-    let out = r["detail"]["stdout"].as_str().unwrap();
+    let out = stdout_of(&r);
     assert_eq!(out.lines().count(), 20, "{out}");
     // A pause after some output ends a "quiet" wait before the process does.
     let prompt =
         "import sys, time\nprint('ready', flush=True)\ntime.sleep(5)\nprint('late', flush=True)\n";
-    let started = s
-        .call(
-            "start_process",
-            json!({"command": ["python3", "-c", prompt]}),
-        )
+    let handle = s
+        .start_process(json!({"command": ["python3", "-c", prompt]}))
         .await;
-    let handle = started["detail"]["handle"].as_str().unwrap().to_owned();
     let r = s
-        .call(
-            "read_process_output",
-            json!({"handle": handle, "wait_seconds": 20, "until": "quiet"}),
-        )
+        .read_process(&handle, json!({"wait_seconds": 20, "until": "quiet"}))
         .await;
     assert_eq!(r["detail"]["running"], true, "{r}");
     assert_eq!(r["detail"]["stdout"], "ready\n", "{r}");
-    let r = s
-        .call(
-            "read_process_output",
-            json!({"handle": handle, "until": "later"}),
-        )
-        .await;
+    let r = s.read_process(&handle, json!({"until": "later"})).await;
     assert_eq!(r["code"], "INVALID_REQUEST", "{r}");
     s.call("stop_process", json!({"handle": handle})).await;
 }
@@ -668,20 +620,13 @@ async fn a_handle_sent_to_another_replica_is_refused_naming_its_owner() {
         }
     };
     let ((_a_sb, a), (_b_sb, b)) = (replica("replica-a").await, replica("replica-b").await);
-    let started = a
-        .call(
-            "start_process",
-            json!({"command": "sh -c 'echo up; sleep 30'"}),
-        )
+    let handle = a
+        .start_process(json!({"command": "sh -c 'echo up; sleep 30'"}))
         .await;
-    assert_eq!(started["code"], "OK", "{started}");
-    let handle = started["detail"]["handle"].as_str().unwrap().to_owned();
     assert!(handle.ends_with("@replica-a"), "{handle}");
-    let wrong = b
-        .call("read_process_output", json!({"handle": handle}))
-        .await;
+    let wrong = b.read_process(&handle, json!({})).await;
     assert_eq!(wrong["code"], "INVALID_REQUEST", "{wrong}");
-    let reason = wrong["reason"].as_str().unwrap();
+    let reason = reason_of(&wrong);
     assert!(
         reason.contains("belongs to server replica-a")
             && reason.contains("this is server replica-b"),
@@ -689,12 +634,7 @@ async fn a_handle_sent_to_another_replica_is_refused_naming_its_owner() {
     );
     let listed = b.call("list_processes", json!({})).await;
     assert_eq!(listed["detail"]["processes"], json!([]), "{listed}");
-    let right = a
-        .call(
-            "read_process_output",
-            json!({"handle": handle, "wait_seconds": 5}),
-        )
-        .await;
+    let right = a.read_process(&handle, json!({"wait_seconds": 5})).await;
     assert_eq!(right["code"], "OK", "{right}");
     let stopped = a.call("stop_process", json!({"handle": handle})).await;
     assert_eq!(stopped["code"], "OK", "{stopped}");

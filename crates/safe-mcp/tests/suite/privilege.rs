@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use super::support::{DEFAULT_ALLOW, Sandbox};
+use super::support::{Sandbox, stderr_of, stdout_of};
 
 fn is_root() -> bool {
     rustix::process::geteuid().is_root()
@@ -16,12 +16,11 @@ fn is_root() -> bool {
 
 /// A sandbox whose allowlist adds tar, cp and python3, with the sandbox `mode` given.
 fn sandbox(mode: &str) -> Sandbox {
-    Sandbox::with(
-        &format!("{DEFAULT_ALLOW}, \"python3\", \"tar\", \"cp\", \"stat\""),
-        "timeout_seconds = 20\nmax_output_bytes = 65536",
-        "closed",
-        &format!("[terminal.sandbox]\nmode = \"{mode}\""),
-    )
+    Sandbox::builder()
+        .allow_more(&["python3", "tar", "cp", "stat"])
+        .roomy(20)
+        .sandbox(&format!("mode = \"{mode}\""))
+        .build()
 }
 
 /// Every device node and every file with a set-id bit under `dir`.
@@ -84,9 +83,7 @@ async fn a_device_member_of_an_archive_is_never_made_a_device() {
 
     // Directly, too: mknod of either kind is refused, a FIFO is still fine.
     let probe = "import os, stat\nfor name, mode in [('c', stat.S_IFCHR), ('b', stat.S_IFBLK), ('p', stat.S_IFIFO)]:\n    try:\n        os.mknod(name, mode | 0o600, os.makedev(1, 3)); print(name, 'made')\n    except OSError as e:\n        print(name, 'refused', e.errno)\n";
-    let r = s
-        .call("run_command", json!({"command": ["python3", "-c", probe]}))
-        .await;
+    let r = s.py(probe).await;
     assert_eq!(
         r["detail"]["stdout"], "c refused 1\nb refused 1\np made\n",
         "{r}"
@@ -121,19 +118,14 @@ async fn no_command_can_leave_a_setuid_program_in_the_jail() {
     assert_eq!(r["code"], "OK", "{r}");
     // Every call that sets a mode: chmod, fchmod, creat/open, mknod of a regular file, cp -p.
     let probe = "import os, stat\nopen('plain', 'w').close()\nfor name, f in [('chmod', lambda: os.chmod('plain', 0o4755)), ('setgid', lambda: os.chmod('plain', 0o2755)), ('fchmod', lambda: os.fchmod(os.open('plain', os.O_RDONLY), 0o6755)), ('open', lambda: os.open('made', os.O_CREAT | os.O_WRONLY, 0o4755)), ('mknod', lambda: os.mknod('node', stat.S_IFREG | 0o4755)), ('sticky', lambda: os.chmod('plain', 0o1755))]:\n    try:\n        f(); print(name, 'ok')\n    except OSError as e:\n        print(name, 'refused', e.errno)\n";
-    let r = s
-        .call("run_command", json!({"command": ["python3", "-c", probe]}))
-        .await;
+    let r = s.py(probe).await;
     assert_eq!(
         r["detail"]["stdout"],
         "chmod refused 1\nsetgid refused 1\nfchmod refused 1\nopen refused 1\nmknod refused 1\nsticky ok\n",
         "{r}"
     );
     let r = s
-        .call(
-            "run_command",
-            json!({"command": ["sh", "-c", "cp -p /usr/bin/id idcopy"]}),
-        )
+        .run_with(json!({"command": ["sh", "-c", "cp -p /usr/bin/id idcopy"]}))
         .await;
     assert_eq!(r["code"], "OK", "{r}");
     assert_eq!(dangerous_entries(&sb.jail), Vec::<String>::new(), "{r}");
@@ -149,10 +141,7 @@ async fn no_command_can_leave_a_setuid_program_in_the_jail() {
         // What a root server gives up: cp -a asks to keep owners and is told no, plainly.
         let r = s.run("cp -a sub copied-a").await;
         assert!(
-            r["detail"]["stderr"]
-                .as_str()
-                .unwrap()
-                .contains("failed to preserve ownership"),
+            stderr_of(&r).contains("failed to preserve ownership"),
             "{r}"
         );
         assert!(sb.jail.join("copied-a/notes.txt").exists());
@@ -220,9 +209,7 @@ async fn capability_sets(
 }
 
 fn probe_lines(r: &Value) -> std::collections::BTreeMap<String, String> {
-    r["detail"]["stdout"]
-        .as_str()
-        .unwrap()
+    stdout_of(r)
         .lines()
         .filter_map(|l| l.split_once(' '))
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
@@ -239,12 +226,7 @@ async fn a_command_holds_no_capability_even_when_the_server_is_root() {
         assert_eq!(sets[set], "0", "{set} {sets:?}");
     }
     assert_eq!(sets["CapBnd:"], want_bounding, "{sets:?}");
-    let r = s
-        .call(
-            "run_command",
-            json!({"command": ["python3", "-c", CAPS_PROBE]}),
-        )
-        .await;
+    let r = s.py(CAPS_PROBE).await;
     let got = probe_lines(&r);
     assert_eq!(got.len(), 4, "{r}");
     for action in ["raise_limit", "chown_other", "setuid_other", "mknod_char"] {
@@ -273,12 +255,7 @@ async fn a_command_holds_no_capability_even_when_the_server_is_root() {
     // Control: with the sandbox off, a root server's command keeps root's powers.
     let off = sandbox("off");
     let s = off.session().await;
-    let r = s
-        .call(
-            "run_command",
-            json!({"command": ["python3", "-c", CAPS_PROBE]}),
-        )
-        .await;
+    let r = s.py(CAPS_PROBE).await;
     let got = probe_lines(&r);
     assert_ne!(capability_sets(&s, "1.517").await["CapEff:"], "0");
     // This machine kind's root lacks CAP_SYS_RESOURCE, so raising a hard limit fails here
@@ -298,13 +275,7 @@ async fn a_memfd_cannot_be_executed() {
     for (mode, want) in [("enforce", "refused 1"), ("off", "ran-from-memfd")] {
         let sb = sandbox(mode);
         let s = sb.session().await;
-        let r = s
-            .call("run_command", json!({"command": ["python3", "-c", probe]}))
-            .await;
-        assert_eq!(
-            r["detail"]["stdout"].as_str().unwrap().trim(),
-            want,
-            "{mode}: {r}"
-        );
+        let r = s.py(probe).await;
+        assert_eq!(stdout_of(&r).trim(), want, "{mode}: {r}");
     }
 }

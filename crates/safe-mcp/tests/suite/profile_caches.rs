@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use super::builders::{in_terminal_table, session_with, stdout, walkdir};
+use super::builders::{session_with, stdout, walkdir};
 use super::support::{Sandbox, Session};
 
 /// A sandbox allowing `sh` (an interpreter: only the kernel stands in its way) with
@@ -14,29 +14,24 @@ fn with_profiles(
     extra: &str,
     namespaces: &str,
 ) -> Sandbox {
-    let sb = Sandbox::with(
-        "\"echo\", \"cat\", \"sh\"",
-        "timeout_seconds = 120\nmax_output_bytes = 65536",
-        "closed",
-        // The exec allowlist off: the scripts plant with rm, mv and chmod, and what must
-        // stop them is the caches' own read-only binding, not a refused exec.
-        &format!("[terminal.sandbox]\nnamespaces = \"{namespaces}\"\nexec_allowlist = false\n"),
-    );
-    in_terminal_table(
-        &sb,
-        &format!(
+    // The exec allowlist off: the scripts plant with rm, mv and chmod, and what must
+    // stop them is the caches' own read-only binding, not a refused exec.
+    Sandbox::builder()
+        .allow(&["echo", "cat", "sh"])
+        .roomy(120)
+        .sandbox(&format!(
+            "namespaces = \"{namespaces}\"\nexec_allowlist = false"
+        ))
+        .terminal(&format!(
             "profiles = [{profiles}]\ncache_dir = \"{}\"\n{extra}",
             cache_dir.display()
-        ),
-    );
-    sb
+        ))
+        .build()
 }
 
 /// What a command prints for `script`, with its code.
 pub(super) async fn sh(s: &Session, script: &str) -> (String, String) {
-    let r = s
-        .call("run_command", json!({"command": ["sh", "-c", script]}))
-        .await;
+    let r = s.run_with(json!({"command": ["sh", "-c", script]})).await;
     (
         r["code"].as_str().unwrap_or_default().to_owned(),
         stdout(&r).to_owned(),

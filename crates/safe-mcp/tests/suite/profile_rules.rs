@@ -5,9 +5,9 @@
 use super::cli::run;
 use serde_json::json;
 
-use super::builders::in_terminal_table;
+use super::builders::{in_terminal_table, with_profile};
 use super::exec_allowlist::session;
-use super::support::{BIN, Sandbox, Session};
+use super::support::{Sandbox, Session, assert_failed_saying, safe_mcp_on};
 
 /// Every profile's deny rules, as `(profile, program, a command each rule refuses)`.
 const PROFILE_DENIALS: &[(&str, &str, &str, &[&str])] = &[
@@ -43,30 +43,22 @@ const PROFILE_DENIALS: &[(&str, &str, &str, &[&str])] = &[
 ];
 
 fn sandbox_with(profile: &str, extra_rule: Option<&str>) -> Sandbox {
-    let sb = Sandbox::with(
-        "\"echo\"",
-        "timeout_seconds = 10",
-        "closed",
-        extra_rule.unwrap_or(""),
-    );
-    in_terminal_table(
-        &sb,
-        &format!(
-            "profiles = [\"{profile}\"]\ncache_dir = \"{}/cache\"",
-            sb.base().display()
-        ),
-    );
+    let sb = Sandbox::builder()
+        .allow(&["echo"])
+        .limits("timeout_seconds = 10")
+        .extra(extra_rule.unwrap_or(""))
+        .build();
+    with_profile(&sb, profile);
     // The sandbox's own git rule would mask the git profile's: take it out.
-    let text = std::fs::read_to_string(&sb.policy).unwrap().replace(
+    sb.edit_policy(
         "[[terminal.rules]]\ncommand = \"git\"\ndeny_args = [\"push --force\", \"push -f\"]\nreason = \"force-push rewrites shared history\"\n",
         "",
     );
-    std::fs::write(&sb.policy, text).unwrap();
     sb
 }
 
 async fn denied(s: &Session, command: &str) -> bool {
-    let r = s.call("explain_command", json!({"command": command})).await;
+    let r = s.explain(command).await;
     r["code"] == "POLICY_DENIED" && r["detail"]["would_run"] == false
 }
 
@@ -123,11 +115,7 @@ async fn dropping_a_profiles_rules_is_a_named_choice() {
         json!(["git"]),
         "{d}"
     );
-    let out = std::process::Command::new(BIN)
-        .args(["policy", "check", "--config"])
-        .arg(&sb.policy)
-        .output()
-        .unwrap();
+    let out = safe_mcp_on(&["policy", "check", "--config"], &sb.policy);
     let text =
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -136,16 +124,8 @@ async fn dropping_a_profiles_rules_is_a_named_choice() {
     );
     let bad = sandbox_with("git", None);
     in_terminal_table(&bad, "drop_profile_rules = [\"npm\"]");
-    let out = std::process::Command::new(BIN)
-        .args(["policy", "check", "--config"])
-        .arg(&bad.policy)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("drop_profile_rules"),
-        "{out:?}"
-    );
+    let out = safe_mcp_on(&["policy", "check", "--config"], &bad.policy);
+    assert_failed_saying(&out, "drop_profile_rules");
 }
 
 /// Round 3 (issue 27), item 7: where the exec allowlist does not route them through the server (here it is off),
@@ -155,22 +135,22 @@ async fn dropping_a_profiles_rules_is_a_named_choice() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_allowed_interpreter_is_named_as_voiding_the_argument_rules() {
     let rule = "[[terminal.rules]]\ncommand = \"git\"\nconfirm_args = [\"push\"]\n";
-    let listed = Sandbox::with(
-        "\"python3\", \"git\"",
-        "timeout_seconds = 20",
-        "closed",
-        rule,
-    );
+    let listed = Sandbox::builder()
+        .allow(&["python3", "git"])
+        .limits("timeout_seconds = 20")
+        .extra(rule)
+        .build();
     let s = listed.session().await;
     let d = s.call("describe_policy", json!({"verbose": true})).await;
     assert_eq!(d["detail"]["warnings"], json!([]), "{d}");
     drop(s);
-    let sb = Sandbox::with(
-        "\"python3\", \"git\"",
-        "timeout_seconds = 20",
-        "closed",
-        &format!("{rule}\n[terminal.sandbox]\nexec_allowlist = false\n"),
-    );
+    let sb = Sandbox::builder()
+        .allow(&["python3", "git"])
+        .limits("timeout_seconds = 20")
+        .extra(&format!(
+            "{rule}\n[terminal.sandbox]\nexec_allowlist = false\n"
+        ))
+        .build();
     let s = sb.session().await;
     let d = s.call("describe_policy", json!({"verbose": true})).await;
     let warnings = d["detail"]["warnings"].to_string();
@@ -187,7 +167,7 @@ async fn an_allowed_interpreter_is_named_as_voiding_the_argument_rules() {
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     assert!(text.contains("an allowed interpreter (python3)"), "{text}");
     // Without the interpreter, no such warning.
-    let sb = Sandbox::with("\"git\"", "timeout_seconds = 20", "closed", "");
+    let sb = Sandbox::allowing(&["git"], "timeout_seconds = 20");
     let s = sb.session().await;
     let d = s.call("describe_policy", json!({"verbose": true})).await;
     assert_eq!(d["detail"]["warnings"], json!([]), "{d}");

@@ -4,8 +4,8 @@
 
 use serde_json::json;
 
-use super::builders::{in_terminal_table, python, python_sandbox, session_with, stdout};
-use super::support::{Sandbox, Session};
+use super::builders::{git_env, in_terminal_table, python, python_sandbox, session_with, stdout};
+use super::support::{OPERATOR_GIT, Sandbox, Session, reason_of, server_uids};
 
 /// A jail that is a git repository with one commit, made by the operator on the host.
 fn git_jail(sb: &Sandbox) {
@@ -15,10 +15,7 @@ fn git_jail(sb: &Sandbox) {
             .current_dir(&sb.jail)
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env("HOME", sb.base())
-            .env("GIT_AUTHOR_NAME", "op")
-            .env("GIT_AUTHOR_EMAIL", "op@example.com")
-            .env("GIT_COMMITTER_NAME", "op")
-            .env("GIT_COMMITTER_EMAIL", "op@example.com")
+            .envs(OPERATOR_GIT)
             .output()
             .unwrap();
         assert!(
@@ -31,8 +28,6 @@ fn git_jail(sb: &Sandbox) {
     git(&["add", "-A"]);
     git(&["commit", "-qm", "first"]);
 }
-
-const GIT_ENV: &str = "[terminal.env]\nset = { GIT_AUTHOR_NAME = \"Agent\", GIT_AUTHOR_EMAIL = \"agent@example.com\", GIT_COMMITTER_NAME = \"Agent\", GIT_COMMITTER_EMAIL = \"agent@example.com\" }\n";
 
 /// What a python program (an interpreter: only the kernel stands in its way) manages to do
 /// to each protected path, a line each.
@@ -63,10 +58,8 @@ tryit("regit", lambda: (os.rename(".git", "git-away"), os.mkdir(".git")))
 /// working (commit, branch, stash, merge); the operator's lists change what is protected.
 #[tokio::test(flavor = "multi_thread")]
 async fn protected_paths_hold_in_the_private_view_and_git_keeps_working() {
-    let root = rustix::process::geteuid().is_root();
-    let uids: &[Option<u32>] = if root { &[None, Some(65534)] } else { &[None] };
-    for &uid in uids {
-        let sb = python_sandbox("required", GIT_ENV);
+    for &uid in server_uids() {
+        let sb = python_sandbox("required", &git_env("Agent", "agent@example.com"));
         std::fs::write(sb.jail.join("secrets.cfg"), "a = 1\n").unwrap();
         git_jail(&sb);
         // The python profile, as issue 29 asks (python3 is its interpreter).
@@ -77,11 +70,10 @@ async fn protected_paths_hold_in_the_private_view_and_git_keeps_working() {
                 sb.base().display()
             ),
         );
-        let text = std::fs::read_to_string(&sb.policy).unwrap().replace(
+        sb.edit_policy(
             "commands = [\"python3\", \"echo\"]",
             "commands = [\"python3\", \"echo\", \"git\", \"touch\", \"cp\"]",
         );
-        std::fs::write(&sb.policy, text).unwrap();
         if let Some(uid) = uid {
             sb.give_to(uid);
             let out = std::process::Command::new("chown")
@@ -126,16 +118,10 @@ async fn protected_paths_hold_in_the_private_view_and_git_keeps_working() {
         // By argument too, with the rule named in the refusal and the trail.
         let r = s.run("touch .vscode/x").await;
         assert_eq!(r["code"], "POLICY_DENIED", "{r}");
-        assert!(
-            r["reason"].as_str().unwrap().contains("protected path"),
-            "{r}"
-        );
+        assert!(reason_of(&r).contains("protected path"), "{r}");
         let r = s.run("git config user.email x@example.com").await;
         assert_eq!(r["code"], "POLICY_DENIED", "{r}");
-        assert!(
-            r["reason"].as_str().unwrap().contains("[terminal.env]"),
-            "{r}"
-        );
+        assert!(reason_of(&r).contains("[terminal.env]"), "{r}");
         let denied = sb
             .audit_records()
             .into_iter()
@@ -146,12 +132,7 @@ async fn protected_paths_hold_in_the_private_view_and_git_keeps_working() {
             "{what}: the refusal is a POLICY_DENIED record naming the rule"
         );
         // A file with no harmless placeholder is moved aside once a command makes it.
-        let r = s
-            .call(
-                "run_command",
-                json!({"command": ["python3", "-c", "open('.git/commondir', 'w').write('../x')"]}),
-            )
-            .await;
+        let r = s.py("open('.git/commondir', 'w').write('../x')").await;
         assert!(
             r["detail"]["protected_moved"]
                 .to_string()
@@ -159,13 +140,8 @@ async fn protected_paths_hold_in_the_private_view_and_git_keeps_working() {
             "{what}: {r}"
         );
         assert!(!sb.jail.join(".git/commondir").exists());
-        let e = s
-            .call(
-                "explain_command",
-                json!({"command": "cp notes.txt .mcp.json"}),
-            )
-            .await;
-        assert!(e["reason"].as_str().unwrap().contains(".mcp.json"), "{e}");
+        let e = s.explain("cp notes.txt .mcp.json").await;
+        assert!(reason_of(&e).contains(".mcp.json"), "{e}");
         let d = s.call("describe_policy", json!({"verbose": true})).await;
         assert_eq!(
             d["detail"]["protected_paths"]["removed_by_the_operator"],
@@ -206,13 +182,12 @@ async fn git_keeps_working(s: &Session, what: &str) {
 /// gets through (shown here); what holds there is the argument check.
 #[tokio::test(flavor = "multi_thread")]
 async fn in_the_host_view_only_the_argument_checks_hold() {
-    let sb = python_sandbox("off", GIT_ENV);
+    let sb = python_sandbox("off", &git_env("Agent", "agent@example.com"));
     git_jail(&sb);
-    let text = std::fs::read_to_string(&sb.policy).unwrap().replace(
+    sb.edit_policy(
         "commands = [\"python3\", \"echo\"]",
         "commands = [\"python3\", \"echo\", \"touch\"]",
     );
-    std::fs::write(&sb.policy, text).unwrap();
     let s = sb.session().await;
     let out = python(&s, PLANT_CONFIG).await;
     assert!(out.contains("config wrote"), "{out}");
@@ -237,10 +212,7 @@ async fn the_files_server_refuses_protected_paths_with_the_same_reason() {
         let r = s.call("move_file", json!({"src": src, "dest": dest})).await;
         assert_eq!(r["code"], "POLICY_DENIED", "{src} -> {dest}: {r}");
         assert!(
-            r["reason"]
-                .as_str()
-                .unwrap()
-                .contains("is a protected path ([terminal] protected_paths)"),
+            reason_of(&r).contains("is a protected path ([terminal] protected_paths)"),
             "{r}"
         );
     }

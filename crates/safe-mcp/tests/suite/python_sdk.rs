@@ -70,12 +70,7 @@ fn official_python_sdk_drives_the_files_server() {
 /// latest lines as it runs; a call without one gets no notification at all.
 #[test]
 fn official_python_sdk_gets_progress_only_when_it_asks() {
-    let sb = Sandbox::with(
-        "\"sh\", \"echo\", \"sleep\"",
-        "timeout_seconds = 30",
-        "closed",
-        "",
-    );
+    let sb = Sandbox::allowing(&["sh", "echo", "sleep"], "timeout_seconds = 30");
     let stdout = run_client("progress_client.py", &sb.policy);
     let line = stdout.lines().last().unwrap_or_default();
     let v: serde_json::Value = serde_json::from_str(line).unwrap();
@@ -93,7 +88,7 @@ fn official_python_sdk_gets_progress_only_when_it_asks() {
 /// handle is gone after.
 #[test]
 fn official_python_sdk_drives_a_process_session() {
-    let sb = Sandbox::with("\"sh\", \"echo\"", "timeout_seconds = 30", "closed", "");
+    let sb = Sandbox::allowing(&["sh", "echo"], "timeout_seconds = 30");
     let stdout = run_client("session_client.py", &sb.policy);
     let line = stdout.lines().last().unwrap_or_default();
     let v: serde_json::Value = serde_json::from_str(line).unwrap();

@@ -5,7 +5,7 @@
 use super::builders::{python_sandbox, stdout};
 use serde_json::json;
 
-use super::support::{DEFAULT_ALLOW, Sandbox};
+use super::support::{Sandbox, stdout_of};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn secrets_are_redacted_in_output_and_in_the_audit_trail() {
@@ -17,16 +17,11 @@ async fn secrets_are_redacted_in_output_and_in_the_audit_trail() {
     .unwrap();
     let s = sb.session().await;
     let r = s.run("cat creds").await;
-    let out = r["detail"]["stdout"].as_str().unwrap();
+    let out = stdout_of(&r);
     assert!(!out.contains("ghp_0123456789"), "{out}");
     assert!(out.contains("[REDACTED:github_pat]"));
     let r = s.run("echo DB_PASSWORD=hunter2hunter2").await;
-    assert!(
-        r["detail"]["stdout"]
-            .as_str()
-            .unwrap()
-            .contains("[REDACTED:generic_secret_assignment]")
-    );
+    assert!(stdout_of(&r).contains("[REDACTED:generic_secret_assignment]"));
     let trail = std::fs::read_to_string(&sb.audit).unwrap();
     assert!(
         !trail.contains("hunter2hunter2"),
@@ -70,7 +65,7 @@ async fn a_secret_straddling_the_cap_or_a_read_boundary_never_leaks_in_part() {
     for file in ["cap.txt", "flood.txt"] {
         let r = s.run(&format!("cat {file}")).await;
         assert_eq!(r["code"], "OUTPUT_TRUNCATED", "{file}: {r}");
-        let out = r["detail"]["stdout"].as_str().unwrap();
+        let out = stdout_of(&r);
         assert!(
             !out.contains(fragment) && !out.contains("0123456789abcdef"),
             "{file} leaked part of the token"
@@ -78,12 +73,9 @@ async fn a_secret_straddling_the_cap_or_a_read_boundary_never_leaks_in_part() {
     }
 
     // A token across the executor's 64 KiB read-chunk boundary is redacted whole.
-    let big = Sandbox::with(
-        DEFAULT_ALLOW,
-        "timeout_seconds = 10\nmax_output_bytes = 200000",
-        "closed",
-        "",
-    );
+    let big = Sandbox::builder()
+        .limits("timeout_seconds = 10\nmax_output_bytes = 200000")
+        .build();
     std::fs::write(
         big.jail.join("chunk.txt"),
         format!("{} {token}\n", "w".repeat(65536 - 11)),
@@ -92,7 +84,7 @@ async fn a_secret_straddling_the_cap_or_a_read_boundary_never_leaks_in_part() {
     let s = big.session().await;
     let r = s.run("cat chunk.txt").await;
     assert_eq!(r["code"], "OK", "{r}");
-    let out = r["detail"]["stdout"].as_str().unwrap();
+    let out = stdout_of(&r);
     assert!(
         !out.contains(fragment) && out.ends_with("[REDACTED:github_pat]\n"),
         "{}",
@@ -127,12 +119,10 @@ async fn refusals_and_explanations_redact_the_arguments_they_echo() {
 /// given comes back without the secret, and what is not a secret comes back whole.
 #[tokio::test(flavor = "multi_thread")]
 async fn redaction_classes_hold_over_a_session() {
-    let sb = Sandbox::with(
-        &format!("{DEFAULT_ALLOW}, \"tail\", \"printf\""),
-        "timeout_seconds = 10\nmax_output_bytes = 65536",
-        "closed",
-        "",
-    );
+    let sb = Sandbox::builder()
+        .allow_more(&["tail", "printf"])
+        .roomy(10)
+        .build();
     let key = std::process::Command::new("openssl")
         .args([
             "genpkey",
@@ -153,7 +143,7 @@ async fn redaction_classes_hold_over_a_session() {
     .unwrap();
     let s = sb.session().await;
     let r = s.run("cat colored.txt").await;
-    let out = r["detail"]["stdout"].as_str().unwrap();
+    let out = stdout_of(&r);
     assert!(!out.contains("ghp_0123456789"), "{out}");
     assert!(
         out.contains("PWD=/srv/app"),
@@ -183,7 +173,7 @@ async fn redaction_classes_hold_over_a_session() {
             let body = key.lines().nth(2).unwrap().to_owned();
             // The BEGIN line dropped: the body is still a key.
             let r = s.run("tail -n +2 key.pem").await;
-            let out = r["detail"]["stdout"].as_str().unwrap();
+            let out = stdout_of(&r);
             assert!(!out.contains(&body[..24]), "{out}");
             assert!(out.contains("[REDACTED:"), "{out}");
         }
@@ -228,22 +218,13 @@ async fn a_secret_printed_in_two_parts_never_comes_back_whole() {
             &secret[..14],
             &secret[14..]
         );
-        let started = s
-            .call(
-                "start_process",
-                json!({"command": ["python3", "-c", script]}),
-            )
+        let handle = s
+            .start_process(json!({"command": ["python3", "-c", script]}))
             .await;
-        let handle = started["detail"]["handle"].as_str().unwrap().to_owned();
         let mut all = String::new();
         for _ in 0..40 {
-            let r = s
-                .call(
-                    "read_process_output",
-                    json!({"handle": handle, "wait_seconds": 1}),
-                )
-                .await;
-            all.push_str(r["detail"]["stdout"].as_str().unwrap_or_default());
+            let r = s.read_process(&handle, json!({"wait_seconds": 1})).await;
+            all.push_str(stdout(&r));
             if r["detail"]["running"] == false && r["detail"]["stdout"] == "" {
                 break;
             }

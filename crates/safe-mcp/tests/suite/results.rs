@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use super::support::{DEFAULT_ALLOW, Sandbox, live_processes_with};
+use super::support::{Sandbox, live_processes_with, reason_of, stdout_of};
 
 /// Item 1: the text block of each kind of result, as a client hands it to the model.
 #[tokio::test(flavor = "multi_thread")]
@@ -84,12 +84,9 @@ async fn each_kind_of_result_reads_as_a_verdict_then_its_output() {
 /// a test summary is) with one marker line between, and the server's memory stays bounded.
 #[tokio::test(flavor = "multi_thread")]
 async fn fifty_megabytes_of_output_run_to_the_end_and_keep_the_tail() {
-    let sb = Sandbox::with(
-        DEFAULT_ALLOW,
-        "timeout_seconds = 60\nmax_output_bytes = 4096",
-        "closed",
-        "",
-    );
+    let sb = Sandbox::builder()
+        .limits("timeout_seconds = 60\nmax_output_bytes = 4096")
+        .build();
     let s = sb.session().await;
     let bytes = 50u64 << 20;
     let r = s
@@ -98,7 +95,7 @@ async fn fifty_megabytes_of_output_run_to_the_end_and_keep_the_tail() {
     assert_eq!(r["code"], "OUTPUT_TRUNCATED", "{r}");
     assert_eq!(r["detail"]["exit_code"], 0, "it ran to its end: {r}");
     assert_eq!(r["detail"]["stdout_bytes"], bytes);
-    let out = r["detail"]["stdout"].as_str().unwrap();
+    let out = stdout_of(&r);
     assert!(out.starts_with("0123456789abcdef\n"), "{}", &out[..40]);
     // The last line of the stream is a part line (50 MiB is not a multiple of 17 bytes).
     let last = (bytes % 17) as usize;
@@ -146,13 +143,13 @@ async fn env_prefixes_on_the_safe_list_reach_the_command() {
     let s = sb.session().await;
     let r = s.run("RUST_BACKTRACE=1 NO_COLOR=1 env").await;
     assert_eq!(r["code"], "OK", "{r}");
-    let out = r["detail"]["stdout"].as_str().unwrap();
+    let out = stdout_of(&r);
     assert!(
         out.contains("RUST_BACKTRACE=1\n") && out.contains("NO_COLOR=1\n"),
         "{out}"
     );
     let r = s.run("echo a | MY_FLAG=on env && NODE_ENV=test env").await;
-    let out = r["detail"]["stdout"].as_str().unwrap();
+    let out = stdout_of(&r);
     assert!(
         out.contains("MY_FLAG=on\n") && out.contains("NODE_ENV=test\n"),
         "{r}"
@@ -167,7 +164,7 @@ async fn env_prefixes_on_the_safe_list_reach_the_command() {
     ] {
         let r = s.run(command).await;
         assert_eq!(r["code"], "POLICY_DENIED", "{command}: {r}");
-        let reason = r["reason"].as_str().unwrap();
+        let reason = reason_of(&r);
         assert!(
             reason.contains(says) && reason.contains("[terminal.env] set"),
             "{command}: {reason}"
@@ -175,18 +172,13 @@ async fn env_prefixes_on_the_safe_list_reach_the_command() {
     }
     let r = s.run("OTHER_FLAG=1 ls").await;
     assert_eq!(r["code"], "POLICY_DENIED", "{r}");
-    assert!(
-        r["reason"].as_str().unwrap().contains("prefix_allow"),
-        "{r}"
-    );
+    assert!(reason_of(&r).contains("prefix_allow"), "{r}");
     let r = s.run("FLAG=1").await;
     assert_eq!(r["code"], "POLICY_DENIED", "{r}");
     // The rest of the stage is judged as any command.
     let r = s.run("RUST_BACKTRACE=1 whoami").await;
     assert_eq!(r["code"], "POLICY_DENIED", "{r}");
-    let e = s
-        .call("explain_command", json!({"command": "RUST_BACKTRACE=1 ls"}))
-        .await;
+    let e = s.explain("RUST_BACKTRACE=1 ls").await;
     assert_eq!(e["code"], "OK", "{e}");
     assert_eq!(
         e["detail"]["stages"][0]["env"][0],
@@ -199,12 +191,9 @@ async fn env_prefixes_on_the_safe_list_reach_the_command() {
 /// the policy key that sets it, in `detail.limit`, the reason and the text block.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_limit_that_stops_a_command_is_named_with_its_key() {
-    let sb = Sandbox::with(
-        DEFAULT_ALLOW,
-        "timeout_seconds = 20\ncpu_seconds = 1\nfile_size_bytes = 1048576",
-        "closed",
-        "",
-    );
+    let sb = Sandbox::builder()
+        .limits("timeout_seconds = 20\ncpu_seconds = 1\nfile_size_bytes = 1048576")
+        .build();
     let s = sb.session().await;
     for (args, key, says) in [
         (
@@ -230,7 +219,7 @@ async fn a_limit_that_stops_a_command_is_named_with_its_key() {
             .unwrap_or_default();
         let r = raw.structured_content.unwrap();
         assert_eq!(r["detail"]["limit"], key, "{args}: {r}");
-        let reason = r["reason"].as_str().unwrap();
+        let reason = reason_of(&r);
         assert!(reason.contains(says), "{args}: {reason}");
         assert!(
             text.contains(&format!("limit: {key}")) || text.contains(says),
@@ -345,7 +334,7 @@ async fn every_refusal_says_what_was_refused_and_what_to_do_instead() {
         ),
         ("touch .mcp.json", "is a protected path", "ask the operator"),
     ] {
-        let r = s.call("explain_command", json!({"command": command})).await;
+        let r = s.explain(command).await;
         let reason = r["reason"].as_str().unwrap_or_default();
         assert_ne!(r["code"], "OK", "{command}: {r}");
         assert!(

@@ -9,7 +9,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
-use super::support::{BIN, Sandbox, Session, eventually};
+use super::support::{Sandbox, Session, eventually, reason_of, safe_mcp_on};
 
 /// What a receiver does with a connection.
 #[derive(Clone, Copy, PartialEq)]
@@ -164,9 +164,7 @@ async fn syslog(stream: &mut tokio::net::TcpStream, lines: &Mutex<Vec<String>>) 
 
 fn sandbox(sb_dir_ship: impl Fn(&std::path::Path) -> String) -> Sandbox {
     let sb = Sandbox::new("");
-    let text = std::fs::read_to_string(&sb.policy).unwrap();
-    let ship = sb_dir_ship(sb.base());
-    std::fs::write(&sb.policy, format!("{text}\n[audit.ship]\n{ship}\n")).unwrap();
+    sb.append_policy(&format!("[audit.ship]\n{}", sb_dir_ship(sb.base())));
     sb
 }
 
@@ -211,11 +209,7 @@ fn verify_received(lines: &[String]) -> (bool, String) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("received.jsonl");
     std::fs::write(&file, lines.join("\n")).unwrap();
-    let out = std::process::Command::new(BIN)
-        .args(["audit", "verify", "--received"])
-        .arg(&file)
-        .output()
-        .unwrap();
+    let out = safe_mcp_on(&["audit", "verify", "--received"], &file);
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -241,10 +235,7 @@ async fn both_sinks(extra: &str) -> (Receiver, Receiver, Sandbox) {
 async fn calls(s: &Session, n: usize) {
     for i in 0..n {
         let r = s
-            .call(
-                "run_command",
-                json!({"command": ["echo", format!("call {i}")]}),
-            )
+            .run_with(json!({"command": ["echo", format!("call {i}")]}))
             .await;
         assert_eq!(r["code"], "OK", "{r}");
     }
@@ -369,13 +360,7 @@ async fn deny_mode_refuses_calls_while_a_sink_is_down_and_recovers() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let r = refused.expect("calls were never refused while the sink was down");
-    assert!(
-        r["reason"]
-            .as_str()
-            .unwrap()
-            .contains("on_failure = \"deny\""),
-        "{r}"
-    );
+    assert!(reason_of(&r).contains("on_failure = \"deny\""), "{r}");
     assert!(!marker.exists(), "a refused call ran");
     otlp.resume().await;
     let mut ok = false;
@@ -440,7 +425,7 @@ async fn deny_mode_names_a_sink_that_never_acknowledges() {
     let s = sb.session().await;
     let r = s.run("touch ran").await;
     assert_eq!(r["code"], "AUDIT_UNAVAILABLE", "{r}");
-    let reason = r["reason"].as_str().unwrap();
+    let reason = reason_of(&r);
     assert!(
         reason.contains("did not acknowledge record") && reason.contains("on_failure = \"deny\""),
         "{r}"
@@ -468,11 +453,7 @@ fn bad_sink_settings_are_refused_at_start() {
         ),
     ] {
         let sb = sandbox(|_| ship.to_owned());
-        let out = std::process::Command::new(BIN)
-            .args(["policy", "check", "--config"])
-            .arg(&sb.policy)
-            .output()
-            .unwrap();
+        let out = safe_mcp_on(&["policy", "check", "--config"], &sb.policy);
         let text = format!(
             "{}{}",
             String::from_utf8_lossy(&out.stdout),
@@ -513,13 +494,7 @@ async fn deny_mode_refuses_the_files_tools_with_the_reason() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let r = refused.expect("the files tools were never refused while the sink was down");
-    assert!(
-        r["reason"]
-            .as_str()
-            .unwrap()
-            .contains("on_failure = \"deny\""),
-        "{r}"
-    );
+    assert!(reason_of(&r).contains("on_failure = \"deny\""), "{r}");
 }
 
 /// Issue 28, item 6: with `on_failure = "deny"`, the first call after the receiver dies is

@@ -56,6 +56,96 @@ pub fn sh_call(script: &str) -> Value {
     serde_json::json!({"command": ["sh", "-c", script]})
 }
 
+/// The arguments of a `run_command` (or `start_process`) of `python3 -c program`.
+pub fn py_call(program: &str) -> Value {
+    serde_json::json!({"command": ["python3", "-c", program]})
+}
+
+/// A result's `detail.stdout` (which must be a string).
+pub fn stdout_of(r: &Value) -> &str {
+    r["detail"]["stdout"].as_str().unwrap()
+}
+
+/// A result's `detail.stderr` (which must be a string).
+pub fn stderr_of(r: &Value) -> &str {
+    r["detail"]["stderr"].as_str().unwrap()
+}
+
+/// A result's `detail.key` (which must be a string).
+pub fn detail_str<'a>(r: &'a Value, key: &str) -> &'a str {
+    r["detail"][key].as_str().unwrap()
+}
+
+/// A result's `reason` (which must be a string).
+pub fn reason_of(r: &Value) -> &str {
+    r["reason"].as_str().unwrap()
+}
+
+/// What the binary did when run with `args` and then `path`.
+pub fn safe_mcp_on(args: &[&str], path: impl AsRef<std::ffi::OsStr>) -> std::process::Output {
+    std::process::Command::new(BIN)
+        .args(args)
+        .arg(path)
+        .output()
+        .unwrap()
+}
+
+/// Checks that a finished command failed, saying `needle` on stderr.
+pub fn assert_failed_saying(out: &std::process::Output, needle: &str) {
+    assert!(!out.status.success(), "expected a failure: {out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(needle), "{needle:?} not in {stderr}");
+}
+
+/// Checks that a finished command exited 0, showing its stderr if not.
+pub fn assert_success(out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The users a server is tried as: root's own and, when the tests run as root, nobody's.
+pub fn server_uids() -> &'static [Option<u32>] {
+    if rustix::process::geteuid().is_root() {
+        &[None, Some(65534)]
+    } else {
+        &[None]
+    }
+}
+
+/// The start of a policy written whole: the trail, a jail with the system's `PATH`, and the
+/// `[terminal.limits]` table holding `limits`.
+pub fn policy_head(limits: &str) -> String {
+    format!(
+        "audit_log = \"audit.jsonl\"\n\n[terminal]\njail_root = \"jail\"\npath = [\"/usr/bin\", \"/bin\"]\n\n[terminal.limits]\n{limits}\n"
+    )
+}
+
+/// A `[[terminal.rules]]` table for each of `programs` that lets it run as an interpreter.
+pub fn interpreter_rules(programs: &[&str]) -> String {
+    programs
+        .iter()
+        .map(|p| format!("[[terminal.rules]]\ncommand = \"{p}\"\nallow_interpreter = true\n"))
+        .collect()
+}
+
+/// The author and committer of the operator's own git commits, outside the server.
+pub const OPERATOR_GIT: [(&str, &str); 4] = [
+    ("GIT_AUTHOR_NAME", "op"),
+    ("GIT_AUTHOR_EMAIL", "op@example.com"),
+    ("GIT_COMMITTER_NAME", "op"),
+    ("GIT_COMMITTER_EMAIL", "op@example.com"),
+];
+
+/// A temporary directory named with `prefix`, and its canonical path.
+pub fn temp_base(prefix: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::Builder::new().prefix(prefix).tempdir().unwrap();
+    let base = std::fs::canonicalize(dir.path()).unwrap();
+    (dir, base)
+}
+
 /// The allowlist most tests use.
 pub const DEFAULT_ALLOW: &str = r#""echo", "cat", "ls", "wc", "tr", "grep", "sleep", "true", "false", "env", "sh", "yes", "touch", "git", "head", "rm", "nonexistent-tool-xyz""#;
 
@@ -72,11 +162,7 @@ impl Sandbox {
     }
 
     pub fn with(allow: &str, limits: &str, fail_mode: &str, extra: &str) -> Sandbox {
-        let dir = tempfile::Builder::new()
-            .prefix("safe-mcp-test-")
-            .tempdir()
-            .unwrap();
-        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let (dir, base) = temp_base("safe-mcp-test-");
         let jail = base.join("jail");
         std::fs::create_dir_all(jail.join("sub")).unwrap();
         std::fs::write(jail.join("notes.txt"), "alpha\nbeta\ngamma\n").unwrap();
@@ -105,20 +191,9 @@ reason = "force-push rewrites shared history"
 
 # The confinement tests bypass the argument checks on purpose: an interpreter opens paths on
 # its own, so only the kernel stands in its way.
-[[terminal.rules]]
-command = "sh"
-allow_interpreter = true
-[[terminal.rules]]
-command = "bash"
-allow_interpreter = true
-[[terminal.rules]]
-command = "python3"
-allow_interpreter = true
-[[terminal.rules]]
-command = "env"
-allow_interpreter = true
-{extra}
-"#
+{interpreters}{extra}
+"#,
+            interpreters = interpreter_rules(&["sh", "bash", "python3", "env"]),
         );
         std::fs::write(&policy, text).unwrap();
         Sandbox {
@@ -142,6 +217,25 @@ allow_interpreter = true
         std::fs::write(&self.policy, text).unwrap();
     }
 
+    /// Adds `toml` at the end of the sandbox's policy.
+    pub fn append_policy(&self, toml: &str) {
+        let text = std::fs::read_to_string(&self.policy).unwrap();
+        std::fs::write(&self.policy, format!("{text}\n{toml}\n")).unwrap();
+    }
+
+    /// Adds `toml` (top-level keys) at the start of the sandbox's policy.
+    pub fn prepend_policy(&self, toml: &str) {
+        let text = std::fs::read_to_string(&self.policy).unwrap();
+        std::fs::write(&self.policy, format!("{toml}\n{text}")).unwrap();
+    }
+
+    /// Replaces every `from` (which must be there) in the policy with `to`.
+    pub fn edit_policy(&self, from: &str, to: &str) {
+        let text = std::fs::read_to_string(&self.policy).unwrap();
+        assert!(text.contains(from), "the policy lacks {from:?}");
+        std::fs::write(&self.policy, text.replace(from, to)).unwrap();
+    }
+
     pub fn base(&self) -> &Path {
         self.jail.parent().unwrap()
     }
@@ -152,6 +246,17 @@ allow_interpreter = true
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
+    }
+
+    /// The first record of the trail that `pred` holds for.
+    pub fn find_record(&self, pred: impl FnMut(&Value) -> bool) -> Option<Value> {
+        let mut pred = pred;
+        self.audit_records().into_iter().find(|r| pred(r))
+    }
+
+    /// Whether the trail holds a record that `pred` holds for.
+    pub fn has_record(&self, pred: impl FnMut(&Value) -> bool) -> bool {
+        self.audit_records().iter().any(pred)
     }
 
     pub async fn session(&self) -> Session {
@@ -329,6 +434,69 @@ impl Session {
         self.call("run_command", serde_json::json!({ "command": command }))
             .await
     }
+
+    /// `run_command` with the arguments `args` (a JSON object).
+    pub async fn run_with(&self, args: Value) -> Value {
+        self.call("run_command", args).await
+    }
+
+    /// `write_file` of `content` to `path`.
+    pub async fn write_file(&self, path: &str, content: &str) -> Value {
+        let args = serde_json::json!({"path": path, "content": content});
+        self.call("write_file", args).await
+    }
+
+    /// `explain_command` of the command line `command`.
+    pub async fn explain(&self, command: &str) -> Value {
+        self.call("explain_command", serde_json::json!({"command": command}))
+            .await
+    }
+
+    /// `run_command` of the command line `command` with `cwd` as its working directory.
+    pub async fn run_in(&self, cwd: &str, command: &str) -> Value {
+        self.run_with(serde_json::json!({"command": command, "cwd": cwd}))
+            .await
+    }
+
+    /// `run_command` of `sh -c script`.
+    pub async fn sh(&self, script: impl AsRef<str>) -> Value {
+        self.run_with(sh_call(script.as_ref())).await
+    }
+
+    /// `run_command` of `python3 -c program`.
+    pub async fn py(&self, program: impl AsRef<str>) -> Value {
+        self.run_with(py_call(program.as_ref())).await
+    }
+
+    /// `start_process` with `args`; checks that it started and returns its handle.
+    pub async fn start_process(&self, args: Value) -> String {
+        let started = self.call("start_process", args).await;
+        assert_eq!(started["code"], "OK", "{started}");
+        started["detail"]["handle"].as_str().unwrap().to_owned()
+    }
+
+    /// `read_process_output` of `handle`, with the other fields of `args` (a JSON object).
+    pub async fn read_process(&self, handle: &str, args: Value) -> Value {
+        let mut args = args;
+        args["handle"] = Value::from(handle);
+        self.call("read_process_output", args).await
+    }
+
+    /// What a session printed, read until it has printed a whole line (at most `reads`
+    /// reads of up to a second each).
+    pub async fn first_line(&self, handle: &str, reads: usize) -> String {
+        let mut out = String::new();
+        for _ in 0..reads {
+            let r = self
+                .read_process(handle, serde_json::json!({"wait_seconds": 1}))
+                .await;
+            out.push_str(r["detail"]["stdout"].as_str().unwrap_or_default());
+            if out.ends_with('\n') {
+                break;
+            }
+        }
+        out
+    }
 }
 
 pub fn envelope_of(result: &CallToolResult) -> Value {
@@ -470,6 +638,30 @@ pub fn installed(program: &str) -> bool {
         ));
     }
     ok
+}
+
+/// Why a test that runs the server as another user skips when not run as root.
+pub const SETPRIV_NEEDS_ROOT: &str =
+    "skipping: switching to an unprivileged user (setpriv --reuid=65534) needs root";
+
+/// cgroup v1's pids hierarchy, where a root server makes its pids cgroup; `None` where the
+/// tests do not run as root or there is none, and then the skip says `why`.
+pub fn pids_cgroup_or_skip(why: &str) -> Option<&'static Path> {
+    let root = Path::new("/sys/fs/cgroup/pids");
+    if rustix::process::geteuid().is_root() && root.is_dir() {
+        return Some(root);
+    }
+    skip(why);
+    None
+}
+
+/// Whether the tests run as root; if not, the skip says `why`.
+pub fn root_or_skip(why: &str) -> bool {
+    let root = rustix::process::geteuid().is_root();
+    if !root {
+        skip(why);
+    }
+    root
 }
 
 pub fn skip(why: impl AsRef<str>) {

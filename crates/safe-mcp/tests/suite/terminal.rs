@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use super::support::{Sandbox, Session};
+use super::support::{Sandbox, Session, reason_of, stderr_of, stdout_of};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn tools_are_listed_with_schemas_annotations_and_our_server_info() {
@@ -96,9 +96,7 @@ async fn ok_and_non_zero_exit_is_still_ok() {
     ] {
         assert!(r["detail"].get(quiet).is_none(), "{quiet}: {r}");
     }
-    let e = s
-        .call("explain_command", json!({"command": "echo hi"}))
-        .await;
+    let e = s.explain("echo hi").await;
     assert_eq!(e["detail"]["stages"][0]["program"], "/usr/bin/echo", "{e}");
     assert!(e["detail"].get("pipeline_lengths").is_none(), "{e}");
     let r = s.run("echo hi | tr h H").await;
@@ -112,12 +110,7 @@ async fn ok_and_non_zero_exit_is_still_ok() {
     let r = s.run("ls does-not-exist").await;
     assert_eq!(r["code"], "OK");
     assert_eq!(r["detail"]["exit_code"], 2);
-    assert!(
-        r["detail"]["stderr"]
-            .as_str()
-            .unwrap()
-            .contains("does-not-exist")
-    );
+    assert!(stderr_of(&r).contains("does-not-exist"));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -155,7 +148,7 @@ async fn policy_denied_cases() {
         assert_eq!(r["code"], "POLICY_DENIED", "{command}: {r}");
         let got = r["detail"]["rule"].as_str().unwrap_or_default();
         assert_eq!(got, rule, "{command}: {r}");
-        assert!(!r["reason"].as_str().unwrap().is_empty());
+        assert!(!reason_of(&r).is_empty());
     }
     // The touch marker proves nothing ran for a denied list.
     let r = s.run("touch made-it && whoami").await;
@@ -182,38 +175,24 @@ async fn invalid_requests() {
         json!({"command": "ls", "extra": 1}),
         json!({"command": "ls", "timeout_seconds": -1}),
     ] {
-        let r = s.call("run_command", args.clone()).await;
+        let r = s.run_with(args.clone()).await;
         assert_eq!(r["code"], "INVALID_REQUEST", "{args}: {r}");
     }
     let r = s
-        .call(
-            "run_command",
-            json!({"command": "ls", "timeout_seconds": 0}),
-        )
+        .run_with(json!({"command": "ls", "timeout_seconds": 0}))
         .await;
     assert_eq!(r["code"], "INVALID_REQUEST");
     // stdin is bounded like the command: 1 MiB at most, refused whole (and audited) beyond.
     let big = "x".repeat(1024 * 1024 + 1);
-    let r = s
-        .call("run_command", json!({"command": "wc -c", "stdin": big}))
-        .await;
+    let r = s.run_with(json!({"command": "wc -c", "stdin": big})).await;
     assert_eq!(r["code"], "INVALID_REQUEST", "{r}");
-    assert!(r["reason"].as_str().unwrap().contains("stdin is too long"));
+    assert!(reason_of(&r).contains("stdin is too long"));
     let fits = "x".repeat(1024 * 1024);
-    let r = s
-        .call("run_command", json!({"command": "wc -c", "stdin": fits}))
-        .await;
+    let r = s.run_with(json!({"command": "wc -c", "stdin": fits})).await;
     assert_eq!(r["detail"]["stdout"], "1048576\n", "{r}");
-    let r = s
-        .call(
-            "run_command",
-            json!({"command": "ls", "cwd": "missing-dir"}),
-        )
-        .await;
+    let r = s.run_in("missing-dir", "ls").await;
     assert_eq!(r["code"], "INVALID_REQUEST");
-    let r = s
-        .call("run_command", json!({"command": ["echo", "a\u{0}"]}))
-        .await;
+    let r = s.run_with(json!({"command": ["echo", "a\u{0}"]})).await;
     assert_eq!(r["code"], "INVALID_REQUEST");
     let r = s
         .call("explain_command", json!({"command": "ls", "bogus": true}))
@@ -239,20 +218,13 @@ async fn path_escapes() {
         ("grep --file=/etc/passwd x", None),
         ("echo ok | cat /etc/hostname", None),
     ] {
-        let r = s
-            .call("run_command", json!({"command": command, "cwd": cwd}))
-            .await;
+        let r = s.run_with(json!({"command": command, "cwd": cwd})).await;
         assert_eq!(r["code"], "PATH_ESCAPE", "{command} in {cwd:?}: {r}");
     }
     let inside = sb.jail.join("notes.txt");
     let r = s.run(&format!("cat {}", inside.display())).await;
     assert_eq!(r["code"], "OK", "{r}");
-    let r = s
-        .call(
-            "run_command",
-            json!({"command": "cat ../notes.txt", "cwd": "sub"}),
-        )
-        .await;
+    let r = s.run_in("sub", "cat ../notes.txt").await;
     assert_eq!(r["code"], "OK", "{r}");
     assert_eq!(r["detail"]["stdout"], "alpha\nbeta\ngamma\n");
 }
@@ -274,10 +246,7 @@ async fn quoting_is_tokenization_only() {
     let r = s.run("echo '$HOME' \"a|b\"").await;
     assert_eq!(r["detail"]["stdout"], "$HOME a|b\n");
     let r = s
-        .call(
-            "run_command",
-            json!({"command": ["echo", "$(id); rm -rf /"]}),
-        )
+        .run_with(json!({"command": ["echo", "$(id); rm -rf /"]}))
         .await;
     assert_eq!(r["code"], "OK");
     assert_eq!(r["detail"]["stdout"], "$(id); rm -rf /\n");
@@ -289,7 +258,7 @@ async fn pipelines_and_sequencing() {
     let s = sb.session().await;
     let r = s.run("cat notes.txt | grep a | wc -l").await;
     assert_eq!(r["code"], "OK", "{r}");
-    assert_eq!(r["detail"]["stdout"].as_str().unwrap().trim(), "3");
+    assert_eq!(stdout_of(&r).trim(), "3");
     assert_eq!(r["detail"]["stages"].as_array().unwrap().len(), 3);
     let r = s.run("echo hello | tr a-z A-Z").await;
     assert_eq!(r["detail"]["stdout"], "HELLO\n");
@@ -302,17 +271,12 @@ async fn pipelines_and_sequencing() {
     let r = s.run("true && false").await;
     assert_eq!(r["detail"]["exit_code"], 1);
     let r = s
-        .call(
-            "run_command",
-            json!({"command": "tr a-z A-Z", "stdin": "from stdin"}),
-        )
+        .run_with(json!({"command": "tr a-z A-Z", "stdin": "from stdin"}))
         .await;
     assert_eq!(r["detail"]["stdout"], "FROM STDIN");
     let big = "x".repeat(300_000);
-    let r = s
-        .call("run_command", json!({"command": "wc -c", "stdin": big}))
-        .await;
-    assert_eq!(r["detail"]["stdout"].as_str().unwrap().trim(), "300000");
+    let r = s.run_with(json!({"command": "wc -c", "stdin": big})).await;
+    assert_eq!(stdout_of(&r).trim(), "300000");
     let r = s.run("cat").await; // stdin is /dev/null, so this returns at once
     assert_eq!(
         (r["code"].as_str(), r["detail"]["stdout"].as_str()),
@@ -327,7 +291,7 @@ async fn environment_is_scrubbed() {
     sb.add_helpers(&["mkdir"]);
     let s = sb.session().await;
     let r = s.run("env").await;
-    let out = r["detail"]["stdout"].as_str().unwrap();
+    let out = stdout_of(&r);
     let keys: Vec<&str> = out
         .lines()
         .filter_map(|l| l.split_once('=').map(|(k, _)| k))
@@ -363,12 +327,7 @@ async fn environment_is_scrubbed() {
     assert!(!std::path::Path::new(&home).starts_with(&sb.jail), "{home}");
     assert!(std::path::Path::new(&home).is_dir(), "{home}");
     std::fs::write(sb.jail.join(".planted-rc"), "planted").unwrap();
-    let r = s
-        .call(
-            "run_command",
-            json!({"command": ["sh", "-c", "ls -A \"$HOME\"; cat \"$HOME/.planted-rc\"; touch \"$HOME/.gitconfig\" && echo wrote; mkdir \"$HOME/.config\" && echo made"]}),
-        )
-        .await;
+    let r = s.run_with(json!({"command": ["sh", "-c", "ls -A \"$HOME\"; cat \"$HOME/.planted-rc\"; touch \"$HOME/.gitconfig\" && echo wrote; mkdir \"$HOME/.config\" && echo made"]})).await;
     assert_eq!(r["detail"]["stdout"], "", "{r}");
     assert!(
         std::fs::read_dir(&home).unwrap().next().is_none(),
@@ -394,27 +353,20 @@ async fn operation_failed_when_an_allowed_program_is_missing() {
 async fn explain_never_executes() {
     let sb = Sandbox::new("");
     let s = sb.session().await;
-    let r = s
-        .call(
-            "explain_command",
-            json!({"command": "touch explain-marker | wc -c"}),
-        )
-        .await;
+    let r = s.explain("touch explain-marker | wc -c").await;
     assert_eq!(r["code"], "OK", "{r}");
     assert_eq!(r["detail"]["would_run"], true);
     assert_eq!(r["detail"]["stages"][0]["program"], "/usr/bin/touch");
     assert!(r["detail"].get("stdout").is_none() && r["detail"].get("exit_code").is_none());
     assert!(r["detail"]["confinement"]["mode"].is_string());
     assert!(!sb.jail.join("explain-marker").exists());
-    let r = s
-        .call("explain_command", json!({"command": "git push -f"}))
-        .await;
+    let r = s.explain("git push -f").await;
     assert_eq!(r["code"], "POLICY_DENIED");
-    assert!(r["reason"].as_str().unwrap().contains("force-push"));
+    assert!(reason_of(&r).contains("force-push"));
     let d = s.call("describe_policy", json!({"verbose": true})).await;
     // Read-only calls are recorded like every other call (attempt and outcome, not waited
     // for on disk), and a call with arguments that do not parse is too.
-    let bad = s.call("run_command", json!({"command": 5})).await;
+    let bad = s.run_with(json!({"command": 5})).await;
     assert_eq!(bad["code"], "INVALID_REQUEST");
     let records = sb.audit_records();
     let seen = super::support::record_shapes(&records);
@@ -473,10 +425,7 @@ async fn audit_unavailable_under_fail_closed_runs_nothing() {
     let sb = Sandbox::new("");
     let logs = sb.base().join("logs");
     std::fs::create_dir(&logs).unwrap();
-    let text = std::fs::read_to_string(&sb.policy)
-        .unwrap()
-        .replace("\"audit.jsonl\"", "\"logs/audit.jsonl\"");
-    std::fs::write(&sb.policy, text).unwrap();
+    sb.edit_policy("\"audit.jsonl\"", "\"logs/audit.jsonl\"");
     let s = sb.session().await;
     assert_eq!(s.run("touch first").await["code"], "OK");
     std::fs::remove_dir_all(&logs).unwrap();
@@ -486,10 +435,7 @@ async fn audit_unavailable_under_fail_closed_runs_nothing() {
 
     // A full disk: /dev/full accepts opens and refuses every write.
     let sb = Sandbox::new("");
-    let text = std::fs::read_to_string(&sb.policy)
-        .unwrap()
-        .replace("\"audit.jsonl\"", "\"/dev/full\"");
-    std::fs::write(&sb.policy, text).unwrap();
+    sb.edit_policy("\"audit.jsonl\"", "\"/dev/full\"");
     let s = sb.session().await;
     let r = s.run("touch full-marker").await;
     assert_eq!(r["code"], "AUDIT_UNAVAILABLE", "{r}");
@@ -498,16 +444,11 @@ async fn audit_unavailable_under_fail_closed_runs_nothing() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn fail_open_runs_and_warns() {
-    let sb = Sandbox::with(
-        super::support::DEFAULT_ALLOW,
-        "timeout_seconds = 10",
-        "open",
-        "",
-    );
-    let text = std::fs::read_to_string(&sb.policy)
-        .unwrap()
-        .replace("\"audit.jsonl\"", "\"/dev/full\"");
-    std::fs::write(&sb.policy, text).unwrap();
+    let sb = Sandbox::builder()
+        .limits("timeout_seconds = 10")
+        .fail_mode("open")
+        .build();
+    sb.edit_policy("\"audit.jsonl\"", "\"/dev/full\"");
     let stderr_path = sb.base().join("stderr.txt");
     let stderr_file = std::fs::File::create(&stderr_path).unwrap();
     let s = Session::start_with_stderr(&sb.policy, |_| {}, Some(stderr_file.into())).await;
@@ -571,10 +512,7 @@ async fn harmless_device_files_can_be_named() {
     assert_eq!(r["detail"]["stdout"], "notes.txt:alpha\n", "{r}");
     let r = s.run("git diff --no-index /dev/null new.txt").await;
     assert_eq!(r["code"], "OK", "{r}");
-    assert!(
-        r["detail"]["stdout"].as_str().unwrap().contains("+fresh"),
-        "{r}"
-    );
+    assert!(stdout_of(&r).contains("+fresh"), "{r}");
     let r = s.run("head -c 16 /dev/urandom | wc -c").await;
     assert_eq!(r["detail"]["stdout"], "16\n", "{r}");
     let r = s.run("head -c 3 /dev/zero | wc -c").await;
@@ -631,14 +569,9 @@ async fn git_shows_real_diffs() {
         ("git stash show -p", "+stashed"),
         ("git diff HEAD~1 --stat", "a.txt"),
     ] {
-        let r = s
-            .call("run_command", json!({"command": command, "cwd": "repo"}))
-            .await;
+        let r = s.run_with(json!({"command": command, "cwd": "repo"})).await;
         assert_eq!(r["detail"]["exit_code"], 0, "{command}: {r}");
-        assert!(
-            r["detail"]["stdout"].as_str().unwrap().contains(want),
-            "{command}: {r}"
-        );
+        assert!(stdout_of(&r).contains(want), "{command}: {r}");
     }
     assert!(!repo.join("planted-marker").exists());
     assert!(!sb.jail.join("planted-marker").exists());

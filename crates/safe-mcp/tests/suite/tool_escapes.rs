@@ -12,21 +12,23 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use super::support::{DEFAULT_ALLOW, Sandbox, Session};
+use super::support::{Sandbox, Session, reason_of};
 
 /// Every tool these tests name, beside the default allowlist.
-const EXTRA_ALLOW: &str = r#", "zip", "unzip", "ssh", "scp", "sftp", "man", "tar", "sort", "find", "rg", "cp", "awk", "mawk", "gawk", "printf""#;
+const EXTRA_ALLOW: &[&str] = &[
+    "zip", "unzip", "ssh", "scp", "sftp", "man", "tar", "sort", "find", "rg", "cp", "awk", "mawk",
+    "gawk", "printf",
+];
 
 /// Text that lives outside the jail; no output may ever contain it.
 const SECRET: &str = "TOPSECRET-round2";
 
 fn sandbox(rules: &str) -> Sandbox {
-    Sandbox::with(
-        &format!("{DEFAULT_ALLOW}{EXTRA_ALLOW}"),
-        "timeout_seconds = 10\nmax_output_bytes = 65536",
-        "closed",
-        rules,
-    )
+    Sandbox::builder()
+        .allow_more(EXTRA_ALLOW)
+        .roomy(10)
+        .extra(rules)
+        .build()
 }
 
 /// Whether `tool` is on the server's default PATH, where the server would find it.
@@ -122,9 +124,7 @@ async fn zip_unzip_command_hidden_in_a_bundle_never_runs() {
     // outside file it points to.
     plant_secret(&sb);
     std::os::unix::fs::symlink("../../secret.txt", sb.jail.join("sub/link")).unwrap();
-    let e = s
-        .call("explain_command", json!({"command": "zip -r out.zip sub"}))
-        .await;
+    let e = s.explain("zip -r out.zip sub").await;
     let run = e["detail"]["stages"][0]["run_argv"].as_array().unwrap();
     assert_eq!(run[1], "-y", "{e}");
     let r = assert_runs(&s, "zip -qr out.zip sub").await;
@@ -193,7 +193,7 @@ async fn ssh_option_keywords_in_every_spelling_never_run() {
     }
     let r = s.run("ssh -o 'ProxyCommand touch m' h").await;
     assert!(
-        r["reason"].as_str().unwrap().contains("proxycommand"),
+        reason_of(&r).contains("proxycommand"),
         "the reason names the keyword: {r}"
     );
 }
@@ -280,9 +280,7 @@ async fn man_pages_outside_the_jail_and_user_configs_are_refused() {
     assert_eq!(r["detail"]["exit_code"], 0, "{r}");
     assert!(r["detail"].get("not_executable").is_none(), "{r}");
     assert!(!sb.jail.join("m-man").exists());
-    let e = s
-        .call("explain_command", json!({"command": "man ls"}))
-        .await;
+    let e = s.explain("man ls").await;
     let run = e["detail"]["stages"][0]["run_argv"].as_array().unwrap();
     assert_eq!(run[1..3], [json!("-C"), json!("/dev/null")], "{e}");
 }
@@ -497,7 +495,7 @@ async fn tree_walks_never_follow_links_out_of_the_jail() {
         assert!(!sb.jail.join("m-copy").exists(), "{command} copied");
     }
     let r = s.run("grep -R TOPSECRET sub").await;
-    assert!(r["reason"].as_str().unwrap().contains("grep -r"), "{r}");
+    assert!(reason_of(&r).contains("grep -r"), "{r}");
     // The non-following forms run and do not reach outside.
     let r = assert_runs(&s, "grep -r TOPSECRET sub").await;
     assert_no_secret(&r, "grep -r");

@@ -3,37 +3,21 @@
 
 use serde_json::json;
 
-use super::support::sh_call;
-use super::support::{BIN, DEFAULT_ALLOW, Sandbox};
+use super::builders::{cargo_project, git_env, in_terminal_table};
+use super::support::{BIN, Sandbox, reason_of, stderr_of, stdout_of};
 
 fn sandbox() -> Sandbox {
-    Sandbox::with(
-        &format!("{DEFAULT_ALLOW}, \"mkdir\", \"dirname\""),
-        "timeout_seconds = 20\nmax_output_bytes = 65536",
-        "closed",
-        "",
-    )
-}
-
-/// Puts `lines` into the policy's `[terminal]` table (the sandbox appends after the rules).
-fn in_terminal_table(sb: &Sandbox, lines: &str) {
-    let text = std::fs::read_to_string(&sb.policy).unwrap();
-    let text = text.replacen(
-        "[terminal]\njail_root = \"jail\"\n",
-        &format!("[terminal]\njail_root = \"jail\"\n{lines}\n"),
-        1,
-    );
-    std::fs::write(&sb.policy, text).unwrap();
+    Sandbox::builder()
+        .allow_more(&["mkdir", "dirname"])
+        .roomy(20)
+        .build()
 }
 
 /// Appends `[terminal.sandbox] namespaces = ...` to the sandbox's policy.
 fn set_namespaces(sb: &Sandbox, namespaces: &str) {
-    let text = std::fs::read_to_string(&sb.policy).unwrap();
-    std::fs::write(
-        &sb.policy,
-        format!("{text}\n[terminal.sandbox]\nnamespaces = \"{namespaces}\"\n"),
-    )
-    .unwrap();
+    sb.append_policy(&format!(
+        "[terminal.sandbox]\nnamespaces = \"{namespaces}\""
+    ));
 }
 
 /// Each call gets its own TMPDIR (also TMP and TEMP): writable, outside the jail, unseen by
@@ -45,17 +29,12 @@ async fn each_call_gets_a_private_tmpdir_that_is_removed() {
         let sb = sandbox();
         set_namespaces(&sb, namespaces);
         let s = sb.session().await;
-        let r = s
-            .call(
-                "run_command",
-                sh_call("echo $TMPDIR; [ \"$TMP\" = \"$TMPDIR\" ] && [ \"$TEMP\" = \"$TMPDIR\" ] && echo same; \
+        let r = s.sh("echo $TMPDIR; [ \"$TMP\" = \"$TMPDIR\" ] && [ \"$TEMP\" = \"$TMPDIR\" ] && echo same; \
                     mkdir $TMPDIR/d && echo made > $TMPDIR/d/f && cat $TMPDIR/d/f; \
                     ls \"$(dirname $TMPDIR)\" >/dev/null 2>&1 || echo parent-hidden; \
-                    echo x > /tmp/safe-mcp-probe-$$ 2>/dev/null || echo tmp-unwritable"),
-            )
-            .await;
+                    echo x > /tmp/safe-mcp-probe-$$ 2>/dev/null || echo tmp-unwritable").await;
         assert_eq!(r["code"], "OK", "{namespaces}: {r}");
-        let out = r["detail"]["stdout"].as_str().unwrap();
+        let out = stdout_of(&r);
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(
             &lines[1..],
@@ -68,9 +47,9 @@ async fn each_call_gets_a_private_tmpdir_that_is_removed() {
             !tmp.exists(),
             "{namespaces}: the call's TMPDIR was left behind"
         );
-        let again = s.call("run_command", sh_call("echo $TMPDIR")).await;
+        let again = s.sh("echo $TMPDIR").await;
         assert_ne!(
-            again["detail"]["stdout"].as_str().unwrap().trim(),
+            stdout_of(&again).trim(),
             lines[0],
             "two calls shared a TMPDIR"
         );
@@ -81,10 +60,7 @@ async fn each_call_gets_a_private_tmpdir_that_is_removed() {
 #[tokio::test(flavor = "multi_thread")]
 async fn git_works_in_the_jail() {
     let sb = sandbox();
-    in_terminal_table(
-        &sb,
-        "[terminal.env]\nset = { GIT_AUTHOR_NAME = \"t\", GIT_AUTHOR_EMAIL = \"t@example.com\", GIT_COMMITTER_NAME = \"t\", GIT_COMMITTER_EMAIL = \"t@example.com\" }",
-    );
+    in_terminal_table(&sb, &git_env("t", "t@example.com"));
     let s = sb.session().await;
     for (command, expect) in [
         ("git init -q -b main", ""),
@@ -99,23 +75,11 @@ async fn git_works_in_the_jail() {
     std::fs::write(sb.jail.join("notes.txt"), "alpha\nBETA\ngamma\n").unwrap();
     let r = s.run("git diff --stat").await;
     assert_eq!(r["code"], "OK", "{r}");
-    assert!(
-        r["detail"]["stdout"]
-            .as_str()
-            .unwrap()
-            .contains("1 file changed"),
-        "{r}"
-    );
+    assert!(stdout_of(&r).contains("1 file changed"), "{r}");
     let r = s.run("git diff").await;
-    assert!(
-        r["detail"]["stdout"].as_str().unwrap().contains("+BETA"),
-        "{r}"
-    );
+    assert!(stdout_of(&r).contains("+BETA"), "{r}");
     let r = s.run("git log --oneline").await;
-    assert!(
-        r["detail"]["stdout"].as_str().unwrap().contains("first"),
-        "{r}"
-    );
+    assert!(stdout_of(&r).contains("first"), "{r}");
 }
 
 /// A write path is writable (and its files land on the host), in either view.
@@ -129,14 +93,11 @@ async fn write_paths_are_writable() {
         set_namespaces(&sb, namespaces);
         let s = sb.session().await;
         let r = s
-            .call(
-                "run_command",
-                sh_call(&format!(
-                    "echo cached > {}/entry && cat {}/entry",
-                    cache.display(),
-                    cache.display()
-                )),
-            )
+            .sh(&format!(
+                "echo cached > {}/entry && cat {}/entry",
+                cache.display(),
+                cache.display()
+            ))
             .await;
         assert_eq!(r["detail"]["stdout"], "cached\n", "{namespaces}: {r}");
         assert_eq!(
@@ -182,15 +143,10 @@ fn dangerous_write_paths_are_fatal() {
     let sb = sandbox();
     let logs = sb.base().join("logs");
     std::fs::create_dir(&logs).unwrap();
-    let text = std::fs::read_to_string(&sb.policy).unwrap();
-    std::fs::write(
-        &sb.policy,
-        text.replace(
-            "audit_log = \"audit.jsonl\"",
-            "audit_log = \"logs/audit.jsonl\"",
-        ),
-    )
-    .unwrap();
+    sb.edit_policy(
+        "audit_log = \"audit.jsonl\"",
+        "audit_log = \"logs/audit.jsonl\"",
+    );
     write_path_is_fatal(&sb, &logs, "lets commands write the audit_log");
     let sb = sandbox();
     let bin = sb.base().join("bin");
@@ -243,12 +199,10 @@ async fn session_with_toolchains(sb: &Sandbox) -> super::support::Session {
 
 /// A sandbox with `profiles` and a cache directory of its own.
 fn with_profiles(profiles: &[&str]) -> Sandbox {
-    let sb = Sandbox::with(
-        "\"echo\", \"cat\", \"ls\", \"sh\"",
-        "timeout_seconds = 120\nmax_output_bytes = 65536",
-        "closed",
-        "",
-    );
+    let sb = Sandbox::builder()
+        .allow(&["echo", "cat", "ls", "sh"])
+        .roomy(120)
+        .build();
     let list: Vec<String> = profiles.iter().map(|p| format!("\"{p}\"")).collect();
     in_terminal_table(
         &sb,
@@ -278,27 +232,11 @@ async fn the_rust_profile_builds_and_tests_a_crate() {
     )
     .unwrap();
     let s = session_with_toolchains(&sb).await;
-    let r = s
-        .call(
-            "run_command",
-            json!({"command": "cargo build --offline", "cwd": "hello"}),
-        )
-        .await;
+    let r = s.run_in("hello", "cargo build --offline").await;
     assert_eq!(r["code"], "OK", "{r}");
-    let r = s
-        .call(
-            "run_command",
-            json!({"command": "cargo test --offline", "cwd": "hello"}),
-        )
-        .await;
+    let r = s.run_in("hello", "cargo test --offline").await;
     assert_eq!(r["code"], "OK", "{r}");
-    assert!(
-        r["detail"]["stdout"]
-            .as_str()
-            .unwrap()
-            .contains("test tests::adds ... ok"),
-        "{r}"
-    );
+    assert!(stdout_of(&r).contains("test tests::adds ... ok"), "{r}");
     assert!(sb.jail.join("hello/target/debug").is_dir());
     // The cache belongs to this jail alone (round 3): beneath cache/jails/<jail's key>/.
     let jails: Vec<_> = std::fs::read_dir(sb.base().join("cache/jails"))
@@ -317,9 +255,9 @@ async fn the_rust_profile_builds_and_tests_a_crate() {
     );
     // What the profile refuses: --config can name programs to run.
     let r = s
-        .call(
-            "run_command",
-            json!({"command": "cargo build --offline --config build.rustc-wrapper='x'", "cwd": "hello"}),
+        .run_in(
+            "hello",
+            "cargo build --offline --config build.rustc-wrapper='x'",
         )
         .await;
     assert_eq!(r["code"], "POLICY_DENIED", "{r}");
@@ -341,10 +279,7 @@ async fn the_python_profile_runs_unittest() {
     let s = session_with_toolchains(&sb).await;
     let r = s.run("python3 -m unittest -v test_math").await;
     assert_eq!(r["code"], "OK", "{r}");
-    assert!(
-        r["detail"]["stderr"].as_str().unwrap().contains("test_add"),
-        "{r}"
-    );
+    assert!(stderr_of(&r).contains("test_add"), "{r}");
 }
 
 /// `npm test` under the node profile: the package's own test script runs (lifecycle scripts
@@ -369,13 +304,7 @@ async fn the_node_profile_runs_npm_test() {
     let r = s.run("npm test").await;
     assert_eq!(r["code"], "OK", "{r}");
     assert_eq!(r["detail"]["exit_code"], 0, "{r}");
-    assert!(
-        r["detail"]["stdout"]
-            .as_str()
-            .unwrap()
-            .contains("node test ok"),
-        "{r}"
-    );
+    assert!(stdout_of(&r).contains("node test ok"), "{r}");
     assert!(!sb.jail.join("pre-ran").exists(), "a lifecycle script ran");
 }
 
@@ -384,12 +313,7 @@ async fn the_node_profile_runs_npm_test() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_git_profile_commits_and_diffs() {
     let sb = with_profiles(&["git"]);
-    let text = std::fs::read_to_string(&sb.policy).unwrap();
-    std::fs::write(
-        &sb.policy,
-        format!("{text}\n[terminal.env]\nset = {{ GIT_AUTHOR_NAME = \"t\", GIT_AUTHOR_EMAIL = \"t@example.com\", GIT_COMMITTER_NAME = \"t\", GIT_COMMITTER_EMAIL = \"t@example.com\" }}\n"),
-    )
-    .unwrap();
+    sb.append_policy(&git_env("t", "t@example.com"));
     let s = session_with_toolchains(&sb).await;
     for command in [
         "git init -q -b main",
@@ -403,15 +327,9 @@ async fn the_git_profile_commits_and_diffs() {
     let r = s.run("git status --short").await;
     assert_eq!(r["detail"]["stdout"], " M notes.txt\n", "{r}");
     let r = s.run("git diff").await;
-    assert!(
-        r["detail"]["stdout"].as_str().unwrap().contains("+changed"),
-        "{r}"
-    );
+    assert!(stdout_of(&r).contains("+changed"), "{r}");
     let r = s.run("git log --oneline").await;
-    assert!(
-        r["detail"]["stdout"].as_str().unwrap().contains("first"),
-        "{r}"
-    );
+    assert!(stdout_of(&r).contains("first"), "{r}");
     // The sandbox's own git rule and the profile's combine (issue 49): both deny.
     let r = s.run("git push --force origin").await;
     assert_eq!(r["code"], "POLICY_DENIED", "{r}");
@@ -428,7 +346,7 @@ async fn the_git_profile_commits_and_diffs() {
 /// else of the server's.
 #[tokio::test(flavor = "multi_thread")]
 async fn env_passthrough_shows_only_what_was_named() {
-    let sb = Sandbox::with("\"env\"", "timeout_seconds = 10", "closed", "");
+    let sb = Sandbox::allowing(&["env"], "timeout_seconds = 10");
     in_terminal_table(
         &sb,
         "[terminal.env]\npass = [\"PASSED_ON\", \"NOT_SET_ANYWHERE\"]\nset = { FIXED = \"1\" }",
@@ -438,7 +356,7 @@ async fn env_passthrough_shows_only_what_was_named() {
     })
     .await;
     let r = s.run("env").await;
-    let out = r["detail"]["stdout"].as_str().unwrap();
+    let out = stdout_of(&r);
     assert!(
         out.contains("PASSED_ON=yes\n") && out.contains("FIXED=1\n"),
         "{out}"
@@ -477,10 +395,7 @@ async fn a_project_file_narrows_the_policy() {
     assert_eq!(r["code"], "POLICY_DENIED", "{r}");
     let r = s.run("git push origin main").await;
     assert_eq!(r["code"], "POLICY_DENIED", "{r}");
-    assert!(
-        r["reason"].as_str().unwrap().contains("pushed by CI only"),
-        "{r}"
-    );
+    assert!(reason_of(&r).contains("pushed by CI only"), "{r}");
     let d = s.call("describe_policy", json!({"verbose": true})).await;
     assert_eq!(d["detail"]["limits"]["timeout_seconds"], 5, "{d}");
     assert_eq!(d["detail"]["project_policy"]["removed"][0], "touch", "{d}");
@@ -565,21 +480,13 @@ async fn a_worktree_needs_its_gitdir_in_write_paths() {
             in_terminal_table(&sb, &format!("write_paths = [\"{}\"]", main.display()));
         }
         let s = sb.session().await;
-        let r = s
-            .call(
-                "run_command",
-                json!({"command": "git status --short --branch", "cwd": "wt"}),
-            )
-            .await;
+        let r = s.run_in("wt", "git status --short --branch").await;
         if writable {
             assert_eq!(r["code"], "OK", "{r}");
-            assert!(
-                r["detail"]["stdout"].as_str().unwrap().starts_with("## wt"),
-                "{r}"
-            );
+            assert!(stdout_of(&r).starts_with("## wt"), "{r}");
         } else {
             assert_eq!(r["code"], "PATH_ESCAPE", "{r}");
-            assert!(r["reason"].as_str().unwrap().contains("write_paths"), "{r}");
+            assert!(reason_of(&r).contains("write_paths"), "{r}");
         }
     }
 }
@@ -595,18 +502,7 @@ async fn init_writes_a_policy_that_builds_tests_and_commits() {
     let base = tempfile::tempdir().unwrap();
     let base = std::fs::canonicalize(base.path()).unwrap();
     let proj = base.join("proj");
-    std::fs::create_dir_all(proj.join("src")).unwrap();
-    std::fs::write(
-        proj.join("Cargo.toml"),
-        "[package]\nname = \"proj\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
-    )
-    .unwrap();
-    std::fs::write(
-        proj.join("src/lib.rs"),
-        "pub fn two() -> u32 { 2 }\n#[test]\nfn is_two() { assert_eq!(two(), 2); }\n",
-    )
-    .unwrap();
-    std::fs::write(proj.join(".gitignore"), "target/\n").unwrap();
+    cargo_project(&proj);
     let policy = base.join("conf/proj.toml");
     let init = |extra: &[&str]| {
         std::process::Command::new(BIN)
@@ -658,17 +554,11 @@ async fn init_writes_a_policy_that_builds_tests_and_commits() {
     std::fs::write(proj.join("src/lib.rs"), "pub fn two() -> u32 { 1 + 1 }\n").unwrap();
     let r = s.run("git diff").await;
     assert!(
-        r["detail"]["stdout"]
-            .as_str()
-            .unwrap()
-            .contains("+pub fn two() -> u32 { 1 + 1 }"),
+        stdout_of(&r).contains("+pub fn two() -> u32 { 1 + 1 }"),
         "{r}"
     );
     let r = s.run("git log --oneline").await;
-    assert!(
-        r["detail"]["stdout"].as_str().unwrap().contains("start"),
-        "{r}"
-    );
+    assert!(stdout_of(&r).contains("start"), "{r}");
 }
 
 /// The rust profile tells cargo to work offline only when commands have no network: with
@@ -678,19 +568,14 @@ async fn the_rust_profile_is_offline_only_without_network() {
     let probe = json!({"command": ["sh", "-c", "echo ${CARGO_NET_OFFLINE-unset}"]});
     let sb = with_profiles(&["rust"]);
     let s = session_with_toolchains(&sb).await;
-    let r = s.call("run_command", probe.clone()).await;
+    let r = s.run_with(probe.clone()).await;
     assert_eq!(r["detail"]["stdout"], "true\n", "{r}");
     drop(s);
 
     let sb = with_profiles(&["rust"]);
-    let text = std::fs::read_to_string(&sb.policy).unwrap();
-    std::fs::write(
-        &sb.policy,
-        format!("{text}\n[terminal.network]\nmode = \"allowlist\"\nallow_domains = [\"index.crates.io\", \"static.crates.io\"]\n"),
-    )
-    .unwrap();
+    sb.append_policy("[terminal.network]\nmode = \"allowlist\"\nallow_domains = [\"index.crates.io\", \"static.crates.io\"]");
     let s = session_with_toolchains(&sb).await;
-    let r = s.call("run_command", probe).await;
+    let r = s.run_with(probe).await;
     if r["code"] == "SANDBOX_UNAVAILABLE" {
         super::support::skip(format!(
             "skipping the egress half: no egress tier here (no namespaces and Landlock ABI < 4): {r}"

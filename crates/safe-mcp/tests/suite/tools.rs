@@ -3,17 +3,15 @@
 
 use serde_json::json;
 
-use super::support::{DEFAULT_ALLOW, Sandbox};
+use super::support::{Sandbox, stdout_of};
 
-const EXTRA_ALLOW: &str = r#", "find", "tar", "sed", "awk", "sort", "sqlite3""#;
+const EXTRA_ALLOW: &[&str] = &["find", "tar", "sed", "awk", "sort", "sqlite3"];
 
 fn sandbox(rules: &str) -> Sandbox {
-    Sandbox::with(
-        &format!("{DEFAULT_ALLOW}{EXTRA_ALLOW}"),
-        "timeout_seconds = 10\nmax_output_bytes = 4096",
-        "closed",
-        rules,
-    )
+    Sandbox::builder()
+        .allow_more(EXTRA_ALLOW)
+        .extra(rules)
+        .build()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -103,17 +101,12 @@ async fn hardened_tools_still_work() {
         "core.fsmonitor from the repo must be overridden"
     );
     let r = s.run("git log --oneline -5").await;
-    assert!(
-        r["detail"]["stdout"].as_str().unwrap().contains("first"),
-        "{r}"
-    );
+    assert!(stdout_of(&r).contains("first"), "{r}");
     let r = s.run("sed -n 2p notes.txt").await;
     assert_eq!(r["detail"]["stdout"], "beta\n", "{r}");
     let r = s.run("grep -c /api/v1 notes.txt").await;
     assert_eq!(r["code"], "OK", "a pattern is not a path: {r}");
-    let e = s
-        .call("explain_command", json!({"command": "git status"}))
-        .await;
+    let e = s.explain("git status").await;
     let run = e["detail"]["stages"][0]["run_argv"].as_array().unwrap();
     assert!(run.contains(&json!("core.hooksPath=/dev/null")), "{e}");
 }

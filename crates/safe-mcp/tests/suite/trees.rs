@@ -6,19 +6,17 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::support::{DEFAULT_ALLOW, Sandbox, eventually, live_processes_with};
+use super::support::{Sandbox, eventually, live_processes_with, stdout_of};
 
 /// A stage can leave the process group the tree kill aims at: the first into the server's own
 /// group (`setpgid`, same session), a later one into a session of its own (`setsid`). The
 /// deadline still holds: each stage is also killed through its pidfd before it is reaped.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_stage_that_leaves_its_group_still_dies_at_the_deadline() {
-    let sb = Sandbox::with(
-        &format!("{DEFAULT_ALLOW}, \"python3\""),
-        "timeout_seconds = 10",
-        "closed",
-        "",
-    );
+    let sb = Sandbox::builder()
+        .allow_more(&["python3"])
+        .limits("timeout_seconds = 10")
+        .build();
     let s = sb.session().await;
     let rejoin = "import os, time; os.setpgid(0, os.getpgid(os.getppid())); time.sleep(917.1)";
     let leave = "import os, time; os.setsid(); time.sleep(917.2)";
@@ -46,10 +44,7 @@ async fn timeout_kills_the_whole_group_and_escapees() {
     let s = sb.session().await;
     let script = "sleep 913.25 & sleep 913.25 & setsid sleep 913.26 & sleep 913.27";
     let r = s
-        .call(
-            "run_command",
-            json!({"command": ["sh", "-c", script], "timeout_seconds": 1}),
-        )
+        .run_with(json!({"command": ["sh", "-c", script], "timeout_seconds": 1}))
         .await;
     assert_eq!(r["code"], "TIMEOUT", "{r}");
     assert_eq!(r["ok"], false);
@@ -61,10 +56,7 @@ async fn timeout_kills_the_whole_group_and_escapees() {
     );
     // timeout_seconds may lower the policy's limit, never raise it.
     let r = s
-        .call(
-            "run_command",
-            json!({"command": "true", "timeout_seconds": 100000}),
-        )
+        .run_with(json!({"command": "true", "timeout_seconds": 100000}))
         .await;
     assert_eq!(r["detail"]["timeout_seconds"], 10);
     // The server answers the next call.
@@ -86,9 +78,7 @@ async fn a_double_forked_escapee_dies_with_its_call() {
     let script = format!(
         "(setsid sh -c '{escapee}' &) ; while [ ! -s escapee-stat ]; do :; done; echo started"
     );
-    let r = s
-        .call("run_command", json!({"command": ["sh", "-c", script]}))
-        .await;
+    let r = s.run_with(json!({"command": ["sh", "-c", script]})).await;
     assert_eq!(r["code"], "OK", "{r}");
     let pid = std::fs::read_to_string(sb.jail.join("escapee-pid")).unwrap();
     let stat = std::fs::read_to_string(sb.jail.join("escapee-stat")).unwrap();
@@ -115,23 +105,17 @@ async fn a_double_forked_escapee_dies_with_its_call() {
 /// its start and its end, and its tree dies then.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_output_flood_is_stopped_by_its_total_and_keeps_its_start_and_end() {
-    let sb = Sandbox::with(
-        super::support::DEFAULT_ALLOW,
-        "timeout_seconds = 10\nmax_output_bytes = 4096\nmax_output_total_bytes = 2097152",
-        "closed",
-        "",
-    );
+    let sb = Sandbox::builder()
+        .limits("timeout_seconds = 10\nmax_output_bytes = 4096\nmax_output_total_bytes = 2097152")
+        .build();
     sb.add_helpers(&["setsid", "stat"]);
     let s = sb.session().await;
     let r = s
-        .call(
-            "run_command",
-            json!({"command": "yes flood-me-now", "timeout_seconds": 60}),
-        )
+        .run_with(json!({"command": "yes flood-me-now", "timeout_seconds": 60}))
         .await;
     assert_eq!(r["code"], "OUTPUT_TRUNCATED", "{r}");
     assert_eq!(r["detail"]["limit"], "max_output_total_bytes", "{r}");
-    let out = r["detail"]["stdout"].as_str().unwrap();
+    let out = stdout_of(&r);
     assert!(out.len() < 4096 + 200, "{}", out.len());
     assert!(
         out.starts_with("flood-me-now\n") && out.ends_with("flood-me-now\n"),

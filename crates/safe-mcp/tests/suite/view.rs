@@ -6,8 +6,9 @@
 
 use serde_json::json;
 
-use super::support::sh_call;
-use super::support::{BIN, DEFAULT_ALLOW, Sandbox, Session, live_processes_with};
+use super::support::{
+    BIN, SETPRIV_NEEDS_ROOT, Sandbox, Session, live_processes_with, root_or_skip, stdout_of,
+};
 
 /// Whether this kernel lets the server's user make the view's namespaces (and, with
 /// `pid`, a pid namespace with its own `/proc` in them), asked of util-linux's `unshare`
@@ -52,12 +53,11 @@ pub fn namespaces_available(uid: Option<u32>, pid: bool) -> bool {
 }
 
 fn sandbox(extra: &str) -> Sandbox {
-    let sb = Sandbox::with(
-        &format!("{DEFAULT_ALLOW}, \"python3\", \"stat\""),
-        "timeout_seconds = 20\nmax_output_bytes = 65536",
-        "closed",
-        extra,
-    );
+    let sb = Sandbox::builder()
+        .allow_more(&["python3", "stat"])
+        .roomy(20)
+        .extra(extra)
+        .build();
     // What the scripts look around with.
     sb.add_helpers(&["id", "mkdir", "readlink", "hostname", "ln", "chmod"]);
     sb
@@ -134,19 +134,16 @@ async fn a_command_sees_only_its_view_of_the_machine() {
         // What is not in the view is not there: the host's accounts, the audit log, its
         // HMAC key, the policy, a file beside the jail.
         let r = s
-            .call(
-                "run_command",
-                sh_call(&format!(
-                    "cat /etc/passwd; ls /etc/shadow {} {} {} {} 2>&1; cat {} 2>&1; hostname",
-                    sb.audit.display(),
-                    key.display(),
-                    sb.policy.display(),
-                    secret.display(),
-                    secret.display()
-                )),
-            )
+            .sh(&format!(
+                "cat /etc/passwd; ls /etc/shadow {} {} {} {} 2>&1; cat {} 2>&1; hostname",
+                sb.audit.display(),
+                key.display(),
+                sb.policy.display(),
+                secret.display(),
+                secret.display()
+            ))
             .await;
-        let out = r["detail"]["stdout"].as_str().unwrap();
+        let out = stdout_of(&r);
         assert!(out.contains("root:x:0:0"), "{r}");
         if private {
             assert!(!out.contains("daemon:"), "the host's passwd leaked: {out}");
@@ -168,7 +165,7 @@ async fn a_command_sees_only_its_view_of_the_machine() {
             out = secret.display(),
             ro = ro.display()
         );
-        s.call("run_command", sh_call(&script)).await;
+        s.sh(&script).await;
         let after = std::fs::metadata(&secret).unwrap();
         let ro_after = std::fs::metadata(ro.join("f")).unwrap();
         use std::os::unix::fs::MetadataExt;
@@ -185,9 +182,7 @@ async fn a_command_sees_only_its_view_of_the_machine() {
                 "a read path was changed"
             );
             assert_eq!(ro_before.mode(), ro_after.mode(), "a read path was changed");
-            let r = s
-                .call("run_command", sh_call(&format!("cat {}/f", ro.display())))
-                .await;
+            let r = s.sh(&format!("cat {}/f", ro.display())).await;
             assert_eq!(r["detail"]["stdout"], "read me", "{r}");
         } else {
             assert!(
@@ -208,19 +203,11 @@ async fn own_loopback(s: &Session, listener: &std::net::TcpListener, private: bo
     let probe = format!(
         "import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=2); print('connected')\nexcept OSError as e:\n    print('refused', e.errno)"
     );
-    let r = s
-        .call("run_command", json!({"command": ["python3", "-c", probe]}))
-        .await;
+    let r = s.py(probe).await;
     let connected = listener.accept().is_ok();
     if private {
         assert!(!connected, "the host's loopback was reached");
-        assert!(
-            r["detail"]["stdout"]
-                .as_str()
-                .unwrap()
-                .starts_with("refused"),
-            "{r}"
-        );
+        assert!(stdout_of(&r).starts_with("refused"), "{r}");
     } else {
         assert!(
             connected,
@@ -232,10 +219,7 @@ async fn own_loopback(s: &Session, listener: &std::net::TcpListener, private: bo
 /// An unprivileged server makes the same view in a user namespace of its own.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_unprivileged_server_gets_the_same_view() {
-    if !rustix::process::geteuid().is_root() {
-        super::support::skip(
-            "skipping: switching to an unprivileged user (setpriv --reuid=65534) needs root",
-        );
+    if !root_or_skip(SETPRIV_NEEDS_ROOT) {
         return;
     }
     if !namespaces_available(Some(65534), false) {
@@ -268,13 +252,8 @@ async fn an_unprivileged_server_gets_the_same_view() {
         pid,
         "{d}"
     );
-    let r = s
-        .call(
-            "run_command",
-            sh_call("echo $$; id -u; cat /etc/passwd; ls /etc/shadow 2>&1; echo made > made.txt; cat made.txt"),
-        )
-        .await;
-    let out = r["detail"]["stdout"].as_str().unwrap();
+    let r = s.sh("echo $$; id -u; cat /etc/passwd; ls /etc/shadow 2>&1; echo made > made.txt; cat made.txt").await;
+    let out = stdout_of(&r);
     let (first, rest) = out.split_once('\n').unwrap();
     assert!(rest.starts_with("65534\n"), "{r}");
     assert_eq!(
@@ -304,9 +283,7 @@ async fn kill_minus_one_kills_nothing_outside() {
             .spawn()
             .unwrap();
         let s = sb.session().await;
-        let r = s
-            .call("run_command", sh_call("kill -9 -1; echo survived"))
-            .await;
+        let r = s.sh("kill -9 -1; echo survived").await;
         assert_eq!(r["code"], "OK", "{namespaces}: {r}");
         assert_eq!(
             bystander.try_wait().unwrap(),
@@ -336,10 +313,7 @@ async fn device_files_in_the_view_cannot_be_chmodded() {
         return;
     }
     let r = s
-        .call(
-            "run_command",
-            sh_call("echo x > /dev/null && echo wrote; chmod 666 /dev/null && echo chmodded"),
-        )
+        .sh("echo x > /dev/null && echo wrote; chmod 666 /dev/null && echo chmodded")
         .await;
     assert_eq!(r["detail"]["stdout"], "wrote\n", "{r}");
 }
@@ -392,14 +366,9 @@ async fn each_command_has_a_pid_namespace_of_its_own() {
         let s = sb.session().await;
         let d = s.call("describe_policy", json!({"verbose": true})).await;
         let names = d["detail"]["confinement"]["view"]["namespaces"].clone();
-        let r = s
-            .call(
-                "run_command",
-                sh_call("echo $$; ls /proc | grep -c '^[0-9]'; echo x > /proc/sys/kernel/hostname 2>/dev/null || echo unwritable; head -1 /proc/self/status"),
-            )
-            .await;
+        let r = s.sh("echo $$; ls /proc | grep -c '^[0-9]'; echo x > /proc/sys/kernel/hostname 2>/dev/null || echo unwritable; head -1 /proc/self/status").await;
         assert_eq!(r["code"], "OK", "{namespaces}: {r}");
-        let out = r["detail"]["stdout"].as_str().unwrap().to_owned();
+        let out = stdout_of(&r).to_owned();
         let lines: Vec<&str> = out.lines().collect();
         if namespaces == "auto" {
             assert!(names.as_array().unwrap().iter().any(|n| n == "pid"), "{d}");
@@ -437,14 +406,9 @@ async fn a_setsid_escapee_dies_with_the_pid_namespace() {
         "{d}"
     );
     let marker = "30.4711";
-    let r = s
-        .call(
-            "run_command",
-            sh_call(&format!(
+    let r = s.sh(&format!(
                 "setsid sh -c 'sleep {marker} & exit 0' </dev/null >/dev/null 2>&1; sleep 0.2; echo left"
-            )),
-        )
-        .await;
+            )).await;
     assert_eq!(r["detail"]["stdout"], "left\n", "{r}");
     // The kernel kills the namespace as its init exits, before the server reaps the init.
     assert!(
@@ -469,9 +433,7 @@ async fn the_view_has_a_minimal_dev_with_private_ptys() {
         .unwrap();
     assert!(detail.contains("devpts of its own"), "{d}");
     let probe = "import os, pty\nm, s = os.openpty()\nprint(os.ttyname(s))\ntry:\n    open('/dev/tty', 'w')\n    print('tty opened')\nexcept OSError as e:\n    print('tty', e.errno)\n";
-    let r = s
-        .call("run_command", json!({"command": ["python3", "-c", probe]}))
-        .await;
+    let r = s.py(probe).await;
     assert_eq!(r["code"], "OK", "{r}");
     assert_eq!(
         r["detail"]["stdout"],
@@ -480,11 +442,8 @@ async fn the_view_has_a_minimal_dev_with_private_ptys() {
     );
     // The host's devices are not there at all.
     let r = s
-        .call(
-            "run_command",
-            sh_call("ls /dev/mem /dev/kmsg /dev/shm /dev/mqueue 2>&1"),
-        )
+        .sh("ls /dev/mem /dev/kmsg /dev/shm /dev/mqueue 2>&1")
         .await;
-    let out = r["detail"]["stdout"].as_str().unwrap();
+    let out = stdout_of(&r);
     assert_eq!(out.matches("No such file or directory").count(), 4, "{r}");
 }

@@ -87,11 +87,7 @@ fn requests_at_once_are_limited_per_caller() {
     };
     // Once her call is running (its attempt record is written before the command starts),
     // Alice's next request is refused and Bob's is answered.
-    while !sb
-        .audit_records()
-        .iter()
-        .any(|r| r["tool"] == "run_command" && r["kind"] == "attempt")
-    {
+    while !sb.has_record(|r| r["tool"] == "run_command" && r["kind"] == "attempt") {
         assert!(
             !long.is_finished(),
             "the call ended before it was seen running"
@@ -154,9 +150,7 @@ fn process_sessions_are_limited_per_caller() {
         "{listed}"
     );
     let refused = sb
-        .audit_records()
-        .into_iter()
-        .find(|r| r["tool"] == "start_process" && r["code"] == "POLICY_DENIED")
+        .find_record(|r| r["tool"] == "start_process" && r["code"] == "POLICY_DENIED")
         .expect("the refusal is in the trail");
     assert_eq!(refused["sub"], "alice@example.com", "{refused}");
 }
@@ -177,11 +171,7 @@ fn a_call_whose_reply_was_dropped_still_counts_until_it_ends() {
         body.len()
     )
     .unwrap();
-    while !sb
-        .audit_records()
-        .iter()
-        .any(|r| r["tool"] == "run_command" && r["kind"] == "attempt")
-    {
+    while !sb.has_record(|r| r["tool"] == "run_command" && r["kind"] == "attempt") {
         std::thread::sleep(Duration::from_millis(20));
     }
     drop(hung_up);
@@ -198,9 +188,7 @@ fn a_call_whose_reply_was_dropped_still_counts_until_it_ends() {
         "{second}"
     );
     let refused = sb
-        .audit_records()
-        .into_iter()
-        .find(|r| r["kind"] == "outcome" && r["code"] == "POLICY_DENIED")
+        .find_record(|r| r["kind"] == "outcome" && r["code"] == "POLICY_DENIED")
         .expect("the refused call is in the trail");
     assert_eq!(refused["sub"], "alice@example.com", "{refused}");
     // Once the first call has ended, the slot is free.

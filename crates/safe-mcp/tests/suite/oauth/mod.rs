@@ -307,9 +307,7 @@ fn a_session_belongs_to_the_caller_that_opened_it() {
     );
     assert_eq!(status, 403, "{reply}");
     let refused = sb
-        .audit_records()
-        .into_iter()
-        .find(|r| r["kind"] == "http")
+        .find_record(|r| r["kind"] == "http")
         .expect("the refusal is in the trail");
     assert_eq!(
         (refused["event"].as_str(), refused["sub"].as_str()),
