@@ -24,7 +24,7 @@ FLOORS = {
     "core": [
         # Leaves: import nothing of the crate but each other.
         ["beneath", "untrusted", "random",
-         "protected", "held", "home", "nested", "programs", "usage", "jail",
+         "protected", "held", "home", "nested", "programs", "usage", "jail", "testing",
          "credentials", "fleet"],
         # The policy file and its settings types.
         ["config"],

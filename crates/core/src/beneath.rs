@@ -30,10 +30,9 @@ mod tests {
 
     #[test]
     fn a_path_out_of_the_root_or_through_a_symlink_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let root_path = dir.path().join("root");
-        std::fs::create_dir_all(root_path.join("sub")).unwrap();
-        std::fs::write(dir.path().join("outside"), "x").unwrap();
+        let (_dir, base) = crate::testing::scratch(&["root/sub"]);
+        let root_path = base.join("root");
+        std::fs::write(base.join("outside"), "x").unwrap();
         std::fs::write(root_path.join("sub/inside"), "y").unwrap();
         std::os::unix::fs::symlink("inside", root_path.join("sub/link")).unwrap();
         let root =
@@ -45,7 +44,7 @@ mod tests {
         assert!(std::fs::read(root_path.join("sub/link")).is_ok());
         assert_eq!(read("../outside").err(), Some(rustix::io::Errno::XDEV));
         assert_eq!(
-            read(dir.path().join("outside").to_str().unwrap()).err(),
+            read(base.join("outside").to_str().unwrap()).err(),
             Some(rustix::io::Errno::XDEV)
         );
         assert_eq!(read("sub/link").err(), Some(rustix::io::Errno::LOOP));

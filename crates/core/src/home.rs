@@ -112,11 +112,9 @@ mod tests {
 
     #[test]
     fn made_read_only_outside_the_jail_and_removed_on_drop() {
-        let base = tempfile::tempdir().unwrap();
-        let jail = base.path().join("jail");
-        std::fs::create_dir(&jail).unwrap();
-        let jail = std::fs::canonicalize(jail).unwrap();
-        let home = PrivateHome::create(base.path(), &jail).unwrap();
+        let (_dir, base) = crate::testing::scratch(&["jail"]);
+        let jail = base.join("jail");
+        let home = PrivateHome::create(&base, &jail).unwrap();
         let path = home.path().to_path_buf();
         use std::os::unix::fs::PermissionsExt;
         assert_eq!(

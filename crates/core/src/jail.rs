@@ -149,11 +149,8 @@ mod tests {
 
     #[test]
     fn a_gitdir_outside_the_jail_is_refused_unless_writable() {
-        let base = tempfile::tempdir().unwrap();
-        let base = std::fs::canonicalize(base.path()).unwrap();
+        let (_dir, base) = crate::testing::scratch(&["jail/wt/sub", "main/.git/worktrees/wt"]);
         let (jail, main) = (base.join("jail"), base.join("main"));
-        std::fs::create_dir_all(jail.join("wt/sub")).unwrap();
-        std::fs::create_dir_all(main.join(".git/worktrees/wt")).unwrap();
         std::fs::write(
             jail.join("wt/.git"),
             format!("gitdir: {}\n", main.join(".git/worktrees/wt").display()),

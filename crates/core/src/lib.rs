@@ -60,6 +60,8 @@ pub mod protected;
 pub mod random;
 pub mod sessions;
 pub mod terminal;
+#[cfg(test)]
+mod testing;
 pub mod tickets;
 pub mod untrusted;
 pub mod usage;

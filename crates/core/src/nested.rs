@@ -153,13 +153,10 @@ mod tests {
 
     #[test]
     fn links_each_name_and_copies_a_binary_a_command_could_replace() {
-        let base = tempfile::tempdir().unwrap();
-        let jail = std::fs::canonicalize(base.path()).unwrap().join("jail");
-        std::fs::create_dir(&jail).unwrap();
+        let (_dir, base) = crate::testing::scratch(&["jail", "tmp"]);
+        let (jail, tmp) = (base.join("jail"), base.join("tmp"));
         let exe = jail.join("safe-mcp");
         std::fs::write(&exe, b"binary").unwrap();
-        let tmp = base.path().join("tmp");
-        std::fs::create_dir(&tmp).unwrap();
         let names = vec!["git".to_owned(), "npm".to_owned()];
         let shims = NestedShims::create(&tmp, &exe, &names, &[&jail]).unwrap();
         let dir = shims.dir().to_path_buf();

@@ -241,9 +241,7 @@ mod tests {
 
     #[test]
     fn the_plan_binds_what_exists_makes_what_is_missing_and_git_entries_match_at_any_depth() {
-        let dir = tempfile::tempdir().unwrap();
-        let jail = std::fs::canonicalize(dir.path()).unwrap();
-        std::fs::create_dir_all(jail.join(".git/hooks")).unwrap();
+        let (_dir, jail) = crate::testing::scratch(&[".git/hooks"]);
         std::fs::write(jail.join(".git/config"), "[core]\n").unwrap();
         let paths = ProtectedPaths::build(&[], Source::Operator, &[]).unwrap();
         let dry = plan(&jail, &paths, false).unwrap();

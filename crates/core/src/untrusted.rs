@@ -62,23 +62,21 @@ mod tests {
 
     #[test]
     fn fifos_symlinks_and_big_files_are_refused_without_waiting() {
-        let dir = tempfile::tempdir().unwrap();
-        let fifo = dir.path().join("fifo");
+        let (_dir, base) = crate::testing::scratch(&[]);
+        let fifo = base.join("fifo");
         let made = std::process::Command::new("mkfifo").arg(&fifo).status();
         assert!(made.is_ok_and(|s| s.success()));
         let why = read_small_file(&fifo, 10).unwrap_err();
         assert!(why.contains("not a regular file"), "{why}");
-        std::os::unix::fs::symlink("/etc/hostname", dir.path().join("link")).unwrap();
-        assert!(read_small_file(&dir.path().join("link"), 100).is_err());
-        std::fs::write(dir.path().join("big"), "x".repeat(20)).unwrap();
-        assert!(read_small_file(&dir.path().join("big"), 10).is_err());
-        std::fs::write(dir.path().join("ok"), "gitdir: x\n").unwrap();
+        std::os::unix::fs::symlink("/etc/hostname", base.join("link")).unwrap();
+        assert!(read_small_file(&base.join("link"), 100).is_err());
+        std::fs::write(base.join("big"), "x".repeat(20)).unwrap();
+        assert!(read_small_file(&base.join("big"), 10).is_err());
+        std::fs::write(base.join("ok"), "gitdir: x\n").unwrap();
         assert_eq!(
-            read_small_file(&dir.path().join("ok"), 10)
-                .unwrap()
-                .as_deref(),
+            read_small_file(&base.join("ok"), 10).unwrap().as_deref(),
             Some("gitdir: x\n")
         );
-        assert_eq!(read_small_file(&dir.path().join("none"), 10).unwrap(), None);
+        assert_eq!(read_small_file(&base.join("none"), 10).unwrap(), None);
     }
 }

@@ -165,18 +165,15 @@ mod tests {
 
     #[test]
     fn over_the_bound_refuses_until_space_is_freed() {
-        let dir = tempfile::tempdir().unwrap();
-        let usage = JailUsage::new(64 * 1024, vec![dir.path().to_path_buf()]);
+        let (_dir, jail) = crate::testing::scratch(&[]);
+        let usage = JailUsage::new(64 * 1024, vec![jail.clone()]);
         assert_eq!(usage.refusal(), None);
-        std::fs::write(dir.path().join("big"), vec![7u8; 256 * 1024]).unwrap();
+        std::fs::write(jail.join("big"), vec![7u8; 256 * 1024]).unwrap();
         usage.inner.measure();
         let why = usage.refusal().unwrap();
         assert!(why.contains("jail_bytes = 65536"), "{why}");
-        std::fs::remove_file(dir.path().join("big")).unwrap();
+        std::fs::remove_file(jail.join("big")).unwrap();
         assert_eq!(usage.refusal(), None, "measured again before refusing");
-        assert_eq!(
-            JailUsage::new(0, vec![dir.path().to_path_buf()]).refusal(),
-            None
-        );
+        assert_eq!(JailUsage::new(0, vec![jail.clone()]).refusal(), None);
     }
 }

@@ -767,9 +767,8 @@ mod tests {
 
     #[test]
     fn deleted_directory_is_an_error() {
-        let dir = tempfile::tempdir().unwrap();
-        let sub = dir.path().join("logs");
-        std::fs::create_dir(&sub).unwrap();
+        let (_dir, base) = crate::testing::scratch(&["logs"]);
+        let sub = base.join("logs");
         let log = AuditLog::open(&sub.join("a.jsonl"), AuditOptions::closed());
         log.append_attempt(Map::new()).unwrap();
         std::fs::remove_dir_all(&sub).unwrap();

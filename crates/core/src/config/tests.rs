@@ -424,16 +424,10 @@ fn a_profile_works_offline_only_without_network() {
 
 #[test]
 fn credentials_are_refused_where_commands_could_reach_the_real_value() {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(dir.path()).unwrap();
-    std::fs::create_dir_all(base.join("jail")).unwrap();
-    let outside = base.join("token");
-    std::fs::write(&outside, "ghp_0123456789abcdef\n").unwrap();
-    std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let inside = base.join("jail/token");
-    std::fs::write(&inside, "ghp_0123456789abcdef\n").unwrap();
-    std::fs::set_permissions(&inside, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let (_dir, base) = crate::testing::scratch(&["jail"]);
+    let (outside, inside) = (base.join("token"), base.join("jail/token"));
+    crate::testing::secret_file(&outside, "ghp_0123456789abcdef\n");
+    crate::testing::secret_file(&inside, "ghp_0123456789abcdef\n");
     let load = |network: &str, credential: &str| {
         let text = format!(
             "audit_log = \"audit.jsonl\"\n[terminal]\njail_root = \"jail\"\n[terminal.allowlist]\ncommands = [\"curl\"]\n[terminal.network]\n{network}\n[[terminal.credentials]]\n{credential}\n"

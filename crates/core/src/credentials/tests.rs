@@ -181,11 +181,9 @@ fn a_real_value_in_a_response_is_masked_to_its_length() {
 
 #[test]
 fn a_file_credential_is_read_again_and_a_bad_file_keeps_the_old_value() {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("token");
-    std::fs::write(&path, "first-value-123\n").unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let (_dir, base) = crate::testing::scratch(&[]);
+    let path = base.join("token");
+    crate::testing::secret_file(&path, "first-value-123\n");
     let value = read_file(&path).unwrap();
     let mut s = spec(
         "T",
@@ -214,6 +212,7 @@ fn a_file_credential_is_read_again_and_a_bad_file_keeps_the_old_value() {
         entry.placeholder, placeholder,
         "the placeholder lives as long as the server"
     );
+    use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
     let said = vault.reload();
     assert!(said[0].contains("mode 0600"), "{said:?}");
@@ -288,11 +287,9 @@ fn method_and_path_rules_allow_what_they_name_and_plain_paths_only() {
 
 #[test]
 fn a_basic_pair_and_an_old_value_are_masked_too() {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("token");
-    std::fs::write(&path, "ghp_firstvalue0123\n").unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let (_dir, base) = crate::testing::scratch(&[]);
+    let path = base.join("token");
+    crate::testing::secret_file(&path, "ghp_firstvalue0123\n");
     let mut s = spec(
         "T",
         "unused-unused",
@@ -322,10 +319,10 @@ fn a_basic_pair_and_an_old_value_are_masked_too() {
     );
     assert_eq!(vault.forms().len(), 4);
     // A symlink, a second link or a file of another mode is refused.
-    let link = dir.path().join("link");
+    let link = base.join("link");
     std::os::unix::fs::symlink(&path, &link).unwrap();
     assert!(read_file(&link).is_err());
-    let hard = dir.path().join("hard");
+    let hard = base.join("hard");
     std::fs::hard_link(&path, &hard).unwrap();
     assert!(read_file(&hard).unwrap_err().contains("one link"));
 }

@@ -237,10 +237,9 @@ mod tests {
 
     #[test]
     fn a_quarantined_item_gets_a_fresh_name_the_model_cannot_pre_empt() {
-        let dir = tempfile::tempdir().unwrap();
-        let jail = dir.path().join("jail");
-        std::fs::create_dir_all(jail.join(".git")).unwrap();
-        let area = Area::at(dir.path().join("held"));
+        let (_dir, base) = crate::testing::scratch(&["jail/.git"]);
+        let jail = base.join("jail");
+        let area = Area::at(base.join("held"));
         for _ in 0..3 {
             std::fs::write(jail.join(".git/commondir"), "../x").unwrap();
             let to = area
@@ -251,7 +250,7 @@ mod tests {
             assert!(!jail.join(".git/commondir").exists());
         }
         // A reopened area goes on counting from what is there.
-        let again = Area::at(dir.path().join("held"));
+        let again = Area::at(base.join("held"));
         std::fs::write(jail.join("x"), "1").unwrap();
         let to = again.quarantine(&jail, &jail.join("x")).unwrap().unwrap();
         assert!(

@@ -80,20 +80,19 @@ mod tests {
 
     #[test]
     fn a_change_in_a_watched_directory_is_seen_and_then_forgotten() {
-        let dir = tempfile::tempdir().unwrap();
-        let sub = dir.path().join("sub");
-        std::fs::create_dir(&sub).unwrap();
+        let (_dir, base) = crate::testing::scratch(&["sub"]);
+        let sub = base.join("sub");
         let w = Watch::new();
-        w.add(dir.path());
+        w.add(&base);
         w.add(&sub);
         assert!(!w.changed(), "nothing happened yet");
         std::fs::write(sub.join("f"), "x").unwrap();
         assert!(w.changed());
         assert!(!w.changed(), "the queue was emptied");
-        std::fs::create_dir(dir.path().join("new")).unwrap();
+        std::fs::create_dir(base.join("new")).unwrap();
         assert!(w.changed());
         // A directory the walk has not watched yet is not seen: the walk adds it first.
-        std::fs::write(dir.path().join("new/f"), "x").unwrap();
+        std::fs::write(base.join("new/f"), "x").unwrap();
         assert!(!w.changed());
     }
 }
