@@ -143,63 +143,33 @@ mod tests {
         assert!(is_escape(j.check_argument("../../x", &from_sub)));
     }
 
-    fn argv(s: &str) -> Vec<String> {
-        s.split(' ').map(str::to_owned).collect()
-    }
-
     #[test]
     fn a_gitdir_outside_the_jail_is_refused_unless_writable() {
         let (_dir, base) = crate::testing::scratch(&["jail/wt/sub", "main/.git/worktrees/wt"]);
         let (jail, main) = (base.join("jail"), base.join("main"));
+        // git's repository check for `command` run in `cwd` (beneath the jail).
+        let check = |command: &str, cwd: &str, writable: &[PathBuf]| {
+            let argv: Vec<String> = command.split(' ').map(str::to_owned).collect();
+            crate::gitdir::check(&RealFs, &argv, &jail.join(cwd), &jail, writable)
+        };
         std::fs::write(
             jail.join("wt/.git"),
             format!("gitdir: {}\n", main.join(".git/worktrees/wt").display()),
         )
         .unwrap();
-        let why = crate::gitdir::check(
-            &RealFs,
-            &argv("git status"),
-            &jail.join("wt/sub"),
-            &jail,
-            &[],
-        )
-        .unwrap_err();
+        let why = check("git status", "wt/sub", &[]).unwrap_err();
         assert!(why.contains("write_paths"), "{why}");
-        assert!(
-            crate::gitdir::check(
-                &RealFs,
-                &argv("git status"),
-                &jail.join("wt/sub"),
-                &jail,
-                std::slice::from_ref(&main)
-            )
-            .is_ok()
-        );
+        assert!(check("git status", "wt/sub", std::slice::from_ref(&main)).is_ok());
         // -C moves the start; a repository of the jail's own is fine.
         std::fs::create_dir_all(jail.join("own/.git")).unwrap();
-        assert!(
-            crate::gitdir::check(
-                &RealFs,
-                &argv("git -C ../own status"),
-                &jail.join("wt"),
-                &jail,
-                &[]
-            )
-            .is_ok()
-        );
-        assert!(crate::gitdir::check(&RealFs, &argv("git status"), &jail, &jail, &[]).is_ok());
+        assert!(check("git -C ../own status", "wt", &[]).is_ok());
+        assert!(check("git status", "", &[]).is_ok());
         // A relative gitdir inside the jail, and one that names nothing.
         std::fs::create_dir_all(jail.join("mods/.git-real")).unwrap();
         std::fs::write(jail.join("mods/.git"), "gitdir: .git-real\n").unwrap();
-        assert!(
-            crate::gitdir::check(&RealFs, &argv("git status"), &jail.join("mods"), &jail, &[])
-                .is_ok()
-        );
+        assert!(check("git status", "mods", &[]).is_ok());
         std::fs::write(jail.join("mods/.git"), "gitdir: ../nowhere\n").unwrap();
-        assert!(
-            crate::gitdir::check(&RealFs, &argv("git status"), &jail.join("mods"), &jail, &[])
-                .unwrap_err()
-                .contains("does not exist")
-        );
+        let why = check("git status", "mods", &[]).unwrap_err();
+        assert!(why.contains("does not exist"), "{why}");
     }
 }

@@ -11,7 +11,7 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use serde_json::{Map, Value, json};
 
@@ -197,14 +197,20 @@ impl AuditLog {
 
     /// Opens the trail now, to report a problem at startup rather than at the first call.
     pub fn check(&self) -> Result<(), AuditError> {
+        let (mut w, held) = self.open_locked()?;
+        w.lock = held.release();
+        Ok(())
+    }
+
+    /// The writer, with the trail's cross-process lock held and the trail open.
+    fn open_locked(&self) -> Result<(MutexGuard<'_, Writer>, SharedLock), AuditError> {
         let mut w = self
             .writer
             .lock()
             .map_err(|_| self.error("writer lock poisoned"))?;
         let held = SharedLock(self.shared_lock(&mut w)?);
         self.ensure_open(&mut w)?;
-        w.lock = held.release();
-        Ok(())
+        Ok((w, held))
     }
 
     /// The server id this trail's records carry (the trail's own once it names one): what
@@ -257,12 +263,7 @@ impl AuditLog {
         durable: bool,
     ) -> Result<u64, AuditError> {
         let seq = {
-            let mut w = self
-                .writer
-                .lock()
-                .map_err(|_| self.error("writer lock poisoned"))?;
-            let held = SharedLock(self.shared_lock(&mut w)?);
-            self.ensure_open(&mut w)?;
+            let (mut w, held) = self.open_locked()?;
             self.catch_up(&mut w)?;
             let (seq, mut record) = w.next_record(kind);
             if let Value::Object(fields) = sanitize(Value::Object(fields)) {

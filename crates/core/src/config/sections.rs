@@ -325,24 +325,22 @@ fn oauth_settings(
             ));
         }
     }
-    let issuer = raw
-        .issuer
-        .filter(|i| i.starts_with("https://") || i.starts_with("http://"))
-        .ok_or_else(|| {
-            bad(
-                "issuer",
-                "the authorization server's URL (iss of its tokens)",
-            )
-        })?;
-    let audience = raw
-        .audience
-        .filter(|a| a.starts_with("https://") || a.starts_with("http://"))
-        .ok_or_else(|| {
-            bad(
-                "audience",
-                "this server's resource URI, exactly as tokens name it in aud",
-            )
-        })?;
+    // An HTTP(S) URL, or the key's error saying what it names.
+    let url = |value: Option<String>, key: &str, names: &str| {
+        value
+            .filter(|v| v.starts_with("https://") || v.starts_with("http://"))
+            .ok_or_else(|| bad(key, names))
+    };
+    let issuer = url(
+        raw.issuer,
+        "issuer",
+        "the authorization server's URL (iss of its tokens)",
+    )?;
+    let audience = url(
+        raw.audience,
+        "audience",
+        "this server's resource URI, exactly as tokens name it in aud",
+    )?;
     let jwks = match (raw.jwks_file, raw.jwks_url) {
         (Some(file), None) => {
             if raw.jwks_ca_file.is_some() {
