@@ -27,7 +27,7 @@ pub struct NormalizedArgs {
 /// assumed to take a value (its letters all count, which can only make a rule deny more).
 const RULE_GRAMMAR: Grammar = Grammar {
     short_value: "",
-    long: &[],
+    long: "",
     permute: true,
 };
 

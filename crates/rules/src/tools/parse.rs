@@ -29,11 +29,28 @@ pub enum Val {
 pub struct Grammar {
     /// Short option letters that take a value.
     pub short_value: &'static str,
-    /// Long options (without dashes) and whether they take a value.
-    pub long: &'static [(&'static str, Val)],
+    /// Long options (without dashes), separated by spaces, as getopt's option strings are
+    /// written: `name` a flag, `name=` one that takes `=value` or the next word, `name=?` one
+    /// that takes only `=value` ([`Val`]; [`Grammar::longs`] reads them).
+    pub long: &'static str,
     /// Whether options may follow operands (GNU permutation). Tools with subcommands or
     /// POSIX-strict parsing stop at the first operand.
     pub permute: bool,
+}
+
+impl Grammar {
+    /// The long options, each with what it takes.
+    pub fn longs(&self) -> impl Iterator<Item = (&'static str, Val)> {
+        self.long.split_ascii_whitespace().map(|word| {
+            if let Some(name) = word.strip_suffix("=?") {
+                (name, Val::Optional)
+            } else if let Some(name) = word.strip_suffix('=') {
+                (name, Val::Required)
+            } else {
+                (word, Val::No)
+            }
+        })
+    }
 }
 
 /// One parsed argument.
@@ -84,11 +101,11 @@ impl Parsed {
 }
 
 /// Resolves `given` (without dashes, without `=value`) against the long options.
-fn resolve_long<'g>(grammar: &'g Grammar, given: &str) -> (Option<&'g (&'static str, Val)>, bool) {
-    if let Some(exact) = grammar.long.iter().find(|(n, _)| *n == given) {
+fn resolve_long(grammar: &Grammar, given: &str) -> (Option<(&'static str, Val)>, bool) {
+    if let Some(exact) = grammar.longs().find(|(n, _)| *n == given) {
         return (Some(exact), false);
     }
-    let mut matches = grammar.long.iter().filter(|(n, _)| n.starts_with(given));
+    let mut matches = grammar.longs().filter(|(n, _)| n.starts_with(given));
     match (matches.next(), matches.next()) {
         (Some(one), None) => (Some(one), false),
         (Some(_), Some(_)) => (None, true),
@@ -202,7 +219,7 @@ fn parse_options(
             };
             let (found, ambiguous) = resolve_long(grammar, given);
             let (name, val) = match found {
-                Some((n, v)) => (format!("--{n}"), *v),
+                Some((n, v)) => (format!("--{n}"), v),
                 None => (
                     format!("--{given}"),
                     if attached.is_some() {
@@ -266,12 +283,7 @@ mod tests {
 
     const G: Grammar = Grammar {
         short_value: "oI",
-        long: &[
-            ("output", Val::Required),
-            ("force", Val::No),
-            ("follow", Val::No),
-            ("compress-program", Val::Required),
-        ],
+        long: "output= force follow compress-program=",
         permute: true,
     };
 
@@ -331,7 +343,7 @@ mod tests {
     /// A few of GNU tar's value-taking letters.
     const TAR: Grammar = Grammar {
         short_value: "bfIC",
-        long: &[("file", Val::Required), ("create", Val::No)],
+        long: "file= create",
         permute: true,
     };
 

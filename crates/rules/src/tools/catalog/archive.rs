@@ -22,7 +22,7 @@ use std::path::Path;
 
 use super::spec::{BASE, Layout, Operands, Spec, is_remote};
 use crate::tools::inspection::Inspection;
-use crate::tools::parse::{Arg, Grammar, Parsed, Val};
+use crate::tools::parse::{Arg, Grammar, Parsed};
 
 pub(crate) const SPECS: &[Spec] = &[
     Spec {
@@ -31,35 +31,11 @@ pub(crate) const SPECS: &[Spec] = &[
             // Every GNU tar short option that takes a value. An old-style bundle gives each
             // of them the next word, so one missing here would misalign every later word.
             short_value: "bCfFgHIKLNTVX",
-            long: &[
-                ("file", Val::Required),
-                ("directory", Val::Required),
-                ("files-from", Val::Required),
-                ("exclude-from", Val::Required),
-                ("use-compress-program", Val::Required),
-                ("to-command", Val::Required),
-                ("checkpoint", Val::Optional),
-                ("checkpoint-action", Val::Required),
-                ("info-script", Val::Required),
-                ("new-volume-script", Val::Required),
-                ("rsh-command", Val::Required),
-                ("rmt-command", Val::Required),
-                ("index-file", Val::Required),
-                ("listed-incremental", Val::Required),
-                ("exclude", Val::Required),
-                ("transform", Val::Required),
-                ("xform", Val::Required),
-                ("blocking-factor", Val::Required),
-                ("format", Val::Required),
-                ("force-local", Val::No),
-                ("extract", Val::No),
-                ("get", Val::No),
-                ("create", Val::No),
-                ("list", Val::No),
-                ("absolute-names", Val::No),
-                ("dereference", Val::No),
-                ("verbatim-files-from", Val::No),
-            ],
+            long: "file= directory= files-from= exclude-from= use-compress-program= to-command= \
+                   checkpoint=? checkpoint-action= info-script= new-volume-script= rsh-command= \
+                   rmt-command= index-file= listed-incremental= exclude= transform= xform= \
+                   blocking-factor= format= force-local extract get create list absolute-names \
+                   dereference verbatim-files-from",
             permute: true,
         },
         layout: Layout::OldStyleKeys,
@@ -159,16 +135,8 @@ pub(crate) const SPECS: &[Spec] = &[
         names: &["zip"],
         grammar: Grammar {
             short_value: "bnxit",
-            long: &[
-                ("unzip-command", Val::Required),
-                ("temp-path", Val::Required),
-                ("exclude", Val::Required),
-                ("include", Val::Required),
-                ("names-stdin", Val::No),
-                ("symlinks", Val::No),
-                ("recurse-paths", Val::No),
-                ("test", Val::No),
-            ],
+            long: "unzip-command= temp-path= exclude= include= names-stdin symlinks \
+                   recurse-paths test",
             permute: true,
         },
         escapes: &[
@@ -197,24 +165,9 @@ pub(crate) const SPECS: &[Spec] = &[
         names: &["cpio"],
         grammar: Grammar {
             short_value: "CDEFHIMOR",
-            long: &[
-                ("create", Val::No),
-                ("extract", Val::No),
-                ("pass-through", Val::No),
-                ("list", Val::No),
-                ("file", Val::Required),
-                ("pattern-file", Val::Required),
-                ("directory", Val::Required),
-                ("rsh-command", Val::Required),
-                ("absolute-filenames", Val::No),
-                ("no-absolute-filenames", Val::No),
-                ("force-local", Val::No),
-                ("format", Val::Required),
-                ("owner", Val::Required),
-                ("message", Val::Required),
-                ("io-size", Val::Required),
-                ("block-size", Val::Required),
-            ],
+            long: "create extract pass-through list file= pattern-file= directory= rsh-command= \
+                   absolute-filenames no-absolute-filenames force-local format= owner= message= \
+                   io-size= block-size=",
             permute: true,
         },
         escapes: &[

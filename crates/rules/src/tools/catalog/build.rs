@@ -12,7 +12,7 @@ use std::path::Path;
 
 use super::spec::{BASE, Kind, Operands, Spec, first_operand};
 use crate::tools::inspection::Inspection;
-use crate::tools::parse::{Grammar, Parsed, Val};
+use crate::tools::parse::{Grammar, Parsed};
 
 pub(crate) const SPECS: &[Spec] = &[
     Spec {
@@ -20,18 +20,8 @@ pub(crate) const SPECS: &[Spec] = &[
         kind: Kind::Interpreter("make runs the recipes of a Makefile, which the model can write"),
         grammar: Grammar {
             short_value: "CfIjlEoW",
-            long: &[
-                ("eval", Val::Required),
-                ("file", Val::Required),
-                ("makefile", Val::Required),
-                ("directory", Val::Required),
-                ("include-dir", Val::Required),
-                ("jobs", Val::Optional),
-                ("load-average", Val::Optional),
-                ("old-file", Val::Required),
-                ("what-if", Val::Required),
-                ("new-file", Val::Required),
-            ],
+            long: "eval= file= makefile= directory= include-dir= jobs=? load-average=? old-file= \
+                   what-if= new-file=",
             permute: true,
         },
         escapes: &[
@@ -60,13 +50,7 @@ pub(crate) const SPECS: &[Spec] = &[
         names: &["npm", "pnpm", "yarn"],
         grammar: Grammar {
             short_value: "",
-            long: &[
-                ("prefix", Val::Required),
-                ("userconfig", Val::Required),
-                ("globalconfig", Val::Required),
-                ("cache", Val::Required),
-                ("script-shell", Val::Required),
-            ],
+            long: "prefix= userconfig= globalconfig= cache= script-shell=",
             permute: false,
         },
         escapes: &[(
@@ -81,12 +65,7 @@ pub(crate) const SPECS: &[Spec] = &[
         names: &["cargo"],
         grammar: Grammar {
             short_value: "CZ",
-            long: &[
-                ("config", Val::Required),
-                ("manifest-path", Val::Required),
-                ("target-dir", Val::Required),
-                ("color", Val::Required),
-            ],
+            long: "config= manifest-path= target-dir= color=",
             // cargo reads its global options after the subcommand too: `cargo build
             // --config …` sets a runner as surely as `cargo --config … build`.
             permute: true,
@@ -114,10 +93,7 @@ pub(crate) const SPECS: &[Spec] = &[
         names: &["pip", "pip3"],
         grammar: Grammar {
             short_value: "r",
-            long: &[
-                ("requirement", Val::Required),
-                ("config-file", Val::Required),
-            ],
+            long: "requirement= config-file=",
             permute: false,
         },
         operands: Operands::NotPaths,

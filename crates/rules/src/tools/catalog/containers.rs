@@ -12,17 +12,13 @@ use std::path::Path;
 
 use super::spec::{BASE, Operands, Spec, first_operand};
 use crate::tools::inspection::Inspection;
-use crate::tools::parse::{Grammar, Parsed, Val};
+use crate::tools::parse::{Grammar, Parsed};
 
 pub(crate) const SPECS: &[Spec] = &[Spec {
     names: &["docker", "podman"],
     grammar: Grammar {
         short_value: "Hc",
-        long: &[
-            ("host", Val::Required),
-            ("context", Val::Required),
-            ("config", Val::Required),
-        ],
+        long: "host= context= config=",
         permute: false,
     },
     escapes: &[

@@ -17,7 +17,7 @@ use std::path::Path;
 
 use super::spec::{BASE, Operands, Spec};
 use crate::tools::inspection::{Inspection, PathCheck};
-use crate::tools::parse::{Grammar, Parsed, Val};
+use crate::tools::parse::{Grammar, Parsed};
 
 pub(crate) const SPECS: &[Spec] = &[
     // Their operands are words to print or compute with, never files they open.
@@ -34,15 +34,8 @@ pub(crate) const SPECS: &[Spec] = &[
         names: &["cp"],
         grammar: Grammar {
             short_value: "tS",
-            long: &[
-                ("target-directory", Val::Required),
-                ("suffix", Val::Required),
-                ("backup", Val::Optional),
-                ("dereference", Val::No),
-                ("no-dereference", Val::No),
-                ("recursive", Val::No),
-                ("archive", Val::No),
-            ],
+            long: "target-directory= suffix= backup=? dereference no-dereference recursive \
+                   archive",
             permute: true,
         },
         path_opts: &["-t", "--target-directory"],
@@ -53,11 +46,7 @@ pub(crate) const SPECS: &[Spec] = &[
         names: &["mv", "ln", "install"],
         grammar: Grammar {
             short_value: "tSm",
-            long: &[
-                ("target-directory", Val::Required),
-                ("suffix", Val::Required),
-                ("backup", Val::Optional),
-            ],
+            long: "target-directory= suffix= backup=?",
             permute: true,
         },
         path_opts: &["-t", "--target-directory"],
@@ -82,7 +71,7 @@ pub(crate) const SPECS: &[Spec] = &[
         names: &["wc", "du"],
         grammar: Grammar {
             short_value: "",
-            long: &[("files0-from", Val::Required)],
+            long: "files0-from=",
             permute: true,
         },
         name_lists: &["--files0-from"],
@@ -94,7 +83,7 @@ pub(crate) const SPECS: &[Spec] = &[
         names: &["xz"],
         grammar: Grammar {
             short_value: "SFCTM",
-            long: &[("files", Val::Optional), ("files0", Val::Optional)],
+            long: "files=? files0=?",
             permute: true,
         },
         // `xz --files` with no value reads the names from standard input.
@@ -117,7 +106,7 @@ pub(crate) const SPECS: &[Spec] = &[
         grammar: Grammar {
             // b2sum's and cksum's `-l LENGTH`, cksum's `-a ALGORITHM`.
             short_value: "al",
-            long: &[("check", Val::No)],
+            long: "check",
             permute: true,
         },
         operands: Operands::Generic,

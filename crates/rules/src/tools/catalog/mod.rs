@@ -195,7 +195,7 @@ pub(crate) fn implied_known(spec: &Spec, args: &[String]) -> Vec<&'static str> {
 /// Whether the grammar knows `name` as an option that takes a value.
 fn known_option(grammar: &Grammar, name: &str) -> bool {
     match name.strip_prefix("--") {
-        Some(long) => grammar.long.iter().any(|(n, _)| *n == long),
+        Some(long) => grammar.longs().any(|(n, _)| n == long),
         None => name
             .chars()
             .nth(1)
@@ -311,6 +311,26 @@ mod tests {
     #[test]
     fn cases() {
         super::testing::check_cases("common.txt", include_str!("cases/common.txt"));
+    }
+
+    /// A long option string misspelt (`name:` for `name=`, a stray `?`) would quietly make
+    /// an option a flag and misalign every word after it.
+    #[test]
+    fn every_long_option_is_a_plain_name_once() {
+        for spec in all_specs() {
+            let mut seen = std::collections::BTreeSet::new();
+            for (name, _) in spec.grammar.longs() {
+                assert!(
+                    !name.is_empty()
+                        && name
+                            .chars()
+                            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'),
+                    "{:?}: long option {name:?}",
+                    spec.names
+                );
+                assert!(seen.insert(name), "{:?}: --{name} twice", spec.names);
+            }
+        }
     }
 
     #[test]

@@ -21,41 +21,18 @@ use std::path::Path;
 
 use super::spec::{BASE, Layout, Operands, Spec, is_remote};
 use crate::tools::inspection::{Inspection, PathCheck};
-use crate::tools::parse::{Arg, Grammar, Parsed, Val};
+use crate::tools::parse::{Arg, Grammar, Parsed};
 
 pub(crate) const SPECS: &[Spec] = &[
     Spec {
         names: &["rsync"],
         grammar: Grammar {
             short_value: "eBT",
-            long: &[
-                ("rsh", Val::Required),
-                ("rsync-path", Val::Required),
-                ("temp-dir", Val::Required),
-                ("files-from", Val::Required),
-                ("exclude-from", Val::Required),
-                ("include-from", Val::Required),
-                ("log-file", Val::Required),
-                ("password-file", Val::Required),
-                ("write-batch", Val::Required),
-                ("only-write-batch", Val::Required),
-                ("read-batch", Val::Required),
-                ("backup-dir", Val::Required),
-                ("partial-dir", Val::Required),
-                ("compare-dest", Val::Required),
-                ("copy-dest", Val::Required),
-                ("link-dest", Val::Required),
-                ("exclude", Val::Required),
-                ("include", Val::Required),
-                ("filter", Val::Required),
-                ("daemon", Val::No),
-                ("config", Val::Required),
-                ("copy-links", Val::No),
-                ("copy-unsafe-links", Val::No),
-                ("safe-links", Val::No),
-                ("copy-dirlinks", Val::No),
-                ("keep-dirlinks", Val::No),
-            ],
+            long: "rsh= rsync-path= temp-dir= files-from= exclude-from= include-from= log-file= \
+                   password-file= write-batch= only-write-batch= read-batch= backup-dir= \
+                   partial-dir= compare-dest= copy-dest= link-dest= exclude= include= filter= \
+                   daemon config= copy-links copy-unsafe-links safe-links copy-dirlinks \
+                   keep-dirlinks",
             permute: true,
         },
         escapes: &[
@@ -116,7 +93,7 @@ pub(crate) const SPECS: &[Spec] = &[
         names: &["ssh"],
         grammar: Grammar {
             short_value: "bcDEeFIiJLlmOoPpQRSWw",
-            long: &[],
+            long: "",
             permute: false,
         },
         // ssh.c restarts getopt after the destination: `ssh host -o ProxyCommand=x` sets it
@@ -149,7 +126,7 @@ pub(crate) const SPECS: &[Spec] = &[
         names: &["scp"],
         grammar: Grammar {
             short_value: "cDFiJlMoPSX",
-            long: &[],
+            long: "",
             permute: false,
         },
         escapes: &[
@@ -180,7 +157,7 @@ pub(crate) const SPECS: &[Spec] = &[
         names: &["sftp"],
         grammar: Grammar {
             short_value: "bBcDFiJloPRsSX",
-            long: &[],
+            long: "",
             permute: false,
         },
         escapes: &[
@@ -216,35 +193,10 @@ pub(crate) const SPECS: &[Spec] = &[
         names: &["curl"],
         grammar: Grammar {
             short_value: "oKTdFHuUxAeEbcDrwXYyzCmQtP",
-            long: &[
-                ("output", Val::Required),
-                ("config", Val::Required),
-                ("upload-file", Val::Required),
-                ("data", Val::Required),
-                ("data-binary", Val::Required),
-                ("data-raw", Val::No),
-                ("data-urlencode", Val::Required),
-                ("form", Val::Required),
-                ("cookie-jar", Val::Required),
-                ("cookie", Val::Required),
-                ("dump-header", Val::Required),
-                ("trace", Val::Required),
-                ("trace-ascii", Val::Required),
-                ("libcurl", Val::Required),
-                ("netrc-file", Val::Required),
-                ("cacert", Val::Required),
-                ("cert", Val::Required),
-                ("key", Val::Required),
-                ("output-dir", Val::Required),
-                ("stderr", Val::Required),
-                ("header", Val::Required),
-                ("user", Val::Required),
-                ("request", Val::Required),
-                ("url", Val::Required),
-                ("write-out", Val::Required),
-                ("unix-socket", Val::Required),
-                ("abstract-unix-socket", Val::Required),
-            ],
+            long: "output= config= upload-file= data= data-binary= data-raw data-urlencode= \
+                   form= cookie-jar= cookie= dump-header= trace= trace-ascii= libcurl= \
+                   netrc-file= cacert= cert= key= output-dir= stderr= header= user= request= \
+                   url= write-out= unix-socket= abstract-unix-socket=",
             permute: true,
         },
         escapes: &[
@@ -288,23 +240,9 @@ pub(crate) const SPECS: &[Spec] = &[
         names: &["wget"],
         grammar: Grammar {
             short_value: "OoaPiBeUtTwQ",
-            long: &[
-                ("output-document", Val::Required),
-                ("output-file", Val::Required),
-                ("append-output", Val::Required),
-                ("directory-prefix", Val::Required),
-                ("input-file", Val::Required),
-                ("execute", Val::Required),
-                ("config", Val::Required),
-                ("post-file", Val::Required),
-                ("body-file", Val::Required),
-                ("use-askpass", Val::Required),
-                ("load-cookies", Val::Required),
-                ("save-cookies", Val::Required),
-                ("ca-certificate", Val::Required),
-                ("certificate", Val::Required),
-                ("private-key", Val::Required),
-            ],
+            long: "output-document= output-file= append-output= directory-prefix= input-file= \
+                   execute= config= post-file= body-file= use-askpass= load-cookies= \
+                   save-cookies= ca-certificate= certificate= private-key=",
             permute: true,
         },
         escapes: &[

@@ -17,21 +17,14 @@ use std::path::Path;
 
 use super::spec::{BASE, Operands, Spec};
 use crate::tools::inspection::{Inspection, PathCheck};
-use crate::tools::parse::{Grammar, Parsed, Val};
+use crate::tools::parse::{Grammar, Parsed};
 
 pub(crate) const SPECS: &[Spec] = &[
     Spec {
         names: &["less", "more", "most"],
         grammar: Grammar {
             short_value: "bhjkopPtTxyz#",
-            long: &[
-                ("log-file", Val::Required),
-                ("LOG-FILE", Val::Required),
-                ("tag", Val::Required),
-                ("tag-file", Val::Required),
-                ("lesskey-file", Val::Required),
-                ("lesskey-src", Val::Required),
-            ],
+            long: "log-file= LOG-FILE= tag= tag-file= lesskey-file= lesskey-src=",
             permute: true,
         },
         escapes: &[
@@ -59,53 +52,12 @@ pub(crate) const SPECS: &[Spec] = &[
             // man-db 2.x: the short options that take a value (`-H`, `-T`, `-X` take one only
             // attached, like their long forms).
             short_value: "CRLmMSsePprE",
-            long: &[
-                ("config-file", Val::Required),
-                ("debug", Val::No),
-                ("default", Val::No),
-                ("warnings", Val::Optional),
-                ("whatis", Val::No),
-                ("apropos", Val::No),
-                ("global-apropos", Val::No),
-                ("local-file", Val::No),
-                ("where", Val::No),
-                ("path", Val::No),
-                ("location", Val::No),
-                ("where-cat", Val::No),
-                ("location-cat", Val::No),
-                ("catman", Val::No),
-                ("recode", Val::Required),
-                ("locale", Val::Required),
-                ("systems", Val::Required),
-                ("manpath", Val::Required),
-                ("sections", Val::Required),
-                ("extension", Val::Required),
-                ("ignore-case", Val::No),
-                ("match-case", Val::No),
-                ("regex", Val::No),
-                ("wildcard", Val::No),
-                ("names-only", Val::No),
-                ("all", Val::No),
-                ("update", Val::No),
-                ("no-subpages", Val::No),
-                ("pager", Val::Required),
-                ("prompt", Val::Required),
-                ("ascii", Val::No),
-                ("encoding", Val::Required),
-                ("no-hyphenation", Val::No),
-                ("nh", Val::No),
-                ("no-justification", Val::No),
-                ("nj", Val::No),
-                ("preprocessor", Val::Required),
-                ("troff", Val::No),
-                ("troff-device", Val::Optional),
-                ("html", Val::Optional),
-                ("gxditview", Val::Optional),
-                ("ditroff", Val::No),
-                ("help", Val::No),
-                ("usage", Val::No),
-                ("version", Val::No),
-            ],
+            long: "config-file= debug default warnings=? whatis apropos global-apropos \
+                   local-file where path location where-cat location-cat catman recode= locale= \
+                   systems= manpath= sections= extension= ignore-case match-case regex wildcard \
+                   names-only all update no-subpages pager= prompt= ascii encoding= \
+                   no-hyphenation nh no-justification nj preprocessor= troff troff-device=? \
+                   html=? gxditview=? ditroff help usage version",
             permute: true,
         },
         escapes: &[

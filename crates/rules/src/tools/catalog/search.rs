@@ -15,33 +15,16 @@ use std::path::Path;
 
 use super::spec::{BASE, Operands, Spec};
 use crate::tools::inspection::{Inspection, PathCheck};
-use crate::tools::parse::{Grammar, Parsed, Val};
+use crate::tools::parse::{Grammar, Parsed};
 
 pub(crate) const SPECS: &[Spec] = &[
     Spec {
         names: &["grep", "egrep", "fgrep"],
         grammar: Grammar {
             short_value: "efmABCdD",
-            long: &[
-                ("regexp", Val::Required),
-                ("file", Val::Required),
-                ("max-count", Val::Required),
-                ("after-context", Val::Required),
-                ("before-context", Val::Required),
-                ("context", Val::Required),
-                ("include", Val::Required),
-                ("exclude", Val::Required),
-                ("exclude-from", Val::Required),
-                ("exclude-dir", Val::Required),
-                ("label", Val::Required),
-                ("color", Val::Optional),
-                ("colour", Val::Optional),
-                ("devices", Val::Required),
-                ("directories", Val::Required),
-                ("binary-files", Val::Required),
-                ("recursive", Val::No),
-                ("dereference-recursive", Val::No),
-            ],
+            long: "regexp= file= max-count= after-context= before-context= context= include= \
+                   exclude= exclude-from= exclude-dir= label= color=? colour=? devices= \
+                   directories= binary-files= recursive dereference-recursive",
             permute: true,
         },
         escapes: &[
@@ -63,27 +46,9 @@ pub(crate) const SPECS: &[Spec] = &[
         names: &["rg"],
         grammar: Grammar {
             short_value: "efgtTmABCjEMr",
-            long: &[
-                ("pre", Val::Required),
-                ("pre-glob", Val::Required),
-                ("regexp", Val::Required),
-                ("file", Val::Required),
-                ("glob", Val::Required),
-                ("iglob", Val::Required),
-                ("type", Val::Required),
-                ("type-not", Val::Required),
-                ("type-add", Val::Required),
-                ("ignore-file", Val::Required),
-                ("max-count", Val::Required),
-                ("replace", Val::Required),
-                ("threads", Val::Required),
-                ("encoding", Val::Required),
-                ("max-depth", Val::Required),
-                ("path-separator", Val::Required),
-                ("hostname-bin", Val::Required),
-                ("files", Val::No),
-                ("follow", Val::No),
-            ],
+            long: "pre= pre-glob= regexp= file= glob= iglob= type= type-not= type-add= \
+                   ignore-file= max-count= replace= threads= encoding= max-depth= \
+                   path-separator= hostname-bin= files follow",
             permute: true,
         },
         escapes: &[

@@ -105,7 +105,7 @@ pub struct Spec {
 
 const NO_GRAMMAR: Grammar = Grammar {
     short_value: "",
-    long: &[],
+    long: "",
     permute: true,
 };
 

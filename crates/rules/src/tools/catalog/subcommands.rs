@@ -313,19 +313,14 @@ pub(crate) fn inspect(
 
 #[cfg(test)]
 mod tests {
-    use super::super::super::parse::Val;
+
     use super::*;
 
     /// A made-up program, so that the matcher is tested apart from git's facts.
     const TABLE: Subcommands = Subcommands {
         grammar: Grammar {
             short_value: "ro",
-            long: &[
-                ("run", Val::Required),
-                ("rung", Val::No),
-                ("out", Val::Required),
-                ("read-only", Val::No),
-            ],
+            long: "run= rung out= read-only",
             permute: true,
         },
         escapes: &[OptEscape {
@@ -385,7 +380,7 @@ mod tests {
 
     const GLOBAL: Grammar = Grammar {
         short_value: "",
-        long: &[],
+        long: "",
         permute: false,
     };
 

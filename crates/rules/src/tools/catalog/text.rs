@@ -16,28 +16,16 @@ use std::path::Path;
 
 use super::spec::{BASE, Operands, Spec};
 use crate::tools::inspection::{Inspection, PathCheck};
-use crate::tools::parse::{Arg, Grammar, Parsed, Val};
+use crate::tools::parse::{Arg, Grammar, Parsed};
 
 pub(crate) const SPECS: &[Spec] = &[
     Spec {
         names: &["sort"],
         grammar: Grammar {
             short_value: "oTSkt",
-            long: &[
-                ("output", Val::Required),
-                ("temporary-directory", Val::Required),
-                ("compress-program", Val::Required),
-                ("files0-from", Val::Required),
-                ("key", Val::Required),
-                ("field-separator", Val::Required),
-                ("buffer-size", Val::Required),
-                ("parallel", Val::Required),
-                ("batch-size", Val::Required),
-                ("random-source", Val::Required),
-                ("reverse", Val::No),
-                ("numeric-sort", Val::No),
-                ("unique", Val::No),
-            ],
+            long: "output= temporary-directory= compress-program= files0-from= key= \
+                   field-separator= buffer-size= parallel= batch-size= random-source= reverse \
+                   numeric-sort unique",
             permute: true,
         },
         escapes: &[(
@@ -58,14 +46,7 @@ pub(crate) const SPECS: &[Spec] = &[
         names: &["sed"],
         grammar: Grammar {
             short_value: "efl",
-            long: &[
-                ("expression", Val::Required),
-                ("file", Val::Required),
-                ("line-length", Val::Required),
-                ("in-place", Val::Optional),
-                ("sandbox", Val::No),
-                ("separate", Val::No),
-            ],
+            long: "expression= file= line-length= in-place=? sandbox separate",
             permute: true,
         },
         path_opts: &["-f", "--file"],
@@ -81,16 +62,7 @@ pub(crate) const SPECS: &[Spec] = &[
         names: &["awk", "gawk", "mawk", "nawk"],
         grammar: Grammar {
             short_value: "fvFWe",
-            long: &[
-                ("file", Val::Required),
-                ("assign", Val::Required),
-                ("field-separator", Val::Required),
-                ("sandbox", Val::No),
-                ("load", Val::Required),
-                ("include", Val::Required),
-                ("source", Val::Required),
-                ("exec", Val::Required),
-            ],
+            long: "file= assign= field-separator= sandbox load= include= source= exec=",
             permute: false,
         },
         escapes: &[
@@ -116,14 +88,7 @@ pub(crate) const SPECS: &[Spec] = &[
         names: &["jq"],
         grammar: Grammar {
             short_value: "fL",
-            long: &[
-                ("from-file", Val::Required),
-                ("arg", Val::Required),
-                ("argjson", Val::Required),
-                ("slurpfile", Val::Required),
-                ("rawfile", Val::Required),
-                ("indent", Val::Required),
-            ],
+            long: "from-file= arg= argjson= slurpfile= rawfile= indent=",
             permute: true,
         },
         path_opts: &["-f", "--from-file", "-L"],

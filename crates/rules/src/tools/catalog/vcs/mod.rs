@@ -23,7 +23,7 @@ use super::spec::{BASE, Operands, Spec};
 use super::subcommands::{
     ImpliedBy, Implies, OptEscape, PLAIN, Refusal, Sub, Subcommands, Unknown, Word,
 };
-use crate::tools::parse::{Grammar, Val};
+use crate::tools::parse::Grammar;
 
 pub(crate) const SPECS: &[Spec] = &[Spec {
     names: &["git"],
@@ -31,21 +31,8 @@ pub(crate) const SPECS: &[Spec] = &[Spec {
     // to the subcommand, whose grammar is in SUBCOMMANDS.
     grammar: Grammar {
         short_value: "Cc",
-        long: &[
-            ("git-dir", Val::Required),
-            ("work-tree", Val::Required),
-            ("namespace", Val::Required),
-            ("exec-path", Val::Optional),
-            ("config-env", Val::Required),
-            ("super-prefix", Val::Required),
-            ("list-cmds", Val::Required),
-            ("paginate", Val::No),
-            ("no-pager", Val::No),
-            ("bare", Val::No),
-            ("literal-pathspecs", Val::No),
-            ("no-replace-objects", Val::No),
-            ("attr-source", Val::Required),
-        ],
+        long: "git-dir= work-tree= namespace= exec-path=? config-env= super-prefix= list-cmds= \
+               paginate no-pager bare literal-pathspecs no-replace-objects attr-source=",
         permute: false,
     },
     escapes: &[
@@ -127,37 +114,11 @@ const SUBCOMMANDS: Subcommands = Subcommands {
     // reading, with no values at all, still sees what follows it.
     grammar: Grammar {
         short_value: "ouxO",
-        long: &[
-            ("upload-pack", Val::Required),
-            ("receive-pack", Val::Required),
-            ("exec", Val::Required),
-            ("output", Val::Required),
-            ("output-directory", Val::Required),
-            ("extcmd", Val::Required),
-            ("tool", Val::Required),
-            ("open-files-in-pager", Val::Optional),
-            ("ext-diff", Val::No),
-            ("textconv", Val::No),
-            ("remote", Val::Required),
-            ("template", Val::Required),
-            ("separate-git-dir", Val::Required),
-            ("reference", Val::Required),
-            ("upload-archive", Val::No),
-            ("config", Val::Required),
-            ("get", Val::No),
-            ("get-all", Val::No),
-            ("get-regexp", Val::No),
-            ("list", Val::No),
-            ("follow", Val::No),
-            ("format", Val::Required),
-            ("stat", Val::Optional),
-            ("oneline", Val::No),
-            ("untracked-files", Val::Optional),
-            ("force", Val::No),
-            ("force-with-lease", Val::Optional),
-            ("force-if-includes", Val::No),
-            ("stdin-paths", Val::No),
-        ],
+        long: "upload-pack= receive-pack= exec= output= output-directory= extcmd= tool= \
+               open-files-in-pager=? ext-diff textconv remote= template= separate-git-dir= \
+               reference= upload-archive config= get get-all get-regexp list follow format= \
+               stat=? oneline untracked-files=? force force-with-lease=? force-if-includes \
+               stdin-paths",
         permute: true,
     },
     // Refused after any subcommand: no read-only subcommand needs them, and several accept
