@@ -95,6 +95,17 @@ fn run(
     ))
 }
 
+/// Runs one command (`argv`) in `jail`, its attempt durable.
+fn run_one(executor: &LocalExecutor, jail: &Path, argv: &[&str]) -> ExecOutcome {
+    run(executor, plan(jail, vec![vec![stage(argv)]], vec![]), true).unwrap()
+}
+
+/// Asserts `out` exited 0, showing its stderr if not.
+fn assert_exited_0(out: &ExecOutcome) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.exit_code, Some(0), "{stderr}");
+}
+
 fn jail() -> (tempfile::TempDir, PathBuf, LocalExecutor) {
     let dir = tempfile::tempdir().unwrap();
     let jail = dir.path().join("jail");
@@ -107,12 +118,7 @@ fn jail() -> (tempfile::TempDir, PathBuf, LocalExecutor) {
 #[test]
 fn a_stage_runs_and_its_output_and_status_come_back() {
     let (_dir, jail, executor) = jail();
-    let out = run(
-        &executor,
-        plan(&jail, vec![vec![stage(&["echo", "hi"])]], vec![]),
-        true,
-    )
-    .unwrap();
+    let out = run_one(&executor, &jail, &["echo", "hi"]);
     assert_eq!(out.exit_code, Some(0));
     assert_eq!(out.stdout, b"hi\n");
     assert_eq!(out.stdout_bytes, 3);
@@ -158,33 +164,10 @@ fn the_jail_is_writable_and_outside_it_is_not() {
     let (dir, jail, executor) = jail();
     let inside = jail.join("inside");
     let outside = dir.path().join("outside");
-    let out = run(
-        &executor,
-        plan(
-            &jail,
-            vec![vec![stage(&["touch", inside.to_str().unwrap()])]],
-            vec![],
-        ),
-        true,
-    )
-    .unwrap();
-    assert_eq!(
-        out.exit_code,
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = run_one(&executor, &jail, &["touch", inside.to_str().unwrap()]);
+    assert_exited_0(&out);
     assert!(inside.exists());
-    let out = run(
-        &executor,
-        plan(
-            &jail,
-            vec![vec![stage(&["touch", outside.to_str().unwrap()])]],
-            vec![],
-        ),
-        true,
-    )
-    .unwrap();
+    let out = run_one(&executor, &jail, &["touch", outside.to_str().unwrap()]);
     assert_ne!(out.exit_code, Some(0));
     assert!(!outside.exists(), "a command wrote outside its jail");
 }
@@ -194,12 +177,7 @@ fn the_environment_is_the_plans_and_nothing_of_the_servers() {
     // SAFETY: set before any executor thread of this test runs; no other test reads it.
     unsafe { std::env::set_var("SAFE_MCP_EXEC_TEST_SERVER_ONLY", "leaked") };
     let (_dir, jail, executor) = jail();
-    let out = run(
-        &executor,
-        plan(&jail, vec![vec![stage(&["env"])]], vec![]),
-        true,
-    )
-    .unwrap();
+    let out = run_one(&executor, &jail, &["env"]);
     let env = String::from_utf8_lossy(&out.stdout);
     assert!(env.contains("PATH=/usr/bin:/bin"), "{env}");
     assert!(
@@ -212,31 +190,12 @@ fn the_environment_is_the_plans_and_nothing_of_the_servers() {
 #[test]
 fn a_namespace_cannot_be_made_by_a_command() {
     let (_dir, jail, executor) = jail();
-    let out = run(
-        &executor,
-        plan(
-            &jail,
-            vec![vec![stage(&["unshare", "--user", "true"])]],
-            vec![],
-        ),
-        true,
-    )
-    .unwrap();
+    let out = run_one(&executor, &jail, &["unshare", "--user", "true"]);
     assert_ne!(out.exit_code, Some(0), "seccomp lets a command unshare");
     // The positive control: the same program runs, and exits 0, when it makes no syscall
     // the filter refuses.
-    let out = run(
-        &executor,
-        plan(&jail, vec![vec![stage(&["unshare", "--help"])]], vec![]),
-        true,
-    )
-    .unwrap();
-    assert_eq!(
-        out.exit_code,
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = run_one(&executor, &jail, &["unshare", "--help"]);
+    assert_exited_0(&out);
 }
 
 #[test]
@@ -318,12 +277,7 @@ fn a_namespace_made_ahead_serves_one_command_and_nothing_crosses() {
     for k in 0..calls {
         // The filler makes the next namespace while the server waits for a call.
         std::thread::sleep(Duration::from_millis(30));
-        let out = run(
-            &executor,
-            plan(&jail, vec![vec![stage(&["sh", "-c", script])]], vec![]),
-            true,
-        )
-        .unwrap();
+        let out = run_one(&executor, &jail, &["sh", "-c", script]);
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         assert_eq!(out.exit_code, Some(0), "call {k}: {text} {:?}", out.stderr);
         let lines: Vec<&str> = text.lines().collect();
@@ -350,12 +304,7 @@ fn a_namespace_made_ahead_serves_one_command_and_nothing_crosses() {
         "{failed:?}"
     );
     std::thread::sleep(Duration::from_millis(30));
-    let out = run(
-        &executor,
-        plan(&jail, vec![vec![stage(&["echo", "next"])]], vec![]),
-        true,
-    )
-    .unwrap();
+    let out = run_one(&executor, &jail, &["echo", "next"]);
     assert_eq!(out.stdout, b"next\n");
     assert!(
         executor.stages_made_ahead() > before,

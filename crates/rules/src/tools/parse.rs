@@ -86,6 +86,19 @@ impl Parsed {
         })
     }
 
+    /// Every option: its canonical name, its value, and whether its abbreviation was
+    /// ambiguous.
+    pub fn options(&self) -> impl Iterator<Item = (&str, Option<&str>, bool)> {
+        self.args.iter().filter_map(|a| match a {
+            Arg::Opt {
+                name,
+                value,
+                ambiguous,
+            } => Some((name.as_str(), value.as_deref(), *ambiguous)),
+            Arg::Operand(_) => None,
+        })
+    }
+
     /// Whether option `name` is present.
     pub fn has(&self, name: &str) -> bool {
         self.opts(name).next().is_some()

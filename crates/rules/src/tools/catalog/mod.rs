@@ -47,7 +47,7 @@ pub use spec::{Kind, Spec};
 use spec::{Layout, Operands};
 
 use crate::tools::inspection::{Inspection, PathCheck};
-use crate::tools::parse::{Arg, Grammar, parse, parse_around_first_operand, parse_old_style};
+use crate::tools::parse::{Grammar, parse, parse_around_first_operand, parse_old_style};
 
 /// Every family's specs. Order does not matter; names are unique (a test checks).
 static FAMILIES: &[&[Spec]] = &[
@@ -92,16 +92,8 @@ pub(crate) fn inspect_known(
     }
     let parsed = parse_spec(spec, args);
     let mut program_supplied = false;
-    for arg in &parsed.args {
-        let Arg::Opt {
-            name,
-            value,
-            ambiguous,
-        } = arg
-        else {
-            continue;
-        };
-        if *ambiguous {
+    for (name, value, ambiguous) in parsed.options() {
+        if ambiguous {
             // Refuse an abbreviation that could mean a dangerous option.
             let given = name.trim_start_matches('-');
             if let Some((esc, why)) = spec
@@ -115,16 +107,16 @@ pub(crate) fn inspect_known(
                 );
             }
         }
-        if let Some((esc, why)) = spec.escapes.iter().find(|(e, _)| e == name) {
+        if let Some((esc, why)) = spec.escapes.iter().find(|(e, _)| *e == name) {
             insp.escape(esc, *why);
         }
-        if spec.program_opts.contains(&name.as_str()) {
+        if spec.program_opts.contains(&name) {
             program_supplied = true;
         }
         // A list of names on stdin could come from any earlier stage (`echo /etc/shadow |`),
         // and no argument check would see them. (An optional value left out means stdin
         // too: `xz --files`.)
-        if spec.name_lists.contains(&name.as_str()) && value.as_deref().is_none_or(|v| v == "-") {
+        if spec.name_lists.contains(&name) && value.is_none_or(|v| v == "-") {
             insp.escape(
                 &format!("{name} -"),
                 format!(
@@ -133,10 +125,10 @@ pub(crate) fn inspect_known(
             );
         }
         if let Some(v) = value {
-            if spec.path_opts.contains(&name.as_str()) || spec.name_lists.contains(&name.as_str()) {
-                insp.paths.push(PathCheck::Path(v.clone()));
+            if spec.path_opts.contains(&name) || spec.name_lists.contains(&name) {
+                insp.paths.push(PathCheck::Path(v.to_owned()));
             } else if !spec.typed_values || !known_option(&spec.grammar, name) {
-                insp.paths.push(PathCheck::Generic(v.clone()));
+                insp.paths.push(PathCheck::Generic(v.to_owned()));
             }
         }
     }

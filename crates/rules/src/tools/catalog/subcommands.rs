@@ -249,22 +249,14 @@ pub(crate) fn inspect(
             .push((at, entry.inject.iter().map(|a| (*a).to_owned()).collect()));
     }
     let (options, flags_only) = both_readings(table, &rest);
-    for arg in options.args.iter().chain(&flags_only.args) {
-        let Arg::Opt {
-            name,
-            value,
-            ambiguous,
-        } = arg
-        else {
-            continue;
-        };
+    for (name, value, ambiguous) in options.options().chain(flags_only.options()) {
         let name = entry
             .aliases
             .iter()
-            .find(|(short, _)| short == name)
-            .map_or(name.as_str(), |(_, long)| *long);
+            .find(|(short, _)| *short == name)
+            .map_or(name, |(_, long)| *long);
         // An ambiguous abbreviation means every option it abbreviates.
-        let is = |full: &str| means(name, *ambiguous, full);
+        let is = |full: &str| means(name, ambiguous, full);
         for esc in table.escapes.iter().chain(entry.escapes) {
             if is(esc.id) || esc.also.iter().any(|o| is(o)) {
                 insp.escape(esc.id, format!("`{program} {sub} {}` {}", esc.id, esc.why));
@@ -273,7 +265,7 @@ pub(crate) fn inspect(
         if let Some(v) = value
             && table.path_opts.iter().any(|o| is(o))
         {
-            insp.paths.push(PathCheck::Path(v.clone()));
+            insp.paths.push(PathCheck::Path(v.to_owned()));
         }
     }
     if let Some(refusal) = &entry.refuse
