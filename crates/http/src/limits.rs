@@ -29,7 +29,7 @@ use axum::http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use axum::middleware::Next;
 use futures_util::StreamExt;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use safe_mcp_core::audit::{Caller, HttpRefusal};
+use safe_mcp_core::audit::{Caller, HttpRefusal, HttpRefused};
 use safe_mcp_core::config::HttpLimits;
 use serde_json::json;
 
@@ -201,7 +201,7 @@ impl Limits {
     async fn refuse(
         self: &Arc<Self>,
         caller: &Caller,
-        event: &'static str,
+        event: HttpRefused,
         status: StatusCode,
         reason: String,
     ) -> Response<Body> {
@@ -372,7 +372,7 @@ pub async fn admit(
         return limits
             .refuse(
                 &who,
-                "session",
+                HttpRefused::Session,
                 StatusCode::FORBIDDEN,
                 "this MCP session belongs to another caller".into(),
             )
@@ -384,7 +384,12 @@ pub async fn admit(
     }
     let too_many = |full: Full| {
         let reason = full.reason(&limits.settings);
-        limits.refuse(&who, "limit", StatusCode::TOO_MANY_REQUESTS, reason)
+        limits.refuse(
+            &who,
+            HttpRefused::Limit,
+            StatusCode::TOO_MANY_REQUESTS,
+            reason,
+        )
     };
     let in_flight = match limits.begin_request(&caller) {
         Ok(f) => f,

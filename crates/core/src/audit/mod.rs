@@ -28,7 +28,7 @@ pub mod writer;
 pub use chain::{Chain, GENESIS, MAX_FIELD_CHARS, clean_text, is_hidden, rfc3339_now, sanitize};
 pub use gate::{Gate, NotAdmitted, Server};
 pub use record::{
-    ApprovalAsked, Attempt, CallId, Caller, EndedBy, HttpRefusal, NetworkEvent, NetworkRecord,
-    Outcome, OutputCounts, ProtectedEvent, ProtectedRecord,
+    ApprovalAsked, ApprovalEvent, Attempt, CallId, Caller, EndedBy, HttpRefusal, HttpRefused,
+    NetworkEvent, NetworkRecord, Outcome, OutputCounts, ProtectedEvent, ProtectedRecord,
 };
 pub use writer::{AuditError, AuditLog, AuditOptions};

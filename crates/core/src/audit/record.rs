@@ -186,14 +186,22 @@ pub struct OutputCounts {
     pub stderr_truncated: bool,
 }
 
+/// What an `approval` record says happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ApprovalEvent {
+    /// A person is being asked about a call.
+    Asked,
+}
+
 /// An `approval` record: a person is being asked about a call (the decision goes into the
 /// call's attempt record).
 #[derive(Debug, Clone, Serialize)]
 pub struct ApprovalAsked {
     /// The call asked about.
     pub call: CallId,
-    /// `asked`.
-    pub event: &'static str,
+    /// What happened: a person is being asked.
+    pub event: ApprovalEvent,
     /// The tool called.
     pub tool: &'static str,
     /// Each stage's argv, redacted, as the person sees it.
@@ -363,13 +371,23 @@ impl NetworkRecord {
     }
 }
 
+/// Why the transport refused a request (an `http` record's `event`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HttpRefused {
+    /// One of the caller's limits (429).
+    Limit,
+    /// Another caller's MCP session (403).
+    Session,
+}
+
 /// An `http` audit record: a request of an authenticated caller that the transport refused
 /// before any tool saw it (one of the caller's limits, or another caller's MCP session).
 /// Requests without a valid token are not recorded: anyone could fill the trail with them.
 #[derive(Debug, Clone, Serialize)]
 pub struct HttpRefusal {
-    /// `limit` (429) or `session` (403).
-    pub event: &'static str,
+    /// Which check refused it.
+    pub event: HttpRefused,
     /// The HTTP status answered.
     pub status: u16,
     #[serde(flatten)]

@@ -140,7 +140,7 @@ impl Approvals<'_> {
         };
         let asked = ApprovalAsked {
             call: q.call.clone(),
-            event: "asked",
+            event: crate::audit::ApprovalEvent::Asked,
             tool: q.tool,
             argv: q.shown.clone(),
             required: q.reasons.clone(),

@@ -10,7 +10,7 @@ import sys
 import jsonschema
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from mcp_compat import field
+from mcp_compat import checked_call, field
 
 CALLS = [
     ("describe_policy", {}, "OK"),
@@ -65,10 +65,7 @@ async def main(binary: str, policy: str) -> None:
                 assert schema, f"{name} declares no outputSchema"
                 jsonschema.Draft202012Validator.check_schema(schema)
             for name, args, expected in CALLS:
-                result = await session.call_tool(name, args)
-                envelope = field(result, "structured_content", "structuredContent")
-                assert envelope is not None, f"{name}: no structuredContent"
-                jsonschema.validate(envelope, field(tools[name], "output_schema", "outputSchema"))
+                result, envelope = await checked_call(session, tools, name, args)
                 if name == "read_file" and envelope["code"] == "OK":
                     # A read's text block is for a reader: the verdict, the lines numbered.
                     text = result.content[0].text

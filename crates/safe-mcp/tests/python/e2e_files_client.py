@@ -7,10 +7,9 @@ import asyncio
 import json
 import sys
 
-import jsonschema
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from mcp_compat import field
+from mcp_compat import checked_call, field
 
 async def main(binary: str, policy: str) -> None:
     params = StdioServerParameters(command=binary, args=["files", "--config", policy], env={})
@@ -22,9 +21,7 @@ async def main(binary: str, policy: str) -> None:
             assert sorted(tools) == expected, sorted(tools)
 
             async def call(name, args, code):
-                result = await session.call_tool(name, args)
-                envelope = field(result, "structured_content", "structuredContent")
-                jsonschema.validate(envelope, field(tools[name], "output_schema", "outputSchema"))
+                result, envelope = await checked_call(session, tools, name, args)
                 first = result.content[0].text.split("\n", 1)[0]
                 assert first == f"{envelope['code']}: {envelope['reason']}".split("\n")[0], f"{name}: the text block does not open with the verdict: {first!r}"
                 assert envelope["code"] == code, f"{name} {args}: {envelope['code']} != {code}: {envelope['reason']}"

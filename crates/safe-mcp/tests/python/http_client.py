@@ -10,7 +10,7 @@ import sys
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
-from mcp_compat import field
+from mcp_compat import envelope_of, field
 
 
 class Warnings(logging.Handler):
@@ -37,18 +37,18 @@ async def main(url: str, token: str | None) -> None:
             tools = {t.name for t in (await session.list_tools()).tools}
             assert "run_command" in tools and "explain_command" in tools, tools
             result = await session.call_tool("run_command", {"command": "echo over http"})
-            envelope = field(result, "structured_content", "structuredContent")
+            envelope = envelope_of(result)
             assert envelope["code"] == "OK", envelope
             assert envelope["detail"]["stdout"] == "over http\n", envelope
             assert field(result, "is_error", "isError") is False, result
             explained = await session.call_tool("explain_command", {"command": "echo hi"})
-            assert field(explained, "structured_content", "structuredContent")["code"] == "OK"
+            assert envelope_of(explained)["code"] == "OK"
             described = await session.call_tool("describe_policy", {})
-            assert field(described, "structured_content", "structuredContent")["code"] == "OK"
+            assert envelope_of(described)["code"] == "OK"
             listed = await session.call_tool("list_processes", {})
-            assert field(listed, "structured_content", "structuredContent")["code"] == "OK"
+            assert envelope_of(listed)["code"] == "OK"
             denied = await session.call_tool("run_command", {"command": "whoami"})
-            envelope = field(denied, "structured_content", "structuredContent")
+            envelope = envelope_of(denied)
             assert envelope["code"] == "POLICY_DENIED", envelope
             assert field(denied, "is_error", "isError") is True, denied
     # Closing the session (DELETE) is answered as the SDK expects: no warning.

@@ -10,7 +10,7 @@ import sys
 
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from mcp_compat import field
+from mcp_compat import envelope_of, field
 
 SCRIPT = "for i in 1 2 3 4 5 6; do echo step $i; sleep 0.3; done"
 
@@ -36,10 +36,10 @@ async def main(binary: str, policy: str) -> None:
             result = await session.call_tool(
                 "run_command", {"command": ["sh", "-c", SCRIPT]}, progress_callback=on_progress
             )
-            assert field(result, "structured_content", "structuredContent")["code"] == "OK", result
+            assert envelope_of(result)["code"] == "OK", result
             before = len(unasked)
             result = await session.call_tool("run_command", {"command": ["sh", "-c", SCRIPT]})
-            assert field(result, "structured_content", "structuredContent")["code"] == "OK", result
+            assert envelope_of(result)["code"] == "OK", result
             await asyncio.sleep(0.5)
             print(json.dumps({"with": seen, "without": len(unasked) - before}))
 

@@ -8,10 +8,9 @@ import asyncio
 import json
 import sys
 
-import jsonschema
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from mcp_compat import field
+from mcp_compat import checked_call, field
 
 
 async def main(binary: str, policy: str) -> None:
@@ -22,10 +21,7 @@ async def main(binary: str, policy: str) -> None:
             tools = {t.name: t for t in (await session.list_tools()).tools}
 
             async def call(name, args):
-                result = await session.call_tool(name, args)
-                envelope = field(result, "structured_content", "structuredContent")
-                jsonschema.validate(envelope, field(tools[name], "output_schema", "outputSchema"))
-                return envelope
+                return (await checked_call(session, tools, name, args))[1]
 
             started = await call("start_process", {"command": ["sh", "-c", "while read l; do echo echo:$l; done"]})
             assert started["code"] == "OK", started
