@@ -132,7 +132,8 @@ def use_groups(text):
 def source(path):
     text = open(path, encoding="utf-8").read()
     text = re.sub(r'r#+"(?:.|\n)*?"#+', '""', text)
-    text = re.sub(r'"(?:[^"\\]|\\.)*"', '""', text)
+    # A backslash escapes any character, a line end too (a string continued on the next line).
+    text = re.sub(r'"(?:[^"\\]|\\[\s\S])*"', '""', text)
     text = re.sub(r"'(?:[^'\\\n]|\\.)'", "' '", text)
     text = "\n".join(l.split("//")[0] for l in text.split("\n"))
     return without_tests(text)
