@@ -39,7 +39,7 @@ FLOORS = {
     "rules": [["paths", "cut", "env_prefix", "envelope", "egress", "tools", "redact", "protected", "credentials"], ["config", "syntax", "reader", "args", "jail", "gitdir"], ["policy"]],
     "exec": [
         # The pieces: directories, the filter, a child's steps, the view of the machine.
-        ["rundir", "seccomp", "step", "execlog", "tmp", "view", "egress", "capture"],
+        ["fault", "rundir", "seccomp", "step", "execlog", "tmp", "view", "egress", "capture"],
         # The confinement each child applies, built once.
         ["confine"],
         # Children made and reaped, then a plan run.

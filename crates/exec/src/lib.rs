@@ -27,6 +27,7 @@ mod capture;
 pub mod confine;
 mod egress;
 mod execlog;
+mod fault;
 mod inner;
 pub mod reap;
 mod run;

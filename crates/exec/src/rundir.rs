@@ -7,27 +7,45 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::fault::AtPath;
+
 /// 64 random bits in hex.
-pub(crate) fn random_hex() -> Result<String, String> {
+pub(crate) fn random_hex() -> std::io::Result<String> {
     let mut bytes = [0u8; 8];
-    let mut urandom = std::fs::File::open("/dev/urandom").map_err(|e| e.to_string())?;
-    std::io::Read::read_exact(&mut urandom, &mut bytes).map_err(|e| e.to_string())?;
+    let mut urandom = std::fs::File::open("/dev/urandom")?;
+    std::io::Read::read_exact(&mut urandom, &mut bytes)?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// Makes `<parent>/<prefix><pid>-<hex>` with `mode`.
-pub(crate) fn make(parent: &Path, prefix: &str, mode: u32) -> Result<PathBuf, String> {
-    use std::os::unix::fs::DirBuilderExt;
+pub(crate) fn make(parent: &Path, prefix: &str, mode: u32) -> Result<PathBuf, AtPath> {
     let pid = std::process::id();
+    make_named(parent, mode, || {
+        random_hex().map(|hex| format!("{prefix}{pid}-{hex}"))
+    })
+}
+
+/// Makes a directory with `mode` in `parent`, named by `name` (a fresh name each try: one
+/// that exists already is tried again, 16 times at most).
+pub(crate) fn make_named(
+    parent: &Path,
+    mode: u32,
+    mut name: impl FnMut() -> std::io::Result<String>,
+) -> Result<PathBuf, AtPath> {
+    use std::os::unix::fs::DirBuilderExt;
     for _ in 0..16 {
-        let dir = parent.join(format!("{prefix}{pid}-{}", random_hex()?));
+        let dir = parent.join(name().map_err(|e| AtPath::new(parent, e))?);
         match std::fs::DirBuilder::new().mode(mode).create(&dir) {
             Ok(()) => return Ok(dir),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(format!("cannot make {}: {e}", dir.display())),
+            Err(e) => return Err(AtPath::new(dir, e)),
         }
     }
-    Err(format!("no free name for a {prefix}* directory"))
+    let taken = std::io::Error::new(
+        std::io::ErrorKind::AlreadyExists,
+        "no free name in 16 tries",
+    );
+    Err(AtPath::new(parent, taken))
 }
 
 /// Removes the `<prefix>*` directories of servers that are no longer running.

@@ -18,7 +18,23 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use crate::fault::AtPath;
 use crate::rundir;
+
+/// Why the temporary directories could not be had.
+#[derive(Debug)]
+pub(crate) enum TmpError {
+    /// A directory could not be made.
+    At(AtPath),
+    /// The server's temporary directory lies inside the jail.
+    InsideJail(PathBuf),
+}
+
+impl From<AtPath> for TmpError {
+    fn from(at: AtPath) -> TmpError {
+        TmpError::At(at)
+    }
+}
 
 const ROOT_PREFIX: &str = "safe-mcp-tmp-";
 
@@ -46,15 +62,11 @@ const POOL_SIZE: usize = 16;
 impl TmpRoot {
     /// Makes the root beneath the server's temporary directory, which must lie outside
     /// `jail`.
-    pub(crate) fn create(jail: &Path) -> Result<TmpRoot, String> {
+    pub(crate) fn create(jail: &Path) -> Result<TmpRoot, TmpError> {
         let parent = std::env::temp_dir();
-        let parent = std::fs::canonicalize(&parent)
-            .map_err(|e| format!("the temporary directory {}: {e}", parent.display()))?;
+        let parent = std::fs::canonicalize(&parent).map_err(|e| AtPath::new(&parent, e))?;
         if parent.starts_with(jail) {
-            return Err(format!(
-                "the server's temporary directory {} lies inside the jail; set TMPDIR for the server to a directory outside it",
-                parent.display()
-            ));
+            return Err(TmpError::InsideJail(parent));
         }
         rundir::remove_stale(&parent, ROOT_PREFIX);
         Ok(TmpRoot {
@@ -69,8 +81,7 @@ impl TmpRoot {
     }
 
     /// An empty directory for one call: an untouched one from the pool, or a new one.
-    pub(crate) fn for_call(&self) -> Result<CallTmp, String> {
-        use std::os::unix::fs::DirBuilderExt;
+    pub(crate) fn for_call(&self) -> Result<CallTmp, AtPath> {
         let reused = self.pool.lock().unwrap_or_else(|e| e.into_inner()).pop();
         if let Some((dir, made)) = reused {
             return Ok(CallTmp {
@@ -79,22 +90,13 @@ impl TmpRoot {
                 pool: Arc::clone(&self.pool),
             });
         }
-        for _ in 0..16 {
-            let dir = self.dir.join(rundir::random_hex()?);
-            match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
-                Ok(()) => {
-                    let made = std::fs::symlink_metadata(&dir).ok().map(|m| stamp_of(&m));
-                    return Ok(CallTmp {
-                        dir,
-                        made,
-                        pool: Arc::clone(&self.pool),
-                    });
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(format!("cannot make {}: {e}", dir.display())),
-            }
-        }
-        Err("no free name for a call's temporary directory".into())
+        let dir = rundir::make_named(&self.dir, 0o700, rundir::random_hex)?;
+        let made = std::fs::symlink_metadata(&dir).ok().map(|m| stamp_of(&m));
+        Ok(CallTmp {
+            dir,
+            made,
+            pool: Arc::clone(&self.pool),
+        })
     }
 }
 
@@ -198,5 +200,26 @@ mod tests {
         std::fs::remove_file(path.join("gone")).unwrap();
         drop(fourth);
         assert!(!path.exists(), "a directory that was written in is removed");
+    }
+
+    /// A jail holding the server's temporary directory is refused by name, and a directory
+    /// that cannot be made keeps its path and the system's error as the cause.
+    #[test]
+    fn a_tmp_inside_the_jail_is_refused_and_a_failure_keeps_its_cause() {
+        let temp = std::fs::canonicalize(std::env::temp_dir()).unwrap();
+        let refused = crate::confine::ConfineError::from(TmpRoot::create(&temp).unwrap_err());
+        assert!(refused.to_string().contains("set TMPDIR"), "{refused}");
+        let jail = tempfile::tempdir().unwrap();
+        let root = TmpRoot::create(jail.path()).unwrap();
+        let gone = root.path().join("gone");
+        let failed = rundir::make_named(&gone, 0o700, rundir::random_hex).unwrap_err();
+        let failed = crate::confine::ConfineError::Tmp(failed);
+        let cause = std::error::Error::source(&failed).expect("the path's error");
+        assert!(
+            cause.to_string().starts_with(&gone.display().to_string()),
+            "{cause}"
+        );
+        let io = std::error::Error::source(cause).expect("the system's error");
+        assert!(io.to_string().contains("No such file"), "{io}");
     }
 }

@@ -11,6 +11,8 @@
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
+use crate::fault::AtPath;
+
 /// A cgroup v1 `pids` group for this server's commands. RLIMIT_NPROC does not bind root, so a
 /// root server caps its commands' process count here instead (when the controller exists).
 pub(super) struct PidsCgroup {
@@ -151,7 +153,7 @@ impl MemoryCgroups {
     /// A group for one call, limited to the policy's memory: every stage joins it before it
     /// can allocate, so the whole command tree counts against one limit. Reused when one is
     /// free, made otherwise.
-    pub(super) fn for_call(&self) -> Result<CallMemory, String> {
+    pub(super) fn for_call(&self) -> Result<CallMemory, AtPath> {
         let reused = self.free.lock().ok().and_then(|mut free| free.pop());
         let group = match reused {
             Some(group) => group,
@@ -163,24 +165,26 @@ impl MemoryCgroups {
         })
     }
 
-    fn make(&self) -> Result<Group, String> {
+    fn make(&self) -> Result<Group, AtPath> {
         let n = self.made.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = self.dir.join(format!("call-{n}"));
-        std::fs::create_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        std::fs::create_dir(&dir).map_err(|e| AtPath::new(&dir, e))?;
         let configured = (|| {
             let limit = self.limit.to_string();
-            std::fs::write(dir.join("memory.limit_in_bytes"), &limit)
-                .map_err(|e| format!("memory.limit_in_bytes: {e}"))?;
+            let write = |name: &str| {
+                let file = dir.join(name);
+                std::fs::write(&file, &limit).map_err(|e| AtPath::new(file, e))
+            };
+            write("memory.limit_in_bytes")?;
             // With swap accounting, swap counts too: a command must not page out past it.
-            let memsw = dir.join("memory.memsw.limit_in_bytes");
-            if memsw.exists() {
-                std::fs::write(&memsw, &limit)
-                    .map_err(|e| format!("memory.memsw.limit_in_bytes: {e}"))?;
+            if dir.join("memory.memsw.limit_in_bytes").exists() {
+                write("memory.memsw.limit_in_bytes")?;
             }
+            let tasks = dir.join("tasks");
             std::fs::OpenOptions::new()
                 .write(true)
-                .open(dir.join("tasks"))
-                .map_err(|e| format!("tasks: {e}"))
+                .open(&tasks)
+                .map_err(|e| AtPath::new(tasks, e))
         })();
         match configured {
             Ok(tasks) => Ok(Group {

@@ -43,7 +43,7 @@ use rules::{LandlockRules, add_path_rule};
 use tcp::TcpAccess;
 
 pub use capabilities::capability_report;
-pub use error::ConfineError;
+pub use error::{AtPath, ConfineError};
 pub use report::planned_report;
 pub(crate) use report::{egress_tier_here, namespaces_possible};
 pub use rules::landlock_abi;
@@ -99,7 +99,7 @@ impl Confinement {
     /// As root this makes the server's pids and memory cgroups: only a server that runs
     /// commands calls it.
     pub fn new(spec: &ConfinementSpec) -> Result<Self, ConfineError> {
-        let tmp_root = TmpRoot::create(&spec.jail_root).map_err(ConfineError::Tmp)?;
+        let tmp_root = TmpRoot::create(&spec.jail_root)?;
         let pids_cgroup = PidsCgroup::create(spec.limits.processes);
         let memory = match spec.mode {
             SandboxMode::Off => None,
@@ -195,9 +195,7 @@ impl Confinement {
             executables,
             group_mounts,
             counters,
-            tmp_root_c: CString::new(tmp_root.path().as_os_str().as_bytes()).map_err(|_| {
-                ConfineError::Tmp("the temporary directory's path holds a NUL byte".into())
-            })?,
+            tmp_root_c: c_path(tmp_root.path())?,
             tmp_flags: libc::MS_NOSUID
                 | libc::MS_NODEV
                 | if spec.exec_in_jail {
@@ -258,8 +256,8 @@ impl Confinement {
             Some(Err(why)) => return Err(ConfineError::Egress(why.clone())),
             Some(Ok(Tier::Namespace)) => (None, Some(EGRESS_PORT)),
             Some(Ok(Tier::Landlock)) => {
-                let (listener, port) = crate::egress::loopback_listener()
-                    .map_err(|e| ConfineError::Egress(format!("the proxy's listener: {e}")))?;
+                let (listener, port) =
+                    crate::egress::loopback_listener().map_err(ConfineError::EgressListener)?;
                 (Some(listener), Some(port))
             }
         };
@@ -272,9 +270,7 @@ impl Confinement {
                 }
             }
         }
-        let tmp_c = CString::new(tmp.path().as_os_str().as_bytes()).map_err(|_| {
-            ConfineError::Tmp("a call's temporary directory holds a NUL byte".into())
-        })?;
+        let tmp_c = c_path(tmp.path())?;
         let memory = match &self.memory {
             Some(groups) => Some(groups.for_call().map_err(ConfineError::Memory)?),
             None => None,
@@ -725,6 +721,14 @@ fn view_of(
             Ok((None, state, group_mounts))
         }
     }
+}
+
+/// `path` as a C string for the children; a NUL byte in it makes it no path they can use.
+fn c_path(path: &Path) -> Result<CString, ConfineError> {
+    CString::new(path.as_os_str().as_bytes()).map_err(|_| {
+        let nul = std::io::Error::new(std::io::ErrorKind::InvalidInput, "holds a NUL byte");
+        ConfineError::Tmp(AtPath::new(path, nul))
+    })
 }
 
 #[cfg(test)]

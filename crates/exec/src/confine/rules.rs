@@ -148,7 +148,7 @@ impl LandlockRules {
         let open = |path: &Path, access| {
             PathFd::new(path)
                 .map(|fd| (fd, access_for(path, access)))
-                .map_err(|e| ConfineError::Landlock(format!("{}: {e}", path.display())))
+                .map_err(|e| ConfineError::landlock(path.display(), e))
         };
         let mut rules = Vec::with_capacity(wanted.len());
         for (path, access) in wanted.into_iter().filter(|(p, _)| p.exists()) {
@@ -214,7 +214,7 @@ impl LandlockRules {
     /// which checks every right against the kernel as the compatibility level says. Done
     /// once at start, so that a refusal stops the start rather than a call.
     pub(super) fn validate(&self, tmp: &Path) -> Result<(), ConfineError> {
-        let err = |e: landlock::RulesetError| ConfineError::Landlock(e.to_string());
+        let err = |e: landlock::RulesetError| ConfineError::landlock("the ruleset", e);
         let mut ruleset = Ruleset::default()
             .set_compatibility(self.level)
             .handle_access(AccessFs::from_all(TARGET_ABI))
@@ -233,8 +233,7 @@ impl LandlockRules {
             .ports
             .iter()
             .map(|p| Ok(NetPort::new(*p, AccessNet::BindTcp | AccessNet::ConnectTcp)));
-        let tmp_fd = PathFd::new(tmp)
-            .map_err(|e| ConfineError::Landlock(format!("{}: {e}", tmp.display())))?;
+        let tmp_fd = PathFd::new(tmp).map_err(|e| ConfineError::landlock(tmp.display(), e))?;
         let rules = self
             .rules
             .iter()
@@ -269,9 +268,7 @@ impl LandlockRules {
         group: usize,
     ) -> Result<OwnedFd, ConfineError> {
         let (attr, size, fs) = (&self.attr, self.attr_size, self.attr.handled_access_fs);
-        let failed = |what: &str| {
-            ConfineError::Landlock(format!("{what}: {}", std::io::Error::last_os_error()))
-        };
+        let failed = |what: &str| ConfineError::landlock(what, std::io::Error::last_os_error());
         // SAFETY: the kernel reads `size` bytes of `attr`, a repr(C) struct on this stack
         // at least that large, and returns a new descriptor (or -1).
         let fd = unsafe {
@@ -293,7 +290,7 @@ impl LandlockRules {
             rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC,
             rustix::fs::Mode::empty(),
         )
-        .map_err(|e| ConfineError::Landlock(format!("{}: {e}", tmp.display())))?;
+        .map_err(|e| ConfineError::landlock(tmp.display(), std::io::Error::from(e)))?;
         let helpers = group
             .checked_sub(1)
             .and_then(|k| self.exec_groups.get(k))
@@ -314,13 +311,13 @@ impl LandlockRules {
             && self.attr.handled_access_net & crate::egress::CONNECT_TCP != 0
         {
             crate::egress::allow_port(ruleset.as_fd(), port, crate::egress::CONNECT_TCP)
-                .map_err(|e| ConfineError::Landlock(format!("the proxy's port rule: {e}")))?;
+                .map_err(|e| ConfineError::landlock("the proxy's port rule", e))?;
         }
         if self.attr.handled_access_net != 0 {
             for &port in &self.ports {
                 let access = crate::egress::CONNECT_TCP | crate::egress::BIND_TCP;
                 crate::egress::allow_port(ruleset.as_fd(), port, access)
-                    .map_err(|e| ConfineError::Landlock(format!("listen_ports {port}: {e}")))?;
+                    .map_err(|e| ConfineError::landlock(format!("listen_ports {port}"), e))?;
             }
         }
         Ok(ruleset)

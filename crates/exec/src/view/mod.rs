@@ -95,7 +95,7 @@ impl View {
             return Err("the server's temporary directory lies inside the jail".into());
         }
         rundir::remove_stale(&parent, PREFIX);
-        let dir = rundir::make(&parent, PREFIX, 0o700)?;
+        let dir = rundir::make(&parent, PREFIX, 0o700).map_err(|e| e.to_string())?;
         let view = match build(spec, &dir, tmp_root, executable, held) {
             Ok((mut entries, user, pid, pts, limited)) => View {
                 user_limits: limited,
