@@ -8,9 +8,7 @@ import json
 import sys
 
 import jsonschema
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
-from mcp_compat import checked_call, field
+from mcp_compat import stdio_session, checked_call, field
 
 CALLS = [
     ("describe_policy", {}, "OK"),
@@ -48,33 +46,30 @@ def check_reader_text(name, text, envelope):
 
 
 async def main(binary: str, policy: str) -> None:
-    params = StdioServerParameters(command=binary, args=["terminal", "--config", policy], env={})
-    async with stdio_client(params) as (read, write):
-        async with ClientSession(read, write) as session:
-            init = await session.initialize()
-            info = field(init, "server_info", "serverInfo")
-            assert info.name == "safe-mcp", info
-            tools = {t.name: t for t in (await session.list_tools()).tools}
-            assert sorted(tools) == [
-                "describe_policy", "edit_file", "explain_command", "list_processes", "read_file",
-                "read_process_output", "run_command", "start_process", "stop_process", "write_file",
-                "write_process_input",
-            ], sorted(tools)
-            for name, tool in tools.items():
-                schema = field(tool, "output_schema", "outputSchema")
-                assert schema, f"{name} declares no outputSchema"
-                jsonschema.Draft202012Validator.check_schema(schema)
-            for name, args, expected in CALLS:
-                result, envelope = await checked_call(session, tools, name, args)
-                if name == "read_file" and envelope["code"] == "OK":
-                    # A read's text block is for a reader: the verdict, the lines numbered.
-                    text = result.content[0].text
-                    assert text.startswith("OK: ") and "     2\t    return 1" in text, text
-                else:
-                    check_reader_text(name, result.content[0].text, envelope)
-                assert envelope["code"] == expected, f"{name} {args}: {envelope['code']} != {expected}: {envelope['reason']}"
-                assert field(result, "is_error", "isError") == (not envelope["ok"]), f"{name}: isError mismatch"
-                print(f"{name} {json.dumps(args)} -> {envelope['code']}")
+    async with stdio_session(binary, ["terminal", "--config", policy]) as (session, init):
+        info = field(init, "server_info", "serverInfo")
+        assert info.name == "safe-mcp", info
+        tools = {t.name: t for t in (await session.list_tools()).tools}
+        assert sorted(tools) == [
+            "describe_policy", "edit_file", "explain_command", "list_processes", "read_file",
+            "read_process_output", "run_command", "start_process", "stop_process", "write_file",
+            "write_process_input",
+        ], sorted(tools)
+        for name, tool in tools.items():
+            schema = field(tool, "output_schema", "outputSchema")
+            assert schema, f"{name} declares no outputSchema"
+            jsonschema.Draft202012Validator.check_schema(schema)
+        for name, args, expected in CALLS:
+            result, envelope = await checked_call(session, tools, name, args)
+            if name == "read_file" and envelope["code"] == "OK":
+                # A read's text block is for a reader: the verdict, the lines numbered.
+                text = result.content[0].text
+                assert text.startswith("OK: ") and "     2\t    return 1" in text, text
+            else:
+                check_reader_text(name, result.content[0].text, envelope)
+            assert envelope["code"] == expected, f"{name} {args}: {envelope['code']} != {expected}: {envelope['reason']}"
+            assert field(result, "is_error", "isError") == (not envelope["ok"]), f"{name}: isError mismatch"
+            print(f"{name} {json.dumps(args)} -> {envelope['code']}")
     print(f"validated {len(CALLS)} results against their output schemas")
 
 

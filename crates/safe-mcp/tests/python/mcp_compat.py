@@ -1,5 +1,6 @@
 """Shared by the end-to-end clients: the official Python MCP SDK, across its 1.x and 2.x names,
 and the envelope every tool returns."""
+import contextlib
 
 
 def field(obj, *names):
@@ -25,3 +26,16 @@ async def checked_call(session, tools, name, args):
     assert found is not None, f"{name}: no structuredContent"
     jsonschema.validate(found, field(tools[name], "output_schema", "outputSchema"))
     return result, found
+
+
+@contextlib.asynccontextmanager
+async def stdio_session(binary, args, **session_args):
+    """An initialized client session with `binary args` over stdio, the server started with
+    an empty environment. Yields the session and what `initialize` returned."""
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    params = StdioServerParameters(command=binary, args=args, env={})
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write, **session_args) as session:
+            yield session, await session.initialize()

@@ -8,15 +8,12 @@ import asyncio
 import json
 import sys
 
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
-from mcp_compat import envelope_of, field
+from mcp_compat import stdio_session, envelope_of, field
 
 SCRIPT = "for i in 1 2 3 4 5 6; do echo step $i; sleep 0.3; done"
 
 
 async def main(binary: str, policy: str) -> None:
-    params = StdioServerParameters(command=binary, args=["terminal", "--config", policy], env={})
     unasked = []
 
     async def on_message(message) -> None:
@@ -25,23 +22,21 @@ async def main(binary: str, policy: str) -> None:
         if getattr(note, "method", None) == "notifications/progress":
             unasked.append(note.params.progress)
 
-    async with stdio_client(params) as (read, write):
-        async with ClientSession(read, write, message_handler=on_message) as session:
-            await session.initialize()
-            seen = []
+    async with stdio_session(binary, ["terminal", "--config", policy], message_handler=on_message) as (session, _):
+        seen = []
 
-            async def on_progress(progress, total, message) -> None:
-                seen.append([progress, message])
+        async def on_progress(progress, total, message) -> None:
+            seen.append([progress, message])
 
-            result = await session.call_tool(
-                "run_command", {"command": ["sh", "-c", SCRIPT]}, progress_callback=on_progress
-            )
-            assert envelope_of(result)["code"] == "OK", result
-            before = len(unasked)
-            result = await session.call_tool("run_command", {"command": ["sh", "-c", SCRIPT]})
-            assert envelope_of(result)["code"] == "OK", result
-            await asyncio.sleep(0.5)
-            print(json.dumps({"with": seen, "without": len(unasked) - before}))
+        result = await session.call_tool(
+            "run_command", {"command": ["sh", "-c", SCRIPT]}, progress_callback=on_progress
+        )
+        assert envelope_of(result)["code"] == "OK", result
+        before = len(unasked)
+        result = await session.call_tool("run_command", {"command": ["sh", "-c", SCRIPT]})
+        assert envelope_of(result)["code"] == "OK", result
+        await asyncio.sleep(0.5)
+        print(json.dumps({"with": seen, "without": len(unasked) - before}))
 
 
 if __name__ == "__main__":
