@@ -26,8 +26,7 @@ fn approvals(sb: &Sandbox, args: &[&str]) -> (i32, String, String) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_client_that_cannot_ask_gets_a_ticket_a_person_approves_and_it_runs_once() {
-    let sb = sandbox("");
-    let c = Client::start(&sb, Reply::Accept(true), false, false).await;
+    let (sb, c) = Client::fresh(Reply::Accept(true), false).await;
     let r = c.run("touch needs-ok").await;
     assert_eq!(r["code"], "POLICY_DENIED", "{r}");
     let ticket = ticket_of(&r);
@@ -172,8 +171,7 @@ async fn describe_and_explain_say_how_this_client_would_be_asked() {
     for (elicitation, words) in [(true, "a form in this client"), (false, "with a ticket")] {
         // A sandbox each: the desk is one per audit trail, and the last server may still
         // hold it while it exits.
-        let sb = sandbox("");
-        let c = Client::start(&sb, Reply::Accept(true), elicitation, false).await;
+        let (_sb, c) = Client::fresh(Reply::Accept(true), elicitation).await;
         let d = c.call("describe_policy", json!({})).await;
         let approvals = d["detail"]["approvals"].as_str().unwrap();
         assert!(approvals.contains(words), "{elicitation}: {approvals}");
@@ -256,8 +254,7 @@ async fn on_the_stateless_protocol_a_client_without_forms_gets_a_ticket() {
 /// the line, OSC retitling the window, BEL, a bidi override reversing the words).
 #[tokio::test(flavor = "multi_thread")]
 async fn approvals_list_prints_no_control_sequence_of_the_models() {
-    let sb = sandbox("");
-    let c = Client::start(&sb, Reply::Accept(true), false, false).await;
+    let (sb, c) = Client::fresh(Reply::Accept(true), false).await;
     let name = "a\u{1b}]0;title\u{7}b\u{1b}[8mhidden\u{1b}[2Kc\u{202e}gnp.d";
     let r = c
         .run_with(json!({"command": ["touch", "needs-ok", name]}))
@@ -279,8 +276,7 @@ async fn approvals_list_prints_no_control_sequence_of_the_models() {
 /// its own it is told to wait for the person, and nothing runs.
 #[tokio::test(flavor = "multi_thread")]
 async fn one_caller_holds_at_most_sixteen_waiting_tickets() {
-    let sb = sandbox("");
-    let c = Client::start(&sb, Reply::Accept(true), false, false).await;
+    let (sb, c) = Client::fresh(Reply::Accept(true), false).await;
     for i in 0..16 {
         let r = c.run(&format!("touch needs-ok wait-{i}")).await;
         assert!(r["detail"]["approval"]["ticket"].is_string(), "{i}: {r}");

@@ -198,6 +198,19 @@ impl Client {
         &self.service
     }
 
+    /// A default sandbox, and a client of it that answers `reply` (an URL it cannot take).
+    pub(super) async fn fresh(reply: Reply, elicitation: bool) -> (Sandbox, Client) {
+        let sb = sandbox("");
+        let c = Client::start(&sb, reply, elicitation, false).await;
+        (sb, c)
+    }
+
+    /// `write_file` of `content` to `path`.
+    pub(super) async fn write_file(&self, path: &str, content: &str) -> Value {
+        self.call("write_file", json!({"path": path, "content": content}))
+            .await
+    }
+
     pub(super) async fn call(&self, tool: &str, args: Value) -> Value {
         let Value::Object(args) = args else { panic!() };
         let call = self.service.call_tool(
@@ -246,9 +259,27 @@ pub(super) fn ticket_of(r: &Value) -> String {
 
 /// Checks that a call the person declined was refused saying so, and that nothing ran.
 pub(super) fn assert_declined(sb: &Sandbox, r: &Value) {
+    assert!(refused(sb, r).contains("declined"), "{r}");
+}
+
+/// Checks that `r` was refused and `needs-ok` not touched; returns the reason.
+pub(super) fn refused<'a>(sb: &Sandbox, r: &'a Value) -> &'a str {
     assert_eq!(r["code"], "POLICY_DENIED", "{r}");
-    assert!(reason_of(r).contains("declined"), "{r}");
-    assert!(!sb.jail.join("needs-ok").exists());
+    assert!(!sb.jail.join("needs-ok").exists(), "a refused command ran");
+    reason_of(r)
+}
+
+/// The message of a form the client was asked to fill.
+fn form_message(asked: &ElicitRequestParams) -> String {
+    let ElicitRequestParams::FormElicitationParams { message, .. } = asked else {
+        panic!("not a form: {asked:?}");
+    };
+    message.clone()
+}
+
+/// A sandbox whose approvals go through a page on `port`, with `more` lines.
+fn url_sandbox(port: u16, more: &str) -> Sandbox {
+    sandbox(&format!("url_base = \"http://127.0.0.1:{port}\"\n{more}"))
 }
 
 pub(super) fn approval_of(sb: &Sandbox) -> Value {
@@ -261,8 +292,7 @@ pub(super) fn approval_of(sb: &Sandbox) -> Value {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn explain_says_approval_is_needed_and_never_asks() {
-    let sb = sandbox("");
-    let c = Client::start(&sb, Reply::Accept(true), true, false).await;
+    let (sb, c) = Client::fresh(Reply::Accept(true), true).await;
     let r = c.explain("touch needs-ok").await;
     assert_eq!(r["code"], "OK", "{r}");
     assert_eq!(r["detail"]["needs_approval"], true, "{r}");
@@ -270,15 +300,13 @@ async fn explain_says_approval_is_needed_and_never_asks() {
     assert_eq!(plain["detail"]["needs_approval"], false, "{plain}");
     // Deny wins over confirm: a denied command needs no approval and is never asked about.
     let r = c.run("touch needs-ok forbidden").await;
-    assert_eq!(r["code"], "POLICY_DENIED", "{r}");
+    refused(&sb, &r);
     assert!(c.asked().is_empty());
-    assert!(!sb.jail.join("needs-ok").exists());
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_accepted_form_with_approve_true_runs_the_command() {
-    let sb = sandbox("");
-    let c = Client::start(&sb, Reply::Accept(true), true, false).await;
+    let (sb, c) = Client::fresh(Reply::Accept(true), true).await;
     let r = c.run("touch needs-ok").await;
     assert_eq!(r["code"], "OK", "{r}");
     assert!(sb.jail.join("needs-ok").exists());
@@ -360,9 +388,7 @@ async fn no_answer_in_time_refuses() {
     let sb = sandbox("timeout_seconds = 1");
     let c = Client::start(&sb, Reply::Silence, true, false).await;
     let r = c.run("touch needs-ok").await;
-    assert_eq!(r["code"], "POLICY_DENIED", "{r}");
-    assert!(reason_of(&r).contains("within 1 s"), "{r}");
-    assert!(!sb.jail.join("needs-ok").exists());
+    assert!(refused(&sb, &r).contains("within 1 s"), "{r}");
     assert_eq!(approval_of(&sb)["decision"], "timeout");
 }
 
@@ -371,23 +397,17 @@ async fn deny_mode_refuses_without_asking() {
     let sb = sandbox("mode = \"deny\"");
     let c = Client::start(&sb, Reply::Accept(true), true, false).await;
     let r = c.run("touch needs-ok").await;
-    assert_eq!(r["code"], "POLICY_DENIED", "{r}");
-    assert!(reason_of(&r).contains("mode = \"deny\""), "{r}");
+    assert!(refused(&sb, &r).contains("mode = \"deny\""), "{r}");
     assert!(c.asked().is_empty());
-    assert!(!sb.jail.join("needs-ok").exists());
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_stage_needing_approval_inside_a_pipeline_asks_for_the_whole_line() {
-    let sb = sandbox("");
-    let c = Client::start(&sb, Reply::Decline, true, false).await;
+    let (sb, c) = Client::fresh(Reply::Decline, true).await;
     let r = c.run("echo hi | touch needs-ok && touch after").await;
-    assert_eq!(r["code"], "POLICY_DENIED", "{r}");
-    assert!(!sb.jail.join("needs-ok").exists());
+    refused(&sb, &r);
     assert!(!sb.jail.join("after").exists(), "no stage of the line ran");
-    let ElicitRequestParams::FormElicitationParams { message, .. } = &c.asked()[0] else {
-        panic!()
-    };
+    let message = form_message(&c.asked()[0]);
     for stage in ["echo hi", "touch needs-ok", "touch after"] {
         assert!(message.contains(stage), "{stage}: {message}");
     }
@@ -395,14 +415,12 @@ async fn a_stage_needing_approval_inside_a_pipeline_asks_for_the_whole_line() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn start_process_needs_the_same_approval() {
-    let sb = sandbox("");
-    let c = Client::start(&sb, Reply::Decline, true, false).await;
+    let (sb, c) = Client::fresh(Reply::Decline, true).await;
     let r = c
         .call("start_process", json!({"command": "touch needs-ok"}))
         .await;
-    assert_eq!(r["code"], "POLICY_DENIED", "{r}");
+    refused(&sb, &r);
     assert_eq!(c.asked().len(), 1);
-    assert!(!sb.jail.join("needs-ok").exists());
 }
 
 fn free_port() -> u16 {
@@ -416,7 +434,7 @@ fn free_port() -> u16 {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_page_decides_and_a_used_url_approves_nothing() {
     let port = free_port();
-    let sb = sandbox(&format!("url_base = \"http://127.0.0.1:{port}\""));
+    let sb = url_sandbox(port, "");
     let c = Client::start(&sb, Reply::Visit("approve"), true, true).await;
     let r = c.run("touch needs-ok").await;
     assert_eq!(r["code"], "OK", "{r}");
@@ -454,17 +472,12 @@ async fn the_page_decides_and_a_used_url_approves_nothing() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_client_that_accepts_on_its_own_cannot_approve() {
-    let port = free_port();
-    let sb = sandbox(&format!(
-        "url_base = \"http://127.0.0.1:{port}\"\ntimeout_seconds = 2"
-    ));
+    let sb = url_sandbox(free_port(), "timeout_seconds = 2");
     let c = Client::start(&sb, Reply::AcceptOnly, true, true).await;
     let r = c.run("touch needs-ok").await;
-    assert_eq!(r["code"], "POLICY_DENIED", "{r}");
-    assert!(reason_of(&r).contains("within 2 s"), "{r}");
-    assert!(!sb.jail.join("needs-ok").exists());
+    assert!(refused(&sb, &r).contains("within 2 s"), "{r}");
     // A person who says no on the page.
-    let sb = sandbox(&format!("url_base = \"http://127.0.0.1:{}\"", free_port()));
+    let sb = url_sandbox(free_port(), "");
     let c = Client::start(&sb, Reply::Visit("deny"), true, true).await;
     let r = c.run("touch needs-ok").await;
     assert_declined(&sb, &r);
@@ -473,9 +486,7 @@ async fn a_client_that_accepts_on_its_own_cannot_approve() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_page_refuses_forged_answers() {
     let port = free_port();
-    let sb = sandbox(&format!(
-        "url_base = \"http://127.0.0.1:{port}\"\ntimeout_seconds = 5"
-    ));
+    let sb = url_sandbox(port, "timeout_seconds = 5");
     let c = Client::start(&sb, Reply::AcceptOnly, true, true).await;
     let run = c.run("touch needs-ok");
     let forge = async {
@@ -518,8 +529,7 @@ async fn the_page_refuses_forged_answers() {
         );
     };
     let (r, ()) = tokio::join!(run, forge);
-    assert_eq!(r["code"], "POLICY_DENIED", "{r}");
-    assert!(!sb.jail.join("needs-ok").exists());
+    refused(&sb, &r);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -528,13 +538,11 @@ async fn a_client_that_cannot_be_asked_is_refused_with_the_reason() {
     let sb = sandbox("");
     let s = sb.session().await;
     let r = s.run("touch needs-ok").await;
-    assert_eq!(r["code"], "POLICY_DENIED", "{r}");
-    let reason = reason_of(&r);
+    let reason = refused(&sb, &r);
     assert!(
         reason.contains("did not declare") || reason.contains("2026-07-28"),
         "{reason}"
     );
-    assert!(!sb.jail.join("needs-ok").exists());
 }
 
 /// Round 3, item 11: a bidi override in an argument (`U+202E` makes a push read as
@@ -542,18 +550,14 @@ async fn a_client_that_cannot_be_asked_is_refused_with_the_reason() {
 /// raw reaches the person.
 #[tokio::test(flavor = "multi_thread")]
 async fn hidden_characters_are_shown_escaped_and_named() {
-    let sb = sandbox("");
-    let c = Client::start(&sb, Reply::Decline, true, false).await;
+    let (sb, c) = Client::fresh(Reply::Decline, true).await;
     let r = c
         .run_with(
             json!({"command": ["touch", "needs-ok", "\u{202e}nur-yrd--", "zero\u{200b}width"]}),
         )
         .await;
     assert_eq!(r["code"], "POLICY_DENIED", "{r}");
-    let asked = c.asked();
-    let ElicitRequestParams::FormElicitationParams { message, .. } = &asked[0] else {
-        panic!("not a form: {:?}", asked[0]);
-    };
+    let message = form_message(&c.asked()[0]);
     assert!(
         !message.contains('\u{202e}') && !message.contains('\u{200b}'),
         "{message:?}"
@@ -567,9 +571,7 @@ async fn hidden_characters_are_shown_escaped_and_named() {
     // A plain command has no such warning.
     let c = Client::start(&sb, Reply::Decline, true, false).await;
     c.run("touch needs-ok").await;
-    let ElicitRequestParams::FormElicitationParams { message, .. } = &c.asked()[0] else {
-        panic!()
-    };
+    let message = form_message(&c.asked()[0]);
     assert!(!message.contains("Warning"), "{message}");
 }
 
@@ -581,12 +583,7 @@ async fn file_writes_to_confirm_paths_wait_for_a_person() {
     let sb = sandbox("");
     sb.append_policy("[terminal.files]\nconfirm_paths = [\"Cargo.toml\", \".github/**\"]");
     let yes = Client::start(&sb, Reply::Accept(true), true, false).await;
-    let r = yes
-        .call(
-            "write_file",
-            json!({"path": "Cargo.toml", "content": "[package]\n"}),
-        )
-        .await;
+    let r = yes.write_file("Cargo.toml", "[package]\n").await;
     assert_eq!(r["code"], "OK", "{r}");
     assert_eq!(
         std::fs::read_to_string(sb.jail.join("Cargo.toml")).unwrap(),
@@ -594,14 +591,10 @@ async fn file_writes_to_confirm_paths_wait_for_a_person() {
     );
     let asked = yes.asked();
     assert_eq!(asked.len(), 1);
-    let ElicitRequestParams::FormElicitationParams { message, .. } = &asked[0] else {
-        panic!("not a form: {:?}", asked[0]);
-    };
+    let message = form_message(&asked[0]);
     assert!(message.contains("write_file Cargo.toml"), "{message}");
     assert!(message.contains("confirm_paths"), "{message}");
-    let r = yes
-        .call("write_file", json!({"path": "free.txt", "content": "x"}))
-        .await;
+    let r = yes.write_file("free.txt", "x").await;
     assert_eq!(r["code"], "OK", "{r}");
     assert_eq!(
         yes.asked().len(),
@@ -625,10 +618,7 @@ async fn file_writes_to_confirm_paths_wait_for_a_person() {
 
     let no = Client::start(&sb, Reply::Decline, true, false).await;
     let r = no
-        .call(
-            "write_file",
-            json!({"path": ".github/workflows/ci.yml", "content": "on: push\n"}),
-        )
+        .write_file(".github/workflows/ci.yml", "on: push\n")
         .await;
     assert_eq!(r["code"], "POLICY_DENIED", "{r}");
     assert!(reason_of(&r).contains("the person declined"), "{r}");

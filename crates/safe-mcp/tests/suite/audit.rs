@@ -48,8 +48,7 @@ fn audit_at(sb: &Sandbox, path: &Path) {
 /// (util-linux `script`).
 #[tokio::test(flavor = "multi_thread")]
 async fn tail_is_coloured_on_a_terminal_plain_when_piped_and_json_on_request() {
-    let sb = Sandbox::new("");
-    let s = sb.session().await;
+    let (sb, s) = Sandbox::started("").await;
     s.run("echo one").await;
     s.run("whoami").await;
     drop(s);
@@ -92,8 +91,7 @@ async fn tail_is_coloured_on_a_terminal_plain_when_piped_and_json_on_request() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn verify_and_tail_read_a_real_trail() {
-    let sb = Sandbox::new("");
-    let s = sb.session().await;
+    let (sb, s) = Sandbox::started("").await;
     s.run("echo one").await;
     s.run("whoami").await;
     s.run("cat notes.txt | wc -l").await;
@@ -337,8 +335,7 @@ async fn a_crash_with_16_callers_in_flight_leaves_a_verifiable_trail() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn records_are_safe_to_print_and_tail_follows() {
-    let sb = Sandbox::new("");
-    let s = sb.session().await;
+    let (sb, s) = Sandbox::started("").await;
     let hostile = "\u{1b}]0;pwned\u{7}\u{1b}[31mred\u{202E}txt.exe\nforged line";
     s.run_with(json!({"command": ["echo", hostile]})).await;
     let raw = std::fs::read(&sb.audit).unwrap();

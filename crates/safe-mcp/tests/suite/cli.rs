@@ -8,6 +8,11 @@ use super::support::{
     safe_mcp_on,
 };
 
+/// Checks that `safe-mcp terminal` refuses to start with the policy `p`, saying `needle`.
+fn terminal_fatal(p: &str, needle: &str) {
+    assert_fatal(&run(&["terminal", "--config", p], &[]), needle);
+}
+
 pub(super) fn run(args: &[&str], envs: &[(&str, &str)]) -> Output {
     let mut c = Command::new(BIN);
     c.args(args).env_clear().stdin(Stdio::null());
@@ -59,35 +64,23 @@ fn every_startup_failure_is_fatal_and_named() {
         "[terminal.limits]",
         "[terminal.limits]\ntimeout_secs = 3",
     );
-    assert_fatal(
-        &run(&["terminal", "--config", &p], &[]),
-        "unknown field `timeout_secs`",
-    );
+    terminal_fatal(&p, "unknown field `timeout_secs`");
     let p = policy_with(&sb, "jail_root = \"jail\"", "");
-    assert_fatal(
-        &run(&["terminal", "--config", &p], &[]),
-        "jail_root` is not set",
-    );
+    terminal_fatal(&p, "jail_root` is not set");
     let p = policy_with(&sb, "jail_root = \"jail\"", "jail_root = \"policy.toml\"");
-    assert_fatal(
-        &run(&["terminal", "--config", &p], &[]),
-        "not an existing directory",
-    );
+    terminal_fatal(&p, "not an existing directory");
     let p = policy_with(
         &sb,
         "audit_log = \"audit.jsonl\"",
         "audit_log = \"jail/audit.jsonl\"",
     );
-    assert_fatal(&run(&["terminal", "--config", &p], &[]), "lies inside");
+    terminal_fatal(&p, "lies inside");
     let p = policy_with(
         &sb,
         "[terminal]",
         "[redaction]\nextra_patterns = [{ name = \"x\", regex = \"([\" }]\n[terminal]",
     );
-    assert_fatal(
-        &run(&["terminal", "--config", &p], &[]),
-        "not a valid regex",
-    );
+    terminal_fatal(&p, "not a valid regex");
     let p = policy_with(
         &sb,
         "[terminal]",
@@ -95,10 +88,7 @@ fn every_startup_failure_is_fatal_and_named() {
     );
     assert_fatal(&run(&["policy", "check", "--config", &p], &[]), "layer");
     let p = policy_with(&sb, "[terminal]", "[nonsense]\n[terminal]");
-    assert_fatal(
-        &run(&["terminal", "--config", &p], &[]),
-        "unknown field `nonsense`",
-    );
+    terminal_fatal(&p, "unknown field `nonsense`");
     assert_fatal(
         &run(
             &["terminal", "--config", &p],

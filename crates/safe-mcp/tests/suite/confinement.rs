@@ -88,8 +88,7 @@ async fn a_child_cannot_connect_to_tcp_on_loopback() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_running_child_has_no_new_privs_and_a_seccomp_filter() {
-    let sb = Sandbox::new("");
-    let s = sb.session().await;
+    let (_sb, s) = Sandbox::started("").await;
     let call = s.call(
         "run_command",
         json!({"command": "sleep 4.731", "timeout_seconds": 8}),

@@ -182,11 +182,7 @@ impl World {
             .await;
         assert_eq!(r["code"], "OK", "{r}");
         assert_eq!(r["detail"]["exit_code"], 0, "{r}");
-        std::fs::write(
-            sb.jail.join("work/change.txt"),
-            "pushed through the proxy\n",
-        )
-        .unwrap();
+        sb.write_in_jail("work/change.txt", "pushed through the proxy\n");
         for argv in [
             json!(["git", "-C", "work", "add", "change.txt"]),
             json!(["git", "-C", "work", "commit", "-q", "-m", "change"]),

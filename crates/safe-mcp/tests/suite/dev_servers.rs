@@ -110,12 +110,7 @@ async fn a_read_until_exit_returns_a_long_run_whole_with_its_start_and_end() {
     let sb = sandbox("");
     let s = sb.session().await;
     let program = "for i in range(5000):\n    print('line', i)\n";
-    let handle = s
-        .start_process(json!({"command": ["python3", "-c", program]}))
-        .await;
-    let r = s
-        .read_process(&handle, json!({"wait_seconds": 60, "until": "exit"}))
-        .await;
+    let (handle, r) = s.py_until_exit(program, 60).await;
     assert_eq!(r["detail"]["running"], false, "{r}");
     assert_eq!(r["reason"], "ended: exit code 0", "{r}");
     let out = stdout_of(&r);
@@ -172,7 +167,7 @@ async fn node_fetch_and_npm_test_work_under_the_node_profile_root_and_unprivileg
     let path = std::env::var("PATH").unwrap_or_default();
     for uid in [None, Some(65534)] {
         let sb = node_sandbox();
-        std::fs::write(sb.jail.join("serve.js"), NODE_FETCH).unwrap();
+        sb.write_in_jail("serve.js", NODE_FETCH);
         std::fs::write(
             sb.jail.join("package.json"),
             r#"{"name": "t", "version": "1.0.0", "scripts": {"test": "node serve.js"}}"#,
@@ -302,27 +297,8 @@ fn host_get(address: &str, path: &str) -> std::io::Result<String> {
 async fn an_exposed_port_reaches_the_session_from_the_host_until_it_ends() {
     let sb = sandbox("[terminal.sessions]\nmax_exposed = 1\nexpose_ports = [18700, 18720]");
     let s = sb.session().await;
-    let command = json!([
-        "python3",
-        "-u",
-        "-m",
-        "http.server",
-        "8000",
-        "--bind",
-        "127.0.0.1"
-    ]);
-    let started = s
-        .call(
-            "start_process",
-            json!({"command": command, "expose_port": 8000}),
-        )
-        .await;
-    assert_eq!(started["code"], "OK", "{started}");
-    let handle = started["detail"]["handle"].as_str().unwrap().to_owned();
-    let address = started["detail"]["exposed"]["address"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let started = expose(&s, 8000).await;
+    let (handle, address) = exposed(&started);
     let url = started["detail"]["exposed"]["url"].as_str().unwrap();
     assert_eq!(url, format!("http://{address}/"), "{started}");
     let at: std::net::SocketAddr = address.parse().unwrap();
@@ -343,12 +319,7 @@ async fn an_exposed_port_reaches_the_session_from_the_host_until_it_ends() {
     assert!(page.ends_with("alpha\nbeta\ngamma\n"), "{page}");
 
     // One port at a time: a second exposing session is refused and nothing starts.
-    let refused = s
-        .call(
-            "start_process",
-            json!({"command": command, "expose_port": 8001}),
-        )
-        .await;
+    let refused = expose(&s, 8001).await;
     assert_eq!(refused["code"], "POLICY_DENIED", "{refused}");
     assert!(reason_of(&refused).contains("max_exposed"), "{refused}");
     let listed = s.call("list_processes", json!({})).await;
@@ -386,15 +357,36 @@ async fn an_exposed_port_reaches_the_session_from_the_host_until_it_ends() {
     assert!(closed, "the exposed port outlived its session");
 
     // Once its slot is free again, another session can expose.
-    let again = s
-        .call(
-            "start_process",
-            json!({"command": command, "expose_port": 8000}),
-        )
-        .await;
+    let again = expose(&s, 8000).await;
     assert_eq!(again["code"], "OK", "{again}");
     s.call("stop_process", json!({"handle": again["detail"]["handle"]}))
         .await;
+}
+
+/// `start_process` of python's web server on 127.0.0.1:8000, exposing `port`.
+async fn expose(s: &Session, port: u16) -> Value {
+    let command = [
+        "python3",
+        "-u",
+        "-m",
+        "http.server",
+        "8000",
+        "--bind",
+        "127.0.0.1",
+    ];
+    s.call(
+        "start_process",
+        json!({"command": command, "expose_port": port}),
+    )
+    .await
+}
+
+/// The handle and the exposed address of a `start_process` that must have started.
+fn exposed(started: &Value) -> (String, String) {
+    assert_eq!(started["code"], "OK", "{started}");
+    let handle = started["detail"]["handle"].as_str().unwrap().to_owned();
+    let address = started["detail"]["exposed"]["address"].as_str().unwrap();
+    (handle, address.to_owned())
 }
 
 /// The call a network record names, wherever the trail's framing keeps it.
@@ -412,22 +404,12 @@ fn started_call(record: &Value) -> String {
 async fn expose_port_is_refused_under_egress_and_starts_nothing() {
     let sb = sandbox("[terminal.network]\nmode = \"allowlist\"\nallow_domains = [\"example.com\"]");
     let s = sb.session().await;
-    let r = s
-        .call(
-            "start_process",
-            json!({"command": ["python3", "-m", "http.server", "8000"], "expose_port": 8000}),
-        )
-        .await;
+    let r = expose(&s, 8000).await;
     assert_eq!(r["code"], "OPERATION_FAILED", "{r}");
     assert!(reason_of(&r).contains("allowlist"), "{r}");
     let listed = s.call("list_processes", json!({})).await;
     assert_eq!(listed["detail"]["processes"], json!([]), "{listed}");
-    let r = s
-        .call(
-            "start_process",
-            json!({"command": ["python3", "-m", "http.server", "8000"], "expose_port": 0}),
-        )
-        .await;
+    let r = expose(&s, 0).await;
     assert_eq!(r["code"], "INVALID_REQUEST", "{r}");
 }
 
@@ -443,18 +425,7 @@ async fn an_unprivileged_server_exposes_a_port_the_same_way() {
     sb.give_to(uid);
     let path = std::env::var("PATH").unwrap_or_default();
     let s = sb.session_as_with_path(uid, Some(&path)).await;
-    let started = s
-        .call(
-            "start_process",
-            json!({"command": ["python3", "-u", "-m", "http.server", "8000", "--bind", "127.0.0.1"], "expose_port": 8000}),
-        )
-        .await;
-    assert_eq!(started["code"], "OK", "{started}");
-    let handle = started["detail"]["handle"].as_str().unwrap().to_owned();
-    let address = started["detail"]["exposed"]["address"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (handle, address) = exposed(&expose(&s, 8000).await);
     s.read_process(&handle, json!({"wait_seconds": 20, "until": "quiet"}))
         .await;
     let page = tokio::task::spawn_blocking(move || host_get(&address, "/notes.txt"))
@@ -470,12 +441,7 @@ async fn an_unprivileged_server_exposes_a_port_the_same_way() {
 async fn a_session_killed_by_a_limit_says_which() {
     let sb = Sandbox::allowing(&["python3"], "cpu_seconds = 1");
     let s = sb.session().await;
-    let handle = s
-        .start_process(json!({"command": ["python3", "-c", "while True: pass"]}))
-        .await;
-    let r = s
-        .read_process(&handle, json!({"wait_seconds": 60, "until": "exit"}))
-        .await;
+    let (_, r) = s.py_until_exit("while True: pass", 60).await;
     assert_eq!(r["detail"]["running"], false, "{r}");
     assert_eq!(r["detail"]["limit"], "cpu_seconds", "{r}");
     let reason = reason_of(&r);

@@ -23,7 +23,7 @@ fn sandbox(limits: &str) -> Sandbox {
 async fn tar_runs_its_compressors_and_nothing_else_gets_them() {
     let sb = sandbox("timeout_seconds = 60\nmax_output_bytes = 65536");
     std::fs::create_dir_all(sb.jail.join("src")).unwrap();
-    std::fs::write(sb.jail.join("src/a.txt"), "alpha\n").unwrap();
+    sb.write_in_jail("src/a.txt", "alpha\n");
     let s = sb.session().await;
     let mut tried = 0;
     for (flag, program, suffix) in [
@@ -260,7 +260,7 @@ async fn a_long_build_log_keeps_its_start_end_and_errors_within_a_clients_share(
         }
     }
     log.push_str("error: could not compile `crate-1500` (lib) due to 1 previous error\n");
-    std::fs::write(sb.jail.join("build.log"), &log).unwrap();
+    sb.write_in_jail("build.log", &log);
     let s = sb.session().await;
     let result = s
         .raw_call("run_command", json!({"command": "cat build.log"}))

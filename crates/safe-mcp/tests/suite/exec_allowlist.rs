@@ -32,6 +32,19 @@ pub(super) async fn session(sb: &Sandbox) -> Session {
     .await
 }
 
+/// Where cargo is installed: a sandbox allowing `echo` under the rust profile, with `extra`
+/// TOML, whose jail holds `files` (path, text); `None` (the test skipped) where it is not.
+fn cargo_sandbox(extra: &str, files: &[(&str, &str)]) -> Option<Sandbox> {
+    if !present("cargo") {
+        return None;
+    }
+    let sb = sandbox(&["echo"], &["rust"], extra);
+    for (path, text) in files {
+        put(&sb, path, text);
+    }
+    Some(sb)
+}
+
 /// Writes `text` at `path` in the jail, with its directories.
 fn put(sb: &Sandbox, path: &str, text: &str) {
     let path = sb.jail.join(path);
@@ -69,7 +82,7 @@ async fn what_an_interpreter_starts_is_held_to_the_allowlist() {
     }
     let sb = sandbox(&["echo", "ls"], &["python"], "");
     std::fs::create_dir_all(sb.jail.join("src")).unwrap();
-    std::fs::write(sb.jail.join("src/main.py"), "print(1)\n").unwrap();
+    sb.write_in_jail("src/main.py", "print(1)\n");
     let s = session(&sb).await;
     let r = s.run_with(python(TRY_EACH)).await;
     assert_eq!(r["code"], "OK", "{r}");
@@ -149,44 +162,44 @@ async fn what_an_interpreter_starts_is_held_to_the_allowlist() {
 /// script and a proc macro (a path dependency, offline) builds and tests.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_rust_profile_builds_proc_macros_and_build_scripts_but_not_curl() {
-    if !present("cargo") {
+    let files = [
+        (
+            "ws/Cargo.toml",
+            "[workspace]\nmembers = [\"app\", \"answer\"]\nresolver = \"2\"\n",
+        ),
+        (
+            "ws/answer/Cargo.toml",
+            "[package]\nname = \"answer\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[lib]\nproc-macro = true\n",
+        ),
+        (
+            "ws/answer/src/lib.rs",
+            "use proc_macro::TokenStream;\n#[proc_macro]\npub fn answer(_: TokenStream) -> TokenStream { \"42\".parse().unwrap() }\n",
+        ),
+        (
+            "ws/app/Cargo.toml",
+            "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[dependencies]\nanswer = { path = \"../answer\" }\n",
+        ),
+        (
+            "ws/app/build.rs",
+            "fn main() { println!(\"cargo:rustc-env=BUILT_BY=build-script\"); }\n",
+        ),
+        (
+            "ws/app/src/lib.rs",
+            "/// ```\n/// assert_eq!(app::value(), 42);\n/// ```\npub fn value() -> u32 { answer::answer!() }\npub const BY: &str = env!(\"BUILT_BY\");\n#[test]\nfn macro_and_script() { assert_eq!(value(), 42); assert_eq!(BY, \"build-script\"); }\n",
+        ),
+        (
+            "bad/Cargo.toml",
+            "[package]\nname = \"bad\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+        ),
+        (
+            "bad/build.rs",
+            "fn main() { let r = std::process::Command::new(\"curl\").arg(\"--version\").status(); println!(\"cargo:warning=curl: {r:?}\"); if r.is_err() { panic!(\"curl did not start: {r:?}\"); } }\n",
+        ),
+        ("bad/src/lib.rs", "pub fn f() {}\n"),
+    ];
+    let Some(sb) = cargo_sandbox("", &files) else {
         return;
-    }
-    let sb = sandbox(&["echo"], &["rust"], "");
-    let write = |path: &str, text: &str| put(&sb, path, text);
-    write(
-        "ws/Cargo.toml",
-        "[workspace]\nmembers = [\"app\", \"answer\"]\nresolver = \"2\"\n",
-    );
-    write(
-        "ws/answer/Cargo.toml",
-        "[package]\nname = \"answer\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[lib]\nproc-macro = true\n",
-    );
-    write(
-        "ws/answer/src/lib.rs",
-        "use proc_macro::TokenStream;\n#[proc_macro]\npub fn answer(_: TokenStream) -> TokenStream { \"42\".parse().unwrap() }\n",
-    );
-    write(
-        "ws/app/Cargo.toml",
-        "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[dependencies]\nanswer = { path = \"../answer\" }\n",
-    );
-    write(
-        "ws/app/build.rs",
-        "fn main() { println!(\"cargo:rustc-env=BUILT_BY=build-script\"); }\n",
-    );
-    write(
-        "ws/app/src/lib.rs",
-        "/// ```\n/// assert_eq!(app::value(), 42);\n/// ```\npub fn value() -> u32 { answer::answer!() }\npub const BY: &str = env!(\"BUILT_BY\");\n#[test]\nfn macro_and_script() { assert_eq!(value(), 42); assert_eq!(BY, \"build-script\"); }\n",
-    );
-    write(
-        "bad/Cargo.toml",
-        "[package]\nname = \"bad\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
-    );
-    write(
-        "bad/build.rs",
-        "fn main() { let r = std::process::Command::new(\"curl\").arg(\"--version\").status(); println!(\"cargo:warning=curl: {r:?}\"); if r.is_err() { panic!(\"curl did not start: {r:?}\"); } }\n",
-    );
-    write("bad/src/lib.rs", "pub fn f() {}\n");
+    };
     let s = session(&sb).await;
     let r = s.run_in("ws", "cargo test --offline").await;
     assert_eq!(r["code"], "OK", "{r}");
@@ -512,17 +525,17 @@ async fn without_the_list_a_forced_push_goes_through(rules: &str) {
 /// the linker and the build script. Without it, the record has no list.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_exec_log_lists_a_builds_compiler_and_linker() {
-    if !present("cargo") {
+    let files = [
+        (
+            "app/Cargo.toml",
+            "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+        ),
+        ("app/build.rs", "fn main() {}\n"),
+        ("app/src/main.rs", "fn main() { println!(\"hi\"); }\n"),
+    ];
+    let Some(sb) = cargo_sandbox("\n[terminal.audit]\nexec_log = true", &files) else {
         return;
-    }
-    let sb = sandbox(&["echo"], &["rust"], "\n[terminal.audit]\nexec_log = true");
-    let write = |path: &str, text: &str| put(&sb, path, text);
-    write(
-        "app/Cargo.toml",
-        "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
-    );
-    write("app/build.rs", "fn main() {}\n");
-    write("app/src/main.rs", "fn main() { println!(\"hi\"); }\n");
+    };
     let s = session(&sb).await;
     let r = s.run_in("app", "cargo build --offline").await;
     assert_eq!(r["detail"]["exit_code"], 0, "{r}");

@@ -139,7 +139,7 @@ async fn replace_all_create_only_and_modes(sb: &Sandbox, s: &Session) {
         )
         .await;
     assert_eq!(r["code"], "CONFLICT", "{r}");
-    std::fs::write(sb.jail.join("run.sh"), "#!/bin/sh\n").unwrap();
+    sb.write_in_jail("run.sh", "#!/bin/sh\n");
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(
         sb.jail.join("run.sh"),
@@ -234,12 +234,11 @@ async fn what_a_command_plants_is_never_followed_or_waited_on() {
 #[tokio::test(flavor = "multi_thread")]
 async fn secrets_sizes_protected_paths_and_the_switches() {
     let sb = sandbox("[terminal.files]\nmax_file_bytes = 4096\n");
-    std::fs::write(
-        sb.jail.join(".env"),
+    sb.write_in_jail(
+        ".env",
         "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\nDEBUG=1\n",
-    )
-    .unwrap();
-    std::fs::write(sb.jail.join("big.txt"), "x".repeat(5000)).unwrap();
+    );
+    sb.write_in_jail("big.txt", "x".repeat(5000));
     let s = sb.session().await;
     // Read redacted; replace refused; an edit that carries a marker refused; one around it works.
     let r = s.call("read_file", json!({"path": ".env"})).await;
@@ -282,7 +281,7 @@ async fn secrets_sizes_protected_paths_and_the_switches() {
     assert_eq!(r["code"], "POLICY_DENIED", "{r}");
     assert!(reason_of(&r).contains("protected path"), "{r}");
     // Binary files are reported by their size.
-    std::fs::write(sb.jail.join("blob.bin"), [0u8, 1, 2, 3]).unwrap();
+    sb.write_in_jail("blob.bin", [0u8, 1, 2, 3]);
     let r = s.call("read_file", json!({"path": "blob.bin"})).await;
     assert_eq!(
         (
@@ -373,7 +372,7 @@ async fn a_write_killed_midway_leaves_old_or_new() {
     let sb = sandbox("[terminal.files]\nmax_file_bytes = 16777216\n");
     let old = "o".repeat(3 << 20);
     let new = "n".repeat(3 << 20);
-    std::fs::write(sb.jail.join("big.txt"), &old).unwrap();
+    sb.write_in_jail("big.txt", &old);
     for round in 0..8u64 {
         let s = sb.session().await;
         let Value::Object(args) = json!({"path": "big.txt", "content": new}) else {
@@ -402,7 +401,7 @@ async fn a_write_killed_midway_leaves_old_or_new() {
             "round {round}: a mix of {} bytes",
             now.len()
         );
-        std::fs::write(sb.jail.join("big.txt"), &old).unwrap();
+        sb.write_in_jail("big.txt", &old);
     }
     // What a killed write left beside the file goes with the next write of it.
     let s = sb.session().await;

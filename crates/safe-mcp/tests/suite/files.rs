@@ -26,6 +26,12 @@ fn assert_trail_verifies(ws: &Workspace) {
     assert!(verify.status.success(), "{said}");
 }
 
+/// `apply_plan` of the plan that `plan` (a `plan_organize` result) made.
+async fn apply(s: &Session, plan: &Value) -> Value {
+    s.call("apply_plan", json!({"plan_id": plan["detail"]["plan_id"]}))
+        .await
+}
+
 pub fn backdate(path: &Path) {
     let old = SystemTime::now() - Duration::from_secs(3600);
     if let Ok(f) = std::fs::File::options().write(true).open(path) {
@@ -157,46 +163,18 @@ async fn six_tools_and_what_list_files_says() {
         entry(&l, "report.pdf")["destination"],
         "Documents/report.pdf"
     );
-    for (name, layer, code, rule) in [
-        (
-            "setup.exe",
-            "restraint",
-            "NEEDS_EXPLICIT_REQUEST",
-            "installer",
-        ),
-        (".bashrc", "restraint", "NEEDS_EXPLICIT_REQUEST", "dotfile"),
-        (
-            "Projects",
-            "restraint",
-            "NEEDS_EXPLICIT_REQUEST",
-            "directory",
-        ),
-        (
-            "mystery.xyz",
-            "restraint",
-            "NEEDS_EXPLICIT_REQUEST",
-            "uncategorized",
-        ),
-        (
-            "link-out.txt",
-            "protection",
-            "POLICY_DENIED",
-            "default-deny",
-        ),
-        (
-            "dangling.pdf",
-            "protection",
-            "POLICY_DENIED",
-            "default-deny",
-        ),
-        ("pipe.txt", "protection", "POLICY_DENIED", "default-deny"),
-        ("hard.txt", "protection", "POLICY_DENIED", "hardlink"),
-        (
-            "new\nline.txt",
-            "protection",
-            "POLICY_DENIED",
-            "unsafe-name",
-        ),
+    let held = ("restraint", "NEEDS_EXPLICIT_REQUEST");
+    let denied = ("protection", "POLICY_DENIED");
+    for (name, (layer, code), rule) in [
+        ("setup.exe", held, "installer"),
+        (".bashrc", held, "dotfile"),
+        ("Projects", held, "directory"),
+        ("mystery.xyz", held, "uncategorized"),
+        ("link-out.txt", denied, "default-deny"),
+        ("dangling.pdf", denied, "default-deny"),
+        ("pipe.txt", denied, "default-deny"),
+        ("hard.txt", denied, "hardlink"),
+        ("new\nline.txt", denied, "unsafe-name"),
     ] {
         let e = entry(&l, name);
         assert_eq!(e["would_move"], false, "{name}");
@@ -269,11 +247,7 @@ async fn plan_changes_nothing_apply_moves_and_undo_redo_round_trip() {
     assert_eq!(s.call("undo_last_action", json!({})).await["code"], "OK");
     // New work clears redo.
     assert_eq!(
-        s.call(
-            "move_file",
-            json!({"src": "notes.txt", "dest": "notes-old.txt"})
-        )
-        .await["code"],
+        s.move_file("notes.txt", "notes-old.txt").await["code"],
         "OK"
     );
     assert_eq!(
@@ -317,9 +291,7 @@ async fn a_file_changed_or_a_destination_created_after_planning_is_a_conflict() 
     std::fs::write(ws.root.join("notes.txt"), "changed after planning").unwrap();
     backdate(&ws.root.join("notes.txt"));
     let before = ws.tree();
-    let r = s
-        .call("apply_plan", json!({"plan_id": plan["detail"]["plan_id"]}))
-        .await;
+    let r = apply(&s, &plan).await;
     assert_eq!(r["code"], "CONFLICT", "{r}");
     assert_eq!(ws.tree(), before, "nothing moved");
 
@@ -327,9 +299,7 @@ async fn a_file_changed_or_a_destination_created_after_planning_is_a_conflict() 
     std::fs::create_dir(ws.root.join("Images")).unwrap();
     std::fs::write(ws.root.join("Images/photo.jpg"), "someone else's photo").unwrap();
     let before = ws.tree();
-    let r = s
-        .call("apply_plan", json!({"plan_id": plan["detail"]["plan_id"]}))
-        .await;
+    let r = apply(&s, &plan).await;
     assert_eq!(r["code"], "CONFLICT", "{r}");
     assert_eq!(ws.tree(), before, "nothing moved, nothing overwritten");
 }
@@ -340,12 +310,7 @@ async fn move_file_applies_protection_only_and_never_overwrites() {
     std::fs::create_dir_all(ws.root.join("repo/.git")).unwrap();
     std::fs::write(ws.root.join("repo/.git/HEAD"), "ref: refs/heads/main\n").unwrap();
     let s = ws.session().await;
-    let r = s
-        .call(
-            "move_file",
-            json!({"src": "setup.exe", "dest": "Installers/setup.exe"}),
-        )
-        .await;
+    let r = s.move_file("setup.exe", "Installers/setup.exe").await;
     assert_eq!(r["code"], "OK", "a named installer may move: {r}");
     assert!(ws.root.join("Installers/setup.exe").exists());
     for (src, dest, code) in [
@@ -361,16 +326,11 @@ async fn move_file_applies_protection_only_and_never_overwrites() {
         ("missing.pdf", "a.pdf", "INVALID_REQUEST"),
         ("Projects", "Projects/inner", "INVALID_REQUEST"),
     ] {
-        let r = s.call("move_file", json!({"src": src, "dest": dest})).await;
+        let r = s.move_file(src, dest).await;
         assert_eq!(r["code"], code, "{src} -> {dest}: {r}");
     }
     symlink("/tmp", ws.root.join("tmp-link")).unwrap();
-    let r = s
-        .call(
-            "move_file",
-            json!({"src": "report.pdf", "dest": "tmp-link/report.pdf"}),
-        )
-        .await;
+    let r = s.move_file("report.pdf", "tmp-link/report.pdf").await;
     assert_eq!(r["code"], "PATH_ESCAPE", "through a symlinked folder: {r}");
     assert!(ws.root.join("report.pdf").exists());
 }
@@ -496,12 +456,7 @@ async fn a_move_across_filesystems_is_refused_never_copied() {
             .success()
     );
     let s = ws.session().await;
-    let r = s
-        .call(
-            "move_file",
-            json!({"src": "report.pdf", "dest": "Elsewhere/report.pdf"}),
-        )
-        .await;
+    let r = s.move_file("report.pdf", "Elsewhere/report.pdf").await;
     let _ = std::process::Command::new("umount")
         .arg("-l")
         .arg(&mnt)
@@ -542,9 +497,7 @@ async fn planning_in_a_loop_keeps_only_the_newest_plans() {
     for _ in 0..20 {
         s.call("plan_organize", json!({})).await;
     }
-    let r = s
-        .call("apply_plan", json!({"plan_id": first["detail"]["plan_id"]}))
-        .await;
+    let r = apply(&s, &first).await;
     assert_eq!(r["code"], "INVALID_REQUEST", "an old plan was dropped: {r}");
 }
 
@@ -555,29 +508,30 @@ async fn planning_in_a_loop_keeps_only_the_newest_plans() {
 async fn every_refusal_is_audited_and_the_trail_still_verifies() {
     let ws = Workspace::new(true);
     let s = ws.session().await;
-    let r = s
-        .call("apply_plan", json!({"plan_id": "no-such-plan"}))
-        .await;
-    assert_eq!(r["code"], "INVALID_REQUEST", "{r}");
-    let r = s
-        .call(
+    let cases = [
+        (
+            "apply_plan",
+            json!({"plan_id": "no-such-plan"}),
+            "INVALID_REQUEST",
+        ),
+        (
             "move_file",
             json!({"src": "../outside.txt", "dest": "x.txt"}),
-        )
-        .await;
-    assert_eq!(r["code"], "PATH_ESCAPE", "{r}");
-    let r = s
-        .call(
+            "PATH_ESCAPE",
+        ),
+        (
             "move_file",
             json!({"src": "notes.txt", "dest": "/etc/notes.txt"}),
-        )
-        .await;
-    assert_eq!(r["code"], "PATH_ESCAPE", "{r}");
-    // Read-only tools and calls whose arguments do not parse are recorded the same way.
-    let r = s.call("list_files", json!({"subdir": "../.."})).await;
-    assert_eq!(r["code"], "PATH_ESCAPE", "{r}");
-    let r = s.call("apply_plan", json!({"plan": 1})).await;
-    assert_eq!(r["code"], "INVALID_REQUEST", "{r}");
+            "PATH_ESCAPE",
+        ),
+        // Read-only tools and calls whose arguments do not parse are recorded the same way.
+        ("list_files", json!({"subdir": "../.."}), "PATH_ESCAPE"),
+        ("apply_plan", json!({"plan": 1}), "INVALID_REQUEST"),
+    ];
+    for (tool, args, code) in &cases {
+        let r = s.call(tool, args.clone()).await;
+        assert_eq!(r["code"], *code, "{tool} {args}: {r}");
+    }
     drop(s);
 
     let records: Vec<Value> = std::fs::read_to_string(&ws.audit)
@@ -587,14 +541,10 @@ async fn every_refusal_is_audited_and_the_trail_still_verifies() {
         .collect();
     let shape = super::support::record_shapes(&records);
     let pair = super::support::record_pair;
-    let want: Vec<_> = [
-        pair("apply_plan", "INVALID_REQUEST"),
-        pair("move_file", "PATH_ESCAPE"),
-        pair("move_file", "PATH_ESCAPE"),
-        pair("list_files", "PATH_ESCAPE"),
-        pair("apply_plan", "INVALID_REQUEST"),
-    ]
-    .concat();
+    let want: Vec<_> = cases
+        .iter()
+        .flat_map(|(tool, _, code)| pair(tool, code))
+        .collect();
     assert_eq!(shape, want);
     for pair in records.chunks(2) {
         assert_eq!(pair[0]["call"], pair[1]["call"]);
@@ -642,7 +592,7 @@ async fn move_file_protects_destinations_and_every_entry_of_a_folder() {
             "deep",
         ),
     ] {
-        let r = s.call("move_file", json!({"src": src, "dest": dest})).await;
+        let r = s.move_file(src, dest).await;
         assert_eq!(r["code"], code, "{src} -> {dest}: {r}");
         let text = r.to_string();
         assert!(
@@ -651,12 +601,7 @@ async fn move_file_protects_destinations_and_every_entry_of_a_folder() {
         );
     }
     assert_eq!(ws.tree(), before, "nothing moved");
-    let r = s
-        .call(
-            "move_file",
-            json!({"src": "plain", "dest": "Archive/plain"}),
-        )
-        .await;
+    let r = s.move_file("plain", "Archive/plain").await;
     assert_eq!(r["code"], "OK", "{r}");
     assert!(root.join("Archive/plain/sub/b.txt").exists());
 }

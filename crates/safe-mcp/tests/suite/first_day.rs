@@ -31,6 +31,15 @@ fn init(args: &[&str], env: &[(&str, &str)], uid: Option<u32>) -> Value {
         .unwrap()
 }
 
+/// `init`'s arguments: `--profile` for each of `profiles`, then `jail` and `output`.
+fn with_profiles<'a>(profiles: &[&'a str], jail: &[&'a str], output: &[&'a str]) -> Vec<&'a str> {
+    let named = profiles.iter().flat_map(|p| ["--profile", p]);
+    named
+        .chain(jail.iter().copied())
+        .chain(output.iter().copied())
+        .collect()
+}
+
 /// A session with the server started as `config` (one `mcpServers` entry) says: its command,
 /// its args, its env and nothing else.
 async fn session_as_configured(config: &Value, uid: Option<u32>) -> Session {
@@ -65,8 +74,7 @@ async fn session_as_configured(config: &Value, uid: Option<u32>) -> Session {
 
 async fn all_succeed(s: &Session, commands: &[&str]) {
     for command in commands {
-        let r = s.run(command).await;
-        assert_eq!(r["code"], "OK", "{command}: {r}");
+        let r = s.run_expecting(command, "OK").await;
         assert_eq!(r["detail"]["exit_code"], 0, "{command}: {r}");
     }
 }
@@ -102,20 +110,11 @@ async fn init_as_root_with_the_real_home_builds_tests_and_commits() {
     )
     .unwrap();
     let config = init(
-        &[
-            "--profile",
-            "rust",
-            "--profile",
-            "git",
-            "--profile",
-            "python",
-            "--profile",
-            "node",
-            "--jail",
-            proj.to_str().unwrap(),
-            "--output",
-            policy.to_str().unwrap(),
-        ],
+        &with_profiles(
+            &["rust", "git", "python", "node"],
+            &["--jail", proj.to_str().unwrap()],
+            &["--output", policy.to_str().unwrap()],
+        ),
         &[("PATH", &path), ("HOME", &home)],
         None,
     );
@@ -204,14 +203,7 @@ async fn init_as_an_unprivileged_user_tests_and_commits() {
     std::os::unix::fs::chown(&test, Some(65534), Some(65534)).unwrap();
     let home_s = home.to_str().unwrap();
     let config = init(
-        &[
-            "--profile",
-            "python",
-            "--profile",
-            "git",
-            "--jail",
-            proj.to_str().unwrap(),
-        ],
+        &with_profiles(&["python", "git"], &["--jail", proj.to_str().unwrap()], &[]),
         &[("PATH", "/usr/bin:/bin"), ("HOME", home_s)],
         Some(65534),
     );
@@ -248,27 +240,13 @@ async fn option_globs_pass_and_integral_floats_are_numbers() {
     assert_eq!(r["code"], "POLICY_DENIED", "{r}");
     assert!(reason_of(&r).contains("not expanded"), "{r}");
 
-    let started = s
-        .call(
-            "start_process",
-            serde_json::json!({"command": "echo hi", "timeout_seconds": 10.0}),
-        )
+    let handle = s
+        .start_process(serde_json::json!({"command": "echo hi", "timeout_seconds": 10.0}))
         .await;
-    assert_eq!(started["code"], "OK", "{started}");
-    let handle = started["detail"]["handle"].as_str().unwrap();
-    let r = s
-        .call(
-            "read_process_output",
-            serde_json::json!({"handle": handle, "wait_seconds": 2.0}),
-        )
-        .await;
+    let wait = |secs: f64| s.read_process(&handle, serde_json::json!({"wait_seconds": secs}));
+    let r = wait(2.0).await;
     assert_eq!(r["code"], "OK", "{r}");
-    let r = s
-        .call(
-            "read_process_output",
-            serde_json::json!({"handle": handle, "wait_seconds": 2.5}),
-        )
-        .await;
+    let r = wait(2.5).await;
     assert_eq!(r["code"], "INVALID_REQUEST", "{r}");
     assert!(reason_of(&r).contains("whole number"), "{r}");
     let r = s
@@ -373,18 +351,11 @@ fn policy_check_of_an_init_policy_is_clean_and_changes_nothing() {
     std::fs::create_dir_all(&proj).unwrap();
     let policy = base.join("conf/p.toml");
     init(
-        &[
-            "--profile",
-            "rust",
-            "--profile",
-            "git",
-            "--profile",
-            "python",
-            "--jail",
-            proj.to_str().unwrap(),
-            "--output",
-            policy.to_str().unwrap(),
-        ],
+        &with_profiles(
+            &["rust", "git", "python"],
+            &["--jail", proj.to_str().unwrap()],
+            &["--output", policy.to_str().unwrap()],
+        ),
         &[("PATH", &path), ("HOME", &home)],
         None,
     );
@@ -574,16 +545,10 @@ async fn two_projects_on_one_machine_do_not_collide() {
         printed.push(String::from_utf8_lossy(&out.stdout).into_owned());
         policies.push(home.join(format!(".config/safe-mcp/{project}.toml")));
     }
-    assert!(
-        printed[0].contains("claude mcp add --scope user safe-terminal-alpha "),
-        "{}",
-        printed[0]
-    );
-    assert!(
-        printed[1].contains("claude mcp add --scope user safe-terminal-beta "),
-        "{}",
-        printed[1]
-    );
+    for (out, project) in printed.iter().zip(["alpha", "beta"]) {
+        let add = format!("claude mcp add --scope user safe-terminal-{project} ");
+        assert!(out.contains(&add), "{out}");
+    }
     let mut sessions = Vec::new();
     for policy in &policies {
         let home = home.clone();

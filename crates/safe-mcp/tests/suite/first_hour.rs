@@ -8,15 +8,13 @@ use super::support::{Sandbox, assert_failed_saying, reason_of, safe_mcp_on, stdo
 
 #[tokio::test(flavor = "multi_thread")]
 async fn terminal_refusals_teach_the_next_step() {
-    let sb = Sandbox::new("");
-    let s = sb.session().await;
+    let (sb, s) = Sandbox::started("").await;
     for (command, code, teaches) in [
         ("cd sub && ls", "POLICY_DENIED", "`cwd` argument"),
         ("ls *.txt", "POLICY_DENIED", "not expanded"),
         ("cat notes.tx?", "POLICY_DENIED", "find . -name"),
     ] {
-        let r = s.run(command).await;
-        assert_eq!(r["code"], code, "{command}: {r}");
+        let r = s.run_expecting(command, code).await;
         assert!(reason_of(&r).contains(teaches), "{command}: {r}");
     }
     // A quoted pattern reaches the program as it should.
@@ -34,11 +32,10 @@ async fn terminal_refusals_teach_the_next_step() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn git_without_an_identity_says_how_the_operator_gives_one() {
-    let sb = Sandbox::new("");
-    let s = sb.session().await;
+    let (sb, s) = Sandbox::started("").await;
     let r = s.run("git init -q repo").await;
     assert_eq!(r["detail"]["exit_code"], 0, "{r}");
-    std::fs::write(sb.jail.join("repo/a.txt"), "a\n").unwrap();
+    sb.write_in_jail("repo/a.txt", "a\n");
     let r = s.run_in("repo", "git add a.txt").await;
     assert_eq!(r["detail"]["exit_code"], 0, "{r}");
     let r = s.run_in("repo", "git commit -qm first").await;
@@ -102,20 +99,10 @@ async fn files_refusals_teach_the_next_step() {
     let r = s.call("plan_organize", json!({})).await;
     assert!(reason_of(&r).contains("plan again in 2 minutes"), "{r}");
     // Onto an existing folder: the full destination path is suggested.
-    let r = s
-        .call(
-            "move_file",
-            json!({"src": "report.pdf", "dest": "Documents"}),
-        )
-        .await;
+    let r = s.move_file("report.pdf", "Documents").await;
     assert_eq!(r["code"], "CONFLICT", "{r}");
     assert_eq!(r["detail"]["suggested_dest"], "Documents/report.pdf", "{r}");
-    let r = s
-        .call(
-            "move_file",
-            json!({"src": "report.pdf", "dest": "Documents/report.pdf"}),
-        )
-        .await;
+    let r = s.move_file("report.pdf", "Documents/report.pdf").await;
     assert_eq!(r["code"], "OK", "{r}");
     // Undo blocked by a file in the way: the reason says what unblocks it.
     std::fs::write(ws.root.join("report.pdf"), "another").unwrap();

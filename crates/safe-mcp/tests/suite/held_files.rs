@@ -50,15 +50,14 @@ async fn confirm_path_held(uid: Option<u32>) {
         "commands = [\"python3\", \"echo\"]",
         "commands = [\"python3\", \"echo\", \"cp\"]",
     );
-    std::fs::write(sb.jail.join("deploy.yaml"), "replicas: 1\n").unwrap();
+    sb.write_in_jail("deploy.yaml", "replicas: 1\n");
     if let Some(uid) = uid {
         sb.give_to(uid);
         std::os::unix::fs::chown(sb.jail.join("deploy.yaml"), Some(uid), Some(uid)).unwrap();
     }
     let s = session_with(&sb, "/usr/bin:/bin", uid).await;
     for c in ["cp notes.txt deploy.yaml", "cp notes.txt ci/deep/x.yaml"] {
-        let r = s.run(c).await;
-        assert_eq!(r["code"], "POLICY_DENIED", "{c}: {r}");
+        let r = s.run_expecting(c, "POLICY_DENIED").await;
         assert!(reason_of(&r).contains("confirm_paths"), "{c}: {r}");
     }
     let out = python(&s, "try:\n    open('deploy.yaml', 'w').write('replicas: 100\\n'); print('wrote')\nexcept OSError as e:\n    print('refused', e.errno)").await;

@@ -154,29 +154,16 @@ fn a_foreign_host_an_unlisted_origin_and_a_huge_body_are_refused() {
     let (_server, url) = serve(&sb.policy, "127.0.0.1:0");
     let port = port_of(&url);
     let here = format!("127.0.0.1:{port}");
-    let (status, reply) = post(&mut tcp(port), &here, "", INITIALIZE);
+    // An initialize from `host`, with `headers`.
+    let initialize = |host: &str, headers: &str| post(&mut tcp(port), host, headers, INITIALIZE);
+    let (status, reply) = initialize(&here, "");
     assert_eq!(status, 200, "{reply}");
     // DNS rebinding: a name that resolves here but is not this server.
-    let (status, _) = post(
-        &mut tcp(port),
-        &format!("evil.example:{port}"),
-        "",
-        INITIALIZE,
-    );
+    let (status, _) = initialize(&format!("evil.example:{port}"), "");
     assert_eq!(status, 403);
-    let (status, _) = post(
-        &mut tcp(port),
-        &here,
-        "Origin: http://evil.example\r\n",
-        INITIALIZE,
-    );
+    let (status, _) = initialize(&here, "Origin: http://evil.example\r\n");
     assert_eq!(status, 403);
-    let (status, reply) = post(
-        &mut tcp(port),
-        &here,
-        "Origin: http://app.example:3000\r\n",
-        INITIALIZE,
-    );
+    let (status, reply) = initialize(&here, "Origin: http://app.example:3000\r\n");
     assert_eq!(status, 200, "{reply}");
     let huge = format!(
         r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"pad":"{}"}}}}"#,

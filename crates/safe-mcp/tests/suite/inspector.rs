@@ -110,30 +110,16 @@ fn the_inspector_accepts_every_tool_and_validates_every_result() {
             "list_processes",
         ],
     );
-    let ran = call("terminal", &sb.policy, "run_command", &["command=echo hi"]);
+    let terminal = |tool: &str, args: &[&str]| call("terminal", &sb.policy, tool, args);
+    let ran = terminal("run_command", &["command=echo hi"]);
     assert_eq!(ran["code"], "OK", "{ran}");
     assert_eq!(ran["detail"]["stdout"], "hi\n", "{ran}");
-    let denied = call(
-        "terminal",
-        &sb.policy,
-        "run_command",
-        &["command=curl http://x"],
-    );
+    let denied = terminal("run_command", &["command=curl http://x"]);
     assert_eq!(denied["code"], "POLICY_DENIED", "{denied}");
     assert_eq!(denied["ok"], false, "{denied}");
-    let unknown = call(
-        "terminal",
-        &sb.policy,
-        "read_process_output",
-        &["handle=nope"],
-    );
+    let unknown = terminal("read_process_output", &["handle=nope"]);
     assert_eq!(unknown["code"], "INVALID_REQUEST", "{unknown}");
-    let explained = call(
-        "terminal",
-        &sb.policy,
-        "explain_command",
-        &["command=rm -rf /"],
-    );
+    let explained = terminal("explain_command", &["command=rm -rf /"]);
     assert_eq!(explained["code"], "POLICY_DENIED", "{explained}");
 
     let ws = super::files::Workspace::new(true);

@@ -115,12 +115,16 @@ if pid == 0:
 os.waitpid(pid, 0)
 "#;
     for (&uid, namespaces) in server_uids().iter().flat_map(|u| [(u, "auto"), (u, "off")]) {
-        let sb = python_sandbox(namespaces, "");
-        if let Some(uid) = uid {
-            sb.give_to(uid);
-        }
-        let s = session_with(&sb, "/usr/bin:/bin", uid).await;
-        let out = python(&s, script).await;
+        // What the script prints in a python sandbox with `extra`, its server run as `uid`.
+        let output = async |extra: &str| {
+            let sb = python_sandbox(namespaces, extra);
+            if let Some(uid) = uid {
+                sb.give_to(uid);
+            }
+            let s = session_with(&sb, "/usr/bin:/bin", uid).await;
+            python(&s, script).await
+        };
+        let out = output("").await;
         assert!(
             out.contains("plain memfd: Operation not permitted"),
             "{namespaces}: {out}"
@@ -130,12 +134,7 @@ os.waitpid(pid, 0)
             out.contains("exec: Permission denied"),
             "{namespaces}: {out}"
         );
-        let sb = python_sandbox(namespaces, "exec_in_jail = true");
-        if let Some(uid) = uid {
-            sb.give_to(uid);
-        }
-        let s = session_with(&sb, "/usr/bin:/bin", uid).await;
-        let out = python(&s, script).await;
+        let out = output("exec_in_jail = true").await;
         assert!(
             out.contains("ran-from-memfd"),
             "{namespaces} uid {uid:?}, exec_in_jail: {out}"

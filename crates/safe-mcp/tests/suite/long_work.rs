@@ -10,7 +10,11 @@ use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
-use super::support::{BIN, Sandbox, Session, live_processes_with, reason_of, stdout_of};
+use super::support::{
+    BIN, Sandbox, Session, eventually, live_processes_with, reason_of, sh_call, stdout_of,
+};
+
+type Client = RunningService<RoleClient, Recorder>;
 
 /// A client that keeps every progress notification it gets, with when it came.
 #[derive(Clone, Default)]
@@ -28,11 +32,7 @@ impl ClientHandler for Recorder {
     }
 }
 
-async fn connect(
-    server: &str,
-    policy: &std::path::Path,
-    recorder: Recorder,
-) -> RunningService<RoleClient, Recorder> {
+async fn connect(server: &str, policy: &std::path::Path, recorder: Recorder) -> Client {
     let command = tokio::process::Command::new(BIN).configure(|c| {
         c.arg(server).arg("--config").arg(policy).env_clear();
     });
@@ -45,11 +45,7 @@ async fn connect(
 
 /// Calls `tool` with `args`. The rmcp client gives every request a progress token of its
 /// own; the Python SDK test covers a request without one.
-async fn call(
-    client: &RunningService<RoleClient, Recorder>,
-    tool: &'static str,
-    args: Value,
-) -> Value {
+async fn call(client: &Client, tool: &'static str, args: Value) -> Value {
     let Value::Object(args) = args else {
         unreachable!()
     };
@@ -239,25 +235,40 @@ fn session_sandbox(sessions: &str) -> Sandbox {
     sb
 }
 
+/// A [`session_sandbox`] with `sessions`, and a client of its terminal server.
+async fn sessions(sessions: &str) -> (Sandbox, Client) {
+    let sb = session_sandbox(sessions);
+    let client = connect("terminal", &sb.policy, Recorder::default()).await;
+    (sb, client)
+}
+
+/// `tool` (`read_process_output`, `stop_process`) of `handle` alone.
+async fn on_handle(client: &Client, tool: &'static str, handle: &str) -> Value {
+    call(client, tool, json!({"handle": handle})).await
+}
+
+/// [`started_with`] two sessions at most.
+async fn started(script: &str) -> (Sandbox, Client, String) {
+    started_with("max_sessions = 2", script).await
+}
+
+/// A [`sessions`] sandbox and client, with `script` started in it; and its handle.
+async fn started_with(sessions_toml: &str, script: &str) -> (Sandbox, Client, String) {
+    let (sb, client) = sessions(sessions_toml).await;
+    let handle = start(&client, script).await;
+    (sb, client, handle)
+}
+
 /// Starts `script` under `sh -c` as a session; returns its handle.
-async fn start(client: &RunningService<RoleClient, Recorder>, script: &str) -> String {
-    let r = call(
-        client,
-        "start_process",
-        json!({"command": ["sh", "-c", script]}),
-    )
-    .await;
+async fn start(client: &Client, script: &str) -> String {
+    let r = call(client, "start_process", sh_call(script)).await;
     assert_eq!(r["code"], "OK", "{r}");
     assert!(r["detail"]["pid"].as_u64().unwrap() > 0, "{r}");
     r["detail"]["handle"].as_str().unwrap().to_owned()
 }
 
 /// Reads until `want` appears in stdout (or the session ends); returns all it read.
-async fn read_until(
-    client: &RunningService<RoleClient, Recorder>,
-    handle: &str,
-    want: &str,
-) -> String {
+async fn read_until(client: &Client, handle: &str, want: &str) -> String {
     let mut all = String::new();
     for _ in 0..20 {
         let r = call(
@@ -280,13 +291,8 @@ async fn read_until(
 /// stop kills it, setsid grandchild included, and the trail says so.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_session_takes_input_redacts_output_and_dies_whole_at_stop() {
-    let sb = session_sandbox("max_sessions = 2");
-    let client = connect("terminal", &sb.policy, Recorder::default()).await;
-    let handle = start(
-        &client,
-        "setsid sleep 94$((7)).7 </dev/null >/dev/null 2>&1 & echo ready; while read l; do echo got $l; done",
-    )
-    .await;
+    let repl = "setsid sleep 94$((7)).7 </dev/null >/dev/null 2>&1 & echo ready; while read l; do echo got $l; done";
+    let (sb, client, handle) = started(repl).await;
     assert!(
         read_until(&client, &handle, "ready")
             .await
@@ -316,20 +322,13 @@ async fn a_session_takes_input_redacts_output_and_dies_whole_at_stop() {
         );
     }
 
-    let s = call(&client, "stop_process", json!({"handle": handle})).await;
+    let s = on_handle(&client, "stop_process", &handle).await;
     assert_eq!(s["code"], "OK", "{s}");
     assert_eq!(s["detail"]["running"], false, "{s}");
     assert_eq!(s["detail"]["ended"], "stop", "{s}");
-    let mut gone = false;
-    for _ in 0..40 {
-        if live_processes_with("947.7").is_empty() {
-            gone = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let gone = eventually(2, || live_processes_with("947.7").is_empty()).await;
     assert!(gone, "the setsid grandchild outlived stop_process");
-    let again = call(&client, "read_process_output", json!({"handle": handle})).await;
+    let again = on_handle(&client, "read_process_output", &handle).await;
     assert_eq!(
         again["code"], "INVALID_REQUEST",
         "a collected handle: {again}"
@@ -353,15 +352,14 @@ async fn a_session_takes_input_redacts_output_and_dies_whole_at_stop() {
 /// connection.
 #[tokio::test(flavor = "multi_thread")]
 async fn sessions_are_limited_idle_ones_die_and_handles_stay_on_their_connection() {
-    let sb = session_sandbox("max_sessions = 1\nidle_timeout_seconds = 2");
-    let client = connect("terminal", &sb.policy, Recorder::default()).await;
-    let handle = start(&client, "sleep 600").await;
+    let (sb, client, handle) =
+        started_with("max_sessions = 1\nidle_timeout_seconds = 2", "sleep 600").await;
     let second = call(&client, "start_process", json!({"command": "sleep 1"})).await;
     assert_eq!(second["code"], "POLICY_DENIED", "{second}");
     let other = connect("terminal", &sb.policy, Recorder::default()).await;
-    let foreign = call(&other, "read_process_output", json!({"handle": handle})).await;
+    let foreign = on_handle(&other, "read_process_output", &handle).await;
     assert_eq!(foreign["code"], "INVALID_REQUEST", "{foreign}");
-    let stop = call(&other, "stop_process", json!({"handle": handle})).await;
+    let stop = on_handle(&other, "stop_process", &handle).await;
     assert_eq!(stop["code"], "INVALID_REQUEST", "{stop}");
     // Nobody touches it: it idles out (listing does not touch it).
     let mut l = call(&client, "list_processes", json!({})).await;
@@ -390,13 +388,8 @@ async fn a_killed_server_leaves_no_session_process() {
     if !super::view::namespaces_available(None, true) {
         return;
     }
-    let sb = session_sandbox("max_sessions = 2");
-    let client = connect("terminal", &sb.policy, Recorder::default()).await;
-    let handle = start(
-        &client,
-        "setsid sleep 952.4 </dev/null >/dev/null 2>&1 & echo up; sleep 952.5",
-    )
-    .await;
+    let (sb, client, handle) =
+        started("setsid sleep 952.4 </dev/null >/dev/null 2>&1 & echo up; sleep 952.5").await;
     assert!(read_until(&client, &handle, "up").await.contains("up"));
     assert!(!live_processes_with("952.4").is_empty() && !live_processes_with("952.5").is_empty());
     let policy = sb.policy.to_string_lossy().into_owned();
@@ -420,14 +413,7 @@ async fn a_killed_server_leaves_no_session_process() {
         rustix::process::Signal::KILL,
     )
     .unwrap();
-    let mut gone = false;
-    for _ in 0..60 {
-        if live_processes_with("952.").is_empty() {
-            gone = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let gone = eventually(3, || live_processes_with("952.").is_empty()).await;
     assert!(gone, "a session process outlived the server");
 }
 
@@ -436,8 +422,7 @@ async fn a_killed_server_leaves_no_session_process() {
 /// `server-exit`.
 #[tokio::test(flavor = "multi_thread")]
 async fn sessions_end_at_their_timeout_and_with_the_server() {
-    let sb = session_sandbox("max_sessions = 2");
-    let client = connect("terminal", &sb.policy, Recorder::default()).await;
+    let (sb, client) = sessions("max_sessions = 2").await;
     let r = call(
         &client,
         "start_process",
@@ -485,21 +470,19 @@ async fn sessions_end_at_their_timeout_and_with_the_server() {
 /// at most max_output_bytes of it and says there is more.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_flooding_session_still_stops() {
-    let sb = session_sandbox("max_sessions = 2\nbuffer_bytes = 65536");
-    let client = connect("terminal", &sb.policy, Recorder::default()).await;
-    let handle = start(
-        &client,
+    let (_sb, client, handle) = started_with(
+        "max_sessions = 2\nbuffer_bytes = 65536",
         "while :; do echo flood flood flood flood flood flood; done",
     )
     .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let r = call(&client, "read_process_output", json!({"handle": handle})).await;
+    let r = on_handle(&client, "read_process_output", &handle).await;
     assert!(stdout_of(&r).len() <= 65536, "more than one read's worth");
-    let s = call(&client, "stop_process", json!({"handle": handle})).await;
+    let s = on_handle(&client, "stop_process", &handle).await;
     assert_eq!(s["code"], "OK", "{s}");
     assert_eq!(s["detail"]["ended"], "stop", "{s}");
     // Output the stop could not hand out keeps the handle; once read to the end, it is spent.
-    let after = call(&client, "read_process_output", json!({"handle": handle})).await;
+    let after = on_handle(&client, "read_process_output", &handle).await;
     if s["detail"]["more"] == true {
         assert_eq!(after["code"], "OK", "{after}");
         assert!(!stdout_of(&after).is_empty(), "{after}");
@@ -529,16 +512,9 @@ async fn a_host_view_session_keeps_its_orphans_while_it_runs() {
         !live_processes_with("978.3").is_empty(),
         "a live session's orphan was swept"
     );
-    let s = call(&client, "stop_process", json!({"handle": handle})).await;
+    let s = on_handle(&client, "stop_process", &handle).await;
     assert_eq!(s["detail"]["ended"], "stop", "{s}");
-    let mut gone = false;
-    for _ in 0..60 {
-        if live_processes_with("978.3").is_empty() {
-            gone = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let gone = eventually(3, || live_processes_with("978.3").is_empty()).await;
     assert!(gone, "the orphan outlived its session");
 }
 
@@ -550,12 +526,7 @@ async fn a_read_can_wait_for_the_end_or_for_a_pause() {
     let sb = Sandbox::allowing(&["python3"], "timeout_seconds = 30");
     let s = sb.session().await;
     let twenty = "import time\nfor i in range(20):\n    print('line', i, flush=True)\n    time.sleep(0.05)\n";
-    let handle = s
-        .start_process(json!({"command": ["python3", "-c", twenty]}))
-        .await;
-    let r = s
-        .read_process(&handle, json!({"wait_seconds": 20, "until": "exit"}))
-        .await;
+    let (_, r) = s.py_until_exit(twenty, 20).await;
     assert_eq!(r["detail"]["running"], false, "one read saw the end: {r}");
     let out = stdout_of(&r);
     assert_eq!(out.lines().count(), 20, "{out}");

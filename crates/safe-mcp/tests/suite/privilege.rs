@@ -102,7 +102,7 @@ async fn a_device_member_of_an_archive_is_never_made_a_device() {
 #[tokio::test(flavor = "multi_thread")]
 async fn no_command_can_leave_a_setuid_program_in_the_jail() {
     let sb = sandbox("enforce");
-    std::fs::write(sb.jail.join("list"), "/usr/bin/id\n").unwrap();
+    sb.write_in_jail("list", "/usr/bin/id\n");
     let s = sb.session().await;
     // The reviewer's payload: an archive that marks a copy of a root program setuid.
     let r = s

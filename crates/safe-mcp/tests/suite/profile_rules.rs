@@ -72,11 +72,7 @@ async fn a_profiles_rules_hold_beside_the_operators_and_the_projects() {
             "[[terminal.rules]]\ncommand = \"{program}\"\nconfirm_args = [\"{confirmed}\"]\n"
         );
         let sb = sandbox_with(profile, Some(&operator));
-        std::fs::write(
-            sb.jail.join(".safe-mcp.toml"),
-            format!("[[terminal.rules]]\ncommand = \"{program}\"\ndeny_args = [\"another-one\"]\nreason = \"the project's own\"\n"),
-        )
-        .unwrap();
+        sb.write_in_jail(".safe-mcp.toml", format!("[[terminal.rules]]\ncommand = \"{program}\"\ndeny_args = [\"another-one\"]\nreason = \"the project's own\"\n"));
         let s = session(&sb).await;
         for c in *commands {
             assert!(denied(&s, c).await, "{profile}: {c} is no longer denied");

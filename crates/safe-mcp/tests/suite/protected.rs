@@ -60,7 +60,7 @@ tryit("regit", lambda: (os.rename(".git", "git-away"), os.mkdir(".git")))
 async fn protected_paths_hold_in_the_private_view_and_git_keeps_working() {
     for &uid in server_uids() {
         let sb = python_sandbox("required", &git_env("Agent", "agent@example.com"));
-        std::fs::write(sb.jail.join("secrets.cfg"), "a = 1\n").unwrap();
+        sb.write_in_jail("secrets.cfg", "a = 1\n");
         git_jail(&sb);
         // The python profile, as issue 29 asks (python3 is its interpreter).
         in_terminal_table(
@@ -209,7 +209,7 @@ async fn the_files_server_refuses_protected_paths_with_the_same_reason() {
         ("settings.json", ".vscode/tasks.json"),
         (".gemini/settings.json", "elsewhere.json"),
     ] {
-        let r = s.call("move_file", json!({"src": src, "dest": dest})).await;
+        let r = s.move_file(src, dest).await;
         assert_eq!(r["code"], "POLICY_DENIED", "{src} -> {dest}: {r}");
         assert!(
             reason_of(&r).contains("is a protected path ([terminal] protected_paths)"),

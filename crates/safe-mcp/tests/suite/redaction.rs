@@ -10,11 +10,7 @@ use super::support::{Sandbox, stdout_of};
 #[tokio::test(flavor = "multi_thread")]
 async fn secrets_are_redacted_in_output_and_in_the_audit_trail() {
     let sb = Sandbox::new("");
-    std::fs::write(
-        sb.jail.join("creds"),
-        "token ghp_0123456789abcdefghijklmnopqrstuvwxyz\n",
-    )
-    .unwrap();
+    sb.write_in_jail("creds", "token ghp_0123456789abcdefghijklmnopqrstuvwxyz\n");
     let s = sb.session().await;
     let r = s.run("cat creds").await;
     let out = stdout_of(&r);
@@ -40,27 +36,25 @@ async fn a_secret_straddling_the_cap_or_a_read_boundary_never_leaks_in_part() {
     let sb = Sandbox::new(""); // max_output_bytes = 4096: a quarter from the start, the rest from the end
     // Straddles the head's cut of a stream kept whole: the whole token is read, redacted,
     // then cut.
-    std::fs::write(
-        sb.jail.join("cap.txt"),
+    sb.write_in_jail(
+        "cap.txt",
         format!("{} {token}\n{}", "x".repeat(1019), "end\n".repeat(2000)),
-    )
-    .unwrap();
+    );
     // A flood the executor kept only the start and the end of (the capture limit is
     // cap + 64 KiB: a quarter, 17,408 bytes, from the start): a token across the head's end,
     // and one across the tail's start, are never shown in part.
     let head = 4096 / 4 + 16384;
     let tail = 4096 - 4096 / 4 + 3 * 16384;
     let middle = 200_000;
-    std::fs::write(
-        sb.jail.join("flood.txt"),
+    sb.write_in_jail(
+        "flood.txt",
         format!(
             "{} {token} {} {token} {}",
             "y".repeat(head - 13),
             "z".repeat(middle),
             "w".repeat(tail - 29)
         ),
-    )
-    .unwrap();
+    );
     let s = sb.session().await;
     for file in ["cap.txt", "flood.txt"] {
         let r = s.run(&format!("cat {file}")).await;
@@ -96,8 +90,7 @@ async fn a_secret_straddling_the_cap_or_a_read_boundary_never_leaks_in_part() {
 /// among them comes back redacted there too, as it is in the trail.
 #[tokio::test(flavor = "multi_thread")]
 async fn refusals_and_explanations_redact_the_arguments_they_echo() {
-    let sb = Sandbox::new("");
-    let s = sb.session().await;
+    let (sb, s) = Sandbox::started("").await;
     let token = "ghp_0123456789abcdefghijklmnopqrstuvwxyz";
     for (tool, command) in [
         ("run_command", format!("cat /etc/{token}")),
@@ -136,11 +129,7 @@ async fn redaction_classes_hold_over_a_session() {
         .filter(|o| o.status.success())
         .map(|o| String::from_utf8(o.stdout).unwrap());
     let token = "ghp_0123456789abcdefghijklmnopqrstuvwxyz";
-    std::fs::write(
-        sb.jail.join("colored.txt"),
-        format!("token: \u{1b}[32m{token}\u{1b}[0m\nPWD=/srv/app\nSet-Cookie: session=9f8e7d6c5b4a39281706f5e4d3c2b1a0; Path=/; HttpOnly\n"),
-    )
-    .unwrap();
+    sb.write_in_jail("colored.txt", format!("token: \u{1b}[32m{token}\u{1b}[0m\nPWD=/srv/app\nSet-Cookie: session=9f8e7d6c5b4a39281706f5e4d3c2b1a0; Path=/; HttpOnly\n"));
     let s = sb.session().await;
     let r = s.run("cat colored.txt").await;
     let out = stdout_of(&r);
@@ -169,7 +158,7 @@ async fn redaction_classes_hold_over_a_session() {
     assert!(!r.to_string().contains("p%40ssw0rd"), "{r}");
     match key {
         Some(key) => {
-            std::fs::write(sb.jail.join("key.pem"), &key).unwrap();
+            sb.write_in_jail("key.pem", &key);
             let body = key.lines().nth(2).unwrap().to_owned();
             // The BEGIN line dropped: the body is still a key.
             let r = s.run("tail -n +2 key.pem").await;
@@ -187,11 +176,10 @@ async fn redaction_classes_hold_over_a_session() {
 async fn a_redacted_value_ends_at_its_lines_end() {
     let sb = Sandbox::new("");
     let key = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
-    std::fs::write(
-        sb.jail.join("credentials"),
+    sb.write_in_jail(
+        "credentials",
         format!("[default]\naws_secret_access_key = {key}\nregion = eu-west-1\noutput = json\n"),
-    )
-    .unwrap();
+    );
     let s = sb.session().await;
     let r = s.run("cat credentials").await;
     assert_eq!(r["code"], "OK", "{r}");

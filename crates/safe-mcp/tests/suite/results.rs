@@ -9,67 +9,47 @@ use super::support::{Sandbox, live_processes_with, reason_of, stdout_of};
 #[tokio::test(flavor = "multi_thread")]
 async fn each_kind_of_result_reads_as_a_verdict_then_its_output() {
     let sb = Sandbox::new("");
-    std::fs::write(
-        sb.jail.join("many.txt"),
+    sb.write_in_jail(
+        "many.txt",
         (1..=3000)
             .map(|n| format!("line {n}\n"))
             .collect::<String>(),
-    )
-    .unwrap();
+    );
     let s = sb.session().await;
-    let text = |r: rmcp::model::CallToolResult| {
+    // The text block of a run_command with `args`.
+    let text = async |args: serde_json::Value| {
+        let r = s.raw_call("run_command", args).await;
         r.content[0]
             .as_text()
             .map(|t| t.text.clone())
             .unwrap_or_default()
     };
-    let ran = text(
-        s.raw_call("run_command", json!({"command": "echo hi"}))
-            .await,
-    );
+    let ran = text(json!({"command": "echo hi"})).await;
     assert!(
         ran.starts_with("exit 0 · ") && ran.ends_with(" ms\nhi\n"),
         "{ran}"
     );
     assert_eq!(ran.lines().count(), 2, "{ran}");
-    let failed = text(
-        s.raw_call("run_command", json!({"command": "ls no-such-file"}))
-            .await,
-    );
+    let failed = text(json!({"command": "ls no-such-file"})).await;
     assert!(failed.starts_with("exit 2 · "), "{failed}");
     assert!(
         failed.contains("\n--- stderr ---\nls: cannot access 'no-such-file'"),
         "{failed}"
     );
-    let denied = text(
-        s.raw_call("run_command", json!({"command": "whoami"}))
-            .await,
-    );
+    let denied = text(json!({"command": "whoami"})).await;
     assert!(denied.starts_with("POLICY_DENIED: `whoami`"), "{denied}");
-    let cut = text(
-        s.raw_call("run_command", json!({"command": "cat many.txt"}))
-            .await,
-    );
+    let cut = text(json!({"command": "cat many.txt"})).await;
     assert!(
         cut.starts_with("exit 0 · ") && cut.contains("\nline 1\nline 2\n"),
         "{cut}"
     );
     assert!(cut.contains("line 3000\ntruncated: stdout, "), "{cut}");
-    let timed_out = text(
-        s.raw_call(
-            "run_command",
-            json!({"command": "sleep 5", "timeout_seconds": 1}),
-        )
-        .await,
-    );
+    let timed_out = text(json!({"command": "sleep 5", "timeout_seconds": 1})).await;
     assert!(
         timed_out.starts_with("TIMEOUT: the command exceeded 1s"),
         "{timed_out}"
     );
-    let prefix = text(
-        s.raw_call("run_command", json!({"command": "LD_PRELOAD=x.so ls"}))
-            .await,
-    );
+    let prefix = text(json!({"command": "LD_PRELOAD=x.so ls"})).await;
     assert!(
         prefix.starts_with("POLICY_DENIED: ") && prefix.contains("LD_PRELOAD"),
         "{prefix}"
@@ -139,8 +119,7 @@ async fn fifty_megabytes_of_output_run_to_the_end_and_keep_the_tail() {
 /// environment the command would get.
 #[tokio::test(flavor = "multi_thread")]
 async fn env_prefixes_on_the_safe_list_reach_the_command() {
-    let sb = Sandbox::new("[terminal.env]\nprefix_allow = [\"MY_FLAG\"]\n");
-    let s = sb.session().await;
+    let (_sb, s) = Sandbox::started("[terminal.env]\nprefix_allow = [\"MY_FLAG\"]\n").await;
     let r = s.run("RUST_BACKTRACE=1 NO_COLOR=1 env").await;
     assert_eq!(r["code"], "OK", "{r}");
     let out = stdout_of(&r);
@@ -162,8 +141,7 @@ async fn env_prefixes_on_the_safe_list_reach_the_command() {
         ("RUSTC_WRAPPER=sh ls", "wraps the programs"),
         ("PYTHONSTARTUP=x.py ls", "python runs first"),
     ] {
-        let r = s.run(command).await;
-        assert_eq!(r["code"], "POLICY_DENIED", "{command}: {r}");
+        let r = s.run_expecting(command, "POLICY_DENIED").await;
         let reason = reason_of(&r);
         assert!(
             reason.contains(says) && reason.contains("[terminal.env] set"),
@@ -236,8 +214,7 @@ async fn a_limit_that_stops_a_command_is_named_with_its_key() {
 /// detail with `verbose`.
 #[tokio::test(flavor = "multi_thread")]
 async fn describe_policy_is_short_and_verbose_has_every_detail() {
-    let sb = Sandbox::new("");
-    let s = sb.session().await;
+    let (_sb, s) = Sandbox::started("").await;
     let raw = s.raw_call("describe_policy", json!({})).await;
     let text = raw.content[0]
         .as_text()
@@ -299,8 +276,7 @@ async fn describe_policy_is_short_and_verbose_has_every_detail() {
 /// Item 6: a refusal's first sentence says what was refused, the next what to do instead.
 #[tokio::test(flavor = "multi_thread")]
 async fn every_refusal_says_what_was_refused_and_what_to_do_instead() {
-    let sb = Sandbox::new("");
-    let s = sb.session().await;
+    let (_sb, s) = Sandbox::started("").await;
     for (command, names, instead) in [
         (
             "whoami",

@@ -168,6 +168,45 @@ fn sandbox(sb_dir_ship: impl Fn(&std::path::Path) -> String) -> Sandbox {
     sb
 }
 
+/// A sandbox shipping to `sink` (an `[audit.ship]` line), with `extra` lines, its spool in
+/// the sandbox's folder.
+fn shipping_to(sink: &str, extra: &str) -> Sandbox {
+    sandbox(|dir| format!("{sink}\n{extra}spool_dir = \"{}/spool\"", dir.display()))
+}
+
+/// The `[audit.ship]` line naming an OTLP collector on `port`.
+fn otlp_at(port: u16) -> String {
+    format!("otlp_http = \"http://127.0.0.1:{port}\"")
+}
+
+const DENY: &str = "on_failure = \"deny\"\n";
+
+/// Whether `touch ran` runs again within five seconds.
+async fn runs_again(s: &Session) -> bool {
+    for _ in 0..50 {
+        if s.run("touch ran").await["code"] == "OK" {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    false
+}
+
+/// Whether the spool at `spool` holds something within ten seconds.
+async fn spooled(spool: &std::path::Path) -> bool {
+    eventually(10, || std::fs::metadata(spool).is_ok_and(|m| m.len() > 0)).await
+}
+
+/// Checks that the local trail's lines all reach `r` within ten seconds.
+async fn all_arrive(r: &Receiver, sb: &Sandbox) {
+    assert!(
+        eventually(10, || r.lines().len() >= local(sb).len()).await,
+        "{} of {} arrived",
+        r.lines().len(),
+        local(sb).len()
+    );
+}
+
 /// The local trail's lines.
 fn local(sb: &Sandbox) -> Vec<String> {
     std::fs::read_to_string(&sb.audit)
@@ -249,12 +288,7 @@ async fn thirty_calls_arrive_in_order_at_both_sinks_and_verify() {
     let want = local(&sb);
     assert!(want.len() >= 60, "{} records", want.len());
     for r in [&otlp, &syslog] {
-        assert!(
-            eventually(10, || r.lines().len() >= local(&sb).len()).await,
-            "{} of {} arrived",
-            r.lines().len(),
-            local(&sb).len()
-        );
+        all_arrive(r, &sb).await;
         let got = r.lines();
         // Byte for byte, in seq order, each once.
         same_lines(&got, &local(&sb));
@@ -282,13 +316,7 @@ async fn thirty_calls_arrive_in_order_at_both_sinks_and_verify() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_receiver_that_goes_away_gets_everything_when_it_returns_even_across_a_restart() {
     let mut otlp = Receiver::start(Kind::Otlp).await;
-    let sb = sandbox(|dir| {
-        format!(
-            "otlp_http = \"http://127.0.0.1:{}\"\non_failure = \"spool\"\nspool_dir = \"{}/spool\"",
-            otlp.port,
-            dir.display()
-        )
-    });
+    let sb = shipping_to(&otlp_at(otlp.port), "on_failure = \"spool\"\n");
     let spool = sb.base().join("spool/otlp-terminal.spool");
     let s = sb.session().await;
     calls(&s, 5).await;
@@ -296,7 +324,7 @@ async fn a_receiver_that_goes_away_gets_everything_when_it_returns_even_across_a
     otlp.stop();
     calls(&s, 5).await; // calls go on: shipping is off the hot path
     assert!(
-        eventually(10, || std::fs::metadata(&spool).is_ok_and(|m| m.len() > 0)).await,
+        spooled(&spool).await,
         "the undelivered records wait in the spool"
     );
     otlp.resume().await;
@@ -312,7 +340,7 @@ async fn a_receiver_that_goes_away_gets_everything_when_it_returns_even_across_a
     // replays the spool at start.
     otlp.stop();
     calls(&s, 3).await;
-    assert!(eventually(10, || std::fs::metadata(&spool).is_ok_and(|m| m.len() > 0)).await);
+    assert!(spooled(&spool).await);
     drop(s);
     tokio::time::sleep(Duration::from_millis(300)).await;
     otlp.resume().await;
@@ -337,13 +365,7 @@ async fn a_receiver_that_goes_away_gets_everything_when_it_returns_even_across_a
 #[tokio::test(flavor = "multi_thread")]
 async fn deny_mode_refuses_calls_while_a_sink_is_down_and_recovers() {
     let mut otlp = Receiver::start(Kind::Otlp).await;
-    let sb = sandbox(|dir| {
-        format!(
-            "otlp_http = \"http://127.0.0.1:{}\"\non_failure = \"deny\"\nspool_dir = \"{}/spool\"",
-            otlp.port,
-            dir.display()
-        )
-    });
+    let sb = shipping_to(&otlp_at(otlp.port), DENY);
     let s = sb.session().await;
     calls(&s, 2).await;
     otlp.stop();
@@ -363,15 +385,10 @@ async fn deny_mode_refuses_calls_while_a_sink_is_down_and_recovers() {
     assert!(reason_of(&r).contains("on_failure = \"deny\""), "{r}");
     assert!(!marker.exists(), "a refused call ran");
     otlp.resume().await;
-    let mut ok = false;
-    for _ in 0..50 {
-        if s.run("touch ran").await["code"] == "OK" {
-            ok = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(ok, "calls run again once the sink is back");
+    assert!(
+        runs_again(&s).await,
+        "calls run again once the sink is back"
+    );
     assert!(eventually(15, || otlp.lines().len() == local(&sb).len()).await);
     let (ok, out) = verify_received(&otlp.lines());
     assert!(ok, "{out}");
@@ -380,13 +397,7 @@ async fn deny_mode_refuses_calls_while_a_sink_is_down_and_recovers() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_receiver_that_never_reads_does_not_block_calls() {
     let stuck = Receiver::start(Kind::Stuck).await;
-    let sb = sandbox(|dir| {
-        format!(
-            "otlp_http = \"http://127.0.0.1:{}\"\nspool_dir = \"{}/spool\"",
-            stuck.port,
-            dir.display()
-        )
-    });
+    let sb = shipping_to(&otlp_at(stuck.port), "");
     let s = sb.session().await;
     let started = std::time::Instant::now();
     calls(&s, 30).await;
@@ -394,7 +405,7 @@ async fn a_receiver_that_never_reads_does_not_block_calls() {
     // could not deliver waits in the spool.
     let spool = sb.base().join("spool/otlp-terminal.spool");
     assert!(
-        eventually(10, || std::fs::metadata(&spool).is_ok_and(|m| m.len() > 0)).await,
+        spooled(&spool).await,
         "the undelivered records wait in the spool"
     );
     let spooled = std::fs::read_to_string(&spool).unwrap();
@@ -415,13 +426,7 @@ async fn a_receiver_that_never_reads_does_not_block_calls() {
 #[tokio::test(flavor = "multi_thread")]
 async fn deny_mode_names_a_sink_that_never_acknowledges() {
     let stuck = Receiver::start(Kind::Stuck).await;
-    let sb = sandbox(|dir| {
-        format!(
-            "otlp_http = \"http://127.0.0.1:{}\"\non_failure = \"deny\"\nspool_dir = \"{}/spool\"",
-            stuck.port,
-            dir.display()
-        )
-    });
+    let sb = shipping_to(&otlp_at(stuck.port), DENY);
     let s = sb.session().await;
     let r = s.run("touch ran").await;
     assert_eq!(r["code"], "AUDIT_UNAVAILABLE", "{r}");
@@ -508,14 +513,9 @@ async fn deny_mode_refuses_the_first_call_after_the_receiver_dies() {
         let mut receiver = Receiver::start(kind).await;
         let sink = match kind {
             Kind::Syslog => format!("syslog_tcp = \"127.0.0.1:{}\"", receiver.port),
-            _ => format!("otlp_http = \"http://127.0.0.1:{}\"", receiver.port),
+            _ => otlp_at(receiver.port),
         };
-        let sb = sandbox(|dir| {
-            format!(
-                "{sink}\non_failure = \"deny\"\nspool_dir = \"{}/spool\"",
-                dir.display()
-            )
-        });
+        let sb = shipping_to(&sink, DENY);
         let s = sb.session().await;
         calls(&s, 2).await;
         receiver.stop();
@@ -527,25 +527,14 @@ async fn deny_mode_refuses_the_first_call_after_the_receiver_dies() {
         );
         assert!(!sb.jail.join("ran").exists(), "a refused call ran");
         receiver.resume().await;
-        let mut ok = false;
-        for _ in 0..50 {
-            if s.run("touch ran").await["code"] == "OK" {
-                ok = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        assert!(ok, "calls run again once the sink is back");
+        assert!(
+            runs_again(&s).await,
+            "calls run again once the sink is back"
+        );
     }
     // A collector that takes the connection and never answers acknowledges nothing.
     let stuck = Receiver::start(Kind::Stuck).await;
-    let sb = sandbox(|dir| {
-        format!(
-            "otlp_http = \"http://127.0.0.1:{}\"\non_failure = \"deny\"\nspool_dir = \"{}/spool\"",
-            stuck.port,
-            dir.display()
-        )
-    });
+    let sb = shipping_to(&otlp_at(stuck.port), DENY);
     let s = sb.session().await;
     let r = s.run("touch ran").await;
     assert_eq!(r["code"], "AUDIT_UNAVAILABLE", "{r}");
@@ -571,12 +560,7 @@ async fn ocsf_events_validate_against_the_schema_and_still_verify() {
     s.run("whoami").await;
     s.call("describe_policy", json!({})).await;
     for r in [&otlp, &syslog] {
-        assert!(
-            eventually(10, || r.lines().len() >= local(&sb).len()).await,
-            "{} of {} arrived",
-            r.lines().len(),
-            local(&sb).len()
-        );
+        all_arrive(r, &sb).await;
         let got = r.lines();
         let want = local(&sb);
         let events: Vec<Value> = got
@@ -649,13 +633,8 @@ async fn ocsf_events_validate_against_the_schema_and_still_verify() {
 async fn a_fleets_stream_at_one_receiver_verifies_per_server() {
     let syslog = Receiver::start(Kind::Syslog).await;
     let replica = |id: &'static str| {
-        let sb = sandbox(|dir| {
-            format!(
-                "syslog_tcp = \"127.0.0.1:{}\"\nspool_dir = \"{}/spool\"\ncheckpoint_seconds = 0\n",
-                syslog.port,
-                dir.display()
-            )
-        });
+        let sink = format!("syslog_tcp = \"127.0.0.1:{}\"", syslog.port);
+        let sb = shipping_to(&sink, "checkpoint_seconds = 0\n");
         (sb, id)
     };
     let (a, b) = (replica("replica-a"), replica("replica-b"));

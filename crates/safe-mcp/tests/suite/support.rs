@@ -217,6 +217,11 @@ reason = "force-push rewrites shared history"
         std::fs::write(&self.policy, text).unwrap();
     }
 
+    /// Writes `contents` at `path` in the jail (its folder must be there).
+    pub fn write_in_jail(&self, path: impl AsRef<Path>, contents: impl AsRef<[u8]>) {
+        std::fs::write(self.jail.join(path), contents).unwrap();
+    }
+
     /// Adds `toml` at the end of the sandbox's policy.
     pub fn append_policy(&self, toml: &str) {
         let text = std::fs::read_to_string(&self.policy).unwrap();
@@ -257,6 +262,13 @@ reason = "force-push rewrites shared history"
     /// Whether the trail holds a record that `pred` holds for.
     pub fn has_record(&self, pred: impl FnMut(&Value) -> bool) -> bool {
         self.audit_records().iter().any(pred)
+    }
+
+    /// [`Sandbox::new`] with `extra`, and a session with its server.
+    pub async fn started(extra: &str) -> (Sandbox, Session) {
+        let sb = Sandbox::new(extra);
+        let s = sb.session().await;
+        (sb, s)
     }
 
     pub async fn session(&self) -> Session {
@@ -435,6 +447,13 @@ impl Session {
             .await
     }
 
+    /// `run` of `command`, checking that it ended with `code`.
+    pub async fn run_expecting(&self, command: &str, code: &str) -> Value {
+        let r = self.run(command).await;
+        assert_eq!(r["code"], code, "{command:?}: {r}");
+        r
+    }
+
     /// `run_command` with the arguments `args` (a JSON object).
     pub async fn run_with(&self, args: Value) -> Value {
         self.call("run_command", args).await
@@ -444,6 +463,12 @@ impl Session {
     pub async fn write_file(&self, path: &str, content: &str) -> Value {
         let args = serde_json::json!({"path": path, "content": content});
         self.call("write_file", args).await
+    }
+
+    /// `move_file` of `src` to `dest` (the files server's tool).
+    pub async fn move_file(&self, src: &str, dest: &str) -> Value {
+        let args = serde_json::json!({"src": src, "dest": dest});
+        self.call("move_file", args).await
     }
 
     /// `explain_command` of the command line `command`.
@@ -480,6 +505,15 @@ impl Session {
         let mut args = args;
         args["handle"] = Value::from(handle);
         self.call("read_process_output", args).await
+    }
+
+    /// `start_process` of `python3 -c program`, read until it exits (waiting up to
+    /// `wait_seconds`): its handle and that read.
+    pub async fn py_until_exit(&self, program: &str, wait_seconds: u64) -> (String, Value) {
+        let handle = self.start_process(py_call(program)).await;
+        let args = serde_json::json!({"wait_seconds": wait_seconds, "until": "exit"});
+        let r = self.read_process(&handle, args).await;
+        (handle, r)
     }
 
     /// What a session printed, read until it has printed a whole line (at most `reads`

@@ -8,8 +8,7 @@ use super::support::{Sandbox, Session, reason_of, stderr_of, stdout_of};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn tools_are_listed_with_schemas_annotations_and_our_server_info() {
-    let sb = Sandbox::new("");
-    let s = sb.session().await;
+    let (_sb, s) = Sandbox::started("").await;
     let info = s.client.peer_info().unwrap().server_info.clone().unwrap();
     assert_eq!(info.name, "safe-mcp");
     assert_eq!(info.version, env!("CARGO_PKG_VERSION"));
@@ -78,8 +77,7 @@ async fn tools_are_listed_with_schemas_annotations_and_our_server_info() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn ok_and_non_zero_exit_is_still_ok() {
-    let sb = Sandbox::new("");
-    let s = sb.session().await;
+    let (_sb, s) = Sandbox::started("").await;
     let r = s.run("echo hi").await;
     assert_eq!(r["code"], "OK");
     assert_eq!(r["ok"], true);
@@ -115,8 +113,7 @@ async fn ok_and_non_zero_exit_is_still_ok() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn policy_denied_cases() {
-    let sb = Sandbox::new("");
-    let s = sb.session().await;
+    let (sb, s) = Sandbox::started("").await;
     for (command, rule) in [
         ("whoami", "not-allowlisted"),
         ("rm -rf notes.txt", "denylist"), // on both lists: the denylist wins
@@ -144,8 +141,7 @@ async fn policy_denied_cases() {
         ("", "empty-command"),
         ("ls ;; ls", "empty-command"),
     ] {
-        let r = s.run(command).await;
-        assert_eq!(r["code"], "POLICY_DENIED", "{command}: {r}");
+        let r = s.run_expecting(command, "POLICY_DENIED").await;
         let got = r["detail"]["rule"].as_str().unwrap_or_default();
         assert_eq!(got, rule, "{command}: {r}");
         assert!(!reason_of(&r).is_empty());
@@ -158,16 +154,14 @@ async fn policy_denied_cases() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn invalid_requests() {
-    let sb = Sandbox::new("");
-    let s = sb.session().await;
+    let (_sb, s) = Sandbox::started("").await;
     for command in [
         "echo 'unterminated",
         "echo \"open",
         "echo a\\",
         "echo a\u{0}b",
     ] {
-        let r = s.run(command).await;
-        assert_eq!(r["code"], "INVALID_REQUEST", "{command:?}: {r}");
+        s.run_expecting(command, "INVALID_REQUEST").await;
     }
     for args in [
         json!({"command": 5}),
@@ -231,8 +225,7 @@ async fn path_escapes() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn quoting_is_tokenization_only() {
-    let sb = Sandbox::new("");
-    let s = sb.session().await;
+    let (_sb, s) = Sandbox::started("").await;
     let r = s.run(r#"echo "a;b""#).await;
     assert_eq!(r["code"], "OK");
     assert_eq!(r["detail"]["stdout"], "a;b\n");
@@ -254,8 +247,7 @@ async fn quoting_is_tokenization_only() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn pipelines_and_sequencing() {
-    let sb = Sandbox::new("");
-    let s = sb.session().await;
+    let (_sb, s) = Sandbox::started("").await;
     let r = s.run("cat notes.txt | grep a | wc -l").await;
     assert_eq!(r["code"], "OK", "{r}");
     assert_eq!(stdout_of(&r).trim(), "3");
@@ -326,7 +318,7 @@ async fn environment_is_scrubbed() {
         .to_owned();
     assert!(!std::path::Path::new(&home).starts_with(&sb.jail), "{home}");
     assert!(std::path::Path::new(&home).is_dir(), "{home}");
-    std::fs::write(sb.jail.join(".planted-rc"), "planted").unwrap();
+    sb.write_in_jail(".planted-rc", "planted");
     let r = s.run_with(json!({"command": ["sh", "-c", "ls -A \"$HOME\"; cat \"$HOME/.planted-rc\"; touch \"$HOME/.gitconfig\" && echo wrote; mkdir \"$HOME/.config\" && echo made"]})).await;
     assert_eq!(r["detail"]["stdout"], "", "{r}");
     assert!(
@@ -342,8 +334,7 @@ async fn environment_is_scrubbed() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn operation_failed_when_an_allowed_program_is_missing() {
-    let sb = Sandbox::new("");
-    let s = sb.session().await;
+    let (_sb, s) = Sandbox::started("").await;
     let r = s.run("nonexistent-tool-xyz --help").await;
     assert_eq!(r["code"], "OPERATION_FAILED", "{r}");
     assert_eq!(r["detail"]["rule"], "path-lookup");
@@ -351,8 +342,7 @@ async fn operation_failed_when_an_allowed_program_is_missing() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn explain_never_executes() {
-    let sb = Sandbox::new("");
-    let s = sb.session().await;
+    let (sb, s) = Sandbox::started("").await;
     let r = s.explain("touch explain-marker | wc -c").await;
     assert_eq!(r["code"], "OK", "{r}");
     assert_eq!(r["detail"]["would_run"], true);
@@ -394,8 +384,7 @@ async fn explain_never_executes() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn attempt_is_recorded_before_the_outcome_and_without_output() {
-    let sb = Sandbox::new("");
-    let s = sb.session().await;
+    let (sb, s) = Sandbox::started("").await;
     s.run("echo some-output-text").await;
     s.run("whoami").await;
     let recs = sb.audit_records();
@@ -461,8 +450,7 @@ async fn fail_open_runs_and_warns() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn concurrent_calls_each_get_their_own_result() {
-    let sb = Sandbox::new("");
-    let s = sb.session().await;
+    let (_sb, s) = Sandbox::started("").await;
     let calls = (0..8).map(|i| {
         let s = &s;
         async move { (i, s.run(&format!("echo call-{i}")).await) }
@@ -506,7 +494,7 @@ async fn futures_join_all<F: std::future::Future>(
 #[tokio::test(flavor = "multi_thread")]
 async fn harmless_device_files_can_be_named() {
     let sb = Sandbox::new("");
-    std::fs::write(sb.jail.join("new.txt"), "fresh\n").unwrap();
+    sb.write_in_jail("new.txt", "fresh\n");
     let s = sb.session().await;
     let r = s.run("grep -H alpha /dev/null notes.txt").await;
     assert_eq!(r["detail"]["stdout"], "notes.txt:alpha\n", "{r}");
@@ -522,8 +510,7 @@ async fn harmless_device_files_can_be_named() {
         "head -c 1 /dev/sda",
         "cat /dev/null/../../etc/shadow",
     ] {
-        let r = s.run(refused).await;
-        assert_eq!(r["code"], "PATH_ESCAPE", "{refused}: {r}");
+        s.run_expecting(refused, "PATH_ESCAPE").await;
     }
 }
 

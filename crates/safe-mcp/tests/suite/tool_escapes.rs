@@ -51,6 +51,14 @@ fn tools_present(test: &str, tools: &[&str]) -> bool {
     true
 }
 
+/// The default [`sandbox`] for the calling test, which needs `tools`; `None` (the test
+/// skipped, saying why) when one is missing.
+fn sandbox_if(tools: &[&str]) -> Option<Sandbox> {
+    let test = std::thread::current().name().unwrap_or("?").to_owned();
+    let test = test.rsplit("::").next().unwrap_or_default().to_owned();
+    tools_present(&test, tools).then(|| sandbox(""))
+}
+
 /// Writes the secret beside the jail (in the sandbox's base directory), returns its path.
 fn plant_secret(sb: &Sandbox) -> std::path::PathBuf {
     let secret = sb.base().join("secret.txt");
@@ -61,8 +69,7 @@ fn plant_secret(sb: &Sandbox) -> std::path::PathBuf {
 /// Asserts that `command` is refused with `code` and leaves none of `markers` in the jail
 /// or beside it, nor the secret in its output.
 async fn assert_refused(s: &Session, sb: &Sandbox, command: &str, code: &str, markers: &[&str]) {
-    let r = s.run(command).await;
-    assert_eq!(r["code"], code, "{command}: {r}");
+    let r = s.run_expecting(command, code).await;
     assert_no_secret(&r, command);
     for marker in markers {
         assert!(!sb.jail.join(marker).exists(), "{command} created {marker}");
@@ -104,10 +111,9 @@ fn git_out(dir: &Path, args: &[&str]) -> String {
 /// Class 1: zip reads `TT` as one option wherever it sits in a bundle.
 #[tokio::test(flavor = "multi_thread")]
 async fn zip_unzip_command_hidden_in_a_bundle_never_runs() {
-    if !tools_present("zip_unzip_command_hidden_in_a_bundle_never_runs", &["zip"]) {
+    let Some(sb) = sandbox_if(&["zip"]) else {
         return;
-    }
-    let sb = sandbox("");
+    };
     let s = sb.session().await;
     for (command, marker) in [
         ("zip -T -qTT 'touch m-zip1' a.zip notes.txt", "m-zip1"),
@@ -157,10 +163,9 @@ async fn zip_unzip_command_runs_when_opted_in() {
 /// `=`, and options after the destination count too; scp and sftp pass them to ssh.
 #[tokio::test(flavor = "multi_thread")]
 async fn ssh_option_keywords_in_every_spelling_never_run() {
-    if !tools_present("ssh_option_keywords_in_every_spelling_never_run", &["ssh"]) {
+    let Some(sb) = sandbox_if(&["ssh"]) else {
         return;
-    }
-    let sb = sandbox("");
+    };
     let s = sb.session().await;
     let mut cases = vec![
         ("ssh -o '\"ProxyCommand\"=touch m-ssh1' h", "m-ssh1"),
@@ -202,10 +207,9 @@ async fn ssh_option_keywords_in_every_spelling_never_run() {
 /// choose; `git help` runs the man viewer that config names.
 #[tokio::test(flavor = "multi_thread")]
 async fn git_tools_chosen_by_repository_config_never_run() {
-    if !tools_present("git_tools_chosen_by_repository_config_never_run", &["git"]) {
+    let Some(sb) = sandbox_if(&["git"]) else {
         return;
-    }
-    let sb = sandbox("");
+    };
     repo_with_planted_tools(&sb);
     let s = sb.session().await;
     for (command, marker) in [
@@ -239,28 +243,23 @@ fn repo_with_planted_tools(sb: &Sandbox) {
          [man]\n\tviewer = evil\n[man \"evil\"]\n\tcmd = touch m-help\n",
     );
     std::fs::write(&config, text).unwrap();
-    std::fs::write(sb.jail.join("notes.txt"), "alpha\nbeta\ngamma\ndelta\n").unwrap();
+    sb.write_in_jail("notes.txt", "alpha\nbeta\ngamma\ndelta\n");
 }
 
 /// Class 4: a manual page given as a file is a path, and man never reads a user config.
 #[tokio::test(flavor = "multi_thread")]
 async fn man_pages_outside_the_jail_and_user_configs_are_refused() {
-    if !tools_present(
-        "man_pages_outside_the_jail_and_user_configs_are_refused",
-        &["man"],
-    ) {
+    let Some(sb) = sandbox_if(&["man"]) else {
         return;
-    }
-    let sb = sandbox("");
+    };
     let page = ".TH X 1\n.SH NAME\nx \\- a page\n";
     std::fs::write(sb.base().join("outside.1"), format!("{page}{SECRET}\n")).unwrap();
-    std::fs::write(sb.jail.join("inside.1"), page).unwrap();
+    sb.write_in_jail("inside.1", page);
     // A planted user config whose DEFINE names the formatter.
-    std::fs::write(
-        sb.jail.join(".manpath"),
+    sb.write_in_jail(
+        ".manpath",
         "DEFINE nroff touch m-man\nDEFINE tbl touch m-man\n",
-    )
-    .unwrap();
+    );
     let s = sb.session().await;
     let outside = sb.base().join("outside.1");
     let outside = outside.to_str().unwrap();
@@ -289,10 +288,9 @@ async fn man_pages_outside_the_jail_and_user_configs_are_refused() {
 /// (the sandbox's policy denies `push --force` and `push -f`), and the remote is unchanged.
 #[tokio::test(flavor = "multi_thread")]
 async fn every_forcing_push_is_denied_by_the_force_rule() {
-    if !tools_present("every_forcing_push_is_denied_by_the_force_rule", &["git"]) {
+    let Some(sb) = sandbox_if(&["git"]) else {
         return;
-    }
-    let sb = sandbox("");
+    };
     git(&sb.jail, &["init", "-q", "--bare", "remote.git"]);
     let work = sb.jail.join("work");
     std::fs::create_dir(&work).unwrap();
@@ -317,8 +315,7 @@ async fn every_forcing_push_is_denied_by_the_force_rule() {
         "git -C work push origin +main",
         "git -C work push --force origin main",
     ] {
-        let r = s.run(command).await;
-        assert_eq!(r["code"], "POLICY_DENIED", "{command}: {r}");
+        let r = s.run_expecting(command, "POLICY_DENIED").await;
         assert_eq!(r["detail"]["rule"], "rules[0]", "{command}: {r}");
         assert_eq!(remote_main(), before, "{command} landed");
     }
@@ -330,10 +327,9 @@ async fn every_forcing_push_is_denied_by_the_force_rule() {
 /// Class 6: tar members never land outside the jail and links are never followed.
 #[tokio::test(flavor = "multi_thread")]
 async fn tar_never_writes_outside_or_follows_links() {
-    if !tools_present("tar_never_writes_outside_or_follows_links", &["tar"]) {
+    let Some(sb) = sandbox_if(&["tar"]) else {
         return;
-    }
-    let sb = sandbox("");
+    };
     // An archive whose member has an absolute name beside the jail, made outside the server.
     let target = sb.base().join("m-tar-abs");
     std::fs::write(&target, "x\n").unwrap();
@@ -396,13 +392,9 @@ async fn tar_never_writes_outside_or_follows_links() {
 /// names inside it are contained by the kernel.
 #[tokio::test(flavor = "multi_thread")]
 async fn lists_of_names_from_stdin_are_refused() {
-    if !tools_present(
-        "lists_of_names_from_stdin_are_refused",
-        &["sort", "tar", "printf"],
-    ) {
+    let Some(sb) = sandbox_if(&["sort", "tar", "printf"]) else {
         return;
-    }
-    let sb = sandbox("");
+    };
     let secret = plant_secret(&sb);
     let secret = secret.to_str().unwrap();
     let s = sb.session().await;
@@ -450,7 +442,7 @@ async fn lists_of_names_from_stdin_are_refused() {
         assert_refused(&s, &sb, command, code, &["m-list.tar", "m-list.zip"]).await;
     }
     // A list file in the jail is allowed; the outside name in it is the kernel's to refuse.
-    std::fs::write(sb.jail.join("names0"), format!("notes.txt\0{secret}\0")).unwrap();
+    sb.write_in_jail("names0", format!("notes.txt\0{secret}\0"));
     let r = assert_runs(&s, "sort --files0-from=names0").await;
     assert_no_secret(&r, "sort --files0-from=names0");
     // sort reads every input before it prints: the outside name (absent in the private
@@ -463,13 +455,9 @@ async fn lists_of_names_from_stdin_are_refused() {
 /// does not follow them, which stays allowed.
 #[tokio::test(flavor = "multi_thread")]
 async fn tree_walks_never_follow_links_out_of_the_jail() {
-    if !tools_present(
-        "tree_walks_never_follow_links_out_of_the_jail",
-        &["grep", "find", "cp"],
-    ) {
+    let Some(sb) = sandbox_if(&["grep", "find", "cp"]) else {
         return;
-    }
-    let sb = sandbox("");
+    };
     let outside = sb.base().join("outside-dir");
     std::fs::create_dir(&outside).unwrap();
     std::fs::write(outside.join("secret.txt"), format!("{SECRET}\n")).unwrap();
@@ -489,8 +477,7 @@ async fn tree_walks_never_follow_links_out_of_the_jail() {
         cases.extend(["rg -L TOPSECRET sub", "rg --follow TOPSECRET sub"]);
     }
     for command in cases {
-        let r = s.run(command).await;
-        assert_eq!(r["code"], "POLICY_DENIED", "{command}: {r}");
+        let r = s.run_expecting(command, "POLICY_DENIED").await;
         assert_no_secret(&r, command);
         assert!(!sb.jail.join("m-copy").exists(), "{command} copied");
     }
@@ -517,17 +504,12 @@ async fn tree_walks_never_follow_links_out_of_the_jail() {
 /// a variable name precedes the `=`; `@include`, `@load`, ARGV and `-W exec` are refused.
 #[tokio::test(flavor = "multi_thread")]
 async fn awk_reads_no_unchecked_file() {
-    if !tools_present("awk_reads_no_unchecked_file", &["awk"]) {
+    let Some(sb) = sandbox_if(&["awk"]) else {
         return;
-    }
-    let sb = sandbox("");
+    };
     plant_secret(&sb);
     std::fs::create_dir(sb.jail.join("a=b")).unwrap();
-    std::fs::write(
-        sb.jail.join("p.awk"),
-        "BEGIN { system(\"touch m-awk-exec\") }\n",
-    )
-    .unwrap();
+    sb.write_in_jail("p.awk", "BEGIN { system(\"touch m-awk-exec\") }\n");
     let s = sb.session().await;
     let mut cases = vec![
         ("awk '{print}' ./a=b/../../secret.txt", "PATH_ESCAPE"),

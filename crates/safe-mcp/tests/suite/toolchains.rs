@@ -62,17 +62,17 @@ async fn git_works_in_the_jail() {
     let sb = sandbox();
     in_terminal_table(&sb, &git_env("t", "t@example.com"));
     let s = sb.session().await;
-    for (command, expect) in [
-        ("git init -q -b main", ""),
-        ("git add notes.txt", ""),
-        ("git commit -q -m first", ""),
-        ("git status --short", ""),
+    // Each quiet: no output at all.
+    for command in [
+        "git init -q -b main",
+        "git add notes.txt",
+        "git commit -q -m first",
+        "git status --short",
     ] {
-        let r = s.run(command).await;
-        assert_eq!(r["code"], "OK", "{command}: {r}");
-        assert_eq!(r["detail"]["stdout"], expect, "{command}: {r}");
+        let r = s.run_expecting(command, "OK").await;
+        assert_eq!(r["detail"]["stdout"], "", "{command}: {r}");
     }
-    std::fs::write(sb.jail.join("notes.txt"), "alpha\nBETA\ngamma\n").unwrap();
+    sb.write_in_jail("notes.txt", "alpha\nBETA\ngamma\n");
     let r = s.run("git diff --stat").await;
     assert_eq!(r["code"], "OK", "{r}");
     assert!(stdout_of(&r).contains("1 file changed"), "{r}");
@@ -211,27 +211,44 @@ fn with_profiles(profiles: &[&str]) -> Sandbox {
     sb
 }
 
+/// When `program` is installed: a sandbox with `profiles` whose jail holds `files` (path,
+/// text), and a session with the toolchains; `None` (the test skipped) when it is not.
+async fn project_session(
+    program: &str,
+    profiles: &[&str],
+    files: &[(&str, &str)],
+) -> Option<(Sandbox, super::support::Session)> {
+    if !super::support::installed(program) {
+        return None;
+    }
+    let sb = with_profiles(profiles);
+    for (path, text) in files {
+        let path = sb.jail.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    let s = session_with_toolchains(&sb).await;
+    Some((sb, s))
+}
+
 /// `cargo build --offline` and `cargo test --offline` of a dependency-free crate, under the
 /// rust profile alone: the toolchain is found through rustup's proxy, CARGO_HOME is the
 /// server's cache, build output and test binaries stay in the jail.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_rust_profile_builds_and_tests_a_crate() {
-    if !super::support::installed("cargo") {
+    let files = [
+        (
+            "hello/Cargo.toml",
+            "[package]\nname = \"hello\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+        ),
+        (
+            "hello/src/lib.rs",
+            "pub fn add(a: u32, b: u32) -> u32 { a + b }\n#[cfg(test)]\nmod tests { #[test] fn adds() { assert_eq!(super::add(2, 2), 4); } }\n",
+        ),
+    ];
+    let Some((sb, s)) = project_session("cargo", &["rust"], &files).await else {
         return;
-    }
-    let sb = with_profiles(&["rust"]);
-    std::fs::create_dir_all(sb.jail.join("hello/src")).unwrap();
-    std::fs::write(
-        sb.jail.join("hello/Cargo.toml"),
-        "[package]\nname = \"hello\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
-    )
-    .unwrap();
-    std::fs::write(
-        sb.jail.join("hello/src/lib.rs"),
-        "pub fn add(a: u32, b: u32) -> u32 { a + b }\n#[cfg(test)]\nmod tests { #[test] fn adds() { assert_eq!(super::add(2, 2), 4); } }\n",
-    )
-    .unwrap();
-    let s = session_with_toolchains(&sb).await;
+    };
     let r = s.run_in("hello", "cargo build --offline").await;
     assert_eq!(r["code"], "OK", "{r}");
     let r = s.run_in("hello", "cargo test --offline").await;
@@ -267,16 +284,11 @@ async fn the_rust_profile_builds_and_tests_a_crate() {
 /// system) points at.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_python_profile_runs_unittest() {
-    if !super::support::installed("python3") {
+    let test = "import unittest\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(1 + 1, 2)\n";
+    let files = [("test_math.py", test)];
+    let Some((_sb, s)) = project_session("python3", &["python"], &files).await else {
         return;
-    }
-    let sb = with_profiles(&["python"]);
-    std::fs::write(
-        sb.jail.join("test_math.py"),
-        "import unittest\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(1 + 1, 2)\n",
-    )
-    .unwrap();
-    let s = session_with_toolchains(&sb).await;
+    };
     let r = s.run("python3 -m unittest -v test_math").await;
     assert_eq!(r["code"], "OK", "{r}");
     assert!(stderr_of(&r).contains("test_add"), "{r}");
@@ -286,21 +298,19 @@ async fn the_python_profile_runs_unittest() {
 /// stay off), with the cache beneath the server's, per jail.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_node_profile_runs_npm_test() {
-    if !super::support::installed("npm") {
+    let files = [
+        (
+            "package.json",
+            r#"{"name": "t", "version": "1.0.0", "scripts": {"test": "node test.js", "pretest": "node -e \"require('fs').writeFileSync('pre-ran', '')\""}}"#,
+        ),
+        (
+            "test.js",
+            "const assert = require('assert');\nassert.strictEqual(1 + 1, 2);\nconsole.log('node test ok');\n",
+        ),
+    ];
+    let Some((sb, s)) = project_session("npm", &["node"], &files).await else {
         return;
-    }
-    let sb = with_profiles(&["node"]);
-    std::fs::write(
-        sb.jail.join("package.json"),
-        r#"{"name": "t", "version": "1.0.0", "scripts": {"test": "node test.js", "pretest": "node -e \"require('fs').writeFileSync('pre-ran', '')\""}}"#,
-    )
-    .unwrap();
-    std::fs::write(
-        sb.jail.join("test.js"),
-        "const assert = require('assert');\nassert.strictEqual(1 + 1, 2);\nconsole.log('node test ok');\n",
-    )
-    .unwrap();
-    let s = session_with_toolchains(&sb).await;
+    };
     let r = s.run("npm test").await;
     assert_eq!(r["code"], "OK", "{r}");
     assert_eq!(r["detail"]["exit_code"], 0, "{r}");
@@ -320,10 +330,9 @@ async fn the_git_profile_commits_and_diffs() {
         "git add notes.txt",
         "git commit -q -m first",
     ] {
-        let r = s.run(command).await;
-        assert_eq!(r["code"], "OK", "{command}: {r}");
+        s.run_expecting(command, "OK").await;
     }
-    std::fs::write(sb.jail.join("notes.txt"), "changed\n").unwrap();
+    sb.write_in_jail("notes.txt", "changed\n");
     let r = s.run("git status --short").await;
     assert_eq!(r["detail"]["stdout"], " M notes.txt\n", "{r}");
     let r = s.run("git diff").await;
@@ -379,11 +388,7 @@ fn policy_check(sb: &Sandbox) -> std::process::Output {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_project_file_narrows_the_policy() {
     let sb = sandbox();
-    std::fs::write(
-        sb.jail.join(".safe-mcp.toml"),
-        "[terminal]\nremove_commands = [\"touch\"]\n[terminal.limits]\ntimeout_seconds = 5\n[[terminal.rules]]\ncommand = \"git\"\ndeny_args = [\"push\"]\nreason = \"this repository is pushed by CI only\"\n",
-    )
-    .unwrap();
+    sb.write_in_jail(".safe-mcp.toml", "[terminal]\nremove_commands = [\"touch\"]\n[terminal.limits]\ntimeout_seconds = 5\n[[terminal.rules]]\ncommand = \"git\"\ndeny_args = [\"push\"]\nreason = \"this repository is pushed by CI only\"\n");
     let out = policy_check(&sb);
     assert!(out.status.success(), "{out:?}");
     assert!(
@@ -424,7 +429,7 @@ fn a_widening_project_file_is_fatal() {
         ("[terminal]\nprofiles = [\"rust\"]\n", "terminal.profiles"),
     ] {
         let sb = sandbox();
-        std::fs::write(sb.jail.join(".safe-mcp.toml"), text).unwrap();
+        sb.write_in_jail(".safe-mcp.toml", text);
         let out = policy_check(&sb);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{text}: {out:?}");
@@ -547,8 +552,7 @@ async fn init_writes_a_policy_that_builds_tests_and_commits() {
         "git add .gitignore Cargo.toml src/lib.rs",
         "git commit -q -m start",
     ] {
-        let r = s.run(command).await;
-        assert_eq!(r["code"], "OK", "{command}: {r}");
+        let r = s.run_expecting(command, "OK").await;
         assert_eq!(r["detail"]["exit_code"], 0, "{command}: {r}");
     }
     std::fs::write(proj.join("src/lib.rs"), "pub fn two() -> u32 { 1 + 1 }\n").unwrap();

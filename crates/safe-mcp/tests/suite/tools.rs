@@ -31,8 +31,7 @@ async fn payloads_never_run() {
         ("sort notes.txt --compress-prog=touch", "m-sort"),
     ];
     for (command, marker) in payloads {
-        let r = s.run(command).await;
-        assert_eq!(r["code"], "POLICY_DENIED", "{command}: {r}");
+        let r = s.run_expecting(command, "POLICY_DENIED").await;
         assert!(
             r["detail"]["rule"].as_str().unwrap().starts_with("escape:"),
             "{command}: {r}"
@@ -87,11 +86,10 @@ async fn hardened_tools_still_work() {
         "first",
     ]);
     // A planted repo-local hook and fsmonitor must not run.
-    std::fs::write(
-        sb.jail.join(".git/config"),
+    sb.write_in_jail(
+        ".git/config",
         "[core]\n\tfsmonitor = touch m-fsmonitor\n\trepositoryformatversion = 0\n",
-    )
-    .unwrap();
+    );
     let s = sb.session().await;
     let r = s.run("git status --short").await;
     assert_eq!(r["code"], "OK", "{r}");

@@ -52,6 +52,18 @@ pub fn namespaces_available(uid: Option<u32>, pid: bool) -> bool {
     ok
 }
 
+/// Where the private view can be made: a default [`sandbox`], a session with its server,
+/// and its verbose `describe_policy`; `None` (the test skipped) where it cannot.
+async fn private_view() -> Option<(Sandbox, Session, serde_json::Value)> {
+    if !namespaces_available(None, true) {
+        return None;
+    }
+    let sb = sandbox("");
+    let s = sb.session().await;
+    let d = s.call("describe_policy", json!({"verbose": true})).await;
+    Some((sb, s, d))
+}
+
 fn sandbox(extra: &str) -> Sandbox {
     let sb = Sandbox::builder()
         .allow_more(&["python3", "stat"])
@@ -391,12 +403,9 @@ async fn each_command_has_a_pid_namespace_of_its_own() {
 /// server, dies when the command ends: with its pid namespace.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_setsid_escapee_dies_with_the_pid_namespace() {
-    if !namespaces_available(None, true) {
+    let Some((_sb, s, d)) = private_view().await else {
         return;
-    }
-    let sb = sandbox("");
-    let s = sb.session().await;
-    let d = s.call("describe_policy", json!({"verbose": true})).await;
+    };
     assert!(
         d["detail"]["confinement"]["view"]["namespaces"]
             .as_array()
@@ -422,12 +431,9 @@ async fn a_setsid_escapee_dies_with_the_pid_namespace() {
 /// where it can make a pseudo-terminal, numbered from 0 whatever the host has open.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_view_has_a_minimal_dev_with_private_ptys() {
-    if !namespaces_available(None, true) {
+    let Some((_sb, s, d)) = private_view().await else {
         return;
-    }
-    let sb = sandbox("");
-    let s = sb.session().await;
-    let d = s.call("describe_policy", json!({"verbose": true})).await;
+    };
     let detail = d["detail"]["confinement"]["view"]["detail"]
         .as_str()
         .unwrap();
