@@ -288,6 +288,9 @@ pub struct SeccompReport {
     pub refused_setid_modes: Vec<&'static str>,
     /// Syscalls refused for a device node.
     pub refused_device_nodes: Vec<&'static str>,
+    /// Terminal `ioctl`s refused: those that push input into a terminal or reach another
+    /// one (`TIOCSTI`, `TIOCLINUX`, `TIOCCONS`, `TIOCSETD`).
+    pub refused_terminal_ioctls: Vec<&'static str>,
     /// Which sockets may be created.
     pub sockets: &'static str,
     /// System V IPC: allowed in an ipc namespace of the command's own, else refused.

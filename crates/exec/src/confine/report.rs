@@ -268,6 +268,11 @@ fn seccomp_report(
         } else {
             seccomp::device_node_calls().collect()
         },
+        refused_terminal_ioctls: if off {
+            Vec::new()
+        } else {
+            seccomp::TERMINAL_IOCTLS.iter().map(|(n, _)| *n).collect()
+        },
         sockets: match (off, inet, spec.unix_sockets) {
             (true, ..) | (false, Inet::Any, true) => "any",
             (false, Inet::Any, false) => "any but AF_UNIX (socketpair allowed)",

@@ -22,15 +22,19 @@
 //!    mode in memory, and libc falls back to `openat`; `execveat` of a descriptor itself
 //!    (`AT_EMPTY_PATH`, as `fexecve` does) fails with EPERM, since a memfd the command wrote
 //!    would run past every mount's `noexec`;
-//! 7. the deny-list fails with EPERM; everything else is allowed.
+//! 7. `ioctl` with a request that pushes input into a terminal or reaches another one
+//!    ([`TERMINAL_IOCTLS`]: `TIOCSTI`, `TIOCLINUX`, `TIOCCONS`, `TIOCSETD`) fails with
+//!    EPERM: a command that can open a terminal (the server's own, when it was started from
+//!    one, or a pty of its own) must not type into it what runs after the call;
+//! 8. the deny-list fails with EPERM; everything else is allowed.
 //!
 //! We assemble it ourselves instead of using seccompiler for two reasons. Every command
 //! installs the filter, and the kernel's cost of installing one grows with its length (it
 //! translates and JIT-compiles it and emulates it once per syscall number to build its
 //! allow-cache, walking the program for each): seccompiler's two programs for fewer rules
-//! were 207 instructions; this one, with the argument checks of step 6, is 115, and since
-//! steps 3 to 7 are one binary search over syscall numbers ([`search`]), no number walks
-//! more than 16 of them. And seccompiler cannot express step 2.
+//! were 207 instructions; this one, with the argument checks of steps 6 and 7, is 118 (126
+//! with egress's TCP checks), and since steps 3 to 8 are one binary search over syscall
+//! numbers ([`search`]), no number walks more than 16 of them. And seccompiler cannot express step 2.
 
 use std::collections::HashMap;
 
@@ -165,6 +169,18 @@ const NODE_MAKERS: &[(&str, libc::c_long, u32)] = &[
 #[cfg(not(target_arch = "x86_64"))]
 const NODE_MAKERS: &[(&str, libc::c_long, u32)] = &[("mknodat", libc::SYS_mknodat, 2)];
 
+/// Terminal `ioctl` requests refused, by name: each pushes input into a terminal (`TIOCSTI`
+/// types a character; `TIOCLINUX` pastes a console selection), sends a console's output to
+/// another terminal (`TIOCCONS`), or swaps the line discipline, the kernel's code a
+/// terminal's bytes run through (`TIOCSETD`). The kernel reads an ioctl's request as an
+/// `unsigned int`, so the low 32 bits are all there is to compare.
+pub(crate) const TERMINAL_IOCTLS: &[(&str, u32)] = &[
+    ("TIOCSTI", libc::TIOCSTI as u32),
+    ("TIOCLINUX", libc::TIOCLINUX as u32),
+    ("TIOCCONS", libc::TIOCCONS as u32),
+    ("TIOCSETD", libc::TIOCSETD as u32),
+];
+
 /// The calls refused for a set-id mode, for the confinement report.
 pub(crate) fn refused_by_argument() -> impl Iterator<Item = &'static str> {
     MODE_SETTERS
@@ -225,6 +241,8 @@ enum Label {
     ExecFd,
     /// `memfd_create` without `MFD_NOEXEC_SEAL`, refused where jail files may not run.
     MemfdNoexec,
+    /// An `ioctl`: refused for the [`TERMINAL_IOCTLS`].
+    Ioctl,
     /// An exec the exec log is told of.
     Notify,
     /// A node of the search over syscall numbers.
@@ -332,9 +350,10 @@ pub(crate) fn build(switches: Switches) -> Result<Program, String> {
         Return(RET_ENOSYS),
         Mark(Label::Kill),
         Return(RET_KILL),
-        Mark(Label::Notify),
-        Return(RET_NOTIFY),
     ]);
+    if switches.exec_log {
+        code.extend([Mark(Label::Notify), Return(RET_NOTIFY)]);
+    }
     assemble(&code)
 }
 
@@ -353,6 +372,7 @@ fn special_verdicts(
         special.push((nr(libc::SYS_socket)?, Label::Socket));
     }
     special.push((nr(libc::SYS_openat2)?, Label::Enosys));
+    special.push((nr(libc::SYS_ioctl)?, Label::Ioctl));
     special.push((nr(libc::SYS_execveat)?, Label::ExecFd));
     if switches.exec_log {
         special.push((nr(libc::SYS_execve)?, Label::Notify));
@@ -384,7 +404,7 @@ fn special_verdicts(
 /// The checks on arguments: no set-id bit in a mode, no device node, no execveat of a
 /// descriptor, no executable memfd (unless allowed), no namespace from clone.
 fn argument_checks(code: &mut Vec<Insn>, switches: &Switches) {
-    use Insn::{And, Jump, Load, Mark};
+    use Insn::{Jump, Load, Mark};
     let exec = if switches.exec_log {
         Label::Notify
     } else {
@@ -396,6 +416,22 @@ fn argument_checks(code: &mut Vec<Insn>, switches: &Switches) {
         then: Label::Eperm,
         otherwise: then_ok,
     };
+    // A device node: a type of S_IFCHR (0o020000) or S_IFBLK (0o060000), the two with the
+    // 0o020000 bit that mknod makes (the others with it, S_IFLNK and 0o160000, it refuses
+    // itself), so one bit test needs no mask of the type.
+    for &(_, _, arg) in NODE_MAKERS {
+        code.extend([
+            Mark(Label::Node(arg)),
+            Load(arg_low(arg)),
+            set_id(Label::Next),
+            Jump {
+                op: libc::BPF_JSET,
+                k: libc::S_IFCHR,
+                then: Label::Eperm,
+                otherwise: Label::Allow,
+            },
+        ]);
+    }
     let mut mode_args: Vec<u32> = MODE_SETTERS.iter().map(|m| m.2).collect();
     mode_args.sort_unstable();
     mode_args.dedup();
@@ -404,21 +440,6 @@ fn argument_checks(code: &mut Vec<Insn>, switches: &Switches) {
             Mark(Label::Mode(arg)),
             Load(arg_low(arg)),
             set_id(Label::Allow),
-        ]);
-    }
-    for &(_, _, arg) in NODE_MAKERS {
-        code.extend([
-            Mark(Label::Node(arg)),
-            Load(arg_low(arg)),
-            set_id(Label::Next),
-            And(libc::S_IFMT),
-            eq(libc::S_IFCHR, Label::Eperm),
-            Jump {
-                op: libc::BPF_JEQ,
-                k: libc::S_IFBLK,
-                then: Label::Eperm,
-                otherwise: Label::Allow,
-            },
         ]);
     }
     // execveat(fd, "", …, AT_EMPTY_PATH) runs whatever the descriptor holds: a memfd the
@@ -444,6 +465,16 @@ fn argument_checks(code: &mut Vec<Insn>, switches: &Switches) {
                 otherwise: Label::Eperm,
             },
         ]);
+    }
+    code.extend([Mark(Label::Ioctl), Load(arg_low(1))]);
+    for (i, &(_, request)) in TERMINAL_IOCTLS.iter().enumerate() {
+        let last = i + 1 == TERMINAL_IOCTLS.len();
+        code.push(Jump {
+            op: libc::BPF_JEQ,
+            k: request,
+            then: Label::Eperm,
+            otherwise: if last { Label::Allow } else { Label::Next },
+        });
     }
     code.extend([
         Mark(Label::Clone),

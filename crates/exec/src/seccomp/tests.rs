@@ -349,3 +349,49 @@ fn set_id_modes_and_device_nodes_are_refused() {
         RET_ALLOW
     );
 }
+
+/// A terminal ioctl that types into a terminal or reaches another one is refused, by its
+/// low 32 bits (all the kernel reads of the request), whatever the high bits say; every
+/// other request, the everyday ones a terminal program makes among them, is allowed.
+#[test]
+fn terminal_ioctls_that_inject_input_are_refused() {
+    let p = build(switches(Inet::None, true)).unwrap();
+    let ioctl = |request: u64| {
+        run_args(
+            &p,
+            AUDIT_ARCH,
+            nr(libc::SYS_ioctl),
+            [1, request, 0, 0, 0, 0],
+        )
+    };
+    for (name, request) in TERMINAL_IOCTLS {
+        assert_eq!(ioctl(u64::from(*request)), RET_EPERM, "{name}");
+        assert_eq!(
+            ioctl(u64::from(*request) | 1 << 32),
+            RET_EPERM,
+            "{name} with high bits"
+        );
+    }
+    for request in [
+        libc::TCGETS,
+        libc::TCSETS,
+        libc::TIOCGWINSZ,
+        libc::TIOCSWINSZ,
+        libc::TIOCSCTTY,
+        libc::TIOCGPGRP,
+        libc::FIONREAD,
+        libc::FIOCLEX,
+    ] {
+        assert_eq!(ioctl(request), RET_ALLOW, "request {request:#x}");
+    }
+    assert_eq!(
+        run_args(
+            &p,
+            AUDIT_ARCH,
+            nr(libc::SYS_write),
+            [1, u64::from(libc::TIOCSTI as u32), 0, 0, 0, 0]
+        ),
+        RET_ALLOW,
+        "another call with the same second argument"
+    );
+}

@@ -453,3 +453,77 @@ async fn the_view_has_a_minimal_dev_with_private_ptys() {
     let out = stdout_of(&r);
     assert_eq!(out.matches("No such file or directory").count(), 4, "{r}");
 }
+
+/// Issue 55 (item 3): a command that makes itself a terminal (a pty of its own, its
+/// controlling terminal in a session of its own) cannot type into it, paste a console
+/// selection into it or swap its line discipline: seccomp answers EPERM before the
+/// terminal's driver sees the request. The control: the same program run unconfined
+/// types (`TIOCSTI ok`), is told by the driver that a pty is no console (not EPERM) and sets
+/// the line discipline it has (`TIOCSETD ok`). As root and under an unprivileged server.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_command_cannot_type_into_a_terminal() {
+    let probe = r#"
+import fcntl, os, struct, termios
+m, s = os.openpty()
+name = os.ttyname(s)
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.setsid()
+    fd = os.open(name, os.O_RDWR)  # a session leader's first terminal: its controlling one
+    said = []
+    for label, request, arg in [("TIOCSTI", termios.TIOCSTI, b"x"),
+                                ("TIOCLINUX", termios.TIOCLINUX, bytes([6])),
+                                ("TIOCSETD", termios.TIOCSETD, struct.pack("i", 0))]:
+        try:
+            fcntl.ioctl(fd, request, arg)
+            said.append(label + " ok")
+        except OSError as e:
+            said.append(f"{label} {e.errno}")
+    os.write(w, " ".join(said).encode())
+    os._exit(0)
+os.close(w)
+os.waitpid(pid, 0)
+print(os.read(r, 1000).decode())
+"#;
+    let unconfined = std::process::Command::new("python3")
+        .args(["-c", probe])
+        .output()
+        .unwrap();
+    let control = String::from_utf8_lossy(&unconfined.stdout);
+    let words: Vec<&str> = control.split_whitespace().collect();
+    assert!(
+        words.len() == 6
+            && words[..2] == ["TIOCSTI", "ok"]
+            && words[2] == "TIOCLINUX"
+            && words[3] != "1"
+            && words[4..] == ["TIOCSETD", "ok"],
+        "the control: unconfined, each request reaches the terminal's driver (a pty is no console: ENOTTY or EINVAL, never EPERM): {unconfined:?}"
+    );
+    let Some((_sb, s, d)) = private_view().await else {
+        return;
+    };
+    let refused = &d["detail"]["confinement"]["seccomp"]["refused_terminal_ioctls"];
+    assert_eq!(
+        refused,
+        &json!(["TIOCSTI", "TIOCLINUX", "TIOCCONS", "TIOCSETD"]),
+        "{d}"
+    );
+    let r = s.py(probe).await;
+    assert_eq!(
+        stdout_of(&r),
+        "TIOCSTI 1 TIOCLINUX 1 TIOCSETD 1\n",
+        "each refused with EPERM: {r}"
+    );
+    // The same under an unprivileged server (its commands in a user namespace of its own).
+    if rustix::process::geteuid().is_root() && namespaces_available(Some(65534), false) {
+        let sb = sandbox("");
+        sb.give_to(65534);
+        let r = sb.session_as(65534).await.py(probe).await;
+        assert_eq!(
+            stdout_of(&r),
+            "TIOCSTI 1 TIOCLINUX 1 TIOCSETD 1\n",
+            "unprivileged: {r}"
+        );
+    }
+}
