@@ -17,8 +17,35 @@ pub(crate) fn random_hex() -> std::io::Result<String> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
+/// Why a runtime directory could not be had.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TmpError {
+    /// A directory could not be made.
+    #[error("{0}")]
+    At(#[from] AtPath),
+    /// The server's temporary directory lies inside the jail.
+    #[error(
+        "the server's temporary directory {} lies inside the jail; set TMPDIR for the server to a directory outside it",
+        .0.display()
+    )]
+    InsideJail(PathBuf),
+}
+
+/// A fresh `<prefix><pid>-<hex>` directory (mode 0700) beneath the server's temporary
+/// directory, which must lie outside `jail`; the ones of servers no longer running are
+/// removed first.
+pub(crate) fn create_outside(jail: &Path, prefix: &str) -> Result<PathBuf, TmpError> {
+    let parent = std::env::temp_dir();
+    let parent = std::fs::canonicalize(&parent).map_err(|e| AtPath::new(&parent, e))?;
+    if parent.starts_with(jail) {
+        return Err(TmpError::InsideJail(parent));
+    }
+    remove_stale(&parent, prefix);
+    Ok(make(&parent, prefix, 0o700)?)
+}
+
 /// Makes `<parent>/<prefix><pid>-<hex>` with `mode`.
-pub(crate) fn make(parent: &Path, prefix: &str, mode: u32) -> Result<PathBuf, AtPath> {
+fn make(parent: &Path, prefix: &str, mode: u32) -> Result<PathBuf, AtPath> {
     let pid = std::process::id();
     make_named(parent, mode, || {
         random_hex().map(|hex| format!("{prefix}{pid}-{hex}"))

@@ -19,22 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use crate::fault::AtPath;
-use crate::rundir;
-
-/// Why the temporary directories could not be had.
-#[derive(Debug)]
-pub(crate) enum TmpError {
-    /// A directory could not be made.
-    At(AtPath),
-    /// The server's temporary directory lies inside the jail.
-    InsideJail(PathBuf),
-}
-
-impl From<AtPath> for TmpError {
-    fn from(at: AtPath) -> TmpError {
-        TmpError::At(at)
-    }
-}
+use crate::rundir::{self, TmpError};
 
 const ROOT_PREFIX: &str = "safe-mcp-tmp-";
 
@@ -63,14 +48,8 @@ impl TmpRoot {
     /// Makes the root beneath the server's temporary directory, which must lie outside
     /// `jail`.
     pub(crate) fn create(jail: &Path) -> Result<TmpRoot, TmpError> {
-        let parent = std::env::temp_dir();
-        let parent = std::fs::canonicalize(&parent).map_err(|e| AtPath::new(&parent, e))?;
-        if parent.starts_with(jail) {
-            return Err(TmpError::InsideJail(parent));
-        }
-        rundir::remove_stale(&parent, ROOT_PREFIX);
         Ok(TmpRoot {
-            dir: rundir::make(&parent, ROOT_PREFIX, 0o700)?,
+            dir: rundir::create_outside(jail, ROOT_PREFIX)?,
             pool: Pool::default(),
         })
     }

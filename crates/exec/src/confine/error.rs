@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 
 pub use crate::fault::AtPath;
-use crate::tmp::TmpError;
+use crate::rundir::TmpError;
 
 /// Why confinement could not be prepared. Fatal at startup under `enforce`.
 #[derive(Debug, thiserror::Error)]

@@ -467,15 +467,11 @@ fn argument_checks(code: &mut Vec<Insn>, switches: &Switches) {
         ]);
     }
     code.extend([Mark(Label::Ioctl), Load(arg_low(1))]);
-    for (i, &(_, request)) in TERMINAL_IOCTLS.iter().enumerate() {
-        let last = i + 1 == TERMINAL_IOCTLS.len();
-        code.push(Jump {
-            op: libc::BPF_JEQ,
-            k: request,
-            then: Label::Eperm,
-            otherwise: if last { Label::Allow } else { Label::Next },
-        });
-    }
+    let refused: Vec<(u32, Label)> = TERMINAL_IOCTLS
+        .iter()
+        .map(|&(_, request)| (request, Label::Eperm))
+        .collect();
+    equal_to_one_of(&refused, code);
     code.extend([
         Mark(Label::Clone),
         Load(ARG0_LOW),
@@ -552,18 +548,7 @@ fn eq(k: u32, then: Label) -> Insn {
 fn search(entries: &[(u32, Label)], code: &mut Vec<Insn>, branches: &mut u16) {
     use Insn::{Jump, Mark};
     if entries.len() <= 3 {
-        for (i, &(n, label)) in entries.iter().enumerate() {
-            let last = i + 1 == entries.len();
-            code.push(Jump {
-                op: libc::BPF_JEQ,
-                k: n,
-                then: label,
-                otherwise: if last { Label::Allow } else { Label::Next },
-            });
-        }
-        if entries.is_empty() {
-            code.push(Insn::Return(RET_ALLOW));
-        }
+        equal_to_one_of(entries, code);
         return;
     }
     let (low, high) = entries.split_at(entries.len() / 2);
@@ -578,6 +563,23 @@ fn search(entries: &[(u32, Label)], code: &mut Vec<Insn>, branches: &mut u16) {
     search(low, code, branches);
     code.push(Mark(upper));
     search(high, code, branches);
+}
+
+/// A's value compared with each entry's in turn, jumping to the entry's label on a match;
+/// no match allows the call.
+fn equal_to_one_of(entries: &[(u32, Label)], code: &mut Vec<Insn>) {
+    for (i, &(k, then)) in entries.iter().enumerate() {
+        let last = i + 1 == entries.len();
+        code.push(Insn::Jump {
+            op: libc::BPF_JEQ,
+            k,
+            then,
+            otherwise: if last { Label::Allow } else { Label::Next },
+        });
+    }
+    if entries.is_empty() {
+        code.push(Insn::Return(RET_ALLOW));
+    }
 }
 
 /// Resolves labels into the forward jump offsets classic BPF wants (0..=255), and checks the

@@ -88,14 +88,7 @@ impl View {
         executable: &[PathBuf],
         held: &[PathBuf],
     ) -> Result<View, String> {
-        let parent = std::env::temp_dir();
-        let parent = std::fs::canonicalize(&parent)
-            .map_err(|e| format!("the temporary directory {}: {e}", parent.display()))?;
-        if parent.starts_with(&spec.jail_root) {
-            return Err("the server's temporary directory lies inside the jail".into());
-        }
-        rundir::remove_stale(&parent, PREFIX);
-        let dir = rundir::make(&parent, PREFIX, 0o700).map_err(|e| e.to_string())?;
+        let dir = rundir::create_outside(&spec.jail_root, PREFIX).map_err(|e| e.to_string())?;
         let view = match build(spec, &dir, tmp_root, executable, held) {
             Ok((mut entries, user, pid, pts, limited)) => View {
                 user_limits: limited,
