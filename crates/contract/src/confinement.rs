@@ -335,6 +335,9 @@ pub struct ViewReport {
     pub namespaces: Vec<&'static str>,
     /// What is visible, for a private view; why the host view, otherwise.
     pub detail: String,
+    /// Whether a process session may run on a pseudo-terminal: each command mounts a
+    /// devpts of its own (a private view with pid namespaces, on a kernel that allows it).
+    pub terminals: bool,
 }
 
 /// The confinement in full, for `describe_policy`, `explain_command` and `doctor`.

@@ -38,7 +38,7 @@ pub use confinement::{
 pub use plan::{
     Cancel, Durable, Egress, EgressGate, ExecFailure, ExecFuture, ExecOutcome, ExecPlan, ExecStage,
     ExecutedProgram, Executor, GivenStdio, Interactive, InteractiveIo, NOTABLE_LINE_BYTES,
-    NOTABLE_LINES, Observer, OutputObserver, OutputStream, Sequence, StageOutcome,
+    NOTABLE_LINES, Observer, OutputObserver, OutputStream, Sequence, StageOutcome, TerminalSize,
     looks_like_an_error,
 };
 pub use script::shebang;

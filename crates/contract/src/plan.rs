@@ -124,6 +124,24 @@ pub trait InteractiveIo: Send + Sync {
     /// When the session counts as idle if nobody reads or writes it before then: the
     /// executor stops it there ([`ExecOutcome::idle`]); `None`, never.
     fn idle_at(&self) -> Option<std::time::Instant>;
+
+    /// A pseudo-terminal of this size for the session's one program, made in the
+    /// program's own view: its standard input, output and error, and its controlling
+    /// terminal. `stdin` in [`InteractiveIo::started`] is then the terminal's master (write
+    /// keys to it, resize through it), and what the program prints reaches the observer as
+    /// standard output. `None`: pipes.
+    fn terminal(&self) -> Option<TerminalSize> {
+        None
+    }
+}
+
+/// A terminal's size in character cells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TerminalSize {
+    /// Lines.
+    pub rows: u16,
+    /// Columns.
+    pub cols: u16,
 }
 
 /// An [`InteractiveIo`] a plan can carry.

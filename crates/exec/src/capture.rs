@@ -101,6 +101,12 @@ impl Capture {
         }
     }
 
+    /// Reads from `fd` from now on, instead of the pipe it was made with (a session's
+    /// terminal).
+    pub(crate) fn read_from(&mut self, fd: OwnedFd) {
+        self.fd = Some(fd);
+    }
+
     /// Reads what is available, keeping the head and the tail. A stream never stops the
     /// call by its volume: memory is bounded by the two limits.
     pub(crate) fn read_some(&mut self) {

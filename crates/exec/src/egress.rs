@@ -20,14 +20,10 @@
 //! connection a command makes to the proxy arrives on a listener that belongs to its call.
 
 use std::ffi::c_int;
-use std::mem::MaybeUninit;
 use std::net::TcpListener;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, RawFd};
 
-use rustix::net::{
-    AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendFlags, SocketFlags,
-    SocketType,
-};
+use rustix::net::{AddressFamily, SendFlags, SocketFlags, SocketType};
 use safe_mcp_contract::EGRESS_PORT;
 
 use crate::step::errno;
@@ -57,45 +53,6 @@ impl Tier {
             ),
             Tier::Landlock => "no network namespace can be made here: commands share the host's network, Landlock allows TCP connect to the call's proxy port alone (on any address: Landlock matches ports, not addresses) and no bind, and seccomp allows TCP streams only (no UDP, no raw sockets)".to_owned(),
         }
-    }
-}
-
-/// The two ends of a stage's channel: the server keeps `server`, the first child sends on
-/// `child`. Both close on exec.
-pub(crate) struct Channel {
-    pub(crate) server: OwnedFd,
-    pub(crate) child: OwnedFd,
-}
-
-impl Channel {
-    pub(crate) fn new() -> std::io::Result<Channel> {
-        let (server, child) = rustix::net::socketpair(
-            AddressFamily::UNIX,
-            SocketType::DGRAM,
-            SocketFlags::CLOEXEC,
-            None,
-        )?;
-        Ok(Channel { server, child })
-    }
-
-    /// The listener the stage's first child sent, if it got that far. Call once the first
-    /// child has exited (the message waits in the socket until then).
-    pub(crate) fn receive(&self) -> std::io::Result<TcpListener> {
-        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
-        let mut control = RecvAncillaryBuffer::new(&mut space);
-        let mut byte = [0u8; 1];
-        let mut iov = [std::io::IoSliceMut::new(&mut byte)];
-        rustix::net::recvmsg(&self.server, &mut iov, &mut control, RecvFlags::DONTWAIT)?;
-        for message in control.drain() {
-            if let RecvAncillaryMessage::ScmRights(mut fds) = message
-                && let Some(fd) = fds.next()
-            {
-                return Ok(TcpListener::from(fd));
-            }
-        }
-        Err(std::io::Error::other(
-            "the stage's network namespace sent no listener",
-        ))
     }
 }
 

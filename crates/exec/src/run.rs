@@ -43,6 +43,8 @@ struct Stage {
     _egress: Option<Box<dyn Send>>,
     /// The exec log's watch of the stage's tree.
     watch: Option<crate::execlog::Watch>,
+    /// A process session's terminal: its master, until the session takes it.
+    terminal: Option<OwnedFd>,
 }
 
 /// How a stage ended: its exit code, or the signal that killed it.
@@ -103,6 +105,7 @@ pub(crate) fn run_plan(
 ) -> Result<ExecOutcome, ExecFailure> {
     let deadline = Instant::now() + plan.timeout;
     let io = |e: std::io::Error| ExecFailure::Internal(e.to_string());
+    one_program_on_a_terminal(plan)?;
     let (out_r, mut out_w) = pipe_with(PipeFlags::CLOEXEC).map_err(|e| io(e.into()))?;
     let (err_r, mut err_w) = pipe_with(PipeFlags::CLOEXEC).map_err(|e| io(e.into()))?;
     // A nested call writes where the command that asked for it writes: our pipes' write
@@ -164,6 +167,10 @@ pub(crate) fn run_plan(
             gate_writer,
         };
         let mut stages = spawn_pipeline(&wiring, pipeline, base, stdin, &mut feed)?;
+        let session_stdin = match stages.first_mut().and_then(|s| s.terminal.take()) {
+            Some(master) => Some(read_terminal(master, &mut stdout)?),
+            None => session_stdin,
+        };
         let protected = started_stages(plan, confinement, &stages, session_stdin);
         for s in &stages {
             outcome.stages[s.index].ran = true;
@@ -207,6 +214,31 @@ pub(crate) fn run_plan(
     Ok(outcome)
 }
 
+/// A session on a terminal runs one program: the core refuses anything else before any
+/// record, so a plan that gets here otherwise is a bug.
+fn one_program_on_a_terminal(plan: &ExecPlan) -> Result<(), ExecFailure> {
+    let on_terminal = plan
+        .interactive
+        .as_ref()
+        .is_some_and(|i| i.0.terminal().is_some());
+    if on_terminal && (plan.pipelines.len() != 1 || plan.pipelines[0].len() != 1) {
+        return Err(ExecFailure::Internal(
+            "a session on a terminal runs one program, not a pipeline or a list".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// On a terminal the session writes to its `master`, and what the program prints is read
+/// from there, as standard output (in place of `stdout`'s pipe, whose write end the program
+/// never had): the master, for the session.
+fn read_terminal(master: OwnedFd, stdout: &mut Capture) -> Result<OwnedFd, ExecFailure> {
+    let io = |e: std::io::Error| ExecFailure::Internal(e.to_string());
+    set_nonblocking(&master).map_err(io)?;
+    stdout.read_from(master.try_clone().map_err(io)?);
+    Ok(master)
+}
+
 /// A pipeline's stages have started: a session's first stage gets its stdin, and in the
 /// host view each stage leads a session of its own, and what it leaves behind (re-parented
 /// to the server) is spared by other calls' sweeps while it runs (in a pid namespace its
@@ -243,6 +275,8 @@ fn first_stdin(
 ) -> Result<(FirstStdin<'_>, Option<OwnedFd>), ExecFailure> {
     let io = |e: std::io::Error| ExecFailure::Internal(e.to_string());
     Ok(match (&plan.interactive, pipeline) {
+        // On a terminal its first stage reads the terminal instead.
+        (Some(io), 0) if io.0.terminal().is_some() => (FirstStdin::Null, None),
         (Some(_), 0) => {
             let (r, w) = pipe_with(PipeFlags::CLOEXEC).map_err(|e| io(e.into()))?;
             // Writes never block the server: a full pipe takes what it can.
@@ -475,6 +509,11 @@ fn spawn_stages(
                     keep_death_signal: plan.interactive.is_some(),
                     gate: gate.as_fd(),
                     gate_writer,
+                    terminal: plan
+                        .interactive
+                        .as_ref()
+                        .and_then(|io| io.0.terminal())
+                        .filter(|_| base == 0 && k == 0),
                 },
                 ahead,
             )
@@ -502,6 +541,7 @@ fn spawn_stages(
             watch,
             exited: false,
             index: base + k,
+            terminal: child.terminal,
         });
     }
     Ok(())

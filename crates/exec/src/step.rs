@@ -29,6 +29,9 @@ pub(crate) enum Step {
     Exec,
     /// Egress: the command's own network namespace and the proxy's listener in it.
     Network,
+    /// A process session's pseudo-terminal: made in the command's own devpts, handed to the
+    /// server, and made the command's controlling terminal.
+    Terminal,
 }
 
 impl Step {
@@ -47,6 +50,7 @@ impl Step {
             Step::Gate,
             Step::Exec,
             Step::Network,
+            Step::Terminal,
         ]
         .into_iter()
         .find(|s| *s as i32 == raw)
@@ -68,6 +72,9 @@ impl Step {
             Step::Exec => "execve",
             Step::Network => {
                 "the command's network namespace (unshare, loopback, the proxy's listener)"
+            }
+            Step::Terminal => {
+                "the session's terminal (its devpts's ptmx, the master sent to the server, the controlling terminal)"
             }
         }
     }
@@ -104,6 +111,47 @@ pub(crate) fn send_fd(
         .map_err(|e| e.raw_os_error())
 }
 
+/// The two ends of a stage's channel, on which one of its children sends the server a
+/// descriptor it made in the stage's own namespaces (the listener of its network namespace,
+/// the master of its terminal): the server keeps `server`, the child sends on `child` with
+/// [`send_fd`]. Both close on exec.
+pub(crate) struct Channel {
+    pub(crate) server: std::os::fd::OwnedFd,
+    pub(crate) child: std::os::fd::OwnedFd,
+}
+
+impl Channel {
+    pub(crate) fn new() -> std::io::Result<Channel> {
+        use rustix::net::{AddressFamily, SocketFlags, SocketType};
+        let (server, child) = rustix::net::socketpair(
+            AddressFamily::UNIX,
+            SocketType::DGRAM,
+            SocketFlags::CLOEXEC,
+            None,
+        )?;
+        Ok(Channel { server, child })
+    }
+
+    /// The descriptor the child sent, if it got that far, or an error that says `missing`.
+    /// Call once the child has given its word (the message waits in the socket until then).
+    pub(crate) fn receive_fd(&self, missing: &str) -> std::io::Result<std::os::fd::OwnedFd> {
+        use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
+        let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+        let mut control = RecvAncillaryBuffer::new(&mut space);
+        let mut byte = [0u8; 1];
+        let mut iov = [std::io::IoSliceMut::new(&mut byte)];
+        rustix::net::recvmsg(&self.server, &mut iov, &mut control, RecvFlags::DONTWAIT)?;
+        for message in control.drain() {
+            if let RecvAncillaryMessage::ScmRights(mut fds) = message
+                && let Some(fd) = fds.next()
+            {
+                return Ok(fd);
+            }
+        }
+        Err(std::io::Error::other(missing.to_owned()))
+    }
+}
+
 /// Closes every descriptor of this process but `keep` (-1 for none): the raw syscall, on
 /// the gaps between them. For children that must keep nothing of the server's open.
 pub(crate) fn close_all_except<const N: usize>(mut keep: [c_int; N]) {
@@ -130,12 +178,12 @@ mod tests {
     fn every_step_survives_the_round_trip_through_its_raw_code() {
         // A step the child reports as `step << 16 | errno` must read back as itself, or the
         // message names the wrong step.
-        for raw in 1..=13 {
+        for raw in 1..=14 {
             let step = Step::from_raw(raw).unwrap_or_else(|| panic!("no step {raw}"));
             assert_eq!(step as i32, raw);
             assert!(!step.as_str().is_empty());
         }
         assert_eq!(Step::from_raw(0), None);
-        assert_eq!(Step::from_raw(14), None);
+        assert_eq!(Step::from_raw(15), None);
     }
 }

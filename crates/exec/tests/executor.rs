@@ -409,3 +409,110 @@ fn an_idle_session_is_stopped_and_a_touched_one_is_not() {
     );
     assert_eq!(out.exit_code, Some(128 + 9), "{out:?}");
 }
+
+/// A session on a terminal, as the core keeps one: what the program prints arrives as
+/// standard output, and the master to write to arrives at the start.
+struct OnTerminal {
+    size: safe_mcp_contract::TerminalSize,
+    master: std::sync::Mutex<Option<std::os::fd::OwnedFd>>,
+    seen: std::sync::Mutex<Vec<u8>>,
+}
+
+impl safe_mcp_contract::InteractiveIo for OnTerminal {
+    fn started(&self, master: std::os::fd::OwnedFd, _pid: u32) {
+        *self.master.lock().unwrap() = Some(master);
+    }
+
+    fn idle_at(&self) -> Option<std::time::Instant> {
+        None
+    }
+
+    fn terminal(&self) -> Option<safe_mcp_contract::TerminalSize> {
+        Some(self.size)
+    }
+}
+
+impl safe_mcp_contract::OutputObserver for OnTerminal {
+    fn output(&self, stream: safe_mcp_contract::OutputStream, bytes: &[u8]) {
+        assert_eq!(stream, safe_mcp_contract::OutputStream::Stdout);
+        self.seen.lock().unwrap().extend_from_slice(bytes);
+    }
+}
+
+/// Issue 55: a session's program runs on a pty of its own devpts, at the size asked, as the
+/// leader of its own session with that pty as its controlling terminal (`/proc/self/stat`'s
+/// tty_nr and session), where `/dev/tty` works and `stty` sets modes (Landlock's IOCTL_DEV on
+/// /dev/tty); a line written to the master is read by the program.
+#[test]
+fn a_session_on_a_terminal_gets_its_own_controlling_pty() {
+    let (_dir, jail, executor) = jail();
+    assert!(
+        executor.confinement().view.terminals,
+        "this machine kind gives every command a devpts of its own: {:?}",
+        executor.confinement().view
+    );
+    let session = std::sync::Arc::new(OnTerminal {
+        size: safe_mcp_contract::TerminalSize {
+            rows: 30,
+            cols: 100,
+        },
+        master: std::sync::Mutex::new(None),
+        seen: std::sync::Mutex::new(Vec::new()),
+    });
+    let script = "tty; stty size; read -r _ _ _ _ _ sid tty _ < /proc/self/stat; \
+                  echo \"sid=$sid self=$$ tty_nr=$tty\"; stty -echo < /dev/tty && echo modes-set; \
+                  read -r line; echo \"got $line\"";
+    let mut p = plan(&jail, vec![vec![stage(&["sh", "-c", script])]], vec![]);
+    p.interactive = Some(safe_mcp_contract::Interactive(
+        std::sync::Arc::clone(&session) as _,
+    ));
+    p.observer = Some(safe_mcp_contract::Observer(
+        std::sync::Arc::clone(&session) as _
+    ));
+    let writer = std::sync::Arc::clone(&session);
+    let typing = std::thread::spawn(move || {
+        for _ in 0..200 {
+            let seen = String::from_utf8_lossy(&writer.seen.lock().unwrap()).into_owned();
+            if seen.contains("modes-set") {
+                let master = writer.master.lock().unwrap();
+                let written = rustix::io::write(master.as_ref().unwrap(), b"hello\n");
+                assert_eq!(written, Ok(6));
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    });
+    let out = run(&executor, p, true).unwrap();
+    typing.join().unwrap();
+    let seen = String::from_utf8_lossy(&session.seen.lock().unwrap()).into_owned();
+    assert_eq!(out.exit_code, Some(0), "{seen}");
+    assert!(
+        seen.contains("/dev/pts/0\r\n"),
+        "its own devpts's first pty: {seen}"
+    );
+    assert!(seen.contains("30 100\r\n"), "the size asked: {seen}");
+    let fields: Vec<&str> = seen
+        .lines()
+        .find(|l| l.starts_with("sid="))
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    let value = |k: &str| {
+        fields
+            .iter()
+            .find_map(|f| f.strip_prefix(k))
+            .unwrap()
+            .trim()
+    };
+    assert_eq!(
+        value("sid="),
+        value("self="),
+        "it leads its session: {seen}"
+    );
+    assert_ne!(value("tty_nr="), "0", "with a controlling terminal: {seen}");
+    assert!(seen.contains("got hello"), "{seen}");
+    assert!(
+        !seen.contains("hello\r\ngot"),
+        "the echo was off after stty: {seen}"
+    );
+}

@@ -172,23 +172,26 @@ pub(super) fn describe(
 /// Which view commands get, as the report says it.
 fn view_report(spec: &ConfinementSpec, view: &ViewState) -> ViewReport {
     match view {
-        ViewState::Private(names, visible, _) => ViewReport {
+        ViewState::Private(names, visible, pts) => ViewReport {
             setting: spec.namespaces.as_str(),
             view: ViewKind::Private,
             namespaces: names.clone(),
             detail: visible.clone(),
+            terminals: *pts,
         },
         ViewState::Host(why) => ViewReport {
             setting: spec.namespaces.as_str(),
             view: ViewKind::Host,
             namespaces: Vec::new(),
             detail: why.clone(),
+            terminals: false,
         },
         ViewState::Planned(what) => ViewReport {
             setting: spec.namespaces.as_str(),
             view: ViewKind::Planned,
             namespaces: Vec::new(),
             detail: (*what).to_owned(),
+            terminals: false,
         },
     }
 }

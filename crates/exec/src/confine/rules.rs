@@ -95,7 +95,7 @@ pub(super) struct LandlockRules {
 impl LandlockRules {
     /// With a private `view`, commands may also read its synthetic `/etc` files (other
     /// inodes than the host's) and use `/dev/tty` (which, with no controlling terminal,
-    /// opens nothing). Each command's own `/proc` and `/dev/pts` are fresh file systems the
+    /// opens nothing; in a session on a terminal, it opens that terminal). Each command's own `/proc` and `/dev/pts` are fresh file systems the
     /// server cannot name beforehand (Landlock ignores the covered mount point), so their
     /// rules are added by the command's init ([`super::Confinement::add_own_mounts`]).
     pub(super) fn open(
@@ -141,7 +141,14 @@ impl LandlockRules {
             .chain(device(false).map(|p| (p, AccessFs::ReadFile.into())))
             // The command's own /proc is mounted on this directory of the view's skeleton;
             // Landlock matches the mount point on the way up from any file beneath it.
-            .chain(tty.map(|p| (p, AccessFs::ReadFile | AccessFs::WriteFile)))
+            // /dev/tty opens only the command's controlling terminal, which only a session
+            // on a terminal of its own has: `less` and `git add -p` set its modes there.
+            .chain(tty.map(|p| {
+                (
+                    p,
+                    AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::IoctlDev,
+                )
+            }))
             .chain(spec.write_paths.iter().cloned().map(|p| (p, writable)))
             .chain(std::iter::once((spec.jail_root.clone(), writable)))
             .collect();

@@ -338,6 +338,7 @@ fn start(s: &StageSpawn<'_>, slot: Slot) -> Result<Spawned, SpawnError> {
             pgid: init_pid.as_raw_nonzero().get(),
             init: Some(init),
             listener: None,
+            terminal: None,
         }),
         (Ok(_), f) if f != 0 => end(SpawnError::from_failure(f), init),
         (Ok(_), _) => end(

@@ -7,6 +7,7 @@ use std::ffi::{c_char, c_int, c_void};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
+use super::terminal::{TerminalStage, open_terminal, take_terminal};
 use crate::confine::{CallConfinement, Confinement};
 use crate::step::{Step, close_all_except, errno};
 
@@ -74,6 +75,8 @@ pub(super) struct PidNamespaceStage {
     /// Written by the first child: the write end of the pipe on which the init says that
     /// the command has exec'd or failed (the same number in the init's descriptor table).
     pub(super) report: AtomicI32,
+    /// A process session's pseudo-terminal, which the init makes ([`super::terminal`]).
+    pub(super) terminal: TerminalStage,
 }
 
 /// A failure as the failure slot holds it: `step << 16 | errno`.
@@ -348,6 +351,10 @@ pub(super) unsafe fn run_init(p: &Prepared) -> Result<std::convert::Infallible, 
     let confinement = unsafe { &*p.confinement };
     // SAFETY: we are the init, in its own mount namespace, before the command starts.
     unsafe { confinement.mount_group(p.exec_group) }.map_err(|e| (Step::View, e))?;
+    if stage.terminal.wanted() {
+        // SAFETY: we are the init, after mounting its devpts, before the command starts.
+        unsafe { open_terminal(&stage.terminal) }.map_err(|e| (Step::Terminal, e))?;
+    }
     let report = stage.report.load(Ordering::Acquire);
     // SAFETY: we are the init, after its mounts, with `p`'s stacks and slot alive.
     unsafe { start_command(p, stage.command_stack, stage.status, [report, -1]) }
@@ -472,8 +479,20 @@ pub(super) unsafe fn reap_until(command: libc::pid_t, status: *const AtomicU64) 
 pub(super) extern "C" fn command_main(arg: *mut c_void) -> c_int {
     // SAFETY: `arg` is the `Prepared` of `spawn`, alive until this child has exec'd or exited.
     let p = unsafe { &*arg.cast::<Prepared>() };
-    // SAFETY: see `run_command`; it is only ever called here and in `run_child`.
-    let Err((step, errno)) = unsafe { run_command(p) };
+    let terminal = p.pid_ns.as_ref().is_some_and(|s| s.terminal.wanted());
+    let taken = if terminal {
+        // SAFETY: we are the command child of a stage with a terminal, before it confines
+        // itself.
+        unsafe { take_terminal() }
+    } else {
+        Ok(())
+    };
+    let steps = match taken {
+        Err(e) => Err((Step::Terminal, e)),
+        // SAFETY: see `run_command`; it is only ever called here and in `run_child`.
+        Ok(()) => unsafe { run_command(p) },
+    };
+    let Err((step, errno)) = steps;
     record_failure(p, step, errno);
     // SAFETY: ends only this child.
     unsafe { libc::_exit(127) }

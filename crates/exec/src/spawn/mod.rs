@@ -48,6 +48,7 @@ mod ahead;
 mod ahead_child;
 mod child;
 mod stage;
+mod terminal;
 
 use stage::{ChildStack, prepare_strings, reap, vfork};
 pub(crate) use stage::{InitMemory, SpawnError, Spawned, StageSpawn};
@@ -65,15 +66,26 @@ pub(crate) fn spawn(s: &StageSpawn<'_>, ahead: Option<&Ahead>) -> Result<Spawned
             "a descriptor to hand the child is below 3",
         )));
     }
+    // A terminal is made by a stage's own init, in the devpts it mounts: never ahead.
+    let ahead = ahead.filter(|_| s.terminal.is_none());
     if let Some(started) = ahead.and_then(|ahead| ahead.spawn(s)) {
         return started;
+    }
+    if s.terminal.is_some() && !(s.confinement.pid_namespace() && s.confinement.private_pts()) {
+        return Err(SpawnError::Parent(std::io::Error::other(
+            "a terminal needs a devpts of the command's own, which this view does not have (describe_policy: confinement.view.terminals)",
+        )));
     }
     let strings = prepare_strings(s)?;
     let stack = ChildStack::new()?;
     let channel = if s.confinement.own_network() {
-        Some(crate::egress::Channel::new()?)
+        Some(crate::step::Channel::new()?)
     } else {
         None
+    };
+    let terminal_channel = match s.terminal {
+        Some(_) => Some(crate::step::Channel::new()?),
+        None => None,
     };
     let server = rustix::process::getpid().as_raw_nonzero().get();
     let mut init = None;
@@ -88,6 +100,14 @@ pub(crate) fn spawn(s: &StageSpawn<'_>, ahead: Option<&Ahead>) -> Result<Spawned
             pts: s.confinement.private_pts(),
             init_pid: AtomicI32::new(0),
             report: AtomicI32::new(-1),
+            terminal: match (&terminal_channel, s.terminal) {
+                (Some(channel), Some(size)) => terminal::TerminalStage {
+                    channel: channel.child.as_raw_fd(),
+                    rows: size.rows,
+                    cols: size.cols,
+                },
+                _ => terminal::TerminalStage::NONE,
+            },
         };
         init = Some(memory);
         command_stack = Some(command);
@@ -140,18 +160,33 @@ pub(crate) fn spawn(s: &StageSpawn<'_>, ahead: Option<&Ahead>) -> Result<Spawned
     };
     let failure = prepared.failure.load(Ordering::Acquire);
     // The first child has sent its listener, or failed (which the failure slot says); a
-    // listener that did not arrive is a failure of the network step.
-    let (failure, listener) = match (&channel, failure) {
-        (Some(channel), 0) => match channel.receive() {
-            Ok(listener) => (0, Some(listener)),
+    // listener that did not arrive is a failure of the network step. Likewise the init has
+    // sent its terminal's master.
+    let (failure, listener) = received(channel.as_ref(), failure, Step::Network);
+    let (failure, terminal) = received(terminal_channel.as_ref(), failure, Step::Terminal);
+    let listener = listener.map(std::net::TcpListener::from);
+    let mut spawned = settle(&prepared, (pid, pidfd, pgid), failure, listener, init)?;
+    spawned.terminal = terminal;
+    Ok(spawned)
+}
+
+/// What a stage's child sent on `channel` (if the stage has one) when `failure` says the
+/// stage got that far; a descriptor that did not arrive is a failure of `step`.
+fn received(
+    channel: Option<&crate::step::Channel>,
+    failure: i32,
+    step: Step,
+) -> (i32, Option<OwnedFd>) {
+    match (channel, failure) {
+        (Some(channel), 0) => match channel.receive_fd(step.as_str()) {
+            Ok(fd) => (0, Some(fd)),
             Err(e) => (
-                failure_code(Step::Network, e.raw_os_error().unwrap_or(libc::EIO)),
+                failure_code(step, e.raw_os_error().unwrap_or(libc::EIO)),
                 None,
             ),
         },
         (_, failure) => (failure, None),
-    };
-    settle(&prepared, (pid, pidfd, pgid), failure, listener, init)
+    }
 }
 
 /// The stage once its first child has exited (or exec'd): started, or failed and cleaned
@@ -179,6 +214,7 @@ fn settle(
             pgid,
             init: None,
             listener,
+            terminal: None,
         });
     };
     // The first child has exited either way; the init, if there is one, is our child.
@@ -195,6 +231,7 @@ fn settle(
             pgid: init_pid.as_raw_nonzero().get(),
             init: Some(memory),
             listener,
+            terminal: None,
         }),
         (failure, _, init_fd, memory) => {
             if let Some(Ok(fd)) = &init_fd {

@@ -86,6 +86,9 @@ pub(crate) struct StageSpawn<'a> {
     /// so that a gate the server closes without a ticket (or a server that dies) reads as
     /// closed instead of leaving the child waiting forever on its own copy.
     pub gate_writer: RawFd,
+    /// A process session's pseudo-terminal of this size, made by the stage's own init:
+    /// the command's 0, 1 and 2 and its controlling terminal instead of `stdio`.
+    pub terminal: Option<safe_mcp_contract::TerminalSize>,
 }
 
 /// A started stage: its pid (the init's, in a pid namespace of its own), a pidfd, its
@@ -97,6 +100,8 @@ pub(crate) struct Spawned {
     pub init: Option<InitMemory>,
     /// Egress's namespace tier: the proxy's listener in the stage's own network namespace.
     pub listener: Option<std::net::TcpListener>,
+    /// The master of the stage's terminal, when it has one.
+    pub terminal: Option<OwnedFd>,
 }
 
 /// What a stage's init uses until it exits: its stack, and the slot where it leaves the
