@@ -10,6 +10,17 @@
 //! bits, and a handle is valid only for the owner (the connection) that started it. Holds
 //! no runtime: the executor feeds output ([`OutputObserver`]) and hands over stdin
 //! ([`InteractiveIo`]); the server schedules polls and idle checks.
+//!
+//! A session on a terminal (`start_process` with `pty`) also renders what its program
+//! prints ([`Screen`]): a read hands out the screen, the cursor and the rows that scrolled
+//! off since the last read, and writes may name keys ([`key_bytes`]); the raw bytes stay
+//! in the stdout stream, for a read that asks for them.
+
+mod keys;
+mod screen;
+
+pub use keys::{KEY_NAMES, key_bytes};
+pub use screen::{MAX_SCROLLBACK_ROWS, Screen, ScreenView};
 
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
@@ -18,7 +29,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use safe_mcp_contract::{InteractiveIo, OutputObserver, OutputStream};
+use safe_mcp_contract::{InteractiveIo, OutputObserver, OutputStream, TerminalSize};
 
 use crate::audit::CallId;
 pub use crate::audit::EndedBy;
@@ -54,6 +65,8 @@ pub struct Session {
     stopped_because: Mutex<Option<EndedBy>>,
     last_used: Mutex<Instant>,
     end: Mutex<Option<SessionEnd>>,
+    /// A session on a terminal: what its program shows. `None` for pipes.
+    screen: Option<Mutex<Screen>>,
 }
 
 #[derive(Default)]
@@ -115,12 +128,33 @@ pub struct ReadOut {
     pub more: bool,
 }
 
-/// What bounds one session: the output it keeps unread per stream, and how long it may go
-/// unread and unwritten before the executor stops it as idle.
+/// What one read of a session on a terminal hands out.
+#[derive(Debug, Clone)]
+pub struct ScreenOut {
+    /// The screen, the cursor, and what scrolled off since the last read, redacted.
+    pub view: ScreenView,
+    /// The bytes as printed, when asked for, redacted.
+    pub raw: Option<String>,
+    /// Whether more raw bytes are ready than this read could take.
+    pub more: bool,
+    /// Raw bytes dropped so far because the buffer was full.
+    pub dropped_bytes: u64,
+    /// Whether the process still runs.
+    pub running: bool,
+    /// The exit code once it exited.
+    pub exit_code: Option<i32>,
+    /// How it ended, once it did.
+    pub ended: Option<EndedBy>,
+}
+
+/// What bounds one session: the output it keeps unread per stream, how long it may go
+/// unread and unwritten before the executor stops it as idle, and, for a session on a
+/// terminal, the terminal's size.
 #[derive(Debug, Clone, Copy)]
 pub struct Bounds {
     pub buffer_bytes: usize,
     pub idle_after: Duration,
+    pub terminal: Option<TerminalSize>,
 }
 
 impl Bounds {
@@ -130,6 +164,7 @@ impl Bounds {
         Bounds {
             buffer_bytes,
             idle_after: Duration::from_secs(86_400),
+            terminal: None,
         }
     }
 }
@@ -162,6 +197,11 @@ impl Session {
             stopped_because: Mutex::new(None),
             last_used: Mutex::new(Instant::now()),
             end: Mutex::new(None),
+            // A screenful's worth of scrollback per row of the buffer, at most the bound.
+            screen: bounds.terminal.map(|size| {
+                let rows = bounds.buffer_bytes / usize::from(size.cols.max(1));
+                Mutex::new(Screen::new(size, rows))
+            }),
         }
     }
 
@@ -229,12 +269,16 @@ impl Session {
         end
     }
 
-    /// Whether a read now would hand out something: output ready, or the end.
+    /// Whether a read now would hand out something: output ready (on a terminal, any byte:
+    /// the screen changed), or the end.
     pub fn has_news(&self) -> bool {
         if !self.running() {
             return true;
         }
         let out = lock(&self.out);
+        if self.screen.is_some() {
+            return !out[0].unread.is_empty();
+        }
         out.iter()
             .any(|s| !s.pending.is_empty() || ready(s, false) > 0)
     }
@@ -262,26 +306,7 @@ impl Session {
         let finished = end.is_some();
         let (stdout, stderr, dropped, more) = {
             let mut out = lock(&self.out);
-            // What is ready is redacted whole, then handed out in pieces of at most `limit`
-            // cut after a newline: no secret is ever judged in parts.
-            let take = |s: &mut Stream| {
-                if s.pending.is_empty() {
-                    let n = ready(s, finished);
-                    if n > 0 {
-                        let taken: Vec<u8> = s.unread.drain(..n).collect();
-                        let text = String::from_utf8_lossy(&taken);
-                        let joined = format!("{}{text}", s.line_context);
-                        // The redacted join, from where the context ends (or, when a secret
-                        // runs across it, from that secret's marker).
-                        let (redacted, at) = redactor.redact_until(&joined, s.line_context.len());
-                        s.pending = redacted[at..].to_owned();
-                        s.line_context = line_tail(&joined).to_owned();
-                    }
-                }
-                let cut = piece(&s.pending, limit);
-                let rest = s.pending.split_off(cut);
-                std::mem::replace(&mut s.pending, rest)
-            };
+            let take = |s: &mut Stream| take_ready(s, redactor, limit, finished);
             let (a, b) = out.split_at_mut(1);
             let (o, e) = (take(&mut a[0]), take(&mut b[0]));
             let more = out
@@ -298,6 +323,79 @@ impl Session {
             exit_code: end.as_ref().and_then(|e| e.exit_code),
             ended: end.map(|e| e.how),
         }
+    }
+
+    /// Whether its program runs on a terminal.
+    pub fn on_terminal(&self) -> bool {
+        self.screen.is_some()
+    }
+
+    /// One read of a session on a terminal (`None` for pipes): the screen, the cursor and
+    /// what scrolled off since the last read; with `raw`, also at most that many bytes as
+    /// the program printed them since the last read, escape sequences and all (redacted,
+    /// as a pipe's), else those bytes are let go.
+    pub fn read_screen(&self, redactor: &Redactor, raw: Option<usize>) -> Option<ScreenOut> {
+        let screen = self.screen.as_ref()?;
+        let end = self.end();
+        let (raw, more, dropped) = {
+            let mut out = lock(&self.out);
+            let stream = &mut out[0];
+            let raw = match raw {
+                // A terminal's output seldom ends a line where a read comes: take it all.
+                Some(limit) => Some(take_ready(stream, redactor, limit, true)),
+                None => {
+                    stream.unread.clear();
+                    stream.pending.clear();
+                    None
+                }
+            };
+            (raw, !stream.pending.is_empty(), stream.dropped)
+        };
+        let view = lock(screen).take(redactor);
+        Some(ScreenOut {
+            view,
+            raw,
+            more,
+            dropped_bytes: dropped,
+            running: end.is_none(),
+            exit_code: end.as_ref().and_then(|e| e.exit_code),
+            ended: end.map(|e| e.how),
+        })
+    }
+
+    /// What a person typing `data`, then pressing `keys` ([`key_bytes`]), sends the
+    /// terminal; or the first unknown key.
+    pub fn typed(&self, data: &str, keys: &[String]) -> Result<Vec<u8>, String> {
+        let application = self
+            .screen
+            .as_ref()
+            .is_some_and(|s| lock(s).application_cursor());
+        let mut bytes = data.as_bytes().to_vec();
+        for key in keys {
+            bytes.extend(key_bytes(key, application)?);
+        }
+        Ok(bytes)
+    }
+
+    /// Resizes its terminal: the kernel's size (the program gets SIGWINCH) and the screen's.
+    pub fn resize(&self, size: TerminalSize) -> Result<(), String> {
+        let Some(screen) = &self.screen else {
+            return Err("it runs on pipes, not a terminal (start_process with pty)".into());
+        };
+        let master = lock(&self.stdin);
+        let Some(fd) = master.as_ref() else {
+            return Err("the process has ended".into());
+        };
+        let winsize = rustix::termios::Winsize {
+            ws_row: size.rows,
+            ws_col: size.cols,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        rustix::termios::tcsetwinsize(fd, winsize)
+            .map_err(|e| format!("the terminal's size could not be set: {e}"))?;
+        lock(screen).resize(size);
+        Ok(())
     }
 
     /// Writes `data` to the process's stdin (as much as the pipe takes now), then closes it
@@ -329,6 +427,27 @@ impl Session {
         }
         Ok(written)
     }
+}
+
+/// What is ready in `s` (everything once `finished`), redacted whole, then handed out in
+/// pieces of at most `limit` cut after a newline: no secret is ever judged in parts.
+fn take_ready(s: &mut Stream, redactor: &Redactor, limit: usize, finished: bool) -> String {
+    if s.pending.is_empty() {
+        let n = ready(s, finished);
+        if n > 0 {
+            let taken: Vec<u8> = s.unread.drain(..n).collect();
+            let text = String::from_utf8_lossy(&taken);
+            let joined = format!("{}{text}", s.line_context);
+            // The redacted join, from where the context ends (or, when a secret runs across
+            // it, from that secret's marker).
+            let (redacted, at) = redactor.redact_until(&joined, s.line_context.len());
+            s.pending = redacted[at..].to_owned();
+            s.line_context = line_tail(&joined).to_owned();
+        }
+    }
+    let cut = piece(&s.pending, limit);
+    let rest = s.pending.split_off(cut);
+    std::mem::replace(&mut s.pending, rest)
 }
 
 /// Where to cut the redacted `text` for one read of at most `limit` bytes: after its last
@@ -390,6 +509,9 @@ impl OutputObserver for Session {
         }];
         s.unread.extend_from_slice(bytes);
         s.last_output = Some(Instant::now());
+        if let Some(screen) = &self.screen {
+            lock(screen).feed(bytes);
+        }
         // Trimmed once it holds twice the buffer, so that each chunk costs what it brings,
         // not a move of the whole buffer.
         if s.unread.len() > 2 * self.buffer_bytes {
@@ -415,6 +537,10 @@ impl InteractiveIo for Session {
 
     fn idle_at(&self) -> Option<Instant> {
         Some(*lock(&self.last_used) + self.idle_after)
+    }
+
+    fn terminal(&self) -> Option<TerminalSize> {
+        self.screen.as_ref().map(|s| lock(s).size())
     }
 }
 
@@ -600,159 +726,4 @@ impl Trigger {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::RedactionSettings;
-
-    fn redactor() -> Redactor {
-        Redactor::new(&RedactionSettings {
-            enabled: true,
-            entropy_fallback: false,
-            extra_patterns: Vec::new(),
-        })
-        .unwrap()
-    }
-
-    const FOUR: Capacity = Capacity {
-        total: 4,
-        per_caller: 4,
-    };
-
-    /// A session of `owner` and `caller` in `table`, running `x`, buffering `buffer` bytes.
-    fn open(
-        table: &SessionTable,
-        (owner, caller): (&str, &str),
-        buffer: usize,
-        capacity: Capacity,
-    ) -> Result<Arc<Session>, CreateError> {
-        let bounds = Bounds::buffer(buffer);
-        table.create(
-            owner,
-            caller,
-            "x".into(),
-            CallId::new("1"),
-            bounds,
-            capacity,
-        )
-    }
-
-    #[test]
-    fn the_limits_count_in_all_and_per_caller() {
-        let table = SessionTable::default();
-        let capacity = Capacity {
-            total: 3,
-            per_caller: 2,
-        };
-        let start = |caller: &str| open(&table, ("conn", caller), 64, capacity);
-        assert!(start("alice").is_ok() && start("alice").is_ok());
-        assert_eq!(start("alice").err(), Some(CreateError::FullForCaller));
-        assert_eq!(table.room("bob", capacity), Ok(()));
-        assert!(start("bob").is_ok());
-        assert_eq!(start("carol").err(), Some(CreateError::Full));
-        assert_eq!(table.room("carol", capacity), Err(CreateError::Full));
-        // Nobody (no authentication) is counted in all only.
-        let table = SessionTable::default();
-        let anonymous = || open(&table, ("conn", ""), 64, capacity);
-        assert!(anonymous().is_ok() && anonymous().is_ok() && anonymous().is_ok());
-        assert_eq!(anonymous().err(), Some(CreateError::Full));
-    }
-
-    #[test]
-    fn reads_hand_out_whole_lines_and_hold_a_partial_one_until_quiet() {
-        let table = SessionTable::default();
-        let s = open(&table, ("me", ""), 64, FOUR).unwrap();
-        s.output(OutputStream::Stdout, b"one\ntwo ghp_0123");
-        let r = s.read(&redactor(), 1 << 20);
-        assert_eq!(r.stdout, "one\n");
-        s.output(OutputStream::Stdout, b"456789abcdefghijklmnopqrstuvwxyz\n");
-        let r = s.read(&redactor(), 1 << 20);
-        assert!(
-            r.stdout.starts_with("two ") && !r.stdout.contains("ghp_0123"),
-            "{}",
-            r.stdout
-        );
-        s.output(OutputStream::Stdout, b">>> ");
-        assert_eq!(s.read(&redactor(), 1 << 20).stdout, "");
-        std::thread::sleep(QUIET + Duration::from_millis(50));
-        assert_eq!(s.read(&redactor(), 1 << 20).stdout, ">>> ");
-        // Over twice the buffer: the oldest lines go, whole, and are counted.
-        s.output(
-            OutputStream::Stderr,
-            format!("{}\nkept\n", "x".repeat(200)).as_bytes(),
-        );
-        let r = s.read(&redactor(), 1 << 20);
-        assert_eq!((r.stderr.as_str(), r.dropped_bytes), ("kept\n", 201));
-        // A read takes at most its limit, cut after a newline, and says there is more.
-        s.output(OutputStream::Stdout, b"aaaa\nbbbb\ncccc\n");
-        let r = s.read(&redactor(), 11);
-        assert_eq!((r.stdout.as_str(), r.more), ("aaaa\nbbbb\n", true));
-        assert_eq!(s.read(&redactor(), 11).stdout, "cccc\n");
-        assert!(table.get(&s.handle, "someone else").is_err());
-        assert_eq!(s.handle.len(), 32);
-    }
-
-    /// Round 3, item 14: a secret printed in two parts, a pause of more than QUIET apart,
-    /// never comes back whole: the token a quiet line ends in waits, and the next read
-    /// judges the join.
-    #[test]
-    fn a_secret_in_two_writes_is_judged_at_the_join() {
-        let table = SessionTable::default();
-        let s = open(&table, ("me", ""), 1 << 16, FOUR).unwrap();
-        let secret = "ghp_0123456789abcdefghijklmnopqrstuvwxyz";
-        s.output(
-            OutputStream::Stdout,
-            format!("token {}", &secret[..14]).as_bytes(),
-        );
-        std::thread::sleep(QUIET + Duration::from_millis(50));
-        let first = s.read(&redactor(), 1 << 20).stdout;
-        assert_eq!(first, "token ", "the trailing token waits");
-        std::thread::sleep(2 * QUIET);
-        s.output(
-            OutputStream::Stdout,
-            format!("{}\n", &secret[14..]).as_bytes(),
-        );
-        let second = s.read(&redactor(), 1 << 20).stdout;
-        let both = format!("{first}{second}");
-        assert!(
-            !both.contains(&secret[..12]) && !both.contains(&secret[20..]),
-            "{both}"
-        );
-        // A key and its value in two writes, the value alone not a secret's shape.
-        s.output(OutputStream::Stdout, b"password = ");
-        std::thread::sleep(QUIET + Duration::from_millis(50));
-        let key = s.read(&redactor(), 1 << 20).stdout;
-        assert_eq!(key, "password = ");
-        s.output(OutputStream::Stdout, b"hunter2hunter2\n");
-        let value = s.read(&redactor(), 1 << 20).stdout;
-        assert!(!value.contains("hunter2"), "{value}");
-    }
-
-    #[test]
-    fn a_handle_names_its_server_and_another_server_says_whose_it_is() {
-        let (a, b) = (
-            SessionTable::for_server("replica-a".into()),
-            SessionTable::for_server("replica-b".into()),
-        );
-        let capacity = Capacity {
-            total: 4,
-            per_caller: 4,
-        };
-        let s = a
-            .create(
-                "o",
-                "",
-                "sleep 1".into(),
-                CallId::new("1-1"),
-                Bounds::buffer(64),
-                capacity,
-            )
-            .unwrap();
-        assert!(s.handle.ends_with("@replica-a"), "{}", s.handle);
-        assert!(a.get(&s.handle, "o").is_ok());
-        assert_eq!(
-            b.get(&s.handle, "o").err(),
-            Some(HandleError::Elsewhere("replica-a".into()))
-        );
-        assert_eq!(b.get("f00d", "o").err(), Some(HandleError::Unknown));
-    }
-}
+mod tests;

@@ -233,6 +233,16 @@ impl<'s> Begun<'s> {
 }
 
 impl<'s> Judged<'s> {
+    /// The plan the call would run.
+    pub(super) fn plan(&self) -> &ExecPlan {
+        &self.prepared.plan
+    }
+
+    /// Refuses the judged call with `result` (a check of its plan that judging did not make).
+    pub(super) fn refuse(self, result: OperationResult) -> Refused<'s> {
+        self.begun.refuse(result, self.prepared.attempt)
+    }
+
     /// What may still refuse the call before it is admitted: shipping that refuses calls
     /// (`on_failure = "deny"` with a sink down), checked first so that no person is asked
     /// about a call that could not run; the sweep of what a process session made since the

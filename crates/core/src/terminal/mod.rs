@@ -16,12 +16,14 @@
 mod approval;
 mod call;
 mod describe;
+mod ended;
 mod executables;
 mod limits;
 mod nested_calls;
 pub mod process;
 mod request;
 mod result;
+mod screen;
 mod service;
 mod state;
 

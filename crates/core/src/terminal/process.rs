@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::call::{Approved, Begun, Prepared};
+use super::ended::{ended_reason, read_reason};
 use super::limits::limit_hit;
 use super::request::{MAX_STDIN_BYTES, RunRequest};
 use super::result::Admission;
@@ -23,7 +24,7 @@ use super::state::TerminalService;
 use crate::audit::{Attempt, Caller};
 use crate::envelope::{OperationResult, ResultCode};
 use crate::sessions::{Capacity, CreateError, EndedBy, HandleError, ReadOut, Session, SessionEnd};
-use safe_mcp_contract::{ExecPlan, Executor, Interactive, Observer};
+use safe_mcp_contract::{ExecPlan, Executor, Interactive, InteractiveIo, Observer, TerminalSize};
 
 /// The tool names.
 pub const START: &str = "start_process";
@@ -92,13 +93,15 @@ impl TerminalService {
 }
 
 impl TerminalService {
-    /// Starts a session for `owner`, or refuses (the refusal is recorded). The run must be
-    /// spawned; the session says when it has started or failed.
+    /// Starts a session for `owner`, on a terminal of `terminal`'s size when asked, or
+    /// refuses (the refusal is recorded). The run must be spawned; the session says when it
+    /// has started or failed.
     pub async fn start_process(
         self: &Arc<Self>,
         req: RunRequest,
         executor: Arc<dyn Executor>,
         owner: &str,
+        terminal: Option<TerminalSize>,
     ) -> Result<(Arc<Session>, SessionRun), OperationResult> {
         let begun = Begun::new(self, START);
         let (call, started) = (begun.call.clone(), begun.started());
@@ -126,6 +129,10 @@ impl TerminalService {
             );
             return Err(begun.refuse(result, attempt).record());
         }
+        if let Some(result) = terminal.and_then(|size| terminal_refusal(size, executor.as_ref())) {
+            let attempt = early_attempt(&req);
+            return Err(begun.refuse(result, attempt).record());
+        }
         let req = RunRequest {
             stdin: None,
             timeout_seconds: None,
@@ -135,6 +142,15 @@ impl TerminalService {
         let judged = begun
             .judge(req, executor.as_ref())
             .map_err(|refused| refused.record())?;
+        let stages: usize = judged.plan().pipelines.iter().map(Vec::len).sum();
+        if terminal.is_some() && stages != 1 {
+            let result = OperationResult::new(
+                START,
+                ResultCode::InvalidRequest,
+                "a session on a terminal runs one program, as a person types it at a prompt: start the pipeline or list without pty, or run its parts one by one",
+            );
+            return Err(judged.refuse(result).record());
+        }
         let Approved { prepared, .. } = judged.approve().await.map_err(|r| r.record())?;
         let Prepared {
             attempt,
@@ -150,6 +166,7 @@ impl TerminalService {
             crate::sessions::Bounds {
                 buffer_bytes: settings.buffer_bytes,
                 idle_after: Duration::from_secs(settings.idle_timeout_seconds),
+                terminal,
             },
             capacity,
         ) {
@@ -171,6 +188,12 @@ impl TerminalService {
         plan.output_total_limit = 0;
         plan.observer = Some(Observer(Arc::clone(&session) as _));
         plan.interactive = Some(Interactive(Arc::clone(&session) as _));
+        if terminal.is_some() {
+            // What the program may send: the emulator reads xterm's sequences. Without it
+            // a pager warns and waits, and a REPL falls back to a dumb line.
+            plan.env.retain(|(name, _)| name != "TERM");
+            plan.env.push(("TERM".to_owned(), TERM.to_owned()));
+        }
         let run = Box::pin(Arc::clone(self).run_session(
             Arc::clone(&session),
             (plan, attempt, route),
@@ -252,6 +275,20 @@ impl TerminalService {
                 self.sessions.collect(&session.handle);
                 OperationResult::new(START, code, reason)
             }
+            None if session.on_terminal() => {
+                let size = session.terminal();
+                OperationResult::new(
+                    START,
+                    ResultCode::Ok,
+                    "started on a terminal; read its screen with read_process_output (until=\"quiet\" waits for it to settle), type with write_process_input (text, then keys such as Enter or Ctrl-C), end it with stop_process",
+                )
+                .with_detail(json!({
+                    "handle": session.handle,
+                    "pid": session.pid(),
+                    "command": session.command,
+                    "terminal": size.map(|s| json!({"rows": s.rows, "cols": s.cols})),
+                }))
+            }
             None => OperationResult::new(
                 START,
                 ResultCode::Ok,
@@ -289,13 +326,23 @@ impl TerminalService {
 
     /// `read_process_output`: what is new (the server has waited for news, or not). With
     /// `whole`, a session that has ended hands out everything it still holds in this one
-    /// read, its start and its end kept where it is longer than the output limit.
-    pub fn read_process(&self, session: &Session, caller: &Caller, whole: bool) -> OperationResult {
+    /// read, its start and its end kept where it is longer than the output limit. A session
+    /// on a terminal hands out its screen instead (and, with `raw`, the bytes as printed).
+    pub fn read_process(
+        &self,
+        session: &Session,
+        caller: &Caller,
+        whole: bool,
+        raw: bool,
+    ) -> OperationResult {
         // A running session writes between calls: each read is a moment to measure again,
         // and to move aside what it made at a watched protected path.
         self.usage.call_ended();
         self.sweep_protected(&session.call);
         session.touch();
+        if session.on_terminal() {
+            return self.read_screen(READ, session, caller, raw);
+        }
         let out = if whole && !session.running() {
             let cap = self.policy.limits.max_output_bytes;
             let mut out = self.read_and_collect(session, usize::MAX);
@@ -313,42 +360,103 @@ impl TerminalService {
         result
     }
 
-    /// `write_process_input`.
+    /// `write_process_input`: text, then named keys (a terminal's), then a new size (a
+    /// terminal's), then the end of input (a pipe's).
     pub fn write_process(
         &self,
         session: &Session,
-        data: &str,
-        close: bool,
+        typing: &Typing<'_>,
         caller: &Caller,
     ) -> OperationResult {
         session.touch();
-        let preview: String = self.redactor.redact(data).chars().take(60).collect();
-        let args = json!({"handle": session.handle, "bytes": data.len(), "preview": preview, "close_stdin": close});
-        let result = if data.len() > MAX_STDIN_BYTES {
-            OperationResult::new(
-                WRITE,
-                ResultCode::InvalidRequest,
-                format!("at most {} bytes per write", MAX_STDIN_BYTES),
-            )
-        } else {
-            match session.write(data.as_bytes(), close) {
-                Ok(n) if n == data.len() => OperationResult::new(WRITE, ResultCode::Ok, format!("wrote {n} bytes"))
-                    .with_detail(json!({"written": n, "closed": close})),
-                Ok(n) => OperationResult::new(
-                    WRITE,
-                    ResultCode::Ok,
-                    format!("wrote {n} of {} bytes: the process is not reading; read its output, then write the rest", data.len()),
-                )
-                .with_detail(json!({"written": n, "closed": false})),
-                Err(why) => OperationResult::new(WRITE, ResultCode::OperationFailed, format!("nothing written: {why}")),
-            }
+        let preview: String = self.redactor.redact(typing.data).chars().take(60).collect();
+        let mut args = json!({"handle": session.handle, "bytes": typing.data.len(), "preview": preview, "close_stdin": typing.close});
+        if !typing.keys.is_empty() {
+            args["keys"] = json!(
+                typing
+                    .keys
+                    .iter()
+                    .map(|k| self.redactor.redact(k))
+                    .collect::<Vec<_>>()
+            );
+        }
+        if let Some(size) = typing.resize {
+            args["resize"] = json!({"rows": size.rows, "cols": size.cols});
+        }
+        let result = match self.typed_bytes(session, typing) {
+            Ok(bytes) => write_typed(session, &bytes, typing),
+            Err(refusal) => refusal,
         };
         self.record_call(WRITE, &session.handle, &result, Some(args), caller);
         result
     }
 
+    /// The bytes `typing` sends, or the refusal: keys and sizes are a terminal's, the end
+    /// of input a pipe's.
+    fn typed_bytes(
+        &self,
+        session: &Session,
+        typing: &Typing<'_>,
+    ) -> Result<Vec<u8>, OperationResult> {
+        let invalid = |why: String| OperationResult::new(WRITE, ResultCode::InvalidRequest, why);
+        let terminal = session.on_terminal();
+        if !terminal && (!typing.keys.is_empty() || typing.resize.is_some()) {
+            return Err(invalid("keys and resize are for a session on a terminal (start_process with pty); this one reads a pipe: write text, ending a line with \"\\n\"".into()));
+        }
+        if terminal && typing.close {
+            return Err(invalid("a terminal has no end of input to close: send the key Ctrl-D (most programs read it as the end), or stop_process".into()));
+        }
+        if typing.data.is_empty()
+            && typing.keys.is_empty()
+            && typing.resize.is_none()
+            && !typing.close
+        {
+            return Err(invalid(
+                "nothing to write: give data, keys, resize or close_stdin".into(),
+            ));
+        }
+        let bytes = session.typed(typing.data, typing.keys).map_err(invalid)?;
+        if bytes.len() > MAX_STDIN_BYTES {
+            return Err(invalid(format!(
+                "at most {MAX_STDIN_BYTES} bytes per write"
+            )));
+        }
+        if let Some(size) = typing.resize
+            && let Some(refusal) = size_refusal(WRITE, size)
+        {
+            return Err(refusal);
+        }
+        Ok(bytes)
+    }
+
+    /// A read of a session on a terminal: its screen, the cursor, what scrolled off since
+    /// the last read (the newest of it, within the output limit), and, with `raw`, the
+    /// bytes as printed. The record says how much was handed out, not what.
+    fn read_screen(
+        &self,
+        tool: &'static str,
+        session: &Session,
+        caller: &Caller,
+        raw: bool,
+    ) -> OperationResult {
+        let limit = self.policy.limits.max_output_bytes;
+        let Some(out) = session.read_screen(&self.redactor, raw.then_some(limit)) else {
+            return OperationResult::internal(tool);
+        };
+        if !out.running && !session.has_unread() {
+            self.sessions.collect(&session.handle);
+        }
+        let result = super::screen::screen_result(tool, out, session.end().as_ref(), limit);
+        let args = super::screen::read_record(&session.handle, &result);
+        self.record_call(tool, &session.handle, &result, Some(args), caller);
+        result
+    }
+
     /// `stop_process`, once the server has stopped the session and waited for its end.
     pub fn stopped_result(&self, session: &Session, caller: &Caller) -> OperationResult {
+        if session.on_terminal() && !session.running() {
+            return self.read_screen(STOP, session, caller, false);
+        }
         let out = self.read_and_collect(session, self.policy.limits.max_output_bytes);
         let mut result = read_result(STOP, &out, session.end().as_ref());
         if out.running {
@@ -421,6 +529,108 @@ impl TerminalService {
     }
 }
 
+/// What one `write_process_input` sends.
+#[derive(Debug, Clone, Copy)]
+pub struct Typing<'a> {
+    /// Text, as typed.
+    pub data: &'a str,
+    /// Named keys pressed after the text (a terminal's: [`crate::sessions::KEY_NAMES`]).
+    pub keys: &'a [String],
+    /// A new size for the terminal, after the keys.
+    pub resize: Option<TerminalSize>,
+    /// Close a pipe's stdin after writing.
+    pub close: bool,
+}
+
+/// Writes `bytes` and applies the rest of `typing`; the envelope says what was done.
+fn write_typed(session: &Session, bytes: &[u8], typing: &Typing<'_>) -> OperationResult {
+    let failed = |why: String| {
+        OperationResult::new(
+            WRITE,
+            ResultCode::OperationFailed,
+            format!("nothing written: {why}"),
+        )
+    };
+    let n = if bytes.is_empty() && !typing.close {
+        0
+    } else {
+        match session.write(bytes, typing.close) {
+            Ok(n) => n,
+            Err(why) => return failed(why),
+        }
+    };
+    if n < bytes.len() {
+        return OperationResult::new(
+            WRITE,
+            ResultCode::Ok,
+            format!("wrote {n} of {} bytes: the process is not reading; read its output, then write the rest", bytes.len()),
+        )
+        .with_detail(json!({"written": n, "closed": false}));
+    }
+    let mut detail = json!({"written": n, "closed": typing.close && !session.on_terminal()});
+    if let Some(size) = typing.resize {
+        if let Err(why) = session.resize(size) {
+            return OperationResult::new(
+                WRITE,
+                ResultCode::OperationFailed,
+                format!("wrote {n} bytes, but not resized: {why}"),
+            );
+        }
+        detail["terminal"] = json!({"rows": size.rows, "cols": size.cols});
+    }
+    let reason = match typing.resize {
+        Some(size) => format!(
+            "wrote {n} bytes; the terminal is {} by {} now",
+            size.rows, size.cols
+        ),
+        None => format!("wrote {n} bytes"),
+    };
+    OperationResult::new(WRITE, ResultCode::Ok, reason).with_detail(detail)
+}
+
+/// `TERM` in a session on a terminal.
+pub const TERM: &str = "xterm-256color";
+
+/// The smallest and largest terminal a session may ask for: (rows, columns).
+pub const TERMINAL_MIN: (u16, u16) = (2, 10);
+/// See [`TERMINAL_MIN`].
+pub const TERMINAL_MAX: (u16, u16) = (500, 1000);
+
+/// Why a terminal cannot be `size`, if it cannot.
+fn size_refusal(tool: &'static str, size: TerminalSize) -> Option<OperationResult> {
+    let ((min_rows, min_cols), (max_rows, max_cols)) = (TERMINAL_MIN, TERMINAL_MAX);
+    let fits =
+        (min_rows..=max_rows).contains(&size.rows) && (min_cols..=max_cols).contains(&size.cols);
+    (!fits).then(|| {
+        OperationResult::new(
+            tool,
+            ResultCode::InvalidRequest,
+            format!(
+                "the terminal would be {} rows by {} columns; a terminal has {min_rows} to {max_rows} rows and {min_cols} to {max_cols} columns (24 by 80 is the usual)",
+                size.rows, size.cols
+            ),
+        )
+    })
+}
+
+/// Why a session on a terminal of `size` cannot start here, if it cannot.
+fn terminal_refusal(size: TerminalSize, executor: &dyn Executor) -> Option<OperationResult> {
+    if let Some(refusal) = size_refusal(START, size) {
+        return Some(refusal);
+    }
+    if !executor.confinement().view.terminals {
+        return Some(OperationResult::new(
+            START,
+            ResultCode::SandboxUnavailable,
+            format!(
+                "a session on a terminal needs a devpts of the command's own, which this server's view cannot give ({}); start it without pty",
+                executor.confinement().view.detail
+            ),
+        ));
+    }
+    None
+}
+
 /// The refusal when `max` sessions are running.
 fn full(why: &CreateError, capacity: Capacity) -> OperationResult {
     let reason = if *why == CreateError::FullForCaller {
@@ -439,11 +649,7 @@ fn full(why: &CreateError, capacity: Capacity) -> OperationResult {
 
 /// The envelope of a read (or of a stop, with its final output).
 fn read_result(tool: &'static str, out: &ReadOut, end: Option<&SessionEnd>) -> OperationResult {
-    let reason = match (out.running, end) {
-        (true, _) => "running".to_owned(),
-        (false, Some(end)) => ended_reason(end),
-        (false, None) => "ended".to_owned(),
-    };
+    let reason = read_reason(out.running, end);
     let mut detail = json!({
         "stdout": out.stdout,
         "stderr": out.stderr,
@@ -457,31 +663,4 @@ fn read_result(tool: &'static str, out: &ReadOut, end: Option<&SessionEnd>) -> O
         detail["limit"] = json!(key);
     }
     OperationResult::new(tool, ResultCode::Ok, reason).with_detail(detail)
-}
-
-/// How a session ended, in words: `ended: exit code 1`, and what stopped it when it did
-/// not end by itself.
-fn ended_reason(end: &SessionEnd) -> String {
-    let status = end
-        .exit_code
-        .map_or_else(|| "killed".to_owned(), |c| format!("exit code {c}"));
-    if let Some((_, why)) = &end.limit {
-        return format!("ended: {status}; {why}");
-    }
-    match end.how {
-        EndedBy::Exit => format!("ended: {status}"),
-        EndedBy::Stop => {
-            format!("ended: {status}; stopped by stop_process, its whole tree was killed")
-        }
-        EndedBy::Idle => format!(
-            "ended: {status}; no read or write for [terminal.sessions] idle_timeout_seconds, its whole tree was killed"
-        ),
-        EndedBy::Timeout => format!(
-            "ended: {status}; it ran past its timeout ([terminal.sessions] max_seconds), its whole tree was killed"
-        ),
-        EndedBy::ServerExit => {
-            format!("ended: {status}; the server exited, its whole tree was killed")
-        }
-        EndedBy::Failed => "ended: it failed to start".to_owned(),
-    }
 }

@@ -97,6 +97,30 @@ pub struct StartArgs {
     /// The ticket a refusal gave, once the person approved it (as for run_command).
     #[serde(default)]
     pub approval_ticket: Option<String>,
+    /// Run the program on a terminal of this size (a REPL's prompt, `git add -p`, a pager,
+    /// a TUI): reads then return its screen, and writes may name keys. One program, not a
+    /// pipeline.
+    #[serde(default)]
+    pub pty: Option<PtySize>,
+}
+
+/// A terminal's size.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PtySize {
+    /// Lines (24 is the usual).
+    pub rows: u16,
+    /// Columns (80 is the usual).
+    pub cols: u16,
+}
+
+impl From<PtySize> for safe_mcp_contract::TerminalSize {
+    fn from(p: PtySize) -> Self {
+        safe_mcp_contract::TerminalSize {
+            rows: p.rows,
+            cols: p.cols,
+        }
+    }
 }
 
 /// Arguments of `read_process_output`.
@@ -113,6 +137,10 @@ pub struct ReadArgs {
     /// then pauses for 0.5 s: a prompt, or a dev server that is up).
     #[serde(default)]
     pub until: Option<Until>,
+    /// A session on a terminal: also the bytes as the program printed them since the last
+    /// read, escape sequences and all (redacted).
+    #[serde(default)]
+    pub raw: bool,
 }
 
 /// What `read_process_output` waits for.
@@ -134,8 +162,17 @@ pub struct WriteArgs {
     /// The handle start_process returned.
     pub handle: String,
     /// Text written to the process's stdin (add "\n" to end a line).
+    #[serde(default)]
     pub data: String,
-    /// Close stdin after writing (end of input).
+    /// A session on a terminal: keys pressed after the text, by name: Enter, Tab, Esc,
+    /// Backspace, Up, Down, Left, Right, PageUp, PageDown, Home, End, F1-F12, Ctrl-C,
+    /// Ctrl-D, any `Ctrl-<letter>`, `Alt-<key>`.
+    #[serde(default)]
+    pub keys: Vec<String>,
+    /// A session on a terminal: resize it (the program gets SIGWINCH), after the keys.
+    #[serde(default)]
+    pub resize: Option<PtySize>,
+    /// Close stdin after writing (end of input; on a terminal send the key Ctrl-D instead).
     #[serde(default)]
     pub close_stdin: bool,
 }
@@ -319,7 +356,8 @@ impl TerminalServer {
     /// list_processes lists yours. Idle sessions are killed (no read or write for
     /// [terminal.sessions] idle_timeout_seconds). A dev server listens on the sandbox's own
     /// loopback (later run_command calls reach it); `expose_port` also makes it reachable
-    /// from the host at the `exposed.url` the result gives.
+    /// from the host at the `exposed.url` the result gives. `pty` runs it on a terminal (a
+    /// REPL, `git add -p`, `less`, a TUI): reads return the screen and cursor.
     #[tool(
         input_schema = input::<StartArgs>(),
         output_schema = envelope_schema(),
@@ -368,7 +406,12 @@ impl TerminalServer {
         };
         let (session, run) = match self
             .service
-            .start_process(req, Arc::clone(&self.executor), &self.owner_for(&context))
+            .start_process(
+                req,
+                Arc::clone(&self.executor),
+                &self.owner_for(&context),
+                args.pty.map(Into::into),
+            )
             .await
         {
             Ok(started) => started,
@@ -401,6 +444,8 @@ impl TerminalServer {
 
     /// Read a session's output that is new since the last read: stdout, stderr (redacted),
     /// running, exit_code, dropped_bytes, and `more` when more is ready than one read takes.
+    /// On a terminal: `screen` (its rows), `cursor`, and the `scrollback` rows that scrolled
+    /// off since the last read.
     /// `wait_seconds` waits: until="output" (default) for new output, "quiet" for output
     /// that then pauses (a server that is up), "exit" (up to 120 s) for the end, returning
     /// all of the run at once, its start and end kept when long. Once a session has ended
@@ -462,12 +507,13 @@ impl TerminalServer {
         ticker.stop().await;
         to_result(
             self.service
-                .read_process(&session, &caller, wanted == Until::Exit),
+                .read_process(&session, &caller, wanted == Until::Exit, args.raw),
         )
     }
 
     /// Write text to a session's stdin (a REPL's next line, an answer to a prompt); set
-    /// close_stdin to end its input.
+    /// close_stdin to end its input. On a terminal, also press keys by name (Enter, Ctrl-C,
+    /// Up, ...) and resize it.
     #[tool(
         input_schema = input::<WriteArgs>(),
         output_schema = envelope_schema(),
@@ -484,10 +530,13 @@ impl TerminalServer {
             Ok(s) => s,
             Err(r) => return to_result(r),
         };
-        to_result(
-            self.service
-                .write_process(&session, &args.data, args.close_stdin, &caller),
-        )
+        let typing = process::Typing {
+            data: &args.data,
+            keys: &args.keys,
+            resize: args.resize.map(Into::into),
+            close: args.close_stdin,
+        };
+        to_result(self.service.write_process(&session, &typing, &caller))
     }
 
     /// Stop a session: its whole process tree is killed; returns its last output and exit

@@ -32,6 +32,7 @@ mod privilege;
 mod profile_caches;
 mod profile_rules;
 mod protected;
+mod pty;
 mod python_sdk;
 mod redaction;
 mod results;
