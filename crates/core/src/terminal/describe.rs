@@ -272,6 +272,7 @@ impl<'a> Describe<'a> {
                 "max_seconds": p.sessions.max_seconds,
                 "buffer_bytes": p.sessions.buffer_bytes,
                 "when": "use start_process instead of run_command for a command that runs longer than one call should wait, never ends by itself (a dev server, a watcher), or needs input after it starts (a REPL); then read_process_output, write_process_input, stop_process",
+                "on_a_terminal": "start_process with pty {rows, cols} runs one program on a terminal of its own (a REPL with its prompt, git add -p, less, a TUI): read_process_output returns its screen and cursor, write_process_input takes text then keys by name (Enter, Ctrl-C, Up, ...) and resize; where confinement.view.terminals is false it is refused",
             },
             "profiles": p.profiles,
             "profile_rules_dropped_by_the_operator": p.dropped_profile_rules,

@@ -498,7 +498,8 @@ impl TerminalServer {
         // A read that says "running" beside the traceback that ended the process misleads:
         // news that came while waiting gets a moment for the end that often follows it, and
         // once both streams are closed the end is a moment away.
-        if wanted == Until::Output && !wait.is_zero() {
+        // A screen is read again as often as wanted: a terminal's read returns at once.
+        if wanted == Until::Output && !wait.is_zero() && !session.on_terminal() {
             until(SETTLE, || !session.running()).await;
         }
         if session.ending() {

@@ -175,15 +175,29 @@ async fn git_add_p_takes_an_answer_per_hunk() {
     );
 }
 
-/// `less` on a long file: the first page, the next page, a search, and `q`.
+/// `less` on a long file: the first page, the next page, a search, and `q`; as root and
+/// under an unprivileged server.
 #[tokio::test(flavor = "multi_thread")]
 async fn less_pages_searches_and_quits() {
-    let sb = terminal_sandbox();
-    let lines: Vec<String> = (1..=300).map(|i| format!("entry {i}")).collect();
-    sb.write_in_jail("long.txt", lines.join("\n") + "\n");
-    let s = sb.session().await;
-    let handle = start_on_terminal(&s, &["less", "long.txt"]).await;
-    let r = screen_showing(&s, &handle, "entry 23").await;
+    for uid in server_uids() {
+        let sb = terminal_sandbox();
+        let lines: Vec<String> = (1..=300).map(|i| format!("entry {i}")).collect();
+        sb.write_in_jail("long.txt", lines.join("\n") + "\n");
+        let s = match uid {
+            Some(uid) => {
+                sb.give_to(*uid);
+                sb.session_as(*uid).await
+            }
+            None => sb.session().await,
+        };
+        page_through(&s).await;
+    }
+}
+
+/// The pager's part of the test above, on the server `s`.
+async fn page_through(s: &Session) {
+    let handle = start_on_terminal(s, &["less", "long.txt"]).await;
+    let r = screen_showing(s, &handle, "entry 23").await;
     let screen = screen_of(&r);
     assert!(
         screen.starts_with("entry 1\n") && !screen.contains("entry 24"),
@@ -193,20 +207,20 @@ async fn less_pages_searches_and_quits() {
         r["detail"]["alternate_screen"], true,
         "a pager's own screen: {r}"
     );
-    type_in(&s, &handle, "", &["Space"]).await;
-    let r = screen_showing(&s, &handle, "entry 46").await;
+    type_in(s, &handle, "", &["Space"]).await;
+    let r = screen_showing(s, &handle, "entry 46").await;
     assert!(
         screen_of(&r).starts_with("entry 24\n"),
         "the next page: {r}"
     );
-    type_in(&s, &handle, "/entry 250", &["Enter"]).await;
-    let r = screen_showing(&s, &handle, "entry 260").await;
+    type_in(s, &handle, "/entry 250", &["Enter"]).await;
+    let r = screen_showing(s, &handle, "entry 260").await;
     assert!(
         screen_of(&r).starts_with("entry 250\n"),
         "the search's line on top: {r}"
     );
-    type_in(&s, &handle, "q", &[]).await;
-    let r = until_ended(&s, &handle).await;
+    type_in(s, &handle, "q", &[]).await;
+    let r = until_ended(s, &handle).await;
     assert_eq!(r["detail"]["exit_code"], 0, "{r}");
 }
 
@@ -346,5 +360,46 @@ async fn the_trail_keeps_keys_redacted_and_screens_by_size() {
     assert!(
         !reads.contains("token"),
         "no screen text in the trail: {reads}"
+    );
+}
+
+/// Held like every session: one nobody reads or writes is killed as idle, its whole tree
+/// (the program on the terminal and what it started), and the read says so.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_idle_session_on_a_terminal_is_killed_whole() {
+    let sb = Sandbox::with(
+        r#""python3""#,
+        "timeout_seconds = 20",
+        "closed",
+        &format!(
+            "{}\n[terminal.sessions]\nidle_timeout_seconds = 1\n",
+            interpreter_rules(&["python3"])
+        ),
+    );
+    let s = sb.session().await;
+    let marker = "pty-idle-child-7f3a";
+    let program = format!(
+        "import subprocess, time\nsubprocess.Popen(['python3', '-c', 'import time; time.sleep(60)', '{}' + '{}'])\nprint('up', flush=True)\ntime.sleep(60)\n",
+        &marker[..8],
+        &marker[8..]
+    );
+    let handle = start_on_terminal(&s, &["python3", "-c", &program]).await;
+    screen_showing(&s, &handle, "up").await;
+    assert_eq!(live_processes_with(marker).len(), 1, "the child runs");
+    let mut listed = Value::Null;
+    for _ in 0..50 {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        listed = s.call("list_processes", json!({})).await;
+        if listed["detail"]["processes"][0]["running"] == false {
+            break;
+        }
+    }
+    assert_eq!(
+        listed["detail"]["processes"][0]["ended"], "idle",
+        "{listed}"
+    );
+    assert!(
+        eventually(5, || live_processes_with(marker).is_empty()).await,
+        "the whole tree is gone"
     );
 }
