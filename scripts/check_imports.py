@@ -30,13 +30,13 @@ FLOORS = {
         ["config"],
         # What is built from a loaded policy.
         ["audit", "preflight", "lint", "policy"],
-        ["approval", "tickets", "sessions", "progress", "load"],
+        ["approval", "tickets", "scopes", "sessions", "progress", "load"],
         # The request flow, which uses everything below.
         ["terminal", "file_tools"],
     ],
     "contract": [["confinement", "script"], ["plan"]],
     # The decisions with no I/O (NO_IO below holds them to it).
-    "rules": [["paths", "cut", "env_prefix", "envelope", "egress", "tools", "redact", "protected", "credentials"], ["config", "syntax", "reader", "args", "jail", "gitdir"], ["policy"]],
+    "rules": [["paths", "cut", "env_prefix", "envelope", "egress", "tools", "redact", "protected", "credentials"], ["config", "syntax", "reader", "args", "jail", "gitdir", "scopes"], ["policy"]],
     "exec": [
         # The pieces: directories, the filter, a child's steps, the view of the machine.
         ["fault", "rundir", "seccomp", "step", "execlog", "tmp", "view", "egress", "capture"],

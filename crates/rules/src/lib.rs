@@ -26,6 +26,9 @@
 //! - [`credentials`]: what a credential is, how it is injected, its hosts' method and path
 //!   rules, the spellings a placeholder may travel in;
 //! - [`config`]: the policy file's types, settings and reports;
+//! - [`scopes`]: what one yes of a person may cover beyond its call (a shape: the same
+//!   program and words, the ones marked free varying over plain names, beneath one cwd),
+//!   and the preview that shows it;
 //! - [`policy`]: the verdict on a command list: deny by default, the denylist, argument
 //!   rules, the catalog's escapes, jail containment, protected paths; and the policy's own
 //!   examples.
@@ -49,5 +52,6 @@ pub mod policy;
 pub mod protected;
 pub mod reader;
 pub mod redact;
+pub mod scopes;
 pub mod syntax;
 pub mod tools;
