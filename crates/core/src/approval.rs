@@ -42,6 +42,9 @@ pub struct ApprovalRequest {
     /// state or a ticket is bound to.
     #[serde(skip)]
     pub digest: [u8; 32],
+    /// What each scope the person may choose would cover ([`crate::scopes`]); `None` when
+    /// only this call can be approved (a pipeline, a list).
+    pub preview: Option<crate::scopes::Preview>,
 }
 
 impl ApprovalRequest {
@@ -53,8 +56,13 @@ impl ApprovalRequest {
             .map(|argv| format!("  {}", render_argv(argv)))
             .collect::<Vec<_>>()
             .join("\n");
+        let preview = self
+            .preview
+            .as_ref()
+            .map(|p| format!("{}\n", render_text(&p.text()).replace("\\u{a}", "\n")))
+            .unwrap_or_default();
         format!(
-            "safe-mcp asks for your approval to run ({}):\n{stages}\nin {}\nunder {}.\nWhy: {}.\n{}Approve only if you expect this exact command.",
+            "safe-mcp asks for your approval to run ({}):\n{stages}\nin {}\nunder {}.\nWhy: {}.\n{}{preview}Approve only if you expect this exact command.",
             self.tool,
             render_text(&self.cwd),
             self.confinement,
@@ -137,9 +145,55 @@ pub enum Answer {
     InputRequired,
 }
 
+/// The scope a person chose with a yes: how long it lasts, and the places marked free.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Choice {
+    /// Once, for the session, or as a rule.
+    pub kind: crate::scopes::ScopeKind,
+    /// The places (1-based) whose word may vary; for a write, non-empty for its
+    /// directory's files with its extension.
+    pub free: Vec<usize>,
+}
+
+impl Choice {
+    /// The choice in an answer's fields, as every channel sends them: `scope` (`once`,
+    /// `session`, `rule`; absent means once) and `free` (the places, as numbers or strings
+    /// of digits). `Err` for anything else: a yes with a choice that cannot be read runs
+    /// nothing.
+    pub fn from_answer(scope: Option<&Value>, free: Option<&Value>) -> Result<Choice, String> {
+        let kind = match scope {
+            None | Some(Value::Null) => crate::scopes::ScopeKind::Once,
+            Some(Value::String(s)) => crate::scopes::ScopeKind::parse(s)
+                .ok_or_else(|| format!("scope {s:?} is none of once, session, rule"))?,
+            Some(other) => return Err(format!("scope {other} is not a string")),
+        };
+        let places = match free {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|v| match v {
+                    Value::String(s) => s.parse::<usize>().ok(),
+                    Value::Number(n) => n.as_u64().map(|n| n as usize),
+                    _ => None,
+                })
+                .collect::<Option<Vec<usize>>>()
+                .ok_or_else(|| "free holds something other than places".to_owned())?,
+            Some(Value::String(s)) if s.is_empty() => Vec::new(),
+            Some(Value::String(s)) => vec![
+                s.parse::<usize>()
+                    .map_err(|_| format!("free {s:?} is not a place"))?,
+            ],
+            Some(other) => return Err(format!("free {other} is not a list of places")),
+        };
+        Ok(Choice { kind, free: places })
+    }
+}
+
 /// The answer, who gave it, and how long it took.
 #[derive(Debug, Clone)]
 pub struct Outcome {
+    /// The scope the person chose with a yes (`None`: once).
+    pub choice: Option<Choice>,
     /// The answer.
     pub answer: Answer,
     /// `elicitation` (the client's form) or `page` (the server's own page).
@@ -235,6 +289,7 @@ mod tests {
             (Answer::Failed("broken pipe".into()), "broken pipe"),
         ] {
             let o = Outcome {
+                choice: None,
                 answer,
                 via: "elicitation",
                 waited: Duration::ZERO,
@@ -243,6 +298,7 @@ mod tests {
             assert!(o.refusal(t).contains(words), "{}", o.refusal(t));
         }
         let yes = Outcome {
+            choice: None,
             answer: Answer::Approved,
             via: "page",
             waited: Duration::from_millis(1500),

@@ -24,7 +24,7 @@
 //! 1. [`config`], the policy file and every settings type other modules are configured with;
 //! 2. what is built from a loaded policy: [`audit`], [`preflight`], [`lint`],
 //!    [`policy`];
-//! 3. [`approval`], [`tickets`], [`sessions`], [`progress`], [`load`];
+//! 3. [`approval`], [`tickets`], [`scopes`], [`sessions`], [`progress`], [`load`];
 //! 4. the request flow: [`terminal`] and [`file_tools`].
 //!
 //! ```
@@ -58,6 +58,7 @@ pub mod programs;
 pub mod progress;
 pub mod protected;
 pub mod random;
+pub mod scopes;
 pub mod sessions;
 pub mod terminal;
 #[cfg(test)]

@@ -54,6 +54,10 @@ pub struct TicketRequest {
     pub caller: String,
     /// The MCP session that asked.
     pub session: String,
+    /// The call as a scope sees it, for a person who approves it with a scope.
+    pub scoped: Option<crate::scopes::OwnedCall>,
+    /// What each scope would cover, as the person reads it (redacted).
+    pub preview: Option<String>,
 }
 
 /// The digest that binds a ticket to one exact command: the tool, every stage's exact argv
@@ -112,6 +116,9 @@ pub struct TicketView {
     pub caller: String,
     /// When it expires, in seconds since the epoch.
     pub expires_at: u64,
+    /// What each scope would cover (`approvals show`), when one can take it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preview: Option<String>,
     /// Where it stands.
     #[serde(flatten)]
     pub state: State,
@@ -135,6 +142,7 @@ impl Ticket {
             reasons: self.request.reasons.clone(),
             caller: self.request.caller.clone(),
             expires_at: self.expires_at,
+            preview: self.request.preview.clone(),
             state: self.state,
         }
     }
@@ -324,6 +332,14 @@ impl Tickets {
             .ok_or_else(|| TicketError::Unknown(id.to_owned()))
     }
 
+    /// What a scope granted with ticket `id` is made from: its call, caller and session.
+    pub fn scoped(&self, id: &str) -> Option<(crate::scopes::OwnedCall, String, String)> {
+        let waiting = self.lock();
+        let t = waiting.get(id)?;
+        let call = t.request.scoped.clone()?;
+        Some((call, t.request.caller.clone(), t.request.session.clone()))
+    }
+
     /// A person's decision on a pending ticket, by the user `by`.
     pub fn decide(&self, id: &str, approve: bool, by: u32) -> Result<TicketView, TicketError> {
         self.here(id)?;
@@ -389,6 +405,8 @@ mod tests {
             digest: digest("run_command", &stages, "/jail"),
             caller: "alice".into(),
             session: "s1".into(),
+            scoped: None,
+            preview: None,
         }
     }
 

@@ -19,7 +19,7 @@ use axum::extract::{DefaultBodyLimit, Path, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use safe_mcp_core::approval::{ApprovalRequest, render_argv, render_text};
+use safe_mcp_core::approval::{ApprovalRequest, Choice, render_argv, render_text};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
@@ -42,15 +42,25 @@ pub struct Pages {
 struct Pending {
     form_token: String,
     html: String,
+    /// The scope choices inside the form (none when only this call can be approved).
+    choices: String,
     expires: Instant,
-    answer: oneshot::Sender<bool>,
+    answer: oneshot::Sender<PageAnswer>,
+}
+
+/// What a person answered on the page: yes or no, and with a yes the scope chosen (or why
+/// the choice could not be read, which then approves nothing).
+#[derive(Debug)]
+pub struct PageAnswer {
+    pub approve: bool,
+    pub choice: Result<Choice, String>,
 }
 
 /// An approval waiting for its page's answer.
 pub struct Opened {
     pub url: String,
     pub token: String,
-    pub answer: oneshot::Receiver<bool>,
+    pub answer: oneshot::Receiver<PageAnswer>,
 }
 
 impl Pages {
@@ -118,6 +128,7 @@ impl Pages {
         let pending = Pending {
             form_token,
             html: summary_html(request),
+            choices: choices_html(request),
             expires: Instant::now() + request.timeout,
             answer: tx,
         };
@@ -210,6 +221,10 @@ async fn answer(
             "<p>An answer must come from this page.</p>",
         );
     }
+    let free: Vec<serde_json::Value> = url::form_urlencoded::parse(&body)
+        .filter(|(k, _)| k == "free")
+        .map(|(_, v)| serde_json::Value::String(v.into_owned()))
+        .collect();
     let form = parse_form(&body);
     let given = form.get("form_token").map(String::as_str).unwrap_or("");
     let Some(p) = map.get(&token) else {
@@ -229,7 +244,9 @@ async fn answer(
     let Some(p) = map.remove(&token) else {
         return gone();
     };
-    let _ = p.answer.send(approve);
+    let scope = form.get("scope").cloned().map(serde_json::Value::String);
+    let choice = Choice::from_answer(scope.as_ref(), Some(&serde_json::Value::Array(free)));
+    let _ = p.answer.send(PageAnswer { approve, choice });
     if approve {
         reply(
             StatusCode::OK,
@@ -287,14 +304,68 @@ fn summary_html(r: &ApprovalRequest) -> String {
     )
 }
 
+/// The scope choices, inside the form: how long the yes lasts (once checked), the places
+/// that may vary, and the preview of what each covers.
+fn choices_html(r: &ApprovalRequest) -> String {
+    let Some(p) = &r.preview else {
+        return String::new();
+    };
+    let kinds: String = p
+        .kinds
+        .iter()
+        .map(|(kind, words)| {
+            let checked = if kind.as_str() == "once" {
+                " checked"
+            } else {
+                ""
+            };
+            format!(
+                "<label><input type=\"radio\" name=\"scope\" value=\"{}\"{checked}> {}</label><br>",
+                kind.as_str(),
+                escape(words)
+            )
+        })
+        .collect();
+    let examples = |list: &[safe_mcp_core::scopes::Example]| {
+        let line = |covered: bool| {
+            list.iter()
+                .filter(|e| e.covered == covered)
+                .map(|e| format!("<code>{}</code>", escape(&render_text(&e.text))))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        format!("covers {}; never {}", line(true), line(false))
+    };
+    let free: String = p
+        .free
+        .iter()
+        .map(|f| {
+            format!(
+                "<label><input type=\"checkbox\" name=\"free\" value=\"{}\"> let place {} (<code>{}</code>) vary: {}</label><br><small>{}</small><br>",
+                f.place,
+                f.place,
+                escape(&render_text(&f.word)),
+                escape(&render_text(&f.shape)),
+                examples(&f.examples)
+            )
+        })
+        .collect();
+    format!(
+        "<fieldset><legend>How long this yes lasts</legend>{kinds}<p>With nothing marked to vary: {} &mdash; <small>{}</small></p>{free}</fieldset>",
+        escape(&render_text(&p.exact)),
+        examples(&p.exact_examples)
+    )
+}
+
 fn page_html(token: &str, p: &Pending) -> String {
     let left = p
         .expires
         .saturating_duration_since(Instant::now())
         .as_secs();
     format!(
-        "<h1>Approve this command?</h1><p>An AI model asked safe-mcp to run the command below. It runs only if you approve it here, once; this link then stops working. It expires in {left} s.</p>{summary}<form method=\"post\" action=\"/approve/{token}\"><input type=\"hidden\" name=\"form_token\" value=\"{form}\"><button type=\"submit\" name=\"decision\" value=\"approve\" class=\"approve\">Approve</button> <button type=\"submit\" name=\"decision\" value=\"deny\" class=\"deny\">Deny</button></form>",
+        "<h1>Approve this command?</h1><p>An AI model asked safe-mcp to run the command below. It runs only if you approve it here (once, unless you choose a scope below); this link then stops working. It expires in {left} s.</p>{summary}<form method=\"post\" action=\"/approve/{token}\"><input type=\"hidden\" name=\"form_token\" value=\"{form}\">{choices}<button type=\"submit\" name=\"decision\" value=\"approve\" class=\"approve\">Approve</button> <button type=\"submit\" name=\"decision\" value=\"deny\" class=\"deny\">Deny</button></form>",
         summary = p.html,
+        choices = p.choices,
         form = escape(&p.form_token),
     )
 }
@@ -348,6 +419,7 @@ mod tests {
             reasons: vec!["git push needs approval".into()],
             timeout: std::time::Duration::from_secs(1),
             digest: safe_mcp_core::approval::UNBOUND,
+            preview: None,
         };
         let html = summary_html(&request("\u{202e}nur-yrd--"));
         assert!(!html.contains('\u{202e}'), "{html}");

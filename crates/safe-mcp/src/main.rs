@@ -204,24 +204,40 @@ enum AuditCmd {
 
 #[derive(Subcommand)]
 enum ApprovalsCmd {
-    /// The tickets waiting, and what each would run.
+    /// The tickets waiting, and what each would run; the live scopes and their uses.
     List {
         #[command(flatten)]
         config: PolicyFile,
     },
-    /// One ticket: every stage's argv, the cwd, why it needs approval.
+    /// One ticket: every stage's argv, the cwd, why it needs approval, and what each scope
+    /// would cover.
     Show {
         #[command(flatten)]
         config: PolicyFile,
         /// The ticket.
         ticket: String,
     },
-    /// Approve it: the model's repeat of that exact call then runs, once.
+    /// Approve it: the model's repeat of that exact call then runs, once; with `--scope
+    /// session` or `--scope rule`, later calls of its shape (`show` previews it) run without
+    /// asking too.
     Approve {
         #[command(flatten)]
         config: PolicyFile,
         /// The ticket.
         ticket: String,
+        /// How long the yes lasts: once (the default), session, rule.
+        #[arg(long, default_value = "once")]
+        scope: String,
+        /// A place (as `show` numbers them) whose word may vary; repeat for more.
+        #[arg(long = "free")]
+        free: Vec<usize>,
+    },
+    /// End a scope at once: a call it approved runs on, the next one asks.
+    Revoke {
+        #[command(flatten)]
+        config: PolicyFile,
+        /// The scope (`approvals list` shows them).
+        scope: String,
     },
     /// Deny it: nothing runs.
     Deny {
@@ -324,15 +340,24 @@ fn main() -> ExitCode {
             action: AuditCmd::Tail { follow, json, file },
         } => cli::tail::tail_cmd(&file, follow, cli::tail::Style::for_stdout(json)),
         Cmd::Approvals { action } => match action {
-            ApprovalsCmd::List { config } => cli::approvals::run(config.get(), "list", None),
+            ApprovalsCmd::List { config } => cli::approvals::run(config.get(), "list", None, None),
             ApprovalsCmd::Show { config, ticket } => {
-                cli::approvals::run(config.get(), "show", Some(&ticket))
+                cli::approvals::run(config.get(), "show", Some(&ticket), None)
             }
-            ApprovalsCmd::Approve { config, ticket } => {
-                cli::approvals::run(config.get(), "approve", Some(&ticket))
+            ApprovalsCmd::Approve {
+                config,
+                ticket,
+                scope,
+                free,
+            } => {
+                let chosen = serde_json::json!({"scope": scope, "free": free});
+                cli::approvals::run(config.get(), "approve", Some(&ticket), Some(chosen))
             }
             ApprovalsCmd::Deny { config, ticket } => {
-                cli::approvals::run(config.get(), "deny", Some(&ticket))
+                cli::approvals::run(config.get(), "deny", Some(&ticket), None)
+            }
+            ApprovalsCmd::Revoke { config, scope } => {
+                cli::approvals::run(config.get(), "revoke", Some(&scope), None)
             }
         },
         Cmd::Redact { config } => cli::policy::redact(config.get()),

@@ -112,6 +112,11 @@ impl Builder<'_> {
             .as_ref()
             .and_then(|t| t.approvals.as_ref())
             .and_then(|a| a.state_key_file.clone());
+        let raw_scopes_file = raw
+            .terminal
+            .as_ref()
+            .and_then(|t| t.approvals.as_ref())
+            .and_then(|a| a.scopes_file.clone());
         let raw_credentials = raw.terminal.as_mut().map(super::credentials::take);
         let mut terminal = match (raw.terminal, section) {
             (Some(t), Section::Terminal | Section::Any) => Some(self.terminal(t)?),
@@ -181,6 +186,9 @@ impl Builder<'_> {
             terminal.as_mut(),
             &roots,
         )?;
+        if let Some(t) = terminal.as_mut() {
+            t.approvals.scopes_file = Some(self.scopes_file(raw_scopes_file, source, t, &roots)?);
+        }
         if let (Some(t), Some(c)) = (terminal.as_mut(), raw_credentials) {
             let var = |name: &str| self.env.var(name);
             t.credentials = super::credentials::read(c, t, &roots, var, |p| self.file_path(p))?;
@@ -242,6 +250,28 @@ impl Builder<'_> {
                 Some(safe_mcp_rules::config::settings::StateKey { bytes, file: p });
         }
         Ok(hmac)
+    }
+
+    /// Where the rules a person granted are kept (`[terminal.approvals] scopes_file`):
+    /// beside the policy unless set, and never where a command or a file tool could write.
+    fn scopes_file(
+        &self,
+        raw: Option<PathBuf>,
+        source: &Path,
+        terminal: &TerminalPolicy,
+        roots: &[PathBuf],
+    ) -> Result<PathBuf, ConfigError> {
+        let file = match raw {
+            Some(p) => self.file_path(p),
+            None => {
+                let mut beside = source.as_os_str().to_owned();
+                beside.push(".scopes.json");
+                PathBuf::from(beside)
+            }
+        };
+        let file = outside_roots("terminal.approvals.scopes_file", &file, roots)?;
+        super::writable::keep_out(&terminal.write_paths, &[("approvals file", &file)], &[])?;
+        Ok(file)
     }
 
     /// `SAFE_MCP_AUDIT_FAIL_MODE` over the policy's `audit_fail_mode`; closed by default.

@@ -134,6 +134,9 @@ pub(super) struct RawApprovals {
     pub(super) timeout_seconds: Option<u64>,
     pub(super) ticket_seconds: Option<u64>,
     pub(super) state_key_file: Option<PathBuf>,
+    pub(super) scopes_file: Option<PathBuf>,
+    pub(super) session_scope_seconds: Option<u64>,
+    pub(super) rule_scope_seconds: Option<u64>,
 }
 
 #[derive(Debug, Deserialize, Default)]

@@ -205,12 +205,34 @@ pub(super) fn approval_settings(
     if !(10..=86400).contains(&ticket) {
         return Err(bad("ticket_seconds", "must be between 10 and 86400".into()));
     }
+    let lasting = |key: &'static str, value: Option<u64>, default: u64, most: u64| {
+        let seconds = value.unwrap_or(default);
+        if (1..=most).contains(&seconds) {
+            Ok(seconds)
+        } else {
+            Err(bad(key, format!("must be between 1 and {most}")))
+        }
+    };
     Ok(safe_mcp_rules::config::settings::ApprovalSettings {
         mode: raw.mode.unwrap_or_default(),
         url_base,
         timeout: std::time::Duration::from_secs(timeout),
         ticket_ttl: std::time::Duration::from_secs(ticket),
         state_key: None,
+        // Set by the loader, which knows where the policy file is.
+        scopes_file: None,
+        session_scope_seconds: lasting(
+            "session_scope_seconds",
+            raw.session_scope_seconds,
+            8 * 3600,
+            7 * 86_400,
+        )?,
+        rule_scope_seconds: lasting(
+            "rule_scope_seconds",
+            raw.rule_scope_seconds,
+            30 * 86_400,
+            366 * 86_400,
+        )?,
     })
 }
 

@@ -90,6 +90,12 @@ impl<'a> FileCalls<'a> {
             nested: false,
             nothing: "nothing was written",
             subject: "this write",
+            scoped: Some(crate::scopes::OwnedCall::Write {
+                tool: tool.to_owned(),
+                path: safe_mcp_rules::paths::lexical_normalize(
+                    &self.0.policy().jail_root.join(path),
+                ),
+            }),
         };
         let not = match self.0.approvals().ask_person(&question).await {
             Ok(record) => return Ok(Some(record)),

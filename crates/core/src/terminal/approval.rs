@@ -39,6 +39,9 @@ pub(crate) struct Question<'a> {
     pub(crate) nothing: &'static str,
     /// What the person is asked about: "this command", "this write".
     pub(crate) subject: &'static str,
+    /// The call as a scope sees it: what a scope may cover, and what a granted one is
+    /// made from.
+    pub(crate) scoped: Option<crate::scopes::OwnedCall>,
 }
 
 /// The approval ladder's parts: the policy's approval settings, the trail the questions
@@ -48,6 +51,8 @@ pub(crate) struct Approvals<'a> {
     pub(super) settings: &'a crate::config::ApprovalSettings,
     pub(super) gate: &'a crate::audit::Gate,
     pub(super) tickets: &'a crate::tickets::Tickets,
+    pub(super) scopes: &'a crate::scopes::Scopes,
+    pub(super) redactor: &'a crate::redact::Redactor,
 }
 
 /// A question not answered yes: the attempt's `approval` record, the result code, the
@@ -111,6 +116,16 @@ impl Approvals<'_> {
                 ),
             ));
         }
+        // A scope a person granted for calls of this shape answers without asking.
+        let who = q.caller.sub.clone().unwrap_or_default();
+        if let Some(call) = &q.scoped
+            && let Some(scope) = self.scopes.covering(call, &who, q.session)
+        {
+            return Ok(json!({
+                "required": q.reasons, "via": "scope", "decision": "approved",
+                "scope": scope.id, "scope_kind": scope.kind, "scope_uses": scope.uses,
+            }));
+        }
         if settings.mode == ApprovalMode::Ticket {
             let why = "[terminal.approvals] mode = \"ticket\" approves through tickets only";
             return Err(self.instead_a_ticket(q, why));
@@ -137,6 +152,7 @@ impl Approvals<'_> {
             reasons: q.reasons.clone(),
             timeout: settings.timeout,
             digest: q.digest,
+            preview: q.scoped.as_ref().and_then(|c| self.scopes.preview(c)),
         };
         let asked = ApprovalAsked {
             call: q.call.clone(),
@@ -152,7 +168,7 @@ impl Approvals<'_> {
         let outcome = approver.0.ask(&request).await;
         let record = outcome.record(&q.reasons);
         match &outcome.answer {
-            _ if outcome.approved() => Ok(record),
+            _ if outcome.approved() => Ok(self.scope_granted(q, &outcome, &request, record)),
             crate::approval::Answer::NoCapability(why) if settings.mode == ApprovalMode::Auto => {
                 Err(self.instead_a_ticket(q, why))
             }
@@ -164,6 +180,76 @@ impl Approvals<'_> {
                 Err(NotApproved::denied(record, why))
             }
         }
+    }
+
+    /// After a yes: the scope the person chose, made and recorded (durable before the
+    /// model can use it), its id in the attempt's `approval` record. A scope that cannot
+    /// be made (a pipeline, no approvals file) or recorded leaves the yes for this call
+    /// alone, and the record says why.
+    pub(crate) fn scope_granted(
+        &self,
+        q: &Question<'_>,
+        outcome: &crate::approval::Outcome,
+        request: &ApprovalRequest,
+        mut record: Value,
+    ) -> Value {
+        let Some(choice) = outcome
+            .choice
+            .as_ref()
+            .filter(|c| c.kind != crate::scopes::ScopeKind::Once)
+        else {
+            return record;
+        };
+        let Some(call) = &q.scoped else {
+            record["scope_error"] = json!("this call has no shape a scope can take");
+            return record;
+        };
+        let who = q.caller.sub.clone().unwrap_or_default();
+        let grant = crate::scopes::Grant {
+            kind: choice.kind,
+            free: &choice.free,
+            caller: &who,
+            session: q.session,
+            via: outcome.via,
+            approver_uid: None,
+        };
+        match self.grant_scope(call, &grant, request.preview.as_ref(), &q.call.to_string()) {
+            Ok(scope) => {
+                record["scope"] = json!(scope.id);
+                record["scope_kind"] = json!(scope.kind);
+            }
+            Err(e) => record["scope_error"] = json!(e),
+        }
+        record
+    }
+
+    /// Makes a scope and records its grant, durable, with the examples the person was
+    /// shown; a grant that cannot be recorded is taken back.
+    pub(crate) fn grant_scope(
+        &self,
+        call: &crate::scopes::OwnedCall,
+        grant: &crate::scopes::Grant<'_>,
+        preview: Option<&crate::scopes::Preview>,
+        asked_in: &str,
+    ) -> Result<crate::scopes::Scope, String> {
+        let scope = self
+            .scopes
+            .grant(call, grant, |s| self.redactor.redact(s))
+            .map_err(|e| e.to_string())?;
+        let shown = preview.map(|p| self.redactor.redact(&p.text()));
+        let entry = json!({
+            "event": "scope-granted", "call": asked_in, "scope": scope.id, "scope_kind": scope.kind,
+            "covers": scope.described, "free": grant.free, "caller": scope.caller,
+            "via": scope.via, "approver_uid": scope.approver_uid, "expires_at": scope.expires_at,
+            "preview": shown,
+        });
+        if let Err(e) = self.gate.append("approval", &entry, true) {
+            let _ = self.scopes.revoke(&scope.id);
+            return Err(format!(
+                "the grant could not be recorded ({e}), so no scope was made"
+            ));
+        }
+        Ok(scope)
     }
 
     /// A ticket instead of an approval, which `why` kept this call from; none for a nested
@@ -187,6 +273,12 @@ impl Approvals<'_> {
             digest: q.digest,
             caller: q.caller.sub.clone().unwrap_or_default(),
             session: q.session.to_owned(),
+            scoped: q.scoped.clone(),
+            preview: q
+                .scoped
+                .as_ref()
+                .and_then(|c| self.scopes.preview(c))
+                .map(|p| self.redactor.redact(&p.text())),
         };
         let nothing = q.nothing;
         let reasons = q.reasons.join("; ");

@@ -19,7 +19,7 @@ const DESCRIBE: &str = "describe_policy";
 /// `explain_command` and `describe_policy` as calls of the terminal server
 /// over the service's policy and trail.
 #[derive(Clone, Copy)]
-pub struct Describe<'a>(&'a TerminalService);
+pub struct Describe<'a>(pub(super) &'a TerminalService);
 
 impl<'a> Describe<'a> {
     pub fn new(service: &'a TerminalService) -> Describe<'a> {

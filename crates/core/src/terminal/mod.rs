@@ -20,6 +20,7 @@ mod ended;
 mod executables;
 mod limits;
 mod nested_calls;
+mod pre_approved;
 pub mod process;
 mod request;
 mod result;

@@ -70,6 +70,9 @@ pub enum ServiceError {
     /// made.
     #[error("credentials: {0}")]
     Credentials(String),
+    /// The approvals file could not be read.
+    #[error("{0}")]
+    Scopes(String),
 }
 
 /// The variables the TLS clients commands run read their trusted roots from: each gets the
@@ -212,6 +215,16 @@ impl TerminalService {
         let terminal_ticket_ttl = terminal.approvals.ticket_ttl;
         let server = gate.log().server_id();
         let sessions = SessionTable::for_server(server.clone());
+        let scopes = crate::scopes::Scopes::load(
+            &server,
+            &terminal.jail_root,
+            terminal.approvals.scopes_file.as_deref(),
+            crate::scopes::Lifetimes {
+                session_seconds: terminal.approvals.session_scope_seconds,
+                rule_seconds: terminal.approvals.rule_scope_seconds,
+            },
+        )
+        .map_err(ServiceError::Scopes)?;
         Ok(TerminalService {
             gate,
             policy: terminal,
@@ -225,6 +238,7 @@ impl TerminalService {
             held: std::sync::OnceLock::new(),
             egress,
             tickets: std::sync::Arc::new(crate::tickets::Tickets::new(terminal_ticket_ttl, server)),
+            scopes: std::sync::Arc::new(scopes),
             nested,
             vault,
             ca_bundle,
@@ -291,6 +305,8 @@ impl TerminalService {
             settings: &self.policy.approvals,
             gate: &self.gate,
             tickets: &self.tickets,
+            scopes: &self.scopes,
+            redactor: &self.redactor,
         }
     }
 
@@ -423,6 +439,24 @@ impl TerminalService {
             }
         }
         lines
+    }
+
+    /// A scope a person granted outside a call (with a ticket, at the desk), made and
+    /// recorded as one granted in a call is; `asked_in` names what the grant answered.
+    pub fn grant_scope(
+        &self,
+        call: &crate::scopes::OwnedCall,
+        grant: &crate::scopes::Grant<'_>,
+        asked_in: &str,
+    ) -> Result<crate::scopes::Scope, String> {
+        let preview = self.scopes.preview(call);
+        self.approvals()
+            .grant_scope(call, grant, preview.as_ref(), asked_in)
+    }
+
+    /// The approval scopes, for the binary's desk (`safe-mcp approvals list|revoke`).
+    pub fn scopes(&self) -> &std::sync::Arc<crate::scopes::Scopes> {
+        &self.scopes
     }
 
     /// The approval tickets, for the binary's desk (`safe-mcp approvals`).

@@ -87,6 +87,13 @@ pub struct ApprovalSettings {
     /// The key that seals approvals' MRTR state, shared by a fleet's servers; unset, each
     /// server makes its own at start.
     pub state_key: Option<StateKey>,
+    /// Where the approval rules a person granted are kept (`scopes_file`; by default
+    /// beside the policy file): outside the jail and every write path.
+    pub scopes_file: Option<PathBuf>,
+    /// The most a session scope lasts, in seconds.
+    pub session_scope_seconds: u64,
+    /// The most a rule lasts, in seconds.
+    pub rule_scope_seconds: u64,
 }
 
 /// `[terminal.approvals] state_key_file`, read at load (its bytes never printed).
@@ -112,6 +119,9 @@ impl Default for ApprovalSettings {
             timeout: Duration::from_secs(120),
             ticket_ttl: Duration::from_secs(600),
             state_key: None,
+            scopes_file: None,
+            session_scope_seconds: 8 * 3600,
+            rule_scope_seconds: 30 * 86_400,
         }
     }
 }

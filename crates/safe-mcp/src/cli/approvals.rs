@@ -138,6 +138,12 @@ fn equal(a: &str, b: &str) -> bool {
 fn answer(service: &TerminalService, request: &Value, uid: u32) -> Value {
     let tickets: &Tickets = service.tickets();
     let ticket = request["ticket"].as_str().unwrap_or("");
+    // The scope a person chose with the yes, read before anything is decided: a choice
+    // that cannot be made approves nothing.
+    let scoped = match scope_of(service, request, ticket) {
+        Ok(s) => s,
+        Err(e) => return json!({"ok": false, "error": e}),
+    };
     let decided = |approve: bool| match tickets.decide(ticket, approve, uid) {
         Ok(view) => {
             let record = json!({
@@ -146,29 +152,102 @@ fn answer(service: &TerminalService, request: &Value, uid: u32) -> Value {
                 "approver_uid": uid, "caller": view.caller,
             });
             // The decision is in the trail before the model can use it.
-            match service.gate().append("approval", &record, true) {
-                Ok(()) => json!({"ok": true, "tickets": [view]}),
-                Err(e) => {
-                    json!({"ok": false, "error": format!("the decision could not be recorded: {e}")})
+            if let Err(e) = service.gate().append("approval", &record, true) {
+                return json!({"ok": false, "error": format!("the decision could not be recorded: {e}")});
+            }
+            match scoped.as_ref().filter(|_| approve) {
+                Some((call, choice, caller, session)) => {
+                    let grant = safe_mcp_core::scopes::Grant {
+                        kind: choice.kind,
+                        free: &choice.free,
+                        caller,
+                        session,
+                        via: "ticket-cli",
+                        approver_uid: Some(uid),
+                    };
+                    match service.grant_scope(call, &grant, ticket) {
+                        Ok(scope) => json!({"ok": true, "tickets": [view], "scopes": [scope]}),
+                        Err(e) => json!({"ok": true, "tickets": [view], "scope_error": e}),
+                    }
                 }
+                None => json!({"ok": true, "tickets": [view]}),
             }
         }
         Err(e) => json!({"ok": false, "error": e.to_string()}),
     };
     match request["op"].as_str() {
-        Some("list") => json!({"ok": true, "tickets": tickets.list()}),
+        Some("list") => {
+            json!({"ok": true, "tickets": tickets.list(), "scopes": service.scopes().list()})
+        }
+        Some("revoke") => revoke(service, ticket, uid),
         Some("show") => match tickets.show(ticket) {
             Ok(view) => json!({"ok": true, "tickets": [view]}),
             Err(e) => json!({"ok": false, "error": e.to_string()}),
         },
         Some("approve") => decided(true),
         Some("deny") => decided(false),
-        _ => json!({"ok": false, "error": "op must be list, show, approve or deny"}),
+        _ => json!({"ok": false, "error": "op must be list, show, approve, deny or revoke"}),
     }
 }
 
-/// `safe-mcp approvals OP [TICKET]`: exit 0 done, 1 refused, 2 no server to ask.
-pub(crate) fn run(config: Option<&Path>, op: &str, ticket: Option<&str>) -> ExitCode {
+/// The call, choice, caller and session a scope granted with `ticket` is made from, when
+/// the person chose one (`Ok(None)` for once).
+type Scoped = (
+    safe_mcp_core::scopes::OwnedCall,
+    safe_mcp_core::approval::Choice,
+    String,
+    String,
+);
+
+fn scope_of(
+    service: &TerminalService,
+    request: &Value,
+    ticket: &str,
+) -> Result<Option<Scoped>, String> {
+    if request["op"] != "approve" {
+        return Ok(None);
+    }
+    let choice = safe_mcp_core::approval::Choice::from_answer(
+        request["chosen"].get("scope"),
+        request["chosen"].get("free"),
+    )?;
+    if choice.kind == safe_mcp_core::scopes::ScopeKind::Once {
+        return Ok(None);
+    }
+    let (call, caller, session) = service
+        .tickets()
+        .scoped(ticket)
+        .ok_or_else(|| format!("ticket {ticket} is not waiting, or its call can take no scope (one program, or one write): approve it without --scope"))?;
+    // A shape the call cannot take refuses before anything is decided.
+    safe_mcp_core::scopes::Shape::of(&call.as_call(), &choice.free).map_err(|e| e.to_string())?;
+    Ok(Some((call, choice, caller, session)))
+}
+
+/// Ends a scope, recorded (durable) with the person's uid.
+fn revoke(service: &TerminalService, id: &str, uid: u32) -> Value {
+    match service.scopes().revoke(id) {
+        Ok(scope) => {
+            let record = json!({
+                "event": "scope-revoked", "scope": scope.id, "scope_kind": scope.kind,
+                "covers": scope.described, "uses": scope.uses, "approver_uid": uid,
+            });
+            match service.gate().append("approval", &record, true) {
+                Ok(()) => json!({"ok": true, "scopes": [scope]}),
+                Err(e) => json!({"ok": false, "error": format!("revoked, but not recorded: {e}")}),
+            }
+        }
+        Err(e) => json!({"ok": false, "error": e.to_string()}),
+    }
+}
+
+/// `safe-mcp approvals OP [TICKET|SCOPE]`, with the scope chosen for `approve`: exit 0
+/// done, 1 refused, 2 no server to ask.
+pub(crate) fn run(
+    config: Option<&Path>,
+    op: &str,
+    ticket: Option<&str>,
+    chosen: Option<Value>,
+) -> ExitCode {
     let policy = match super::load(config, Section::Terminal) {
         Ok(p) => p,
         Err(e) => return crate::exit::fatal(e),
@@ -191,7 +270,7 @@ pub(crate) fn run(config: Option<&Path>, op: &str, ticket: Option<&str>) -> Exit
                     socket.display()
                 )
             })?;
-            let request = json!({"key": key.trim(), "op": op, "ticket": ticket});
+            let request = json!({"key": key.trim(), "op": op, "ticket": ticket, "chosen": chosen});
             writeln!(stream, "{request}").map_err(|e| e.to_string())?;
             let mut line = String::new();
             BufReader::new(stream)
@@ -215,7 +294,7 @@ pub(crate) fn run(config: Option<&Path>, op: &str, ticket: Option<&str>) -> Exit
         return ExitCode::from(1);
     }
     let tickets = answer["tickets"].as_array().cloned().unwrap_or_default();
-    if tickets.is_empty() {
+    if tickets.is_empty() && op != "revoke" {
         println!("no tickets waiting");
     }
     for t in tickets {
@@ -223,7 +302,41 @@ pub(crate) fn run(config: Option<&Path>, op: &str, ticket: Option<&str>) -> Exit
         // theirs reaches the operator's terminal (an OSC title, a concealed rest of line).
         println!("{}", describe(&safe_mcp_core::audit::sanitize(t), op));
     }
+    let scopes = answer["scopes"].as_array().cloned().unwrap_or_default();
+    if op == "list" && scopes.is_empty() {
+        println!("no scopes live");
+    }
+    for s in scopes {
+        println!("{}", describe_scope(&safe_mcp_core::audit::sanitize(s), op));
+    }
+    if let Some(why) = answer["scope_error"].as_str() {
+        eprintln!("safe-mcp approvals: approved once, but no scope was made: {why}");
+        return ExitCode::from(1);
+    }
     ExitCode::SUCCESS
+}
+
+/// A scope as a person reads it: its id, what it covers, for whom, how often it was used,
+/// until when.
+fn describe_scope(s: &Value, op: &str) -> String {
+    let verb = match op {
+        "approve" => "granted: ",
+        "revoke" => "revoked: ",
+        _ => "",
+    };
+    let caller = s["caller"]
+        .as_str()
+        .filter(|c| !c.is_empty())
+        .unwrap_or("any caller without authentication");
+    format!(
+        "{verb}scope {} ({}, via {}): {}\n  for {caller}; used {} times; expires at {}",
+        s["id"].as_str().unwrap_or(""),
+        s["kind"].as_str().unwrap_or(""),
+        s["via"].as_str().unwrap_or(""),
+        s["described"].as_str().unwrap_or(""),
+        s["uses"].as_u64().unwrap_or(0),
+        s["expires_at"].as_u64().unwrap_or(0),
+    )
 }
 
 /// A ticket as a person reads it: what would run, where, why, and where it stands.
@@ -247,8 +360,15 @@ fn describe(t: &Value, op: &str) -> String {
         "deny" => "denied: ",
         _ => "",
     };
+    let preview = match (op, t["preview"].as_str()) {
+        ("show", Some(p)) => format!(
+            "\n{}  approve with a scope: safe-mcp approvals approve TICKET --scope session|rule [--free PLACE]",
+            p.replace("\\u{a}", "\n")
+        ),
+        _ => String::new(),
+    };
     format!(
-        "{verb}ticket {} ({}, {}): {}\n{}\n  in {}\n  why: {}",
+        "{verb}ticket {} ({}, {}): {}\n{}\n  in {}\n  why: {}{preview}",
         t["ticket"].as_str().unwrap_or(""),
         t["tool"].as_str().unwrap_or(""),
         t["state"].as_str().unwrap_or(""),

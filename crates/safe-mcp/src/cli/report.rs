@@ -236,6 +236,7 @@ fn render(source: &str, chain: &Result<String, String>, records: &[Value]) -> St
     refusals(&mut page, &calls);
     network(&mut page, records);
     approvals(&mut page, records, &calls);
+    scopes(&mut page, records, &calls);
     sessions(&mut page, &calls);
     slowest(&mut page, &calls);
     page.push_str("</body></html>\n");
@@ -473,6 +474,48 @@ fn approvals(page: &mut String, records: &[Value], calls: &[(String, Call<'_>)])
         page,
         "Approvals",
         &["time", "call", "command", "decision", "how", "who"],
+        &rows,
+    );
+}
+
+/// The scopes persons granted (issue 53): each with what it covers, how it was granted, how
+/// often a call used it (the attempts approved `via: "scope"` with its id), and its end.
+fn scopes(page: &mut String, records: &[Value], calls: &[(String, Call<'_>)]) {
+    let uses = |id: &str| {
+        calls
+            .iter()
+            .filter_map(|(_, c)| c.attempt?.get("approval"))
+            .filter(|a| s(a, "via") == "scope" && s(a, "scope") == id)
+            .count()
+    };
+    let revoked = |id: &str| {
+        records
+            .iter()
+            .find(|r| s(r, "event") == "scope-revoked" && s(r, "scope") == id)
+            .map_or_else(|| "-".to_owned(), |r| s(r, "time").to_owned())
+    };
+    let rows: Vec<Vec<String>> = records
+        .iter()
+        .filter(|r| s(r, "kind") == "approval" && s(r, "event") == "scope-granted")
+        .map(|r| {
+            let id = s(r, "scope");
+            vec![
+                s(r, "time").to_owned(),
+                id.to_owned(),
+                s(r, "scope_kind").to_owned(),
+                s(r, "covers").to_owned(),
+                s(r, "via").to_owned(),
+                uses(id).to_string(),
+                revoked(id),
+            ]
+        })
+        .collect();
+    table(
+        page,
+        "Approval scopes",
+        &[
+            "granted", "scope", "kind", "covers", "how", "uses", "revoked",
+        ],
         &rows,
     );
 }

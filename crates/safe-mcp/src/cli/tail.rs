@@ -109,7 +109,8 @@ fn coloured(code: &str, width: usize, style: Style) -> String {
         return padded;
     }
     let colour = match code {
-        "OK" | "open" | "close" | "approved" | "ticket-approved" | "expose" | "ingress" => "32",
+        "OK" | "open" | "close" | "approved" | "ticket-approved" | "scope-granted" | "expose"
+        | "ingress" => "32",
         "POLICY_DENIED"
         | "PATH_ESCAPE"
         | "NEEDS_EXPLICIT_REQUEST"

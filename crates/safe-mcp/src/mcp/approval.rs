@@ -16,7 +16,8 @@ use std::time::Instant;
 use rmcp::model::ElicitationAction;
 use rmcp::service::{ElicitationError, ServiceError};
 use rmcp::{Peer, RoleServer};
-use safe_mcp_core::approval::{Answer, ApprovalRequest, Approver, Outcome};
+use safe_mcp_core::approval::{Answer, ApprovalRequest, Approver, Choice, Outcome};
+use safe_mcp_http::page::PageAnswer;
 
 /// Why a session on protocol 2026-07-28 or later cannot be asked.
 const NEWER_PROTOCOL: &str = "the session speaks MCP 2026-07-28 or later, which forbids a server's requests to the client (elicitation among them), so no person can be asked through it";
@@ -26,8 +27,6 @@ fn forbids_requests(e: &rmcp::ErrorData) -> bool {
     e.message
         .contains("server-to-client requests are not allowed")
 }
-
-pub use crate::mcp::mrtr::ApproveForm;
 
 /// Asks through one client session (and the server's page, when there is one), or, on
 /// MCP 2026-07-28, through the call's own rounds ([`crate::mcp::mrtr`]).
@@ -54,12 +53,13 @@ impl Approver for ClientApprover {
     ) -> Pin<Box<dyn Future<Output = Outcome> + Send + 'a>> {
         Box::pin(async move {
             let started = Instant::now();
-            let (answer, via) = match (&self.rounds, &self.pages) {
+            let ((answer, choice), via) = match (&self.rounds, &self.pages) {
                 (Some(rounds), _) => (ask_in_rounds(rounds, request), "mrtr"),
                 (None, None) => (self.ask_form(request).await, "form"),
                 (None, Some(pages)) => (self.ask_page(pages, request).await, "url"),
             };
             Outcome {
+                choice,
                 answer,
                 via,
                 waited: started.elapsed(),
@@ -75,54 +75,71 @@ impl Approver for ClientApprover {
 /// MCP 2026-07-28: the form goes back in the call's result, the answer comes with its
 /// repeat. A client that declared no form elicitation, or a request no repeat can be bound
 /// to, cannot be asked this way.
-fn ask_in_rounds(rounds: &Rounds, request: &ApprovalRequest) -> Answer {
+fn ask_in_rounds(rounds: &Rounds, request: &ApprovalRequest) -> (Answer, Option<Choice>) {
     if !rounds.form {
-        return Answer::NoCapability(format!(
+        let why = format!(
             "{NEWER_PROTOCOL}, and this request declared no form elicitation to answer in its rounds"
-        ));
+        );
+        return (Answer::NoCapability(why), None);
     }
     if request.digest == safe_mcp_core::approval::UNBOUND {
-        return Answer::NoCapability(format!(
-            "{NEWER_PROTOCOL}, and this approval cannot be bound to the repeated call"
-        ));
+        let why =
+            format!("{NEWER_PROTOCOL}, and this approval cannot be bound to the repeated call");
+        return (Answer::NoCapability(why), None);
     }
     rounds.mrtr.ask(&rounds.round, request, &rounds.caller)
 }
 
 impl ClientApprover {
-    async fn ask_form(&self, request: &ApprovalRequest) -> Answer {
+    async fn ask_form(&self, request: &ApprovalRequest) -> (Answer, Option<Choice>) {
+        use rmcp::service::ElicitationMode;
+        if !self
+            .peer
+            .supported_elicitation_modes()
+            .contains(&ElicitationMode::Form)
+        {
+            let why = "the client did not declare the elicitation capability, so no person can be asked through it";
+            return (Answer::NoCapability(why.into()), None);
+        }
+        let schema = match crate::mcp::approval_form::schema(request) {
+            Ok(s) => s,
+            Err(e) => return (Answer::Failed(format!("the approval form: {e}")), None),
+        };
+        let params = rmcp::model::ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message: request.message(),
+            requested_schema: schema,
+        };
         let asked = self
             .peer
-            .elicit_with_timeout::<ApproveForm>(request.message(), Some(request.timeout))
+            .create_elicitation_with_timeout(params, Some(request.timeout))
             .await;
-        match asked {
-            Ok(Some(ApproveForm { approve: true })) => Answer::Approved,
-            Ok(Some(ApproveForm { approve: false })) => Answer::ApproveFalse,
-            Ok(None) | Err(ElicitationError::NoContent) => Answer::Failed("the answer held no form".into()),
-            Err(ElicitationError::UserDeclined) => Answer::Declined,
-            Err(ElicitationError::UserCancelled) => Answer::Cancelled,
-            Err(ElicitationError::CapabilityNotSupported) => Answer::NoCapability(
-                "the client did not declare the elicitation capability, so no person can be asked through it".into(),
-            ),
-            Err(ElicitationError::Service(ServiceError::Timeout { .. })) => Answer::TimedOut,
-            Err(ElicitationError::Service(ServiceError::McpError(e))) if forbids_requests(&e) => {
+        let answer = match asked {
+            Ok(result) => match result.action {
+                ElicitationAction::Accept => {
+                    return crate::mcp::approval_form::read(result.content.as_ref());
+                }
+                ElicitationAction::Decline => Answer::Declined,
+                ElicitationAction::Cancel => Answer::Cancelled,
+                other => Answer::Failed(format!("an answer the form does not know: {other:?}")),
+            },
+            Err(ServiceError::Timeout { .. }) => Answer::TimedOut,
+            Err(ServiceError::McpError(e)) if forbids_requests(&e) => {
                 Answer::NoCapability(NEWER_PROTOCOL.into())
             }
-            Err(ElicitationError::ParseError { .. }) => {
-                Answer::Failed("the answer was not the form that was asked for".into())
-            }
             Err(e) => Answer::Failed(e.to_string()),
-        }
+        };
+        (answer, None)
     }
 
     async fn ask_page(
         &self,
         pages: &Arc<safe_mcp_http::page::Pages>,
         request: &ApprovalRequest,
-    ) -> Answer {
+    ) -> (Answer, Option<Choice>) {
         let opened = match pages.open(request) {
             Ok(o) => o,
-            Err(e) => return Answer::Failed(format!("the approval page: {e}")),
+            Err(e) => return (Answer::Failed(format!("the approval page: {e}")), None),
         };
         let message = format!(
             "{}\nOpen this page to approve or deny it (one use, expires in {} s).",
@@ -131,7 +148,7 @@ impl ClientApprover {
         );
         let url = match url::Url::parse(&opened.url) {
             Ok(u) => u,
-            Err(e) => return Answer::Failed(format!("the approval URL: {e}")),
+            Err(e) => return (Answer::Failed(format!("the approval URL: {e}")), None),
         };
         let client = self.peer.elicit_url_with_timeout(
             message,
@@ -143,11 +160,18 @@ impl ClientApprover {
         tokio::pin!(client, page);
         // The page decides; the client can only refuse (decline, cancel) or fail to show it.
         let mut client_done = false;
+        let mut choice = None;
         let answer = loop {
             tokio::select! {
                 answered = &mut page => break match answered {
-                    Ok(Ok(true)) => Answer::Approved,
-                    Ok(Ok(false)) => Answer::Declined,
+                    Ok(Ok(PageAnswer { approve: true, choice: Ok(chosen) })) => {
+                        choice = Some(chosen);
+                        Answer::Approved
+                    }
+                    Ok(Ok(PageAnswer { approve: true, choice: Err(why) })) => {
+                        Answer::Failed(format!("the scope chosen could not be read: {why}"))
+                    }
+                    Ok(Ok(PageAnswer { approve: false, .. })) => Answer::Declined,
                     Ok(Err(_)) => Answer::Failed("the approval page closed".into()),
                     Err(_) => Answer::TimedOut,
                 },
@@ -174,7 +198,7 @@ impl ClientApprover {
             }
         };
         pages.close(&opened.token);
-        answer
+        (answer, choice)
     }
 }
 

@@ -18,20 +18,11 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
-    ElicitRequest, ElicitRequestParams, ElicitationSchema, InputRequest, InputRequests,
-    InputRequiredResult, InputResponses, RequestStateCodec, RequestStateError, SealOptions,
+    ElicitRequest, ElicitRequestParams, InputRequest, InputRequests, InputRequiredResult,
+    InputResponses, RequestStateCodec, RequestStateError, SealOptions,
 };
-use safe_mcp_core::approval::{Answer, ApprovalRequest};
+use safe_mcp_core::approval::{Answer, ApprovalRequest, Choice};
 use serde::{Deserialize, Serialize};
-
-/// The form a client shows: one boolean.
-#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
-pub struct ApproveForm {
-    /// Run this exact command, once?
-    pub approve: bool,
-}
-
-rmcp::elicit_safe!(ApproveForm);
 
 /// The key of the one input request an approval makes.
 const KEY: &str = "approval";
@@ -167,46 +158,47 @@ impl Mrtr {
     /// The answer for `request` in this `round`: the person's, from a retry whose state
     /// opens for this caller and command; or [`Answer::InputRequired`], with the form and a
     /// fresh state left in `round.asked` for the caller's `tools/call` to return.
-    pub fn ask(&self, round: &Round, request: &ApprovalRequest, caller: &str) -> Answer {
+    pub fn ask(
+        &self,
+        round: &Round,
+        request: &ApprovalRequest,
+        caller: &str,
+    ) -> (Answer, Option<Choice>) {
         let ad = bound_to(caller, request);
         let Some(state) = &round.state else {
-            return self.input_required(round, request, &ad);
+            return (self.input_required(round, request, &ad), None);
         };
-        let sealed: Sealed = match self.codec.open_json_with(state, &ad) {
+        match self.open_state(state, &ad, request) {
+            Ok(()) => answered(round),
+            Err(answer) => (answer, None),
+        }
+    }
+
+    /// Opens the state of a retry for this call and caller and spends its nonce: `Err` is
+    /// why it approves nothing.
+    fn open_state(&self, state: &str, ad: &[u8], request: &ApprovalRequest) -> Result<(), Answer> {
+        let sealed: Sealed = match self.codec.open_json_with(state, ad) {
             Ok(s) => s,
             Err(RequestStateError::Expired) => {
-                return Answer::Failed(format!(
+                return Err(Answer::Failed(format!(
                     "the approval's requestState expired (it lives {} s); repeat the call without it to be asked again",
                     request.timeout.as_secs()
-                ));
+                )));
             }
             Err(_) => {
-                return Answer::Failed(
+                return Err(Answer::Failed(
                     "the requestState does not open for this exact call and caller (altered, forged, or another call's)".into(),
-                );
+                ));
             }
         };
         match self.spent.spend(&sealed.nonce, request.timeout) {
-            Ok(true) => {}
-            Ok(false) => {
-                return Answer::Failed(
-                    "this requestState was used already: an approval runs its call once".into(),
-                );
-            }
-            Err(e) => return Answer::Failed(format!("the spent approvals cannot be checked: {e}")),
-        }
-        let Some(reply) = round.responses.as_ref().and_then(|r| r.get(KEY)) else {
-            return Answer::Failed("the retry carried no answer to the approval request".into());
-        };
-        match reply["action"].as_str() {
-            Some("accept") => match reply["content"]["approve"].as_bool() {
-                Some(true) => Answer::Approved,
-                Some(false) => Answer::ApproveFalse,
-                None => Answer::Failed("the answer was not the form that was asked for".into()),
-            },
-            Some("decline") => Answer::Declined,
-            Some("cancel") => Answer::Cancelled,
-            _ => Answer::Failed("the answer to the approval request has no action".into()),
+            Ok(true) => Ok(()),
+            Ok(false) => Err(Answer::Failed(
+                "this requestState was used already: an approval runs its call once".into(),
+            )),
+            Err(e) => Err(Answer::Failed(format!(
+                "the spent approvals cannot be checked: {e}"
+            ))),
         }
     }
 
@@ -220,7 +212,7 @@ impl Mrtr {
             Ok(s) => s,
             Err(e) => return Answer::Failed(format!("sealing the request state: {e}")),
         };
-        let schema = match ElicitationSchema::from_type::<ApproveForm>() {
+        let schema = match crate::mcp::approval_form::schema(request) {
             Ok(s) => s,
             Err(e) => return Answer::Failed(format!("the approval form: {e}")),
         };
@@ -236,5 +228,22 @@ impl Mrtr {
             *asked = Some(input);
         }
         Answer::InputRequired
+    }
+}
+
+/// The person's answer that a retry carried (its state already opened and spent).
+fn answered(round: &Round) -> (Answer, Option<Choice>) {
+    let Some(reply) = round.responses.as_ref().and_then(|r| r.get(KEY)) else {
+        let why = "the retry carried no answer to the approval request";
+        return (Answer::Failed(why.into()), None);
+    };
+    match reply["action"].as_str() {
+        Some("accept") => crate::mcp::approval_form::read(reply.get("content")),
+        Some("decline") => (Answer::Declined, None),
+        Some("cancel") => (Answer::Cancelled, None),
+        _ => {
+            let why = "the answer to the approval request has no action";
+            (Answer::Failed(why.into()), None)
+        }
     }
 }

@@ -13,38 +13,20 @@ use rmcp::model::{CallToolResult, Implementation, JsonObject, ServerCapabilities
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ServerHandler, tool, tool_handler, tool_router};
 use safe_mcp_core::progress::CommandProgress;
-use safe_mcp_core::terminal::{
-    CommandInput, Executor, Observer, OutputObserver, RunRequest, TerminalService,
-};
+use safe_mcp_core::terminal::{Executor, Observer, OutputObserver, RunRequest, TerminalService};
 
 use crate::mcp::call::{
     RecordRefusal, arguments, call_counted, envelope_schema, input, integral, to_result, tool_of,
 };
 use crate::mcp::progress::Ticker;
+pub use crate::mcp::session_args::{
+    CommandArg, HandleArgs, NoArgs, ReadArgs, StartArgs, Until, WriteArgs,
+};
 use safe_mcp_core::OperationResult;
 use safe_mcp_core::terminal::process;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::time::Duration;
-
-/// `command`: a POSIX-quoted string (split without a shell) or an argv array.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(untagged)]
-pub enum CommandArg {
-    /// Quoting is tokenization only; `|`, `&&`, `||`, `;` are wired by the server.
-    Line(String),
-    /// One simple command, taken literally.
-    Argv(Vec<String>),
-}
-
-impl From<CommandArg> for CommandInput {
-    fn from(c: CommandArg) -> Self {
-        match c {
-            CommandArg::Line(s) => CommandInput::Line(s),
-            CommandArg::Argv(v) => CommandInput::Argv(v),
-        }
-    }
-}
 
 /// Arguments of `run_command`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -78,118 +60,6 @@ pub struct ExplainArgs {
     pub cwd: Option<String>,
 }
 
-/// Arguments of `start_process`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct StartArgs {
-    /// The command, as for run_command (pipelines and sequences too).
-    pub command: CommandArg,
-    /// Working directory, as for run_command.
-    #[serde(default)]
-    pub cwd: Option<String>,
-    /// Lowers the session's wall-clock limit ([terminal.sessions] max_seconds).
-    #[serde(default, deserialize_with = "integral")]
-    pub timeout_seconds: Option<u64>,
-    /// The port the command's server listens on (loopback of the sandbox): the host can
-    /// reach it at the `exposed.url` the result gives, until the session ends.
-    #[serde(default)]
-    pub expose_port: Option<u16>,
-    /// The ticket a refusal gave, once the person approved it (as for run_command).
-    #[serde(default)]
-    pub approval_ticket: Option<String>,
-    /// Run the program on a terminal of this size (a REPL's prompt, `git add -p`, a pager,
-    /// a TUI): reads then return its screen, and writes may name keys. One program, not a
-    /// pipeline.
-    #[serde(default)]
-    pub pty: Option<PtySize>,
-}
-
-/// A terminal's size.
-#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PtySize {
-    /// Lines (24 is the usual).
-    pub rows: u16,
-    /// Columns (80 is the usual).
-    pub cols: u16,
-}
-
-impl From<PtySize> for safe_mcp_contract::TerminalSize {
-    fn from(p: PtySize) -> Self {
-        safe_mcp_contract::TerminalSize {
-            rows: p.rows,
-            cols: p.cols,
-        }
-    }
-}
-
-/// Arguments of `read_process_output`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ReadArgs {
-    /// The handle start_process returned.
-    pub handle: String,
-    /// Wait up to this many seconds for what `until` names (at most 30; 120 for "exit").
-    #[serde(default, deserialize_with = "integral")]
-    pub wait_seconds: Option<u64>,
-    /// What to wait for within wait_seconds: "output" (default: the first new line),
-    /// "exit" (the session's end: one read for a whole test run), or "quiet" (output that
-    /// then pauses for 0.5 s: a prompt, or a dev server that is up).
-    #[serde(default)]
-    pub until: Option<Until>,
-    /// A session on a terminal: also the bytes as the program printed them since the last
-    /// read, escape sequences and all (redacted).
-    #[serde(default)]
-    pub raw: bool,
-}
-
-/// What `read_process_output` waits for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Until {
-    /// New output, or the end.
-    Output,
-    /// The end.
-    Exit,
-    /// Output followed by a pause, or the end.
-    Quiet,
-}
-
-/// Arguments of `write_process_input`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct WriteArgs {
-    /// The handle start_process returned.
-    pub handle: String,
-    /// Text written to the process's stdin (add "\n" to end a line).
-    #[serde(default)]
-    pub data: String,
-    /// A session on a terminal: keys pressed after the text, by name: Enter, Tab, Esc,
-    /// Backspace, Up, Down, Left, Right, PageUp, PageDown, Home, End, F1-F12, Ctrl-C,
-    /// Ctrl-D, any `Ctrl-<letter>`, `Alt-<key>`.
-    #[serde(default)]
-    pub keys: Vec<String>,
-    /// A session on a terminal: resize it (the program gets SIGWINCH), after the keys.
-    #[serde(default)]
-    pub resize: Option<PtySize>,
-    /// Close stdin after writing (end of input; on a terminal send the key Ctrl-D instead).
-    #[serde(default)]
-    pub close_stdin: bool,
-}
-
-/// Arguments of `stop_process`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct HandleArgs {
-    /// The handle start_process returned.
-    pub handle: String,
-}
-
-/// Arguments of a tool that takes none (`list_processes`).
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NoArgs {}
-
 /// `describe_policy`'s arguments.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -216,6 +86,21 @@ pub struct TerminalServer {
     exposed: crate::mcp::expose::Exposed,
     /// The sealing key and spent nonces of approvals on MCP 2026-07-28, shared likewise.
     mrtr: Arc<crate::mcp::mrtr::Mrtr>,
+    /// Ends this connection's session scopes when the last clone of the server goes.
+    _session: Arc<SessionScopes>,
+}
+
+/// A connection's hold on its session scopes ([`safe_mcp_core::scopes`]): when the MCP
+/// session ends (rmcp drops its server), so do they.
+struct SessionScopes {
+    scopes: Arc<safe_mcp_core::scopes::Scopes>,
+    owner: String,
+}
+
+impl Drop for SessionScopes {
+    fn drop(&mut self) {
+        self.scopes.end_session(&self.owner);
+    }
 }
 
 /// The tasks that run the sessions.
@@ -274,9 +159,14 @@ impl TerminalServer {
         // the kernel give none: handles never leave this process anyway).
         let owner =
             safe_mcp_core::random::hex(8).unwrap_or_else(|_| format!("pid-{}", std::process::id()));
+        let session = Arc::new(SessionScopes {
+            scopes: Arc::clone(service.scopes()),
+            owner: owner.clone(),
+        });
         TerminalServer {
             service,
             executor,
+            _session: session,
             owner: owner.into(),
             runs,
             pages,
@@ -649,15 +539,37 @@ impl TerminalServer {
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
         let (caller, args): (_, ExplainArgs) = arguments!(args, context, self.service.as_ref());
-        let mut result = safe_mcp_core::terminal::Describe::new(&self.service).explain_call(
-            &args.command.into(),
+        let command = args.command.into();
+        let describe = safe_mcp_core::terminal::Describe::new(&self.service);
+        let mut result = describe.explain_call(
+            &command,
             args.cwd.as_deref(),
             self.executor.confinement(),
             &caller,
         );
         if result.detail.get("needs_approval") == Some(&serde_json::Value::Bool(true)) {
-            let how =
-                crate::mcp::approval::how_asked(&context, &self.service, self.pages.is_some());
+            let who = caller.sub.clone().unwrap_or_default();
+            let cwd = args.cwd.as_deref();
+            let how = match describe.pre_approved(&command, cwd, &who, &self.session_for(&context))
+            {
+                Some(scope) => format!(
+                    "approved by scope {} ({}): it runs without asking",
+                    scope.id, scope.described
+                ),
+                None => {
+                    crate::mcp::approval::how_asked(&context, &self.service, self.pages.is_some())
+                }
+            };
+            if let Some(other) = describe.approved_elsewhere(&command, cwd, &who) {
+                result.detail.insert(
+                    "scope_elsewhere".into(),
+                    format!(
+                        "scope {} of another server covers this call; this server asks",
+                        other.id
+                    )
+                    .into(),
+                );
+            }
             result.detail.insert("approved".into(), how.into());
         }
         to_result(result)
@@ -690,6 +602,10 @@ impl TerminalServer {
                 "approvals".into(),
                 format!("a command that needs approval is approved {how}").into(),
             );
+            let who = caller.sub.clone().unwrap_or_default();
+            let scopes = safe_mcp_core::terminal::Describe::new(&self.service)
+                .scopes_of(&who, &self.session_for(&context));
+            result.detail.insert("pre_approved".into(), scopes.into());
         }
         to_result(result)
     }

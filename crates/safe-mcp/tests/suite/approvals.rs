@@ -30,6 +30,10 @@ pub(super) enum Reply {
     AcceptOnly,
     /// URL mode: accept, and submit the page with this decision.
     Visit(&'static str),
+    /// Accept with approve = true, choosing this scope and these free places (issue 53).
+    Scope(&'static str, &'static [&'static str]),
+    /// URL mode: accept, and approve on the page with this scope and these free places.
+    VisitScope(&'static str, &'static [&'static str]),
 }
 
 /// What the page answered a visit: GET, POST, the same POST replayed, GET again.
@@ -65,6 +69,23 @@ impl ClientHandler for Person {
                 Ok(ElicitResult::new(ElicitationAction::Cancel))
             }
             Reply::AcceptOnly => Ok(ElicitResult::new(ElicitationAction::Accept)),
+            Reply::Scope(scope, free) => Ok(ElicitResult::new(ElicitationAction::Accept)
+                .with_content(json!({ "approve": true, "scope": scope, "free": free }))),
+            Reply::VisitScope(scope, free) => {
+                let ElicitRequestParams::UrlElicitationParams { url, .. } = &request else {
+                    return Ok(ElicitResult::new(ElicitationAction::Decline));
+                };
+                let mut answer = format!("decision=approve&scope={scope}");
+                for place in free {
+                    answer.push_str(&format!("&free={place}"));
+                }
+                let (url, visits) = (url.clone(), Arc::clone(&self.visits));
+                tokio::spawn(async move {
+                    let got = visit_with(&url, &answer).await;
+                    visits.lock().unwrap().push(got);
+                });
+                Ok(ElicitResult::new(ElicitationAction::Accept))
+            }
             Reply::Visit(decision) => {
                 let ElicitRequestParams::UrlElicitationParams { url, .. } = &request else {
                     return Ok(ElicitResult::new(ElicitationAction::Decline));
@@ -110,6 +131,11 @@ async fn http(url: &str, method: &str, body: &str) -> (u16, String) {
 /// What a person does: open the page, read its form token, press a button; then what a
 /// replay of the same answer and of the page itself get.
 async fn visit(url: &str, decision: &str) -> Visit {
+    visit_with(url, &format!("decision={decision}")).await
+}
+
+/// [`visit`], answering the form with `answer` (its fields, URL-encoded, after the token).
+async fn visit_with(url: &str, answer: &str) -> Visit {
     let (get, page) = http(url, "GET", "").await;
     let token = page
         .split("name=\"form_token\" value=\"")
@@ -117,7 +143,7 @@ async fn visit(url: &str, decision: &str) -> Visit {
         .and_then(|r| r.split('"').next())
         .unwrap_or_default()
         .to_owned();
-    let form = format!("form_token={token}&decision={decision}");
+    let form = format!("form_token={token}&{answer}");
     let (post, _) = http(url, "POST", &form).await;
     let (replay, _) = http(url, "POST", &form).await;
     let (again, _) = http(url, "GET", "").await;
@@ -154,6 +180,20 @@ impl Client {
         Client::start_speaking(sb, reply, elicitation, false, ProtocolVersion::V_2026_07_28).await
     }
 
+    /// A client of a server that names itself `id` (`SAFE_MCP_SERVER_ID`: a fleet's
+    /// replica, with its trail `audit-<id>.jsonl` beside the policy), declaring form
+    /// elicitation.
+    pub(super) async fn start_replica(sb: &Sandbox, reply: Reply, id: &str) -> Client {
+        Client::start_with(
+            sb,
+            reply,
+            (true, false),
+            ProtocolVersion::V_2025_11_25,
+            Some(id),
+        )
+        .await
+    }
+
     /// A client that speaks `version`.
     pub(super) async fn start_speaking(
         sb: &Sandbox,
@@ -161,6 +201,16 @@ impl Client {
         elicitation: bool,
         url: bool,
         version: ProtocolVersion,
+    ) -> Client {
+        Client::start_with(sb, reply, (elicitation, url), version, None).await
+    }
+
+    async fn start_with(
+        sb: &Sandbox,
+        reply: Reply,
+        (elicitation, url): (bool, bool),
+        version: ProtocolVersion,
+        server_id: Option<&str>,
     ) -> Client {
         let person = Person {
             reply,
@@ -173,6 +223,13 @@ impl Client {
         let policy = sb.policy.clone();
         let cmd = tokio::process::Command::new(BIN).configure(|c| {
             c.arg("terminal").arg("--config").arg(&policy).env_clear();
+            // A replica of a fleet: a name and a trail of its own (a trail's records name
+            // one server).
+            if let Some(id) = server_id {
+                let trail = policy.with_file_name(format!("audit-{id}.jsonl"));
+                c.env("SAFE_MCP_SERVER_ID", id)
+                    .env("SAFE_MCP_AUDIT_LOG", trail);
+            }
         });
         let transport = TokioChildProcess::new(cmd).unwrap();
         // 2026-07-28 has no initialize: the client discovers the server and sends its
@@ -191,6 +248,12 @@ impl Client {
             person.clone().serve(transport).await.unwrap()
         };
         Client { service, person }
+    }
+
+    /// Ends the session and waits for the server to exit (its desk then closes).
+    pub(super) async fn stop(self) {
+        let _ = self.service.cancel().await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
     }
 
     /// The session, for calls that drive MRTR rounds themselves.
@@ -320,7 +383,7 @@ async fn an_accepted_form_with_approve_true_runs_the_command() {
     else {
         panic!("not a form: {:?}", asked[0]);
     };
-    // The exact argv, the cwd and the confinement; one boolean, no secrets asked for.
+    // The exact argv, the cwd and the confinement; no secrets asked for.
     assert!(message.contains("touch needs-ok"), "{message}");
     assert!(
         message.contains(&sb.jail.display().to_string()),
@@ -332,9 +395,20 @@ async fn an_accepted_form_with_approve_true_runs_the_command() {
         schema["properties"]["approve"]["type"], "boolean",
         "{schema}"
     );
-    assert_eq!(
-        schema["properties"].as_object().unwrap().len(),
-        1,
+    // Besides the boolean, only the scope's choices (issue 53): enums with the server's
+    // own values, `once` by default; nothing a person could type a secret into.
+    let properties = schema["properties"].as_object().unwrap();
+    assert!(
+        properties
+            .keys()
+            .all(|k| ["approve", "scope", "free"].contains(&k.as_str())),
+        "{schema}"
+    );
+    assert_eq!(schema["properties"]["scope"]["default"], "once", "{schema}");
+    assert!(
+        properties.values().all(|p| p["type"] == "boolean"
+            || p.get("oneOf").is_some()
+            || p["items"].get("anyOf").is_some()),
         "{schema}"
     );
     let approval = approval_of(&sb);

@@ -1,4 +1,5 @@
 //! Integration tests: the built binary, driven over stdio by a real MCP client.
+mod approval_scopes;
 mod approval_tickets;
 mod approvals;
 mod approvals_mrtr;
