@@ -15,7 +15,6 @@ the pty's are above direct's. Then starts 10 idle sessions on a terminal and pri
 server's resident memory before and after, per session, and the resident memory of each
 session's program (its init runs in the server's memory).
 """
-import json
 import os
 import statistics
 import subprocess
@@ -23,28 +22,11 @@ import sys
 import tempfile
 import time
 
+import raw_stdio
 
-class Server:
-    def __init__(self, binary: str, policy: str):
-        self.p = subprocess.Popen([binary, "terminal", "--config", policy], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                  env={"PATH": "/usr/bin:/bin"})
-        self.n = 0
-        self.ask("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
-                                "clientInfo": {"name": "bench", "version": "1"}})
-        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
-    def send(self, message: dict) -> None:
-        self.p.stdin.write((json.dumps(message) + "\n").encode())
-        self.p.stdin.flush()
-
-    def ask(self, method: str, params: dict) -> dict:
-        self.n += 1
-        self.send({"jsonrpc": "2.0", "id": self.n, "method": method, "params": params})
-        while True:
-            reply = json.loads(self.p.stdout.readline())
-            if reply.get("id") == self.n:
-                return reply
+class Server(raw_stdio.Server):
+    """The raw client, with a tool call that must answer OK and the server's memory."""
 
     def tool(self, name: str, arguments: dict) -> dict:
         reply = self.ask("tools/call", {"name": name, "arguments": arguments})
@@ -55,10 +37,6 @@ class Server:
 
     def rss_kib(self) -> int:
         return vm_rss(self.p.pid)
-
-    def close(self) -> None:
-        self.p.stdin.close()
-        self.p.wait()
 
 
 def vm_rss(pid: int) -> int:

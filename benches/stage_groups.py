@@ -8,7 +8,6 @@ their own mount namespace; echo, which binds nothing), and times `run_command` o
 `echo hi` and `git status` through raw JSON-RPC over stdio, in alternating blocks of CALLS
 (default 100) per binary per round, five rounds after a warm-up. Prints p50 and p99 in ms.
 """
-import json
 import os
 import statistics
 import subprocess
@@ -16,28 +15,11 @@ import sys
 import tempfile
 import time
 
+import raw_stdio
 
-class Server:
-    def __init__(self, binary: str, policy: str):
-        self.p = subprocess.Popen([binary, "terminal", "--config", policy], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                  env={"PATH": "/usr/bin:/bin"})
-        self.n = 0
-        self.ask("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
-                                "clientInfo": {"name": "bench", "version": "1"}})
-        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
-    def send(self, message: dict) -> None:
-        self.p.stdin.write((json.dumps(message) + "\n").encode())
-        self.p.stdin.flush()
-
-    def ask(self, method: str, params: dict) -> dict:
-        self.n += 1
-        self.send({"jsonrpc": "2.0", "id": self.n, "method": method, "params": params})
-        while True:
-            reply = json.loads(self.p.stdout.readline())
-            if reply.get("id") == self.n:
-                return reply
+class Server(raw_stdio.Server):
+    """The raw client, timing `run_command`."""
 
     def run(self, command: str) -> float:
         started = time.perf_counter()
@@ -46,10 +28,6 @@ class Server:
         if reply["result"]["structuredContent"]["code"] != "OK":
             raise SystemExit(f"{command}: {reply}")
         return took * 1000
-
-    def close(self) -> None:
-        self.p.stdin.close()
-        self.p.wait()
 
 
 def main(baseline: str, binary: str, calls: int) -> None:

@@ -205,16 +205,7 @@ fn lay_out(text: &str, count: usize, cols: usize) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::RedactionSettings;
-
-    fn redactor() -> Redactor {
-        Redactor::new(&RedactionSettings {
-            enabled: true,
-            entropy_fallback: false,
-            extra_patterns: Vec::new(),
-        })
-        .unwrap()
-    }
+    use crate::sessions::tests::redactor;
 
     const SMALL: TerminalSize = TerminalSize { rows: 4, cols: 20 };
 

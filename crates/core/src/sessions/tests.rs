@@ -2,7 +2,8 @@
 use super::*;
 use crate::config::RedactionSettings;
 
-fn redactor() -> Redactor {
+/// A redactor with the built-in patterns (the screen's tests use it too).
+pub(super) fn redactor() -> Redactor {
     Redactor::new(&RedactionSettings {
         enabled: true,
         entropy_fallback: false,

@@ -19,22 +19,10 @@ impl Describe<'_> {
         caller: &str,
         session: &str,
     ) -> Option<Scope> {
-        let list = command.parse().ok()?;
-        let decision = evaluate(&self.0.policy, &self.0.jail, &list, cwd);
-        if !decision.needs_approval {
-            return None;
-        }
-        let stages = decision
-            .stages
-            .iter()
-            .map(|s| Some((s.program.clone()?, s.argv.clone())))
-            .collect::<Option<Vec<_>>>()?;
-        let call = OwnedCall::Command {
-            tool: super::result::RUN.to_owned(),
-            stages,
-            cwd: decision.cwd.clone()?,
-        };
-        self.0.scopes.would_cover(&call, caller, session)
+        let (call, needs_approval) = self.scoped(command, cwd)?;
+        needs_approval
+            .then(|| self.0.scopes.would_cover(&call, caller, session))
+            .flatten()
     }
 
     /// A rule of another server of a fleet that would cover `command` for `caller`: this
@@ -45,6 +33,13 @@ impl Describe<'_> {
         cwd: Option<&str>,
         caller: &str,
     ) -> Option<Scope> {
+        let (call, _) = self.scoped(command, cwd)?;
+        self.0.scopes.elsewhere_covering(&call, caller)
+    }
+
+    /// `command` in `cwd` as `run_command`, as a scope sees it, and whether the policy asks
+    /// a person about it; `None` when it does not parse or resolve.
+    fn scoped(&self, command: &CommandInput, cwd: Option<&str>) -> Option<(OwnedCall, bool)> {
         let list = command.parse().ok()?;
         let decision = evaluate(&self.0.policy, &self.0.jail, &list, cwd);
         let stages = decision
@@ -57,7 +52,7 @@ impl Describe<'_> {
             stages,
             cwd: decision.cwd.clone()?,
         };
-        self.0.scopes.elsewhere_covering(&call, caller)
+        Some((call, decision.needs_approval))
     }
 
     /// The live scopes `caller` in `session` may use, as the model reads them.

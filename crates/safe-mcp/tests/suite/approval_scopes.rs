@@ -170,15 +170,7 @@ async fn a_rule_granted_with_a_ticket_is_kept_listed_used_and_revoked() {
     let c = Client::start(&sb, Reply::Decline, false, false).await;
     let r = push(&c, "origin main", "repo").await;
     let ticket = super::approvals::ticket_of(&r);
-    let cli = |args: &[&str]| {
-        std::process::Command::new(BIN)
-            .arg("approvals")
-            .args(args)
-            .arg("--config")
-            .arg(&sb.policy)
-            .output()
-            .unwrap()
-    };
+    let cli = |args: &[&str]| approvals_cli(&sb, args);
     let shown = cli(&["show", &ticket]);
     assert_success(&shown);
     let text = String::from_utf8_lossy(&shown.stdout).into_owned();
@@ -241,20 +233,8 @@ async fn a_rule_granted_with_a_ticket_is_kept_listed_used_and_revoked() {
         && r["scope"] == json!(id)
         && r["via"] == "ticket-cli"));
     // The report shows the scope, its uses (two: the calls after the ticket's) and its end.
-    let out = sb.base().join("report.html");
-    let made = std::process::Command::new(BIN)
-        .args(["audit", "report", "--config"])
-        .arg(&sb.policy)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert_success(&made);
-    let html = std::fs::read_to_string(&out).unwrap();
-    let table = html
-        .split_once("Approval scopes")
-        .map(|(_, rest)| rest.split("<h2").next().unwrap_or(rest))
-        .unwrap_or_else(|| panic!("no scopes table:\n{html}"));
+    let html = report_html(&sb);
+    let table = report_section(&html, "Approval scopes");
     let row = table
         .split("<tr>")
         .find(|row| row.contains(&id))

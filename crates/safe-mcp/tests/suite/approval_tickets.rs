@@ -6,17 +6,11 @@
 use serde_json::json;
 
 use super::approvals::{Client, Reply, approval_of, sandbox, ticket_of};
-use super::support::{BIN, Sandbox, reason_of, stdout_of};
+use super::support::{Sandbox, reason_of, stdout_of};
 
-/// `safe-mcp approvals ARGS --config POLICY`: exit code and stdout.
+/// `safe-mcp approvals ARGS --config POLICY`: exit code, stdout and stderr.
 fn approvals(sb: &Sandbox, args: &[&str]) -> (i32, String, String) {
-    let out = std::process::Command::new(BIN)
-        .arg("approvals")
-        .args(args)
-        .arg("--config")
-        .arg(&sb.policy)
-        .output()
-        .unwrap();
+    let out = super::support::approvals_cli(sb, args);
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::approvals::{Client, Reply};
 use super::egress::Upstream;
-use super::support::{BIN, Sandbox, assert_success, safe_mcp_on};
+use super::support::{Sandbox, assert_success, report_html, report_section, safe_mcp_on};
 
 /// The sandbox's policy, replaced: egress to localhost, `touch needs-ok` confirmed.
 fn policy(sb: &Sandbox) {
@@ -92,21 +92,11 @@ async fn the_report_of_a_real_session_renders_in_a_browser() {
     assert_eq!(refused_start["code"], "POLICY_DENIED", "{refused_start}");
     drop(c);
 
+    let html = report_html(&sb);
+    // Where report_html wrote the page, for the browser below.
     let out = sb.base().join("report.html");
-    let made = std::process::Command::new(BIN)
-        .args(["audit", "report", "--config"])
-        .arg(&sb.policy)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert_success(&made);
-    let html = std::fs::read_to_string(&out).unwrap();
     // Issue 50.8: a refused start_process started no session; it is a call, not a session.
-    let sessions = html
-        .split_once("Process sessions")
-        .map(|(_, rest)| rest.split("<h2").next().unwrap_or(rest))
-        .unwrap_or_else(|| panic!("no sessions table:\n{html}"));
+    let sessions = report_section(&html, "Process sessions");
     assert!(sessions.contains("sleep 30"), "{sessions}");
     assert!(!sessions.contains("--refused-start"), "{sessions}");
     assert!(

@@ -98,15 +98,8 @@ async fn a_plan_and_a_ticket_sent_to_another_replica_are_refused_naming_the_owne
     assert_eq!(right["code"], "OK", "{right}");
     assert!(ta.jail.join("needs-ok").exists());
 }
-
 fn approvals(sb: &Sandbox, args: &[&str]) -> std::process::Output {
-    Command::new(BIN)
-        .arg("approvals")
-        .args(args)
-        .arg("--config")
-        .arg(&sb.policy)
-        .output()
-        .unwrap()
+    super::support::approvals_cli(sb, args)
 }
 
 /// HAProxy, started on a config this test writes, stopped when dropped.
