@@ -25,7 +25,7 @@ FLOORS = {
         # Leaves: import nothing of the crate but each other.
         ["beneath", "untrusted", "random",
          "protected", "held", "home", "nested", "programs", "usage", "jail", "testing",
-         "credentials", "fleet"],
+         "credentials", "fleet", "agent_dir"],
         # The policy file and its settings types.
         ["config"],
         # What is built from a loaded policy.
@@ -50,7 +50,7 @@ FLOORS = {
     "organizer": [["fsroot"], ["journal", "rules"], ["service"]],
     "proxy": [["request", "splice", "tls"], ["context", "relay"], ["ingress", "terminate"]],
     # The binary: its MCP handlers and the shim below the commands that wire them.
-    "safe-mcp": [["exit", "logging", "mcp", "shim"], ["runtime"], ["cli"]],
+    "safe-mcp": [["exit", "logging", "mcp", "shim", "ssh_agent"], ["runtime"], ["cli"]],
 }
 
 root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "crates")

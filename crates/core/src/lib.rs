@@ -20,7 +20,7 @@
 //! and fails CI on a circle or an import that runs up):
 //! 0. leaves, importing nothing of the crate but each other: [`beneath`], [`untrusted`],
 //!    [`random`], [`protected`], [`held`], [`home`], [`nested`], [`programs`],
-//!    [`usage`], [`jail`], [`credentials`], [`fleet`];
+//!    [`usage`], [`jail`], [`credentials`], [`fleet`], [`agent_dir`];
 //! 1. [`config`], the policy file and every settings type other modules are configured with;
 //! 2. what is built from a loaded policy: [`audit`], [`preflight`], [`lint`],
 //!    [`policy`];
@@ -39,6 +39,7 @@ pub use safe_mcp_rules::{
     args, cut, egress, env_prefix, envelope, gitdir, paths, reader, redact, syntax, tools,
 };
 
+pub mod agent_dir;
 pub mod approval;
 pub mod audit;
 pub mod beneath;

@@ -62,9 +62,9 @@ impl NestedShims {
                 "it lies inside the jail or a write path; set TMPDIR for the server to a directory outside them".into(),
             ));
         }
-        remove_stale(&parent);
+        remove_stale(&parent, PREFIX);
         let exe = std::fs::canonicalize(exe).map_err(|e| err(format!("{}: {e}", exe.display())))?;
-        let dir = make_private_dir(&parent).map_err(err)?;
+        let dir = make_private_dir(&parent, PREFIX).map_err(err)?;
         // Removed again (on drop) if anything below fails.
         let mut shims = NestedShims {
             dir,
@@ -124,13 +124,14 @@ impl Drop for NestedShims {
     }
 }
 
-/// A fresh `<parent>/safe-mcp-nested-<pid>-<tag>`, mode 0700.
-fn make_private_dir(parent: &Path) -> Result<PathBuf, String> {
+/// A fresh `<parent>/<prefix><pid>-<tag>`, mode 0700 (the prefix names what it is for,
+/// and lets the next server remove it once this one is gone: [`remove_stale`]).
+pub(crate) fn make_private_dir(parent: &Path, prefix: &str) -> Result<PathBuf, String> {
     use std::os::unix::fs::DirBuilderExt;
     let pid = std::process::id();
     for _ in 0..16 {
         let tag = crate::random::hex(8).map_err(|e| e.to_string())?;
-        let path = parent.join(format!("{PREFIX}{pid}-{tag}"));
+        let path = parent.join(format!("{prefix}{pid}-{tag}"));
         match std::fs::DirBuilder::new().mode(0o700).create(&path) {
             Ok(()) => return Ok(path),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
@@ -140,9 +141,9 @@ fn make_private_dir(parent: &Path) -> Result<PathBuf, String> {
     Err("no free name".into())
 }
 
-/// Removes the shim directories of servers that are no longer running.
-fn remove_stale(parent: &Path) {
-    crate::home::remove_dead_servers(parent, PREFIX, |path| {
+/// Removes the directories named `<prefix><pid>-…` of servers that are no longer running.
+pub(crate) fn remove_stale(parent: &Path, prefix: &str) {
+    crate::home::remove_dead_servers(parent, prefix, |path| {
         let _ = std::fs::remove_dir_all(path);
     });
 }

@@ -14,6 +14,7 @@ mod logging;
 mod mcp;
 mod runtime;
 mod shim;
+mod ssh_agent;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

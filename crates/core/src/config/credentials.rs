@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use super::error::ConfigError;
 use super::raw::{RawCredential, RawHostRule, RawTerminal};
-use crate::credentials::{CredentialSpec, Credentials, HostRule, Inject, Source};
+use crate::credentials::{CredentialSpec, Credentials, HostRule, Inject, Source, SshKeySpec};
 use crate::egress::{DomainRule, NetworkMode};
 use safe_mcp_rules::config::types::TerminalPolicy;
 
@@ -59,6 +59,7 @@ const RESERVED: &[&str] = &[
     "SSL_CERT_FILE",
     "SSL_CERT_DIR",
     "SAFE_MCP_NESTED",
+    "SSH_AUTH_SOCK",
 ];
 
 /// Reads and checks `raw` against the terminal policy `t`; `var` reads the server's
@@ -75,7 +76,16 @@ pub(super) fn read(
         message,
     };
     const KEY: &str = "terminal.credentials";
-    if (!raw.credentials.is_empty() || !raw.rules.is_empty() || raw.upstream_ca_file.is_some())
+    let (keys, tokens): (Vec<RawCredential>, Vec<RawCredential>) = raw
+        .credentials
+        .into_iter()
+        .partition(|c| c.kind.as_deref() == Some("ssh"));
+    let mut ssh = Vec::new();
+    for c in keys {
+        let key = ssh_key_of(c, &ssh, t, roots, &file_path)?;
+        ssh.push(key);
+    }
+    if (!tokens.is_empty() || !raw.rules.is_empty() || raw.upstream_ca_file.is_some())
         && t.network.mode != NetworkMode::Allowlist
     {
         return Err(bad(
@@ -87,7 +97,7 @@ pub(super) fn read(
         ));
     }
     let mut specs: Vec<CredentialSpec> = Vec::new();
-    for c in raw.credentials {
+    for c in tokens {
         let spec = spec_of(c, &specs, t, roots, (&var, &file_path))?;
         specs.push(spec);
     }
@@ -122,6 +132,7 @@ pub(super) fn read(
     };
     Ok(Credentials {
         specs,
+        ssh,
         rules,
         upstream_ca_file,
     })
@@ -144,6 +155,25 @@ fn spec_of(
         key: "terminal.credentials".to_owned(),
         message: format!("{}: {m}", c.name),
     };
+    match c.kind.as_deref() {
+        None | Some("token") => {}
+        Some(other) => {
+            return Err(at(format!(
+                "kind = {other:?}: a credential is a \"token\" (the default) or an \"ssh\" key"
+            )));
+        }
+    }
+    if c.key_file.is_some() || c.passphrase_file.is_some() || c.sign.is_some() {
+        return Err(at(
+            "key_file, passphrase_file and sign belong to kind = \"ssh\"".into(),
+        ));
+    }
+    let (Some(from), Some(inject)) = (c.from.as_deref(), c.inject.as_ref()) else {
+        return Err(at(
+            "a token needs from (\"env:VAR\" or \"file:PATH\") and inject (header and format)"
+                .into(),
+        ));
+    };
     let plain = !c.name.is_empty()
         && !c.name.starts_with(|ch: char| ch.is_ascii_digit())
         && c.name
@@ -162,7 +192,7 @@ fn spec_of(
             "another credential or [terminal.env] already gives this variable".into(),
         ));
     }
-    let (source, value) = if let Some(name) = c.from.strip_prefix("env:") {
+    let (source, value) = if let Some(name) = from.strip_prefix("env:") {
         if t.env.pass.iter().any(|p| p == name) {
             return Err(at(format!(
                 "{name} is in [terminal.env] pass, which hands its real value to every command; take it out of pass"
@@ -173,15 +203,14 @@ fn spec_of(
         let value = crate::credentials::value_of(raw_value.into_encoded_bytes())
             .map_err(|m| at(format!("{name}: {m}")))?;
         (Source::Env(name.to_owned()), value)
-    } else if let Some(path) = c.from.strip_prefix("file:") {
+    } else if let Some(path) = from.strip_prefix("file:") {
         let path = file_path(PathBuf::from(path));
         out_of_reach(&path, t, roots, Reach::Read).map_err(at)?;
         let value = crate::credentials::read_file(&path).map_err(at)?;
         (Source::File(path), value)
     } else {
         return Err(at(format!(
-            "from = {:?}: write \"env:VAR\" or \"file:PATH\"",
-            c.from
+            "from = {from:?}: write \"env:VAR\" or \"file:PATH\""
         )));
     };
     if c.hosts.is_empty() {
@@ -200,13 +229,77 @@ fn spec_of(
             )));
         }
     }
-    let inject = Inject::parse(&c.inject.header, &c.inject.format).map_err(at)?;
+    let inject = Inject::parse(&inject.header, &inject.format).map_err(at)?;
     Ok(CredentialSpec {
         name: c.name,
         source,
         value,
         hosts,
         inject,
+    })
+}
+
+/// One `[[terminal.credentials]] kind = "ssh"` entry, checked: a plain name no other key
+/// has; a key file (and a passphrase file) of mode 0600 out of every root, read path and
+/// write path, read now; and something to do with it. This server's agent signs git
+/// objects (`sign = true`); SSH connections through the proxy (`hosts`) are not in it yet
+/// and are refused here, so no policy believes it has them.
+fn ssh_key_of(
+    c: RawCredential,
+    keys: &[SshKeySpec],
+    t: &TerminalPolicy,
+    roots: &[PathBuf],
+    file_path: &impl Fn(PathBuf) -> PathBuf,
+) -> Result<SshKeySpec, ConfigError> {
+    let at = |m: String| ConfigError::Invalid {
+        key: "terminal.credentials".to_owned(),
+        message: format!("{}: {m}", c.name),
+    };
+    let plain = !c.name.is_empty()
+        && c.name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if !plain || keys.iter().any(|k| k.name == c.name) {
+        return Err(at(
+            "name an ssh key with letters, digits, - and _, once".into()
+        ));
+    }
+    if c.from.is_some() || c.inject.is_some() {
+        return Err(at(
+            "an ssh key is read from key_file and used through the server's agent: it takes no from or inject".into(),
+        ));
+    }
+    if !c.hosts.is_empty() {
+        return Err(at(
+            "hosts: SSH connections through the server's proxy are not in this server yet; an ssh key here signs git objects only (sign = true)".into(),
+        ));
+    }
+    if c.sign != Some(true) {
+        return Err(at(
+            "sign = true is what an ssh key does here (git commit -S with gpg.format = ssh); without it the key would do nothing".into(),
+        ));
+    }
+    let secret = |key: &str, path: PathBuf| {
+        let path = file_path(path);
+        out_of_reach(&path, t, roots, Reach::Read).map_err(|m| at(format!("{key}: {m}")))?;
+        let value =
+            crate::credentials::read_secret_file(&path).map_err(|m| at(format!("{key}: {m}")))?;
+        Ok::<_, ConfigError>((path, value))
+    };
+    let Some(key_file) = c.key_file.clone() else {
+        return Err(at("key_file: name the private key's file (0600)".into()));
+    };
+    let (key_file, key) = secret("key_file", key_file)?;
+    let passphrase = match c.passphrase_file.clone() {
+        Some(p) => Some(secret("passphrase_file", p)?.1),
+        None => None,
+    };
+    Ok(SshKeySpec {
+        name: c.name,
+        key_file,
+        key,
+        passphrase,
+        sign: true,
     })
 }
 

@@ -220,9 +220,17 @@ pub(super) struct RawSkip {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawCredential {
     pub(super) name: String,
-    pub(super) from: String,
+    /// `"token"` (the default: a value the proxy adds to requests) or `"ssh"` (a key the
+    /// server's own agent holds).
+    pub(super) kind: Option<String>,
+    pub(super) from: Option<String>,
+    #[serde(default)]
     pub(super) hosts: Vec<String>,
-    pub(super) inject: RawInject,
+    pub(super) inject: Option<RawInject>,
+    /// `kind = "ssh"`: the private key's file, and what the agent may sign with it.
+    pub(super) key_file: Option<PathBuf>,
+    pub(super) passphrase_file: Option<PathBuf>,
+    pub(super) sign: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -22,7 +22,7 @@
 
 pub use safe_mcp_rules::credentials::{
     CredentialSpec, Credentials, HostRule, Inject, KNOWN_PREFIXES, PathPattern, Secret, Source,
-    hosts, scan, type_prefix, value_of,
+    SshKeySpec, hosts, scan, type_prefix, value_of,
 };
 
 use std::path::PathBuf;
@@ -358,10 +358,16 @@ impl Vault {
     }
 }
 
-/// A credential file's value: opened without following a symlink, a regular file with one
-/// link, owned by this process's user, of mode 0600 or stricter (no one else may read it);
-/// one line, the trailing newline dropped.
+/// A credential file's value: [`read_secret_file`], one line, the trailing newline dropped.
 pub fn read_file(path: &std::path::Path) -> Result<Secret, String> {
+    let bytes = read_secret_file(path)?;
+    value_of(bytes.expose().to_vec()).map_err(|why| format!("{}: {why}", path.display()))
+}
+
+/// A secret file's bytes, as they are (an ssh private key, several lines): opened without
+/// following a symlink, a regular file with one link, owned by this process's user, of mode
+/// 0600 or stricter (no one else may read it), at most 64 KiB read.
+pub fn read_secret_file(path: &std::path::Path) -> Result<Secret, String> {
     use std::io::Read;
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let at = |e: std::io::Error| format!("{}: {e}", path.display());
@@ -385,7 +391,7 @@ pub fn read_file(path: &std::path::Path) -> Result<Secret, String> {
     }
     let mut bytes = Vec::new();
     file.take(64 * 1024).read_to_end(&mut bytes).map_err(at)?;
-    value_of(bytes).map_err(|why| format!("{}: {why}", path.display()))
+    Ok(Secret::new(bytes))
 }
 
 #[cfg(test)]

@@ -202,6 +202,9 @@ impl<'a> Describe<'a> {
         if !warnings.is_empty() {
             detail["warnings"] = json!(warnings);
         }
+        if let Some(keys) = ssh_keys(p) {
+            detail["ssh_keys"] = keys;
+        }
         if rules.is_empty()
             && let Some(map) = detail.as_object_mut()
         {
@@ -382,4 +385,16 @@ fn git_trust(confinement: &ConfinementReport) -> &'static str {
     } else {
         "host view: the operator's git config, hooks and commondir are held only by the argument checks and the file tools (an interpreter could write them); git directories a command makes are neutralized after every call as in the private view, and operations in progress lose their exec lines"
     }
+}
+
+/// What the model needs of the policy's ssh keys (issue 54): their names and how a git
+/// commit is signed with them, through the server's agent; never the keys.
+fn ssh_keys(p: &crate::config::TerminalPolicy) -> Option<Value> {
+    let names: Vec<&str> = p.credentials.ssh.iter().map(|k| k.name.as_str()).collect();
+    (!names.is_empty()).then(|| {
+        json!({
+            "held": names,
+            "how": "the server's SSH agent (SSH_AUTH_SOCK) holds them and signs git commits only: with gpg.format = ssh and user.signingkey (the operator's key::<public key>, or gpg.ssh.defaultKeyCommand = \"ssh-add -L\"), git commit -S signs; ssh logins and other namespaces are refused",
+        })
+    })
 }

@@ -177,6 +177,19 @@ impl TerminalService {
         let mut env = command_env(&terminal, path, &home);
         // Each credential's variable holds its placeholder, never the value.
         env.extend(vault.env());
+        // An ssh key is used through the server's agent, whose socket commands are told.
+        let agent = if terminal.credentials.ssh.is_empty() {
+            None
+        } else {
+            let writable: Vec<&std::path::Path> = std::iter::once(terminal.jail_root.as_path())
+                .chain(terminal.write_paths.iter().map(std::path::PathBuf::as_path))
+                .collect();
+            let dir = crate::agent_dir::AgentDir::create(&std::env::temp_dir(), &writable)
+                .map_err(ServiceError::Credentials)?;
+            let socket = dir.socket().to_string_lossy().into_owned();
+            env.push((crate::agent_dir::AGENT_VARIABLE.to_owned(), socket));
+            Some(dir)
+        };
         let usage = crate::usage::JailUsage::new(
             terminal.limits.jail_bytes,
             std::iter::once(terminal.jail_root.clone())
@@ -239,6 +252,7 @@ impl TerminalService {
             egress,
             tickets: std::sync::Arc::new(crate::tickets::Tickets::new(terminal_ticket_ttl, server)),
             scopes: std::sync::Arc::new(scopes),
+            agent,
             nested,
             vault,
             ca_bundle,
@@ -358,6 +372,10 @@ impl TerminalService {
         if let Some(bundle) = &self.ca_bundle {
             spec.read_paths.push(bundle.clone());
         }
+        // The agent's socket: commands connect to it; nothing else is in its directory.
+        if let Some(agent) = &self.agent {
+            spec.read_paths.push(agent.dir().to_path_buf());
+        }
         if let Some(plan) = self.held.get().map(crate::held::Holder::plan) {
             spec.read_only_files.extend(plan.read_only.iter().cloned());
             spec.pinned_dirs.extend(plan.pinned.iter().cloned());
@@ -452,6 +470,22 @@ impl TerminalService {
         let preview = self.scopes.preview(call);
         self.approvals()
             .grant_scope(call, grant, preview.as_ref(), asked_in)
+    }
+
+    /// Where the server's SSH agent listens, when the policy holds an ssh key.
+    pub fn ssh_agent(&self) -> Option<&crate::agent_dir::AgentDir> {
+        self.agent.as_ref()
+    }
+
+    /// The ssh keys the agent holds.
+    pub fn ssh_keys(&self) -> &[crate::credentials::SshKeySpec] {
+        &self.policy.credentials.ssh
+    }
+
+    /// Redacts `literal` from every result and record from now on (an ssh key's public
+    /// half: the agent's identity list stays out of what the model reads).
+    pub fn redact_also(&self, literal: &str) {
+        self.redactor.add_literal(literal);
     }
 
     /// The approval scopes, for the binary's desk (`safe-mcp approvals list|revoke`).

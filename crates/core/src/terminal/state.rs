@@ -35,6 +35,9 @@ pub struct TerminalService {
     pub(super) egress: Option<std::sync::Arc<dyn EgressProvider>>,
     /// Approval tickets for clients that cannot be asked ([`crate::tickets`]).
     pub(super) tickets: std::sync::Arc<crate::tickets::Tickets>,
+    /// Where commands reach the server's SSH agent, when the policy holds an ssh key
+    /// ([`crate::agent_dir`]).
+    pub(super) agent: Option<crate::agent_dir::AgentDir>,
     /// What persons granted beyond one call ([`crate::scopes`]).
     pub(super) scopes: std::sync::Arc<crate::scopes::Scopes>,
     /// Nested calls: the shims, and the tokens of the running calls whose commands may

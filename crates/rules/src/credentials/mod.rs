@@ -181,11 +181,30 @@ pub struct CredentialSpec {
     pub inject: Inject,
 }
 
+/// `[[terminal.credentials]] kind = "ssh"`: a private key the server's own agent holds
+/// (issue 54); commands reach it only through `SSH_AUTH_SOCK`, never its file.
+#[derive(Debug, Clone)]
+pub struct SshKeySpec {
+    /// How the policy, the trail and refusals name it.
+    pub name: String,
+    /// The key's file (0600, outside every root, read path and write path).
+    pub key_file: PathBuf,
+    /// The file's OpenSSH private key, as read at load.
+    pub key: Secret,
+    /// Its passphrase, when the key is encrypted (`passphrase_file`, checked as the key).
+    pub passphrase: Option<Secret>,
+    /// Whether the agent signs git objects with it (`sign = true`: `git commit -S` with
+    /// `gpg.format = ssh`).
+    pub sign: bool,
+}
+
 /// The credentials of a terminal policy and what comes with them.
 #[derive(Debug, Clone, Default)]
 pub struct Credentials {
-    /// `[[terminal.credentials]]`.
+    /// `[[terminal.credentials]]` of the default kind: tokens the proxy adds.
     pub specs: Vec<CredentialSpec>,
+    /// `[[terminal.credentials]] kind = "ssh"`: keys the server's agent holds.
+    pub ssh: Vec<SshKeySpec>,
     /// `[[terminal.network.rules]]`: methods and paths allowed on credential hosts.
     pub rules: Vec<HostRule>,
     /// `[terminal.network] upstream_ca_file`: certificates trusted for upstream hosts besides

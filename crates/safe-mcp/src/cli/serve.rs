@@ -87,6 +87,12 @@ pub(crate) fn serve_terminal(config: Option<&Path>, http: Option<&str>) -> ExitC
     if let Some(reloader) = super::credentials::reloader(&service) {
         background.push(Box::pin(reloader));
     }
+    // The ssh keys' agent, which commands reach through SSH_AUTH_SOCK.
+    match crate::ssh_agent::listener(&service) {
+        Ok(Some(agent)) => background.push(Box::pin(agent)),
+        Ok(None) => {}
+        Err(e) => return fatal(e),
+    }
     let closing = Arc::clone(&executor);
     let make = {
         let (service, executor, runs) = (Arc::clone(&service), executor, Arc::clone(&runs));

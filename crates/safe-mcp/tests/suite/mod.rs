@@ -38,6 +38,7 @@ mod python_sdk;
 mod redaction;
 mod results;
 mod shipping;
+mod ssh_signing;
 mod support;
 mod terminal;
 mod tool_escapes;

@@ -1,0 +1,283 @@
+//! The server's own SSH agent (issue 54): it holds only the policy's ssh keys, and signs
+//! only what the policy lets it, each signature recorded before it is made.
+//!
+//! Commands reach it through `SSH_AUTH_SOCK` ([`safe_mcp_core::agent_dir`]); the key's file
+//! is never in their view, so the agent is the only way to use the key, and no command
+//! ever holds its bytes. The agent protocol is `ssh-agent-lib`'s, the keys `ssh-key`'s
+//! (RustCrypto): we write only the decisions, which an operator's running agent (`ssh-add
+//! -h`) cannot make per request, and which OpenSSH's own agent does not record. A request
+//! to sign is granted only when it is an SSH signature (`SSHSIG`) in the `git` namespace
+//! (`git commit -S` with `gpg.format = ssh`, through `ssh-keygen -Y sign -U`) by a key with
+//! `sign = true`; everything else (an SSH login, another namespace, a key this agent does
+//! not hold, adding or removing keys) is refused, and the refusal is recorded with the
+//! policy key that would be needed.
+//!
+//! Each record is an `ssh` record: the key's name, what was signed (the namespace, the
+//! hash algorithm and the hash of the message: a commit's content hashed, which
+//! `git cat-file commit` of the commit, its signature left out, hashes again), or why not.
+//! The agent's identity list (the public keys) is added to the redactor at start, so it
+//! never reaches a result either.
+
+use std::sync::Arc;
+
+use safe_mcp_core::terminal::TerminalService;
+use serde_json::json;
+use ssh_agent_lib::agent::Session;
+use ssh_agent_lib::error::AgentError;
+use ssh_agent_lib::proto::{Identity, SignRequest};
+use ssh_agent_lib::ssh_key::{self, PrivateKey, Signature};
+
+/// One key as the agent holds it.
+struct Held {
+    name: String,
+    key: PrivateKey,
+    sign: bool,
+}
+
+/// The agent: the keys, and the service whose trail it writes. Cloned per connection.
+#[derive(Clone)]
+struct Agent {
+    keys: Arc<Vec<Held>>,
+    service: Arc<TerminalService>,
+}
+
+/// What a request asks to have signed.
+#[derive(Debug, PartialEq, Eq)]
+enum Signing<'a> {
+    /// An SSH signature (`ssh-keygen -Y sign`): its namespace, hash algorithm and the hash
+    /// of the message.
+    Sshsig {
+        namespace: &'a str,
+        hash_algorithm: &'a str,
+        hash: &'a [u8],
+    },
+    /// Anything else: an SSH login's user-authentication request, or data of no known
+    /// shape.
+    Other,
+}
+
+/// One SSH wire string at the front of `data`, and the rest.
+fn ssh_string(data: &[u8]) -> Option<(&[u8], &[u8])> {
+    let len = u32::from_be_bytes(data.get(..4)?.try_into().ok()?) as usize;
+    let rest = &data[4..];
+    (rest.len() >= len).then(|| rest.split_at(len))
+}
+
+/// What `data` is: the blob `ssh-keygen -Y sign` hands an agent is `SSHSIG`, then the
+/// namespace, a reserved string, the hash algorithm and the message's hash (OpenSSH's
+/// PROTOCOL.sshsig), and nothing after.
+fn signing(data: &[u8]) -> Signing<'_> {
+    let parse = || {
+        let rest = data.strip_prefix(b"SSHSIG")?;
+        let (namespace, rest) = ssh_string(rest)?;
+        let (_reserved, rest) = ssh_string(rest)?;
+        let (hash_algorithm, rest) = ssh_string(rest)?;
+        let (hash, rest) = ssh_string(rest)?;
+        rest.is_empty().then_some(Signing::Sshsig {
+            namespace: std::str::from_utf8(namespace).ok()?,
+            hash_algorithm: std::str::from_utf8(hash_algorithm).ok()?,
+            hash,
+        })
+    };
+    parse().unwrap_or(Signing::Other)
+}
+
+/// Why a request is refused, for the record and the refusal.
+fn refused(why: String) -> AgentError {
+    AgentError::Other(why.into())
+}
+
+impl Agent {
+    /// Appends an `ssh` record, durable: a signature is made only once its record is.
+    fn record(&self, entry: serde_json::Value) -> Result<(), AgentError> {
+        self.service
+            .gate()
+            .append("ssh", &entry, true)
+            .map_err(|e| {
+                refused(format!(
+                    "the signature could not be recorded ({e}); nothing was signed"
+                ))
+            })
+    }
+
+    /// The key of `request`, whether this request may use it, and why not.
+    fn decide(&self, request: &SignRequest) -> Result<&Held, String> {
+        let Some(held) = self
+            .keys
+            .iter()
+            .find(|h| h.key.public_key().key_data() == &request.pubkey)
+        else {
+            return Err("a key this agent does not hold: it holds only the policy's [[terminal.credentials]] kind = \"ssh\" keys (safe-mcp approvals list shows none of it; describe_policy names them)".into());
+        };
+        match signing(&request.data) {
+            Signing::Sshsig {
+                namespace: "git", ..
+            } if held.sign => Ok(held),
+            Signing::Sshsig {
+                namespace: "git", ..
+            } => Err(format!(
+                "key {} may not sign git objects: its [[terminal.credentials]] entry needs sign = true",
+                held.name
+            )),
+            Signing::Sshsig { namespace, .. } => Err(format!(
+                "key {} signs git objects only (namespace \"git\"), not namespace {namespace:?}",
+                held.name
+            )),
+            Signing::Other => Err(format!(
+                "key {} signs git objects only: SSH logins through this agent (hosts in its [[terminal.credentials]] entry) are not in this server yet",
+                held.name
+            )),
+        }
+    }
+}
+
+#[ssh_agent_lib::async_trait]
+impl Session for Agent {
+    async fn request_identities(&mut self) -> Result<Vec<Identity>, AgentError> {
+        Ok(self
+            .keys
+            .iter()
+            .map(|h| Identity {
+                pubkey: h.key.public_key().key_data().clone(),
+                comment: h.name.clone(),
+            })
+            .collect())
+    }
+
+    async fn sign(&mut self, request: SignRequest) -> Result<Signature, AgentError> {
+        let held = match self.decide(&request) {
+            Ok(held) => held,
+            Err(why) => {
+                self.record(json!({"event": "sign-refused", "reason": why}))?;
+                return Err(refused(why));
+            }
+        };
+        if let Signing::Sshsig {
+            namespace,
+            hash_algorithm,
+            hash,
+        } = signing(&request.data)
+        {
+            self.record(json!({
+                "event": "sign", "key": held.name, "namespace": namespace,
+                "hash_algorithm": hash_algorithm, "message_hash": hex::encode(hash),
+            }))?;
+        }
+        use signature::Signer;
+        held.key
+            .try_sign(&request.data)
+            .map_err(|e| refused(format!("key {} could not sign: {e}", held.name)))
+    }
+}
+
+/// The agent of `service`, listening on its socket until the server ends; `Ok(None)` when
+/// the policy holds no ssh key. A key that cannot be read (not an OpenSSH private key, a
+/// wrong passphrase, an RSA key) stops the start with the reason.
+pub(crate) fn listener(
+    service: &Arc<TerminalService>,
+) -> Result<Option<impl std::future::Future<Output = ()> + Send + 'static>, String> {
+    let Some(dir) = service.ssh_agent() else {
+        return Ok(None);
+    };
+    let mut keys = Vec::new();
+    for spec in service.ssh_keys() {
+        let at = |m: String| format!("[[terminal.credentials]] {}: {m}", spec.name);
+        let text = std::str::from_utf8(spec.key.expose())
+            .map_err(|_| at("key_file is not an OpenSSH private key".into()))?;
+        let mut key = PrivateKey::from_openssh(text)
+            .map_err(|e| at(format!("key_file is not an OpenSSH private key: {e}")))?;
+        if key.is_encrypted() {
+            let Some(passphrase) = &spec.passphrase else {
+                return Err(at("key_file is encrypted: give its passphrase_file".into()));
+            };
+            key = key
+                .decrypt(passphrase.expose())
+                .map_err(|e| at(format!("the passphrase does not open key_file: {e}")))?;
+        }
+        if matches!(key.algorithm(), ssh_key::Algorithm::Rsa { .. }) {
+            return Err(at(
+                "use an ed25519 or ecdsa key (ssh-keygen -t ed25519)".into()
+            ));
+        }
+        // The identity list never reaches a result or a record.
+        if let Ok(public) = key.public_key().to_openssh() {
+            for part in public.split_whitespace().skip(1).take(1) {
+                service.redact_also(part);
+            }
+        }
+        keys.push(Held {
+            name: spec.name.clone(),
+            key,
+            sign: spec.sign,
+        });
+    }
+    // Bound now (a failure stops the start), served once the runtime runs.
+    let socket = dir.socket();
+    let bound = std::os::unix::net::UnixListener::bind(&socket)
+        .and_then(|l| l.set_nonblocking(true).map(|()| l))
+        .map_err(|e| format!("the ssh agent's socket {}: {e}", socket.display()))?;
+    let agent = Agent {
+        keys: Arc::new(keys),
+        service: Arc::clone(service),
+    };
+    Ok(Some(async move {
+        let served = match tokio::net::UnixListener::from_std(bound) {
+            Ok(listener) => ssh_agent_lib::agent::listen(listener, agent).await,
+            Err(e) => Err(AgentError::IO(e)),
+        };
+        if let Err(e) = served {
+            tracing::error!("the ssh agent stopped: {e}");
+        }
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn string(s: &[u8]) -> Vec<u8> {
+        let mut out = (s.len() as u32).to_be_bytes().to_vec();
+        out.extend_from_slice(s);
+        out
+    }
+
+    fn sshsig(namespace: &str) -> Vec<u8> {
+        let mut data = b"SSHSIG".to_vec();
+        for part in [namespace.as_bytes(), b"", b"sha512", &[7u8; 64][..]] {
+            data.extend(string(part));
+        }
+        data
+    }
+
+    #[test]
+    fn only_a_whole_sshsig_blob_reads_as_one() {
+        let git = sshsig("git");
+        assert_eq!(
+            signing(&git),
+            Signing::Sshsig {
+                namespace: "git",
+                hash_algorithm: "sha512",
+                hash: &[7u8; 64]
+            }
+        );
+        assert!(matches!(
+            signing(&sshsig("file")),
+            Signing::Sshsig {
+                namespace: "file",
+                ..
+            }
+        ));
+        // A login's request (session id, then 50 and the user), a blob cut short or with
+        // more after it: none is an SSH signature.
+        let mut login = string(&[1u8; 32]);
+        login.push(50);
+        login.extend(string(b"git"));
+        for data in [
+            login,
+            git[..git.len() - 1].to_vec(),
+            [git.clone(), vec![0]].concat(),
+        ] {
+            assert_eq!(signing(&data), Signing::Other);
+        }
+    }
+}
