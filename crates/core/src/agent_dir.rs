@@ -13,6 +13,13 @@ use std::path::{Path, PathBuf};
 /// The variable that names the agent's socket to commands (and to `ssh`, `ssh-keygen`).
 pub const AGENT_VARIABLE: &str = "SSH_AUTH_SOCK";
 
+/// The variable that names the agent's directory to the binary started as `ssh` or
+/// `proxy-shell` from it (issue 54, item 2).
+pub const DIR_VARIABLE: &str = "SAFE_MCP_SSH";
+
+/// What git runs for SSH: overrides `core.sshCommand` (the hardening's `false`).
+pub const GIT_SSH_VARIABLE: &str = "GIT_SSH_COMMAND";
+
 const PREFIX: &str = "safe-mcp-ssh-";
 
 /// The agent's directory, removed on drop.
@@ -47,6 +54,39 @@ impl AgentDir {
     /// The agent's socket, which the binary binds.
     pub fn socket(&self) -> PathBuf {
         self.dir.join("agent.sock")
+    }
+
+    /// What SSH logins need here (issue 54, item 2): the pinned `known_hosts`, an
+    /// `ssh_config` that uses only them, the agent and the proxy, and two links to the
+    /// server's binary `exe`: `ssh` (what git runs: OpenSSH with that config) and
+    /// `proxy-shell` (what that ssh runs its `ProxyCommand` with instead of a shell: the
+    /// CONNECT through the proxy). No shell runs anywhere on the way.
+    pub fn prepare_logins(&self, exe: &Path, known_hosts: &[String]) -> Result<(), String> {
+        let io = |e: std::io::Error| format!("{}: {e}", self.dir.display());
+        let mut pinned = known_hosts.join("\n");
+        pinned.push('\n');
+        std::fs::write(self.dir.join("known_hosts"), pinned).map_err(io)?;
+        let config = format!(
+            "# Written by safe-mcp: SSH only with the policy's pinned host keys, its agent, its proxy.\n\
+             Host *\n\
+             \x20 UserKnownHostsFile {dir}/known_hosts\n\
+             \x20 GlobalKnownHostsFile /dev/null\n\
+             \x20 StrictHostKeyChecking yes\n\
+             \x20 UpdateHostKeys no\n\
+             \x20 CheckHostIP no\n\
+             \x20 IdentityAgent {dir}/agent.sock\n\
+             \x20 IdentityFile none\n\
+             \x20 PasswordAuthentication no\n\
+             \x20 KbdInteractiveAuthentication no\n\
+             \x20 BatchMode yes\n\
+             \x20 ProxyCommand connect %h %p\n",
+            dir = self.dir.display()
+        );
+        std::fs::write(self.dir.join("ssh_config"), config).map_err(io)?;
+        for name in ["ssh", "proxy-shell"] {
+            std::os::unix::fs::symlink(exe, self.dir.join(name)).map_err(io)?;
+        }
+        Ok(())
     }
 }
 

@@ -15,6 +15,8 @@ mod mcp;
 mod runtime;
 mod shim;
 mod ssh_agent;
+mod ssh_bind;
+mod ssh_login;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -271,6 +273,11 @@ enum PolicyCmd {
 }
 
 fn main() -> ExitCode {
+    // Started from the ssh agent's directory as `ssh` or `proxy-shell`: an SSH login
+    // (checked first: under those names it is never a ruled program's shim).
+    if let Some(code) = ssh_login::run_if_login() {
+        return code;
+    }
     // Started inside a command's tree under a ruled program's name: the shim.
     if let Some(code) = shim::run_if_shim() {
         return code;

@@ -27,18 +27,23 @@ use ssh_agent_lib::error::AgentError;
 use ssh_agent_lib::proto::{Identity, SignRequest};
 use ssh_agent_lib::ssh_key::{self, PrivateKey, Signature};
 
-/// One key as the agent holds it.
+/// One key as the agent holds it: what it may sign, the hosts it may log in to and the
+/// host keys pinned for them.
 struct Held {
     name: String,
     key: PrivateKey,
     sign: bool,
+    hosts: Vec<String>,
+    pinned: Vec<(String, ssh_key::public::KeyData)>,
 }
 
-/// The agent: the keys, and the service whose trail it writes. Cloned per connection.
+/// The agent: the keys, the service whose trail it writes, and (per connection: the
+/// agent is cloned for each) the host an SSH session bound this connection to.
 #[derive(Clone)]
 struct Agent {
     keys: Arc<Vec<Held>>,
     service: Arc<TerminalService>,
+    bound: Option<crate::ssh_bind::Bound>,
 }
 
 /// What a request asks to have signed.
@@ -56,23 +61,16 @@ enum Signing<'a> {
     Other,
 }
 
-/// One SSH wire string at the front of `data`, and the rest.
-fn ssh_string(data: &[u8]) -> Option<(&[u8], &[u8])> {
-    let len = u32::from_be_bytes(data.get(..4)?.try_into().ok()?) as usize;
-    let rest = &data[4..];
-    (rest.len() >= len).then(|| rest.split_at(len))
-}
-
 /// What `data` is: the blob `ssh-keygen -Y sign` hands an agent is `SSHSIG`, then the
 /// namespace, a reserved string, the hash algorithm and the message's hash (OpenSSH's
 /// PROTOCOL.sshsig), and nothing after.
 fn signing(data: &[u8]) -> Signing<'_> {
     let parse = || {
         let rest = data.strip_prefix(b"SSHSIG")?;
-        let (namespace, rest) = ssh_string(rest)?;
-        let (_reserved, rest) = ssh_string(rest)?;
-        let (hash_algorithm, rest) = ssh_string(rest)?;
-        let (hash, rest) = ssh_string(rest)?;
+        let (namespace, rest) = crate::ssh_bind::string(rest)?;
+        let (_reserved, rest) = crate::ssh_bind::string(rest)?;
+        let (hash_algorithm, rest) = crate::ssh_bind::string(rest)?;
+        let (hash, rest) = crate::ssh_bind::string(rest)?;
         rest.is_empty().then_some(Signing::Sshsig {
             namespace: std::str::from_utf8(namespace).ok()?,
             hash_algorithm: std::str::from_utf8(hash_algorithm).ok()?,
@@ -123,10 +121,12 @@ impl Agent {
                 "key {} signs git objects only (namespace \"git\"), not namespace {namespace:?}",
                 held.name
             )),
-            Signing::Other => Err(format!(
-                "key {} signs git objects only: SSH logins through this agent (hosts in its [[terminal.credentials]] entry) are not in this server yet",
-                held.name
-            )),
+            Signing::Other => crate::ssh_bind::login(
+                (&held.name, &held.hosts),
+                self.bound.as_ref(),
+                &request.data,
+            )
+            .map(|_| held),
         }
     }
 }
@@ -144,6 +144,18 @@ impl Session for Agent {
             .collect())
     }
 
+    async fn extension(
+        &mut self,
+        extension: ssh_agent_lib::proto::Extension,
+    ) -> Result<Option<ssh_agent_lib::proto::Extension>, AgentError> {
+        // OpenSSH binds the connection to the session it logs in to before it asks for a
+        // signature: the host key, verified against the session, decides the host.
+        let pinned = self.keys.iter().flat_map(|k| k.pinned.iter());
+        let bound = crate::ssh_bind::bind(pinned, &extension).map_err(refused)?;
+        self.bound = Some(bound);
+        Ok(None)
+    }
+
     async fn sign(&mut self, request: SignRequest) -> Result<Signature, AgentError> {
         let held = match self.decide(&request) {
             Ok(held) => held,
@@ -152,16 +164,26 @@ impl Session for Agent {
                 return Err(refused(why));
             }
         };
-        if let Signing::Sshsig {
-            namespace,
-            hash_algorithm,
-            hash,
-        } = signing(&request.data)
-        {
-            self.record(json!({
+        match signing(&request.data) {
+            Signing::Sshsig {
+                namespace,
+                hash_algorithm,
+                hash,
+            } => self.record(json!({
                 "event": "sign", "key": held.name, "namespace": namespace,
                 "hash_algorithm": hash_algorithm, "message_hash": hex::encode(hash),
-            }))?;
+            }))?,
+            Signing::Other => {
+                let (host, user) = crate::ssh_bind::login(
+                    (&held.name, &held.hosts),
+                    self.bound.as_ref(),
+                    &request.data,
+                )
+                .map_err(refused)?;
+                self.record(
+                    json!({"event": "login", "key": held.name, "host": host, "user": user}),
+                )?;
+            }
         }
         use signature::Signer;
         held.key
@@ -205,10 +227,17 @@ pub(crate) fn listener(
                 service.redact_also(part);
             }
         }
+        let pinned = crate::ssh_bind::pinned(&spec.known_hosts).map_err(at)?;
         keys.push(Held {
             name: spec.name.clone(),
             key,
             sign: spec.sign,
+            hosts: spec
+                .hosts
+                .iter()
+                .map(|(h, p)| crate::ssh_bind::known_name(h, *p))
+                .collect(),
+            pinned,
         });
     }
     // Bound now (a failure stops the start), served once the runtime runs.
@@ -219,6 +248,7 @@ pub(crate) fn listener(
     let agent = Agent {
         keys: Arc::new(keys),
         service: Arc::clone(service),
+        bound: None,
     };
     Ok(Some(async move {
         let served = match tokio::net::UnixListener::from_std(bound) {
@@ -235,11 +265,7 @@ pub(crate) fn listener(
 mod tests {
     use super::*;
 
-    fn string(s: &[u8]) -> Vec<u8> {
-        let mut out = (s.len() as u32).to_be_bytes().to_vec();
-        out.extend_from_slice(s);
-        out
-    }
+    use crate::ssh_bind::wire as string;
 
     fn sshsig(namespace: &str) -> Vec<u8> {
         let mut data = b"SSHSIG".to_vec();

@@ -163,9 +163,13 @@ fn spec_of(
             )));
         }
     }
-    if c.key_file.is_some() || c.passphrase_file.is_some() || c.sign.is_some() {
+    if c.key_file.is_some()
+        || c.passphrase_file.is_some()
+        || c.sign.is_some()
+        || c.known_hosts.is_some()
+    {
         return Err(at(
-            "key_file, passphrase_file and sign belong to kind = \"ssh\"".into(),
+            "key_file, passphrase_file, sign and known_hosts belong to kind = \"ssh\"".into(),
         ));
     }
     let (Some(from), Some(inject)) = (c.from.as_deref(), c.inject.as_ref()) else {
@@ -241,9 +245,9 @@ fn spec_of(
 
 /// One `[[terminal.credentials]] kind = "ssh"` entry, checked: a plain name no other key
 /// has; a key file (and a passphrase file) of mode 0600 out of every root, read path and
-/// write path, read now; and something to do with it. This server's agent signs git
-/// objects (`sign = true`); SSH connections through the proxy (`hosts`) are not in it yet
-/// and are refused here, so no policy believes it has them.
+/// write path, read now; and something to do with it: `sign = true` (git objects), or
+/// `hosts` to log in to (each allowed by `[terminal.network]`, through the proxy) with the
+/// operator's `known_hosts` pinning a key for each.
 fn ssh_key_of(
     c: RawCredential,
     keys: &[SshKeySpec],
@@ -269,16 +273,28 @@ fn ssh_key_of(
             "an ssh key is read from key_file and used through the server's agent: it takes no from or inject".into(),
         ));
     }
-    if !c.hosts.is_empty() {
+    let hosts = ssh_hosts(&c.hosts, t).map_err(&at)?;
+    if c.sign != Some(true) && hosts.is_empty() {
         return Err(at(
-            "hosts: SSH connections through the server's proxy are not in this server yet; an ssh key here signs git objects only (sign = true)".into(),
+            "give it hosts to log in to, or sign = true (git commit -S with gpg.format = ssh); without either the key would do nothing".into(),
         ));
     }
-    if c.sign != Some(true) {
-        return Err(at(
-            "sign = true is what an ssh key does here (git commit -S with gpg.format = ssh); without it the key would do nothing".into(),
-        ));
-    }
+    let known_hosts = match (&c.known_hosts, hosts.is_empty()) {
+        (_, true) => Vec::new(),
+        (None, false) => {
+            return Err(at(
+                "known_hosts: name the file that pins each host's key (checked by you, never learned on first use)".into(),
+            ));
+        }
+        (Some(path), false) => {
+            let path = file_path(path.clone());
+            out_of_reach(&path, t, roots, Reach::Replace)
+                .map_err(|m| at(format!("known_hosts: {m}")))?;
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| at(format!("known_hosts: {}: {e}", path.display())))?;
+            pinned(&text, &hosts).map_err(|m| at(format!("known_hosts: {m}")))?
+        }
+    };
     let secret = |key: &str, path: PathBuf| {
         let path = file_path(path);
         out_of_reach(&path, t, roots, Reach::Read).map_err(|m| at(format!("{key}: {m}")))?;
@@ -299,8 +315,82 @@ fn ssh_key_of(
         key_file,
         key,
         passphrase,
-        sign: true,
+        sign: c.sign == Some(true),
+        hosts,
+        known_hosts,
     })
+}
+
+/// An ssh key's `hosts`: `name` or `name:port` (22 by default), each allowed by
+/// `[terminal.network]` (mode `allowlist`: SSH goes through the proxy like every connection).
+fn ssh_hosts(hosts: &[String], t: &TerminalPolicy) -> Result<Vec<(String, u16)>, String> {
+    if !hosts.is_empty() && t.network.mode != NetworkMode::Allowlist {
+        return Err(format!(
+            "hosts go through the proxy: set [terminal.network] mode = \"allowlist\" (mode is \"{}\")",
+            t.network.mode.as_str()
+        ));
+    }
+    hosts
+        .iter()
+        .map(|h| {
+            let (name, port) = match h.rsplit_once(':') {
+                Some((name, port)) => (
+                    name,
+                    port.parse::<u16>()
+                        .ok()
+                        .filter(|p| *p != 0)
+                        .ok_or_else(|| format!("host {h:?}: the port is not a port number"))?,
+                ),
+                None => (h.as_str(), 22),
+            };
+            let rule = DomainRule::parse(name)?;
+            if !matches!(rule, DomainRule::Exact(_)) || !allowed(&t.network.allow, &t.network.deny, &rule) {
+                return Err(format!(
+                    "host {name} must be one name allowed by [terminal.network] allow_domains (and not denied)"
+                ));
+            }
+            Ok((name.to_ascii_lowercase(), port))
+        })
+        .collect()
+}
+
+/// The `known_hosts` lines that pin a key for `hosts` (`name`, or `[name]:port` off port
+/// 22); every host must have one. Hashed names and markers (`@revoked`) are refused: a
+/// person must be able to read what is pinned.
+fn pinned(text: &str, hosts: &[(String, u16)]) -> Result<Vec<String>, String> {
+    let mut kept = Vec::new();
+    for (name, port) in hosts {
+        let want = if *port == 22 {
+            name.clone()
+        } else {
+            format!("[{name}]:{port}")
+        };
+        let lines: Vec<&str> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .filter(|l| {
+                l.split_whitespace()
+                    .next()
+                    .is_some_and(|field| field.split(',').any(|h| h.eq_ignore_ascii_case(&want)))
+            })
+            .collect();
+        if lines.is_empty() {
+            return Err(format!(
+                "no key pinned for {want}: add its line (ssh-keyscan, checked against what the host's operator says)"
+            ));
+        }
+        if lines
+            .iter()
+            .any(|l| l.starts_with('@') || l.starts_with('|'))
+        {
+            return Err(format!(
+                "{want}: markers and hashed names are not read; write the host's name"
+            ));
+        }
+        kept.extend(lines.iter().map(|l| (*l).to_owned()));
+    }
+    Ok(kept)
 }
 
 /// What commands must not be able to do to a file.

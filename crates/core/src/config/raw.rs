@@ -231,6 +231,7 @@ pub(super) struct RawCredential {
     pub(super) key_file: Option<PathBuf>,
     pub(super) passphrase_file: Option<PathBuf>,
     pub(super) sign: Option<bool>,
+    pub(super) known_hosts: Option<PathBuf>,
 }
 
 #[derive(Debug, Deserialize)]

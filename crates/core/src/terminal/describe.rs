@@ -390,11 +390,23 @@ fn git_trust(confinement: &ConfinementReport) -> &'static str {
 /// What the model needs of the policy's ssh keys (issue 54): their names and how a git
 /// commit is signed with them, through the server's agent; never the keys.
 fn ssh_keys(p: &crate::config::TerminalPolicy) -> Option<Value> {
-    let names: Vec<&str> = p.credentials.ssh.iter().map(|k| k.name.as_str()).collect();
-    (!names.is_empty()).then(|| {
+    let keys: Vec<Value> = p
+        .credentials
+        .ssh
+        .iter()
+        .map(|k| {
+            let hosts: Vec<String> = k
+                .hosts
+                .iter()
+                .map(|(h, port)| format!("{h}:{port}"))
+                .collect();
+            json!({"name": k.name, "signs_commits": k.sign, "logs_in_to": hosts})
+        })
+        .collect();
+    (!keys.is_empty()).then(|| {
         json!({
-            "held": names,
-            "how": "the server's SSH agent (SSH_AUTH_SOCK) holds them and signs git commits only: with gpg.format = ssh and user.signingkey (the operator's key::<public key>, or gpg.ssh.defaultKeyCommand = \"ssh-add -L\"), git commit -S signs; ssh logins and other namespaces are refused",
+            "held": keys,
+            "how": "the server's SSH agent (SSH_AUTH_SOCK) holds them; git push and fetch over ssh:// to a host in logs_in_to just work (the server's ssh config, the pinned host keys, through the proxy); with gpg.format = ssh and user.signingkey (key::<public key>, or gpg.ssh.defaultKeyCommand = \"ssh-add -L\"), git commit -S signs where signs_commits; anything else is refused",
         })
     })
 }

@@ -87,6 +87,50 @@ pub const CA_VARIABLES: &[&str] = &[
     "PIP_CERT",
 ];
 
+/// The server's SSH agent's directory, when the policy holds an ssh key: `SSH_AUTH_SOCK`
+/// for commands, and for logins the pinned hosts, the config and the links that git runs
+/// (`GIT_SSH_COMMAND`), added to `env`.
+fn agent_dir(
+    terminal: &crate::config::TerminalPolicy,
+    env: &mut Vec<(String, String)>,
+) -> Result<Option<crate::agent_dir::AgentDir>, ServiceError> {
+    if terminal.credentials.ssh.is_empty() {
+        return Ok(None);
+    }
+    let writable: Vec<&std::path::Path> = std::iter::once(terminal.jail_root.as_path())
+        .chain(terminal.write_paths.iter().map(std::path::PathBuf::as_path))
+        .collect();
+    let dir = crate::agent_dir::AgentDir::create(&std::env::temp_dir(), &writable)
+        .map_err(ServiceError::Credentials)?;
+    let socket = dir.socket().to_string_lossy().into_owned();
+    env.push((crate::agent_dir::AGENT_VARIABLE.to_owned(), socket));
+    let pinned: Vec<String> = terminal
+        .credentials
+        .ssh
+        .iter()
+        .flat_map(|k| k.known_hosts.iter().cloned())
+        .collect();
+    if terminal.credentials.ssh.iter().any(|k| !k.hosts.is_empty()) {
+        let exe = std::env::current_exe()
+            .map_err(|e| ServiceError::Credentials(format!("the server's binary: {e}")))?;
+        dir.prepare_logins(&exe, &pinned)
+            .map_err(ServiceError::Credentials)?;
+        if writable.iter().any(|w| exe.starts_with(w)) {
+            return Err(ServiceError::Credentials(format!(
+                "the server's binary {} lies inside the jail or a write path, where a command could replace what SSH runs; install it elsewhere",
+                exe.display()
+            )));
+        }
+        let text = |p: &std::path::Path| p.to_string_lossy().into_owned();
+        env.push((crate::agent_dir::DIR_VARIABLE.to_owned(), text(dir.dir())));
+        env.push((
+            crate::agent_dir::GIT_SSH_VARIABLE.to_owned(),
+            text(&dir.dir().join("ssh")),
+        ));
+    }
+    Ok(Some(dir))
+}
+
 /// The environment every command starts from: PATH (the nested calls' shims first), a
 /// private HOME, UTF-8 text, git pinned to no system config and no prompt, then
 /// `[terminal.env]` (named variables of the server's own environment, then fixed values;
@@ -178,18 +222,7 @@ impl TerminalService {
         // Each credential's variable holds its placeholder, never the value.
         env.extend(vault.env());
         // An ssh key is used through the server's agent, whose socket commands are told.
-        let agent = if terminal.credentials.ssh.is_empty() {
-            None
-        } else {
-            let writable: Vec<&std::path::Path> = std::iter::once(terminal.jail_root.as_path())
-                .chain(terminal.write_paths.iter().map(std::path::PathBuf::as_path))
-                .collect();
-            let dir = crate::agent_dir::AgentDir::create(&std::env::temp_dir(), &writable)
-                .map_err(ServiceError::Credentials)?;
-            let socket = dir.socket().to_string_lossy().into_owned();
-            env.push((crate::agent_dir::AGENT_VARIABLE.to_owned(), socket));
-            Some(dir)
-        };
+        let agent = agent_dir(&terminal, &mut env)?;
         let usage = crate::usage::JailUsage::new(
             terminal.limits.jail_bytes,
             std::iter::once(terminal.jail_root.clone())
@@ -372,9 +405,23 @@ impl TerminalService {
         if let Some(bundle) = &self.ca_bundle {
             spec.read_paths.push(bundle.clone());
         }
-        // The agent's socket: commands connect to it; nothing else is in its directory.
+        // The agent's socket (and, for logins, the config, the pinned keys and the links to
+        // the server's binary, which every stage may execute).
         if let Some(agent) = &self.agent {
             spec.read_paths.push(agent.dir().to_path_buf());
+            if self
+                .policy
+                .credentials
+                .ssh
+                .iter()
+                .any(|k| !k.hosts.is_empty())
+                && let Ok(exe) = std::env::current_exe()
+            {
+                spec.read_paths.push(exe.clone());
+                if let Some(list) = spec.executables.as_mut() {
+                    list.every.push(exe);
+                }
+            }
         }
         if let Some(plan) = self.held.get().map(crate::held::Holder::plan) {
             spec.read_only_files.extend(plan.read_only.iter().cloned());

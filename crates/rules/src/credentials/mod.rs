@@ -196,6 +196,11 @@ pub struct SshKeySpec {
     /// Whether the agent signs git objects with it (`sign = true`: `git commit -S` with
     /// `gpg.format = ssh`).
     pub sign: bool,
+    /// The hosts (and ports) commands may log in to with it, through the proxy.
+    pub hosts: Vec<(String, u16)>,
+    /// The host keys the operator pinned for those hosts, as `known_hosts` lines: the only
+    /// keys an SSH session of this key may be bound to.
+    pub known_hosts: Vec<String>,
 }
 
 /// The credentials of a terminal policy and what comes with them.

@@ -281,11 +281,7 @@ async fn a_scope_chosen_in_the_mrtr_form_spares_the_next_round() {
 /// The page: the person chooses the scope there; the client only shows the link.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_scope_chosen_on_the_page_is_granted() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let sb = push_sandbox(&format!("url_base = \"http://127.0.0.1:{port}\""));
     let c = Client::start(&sb, Reply::VisitScope("session", &["3"]), true, true).await;
     let r = push(&c, "origin main", "repo").await;

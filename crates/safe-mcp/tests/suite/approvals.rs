@@ -15,7 +15,7 @@ use rmcp::{ClientHandler, ErrorData, ServiceExt};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::support::{BIN, Sandbox, envelope_of, reason_of};
+use super::support::{BIN, Sandbox, envelope_of, free_port, reason_of};
 
 /// How the test's client answers an elicitation.
 #[derive(Clone, Copy, PartialEq)]
@@ -495,14 +495,6 @@ async fn start_process_needs_the_same_approval() {
         .await;
     refused(&sb, &r);
     assert_eq!(c.asked().len(), 1);
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -14,33 +14,6 @@ use serde_json::{Value, json};
 
 use super::support::*;
 
-/// `ssh-keygen -t ed25519` into `path` (and `path.pub`), owned by `uid` when given; the
-/// public line.
-fn keypair(path: &Path, uid: Option<u32>) -> String {
-    let made = std::process::Command::new("ssh-keygen")
-        .args([
-            "-q",
-            "-t",
-            "ed25519",
-            "-N",
-            "",
-            "-C",
-            "op@example.com",
-            "-f",
-        ])
-        .arg(path)
-        .output()
-        .unwrap();
-    assert_success(&made);
-    if let Some(uid) = uid {
-        std::os::unix::fs::chown(path, Some(uid), Some(uid)).unwrap();
-    }
-    std::fs::read_to_string(path.with_extension("pub"))
-        .unwrap()
-        .trim()
-        .to_owned()
-}
-
 /// A sandbox whose policy holds the key `signing` (sign = true), with git, ssh-keygen (as
 /// git's helper) and ssh-add allowed, and a repository `repo` whose commits are signed with
 /// it; the key's path and public line.
@@ -49,7 +22,7 @@ fn signing_sandbox(uid: Option<u32>) -> (Sandbox, PathBuf, String) {
         .allow_more(&["ssh-add", "ssh-keygen", "python3"])
         .build();
     let key = sb.base().join("signing");
-    let public = keypair(&key, uid);
+    let public = ssh_keypair(&key, "op@example.com", uid);
     sb.append_policy(&format!(
         "[[terminal.credentials]]\nname = \"signing\"\nkind = \"ssh\"\nkey_file = \"{}\"\nsign = true\n",
         key.display()
@@ -76,19 +49,6 @@ fn signing_sandbox(uid: Option<u32>) -> (Sandbox, PathBuf, String) {
         }
     }
     (sb, key, public)
-}
-
-/// Every entry beneath `dir`.
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap().flatten() {
-        let path = entry.path();
-        if entry.file_type().unwrap().is_dir() {
-            found.extend(walk(&path));
-        }
-        found.push(path);
-    }
-    found
 }
 
 /// The commit's payload as the signature covers it (its `gpgsig` header left out), hashed
@@ -118,7 +78,11 @@ fn signed_payload_hash(repo: &Path) -> String {
 /// it, the refusals, and the key out of reach.
 async fn signs_and_refuses(sb: &Sandbox, s: &Session, key: &Path, public: &str) {
     let d = s.call("describe_policy", json!({})).await;
-    assert_eq!(d["detail"]["ssh_keys"]["held"], json!(["signing"]), "{d}");
+    assert_eq!(
+        d["detail"]["ssh_keys"]["held"],
+        json!([{"name": "signing", "signs_commits": true, "logs_in_to": []}]),
+        "{d}"
+    );
     let r = s
         .run_with(json!({"command": "git commit --allow-empty -m signed", "cwd": "repo"}))
         .await;
@@ -153,7 +117,7 @@ async fn signs_and_refuses(sb: &Sandbox, s: &Session, key: &Path, public: &str) 
     // Refused: another namespace, and a key the agent does not hold.
     sb.write_in_jail("data.txt", "data\n");
     sb.write_in_jail("signing.pub", format!("{public}\n"));
-    let other = keypair(&sb.base().join("other"), None);
+    let other = ssh_keypair(&sb.base().join("other"), "other", None);
     sb.write_in_jail("other.pub", format!("{other}\n"));
     let refused_for = |why: &str| {
         sb.has_record(|rec| {
@@ -221,23 +185,22 @@ async fn a_commit_is_signed_through_the_servers_agent_as_root_and_unprivileged()
     }
 }
 
-/// An ssh key the policy cannot hold is refused at start, with the reason: hosts (SSH
-/// logins through the proxy are not in this server yet), no `sign`, a key file in the
-/// jail.
+/// An ssh key the policy cannot hold is refused at start, with the reason: hosts without
+/// the proxy (network mode allowlist), neither hosts nor `sign`, a key file in the jail.
 #[test]
 fn an_ssh_key_the_server_cannot_hold_stops_the_start() {
     let sb = Sandbox::new("");
     let key = sb.base().join("k");
-    keypair(&key, None);
+    ssh_keypair(&key, "k", None);
     let inside = sb.jail.join("k");
-    keypair(&inside, None);
+    ssh_keypair(&inside, "k", None);
     for (entry, why) in [
         (
             format!(
                 "key_file = \"{}\"\nsign = true\nhosts = [\"git.example.com\"]",
                 key.display()
             ),
-            "not in this server yet",
+            "mode = \"allowlist\"",
         ),
         (format!("key_file = \"{}\"", key.display()), "sign = true"),
         (

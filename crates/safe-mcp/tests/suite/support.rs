@@ -748,34 +748,5 @@ pub fn record_pair(tool: &str, code: &str) -> [(String, String, String); 2] {
     ]
 }
 
-/// `safe-mcp approvals ARGS --config POLICY` of `sb`, run to its end.
-pub fn approvals_cli(sb: &Sandbox, args: &[&str]) -> std::process::Output {
-    std::process::Command::new(BIN)
-        .arg("approvals")
-        .args(args)
-        .arg("--config")
-        .arg(&sb.policy)
-        .output()
-        .unwrap()
-}
-
-/// `safe-mcp audit report` of `sb`'s trail, as HTML.
-pub fn report_html(sb: &Sandbox) -> String {
-    let out = sb.base().join("report.html");
-    let made = std::process::Command::new(BIN)
-        .args(["audit", "report", "--config"])
-        .arg(&sb.policy)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert_success(&made);
-    std::fs::read_to_string(&out).unwrap()
-}
-
-/// The part of a report's `html` from the heading `title` to the next heading.
-pub fn report_section<'a>(html: &'a str, title: &str) -> &'a str {
-    html.split_once(title)
-        .map(|(_, rest)| rest.split("<h2").next().unwrap_or(rest))
-        .unwrap_or_else(|| panic!("no {title} in the report:\n{html}"))
-}
+// What tests run on the host, outside the server, beside it: the CLI, ports, keys.
+pub use super::host_tools::*;
