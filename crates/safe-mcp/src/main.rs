@@ -16,6 +16,7 @@ mod runtime;
 mod shim;
 mod ssh_agent;
 mod ssh_bind;
+mod ssh_keys;
 mod ssh_login;
 
 use std::path::{Path, PathBuf};

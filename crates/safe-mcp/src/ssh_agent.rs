@@ -4,17 +4,21 @@
 //! Commands reach it through `SSH_AUTH_SOCK` ([`safe_mcp_core::agent_dir`]); the key's file
 //! is never in their view, so the agent is the only way to use the key, and no command
 //! ever holds its bytes. The agent protocol is `ssh-agent-lib`'s, the keys `ssh-key`'s
-//! (RustCrypto): we write only the decisions, which an operator's running agent (`ssh-add
-//! -h`) cannot make per request, and which OpenSSH's own agent does not record. A request
-//! to sign is granted only when it is an SSH signature (`SSHSIG`) in the `git` namespace
-//! (`git commit -S` with `gpg.format = ssh`, through `ssh-keygen -Y sign -U`) by a key with
-//! `sign = true`; everything else (an SSH login, another namespace, a key this agent does
-//! not hold, adding or removing keys) is refused, and the refusal is recorded with the
-//! policy key that would be needed.
+//! (RustCrypto; or the operator's running agent, asked for one key: [`crate::ssh_keys`]):
+//! we write only the decisions, which an operator's running agent (`ssh-add -h`) cannot
+//! make per request, and which OpenSSH's own agent does not record. A request to sign is
+//! granted only when it is an SSH signature (`SSHSIG`) in the `git` namespace (`git commit
+//! -S` with `gpg.format = ssh`, through `ssh-keygen -Y sign -U`) by a key with `sign =
+//! true`, or an SSH login in a session bound to a host the key's entry names and pins
+//! ([`crate::ssh_bind`]); everything else (another namespace, an unbound login, a key this
+//! agent does not hold) is refused, and the refusal is recorded with the policy key that
+//! would be needed. Adding or removing keys, locking and other extensions get the
+//! protocol's failure.
 //!
 //! Each record is an `ssh` record: the key's name, what was signed (the namespace, the
 //! hash algorithm and the hash of the message: a commit's content hashed, which
-//! `git cat-file commit` of the commit, its signature left out, hashes again), or why not.
+//! `git cat-file commit` of the commit, its signature left out, hashes again), the login
+//! (host and user), or why not.
 //! The agent's identity list (the public keys) is added to the redactor at start, so it
 //! never reaches a result either.
 
@@ -25,13 +29,15 @@ use serde_json::json;
 use ssh_agent_lib::agent::Session;
 use ssh_agent_lib::error::AgentError;
 use ssh_agent_lib::proto::{Identity, SignRequest};
-use ssh_agent_lib::ssh_key::{self, PrivateKey, Signature};
+use ssh_agent_lib::ssh_key::{self, Signature};
+
+use crate::ssh_keys::Key;
 
 /// One key as the agent holds it: what it may sign, the hosts it may log in to and the
 /// host keys pinned for them.
 struct Held {
     name: String,
-    key: PrivateKey,
+    key: Arc<Key>,
     sign: bool,
     hosts: Vec<String>,
     pinned: Vec<(String, ssh_key::public::KeyData)>,
@@ -100,11 +106,7 @@ impl Agent {
 
     /// The key of `request`, whether this request may use it, and why not.
     fn decide(&self, request: &SignRequest) -> Result<&Held, String> {
-        let Some(held) = self
-            .keys
-            .iter()
-            .find(|h| h.key.public_key().key_data() == &request.pubkey)
-        else {
+        let Some(held) = self.keys.iter().find(|h| h.key.public() == &request.pubkey) else {
             return Err("a key this agent does not hold: it holds only the policy's [[terminal.credentials]] kind = \"ssh\" keys (safe-mcp approvals list shows none of it; describe_policy names them)".into());
         };
         match signing(&request.data) {
@@ -138,7 +140,7 @@ impl Session for Agent {
             .keys
             .iter()
             .map(|h| Identity {
-                pubkey: h.key.public_key().key_data().clone(),
+                pubkey: h.key.public().clone(),
                 comment: h.name.clone(),
             })
             .collect())
@@ -185,10 +187,13 @@ impl Session for Agent {
                 )?;
             }
         }
-        use signature::Signer;
-        held.key
-            .try_sign(&request.data)
-            .map_err(|e| refused(format!("key {} could not sign: {e}", held.name)))
+        // Signed off the runtime's threads: the operator's agent is asked over its socket.
+        let (key, name) = (Arc::clone(&held.key), held.name.clone());
+        let (data, flags) = (request.data, request.flags);
+        tokio::task::spawn_blocking(move || key.sign(&data, flags))
+            .await
+            .map_err(|e| refused(format!("key {name} could not sign: {e}")))?
+            .map_err(|e| refused(format!("key {name} could not sign: {e}")))
     }
 }
 
@@ -204,25 +209,9 @@ pub(crate) fn listener(
     let mut keys = Vec::new();
     for spec in service.ssh_keys() {
         let at = |m: String| format!("[[terminal.credentials]] {}: {m}", spec.name);
-        let text = std::str::from_utf8(spec.key.expose())
-            .map_err(|_| at("key_file is not an OpenSSH private key".into()))?;
-        let mut key = PrivateKey::from_openssh(text)
-            .map_err(|e| at(format!("key_file is not an OpenSSH private key: {e}")))?;
-        if key.is_encrypted() {
-            let Some(passphrase) = &spec.passphrase else {
-                return Err(at("key_file is encrypted: give its passphrase_file".into()));
-            };
-            key = key
-                .decrypt(passphrase.expose())
-                .map_err(|e| at(format!("the passphrase does not open key_file: {e}")))?;
-        }
-        if matches!(key.algorithm(), ssh_key::Algorithm::Rsa { .. }) {
-            return Err(at(
-                "use an ed25519 or ecdsa key (ssh-keygen -t ed25519)".into()
-            ));
-        }
+        let key = crate::ssh_keys::load(spec).map_err(at)?;
         // The identity list never reaches a result or a record.
-        if let Ok(public) = key.public_key().to_openssh() {
+        if let Ok(public) = ssh_key::PublicKey::from(key.public().clone()).to_openssh() {
             for part in public.split_whitespace().skip(1).take(1) {
                 service.redact_also(part);
             }
@@ -230,7 +219,7 @@ pub(crate) fn listener(
         let pinned = crate::ssh_bind::pinned(&spec.known_hosts).map_err(at)?;
         keys.push(Held {
             name: spec.name.clone(),
-            key,
+            key: Arc::new(key),
             sign: spec.sign,
             hosts: spec
                 .hosts

@@ -14,7 +14,9 @@ use std::path::{Path, PathBuf};
 
 use super::error::ConfigError;
 use super::raw::{RawCredential, RawHostRule, RawTerminal};
-use crate::credentials::{CredentialSpec, Credentials, HostRule, Inject, Source, SshKeySpec};
+use crate::credentials::{
+    CredentialSpec, Credentials, HostRule, Inject, Source, SshKeySource, SshKeySpec,
+};
 use crate::egress::{DomainRule, NetworkMode};
 use safe_mcp_rules::config::types::TerminalPolicy;
 
@@ -167,9 +169,11 @@ fn spec_of(
         || c.passphrase_file.is_some()
         || c.sign.is_some()
         || c.known_hosts.is_some()
+        || c.agent.is_some()
+        || c.fingerprint.is_some()
     {
         return Err(at(
-            "key_file, passphrase_file, sign and known_hosts belong to kind = \"ssh\"".into(),
+            "key_file, passphrase_file, agent, fingerprint, sign and known_hosts belong to kind = \"ssh\"".into(),
         ));
     }
     let (Some(from), Some(inject)) = (c.from.as_deref(), c.inject.as_ref()) else {
@@ -302,19 +306,42 @@ fn ssh_key_of(
             crate::credentials::read_secret_file(&path).map_err(|m| at(format!("{key}: {m}")))?;
         Ok::<_, ConfigError>((path, value))
     };
-    let Some(key_file) = c.key_file.clone() else {
-        return Err(at("key_file: name the private key's file (0600)".into()));
-    };
-    let (key_file, key) = secret("key_file", key_file)?;
-    let passphrase = match c.passphrase_file.clone() {
-        Some(p) => Some(secret("passphrase_file", p)?.1),
-        None => None,
+    let source = match (c.key_file.clone(), c.agent.clone(), c.fingerprint.clone()) {
+        (Some(key_file), None, None) => {
+            let (path, key) = secret("key_file", key_file)?;
+            let passphrase = match c.passphrase_file.clone() {
+                Some(p) => Some(secret("passphrase_file", p)?.1),
+                None => None,
+            };
+            SshKeySource::File {
+                path,
+                key,
+                passphrase,
+            }
+        }
+        (None, Some(socket), Some(fingerprint)) if c.passphrase_file.is_none() => {
+            let socket = file_path(socket);
+            // Commands must not reach the operator's agent: it holds every key.
+            out_of_reach(&socket, t, roots, Reach::Read).map_err(|m| at(format!("agent: {m}")))?;
+            if !fingerprint.starts_with("SHA256:") {
+                return Err(at(
+                    "fingerprint: write it as ssh-add -l prints it (SHA256:...)".into(),
+                ));
+            }
+            SshKeySource::Agent {
+                socket,
+                fingerprint,
+            }
+        }
+        _ => {
+            return Err(at(
+                "name the key: key_file (and passphrase_file), or agent and fingerprint (a key of your running agent)".into(),
+            ));
+        }
     };
     Ok(SshKeySpec {
         name: c.name,
-        key_file,
-        key,
-        passphrase,
+        source,
         sign: c.sign == Some(true),
         hosts,
         known_hosts,

@@ -232,6 +232,8 @@ pub(super) struct RawCredential {
     pub(super) passphrase_file: Option<PathBuf>,
     pub(super) sign: Option<bool>,
     pub(super) known_hosts: Option<PathBuf>,
+    pub(super) agent: Option<PathBuf>,
+    pub(super) fingerprint: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

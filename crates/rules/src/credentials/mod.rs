@@ -181,18 +181,32 @@ pub struct CredentialSpec {
     pub inject: Inject,
 }
 
+/// Where an ssh key comes from.
+#[derive(Debug, Clone)]
+pub enum SshKeySource {
+    /// `key_file` (0600, outside every root, read path and write path), read at load, and
+    /// its passphrase when the key is encrypted (`passphrase_file`, checked as the key).
+    File {
+        path: PathBuf,
+        key: Secret,
+        passphrase: Option<Secret>,
+    },
+    /// `agent` and `fingerprint`: a key the operator's running agent holds (its socket out
+    /// of the commands' reach); the server's agent asks it to sign what it decided to.
+    Agent {
+        socket: PathBuf,
+        fingerprint: String,
+    },
+}
+
 /// `[[terminal.credentials]] kind = "ssh"`: a private key the server's own agent holds
 /// (issue 54); commands reach it only through `SSH_AUTH_SOCK`, never its file.
 #[derive(Debug, Clone)]
 pub struct SshKeySpec {
     /// How the policy, the trail and refusals name it.
     pub name: String,
-    /// The key's file (0600, outside every root, read path and write path).
-    pub key_file: PathBuf,
-    /// The file's OpenSSH private key, as read at load.
-    pub key: Secret,
-    /// Its passphrase, when the key is encrypted (`passphrase_file`, checked as the key).
-    pub passphrase: Option<Secret>,
+    /// Where the key is: a file the server reads, or the operator's running agent.
+    pub source: SshKeySource,
     /// Whether the agent signs git objects with it (`sign = true`: `git commit -S` with
     /// `gpg.format = ssh`).
     pub sign: bool,

@@ -27,21 +27,7 @@ fn signing_sandbox(uid: Option<u32>) -> (Sandbox, PathBuf, String) {
         "[[terminal.credentials]]\nname = \"signing\"\nkind = \"ssh\"\nkey_file = \"{}\"\nsign = true\n",
         key.display()
     ));
-    let repo = sb.jail.join("repo");
-    std::fs::create_dir(&repo).unwrap();
-    host_git(&repo, &["init", "-q", "-b", "main"]);
-    for (k, v) in [
-        ("user.name", "op"),
-        ("user.email", "op@example.com"),
-        ("gpg.format", "ssh"),
-        ("commit.gpgsign", "true"),
-    ] {
-        host_git(&repo, &["config", k, v]);
-    }
-    host_git(
-        &repo,
-        &["config", "user.signingkey", &format!("key::{public}")],
-    );
+    signed_repo(&sb, &public);
     if let Some(uid) = uid {
         sb.give_to(uid);
         for entry in walk(&sb.jail) {
@@ -49,6 +35,43 @@ fn signing_sandbox(uid: Option<u32>) -> (Sandbox, PathBuf, String) {
         }
     }
     (sb, key, public)
+}
+
+/// A repository `repo` in `sb`'s jail whose commits are signed with the key `public` (the
+/// operator's config: `gpg.format = ssh`, `user.signingkey`, `commit.gpgsign`).
+fn signed_repo(sb: &Sandbox, public: &str) {
+    let repo = sb.jail.join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    host_git(&repo, &["init", "-q", "-b", "main"]);
+    let signing_key = format!("key::{public}");
+    for (k, v) in [
+        ("user.name", "op"),
+        ("user.email", "op@example.com"),
+        ("gpg.format", "ssh"),
+        ("commit.gpgsign", "true"),
+        ("user.signingkey", signing_key.as_str()),
+    ] {
+        host_git(&repo, &["config", k, v]);
+    }
+}
+
+/// `git verify-commit HEAD` of `repo`, outside the sandbox, against the operator's allowed
+/// signers (the key `public`), succeeds.
+fn verified(sb: &Sandbox, public: &str) {
+    let signers = sb.base().join("allowed_signers");
+    std::fs::write(&signers, format!("op@example.com {public}\n")).unwrap();
+    let verified = std::process::Command::new("git")
+        .args([
+            "-c",
+            &format!("gpg.ssh.allowedSignersFile={}", signers.display()),
+        ])
+        // The repository may be the unprivileged server's: the test reads it as root.
+        .args(["-c", "safe.directory=*", "verify-commit", "HEAD"])
+        .current_dir(sb.jail.join("repo"))
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .output()
+        .unwrap();
+    assert_success(&verified);
 }
 
 /// The commit's payload as the signature covers it (its `gpgsig` header left out), hashed
@@ -89,21 +112,8 @@ async fn signs_and_refuses(sb: &Sandbox, s: &Session, key: &Path, public: &str) 
     assert_eq!(r["code"], "OK", "{r}");
     assert_eq!(r["detail"]["exit_code"], 0, "{r}");
     // Verified outside the sandbox, against the operator's allowed signers.
+    verified(sb, public);
     let repo = sb.jail.join("repo");
-    let signers = sb.base().join("allowed_signers");
-    std::fs::write(&signers, format!("op@example.com {public}\n")).unwrap();
-    let verified = std::process::Command::new("git")
-        .args([
-            "-c",
-            &format!("gpg.ssh.allowedSignersFile={}", signers.display()),
-        ])
-        // The repository is the unprivileged server's: the test reads it as root.
-        .args(["-c", "safe.directory=*", "verify-commit", "HEAD"])
-        .current_dir(&repo)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .output()
-        .unwrap();
-    assert_success(&verified);
     let signed = sb
         .find_record(|r| r["kind"] == "ssh" && r["event"] == "sign")
         .unwrap_or_else(|| panic!("no signing record: {:?}", sb.audit_records()));
@@ -218,4 +228,61 @@ fn an_ssh_key_the_server_cannot_hold_stops_the_start() {
         let out = safe_mcp_on(&["policy", "check", "--config"], &policy);
         assert_failed_saying(&out, why);
     }
+}
+
+/// The operator's running agent as the key's source: the policy names its socket and the
+/// key's fingerprint; the server's agent decides and asks it to sign, and the commit
+/// verifies as before. (As root: the operator's agent answers only its own user.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_key_of_the_operators_running_agent_signs_through_the_servers() {
+    let sb = Sandbox::builder()
+        .allow_more(&["ssh-add", "ssh-keygen", "python3"])
+        .build();
+    let key = sb.base().join("operator_key");
+    let public = ssh_keypair(&key, "op@example.com", None);
+    let socket = sb.base().join("operator-agent.sock");
+    let mut agent = std::process::Command::new("ssh-agent")
+        .args(["-D", "-a"])
+        .arg(&socket)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let up = (0..100).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        socket.exists()
+    });
+    assert!(up, "ssh-agent did not start");
+    let added = std::process::Command::new("ssh-add")
+        .arg(&key)
+        .env("SSH_AUTH_SOCK", &socket)
+        .output()
+        .unwrap();
+    assert_success(&added);
+    let listed = std::process::Command::new("ssh-add")
+        .arg("-l")
+        .env("SSH_AUTH_SOCK", &socket)
+        .output()
+        .unwrap();
+    let fingerprint = String::from_utf8_lossy(&listed.stdout)
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .to_owned();
+    std::fs::remove_file(&key).unwrap();
+    sb.append_policy(&format!(
+        "[[terminal.credentials]]\nname = \"operators\"\nkind = \"ssh\"\nagent = \"{}\"\nfingerprint = \"{fingerprint}\"\nsign = true\n",
+        socket.display()
+    ));
+    signed_repo(&sb, &public);
+    let s = sb.session().await;
+    let r = s
+        .run_with(json!({"command": "git commit --allow-empty -m signed", "cwd": "repo"}))
+        .await;
+    assert_eq!(r["detail"]["exit_code"], 0, "{r}");
+    verified(&sb, &public);
+    assert!(
+        sb.has_record(|r| r["kind"] == "ssh" && r["event"] == "sign" && r["key"] == "operators")
+    );
+    let _ = agent.kill();
+    let _ = agent.wait();
 }
