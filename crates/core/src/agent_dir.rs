@@ -26,6 +26,8 @@ const PREFIX: &str = "safe-mcp-ssh-";
 #[derive(Debug)]
 pub struct AgentDir {
     dir: PathBuf,
+    /// For logins: the server's binary the links point at, which every stage may execute.
+    logins: Option<PathBuf>,
 }
 
 impl AgentDir {
@@ -43,12 +45,18 @@ impl AgentDir {
         }
         crate::nested::remove_stale(&parent, PREFIX);
         let dir = crate::nested::make_private_dir(&parent, PREFIX)?;
-        Ok(AgentDir { dir })
+        Ok(AgentDir { dir, logins: None })
     }
 
     /// The directory (in the view, read-only).
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The server's binary the links for logins point at, once [`Self::prepare_logins`]
+    /// made them.
+    pub fn login_binary(&self) -> Option<&Path> {
+        self.logins.as_deref()
     }
 
     /// The agent's socket, which the binary binds.
@@ -61,7 +69,7 @@ impl AgentDir {
     /// server's binary `exe`: `ssh` (what git runs: OpenSSH with that config) and
     /// `proxy-shell` (what that ssh runs its `ProxyCommand` with instead of a shell: the
     /// CONNECT through the proxy). No shell runs anywhere on the way.
-    pub fn prepare_logins(&self, exe: &Path, known_hosts: &[String]) -> Result<(), String> {
+    pub fn prepare_logins(&mut self, exe: &Path, known_hosts: &[String]) -> Result<(), String> {
         let io = |e: std::io::Error| format!("{}: {e}", self.dir.display());
         let mut pinned = known_hosts.join("\n");
         pinned.push('\n');
@@ -86,6 +94,7 @@ impl AgentDir {
         for name in ["ssh", "proxy-shell"] {
             std::os::unix::fs::symlink(exe, self.dir.join(name)).map_err(io)?;
         }
+        self.logins = Some(exe.to_path_buf());
         Ok(())
     }
 }

@@ -36,6 +36,22 @@ pub enum OwnedCall {
 }
 
 impl OwnedCall {
+    /// `decision`'s call as `tool` would make it: each stage's resolved program and its argv
+    /// as the model wrote it (the hardening the server adds is the same for every call of
+    /// the shape), and the canonical cwd; `None` when a stage or the cwd did not resolve.
+    pub fn of_decision(tool: &str, decision: &crate::policy::Decision) -> Option<OwnedCall> {
+        let stages = decision
+            .stages
+            .iter()
+            .map(|s| Some((s.program.clone()?, s.argv.clone())))
+            .collect::<Option<Vec<_>>>()?;
+        Some(OwnedCall::Command {
+            tool: tool.to_owned(),
+            stages,
+            cwd: decision.cwd.clone()?,
+        })
+    }
+
     /// The call, borrowed.
     pub fn as_call(&self) -> Call<'_> {
         match self {
@@ -180,16 +196,6 @@ impl Scopes {
         })
     }
 
-    /// What a session and a rule last.
-    pub fn lifetimes(&self) -> Lifetimes {
-        self.life
-    }
-
-    /// Where the rules are kept.
-    pub fn file(&self) -> Option<&Path> {
-        self.file.as_deref()
-    }
-
     /// The preview of `call`'s choices, for the person; `None` when no scope can take it.
     pub fn preview(&self, call: &OwnedCall) -> Option<Preview> {
         Preview::of(&call.as_call(), &self.jail, self.life).ok()
@@ -201,12 +207,9 @@ impl Scopes {
         let now = now();
         let mut live = lock(&self.live);
         live.retain(|s| s.expires_at > now);
-        let found = live.iter_mut().find(|s| {
-            self.mine(&s.id)
-                && s.caller == caller
-                && (s.kind == ScopeKind::Rule || s.session == session)
-                && s.shape.covers(&call.as_call())
-        })?;
+        let found = live
+            .iter_mut()
+            .find(|s| self.usable_by(s, caller, session) && s.shape.covers(&call.as_call()))?;
         found.uses += 1;
         Some(found.clone())
     }
@@ -218,10 +221,8 @@ impl Scopes {
         lock(&self.live)
             .iter()
             .find(|s| {
-                self.mine(&s.id)
-                    && s.expires_at > now
-                    && s.caller == caller
-                    && (s.kind == ScopeKind::Rule || s.session == session)
+                s.expires_at > now
+                    && self.usable_by(s, caller, session)
                     && s.shape.covers(&call.as_call())
             })
             .cloned()
@@ -244,6 +245,14 @@ impl Scopes {
 
     fn mine(&self, id: &str) -> bool {
         crate::fleet::elsewhere(id, &self.server).is_none()
+    }
+
+    /// Whether `caller` in `session` may use scope `s` here: this server's, the caller's,
+    /// and a rule or a scope of that session.
+    fn usable_by(&self, s: &Scope, caller: &str, session: &str) -> bool {
+        self.mine(&s.id)
+            && s.caller == caller
+            && (s.kind == ScopeKind::Rule || s.session == session)
     }
 
     /// Makes the scope a person chose for `call`; a rule is kept in the approvals file
@@ -328,11 +337,7 @@ impl Scopes {
     pub fn of(&self, caller: &str, session: &str) -> Vec<Scope> {
         self.list()
             .into_iter()
-            .filter(|s| {
-                self.mine(&s.id)
-                    && s.caller == caller
-                    && (s.kind == ScopeKind::Rule || s.session == session)
-            })
+            .filter(|s| self.usable_by(s, caller, session))
             .collect()
     }
 

@@ -104,15 +104,24 @@ impl Agent {
             })
     }
 
-    /// The key of `request`, whether this request may use it, and why not.
-    fn decide(&self, request: &SignRequest) -> Result<&Held, String> {
+    /// The key of `request` and the record of what it would sign, or why it may not: one
+    /// reading of the request, which both the decision and the record use.
+    fn decide(&self, request: &SignRequest) -> Result<(&Held, serde_json::Value), String> {
         let Some(held) = self.keys.iter().find(|h| h.key.public() == &request.pubkey) else {
-            return Err("a key this agent does not hold: it holds only the policy's [[terminal.credentials]] kind = \"ssh\" keys (safe-mcp approvals list shows none of it; describe_policy names them)".into());
+            return Err("a key this agent does not hold: it holds only the policy's [[terminal.credentials]] kind = \"ssh\" keys (describe_policy names them)".into());
         };
         match signing(&request.data) {
             Signing::Sshsig {
-                namespace: "git", ..
-            } if held.sign => Ok(held),
+                namespace: "git",
+                hash_algorithm,
+                hash,
+            } if held.sign => Ok((
+                held,
+                json!({
+                    "event": "sign", "key": held.name, "namespace": "git",
+                    "hash_algorithm": hash_algorithm, "message_hash": hex::encode(hash),
+                }),
+            )),
             Signing::Sshsig {
                 namespace: "git", ..
             } => Err(format!(
@@ -123,12 +132,17 @@ impl Agent {
                 "key {} signs git objects only (namespace \"git\"), not namespace {namespace:?}",
                 held.name
             )),
-            Signing::Other => crate::ssh_bind::login(
-                (&held.name, &held.hosts),
-                self.bound.as_ref(),
-                &request.data,
-            )
-            .map(|_| held),
+            Signing::Other => {
+                let (host, user) = crate::ssh_bind::login(
+                    (&held.name, &held.hosts),
+                    self.bound.as_ref(),
+                    &request.data,
+                )?;
+                Ok((
+                    held,
+                    json!({"event": "login", "key": held.name, "host": host, "user": user}),
+                ))
+            }
         }
     }
 }
@@ -159,34 +173,14 @@ impl Session for Agent {
     }
 
     async fn sign(&mut self, request: SignRequest) -> Result<Signature, AgentError> {
-        let held = match self.decide(&request) {
-            Ok(held) => held,
+        let (held, entry) = match self.decide(&request) {
+            Ok(decided) => decided,
             Err(why) => {
                 self.record(json!({"event": "sign-refused", "reason": why}))?;
                 return Err(refused(why));
             }
         };
-        match signing(&request.data) {
-            Signing::Sshsig {
-                namespace,
-                hash_algorithm,
-                hash,
-            } => self.record(json!({
-                "event": "sign", "key": held.name, "namespace": namespace,
-                "hash_algorithm": hash_algorithm, "message_hash": hex::encode(hash),
-            }))?,
-            Signing::Other => {
-                let (host, user) = crate::ssh_bind::login(
-                    (&held.name, &held.hosts),
-                    self.bound.as_ref(),
-                    &request.data,
-                )
-                .map_err(refused)?;
-                self.record(
-                    json!({"event": "login", "key": held.name, "host": host, "user": user}),
-                )?;
-            }
-        }
+        self.record(entry)?;
         // Signed off the runtime's threads: the operator's agent is asked over its socket.
         let (key, name) = (Arc::clone(&held.key), held.name.clone());
         let (data, flags) = (request.data, request.flags);
@@ -224,7 +218,7 @@ pub(crate) fn listener(
             hosts: spec
                 .hosts
                 .iter()
-                .map(|(h, p)| crate::ssh_bind::known_name(h, *p))
+                .map(|(h, p)| safe_mcp_core::credentials::known_host_name(h, *p))
                 .collect(),
             pinned,
         });

@@ -21,15 +21,6 @@ pub(crate) struct Bound {
     host: Option<String>,
 }
 
-/// A host as `known_hosts` names it: `name`, or `[name]:port` off port 22.
-pub(crate) fn known_name(host: &str, port: u16) -> String {
-    if port == 22 {
-        host.to_owned()
-    } else {
-        format!("[{host}]:{port}")
-    }
-}
-
 /// The pinned lines read: each name of a line with its key.
 pub(crate) fn pinned(lines: &[String]) -> Result<Vec<(String, KeyData)>, String> {
     let mut out = Vec::new();
@@ -178,7 +169,8 @@ mod tests {
         let names: Vec<&str> = found.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["[git.test]:2222", "git.test"]);
         assert!(pinned(&["git.test ssh-ed25519".to_owned()]).is_err());
-        assert_eq!(known_name("git.test", 22), "git.test");
-        assert_eq!(known_name("git.test", 2222), "[git.test]:2222");
+        use safe_mcp_core::credentials::known_host_name;
+        assert_eq!(known_host_name("git.test", 22), "git.test");
+        assert_eq!(known_host_name("git.test", 2222), "[git.test]:2222");
     }
 }

@@ -387,11 +387,7 @@ fn ssh_hosts(hosts: &[String], t: &TerminalPolicy) -> Result<Vec<(String, u16)>,
 fn pinned(text: &str, hosts: &[(String, u16)]) -> Result<Vec<String>, String> {
     let mut kept = Vec::new();
     for (name, port) in hosts {
-        let want = if *port == 22 {
-            name.clone()
-        } else {
-            format!("[{name}]:{port}")
-        };
+        let want = crate::credentials::known_host_name(name, *port);
         let lines: Vec<&str> = text
             .lines()
             .map(str::trim)

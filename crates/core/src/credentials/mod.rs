@@ -22,7 +22,7 @@
 
 pub use safe_mcp_rules::credentials::{
     CredentialSpec, Credentials, HostRule, Inject, KNOWN_PREFIXES, PathPattern, Secret, Source,
-    SshKeySource, SshKeySpec, hosts, scan, type_prefix, value_of,
+    SshKeySource, SshKeySpec, hosts, known_host_name, scan, type_prefix, value_of,
 };
 
 use std::path::PathBuf;

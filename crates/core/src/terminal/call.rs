@@ -281,23 +281,6 @@ impl<'s> Judged<'s> {
     }
 }
 
-/// The call as a scope sees it: each stage's resolved program and its argv as the model
-/// wrote it (the hardening the server adds is the same for every call of the shape), and
-/// the canonical cwd.
-fn scoped_call(tool: &str, prepared: &Prepared) -> Option<crate::scopes::OwnedCall> {
-    let stages = prepared
-        .decision
-        .stages
-        .iter()
-        .map(|s| Some((s.program.clone()?, s.argv.clone())))
-        .collect::<Option<Vec<_>>>()?;
-    Some(crate::scopes::OwnedCall::Command {
-        tool: tool.to_owned(),
-        stages,
-        cwd: prepared.cwd.clone(),
-    })
-}
-
 /// A command that needs approval runs only once a person has said yes (DESIGN §10): `Err`
 /// is the refusal; the attempt in `prepared` then says what was asked and why it was not
 /// given.
@@ -341,7 +324,7 @@ async fn seek_approval(
         nested: asking.nested,
         nothing: "nothing ran",
         subject: "this command",
-        scoped: scoped_call(tool, prepared),
+        scoped: crate::scopes::OwnedCall::of_decision(tool, &prepared.decision),
     };
     match s.approvals().ask_person(&question).await {
         Ok(record) => {

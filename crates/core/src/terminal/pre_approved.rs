@@ -42,16 +42,7 @@ impl Describe<'_> {
     fn scoped(&self, command: &CommandInput, cwd: Option<&str>) -> Option<(OwnedCall, bool)> {
         let list = command.parse().ok()?;
         let decision = evaluate(&self.0.policy, &self.0.jail, &list, cwd);
-        let stages = decision
-            .stages
-            .iter()
-            .map(|s| Some((s.program.clone()?, s.argv.clone())))
-            .collect::<Option<Vec<_>>>()?;
-        let call = OwnedCall::Command {
-            tool: super::result::RUN.to_owned(),
-            stages,
-            cwd: decision.cwd.clone()?,
-        };
+        let call = OwnedCall::of_decision(super::result::RUN, &decision)?;
         Some((call, decision.needs_approval))
     }
 

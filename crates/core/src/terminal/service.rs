@@ -100,27 +100,27 @@ fn agent_dir(
     let writable: Vec<&std::path::Path> = std::iter::once(terminal.jail_root.as_path())
         .chain(terminal.write_paths.iter().map(std::path::PathBuf::as_path))
         .collect();
-    let dir = crate::agent_dir::AgentDir::create(&std::env::temp_dir(), &writable)
+    let mut dir = crate::agent_dir::AgentDir::create(&std::env::temp_dir(), &writable)
         .map_err(ServiceError::Credentials)?;
     let socket = dir.socket().to_string_lossy().into_owned();
     env.push((crate::agent_dir::AGENT_VARIABLE.to_owned(), socket));
-    let pinned: Vec<String> = terminal
-        .credentials
-        .ssh
-        .iter()
-        .flat_map(|k| k.known_hosts.iter().cloned())
-        .collect();
     if terminal.credentials.ssh.iter().any(|k| !k.hosts.is_empty()) {
         let exe = std::env::current_exe()
             .map_err(|e| ServiceError::Credentials(format!("the server's binary: {e}")))?;
-        dir.prepare_logins(&exe, &pinned)
-            .map_err(ServiceError::Credentials)?;
         if writable.iter().any(|w| exe.starts_with(w)) {
             return Err(ServiceError::Credentials(format!(
                 "the server's binary {} lies inside the jail or a write path, where a command could replace what SSH runs; install it elsewhere",
                 exe.display()
             )));
         }
+        let pinned: Vec<String> = terminal
+            .credentials
+            .ssh
+            .iter()
+            .flat_map(|k| k.known_hosts.iter().cloned())
+            .collect();
+        dir.prepare_logins(&exe, &pinned)
+            .map_err(ServiceError::Credentials)?;
         let text = |p: &std::path::Path| p.to_string_lossy().into_owned();
         env.push((crate::agent_dir::DIR_VARIABLE.to_owned(), text(dir.dir())));
         env.push((
@@ -409,17 +409,10 @@ impl TerminalService {
         // the server's binary, which every stage may execute).
         if let Some(agent) = &self.agent {
             spec.read_paths.push(agent.dir().to_path_buf());
-            if self
-                .policy
-                .credentials
-                .ssh
-                .iter()
-                .any(|k| !k.hosts.is_empty())
-                && let Ok(exe) = std::env::current_exe()
-            {
-                spec.read_paths.push(exe.clone());
+            if let Some(exe) = agent.login_binary() {
+                spec.read_paths.push(exe.to_path_buf());
                 if let Some(list) = spec.executables.as_mut() {
-                    list.every.push(exe);
+                    list.every.push(exe.to_path_buf());
                 }
             }
         }

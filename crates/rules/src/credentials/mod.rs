@@ -217,6 +217,16 @@ pub struct SshKeySpec {
     pub known_hosts: Vec<String>,
 }
 
+/// A host as `known_hosts` and the ssh agent's bindings name it: `name`, or
+/// `[name]:port` off port 22.
+pub fn known_host_name(host: &str, port: u16) -> String {
+    if port == 22 {
+        host.to_owned()
+    } else {
+        format!("[{host}]:{port}")
+    }
+}
+
 /// The credentials of a terminal policy and what comes with them.
 #[derive(Debug, Clone, Default)]
 pub struct Credentials {
