@@ -10,7 +10,7 @@
 //! 2. stdout as it was printed, then `--- stderr ---` and stderr when there is any;
 //! 3. one line per notable fact (`truncated: …`, `network refused: …`, a pipeline's stages)
 //!    for a command; for any other tool, each field of the detail, a multi-line text under
-//!    a `--- name ---` line of its own.
+//!    a `--- name ---` line of its own, and a terminal's screen a row a line.
 //!
 //! `structuredContent` keeps the typed envelope, unchanged: this is a view of it, made from
 //! it alone, so the two cannot disagree.
@@ -37,6 +37,10 @@ const RUN_QUIET: &[&str] = &[
     "stages",
     "network_refused",
 ];
+
+/// Detail fields that are rows of text a person would read (a session's terminal: its
+/// screen, and what scrolled off it): a block, a row a line, not a line of JSON.
+const TEXT_ROWS: &[&str] = &["screen", "scrollback"];
 
 /// The text block of `result`.
 pub fn text(result: &OperationResult) -> String {
@@ -206,6 +210,17 @@ fn field(out: &mut String, key: &str, value: &Value) {
         {
             for (i, s) in stages.iter().enumerate() {
                 judged_stage(out, i + 1, s);
+            }
+        }
+        Value::Array(rows) if TEXT_ROWS.contains(&key) && rows.iter().all(Value::is_string) => {
+            if rows.is_empty() {
+                out.push_str(&format!("{key}: (none)\n"));
+                return;
+            }
+            out.push_str(&format!("--- {key} ({} rows) ---\n", rows.len()));
+            for row in rows.iter().filter_map(Value::as_str) {
+                out.push_str(row);
+                out.push('\n');
             }
         }
         Value::String(s) if s.contains('\n') => {
@@ -420,5 +435,26 @@ mod tests {
         );
         let bare = OperationResult::new("stop_process", ResultCode::Ok, "stopped");
         assert_eq!(text(&bare), "OK: stopped\n");
+    }
+
+    /// A session on a terminal reads as a person would see it: its screen a row a line
+    /// under a marker, not a line of JSON; an empty scrollback says so.
+    #[test]
+    fn a_terminals_screen_is_a_row_a_line() {
+        let t = text(&run(
+            ResultCode::Ok,
+            "running",
+            json!({"cursor": {"row": 2, "col": 4}, "screen": [">>> 6*7", "42", ">>> "], "scrollback": []}),
+        ));
+        assert!(
+            t.contains("--- screen (3 rows) ---\n>>> 6*7\n42\n>>> \n"),
+            "{t}"
+        );
+        assert!(t.contains("scrollback: (none)\n"), "{t}");
+        assert!(
+            t.contains("cursor: {\"col\":4,\"row\":2}\n")
+                || t.contains("cursor: {\"row\":2,\"col\":4}\n"),
+            "{t}"
+        );
     }
 }

@@ -96,6 +96,18 @@ async fn python_repl(s: &Session) {
     type_in(s, &handle, "6 * 7", &["Enter"]).await;
     let r = screen_showing(s, &handle, "42").await;
     assert!(screen_of(&r).contains(">>> 6 * 7\n42\n>>> "), "{r}");
+    // The text block, all most clients hand the model: the screen a row a line.
+    let raw = s
+        .raw_call("read_process_output", json!({"handle": handle}))
+        .await;
+    let block = raw.content[0]
+        .as_text()
+        .map(|t| t.text.clone())
+        .unwrap_or_default();
+    assert!(
+        block.contains("rows) ---\n>>> 6 * 7\n42\n>>> \n"),
+        "{block}"
+    );
     // The program's own terminal, from inside: TIOCSTI would type into it.
     let inject = "import fcntl, termios; fcntl.ioctl(0, termios.TIOCSTI, b'x')";
     type_in(s, &handle, inject, &["Enter"]).await;
