@@ -36,7 +36,7 @@ FLOORS = {
     ],
     "contract": [["confinement", "script"], ["plan"]],
     # The decisions with no I/O (NO_IO below holds them to it).
-    "rules": [["paths", "cut", "env_prefix", "envelope", "egress", "tools", "redact", "protected", "credentials"], ["config", "syntax", "reader", "args", "jail", "gitdir", "scopes"], ["policy"]],
+    "rules": [["paths", "cut", "env_prefix", "envelope", "egress", "tools", "redact", "protected", "credentials"], ["config", "syntax", "reader", "args", "jail", "gitdir", "scopes", "gateway"], ["policy"]],
     "exec": [
         # The pieces: directories, the filter, a child's steps, the view of the machine.
         ["fault", "rundir", "seccomp", "step", "execlog", "tmp", "view", "egress", "capture"],
@@ -50,7 +50,7 @@ FLOORS = {
     "organizer": [["fsroot"], ["journal", "rules"], ["service"]],
     "proxy": [["request", "splice", "tls"], ["context", "relay"], ["ingress", "terminate"]],
     # The binary: its MCP handlers and the shim below the commands that wire them.
-    "safe-mcp": [["exit", "logging", "mcp", "shim", "ssh_agent", "ssh_bind", "ssh_keys", "ssh_login"], ["runtime"], ["cli"]],
+    "safe-mcp": [["exit", "gateway", "logging", "mcp", "shim", "ssh_agent", "ssh_bind", "ssh_keys", "ssh_login"], ["runtime"], ["cli"]],
 }
 
 root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "crates")
@@ -161,9 +161,9 @@ for (crate, mod), path in nodes.items():
         for item in items:
             key = (crate, tuple(base + [item]))
             deps.add(key if key in nodes else resolve(crate, base))
-    for m in re.finditer(r"\bcrate((?:::[A-Za-z_0-9]+)+)", text):
+    for m in re.finditer(r"\bcrate\b((?:::[A-Za-z_0-9]+)+)", text):
         deps.add(resolve(crate, m.group(1).strip(":").split("::")))
-    for m in re.finditer(r"\bsuper((?:::[A-Za-z_0-9]+)*)", text):
+    for m in re.finditer(r"\bsuper\b((?:::[A-Za-z_0-9]+)*)", text):
         rest = [p for p in m.group(1).strip(":").split("::") if p]
         deps.add(resolve(crate, list(mod[:-1]) + rest))
     for m in re.finditer(r"\b([a-z_0-9]+)::[A-Za-z_{]", text):

@@ -36,7 +36,7 @@
 #![forbid(unsafe_code)]
 
 pub use safe_mcp_rules::{
-    args, cut, egress, env_prefix, envelope, gitdir, paths, reader, redact, syntax, tools,
+    args, cut, egress, env_prefix, envelope, gateway, gitdir, paths, reader, redact, syntax, tools,
 };
 
 pub mod agent_dir;

@@ -29,6 +29,8 @@
 //! - [`scopes`]: what one yes of a person may cover beyond its call (a shape: the same
 //!   program and words, the ones marked free varying over plain names, beneath one cwd),
 //!   and the preview that shows it;
+//! - [`gateway`]: the name a downstream MCP server's tool takes before the client, and the
+//!   verdict on one call of it (deny, then allow, then argument rules, then confirm);
 //! - [`policy`]: the verdict on a command list: deny by default, the denylist, argument
 //!   rules, the catalog's escapes, jail containment, protected paths; and the policy's own
 //!   examples.
@@ -45,6 +47,7 @@ pub mod cut;
 pub mod egress;
 pub mod env_prefix;
 pub mod envelope;
+pub mod gateway;
 pub mod gitdir;
 pub mod jail;
 pub mod paths;

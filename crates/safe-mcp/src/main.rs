@@ -10,6 +10,7 @@
 
 mod cli;
 mod exit;
+mod gateway;
 mod logging;
 mod mcp;
 mod runtime;

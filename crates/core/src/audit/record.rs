@@ -84,6 +84,9 @@ pub struct Attempt {
     /// A nested call: the call whose command started it (through the server's shim).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
+    /// A gateway call: the downstream server and its tool (`{"server", "tool"}`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<Value>,
 }
 
 impl Attempt {
@@ -103,6 +106,7 @@ impl Attempt {
             caller: Caller::default(),
             approval: None,
             parent: None,
+            gateway: None,
         }
     }
 
@@ -148,6 +152,10 @@ pub struct Outcome {
     /// its namespace, path, `argv[0]`; `dropped`: how many more).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub executed: Option<Value>,
+    /// A gateway call: the server, its tool, its pid, the result's size and whether the
+    /// server called it an error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<Value>,
     /// Who asked.
     #[serde(flatten)]
     pub caller: Caller,
@@ -168,6 +176,7 @@ impl Outcome {
             session_end: None,
             file: None,
             executed: None,
+            gateway: None,
             caller: Caller::default(),
         }
     }

@@ -64,7 +64,21 @@ pub(crate) fn from_toml(
         message: e.to_string(),
     })?;
     let base = source.parent().unwrap_or(Path::new("/")).to_path_buf();
-    Builder { base, env }.build(raw, source, section)
+    let builder = Builder { base, env };
+    let has_gateway = raw.gateway.is_some();
+    let mut policy = builder.rebuild(raw, source, section)?;
+    if has_gateway && section != Section::Files {
+        // Read again as a table: each server's policy is this document with its
+        // `[terminal]` narrowed to the server's entry.
+        let doc: toml::Table = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: source.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        let build = |raw| builder.rebuild(raw, source, Section::Terminal);
+        policy.gateway = super::gateway::servers(&doc, &build)?;
+        super::gateway::within_terminal(&policy, &policy.gateway)?;
+    }
+    Ok(policy)
 }
 
 pub(super) struct Builder<'a> {
@@ -73,6 +87,21 @@ pub(super) struct Builder<'a> {
 }
 
 impl Builder<'_> {
+    /// Builds `raw` as this builder would, leaving the builder for another document (a
+    /// gateway server's, [`super::gateway`]).
+    pub(super) fn rebuild(
+        &self,
+        raw: RawPolicy,
+        source: &Path,
+        section: Section,
+    ) -> Result<Policy, ConfigError> {
+        Builder {
+            base: self.base.clone(),
+            env: self.env,
+        }
+        .build(raw, source, section)
+    }
+
     pub(super) fn file_path(&self, p: PathBuf) -> PathBuf {
         if p.is_absolute() {
             p
@@ -106,7 +135,6 @@ impl Builder<'_> {
         let audit_log = self
             .env_path("SAFE_MCP_AUDIT_LOG")
             .or_else(|| raw.audit_log.map(|p| self.file_path(p)));
-
         let raw_state_key = raw
             .terminal
             .as_ref()
@@ -212,6 +240,7 @@ impl Builder<'_> {
             redaction,
             terminal,
             files,
+            gateway: Vec::new(),
         })
     }
 

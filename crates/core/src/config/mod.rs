@@ -23,6 +23,7 @@ mod credentials;
 mod discover;
 mod env;
 mod error;
+mod gateway;
 mod load;
 mod profiles;
 mod project;

@@ -30,6 +30,8 @@ pub(super) struct RawPolicy {
     pub(super) redaction: Option<RawRedaction>,
     pub(super) terminal: Option<RawTerminal>,
     pub(super) files: Option<RawFiles>,
+    /// `[gateway]`, read by [`super::gateway`] from the document itself.
+    pub(super) gateway: Option<toml::Value>,
     // The older flat layout: the terminal section's keys at top level.
     pub(super) jail_root: Option<PathBuf>,
     pub(super) limits: Option<Limits>,

@@ -13,7 +13,7 @@ use crate::audit::Caller;
 use crate::envelope::{OperationResult, ResultCode};
 use crate::policy::evaluate;
 
-const EXPLAIN: &str = "explain_command";
+pub(super) const EXPLAIN: &str = "explain_command";
 const DESCRIBE: &str = "describe_policy";
 
 /// `explain_command` and `describe_policy` as calls of the terminal server

@@ -16,8 +16,10 @@
 mod approval;
 mod call;
 mod describe;
+pub mod downstream;
 mod ended;
 mod executables;
+pub mod gateway;
 mod limits;
 mod nested_calls;
 mod pre_approved;

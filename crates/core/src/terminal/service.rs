@@ -193,6 +193,21 @@ impl TerminalService {
             std::sync::Arc<crate::credentials::Vault>,
         ) -> Result<Option<std::sync::Arc<dyn EgressProvider>>, String>,
     ) -> Result<Self, ServiceError> {
+        Self::with_egress_on(policy, None, egress)
+    }
+
+    /// [`Self::with_egress`], for a gateway server's narrowed policy when the terminal's
+    /// service is given as `shared`: it records on the terminal's own trail (one chain), and holds the protected
+    /// paths with the terminal's holder (one jail, one sweep).
+    pub fn with_egress_on(
+        policy: &Policy,
+        shared: Option<&TerminalService>,
+        egress: impl FnOnce(
+            &crate::egress::NetworkPolicy,
+            std::sync::Arc<Gate>,
+            std::sync::Arc<crate::credentials::Vault>,
+        ) -> Result<Option<std::sync::Arc<dyn EgressProvider>>, String>,
+    ) -> Result<Self, ServiceError> {
         let terminal = policy.terminal.clone().ok_or(ServiceError::NoTerminal)?;
         let log = policy.audit.log.as_deref().ok_or(ServiceError::NoAudit)?;
         let vault = crate::credentials::Vault::new(&terminal.credentials)
@@ -229,10 +244,13 @@ impl TerminalService {
                 .chain(terminal.write_paths.iter().cloned())
                 .collect(),
         );
-        let gate = std::sync::Arc::new(Gate::new(
-            AuditLog::open(log, crate::load::audit_options(policy)),
-            Server::Terminal,
-        ));
+        let gate = shared.map(|t| std::sync::Arc::clone(&t.gate));
+        let gate = gate.unwrap_or_else(|| {
+            std::sync::Arc::new(Gate::new(
+                AuditLog::open(log, crate::load::audit_options(policy)),
+                Server::Terminal,
+            ))
+        });
         let egress = match terminal.network.mode {
             crate::egress::NetworkMode::Allowlist => egress(
                 &terminal.network,
@@ -281,7 +299,7 @@ impl TerminalService {
             sessions,
             exposed: Default::default(),
             usage,
-            held: std::sync::OnceLock::new(),
+            held: shared.map_or_else(Default::default, |t| std::sync::Arc::clone(&t.held)),
             egress,
             tickets: std::sync::Arc::new(crate::tickets::Tickets::new(terminal_ticket_ttl, server)),
             scopes: std::sync::Arc::new(scopes),

@@ -30,7 +30,9 @@ pub struct TerminalService {
     pub(super) usage: crate::usage::JailUsage,
     /// How the protected paths and every git directory's trust surface are held, once the
     /// server holds them ([`Self::hold_protected`]).
-    pub(super) held: std::sync::OnceLock<crate::held::Holder>,
+    /// Shared with the narrowed services of the gateway's servers, which run in the same
+    /// jail ([`Self::with_egress_on`]).
+    pub(super) held: std::sync::Arc<std::sync::OnceLock<crate::held::Holder>>,
     /// Egress: the proxy that serves each call's connections ([`Self::with_egress`]).
     pub(super) egress: Option<std::sync::Arc<dyn EgressProvider>>,
     /// Approval tickets for clients that cannot be asked ([`crate::tickets`]).

@@ -59,6 +59,36 @@ pub struct Policy {
     pub terminal: Option<TerminalPolicy>,
     /// The files section, when present.
     pub files: Option<FilesPolicy>,
+    /// `[[gateway.servers]]`: the MCP servers the terminal server runs confined and serves
+    /// the tools of.
+    pub gateway: Vec<GatewayServer>,
+}
+
+/// One `[[gateway.servers]]` entry, validated.
+#[derive(Debug, Clone)]
+pub struct GatewayServer {
+    /// Its name, the prefix of its tools' names before the client.
+    pub name: String,
+    /// Its argv: the program (a bare name on PATH or an absolute path) and its arguments.
+    pub command: Vec<String>,
+    /// Which of its tools the model may call, and how.
+    pub tools: crate::gateway::ToolPolicy,
+    /// The largest result forwarded to the client, in bytes of text and data; past it the
+    /// text is cut and the rest counted.
+    pub max_result_bytes: usize,
+    /// How long one call may wait for the server's answer.
+    pub call_timeout_seconds: u64,
+    /// Forward the server's sampling requests (`sampling/createMessage`) to the client.
+    pub allow_sampling: bool,
+    /// Forward the server's elicitation requests to the client.
+    pub allow_elicitation: bool,
+    /// Pass its resources and prompts through.
+    pub resources: bool,
+    /// The policy its process runs under: this file's, with its `[terminal]` section
+    /// narrowed to the entry (the program, its profiles and `exec`, its write and read
+    /// paths, its network and credentials, its environment), built and checked by the same
+    /// loader as the terminal's own.
+    pub policy: Box<Policy>,
 }
 
 /// `[http]`.

@@ -77,6 +77,12 @@ pub(crate) fn serve_terminal(config: Option<&Path>, http: Option<&str>) -> ExitC
         Ok(pages) => pages,
         Err(code) => return code,
     };
+    // The downstream servers, each confined by its own executor; made before any client so
+    // that one the machine cannot confine stops the start.
+    let gateway = match crate::gateway::Gateway::build(&policy, &service) {
+        Ok(g) => g,
+        Err(e) => return fatal(e),
+    };
     let executor: Arc<dyn safe_mcp_core::terminal::Executor> = Arc::new(executor);
     // Tasks of the server's one runtime: where commands reach the programs with argument
     // rules (nested calls), and the credentials' reload on SIGHUP.
@@ -93,18 +99,26 @@ pub(crate) fn serve_terminal(config: Option<&Path>, http: Option<&str>) -> ExitC
         Ok(None) => {}
         Err(e) => return fatal(e),
     }
+    if let Some(gateway) = &gateway {
+        background.push(Box::pin(Arc::clone(gateway).run()));
+    }
     let closing = Arc::clone(&executor);
+    let stopping = gateway.clone();
+    let shared = mcp::terminal::Shared {
+        runs: Arc::clone(&runs),
+        pages,
+        exposed,
+        mrtr,
+        gateway,
+    };
     let make = {
-        let (service, executor, runs) = (Arc::clone(&service), executor, Arc::clone(&runs));
+        let (service, executor) = (Arc::clone(&service), executor);
         move |calls| {
             mcp::terminal::TerminalServer::new(
                 Arc::clone(&service),
                 Arc::clone(&executor),
-                Arc::clone(&runs),
-                pages.clone(),
                 calls,
-                Arc::clone(&exposed),
-                Arc::clone(&mrtr),
+                shared.clone(),
             )
         }
     };
@@ -114,7 +128,7 @@ pub(crate) fn serve_terminal(config: Option<&Path>, http: Option<&str>) -> ExitC
         let service = Arc::clone(&service);
         Arc::new(move |r| service.gate().append("http", r, false))
     };
-    let end = ending(service, runs, closing);
+    let end = ending(service, runs, closing, stopping);
     transport(listen, &policy, record, (4, background), end, make)
 }
 
@@ -149,14 +163,20 @@ fn approval_page(
 }
 
 /// What runs when the client goes: every session is killed, and its run writes the start
-/// call's outcome record ("server-exit") before the process ends; last, what the sessions
+/// call's outcome record ("server-exit") before the process ends, and every gateway server
+/// is stopped; last, what the sessions
 /// made is swept and what the server made is removed.
 async fn ending(
     service: Arc<TerminalService>,
     runs: mcp::terminal::Runs,
     closing: Arc<dyn safe_mcp_core::terminal::Executor>,
+    gateway: Option<Arc<crate::gateway::Gateway>>,
 ) {
     let _ = service.stop_all(safe_mcp_core::sessions::EndedBy::ServerExit);
+    // The downstream servers too: each run's outcome record is written before the sweep.
+    if let Some(gateway) = gateway {
+        gateway.stop().await;
+    }
     let tasks: Vec<_> = runs
         .lock()
         .map(|mut r| r.drain(..).collect())

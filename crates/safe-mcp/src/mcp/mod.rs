@@ -1,7 +1,7 @@
 //! The MCP side of the binary: the two servers' tools as rmcp handlers, and what they share.
 //!
 //! [`call`] is the path every tool call takes; [`terminal`] (with [`file_tools`]) and
-//! [`files`] are the servers; [`approval`] asks a person through the client (the form in [`approval_form`]); [`progress`]
+//! [`files`] are the servers, [`gateway`] the downstream servers' tools in the terminal's; [`approval`] asks a person through the client (the form in [`approval_form`]); [`progress`]
 //! sends progress notifications; [`stdio`] is the line transport. Nothing here decides:
 //! every verdict comes from `safe_mcp_core`.
 
@@ -11,6 +11,7 @@ pub mod call;
 pub mod expose;
 pub mod file_tools;
 pub mod files;
+pub(crate) mod gateway;
 pub mod mrtr;
 pub mod nested;
 pub mod progress;

@@ -88,6 +88,23 @@ pub struct TerminalServer {
     mrtr: Arc<crate::mcp::mrtr::Mrtr>,
     /// Ends this connection's session scopes when the last clone of the server goes.
     _session: Arc<SessionScopes>,
+    /// The downstream servers whose tools this server also serves (`[[gateway.servers]]`).
+    gateway: Option<Arc<crate::gateway::Gateway>>,
+}
+
+/// What every connection of one terminal server shares.
+#[derive(Clone)]
+pub struct Shared {
+    /// The sessions' runs, awaited at shutdown.
+    pub runs: Runs,
+    /// The out-of-band approval pages (`[terminal.approvals] url_base`).
+    pub pages: Option<Arc<safe_mcp_http::page::Pages>>,
+    /// Ports exposed at once.
+    pub exposed: crate::mcp::expose::Exposed,
+    /// The sealing key and spent nonces of approvals on MCP 2026-07-28.
+    pub mrtr: Arc<crate::mcp::mrtr::Mrtr>,
+    /// The downstream servers (`[[gateway.servers]]`).
+    pub gateway: Option<Arc<crate::gateway::Gateway>>,
 }
 
 /// A connection's hold on its session scopes ([`safe_mcp_core::scopes`]): when the MCP
@@ -145,16 +162,31 @@ impl TerminalServer {
         &self.service
     }
 
-    /// Builds the server over a core service and an executor.
+    /// What a gateway call of this request takes of the connection.
+    fn asking(&self, context: &RequestContext<RoleServer>) -> crate::mcp::gateway::Asking<'_> {
+        crate::mcp::gateway::Asking {
+            service: &self.service,
+            session: self.session_for(context),
+            approver: self.approver(context),
+            calls: self.calls.as_ref(),
+        }
+    }
+
+    /// Builds the server over a core service and an executor, with the count of running
+    /// calls (`--http`) and what every connection shares.
     pub fn new(
         service: Arc<TerminalService>,
         executor: Arc<dyn Executor>,
-        runs: Runs,
-        pages: Option<Arc<safe_mcp_http::page::Pages>>,
         calls: Option<Arc<safe_mcp_http::limits::Calls>>,
-        exposed: crate::mcp::expose::Exposed,
-        mrtr: Arc<crate::mcp::mrtr::Mrtr>,
+        shared: Shared,
     ) -> Self {
+        let Shared {
+            runs,
+            pages,
+            exposed,
+            mrtr,
+            gateway,
+        } = shared;
         // One stdio connection per server process; 64 random bits name it (the pid, should
         // the kernel give none: handles never leave this process anyway).
         let owner =
@@ -173,6 +205,7 @@ impl TerminalServer {
             calls,
             exposed,
             mrtr,
+            gateway,
         }
     }
 
@@ -539,6 +572,13 @@ impl TerminalServer {
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
         let (caller, args): (_, ExplainArgs) = arguments!(args, context, self.service.as_ref());
+        // A gateway tool's name and its JSON arguments: that call's verdict.
+        if let (Some(gateway), CommandArg::Line(line)) = (&self.gateway, &args.command)
+            && let Some(result) =
+                crate::mcp::gateway::explain(self.asking(&context), gateway, line, &context)
+        {
+            return to_result(result);
+        }
         let command = args.command.into();
         let describe = safe_mcp_core::terminal::Describe::new(&self.service);
         let mut result = describe.explain_call(
@@ -606,6 +646,11 @@ impl TerminalServer {
             let scopes = safe_mcp_core::terminal::Describe::new(&self.service)
                 .scopes_of(&who, &self.session_for(&context));
             result.detail.insert("pre_approved".into(), scopes.into());
+            if let Some(gateway) = &self.gateway {
+                result
+                    .detail
+                    .insert("gateway".into(), gateway.describe(args.verbose));
+            }
         }
         to_result(result)
     }
@@ -637,13 +682,51 @@ impl ServerHandler for TerminalServer {
         });
         let mut context = context;
         context.extensions.insert(Arc::clone(&round));
-        let response =
-            call_counted(self, router(), self.calls.as_ref(), audit, request, context).await?;
+        let gateway = match &self.gateway {
+            Some(g) if router().get(&request.name).is_none() => {
+                crate::mcp::gateway::call(self.asking(&context), g, &request, &context).await
+            }
+            _ => None,
+        };
+        let response = match gateway {
+            Some(response) => response,
+            None => {
+                call_counted(self, router(), self.calls.as_ref(), audit, request, context).await?
+            }
+        };
         let asked = round.asked.lock().ok().and_then(|mut a| a.take());
         Ok(match asked {
             Some(input) => rmcp::model::CallToolResponse::InputRequired(input),
             None => response,
         })
+    }
+
+    /// The terminal's tools, then the gateway's servers' (those each one's policy lets the
+    /// client see, while it runs).
+    async fn list_tools(
+        &self,
+        _request: Option<rmcp::model::PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListToolsResult, rmcp::ErrorData> {
+        let mut tools = router().list_all();
+        if let Some(gateway) = &self.gateway {
+            tools.extend(gateway.tools());
+        }
+        Ok(rmcp::model::ListToolsResult::with_all_items(tools))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
+        router().get(name).cloned().or_else(|| {
+            let gateway = self.gateway.as_ref()?;
+            gateway.tools().into_iter().find(|t| t.name == name)
+        })
+    }
+
+    /// A client of a gateway is told when the servers' tools change.
+    async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        if let Some(gateway) = &self.gateway {
+            gateway.watch(context.peer.clone());
+        }
     }
 
     /// `logging/setLevel` is answered (the logging capability is declared, and clients such
@@ -661,12 +744,19 @@ impl ServerHandler for TerminalServer {
 
     #[allow(deprecated)] // the logging capability: see `set_level`
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
+        ServerConfig::new({
+            let mut capabilities = ServerCapabilities::builder()
                 .enable_tools()
                 .enable_logging()
-                .build(),
-        )
+                .build();
+            // The gateway's tools come and go with their servers.
+            if self.gateway.is_some()
+                && let Some(tools) = capabilities.tools.as_mut()
+            {
+                tools.list_changed = Some(true);
+            }
+            capabilities
+        })
         .with_server_info(Implementation::new(
             env!("CARGO_PKG_NAME"),
             env!("CARGO_PKG_VERSION"),

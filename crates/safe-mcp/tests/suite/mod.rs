@@ -19,6 +19,7 @@ mod files;
 mod first_day;
 mod first_hour;
 mod fleet;
+mod gateway;
 mod git_trust;
 mod held_files;
 mod host_tools;

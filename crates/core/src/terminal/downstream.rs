@@ -1,0 +1,160 @@
+//! A gateway's downstream MCP server as one long run of its own service (`[[gateway.servers]]`).
+//!
+//! The server's policy is the terminal's narrowed to its entry ([`crate::config`]), so its
+//! start takes the very path a command takes: judged against that allowlist (the program and
+//! the entry's `exec`, nothing else), past the held-path sweep and the jail's size, its
+//! attempt record durable before anything execs, then confined by the executor made for that
+//! policy (private view, Landlock with its write paths only, seccomp, the exec allowlist for
+//! its whole tree, egress only through its own proxy). Its standard input and output are a
+//! process session's pipes, handed to the transport ([`DownstreamIo`]), which speaks MCP over
+//! them; its outcome record says how it ended. It must never decide a tool call: that is
+//! [`super::gateway`].
+
+use std::time::{Duration, Instant};
+
+use safe_mcp_contract::{Cancel, Durable, Executor, Interactive, Observer};
+
+use super::call::Begun;
+use super::request::{CommandInput, RunRequest};
+use super::result::Admission;
+use super::state::TerminalService;
+use crate::audit::Caller;
+use crate::envelope::{OperationResult, ResultCode};
+
+/// The tool name a downstream server's start and end are recorded under.
+pub const SERVE: &str = "gateway_serve";
+
+/// How long a downstream server may run: as long as the gateway does (its wall clock is not
+/// a command's; the gateway stops it when it ends).
+const LIFETIME: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// The transport's ends of a downstream server: what it prints reaches `observer`, and its
+/// stdin's write end (and pid) reaches `interactive` once it started.
+pub struct DownstreamIo {
+    /// Told of its stdout (the protocol) and stderr (its log).
+    pub observer: Observer,
+    /// Handed its stdin and pid; never idle.
+    pub interactive: Interactive,
+    /// Why the transport stopped the run (a flood, a hang), once it did: for the outcome.
+    pub stopped_because: std::sync::Arc<dyn Fn() -> Option<String> + Send + Sync>,
+}
+
+/// How a downstream server's run ended.
+#[derive(Debug, Clone)]
+pub struct DownstreamEnd {
+    /// Its exit code, when it exited.
+    pub exit_code: Option<i32>,
+    /// The envelope its start or end was recorded with: OK when it ran, or why it could not
+    /// start (refused by the policy, the sandbox, the trail).
+    pub result: OperationResult,
+}
+
+/// A narrowed service as the runner of its downstream server.
+pub struct Runner<'s>(&'s TerminalService);
+
+impl<'s> Runner<'s> {
+    /// The runner of `narrowed`'s server.
+    pub fn of(narrowed: &'s TerminalService) -> Runner<'s> {
+        Runner(narrowed)
+    }
+
+    /// Runs `command` as a downstream MCP server of this (narrowed) service until it ends or
+    /// `stop` fires: judged, admitted and confined as a command is, with its stdio handed to
+    /// `io`. Its start's attempt and its end's outcome are recorded.
+    pub async fn serve(
+        &self,
+        command: Vec<String>,
+        executor: &dyn Executor,
+        io: DownstreamIo,
+        stop: Cancel,
+    ) -> DownstreamEnd {
+        let service = self.0;
+        let begun = Begun::new(service, SERVE);
+        let (call, started) = (begun.call.clone(), begun.started());
+        let caller = Caller::default();
+        // The program is judged (the allowlist, the exec allowlist, its hardening); its
+        // operands are the operator's, checked at load to lie outside the jail and the write
+        // paths, and follow the judged argv.
+        let (program, operands) = match command.split_first() {
+            Some((p, rest)) => (p.clone(), rest.to_vec()),
+            None => (String::new(), Vec::new()),
+        };
+        let req = RunRequest {
+            command: CommandInput::Argv(vec![program]),
+            cwd: None,
+            stdin: None,
+            timeout_seconds: None,
+            observer: None,
+            approver: None,
+            caller: caller.clone(),
+            session: String::new(),
+            approval_ticket: None,
+            parent: None,
+        };
+        let refused = |result: OperationResult| DownstreamEnd {
+            exit_code: None,
+            result,
+        };
+        let judged = match begun.judge(req, executor) {
+            Ok(j) => j,
+            Err(r) => return refused(r.record()),
+        };
+        let approved = match judged.approve().await {
+            Ok(a) => a,
+            Err(r) => return refused(r.record()),
+        };
+        let prepared = approved.prepared;
+        let (mut attempt, mut plan) = (prepared.attempt, prepared.plan);
+        if let Some(stage) = plan.pipelines.first_mut().and_then(|p| p.first_mut()) {
+            stage.argv.extend(operands.iter().cloned());
+            attempt.argv = Some(vec![service.redactor.redact_argv(&stage.argv)]);
+        }
+        plan.timeout = LIFETIME;
+        plan.stdin = None;
+        plan.output_total_limit = 0;
+        plan.observer = Some(io.observer);
+        plan.interactive = Some(io.interactive);
+        let why = io.stopped_because;
+        let (gate, admission) = (&service.gate, Admission::default());
+        let (admitting, attempt_ref) = (&admission, &attempt);
+        let durable: Durable<'_> = Box::pin(async move { admitting.admit(gate, attempt_ref) });
+        let egress = plan.egress.clone();
+        let outcome = executor.execute(plan, stop, durable).await;
+        if let Some(e) = &egress {
+            e.0.finish().await;
+        }
+        service.sweep_protected(&call);
+        let (result, exit_code) = match outcome {
+            Ok(o) => {
+                let stopped = o
+                    .cancelled
+                    .then(|| why().unwrap_or_else(|| "stopped by the gateway".into()));
+                (ended(o.exit_code, stopped, started), o.exit_code)
+            }
+            Err(failure) => (
+                admission
+                    .failure(SERVE, &call, &failure)
+                    .with_duration(started.elapsed()),
+                None,
+            ),
+        };
+        service.gate.outcome(&call, &caller, &result, |o| {
+            o.reason = Some(result.reason.clone());
+            o.exit_code = exit_code;
+        });
+        DownstreamEnd { exit_code, result }
+    }
+}
+
+/// The envelope of a downstream server that ran and ended: an exit of its own says so,
+/// whatever followed; a kill (the code of a signal, 128 and above) is why the gateway
+/// stopped it, when it did.
+fn ended(exit_code: Option<i32>, stopped: Option<String>, started: Instant) -> OperationResult {
+    let reason = match (exit_code, stopped) {
+        (Some(code), _) if code < 128 => format!("exited with code {code}"),
+        (_, Some(why)) => why,
+        (Some(code), None) => format!("ended by signal {}", code - 128),
+        (None, None) => "ended by a signal".to_owned(),
+    };
+    OperationResult::new(SERVE, ResultCode::Ok, reason).with_duration(started.elapsed())
+}

@@ -1,0 +1,299 @@
+//! One call of a downstream server's tool through the gateway, in the order a command's call
+//! takes (DESIGN §1, §14):
+//!
+//! judged (the server's tool policy: deny, allow, argument rules against its jail and
+//! network; [`safe_mcp_rules::gateway`]) → approved (a `confirm` tool climbs the approval
+//! ladder commands climb: the form, the page, MRTR, tickets) → admitted (the attempt record
+//! durable before the call is forwarded; fail closed) → forwarded (by the transport's
+//! [`Downstream`], which bounds the wait) → finished (every string of the result redacted,
+//! the whole held to `max_result_bytes`, the outcome record written with the server, the
+//! tool, its pid, the result's size and duration).
+//!
+//! Runs on the terminal's own service (its trail, its approvals, its redactor); the
+//! server's narrowed service lends its jail, network and credentials' redaction.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use super::approval::Question;
+use super::state::TerminalService;
+use crate::approval::AskPerson;
+use crate::audit::{Attempt, CallId, Caller};
+use crate::config::GatewayServer;
+use crate::envelope::{OperationResult, ResultCode};
+use safe_mcp_rules::gateway::result::{Shaped, shape};
+use safe_mcp_rules::gateway::{Bounds, ToolVerdict, judge};
+
+/// The tool name gateway calls are recorded under.
+pub const GATEWAY: &str = "gateway";
+
+/// Why a forwarded call has no result.
+#[derive(Debug, Clone)]
+pub struct DownstreamError {
+    /// TIMEOUT for no answer in time; OPERATION_FAILED for a server that is down, ended
+    /// mid-call or answered with an error.
+    pub code: ResultCode,
+    /// Why, in a sentence.
+    pub reason: String,
+}
+
+/// A downstream server as the pipeline reaches it: the transport's MCP client.
+pub trait Downstream: Send + Sync {
+    /// Calls `tool` with `args` and returns the `CallToolResult` as JSON; bounded by the
+    /// server's `call_timeout_seconds`, and given up (the server told) once `cancel`
+    /// resolves: the client cancelled.
+    fn call<'a>(
+        &'a self,
+        tool: &'a str,
+        args: Value,
+        cancel: safe_mcp_contract::Cancel,
+    ) -> Pin<Box<dyn Future<Output = Result<Value, DownstreamError>> + Send + 'a>>;
+
+    /// The server's pid (in the gateway's view), while it runs.
+    fn pid(&self) -> Option<u32>;
+}
+
+/// One call as the transport hands it in.
+pub struct ToolCall<'a> {
+    /// The server's entry.
+    pub server: &'a GatewayServer,
+    /// The server's narrowed service: its jail, network and redactor.
+    pub narrowed: &'a TerminalService,
+    /// The tool's name as the server knows it.
+    pub tool: &'a str,
+    /// The arguments (an object).
+    pub args: Value,
+    /// Who asked.
+    pub caller: Caller,
+    /// The MCP session that asked (a ticket is bound to it).
+    pub session: String,
+    /// Asks a person through the client, when it can.
+    pub approver: Option<AskPerson>,
+    /// A ticket a person approved for this exact call.
+    pub ticket: Option<String>,
+}
+
+/// The answer to a call: the server's result made fit, or the gateway's refusal.
+#[derive(Debug)]
+pub enum Answer {
+    /// The server's result, redacted and capped.
+    Result(Value),
+    /// Refused or failed before a result: the envelope.
+    Refused(OperationResult),
+}
+
+/// The terminal's service as the gateway's forwarder: its trail, approvals and redactor.
+pub struct Forwarder<'s>(&'s TerminalService);
+
+impl<'s> Forwarder<'s> {
+    /// The forwarder of the terminal's `service`.
+    pub fn of(service: &'s TerminalService) -> Forwarder<'s> {
+        Forwarder(service)
+    }
+
+    /// Judges, approves, records and forwards `call` to `downstream`.
+    pub async fn call(
+        &self,
+        call: ToolCall<'_>,
+        downstream: &dyn Downstream,
+        cancel: safe_mcp_contract::Cancel,
+    ) -> Answer {
+        let started = Instant::now();
+        let id = self.0.gate.begin();
+        let server = call.server.name.as_str();
+        let mut args = call.args.clone();
+        safe_mcp_rules::gateway::result::redact_value(&mut args, &call.narrowed.redactor);
+        safe_mcp_rules::gateway::result::redact_value(&mut args, &self.0.redactor);
+        let shown = format!("{server}.{} {args}", call.tool);
+        let mut attempt = Attempt::new(&id, GATEWAY, shown.clone());
+        attempt.args = Some(args.clone());
+        attempt.caller = call.caller.clone();
+        attempt.gateway = Some(json!({"server": server, "tool": call.tool}));
+        let bounds = Bounds {
+            jail: &call.narrowed.jail,
+            network: &call.narrowed.policy.network,
+        };
+        let verdict = judge(&call.server.tools, server, call.tool, &call.args, &bounds);
+        let refuse = |attempt: Attempt, result: OperationResult| {
+            let result = self.0.redacted(result).with_duration(started.elapsed());
+            self.0.gate.record(attempt, &result);
+            Answer::Refused(result)
+        };
+        match verdict {
+            ToolVerdict::Refuse { code, rule, reason } => {
+                attempt.rule = Some(rule.clone());
+                let result = OperationResult::new(GATEWAY, code, reason)
+                    .with_detail(json!({"server": server, "tool": call.tool, "rule": rule}));
+                return refuse(attempt, result);
+            }
+            ToolVerdict::Allow { rule } => attempt.rule = Some(rule),
+            ToolVerdict::Confirm { rule } => {
+                attempt.rule = Some(rule.clone());
+                let asked = self.confirm(&call, &id, &shown, &rule).await;
+                match asked {
+                    Ok(record) => attempt.approval = Some(record),
+                    Err((result, record)) => {
+                        attempt.approval = Some(record);
+                        return refuse(attempt, result);
+                    }
+                }
+            }
+        }
+        if let Err(refused) = self.0.gate.admit(&attempt) {
+            return Answer::Refused(refused.result(GATEWAY).with_duration(started.elapsed()));
+        }
+        let forwarded = downstream.call(call.tool, call.args.clone(), cancel).await;
+        let pid = downstream.pid();
+        self.finish(&call, &id, forwarded, pid, started)
+    }
+
+    /// `explain_command` for a gateway tool: the verdict `call` would get, without asking
+    /// anyone or forwarding anything; recorded like every explain.
+    pub fn explain(&self, call: &ToolCall<'_>) -> OperationResult {
+        let started = Instant::now();
+        let server = call.server.name.as_str();
+        let bounds = Bounds {
+            jail: &call.narrowed.jail,
+            network: &call.narrowed.policy.network,
+        };
+        let verdict = judge(&call.server.tools, server, call.tool, &call.args, &bounds);
+        let (code, rule, reason, needs_approval) = match verdict {
+            ToolVerdict::Allow { rule } => (
+                ResultCode::Ok,
+                rule,
+                format!("{server}.{} would be forwarded", call.tool),
+                false,
+            ),
+            ToolVerdict::Confirm { rule } => (
+                ResultCode::Ok,
+                rule,
+                format!(
+                    "{server}.{} would be forwarded once a person approves it",
+                    call.tool
+                ),
+                true,
+            ),
+            ToolVerdict::Refuse { code, rule, reason } => (code, rule, reason, false),
+        };
+        let detail = json!({
+            "server": server, "tool": call.tool, "rule": rule,
+            "would_run": code == ResultCode::Ok, "needs_approval": needs_approval,
+        });
+        let result = self
+            .0
+            .redacted(
+                OperationResult::new(super::describe::EXPLAIN, code, reason).with_detail(detail),
+            )
+            .with_duration(started.elapsed());
+        let mut args = call.args.clone();
+        safe_mcp_rules::gateway::result::redact_value(&mut args, &self.0.redactor);
+        let mut attempt = Attempt::new(
+            &self.0.gate.begin(),
+            super::describe::EXPLAIN,
+            format!("{server}.{} {args}", call.tool),
+        );
+        attempt.caller = call.caller.clone();
+        attempt.gateway = Some(json!({"server": server, "tool": call.tool}));
+        self.0.gate.record(attempt, &result);
+        result
+    }
+
+    /// A `confirm` tool's call put to a person: `Ok` is the attempt's approval record.
+    async fn confirm(
+        &self,
+        call: &ToolCall<'_>,
+        id: &CallId,
+        shown: &str,
+        rule: &str,
+    ) -> Result<Value, (OperationResult, Value)> {
+        let exact = vec![vec![
+            call.server.name.clone(),
+            call.tool.to_owned(),
+            call.args.to_string(),
+        ]];
+        let cwd = call.narrowed.jail.path().display().to_string();
+        let reasons = vec![format!(
+            "{rule} of [[gateway.servers]] {}: a person approves each call",
+            call.server.name
+        )];
+        let question = Question {
+            tool: GATEWAY,
+            call: id.clone(),
+            shown: vec![vec![
+                format!("{}.{}", call.server.name, call.tool),
+                shown.to_owned(),
+            ]],
+            command: shown.to_owned(),
+            digest: crate::tickets::digest(GATEWAY, &exact, &cwd),
+            cwd,
+            confinement: format!(
+                "forwarded to the {} server, which runs confined by its own [[gateway.servers]] entry",
+                call.server.name
+            ),
+            reasons,
+            caller: &call.caller,
+            session: &call.session,
+            ticket: call.ticket.as_deref(),
+            approver: call.approver.as_ref(),
+            nested: false,
+            nothing: "nothing was forwarded",
+            subject: "this tool call",
+            scoped: None,
+        };
+        self.0
+            .approvals()
+            .ask_person(&question)
+            .await
+            .map_err(|not| not.into_result(GATEWAY, &question.reasons))
+    }
+
+    /// The forwarded call's end: the result made fit and the outcome record written.
+    fn finish(
+        &self,
+        call: &ToolCall<'_>,
+        id: &CallId,
+        forwarded: Result<Value, DownstreamError>,
+        pid: Option<u32>,
+        started: Instant,
+    ) -> Answer {
+        let server = call.server.name.as_str();
+        let facts = |bytes: usize, cut: usize, is_error: bool| json!({"server": server, "tool": call.tool, "pid": pid, "result_bytes": bytes, "cut_bytes": cut, "is_error": is_error});
+        match forwarded {
+            Ok(value) => {
+                let Shaped {
+                    mut value,
+                    bytes,
+                    cut,
+                    is_error,
+                } = shape(value, &call.narrowed.redactor, call.server.max_result_bytes);
+                safe_mcp_rules::gateway::result::redact_value(&mut value, &self.0.redactor);
+                let code = match (is_error, cut) {
+                    (true, _) => ResultCode::OperationFailed,
+                    (false, 0) => ResultCode::Ok,
+                    (false, _) => ResultCode::OutputTruncated,
+                };
+                let result = OperationResult::new(GATEWAY, code, format!("{server}.{}", call.tool))
+                    .with_duration(started.elapsed());
+                self.0.gate.outcome(id, &call.caller, &result, |o| {
+                    o.gateway = Some(facts(bytes, cut, is_error));
+                });
+                Answer::Result(value)
+            }
+            Err(e) => {
+                let result = self
+                    .0
+                    .redacted(OperationResult::new(GATEWAY, e.code, e.reason))
+                    .with_detail(json!({"server": server, "tool": call.tool}))
+                    .with_duration(started.elapsed());
+                self.0.gate.outcome(id, &call.caller, &result, |o| {
+                    o.reason = Some(result.reason.clone());
+                    o.gateway = Some(facts(0, 0, true));
+                });
+                Answer::Refused(result)
+            }
+        }
+    }
+}

@@ -1,0 +1,431 @@
+//! One downstream server: its confined runs one after another (restarted on a crash with a
+//! backoff, stopped with the gateway), the MCP client that speaks to the current run, and
+//! the tools it lists that its policy lets the client see.
+//!
+//! The run itself is the narrowed service's ([`safe_mcp_core::terminal::downstream`]); this
+//! module only connects the client to its pipes and keeps the state the gateway answers
+//! with: running or not, its pid, how often it restarted, the last reason it ended.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rmcp::model::{CallToolRequestParams, ClientCapabilities, Implementation, Tool};
+use rmcp::service::{Peer, RoleClient, RunningService};
+use rmcp::{ClientHandler, ServiceExt};
+use safe_mcp_contract::{Interactive, Observer};
+use safe_mcp_core::config::GatewayServer;
+use safe_mcp_core::envelope::ResultCode;
+use safe_mcp_core::terminal::downstream::{DownstreamEnd, DownstreamIo, Runner};
+use safe_mcp_core::terminal::gateway::{Downstream, DownstreamError};
+use safe_mcp_core::terminal::{Executor, TerminalService};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::gateway::pipe::Pipes;
+
+/// How long a started server has to answer `initialize` and list its tools.
+const READY_WITHIN: Duration = Duration::from_secs(30);
+/// The first pause before a restart; it doubles with each quick failure.
+const FIRST_BACKOFF: Duration = Duration::from_millis(250);
+/// The longest pause before a restart.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// A run this long was healthy: the backoff starts over.
+const HEALTHY: Duration = Duration::from_secs(60);
+/// After a call timed out, how long the server has to answer a ping before it counts as
+/// hung and is restarted.
+const PING_WITHIN: Duration = Duration::from_secs(2);
+
+/// What the gateway is told when a server's tools may have changed.
+pub type OnChange = Arc<dyn Fn() + Send + Sync>;
+
+/// The current run, once its client is ready.
+struct Live {
+    peer: Peer<RoleClient>,
+    /// Its ends; stopping through them ends the run (a hung server is restarted).
+    pipes: Arc<Pipes>,
+}
+
+/// What the gateway reports of a server.
+#[derive(Debug, Clone, Default)]
+pub struct Status {
+    /// Whether a run is up and answering.
+    pub ready: bool,
+    /// Its pid while it runs.
+    pub pid: Option<u32>,
+    /// How many times it was started.
+    pub starts: u64,
+    /// Why the last run ended or could not start, redacted.
+    pub last_end: Option<String>,
+}
+
+/// One `[[gateway.servers]]` entry at run time.
+pub struct Server {
+    /// Its entry.
+    pub entry: GatewayServer,
+    /// Its narrowed service (its jail, network, credentials, redactor).
+    pub narrowed: Arc<TerminalService>,
+    executor: Arc<dyn Executor>,
+    live: Mutex<Option<Live>>,
+    /// Its allowed tools, as it listed them (names as it knows them).
+    tools: Mutex<Vec<Tool>>,
+    status: Mutex<Status>,
+    stop: CancellationToken,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Server {
+    /// A server not yet started.
+    pub fn new(
+        entry: GatewayServer,
+        narrowed: Arc<TerminalService>,
+        executor: Arc<dyn Executor>,
+        stop: CancellationToken,
+    ) -> Server {
+        Server {
+            entry,
+            narrowed,
+            executor,
+            live: Mutex::default(),
+            tools: Mutex::default(),
+            status: Mutex::default(),
+            stop,
+        }
+    }
+
+    /// Its allowed tools.
+    pub fn tools(&self) -> Vec<Tool> {
+        lock(&self.tools).clone()
+    }
+
+    /// Its state now.
+    pub fn status(&self) -> Status {
+        lock(&self.status).clone()
+    }
+
+    /// The executor its runs are confined by.
+    pub fn executor(&self) -> &dyn Executor {
+        self.executor.as_ref()
+    }
+
+    /// Runs the server until the gateway stops: each run started, connected, watched, and
+    /// after it ends restarted after a pause that doubles while runs keep failing quickly.
+    pub async fn supervise(self: Arc<Self>, changed: OnChange) {
+        let mut failures: u32 = 0;
+        while !self.stop.is_cancelled() {
+            let began = Instant::now();
+            let end = self.run_once(&changed).await;
+            let reason = match (&end.result.code, end.exit_code) {
+                (ResultCode::Ok, _) => end.result.reason.clone(),
+                (code, _) => format!("{}: {}", code.as_str(), end.result.reason),
+            };
+            {
+                let mut status = lock(&self.status);
+                status.ready = false;
+                status.pid = None;
+                status.last_end = Some(self.narrowed.redactor().redact(&reason));
+            }
+            *lock(&self.live) = None;
+            lock(&self.tools).clear();
+            changed();
+            if self.stop.is_cancelled() {
+                break;
+            }
+            failures = if began.elapsed() >= HEALTHY {
+                0
+            } else {
+                failures.saturating_add(1)
+            };
+            let pause = FIRST_BACKOFF
+                .saturating_mul(1 << failures.min(8))
+                .min(MAX_BACKOFF);
+            tracing::warn!(
+                "gateway server {} ended ({reason}); restarting in {} ms",
+                self.entry.name,
+                pause.as_millis()
+            );
+            tokio::select! {
+                () = tokio::time::sleep(pause) => {}
+                () = self.stop.cancelled() => break,
+            }
+        }
+    }
+
+    /// One run: started through the narrowed service, its client connected and its tools
+    /// listed, then watched until it or its client ends.
+    async fn run_once(self: &Arc<Self>, changed: &OnChange) -> DownstreamEnd {
+        let run_stop = self.stop.child_token();
+        let (pipes, started) = Pipes::new(run_stop.clone());
+        let telling = Arc::clone(&pipes);
+        let io = DownstreamIo {
+            observer: Observer(Arc::clone(&pipes) as _),
+            interactive: Interactive(Arc::clone(&pipes) as _),
+            stopped_because: Arc::new(move || telling.stopped_because()),
+        };
+        lock(&self.status).starts += 1;
+        let me = Arc::clone(self);
+        let (command, cancel) = (
+            self.entry.command.clone(),
+            Box::pin(run_stop.clone().cancelled_owned()),
+        );
+        let closing = Arc::clone(&pipes);
+        let mut run = tokio::spawn(async move {
+            let end = Runner::of(&me.narrowed)
+                .serve(command, me.executor.as_ref(), io, cancel)
+                .await;
+            closing.close();
+            end
+        });
+        let ended = |joined: Result<DownstreamEnd, tokio::task::JoinError>| {
+            joined.unwrap_or_else(|e| DownstreamEnd {
+                exit_code: None,
+                result: safe_mcp_core::OperationResult::new(
+                    "gateway_serve",
+                    ResultCode::InternalError,
+                    format!("the server's run failed: {e}"),
+                ),
+            })
+        };
+        let stdin = tokio::select! {
+            s = started => s,
+            joined = &mut run => return ended(joined),
+        };
+        let client = match stdin {
+            Ok((fd, pid)) => self.connect(&pipes, fd, pid, changed).await,
+            Err(_) => Err("the server's stdin never arrived".to_owned()),
+        };
+        match client {
+            Ok(running) => {
+                changed();
+                tokio::select! {
+                    _ = running.waiting() => {}
+                    () = run_stop.cancelled() => {}
+                }
+            }
+            Err(why) => tracing::warn!("gateway server {}: {why}", self.entry.name),
+        }
+        let why = if self.stop.is_cancelled() {
+            "the gateway stopped"
+        } else {
+            "its MCP connection ended"
+        };
+        pipes.stop_for(why);
+        ended(run.await)
+    }
+
+    /// Connects the MCP client to a started run and lists its tools.
+    async fn connect(
+        self: &Arc<Self>,
+        pipes: &Arc<Pipes>,
+        stdin: std::os::fd::OwnedFd,
+        pid: u32,
+        changed: &OnChange,
+    ) -> Result<RunningService<RoleClient, Client>, String> {
+        let writer = tokio::net::unix::pipe::Sender::from_owned_fd(stdin)
+            .map_err(|e| format!("its stdin: {e}"))?;
+        let client = Client {
+            server: Arc::downgrade(self),
+            changed: Arc::clone(changed),
+        };
+        let ready = async {
+            let running = client
+                .serve((pipes.reader(), writer))
+                .await
+                .map_err(|e| format!("it did not initialize: {e}"))?;
+            let tools = running
+                .peer()
+                .list_all_tools()
+                .await
+                .map_err(|e| format!("it did not list its tools: {e}"))?;
+            Ok::<_, String>((running, tools))
+        };
+        let (running, tools) = tokio::time::timeout(READY_WITHIN, ready)
+            .await
+            .map_err(|_| format!("it was not ready within {} s", READY_WITHIN.as_secs()))??;
+        self.keep_tools(tools);
+        *lock(&self.live) = Some(Live {
+            peer: running.peer().clone(),
+            pipes: Arc::clone(pipes),
+        });
+        let mut status = lock(&self.status);
+        status.ready = true;
+        status.pid = Some(pid);
+        Ok(running)
+    }
+
+    /// After a call timed out: a server that does not answer a ping either is hung (a
+    /// single-threaded server stuck in one call answers nothing more), and its run is
+    /// stopped, so that the supervisor starts it again.
+    async fn restart_if_hung(&self, peer: &Peer<RoleClient>) {
+        let ping = rmcp::model::ClientRequest::PingRequest(rmcp::model::PingRequest {
+            method: Default::default(),
+            extensions: Default::default(),
+        });
+        let answered = tokio::time::timeout(PING_WITHIN, peer.send_request(ping)).await;
+        if !matches!(answered, Ok(Ok(_))) {
+            tracing::warn!(
+                "gateway server {} answers no ping after a call timed out; restarting it",
+                self.entry.name
+            );
+            if let Some(live) = lock(&self.live).as_ref() {
+                live.pipes.stop_for(&format!(
+                    "restarted: it answered no ping within {} s after a call timed out (hung)",
+                    PING_WITHIN.as_secs()
+                ));
+            }
+        }
+    }
+
+    /// Keeps the tools its policy lists to the client.
+    fn keep_tools(&self, tools: Vec<Tool>) {
+        let allowed = tools
+            .into_iter()
+            .filter(|t| self.entry.tools.lists(&t.name))
+            .collect();
+        *lock(&self.tools) = allowed;
+    }
+
+    /// Lists its tools again (it said they changed).
+    async fn relist(&self) {
+        let peer = lock(&self.live).as_ref().map(|l| l.peer.clone());
+        if let Some(peer) = peer
+            && let Ok(tools) = peer.list_all_tools().await
+        {
+            self.keep_tools(tools);
+        }
+    }
+
+    /// The last of what the current run wrote to stderr, redacted.
+    pub fn stderr_tail(&self) -> Option<String> {
+        let tail = lock(&self.live).as_ref().map(|l| l.pipes.stderr_tail())?;
+        Some(self.narrowed.redactor().redact(&tail))
+    }
+
+    /// What `describe_policy` says of it (the gateway's description lists each server's).
+    pub fn describe(&self, verbose: bool) -> Value {
+        let status = self.status();
+        let entry = &self.entry;
+        let names = |v: &[safe_mcp_core::gateway::NamePattern]| {
+            v.iter().map(|p| p.text().to_owned()).collect::<Vec<_>>()
+        };
+        let tools: Vec<String> = self
+            .tools()
+            .iter()
+            .map(|t| safe_mcp_core::gateway::client_name(&entry.name, &t.name))
+            .collect();
+        let policy = self.narrowed.policy();
+        let mut out = serde_json::json!({
+            "name": entry.name,
+            "running": status.ready,
+            "pid": status.pid,
+            "starts": status.starts,
+            "last_end": status.last_end,
+            "tools": tools,
+            "policy": {
+                "allow": names(&entry.tools.allow),
+                "deny": names(&entry.tools.deny),
+                "confirm": names(&entry.tools.confirm),
+                "args": entry.tools.args.iter().map(|a| a.describe()).collect::<Vec<_>>(),
+                "max_result_bytes": entry.max_result_bytes,
+                "call_timeout_seconds": entry.call_timeout_seconds,
+            },
+            "confined": {
+                "programs": policy.allow.iter().collect::<Vec<_>>(),
+                "write_paths": policy.write_paths,
+                "network": policy.network.mode.as_str(),
+                "allow_domains": policy.network.allow.iter().map(|d| d.text()).collect::<Vec<_>>(),
+                "summary": self.executor.confinement_summary(),
+            },
+        });
+        if verbose {
+            out["stderr_tail"] = self.stderr_tail().into();
+            out["confinement"] =
+                serde_json::to_value(self.executor.confinement()).unwrap_or(Value::Null);
+        }
+        out
+    }
+}
+
+impl Downstream for Server {
+    fn call<'a>(
+        &'a self,
+        tool: &'a str,
+        args: Value,
+        cancel: safe_mcp_contract::Cancel,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Value, DownstreamError>> + Send + 'a>,
+    > {
+        Box::pin(async move {
+            let failed = |reason: String| DownstreamError {
+                code: ResultCode::OperationFailed,
+                reason,
+            };
+            let peer = lock(&self.live).as_ref().map(|l| l.peer.clone());
+            let Some(peer) = peer else {
+                let why = self.status().last_end.unwrap_or_else(|| "starting".into());
+                return Err(failed(format!(
+                    "the {} server is not running now (last: {why}); it is restarted by itself, so try again shortly",
+                    self.entry.name
+                )));
+            };
+            let mut params = CallToolRequestParams::new(tool.to_owned());
+            if let Value::Object(map) = args {
+                params = params.with_arguments(map);
+            }
+            let wait = Duration::from_secs(self.entry.call_timeout_seconds);
+            let answer = tokio::select! {
+                answer = tokio::time::timeout(wait, peer.call_tool(params)) => answer,
+                // Dropping the request tells the server (notifications/cancelled).
+                () = cancel => return Err(failed("cancelled by the client".into())),
+            };
+            match answer {
+                Ok(Ok(result)) => serde_json::to_value(result)
+                    .map_err(|e| failed(format!("its result could not be read: {e}"))),
+                Ok(Err(e)) => Err(failed(format!(
+                    "the {} server gave no result: {e}",
+                    self.entry.name
+                ))),
+                Err(_) => {
+                    self.restart_if_hung(&peer).await;
+                    Err(DownstreamError {
+                        code: ResultCode::Timeout,
+                        reason: format!(
+                            "the {} server did not answer within {} s (call_timeout_seconds); the call was cancelled",
+                            self.entry.name,
+                            wait.as_secs()
+                        ),
+                    })
+                }
+            }
+        })
+    }
+
+    fn pid(&self) -> Option<u32> {
+        self.status().pid
+    }
+}
+
+/// The client side of one run: what the downstream server may tell or ask the gateway.
+struct Client {
+    server: std::sync::Weak<Server>,
+    changed: OnChange,
+}
+
+impl ClientHandler for Client {
+    async fn on_tool_list_changed(&self, _context: rmcp::service::NotificationContext<RoleClient>) {
+        if let Some(server) = self.server.upgrade() {
+            server.relist().await;
+            (self.changed)();
+        }
+    }
+
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        rmcp::model::ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("safe-mcp-gateway", env!("CARGO_PKG_VERSION")),
+        )
+        .with_protocol_version(rmcp::model::ProtocolVersion::V_2025_11_25)
+    }
+}

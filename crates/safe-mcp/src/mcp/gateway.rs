@@ -1,0 +1,145 @@
+//! MCP wiring of the gateway's tools in the terminal server: listed beside the terminal's
+//! own, and a call of one handed to the core's pipeline ([`safe_mcp_core::terminal::gateway`])
+//! with the request's caller, session and approver. It must never decide anything.
+
+use std::sync::Arc;
+
+use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult};
+use rmcp::service::{RequestContext, RoleServer};
+use safe_mcp_core::terminal::TerminalService;
+use safe_mcp_core::terminal::gateway::{Answer, Forwarder, GATEWAY, ToolCall};
+use safe_mcp_core::{OperationResult, ResultCode};
+
+use crate::gateway::Gateway;
+use crate::mcp::call::{caller_of, to_result};
+
+/// What a gateway call takes of the terminal server's connection: its service, this
+/// request's session (for tickets) and approver, and the count of running calls.
+pub(crate) struct Asking<'a> {
+    pub(crate) service: &'a Arc<TerminalService>,
+    pub(crate) session: String,
+    pub(crate) approver: safe_mcp_core::approval::AskPerson,
+    pub(crate) calls: Option<&'a Arc<safe_mcp_http::limits::Calls>>,
+}
+
+/// A call of a gateway tool, or `None` when `request` names no tool of `gateway`'s servers.
+pub(crate) async fn call(
+    terminal: Asking<'_>,
+    gateway: &Arc<Gateway>,
+    request: &CallToolRequestParams,
+    context: &RequestContext<RoleServer>,
+) -> Option<CallToolResponse> {
+    let name = request.name.as_ref();
+    let Some((server, tool)) = gateway.route(name) else {
+        // A server's name with a tool it does not list now (down, or not allowed).
+        let server = gateway.server_of(name)?;
+        let status = server.status();
+        let why = if status.ready {
+            format!(
+                "{name} is not a tool the {} server lists to you: its policy does not allow it, or the server does not have it (tools/list shows what you may call)",
+                server.entry.name
+            )
+        } else {
+            format!(
+                "the {} server is not running now (last: {}); it is restarted by itself, so list the tools again shortly",
+                server.entry.name,
+                status.last_end.unwrap_or_else(|| "starting".into())
+            )
+        };
+        let result = OperationResult::new(GATEWAY, ResultCode::PolicyDenied, why);
+        let args = request.arguments.clone().unwrap_or_default();
+        terminal.service.record_refusal(
+            GATEWAY,
+            &format!("{name} {}", serde_json::Value::Object(args)),
+            &result,
+            &caller_of(context),
+        );
+        return Some(to_result(result).into());
+    };
+    let caller = caller_of(context);
+    // Counted like the terminal's own calls on an `--http` server.
+    let _slot = match terminal.calls {
+        Some(calls) => match calls.begin(caller.sub.as_deref().unwrap_or_default()) {
+            Ok(slot) => Some(slot),
+            Err(reason) => {
+                let result = OperationResult::new(GATEWAY, ResultCode::PolicyDenied, reason);
+                terminal
+                    .service
+                    .record_refusal(GATEWAY, name, &result, &caller);
+                return Some(to_result(result).into());
+            }
+        },
+        None => None,
+    };
+    let args = serde_json::Value::Object(request.arguments.clone().unwrap_or_default());
+    let call = ToolCall {
+        server: &server.entry,
+        narrowed: &server.narrowed,
+        tool: &tool,
+        args,
+        caller,
+        session: terminal.session,
+        approver: Some(terminal.approver),
+        ticket: None,
+    };
+    // The client's cancellation reaches the forwarded request (the server is told), and the
+    // call still ends with its outcome record.
+    let cancel = Box::pin(context.ct.clone().cancelled_owned());
+    let answer = Forwarder::of(terminal.service)
+        .call(call, server.as_ref(), cancel)
+        .await;
+    Some(match answer {
+        Answer::Result(value) => match serde_json::from_value::<CallToolResult>(value) {
+            Ok(result) => result.into(),
+            Err(e) => to_result(OperationResult::new(
+                GATEWAY,
+                ResultCode::OperationFailed,
+                format!(
+                    "the {} server's result is not a tool result: {e}",
+                    server.entry.name
+                ),
+            ))
+            .into(),
+        },
+        Answer::Refused(result) => to_result(result).into(),
+    })
+}
+
+/// `explain_command` of `line` when it names a gateway tool (its name, then its arguments as
+/// one JSON object): the verdict a call would get; `None` when it names none.
+pub(crate) fn explain(
+    terminal: Asking<'_>,
+    gateway: &Gateway,
+    line: &str,
+    context: &RequestContext<RoleServer>,
+) -> Option<OperationResult> {
+    let line = line.trim_start();
+    let (name, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+    let (server, tool) = gateway.route(name)?;
+    let args = match rest.trim() {
+        "" => serde_json::Value::Object(serde_json::Map::new()),
+        text => match serde_json::from_str::<serde_json::Value>(text) {
+            Ok(v @ serde_json::Value::Object(_)) => v,
+            _ => {
+                return Some(OperationResult::new(
+                    "explain_command",
+                    ResultCode::InvalidRequest,
+                    format!(
+                        "give {name}'s arguments after its name as one JSON object, such as {name} {{\"path\": \"notes.txt\"}}"
+                    ),
+                ));
+            }
+        },
+    };
+    let call = ToolCall {
+        server: &server.entry,
+        narrowed: &server.narrowed,
+        tool: &tool,
+        args,
+        caller: caller_of(context),
+        session: terminal.session,
+        approver: None,
+        ticket: None,
+    };
+    Some(Forwarder::of(terminal.service).explain(&call))
+}
