@@ -76,6 +76,20 @@ pub struct ToolCall<'a> {
     pub ticket: Option<String>,
 }
 
+/// A resource read or a prompt passed through ([`Forwarder::relay`]).
+pub struct Relay<'a> {
+    /// The server's entry.
+    pub server: &'a GatewayServer,
+    /// Its narrowed service (its redactor).
+    pub narrowed: &'a TerminalService,
+    /// `resources/read` or `prompts/get`.
+    pub what: &'static str,
+    /// The resource's URI or the prompt's name.
+    pub subject: &'a str,
+    /// Who asked.
+    pub caller: &'a Caller,
+}
+
 /// The answer to a call: the server's result made fit, or the gateway's refusal.
 #[derive(Debug)]
 pub enum Answer {
@@ -199,6 +213,65 @@ impl<'s> Forwarder<'s> {
         attempt.gateway = Some(json!({"server": server, "tool": call.tool}));
         self.0.gate.record(attempt, &result);
         result
+    }
+
+    /// A server's resource read or prompt (`what`: `resources/read`, `prompts/get`) of
+    /// `subject` (its URI or name), passed through: recorded before it is forwarded (fail
+    /// closed), its answer redacted and held to `max_result_bytes`, the outcome recorded.
+    pub async fn relay(
+        &self,
+        relay: Relay<'_>,
+        answer: Pin<Box<dyn Future<Output = Result<Value, DownstreamError>> + Send + '_>>,
+    ) -> Result<Value, OperationResult> {
+        let started = Instant::now();
+        let id = self.0.gate.begin();
+        let server = relay.server.name.as_str();
+        let subject = self.0.redactor.redact(relay.subject);
+        let mut attempt = Attempt::new(&id, GATEWAY, format!("{server} {} {subject}", relay.what));
+        attempt.caller = relay.caller.clone();
+        attempt.gateway = Some(json!({"server": server, relay.what: subject}));
+        attempt.rule = Some(format!("[[gateway.servers]] {server}: resources = true"));
+        if let Err(refused) = self.0.gate.admit(&attempt) {
+            return Err(refused.result(GATEWAY).with_duration(started.elapsed()));
+        }
+        let done = |result: &OperationResult, bytes: usize| {
+            self.0.gate.outcome(&id, relay.caller, result, |o| {
+                o.gateway =
+                    Some(json!({"server": server, relay.what: subject, "result_bytes": bytes}));
+            });
+        };
+        match answer.await {
+            Ok(mut value) => {
+                let bytes = value.to_string().len();
+                safe_mcp_rules::gateway::result::redact_value(&mut value, &relay.narrowed.redactor);
+                safe_mcp_rules::gateway::result::redact_value(&mut value, &self.0.redactor);
+                if bytes > relay.server.max_result_bytes {
+                    let result = OperationResult::new(
+                        GATEWAY,
+                        ResultCode::OutputTruncated,
+                        format!(
+                            "{server}'s answer to {} is {bytes} bytes, over its max_result_bytes ({}); nothing of it is passed on",
+                            relay.what, relay.server.max_result_bytes
+                        ),
+                    )
+                    .with_duration(started.elapsed());
+                    done(&result, bytes);
+                    return Err(result);
+                }
+                let result = OperationResult::new(GATEWAY, ResultCode::Ok, relay.what)
+                    .with_duration(started.elapsed());
+                done(&result, bytes);
+                Ok(value)
+            }
+            Err(e) => {
+                let result = self
+                    .0
+                    .redacted(OperationResult::new(GATEWAY, e.code, e.reason))
+                    .with_duration(started.elapsed());
+                done(&result, 0);
+                Err(result)
+            }
+        }
     }
 
     /// A `confirm` tool's call put to a person: `Ok` is the attempt's approval record.

@@ -7,6 +7,7 @@
 //! decided by the core ([`safe_mcp_core::terminal::gateway`]); this module only builds the
 //! parts, routes names and tells the clients when the list changed.
 
+mod listing;
 pub mod pipe;
 pub mod server;
 
@@ -84,9 +85,9 @@ impl Gateway {
     pub async fn run(self: Arc<Self>) {
         for server in &self.servers {
             let weak = Arc::downgrade(&self);
-            let changed: server::OnChange = Arc::new(move || {
+            let changed: server::OnChange = Arc::new(move |change| {
                 if let Some(gateway) = weak.upgrade() {
-                    gateway.tell_changed();
+                    gateway.tell(change);
                 }
             });
             let task = tokio::spawn(Arc::clone(server).supervise(changed));
@@ -168,16 +169,27 @@ impl Gateway {
         peers.push(peer);
     }
 
-    /// Tells every client that the tool list changed.
-    fn tell_changed(&self) {
+    /// Tells every client what changed.
+    fn tell(&self, change: server::Change) {
         let peers: Vec<_> = {
             let mut peers = lock(&self.peers);
             peers.retain(|p| !p.is_transport_closed());
             peers.clone()
         };
         for peer in peers {
+            let change = change.clone();
             tokio::spawn(async move {
-                let _ = peer.notify_tool_list_changed().await;
+                let _ = match change {
+                    server::Change::Tools => peer.notify_tool_list_changed().await,
+                    server::Change::Resources => peer.notify_resource_list_changed().await,
+                    server::Change::Prompts => peer.notify_prompt_list_changed().await,
+                    server::Change::Updated(uri) => {
+                        peer.notify_resource_updated(
+                            rmcp::model::ResourceUpdatedNotificationParam::new(uri),
+                        )
+                        .await
+                    }
+                };
             });
         }
     }

@@ -35,8 +35,21 @@ const HEALTHY: Duration = Duration::from_secs(60);
 /// hung and is restarted.
 const PING_WITHIN: Duration = Duration::from_secs(2);
 
-/// What the gateway is told when a server's tools may have changed.
-pub type OnChange = Arc<dyn Fn() + Send + Sync>;
+/// What changed of a server, for the clients.
+#[derive(Debug, Clone)]
+pub enum Change {
+    /// Its tools (it started, ended, or said so).
+    Tools,
+    /// Its resources' list.
+    Resources,
+    /// Its prompts' list.
+    Prompts,
+    /// One resource a client subscribed to.
+    Updated(String),
+}
+
+/// What the gateway is told when something of a server changed.
+pub type OnChange = Arc<dyn Fn(Change) + Send + Sync>;
 
 /// The current run, once its client is ready.
 struct Live {
@@ -100,6 +113,11 @@ impl Server {
         lock(&self.tools).clone()
     }
 
+    /// The client of its current run, while it is up.
+    pub fn peer(&self) -> Option<Peer<RoleClient>> {
+        lock(&self.live).as_ref().map(|l| l.peer.clone())
+    }
+
     /// Its state now.
     pub fn status(&self) -> Status {
         lock(&self.status).clone()
@@ -129,7 +147,7 @@ impl Server {
             }
             *lock(&self.live) = None;
             lock(&self.tools).clear();
-            changed();
+            changed(Change::Tools);
             if self.stop.is_cancelled() {
                 break;
             }
@@ -198,7 +216,7 @@ impl Server {
         };
         match client {
             Ok(running) => {
-                changed();
+                changed(Change::Tools);
                 tokio::select! {
                     _ = running.waiting() => {}
                     () = run_stop.cancelled() => {}
@@ -289,8 +307,7 @@ impl Server {
 
     /// Lists its tools again (it said they changed).
     async fn relist(&self) {
-        let peer = lock(&self.live).as_ref().map(|l| l.peer.clone());
-        if let Some(peer) = peer
+        if let Some(peer) = self.peer()
             && let Ok(tools) = peer.list_all_tools().await
         {
             self.keep_tools(tools);
@@ -362,8 +379,7 @@ impl Downstream for Server {
                 code: ResultCode::OperationFailed,
                 reason,
             };
-            let peer = lock(&self.live).as_ref().map(|l| l.peer.clone());
-            let Some(peer) = peer else {
+            let Some(peer) = self.peer() else {
                 let why = self.status().last_end.unwrap_or_else(|| "starting".into());
                 return Err(failed(format!(
                     "the {} server is not running now (last: {why}); it is restarted by itself, so try again shortly",
@@ -413,11 +429,46 @@ struct Client {
     changed: OnChange,
 }
 
+impl Client {
+    /// Whether its server passes resources and prompts through.
+    fn passes(&self) -> bool {
+        self.server.upgrade().is_some_and(|s| s.entry.resources)
+    }
+}
+
 impl ClientHandler for Client {
     async fn on_tool_list_changed(&self, _context: rmcp::service::NotificationContext<RoleClient>) {
         if let Some(server) = self.server.upgrade() {
             server.relist().await;
-            (self.changed)();
+            (self.changed)(Change::Tools);
+        }
+    }
+
+    async fn on_resource_list_changed(
+        &self,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        if self.passes() {
+            (self.changed)(Change::Resources);
+        }
+    }
+
+    async fn on_prompt_list_changed(
+        &self,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        if self.passes() {
+            (self.changed)(Change::Prompts);
+        }
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        if self.passes() {
+            (self.changed)(Change::Updated(params.uri));
         }
     }
 

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult};
 use rmcp::service::{RequestContext, RoleServer};
 use safe_mcp_core::terminal::TerminalService;
-use safe_mcp_core::terminal::gateway::{Answer, Forwarder, GATEWAY, ToolCall};
+use safe_mcp_core::terminal::gateway::{
+    Answer, DownstreamError, Forwarder, GATEWAY, Relay, ToolCall,
+};
 use safe_mcp_core::{OperationResult, ResultCode};
 
 use crate::gateway::Gateway;
@@ -142,4 +144,128 @@ pub(crate) fn explain(
         ticket: None,
     };
     Some(Forwarder::of(terminal.service).explain(&call))
+}
+
+/// A refusal of a passed-through request, as the JSON-RPC error the client gets.
+fn refused(result: &OperationResult) -> rmcp::ErrorData {
+    rmcp::ErrorData::invalid_request(
+        format!("{}: {}", result.code.as_str(), result.reason),
+        Some(result.to_value()),
+    )
+}
+
+/// `resources/read` of a server that passes its resources through: recorded, redacted,
+/// bounded ([`Forwarder::relay`]).
+pub(crate) async fn read_resource(
+    terminal: Asking<'_>,
+    gateway: &Gateway,
+    request: rmcp::model::ReadResourceRequestParams,
+    context: &RequestContext<RoleServer>,
+) -> Result<rmcp::model::ReadResourceResult, rmcp::ErrorData> {
+    let uri = request.uri.clone();
+    let Some(server) = gateway.resource_server(&uri).await else {
+        return Err(rmcp::ErrorData::resource_not_found(
+            format!("no server of this gateway lists {uri}; resources/list shows what may be read"),
+            None,
+        ));
+    };
+    let caller = caller_of(context);
+    let relay = Relay {
+        server: &server.entry,
+        narrowed: &server.narrowed,
+        what: "resources/read",
+        subject: &uri,
+        caller: &caller,
+    };
+    let (name, reaching) = (server.entry.name.clone(), Arc::clone(&server));
+    let answer = Box::pin(async move {
+        let peer = reaching.peer().ok_or_else(|| down(&name))?;
+        let read = peer
+            .read_resource(request)
+            .await
+            .map_err(|e| failed(&name, &e))?;
+        serde_json::to_value(read).map_err(|e| failed(&name, &e))
+    });
+    let value = Forwarder::of(terminal.service)
+        .relay(relay, answer)
+        .await
+        .map_err(|r| refused(&r))?;
+    serde_json::from_value(value).map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))
+}
+
+/// `prompts/get` of a server's prompt, by the name the client saw.
+pub(crate) async fn get_prompt(
+    terminal: Asking<'_>,
+    gateway: &Gateway,
+    mut request: rmcp::model::GetPromptRequestParams,
+    context: &RequestContext<RoleServer>,
+) -> Result<rmcp::model::GetPromptResult, rmcp::ErrorData> {
+    let asked = request.name.clone();
+    let Some((server, own)) = gateway.prompt_route(&asked).await else {
+        return Err(rmcp::ErrorData::invalid_params(
+            format!("no prompt {asked}; prompts/list shows them"),
+            None,
+        ));
+    };
+    request.name = own;
+    let caller = caller_of(context);
+    let relay = Relay {
+        server: &server.entry,
+        narrowed: &server.narrowed,
+        what: "prompts/get",
+        subject: &asked,
+        caller: &caller,
+    };
+    let (name, reaching) = (server.entry.name.clone(), Arc::clone(&server));
+    let answer = Box::pin(async move {
+        let peer = reaching.peer().ok_or_else(|| down(&name))?;
+        let got = peer
+            .get_prompt(request)
+            .await
+            .map_err(|e| failed(&name, &e))?;
+        serde_json::to_value(got).map_err(|e| failed(&name, &e))
+    });
+    let value = Forwarder::of(terminal.service)
+        .relay(relay, answer)
+        .await
+        .map_err(|r| refused(&r))?;
+    serde_json::from_value(value).map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))
+}
+
+/// `resources/subscribe` and `unsubscribe`, forwarded to the server of the URI.
+pub(crate) async fn subscription(
+    gateway: &Gateway,
+    uri: String,
+    subscribe: bool,
+) -> Result<(), rmcp::ErrorData> {
+    let server = gateway.resource_server(&uri).await;
+    let Some(peer) = server.as_ref().and_then(|s| s.peer()) else {
+        return Err(rmcp::ErrorData::resource_not_found(
+            format!("no running server of this gateway lists {uri}"),
+            None,
+        ));
+    };
+    #[allow(deprecated)] // the 2025-11-25 form, which the stdio servers speak
+    let sent = if subscribe {
+        peer.subscribe(rmcp::model::SubscribeRequestParams::new(uri))
+            .await
+    } else {
+        peer.unsubscribe(rmcp::model::UnsubscribeRequestParams::new(uri))
+            .await
+    };
+    sent.map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))
+}
+
+fn down(server: &str) -> DownstreamError {
+    DownstreamError {
+        code: ResultCode::OperationFailed,
+        reason: format!("the {server} server is not running now; it is restarted by itself"),
+    }
+}
+
+fn failed(server: &str, e: &dyn std::fmt::Display) -> DownstreamError {
+    DownstreamError {
+        code: ResultCode::OperationFailed,
+        reason: format!("the {server} server gave no answer: {e}"),
+    }
 }

@@ -16,5 +16,6 @@ pub mod mrtr;
 pub mod nested;
 pub mod progress;
 pub(crate) mod session_args;
+pub mod shared;
 pub mod stdio;
 pub mod terminal;

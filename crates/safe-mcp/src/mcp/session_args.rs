@@ -1,6 +1,7 @@
-//! The arguments of the process-session tools (`start_process`, `read_process_output`,
-//! `write_process_input`, `stop_process`, `list_processes`), as their schemas show them,
-//! and the `command` argument they share with `run_command` and `explain_command`.
+//! The arguments of the terminal's tools as their schemas show them: the process-session
+//! tools (`start_process`, `read_process_output`, `write_process_input`, `stop_process`,
+//! `list_processes`), `run_command`, `explain_command` and `describe_policy`, and the
+//! `command` argument they share.
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -138,3 +139,44 @@ pub struct HandleArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NoArgs {}
+
+/// Arguments of `run_command`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunArgs {
+    /// The command: a string such as `git log --oneline | head -5`, or an argv array.
+    pub command: CommandArg,
+    /// Working directory, relative to the jail root or absolute inside it.
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// Text fed to the first command's stdin (otherwise /dev/null).
+    #[serde(default)]
+    pub stdin: Option<String>,
+    /// Lowers the policy's timeout for this call; it can never raise it.
+    #[serde(default, deserialize_with = "integral")]
+    pub timeout_seconds: Option<u64>,
+    /// The ticket a refusal gave (detail.approval.ticket), once the person approved it:
+    /// repeat the same call with it, and it runs once.
+    #[serde(default)]
+    pub approval_ticket: Option<String>,
+}
+
+/// Arguments of `explain_command`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExplainArgs {
+    /// The command, as for run_command.
+    pub command: CommandArg,
+    /// Working directory, as for run_command.
+    #[serde(default)]
+    pub cwd: Option<String>,
+}
+
+/// `describe_policy`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DescribeArgs {
+    /// Every detail of the policy and the confinement instead of the short form.
+    #[serde(default)]
+    pub verbose: bool,
+}

@@ -16,58 +16,18 @@ use safe_mcp_core::progress::CommandProgress;
 use safe_mcp_core::terminal::{Executor, Observer, OutputObserver, RunRequest, TerminalService};
 
 use crate::mcp::call::{
-    RecordRefusal, arguments, call_counted, envelope_schema, input, integral, to_result, tool_of,
+    RecordRefusal, arguments, call_counted, envelope_schema, input, to_result, tool_of,
 };
 use crate::mcp::progress::Ticker;
 pub use crate::mcp::session_args::{
-    CommandArg, HandleArgs, NoArgs, ReadArgs, StartArgs, Until, WriteArgs,
+    CommandArg, DescribeArgs, ExplainArgs, HandleArgs, NoArgs, ReadArgs, RunArgs, StartArgs, Until,
+    WriteArgs,
 };
+use crate::mcp::shared::SessionScopes;
+pub use crate::mcp::shared::{Runs, Shared};
 use safe_mcp_core::OperationResult;
 use safe_mcp_core::terminal::process;
-use schemars::JsonSchema;
-use serde::Deserialize;
 use std::time::Duration;
-
-/// Arguments of `run_command`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RunArgs {
-    /// The command: a string such as `git log --oneline | head -5`, or an argv array.
-    pub command: CommandArg,
-    /// Working directory, relative to the jail root or absolute inside it.
-    #[serde(default)]
-    pub cwd: Option<String>,
-    /// Text fed to the first command's stdin (otherwise /dev/null).
-    #[serde(default)]
-    pub stdin: Option<String>,
-    /// Lowers the policy's timeout for this call; it can never raise it.
-    #[serde(default, deserialize_with = "integral")]
-    pub timeout_seconds: Option<u64>,
-    /// The ticket a refusal gave (detail.approval.ticket), once the person approved it:
-    /// repeat the same call with it, and it runs once.
-    #[serde(default)]
-    pub approval_ticket: Option<String>,
-}
-
-/// Arguments of `explain_command`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ExplainArgs {
-    /// The command, as for run_command.
-    pub command: CommandArg,
-    /// Working directory, as for run_command.
-    #[serde(default)]
-    pub cwd: Option<String>,
-}
-
-/// `describe_policy`'s arguments.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct DescribeArgs {
-    /// Every detail of the policy and the confinement instead of the short form.
-    #[serde(default)]
-    pub verbose: bool,
-}
 
 /// The terminal MCP server.
 #[derive(Clone)]
@@ -91,37 +51,6 @@ pub struct TerminalServer {
     /// The downstream servers whose tools this server also serves (`[[gateway.servers]]`).
     gateway: Option<Arc<crate::gateway::Gateway>>,
 }
-
-/// What every connection of one terminal server shares.
-#[derive(Clone)]
-pub struct Shared {
-    /// The sessions' runs, awaited at shutdown.
-    pub runs: Runs,
-    /// The out-of-band approval pages (`[terminal.approvals] url_base`).
-    pub pages: Option<Arc<safe_mcp_http::page::Pages>>,
-    /// Ports exposed at once.
-    pub exposed: crate::mcp::expose::Exposed,
-    /// The sealing key and spent nonces of approvals on MCP 2026-07-28.
-    pub mrtr: Arc<crate::mcp::mrtr::Mrtr>,
-    /// The downstream servers (`[[gateway.servers]]`).
-    pub gateway: Option<Arc<crate::gateway::Gateway>>,
-}
-
-/// A connection's hold on its session scopes ([`safe_mcp_core::scopes`]): when the MCP
-/// session ends (rmcp drops its server), so do they.
-struct SessionScopes {
-    scopes: Arc<safe_mcp_core::scopes::Scopes>,
-    owner: String,
-}
-
-impl Drop for SessionScopes {
-    fn drop(&mut self) {
-        self.scopes.end_session(&self.owner);
-    }
-}
-
-/// The tasks that run the sessions.
-pub type Runs = Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>;
 
 /// How long output must pause for `until = "quiet"` to return (a prompt, a server that is
 /// up and waiting).
@@ -722,6 +651,88 @@ impl ServerHandler for TerminalServer {
         })
     }
 
+    async fn list_resources(
+        &self,
+        _request: Option<rmcp::model::PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourcesResult, rmcp::ErrorData> {
+        let items = match &self.gateway {
+            Some(g) => g.resources().await,
+            None => Vec::new(),
+        };
+        Ok(rmcp::model::ListResourcesResult::with_all_items(items))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<rmcp::model::PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourceTemplatesResult, rmcp::ErrorData> {
+        let items = match &self.gateway {
+            Some(g) => g.templates().await,
+            None => Vec::new(),
+        };
+        Ok(rmcp::model::ListResourceTemplatesResult::with_all_items(
+            items,
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: rmcp::model::ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ReadResourceResponse, rmcp::ErrorData> {
+        let gateway = self.gateway.as_ref().ok_or_else(no_resources)?;
+        let asking = self.asking(&context);
+        crate::mcp::gateway::read_resource(asking, gateway, request, &context)
+            .await
+            .map(Into::into)
+    }
+
+    #[allow(deprecated)] // resources/subscribe: the 2025-11-25 form
+    async fn subscribe(
+        &self,
+        request: rmcp::model::SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), rmcp::ErrorData> {
+        let gateway = self.gateway.as_ref().ok_or_else(no_resources)?;
+        crate::mcp::gateway::subscription(gateway, request.uri, true).await
+    }
+
+    #[allow(deprecated)] // resources/unsubscribe: the 2025-11-25 form
+    async fn unsubscribe(
+        &self,
+        request: rmcp::model::UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), rmcp::ErrorData> {
+        let gateway = self.gateway.as_ref().ok_or_else(no_resources)?;
+        crate::mcp::gateway::subscription(gateway, request.uri, false).await
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<rmcp::model::PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListPromptsResult, rmcp::ErrorData> {
+        let items = match &self.gateway {
+            Some(g) => g.prompts().await,
+            None => Vec::new(),
+        };
+        Ok(rmcp::model::ListPromptsResult::with_all_items(items))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: rmcp::model::GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetPromptResponse, rmcp::ErrorData> {
+        let gateway = self.gateway.as_ref().ok_or_else(no_resources)?;
+        let asking = self.asking(&context);
+        crate::mcp::gateway::get_prompt(asking, gateway, request, &context)
+            .await
+            .map(Into::into)
+    }
+
     /// A client of a gateway is told when the servers' tools change.
     async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
         if let Some(gateway) = &self.gateway {
@@ -749,11 +760,21 @@ impl ServerHandler for TerminalServer {
                 .enable_tools()
                 .enable_logging()
                 .build();
-            // The gateway's tools come and go with their servers.
-            if self.gateway.is_some()
-                && let Some(tools) = capabilities.tools.as_mut()
-            {
-                tools.list_changed = Some(true);
+            // The gateway's tools come and go with their servers; its servers' resources
+            // and prompts pass through where their entries say so.
+            if let Some(gateway) = &self.gateway {
+                if let Some(tools) = capabilities.tools.as_mut() {
+                    tools.list_changed = Some(true);
+                }
+                if gateway.shares() {
+                    let more = ServerCapabilities::builder()
+                        .enable_resources()
+                        .enable_resources_subscribe()
+                        .enable_prompts()
+                        .build();
+                    capabilities.resources = more.resources;
+                    capabilities.prompts = more.prompts;
+                }
             }
             capabilities
         })
@@ -768,4 +789,9 @@ impl ServerHandler for TerminalServer {
                  work that outlives one call (builds, servers, REPLs).",
         )
     }
+}
+
+/// The answer to a resource or prompt request of a server with no gateway.
+fn no_resources() -> rmcp::ErrorData {
+    rmcp::ErrorData::method_not_found::<rmcp::model::ReadResourceRequestMethod>()
 }

@@ -1,0 +1,106 @@
+//! The servers' resources and prompts, passed through for those whose entry says
+//! `resources = true`: listed together (a prompt's name prefixed as a tool's is, a resource
+//! keeping its URI), and a read or a get routed back to the server that listed it.
+
+use std::sync::Arc;
+
+use rmcp::model::{Prompt, Resource, ResourceTemplate};
+
+use super::Gateway;
+use super::server::Server;
+
+impl Gateway {
+    /// The servers that pass their resources and prompts through, while they run.
+    fn sharing(&self) -> impl Iterator<Item = &Arc<Server>> {
+        self.servers.iter().filter(|s| s.entry.resources)
+    }
+
+    /// Whether any server passes resources and prompts through (the capabilities say so).
+    pub fn shares(&self) -> bool {
+        self.servers.iter().any(|s| s.entry.resources)
+    }
+
+    /// Every passing server's resources.
+    pub async fn resources(&self) -> Vec<Resource> {
+        let mut out = Vec::new();
+        for server in self.sharing() {
+            if let Some(peer) = server.peer()
+                && let Ok(list) = peer.list_all_resources().await
+            {
+                out.extend(list);
+            }
+        }
+        out
+    }
+
+    /// Every passing server's resource templates.
+    pub async fn templates(&self) -> Vec<ResourceTemplate> {
+        let mut out = Vec::new();
+        for server in self.sharing() {
+            if let Some(peer) = server.peer()
+                && let Ok(list) = peer.list_all_resource_templates().await
+            {
+                out.extend(list);
+            }
+        }
+        out
+    }
+
+    /// The server a resource URI belongs to: the one that lists it, or whose template's
+    /// fixed start it has; with one passing server, that one.
+    pub async fn resource_server(&self, uri: &str) -> Option<Arc<Server>> {
+        let sharing: Vec<&Arc<Server>> = self.sharing().collect();
+        if let [only] = sharing.as_slice() {
+            return Some(Arc::clone(only));
+        }
+        for server in &sharing {
+            let Some(peer) = server.peer() else { continue };
+            if let Ok(list) = peer.list_all_resources().await
+                && list.iter().any(|r| r.uri == uri)
+            {
+                return Some(Arc::clone(server));
+            }
+            if let Ok(list) = peer.list_all_resource_templates().await
+                && list.iter().any(|t| {
+                    let fixed = t.uri_template.split('{').next().unwrap_or_default();
+                    !fixed.is_empty() && uri.starts_with(fixed)
+                })
+            {
+                return Some(Arc::clone(server));
+            }
+        }
+        None
+    }
+
+    /// Every passing server's prompts, named `<server>__<prompt>`.
+    pub async fn prompts(&self) -> Vec<Prompt> {
+        let mut out = Vec::new();
+        for server in self.sharing() {
+            if let Some(peer) = server.peer()
+                && let Ok(list) = peer.list_all_prompts().await
+            {
+                for mut prompt in list {
+                    prompt.name =
+                        safe_mcp_core::gateway::client_name(&server.entry.name, &prompt.name);
+                    out.push(prompt);
+                }
+            }
+        }
+        out
+    }
+
+    /// The server and the prompt's own name of a prompt name the client used.
+    pub async fn prompt_route(&self, name: &str) -> Option<(Arc<Server>, String)> {
+        for server in self.sharing() {
+            let Some(peer) = server.peer() else { continue };
+            if let Ok(list) = peer.list_all_prompts().await
+                && let Some(p) = list.into_iter().find(|p| {
+                    safe_mcp_core::gateway::client_name(&server.entry.name, &p.name) == name
+                })
+            {
+                return Some((Arc::clone(server), p.name));
+            }
+        }
+        None
+    }
+}
