@@ -274,6 +274,33 @@ impl<'s> Forwarder<'s> {
         }
     }
 
+    /// Records what a server asked of the client (`what`: `sampling/createMessage`,
+    /// `elicitation/create`) in the call of `caller`, and whether its entry let it through:
+    /// `Err` is the refusal's reason.
+    pub fn asked(
+        &self,
+        server: &GatewayServer,
+        what: &str,
+        verdict: Result<(), String>,
+        caller: &Caller,
+    ) {
+        let id = self.0.gate.begin();
+        let mut attempt = Attempt::new(&id, GATEWAY, format!("{} asks {what}", server.name));
+        attempt.caller = caller.clone();
+        attempt.gateway = Some(json!({"server": server.name, "asks": what}));
+        let (code, reason) = match verdict {
+            Ok(()) => (ResultCode::Ok, format!("{what} passed to the client")),
+            Err(why) => (ResultCode::PolicyDenied, why),
+        };
+        attempt.rule = Some(match what {
+            "sampling/createMessage" => "allow_sampling".to_owned(),
+            _ => "allow_elicitation".to_owned(),
+        });
+        self.0
+            .gate
+            .record(attempt, &OperationResult::new(GATEWAY, code, reason));
+    }
+
     /// A `confirm` tool's call put to a person: `Ok` is the attempt's approval record.
     async fn confirm(
         &self,

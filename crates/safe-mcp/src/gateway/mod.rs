@@ -7,6 +7,7 @@
 //! decided by the core ([`safe_mcp_core::terminal::gateway`]); this module only builds the
 //! parts, routes names and tells the clients when the list changed.
 
+pub mod client;
 mod listing;
 pub mod pipe;
 pub mod server;
@@ -42,7 +43,7 @@ impl Gateway {
     /// paths already: the servers share its holder.
     pub fn build(
         policy: &Policy,
-        terminal: &TerminalService,
+        terminal: &Arc<TerminalService>,
     ) -> Result<Option<Arc<Gateway>>, String> {
         if policy.gateway.is_empty() {
             return Ok(None);
@@ -68,7 +69,7 @@ impl Gateway {
             narrowed.credentials_fit(view).map_err(|e| at(&e))?;
             servers.push(Arc::new(Server::new(
                 entry.clone(),
-                Arc::new(narrowed),
+                (Arc::clone(terminal), Arc::new(narrowed)),
                 Arc::new(executor),
                 stop.child_token(),
             )));
@@ -170,6 +171,7 @@ impl Gateway {
     }
 
     /// Tells every client what changed.
+    #[allow(deprecated)] // log messages: see `server::Change::Log`
     fn tell(&self, change: server::Change) {
         let peers: Vec<_> = {
             let mut peers = lock(&self.peers);
@@ -183,6 +185,7 @@ impl Gateway {
                     server::Change::Tools => peer.notify_tool_list_changed().await,
                     server::Change::Resources => peer.notify_resource_list_changed().await,
                     server::Change::Prompts => peer.notify_prompt_list_changed().await,
+                    server::Change::Log(params) => peer.notify_logging_message(params).await,
                     server::Change::Updated(uri) => {
                         peer.notify_resource_updated(
                             rmcp::model::ResourceUpdatedNotificationParam::new(uri),

@@ -9,18 +9,18 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rmcp::model::{CallToolRequestParams, ClientCapabilities, Implementation, Tool};
+use rmcp::ServiceExt;
+use rmcp::model::Tool;
 use rmcp::service::{Peer, RoleClient, RunningService};
-use rmcp::{ClientHandler, ServiceExt};
 use safe_mcp_contract::{Interactive, Observer};
 use safe_mcp_core::config::GatewayServer;
 use safe_mcp_core::envelope::ResultCode;
 use safe_mcp_core::terminal::downstream::{DownstreamEnd, DownstreamIo, Runner};
-use safe_mcp_core::terminal::gateway::{Downstream, DownstreamError};
 use safe_mcp_core::terminal::{Executor, TerminalService};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::gateway::client::Client;
 use crate::gateway::pipe::Pipes;
 
 /// How long a started server has to answer `initialize` and list its tools.
@@ -34,6 +34,8 @@ const HEALTHY: Duration = Duration::from_secs(60);
 /// After a call timed out, how long the server has to answer a ping before it counts as
 /// hung and is restarted.
 const PING_WITHIN: Duration = Duration::from_secs(2);
+/// How long an ended call's progress is still passed on.
+const LATE_PROGRESS: Duration = Duration::from_secs(5);
 
 /// What changed of a server, for the clients.
 #[derive(Debug, Clone)]
@@ -46,6 +48,9 @@ pub enum Change {
     Prompts,
     /// One resource a client subscribed to.
     Updated(String),
+    /// A log message of the server's (redacted), for every client.
+    #[allow(deprecated)] // logging: deprecated on 2026-07-28 (SEP-2577), spoken on 2025-11-25
+    Log(rmcp::model::LoggingMessageNotificationParam),
 }
 
 /// What the gateway is told when something of a server changed.
@@ -83,6 +88,28 @@ pub struct Server {
     tools: Mutex<Vec<Tool>>,
     status: Mutex<Status>,
     stop: CancellationToken,
+    /// The calls being forwarded now, by the progress token the server was given: whose
+    /// client its progress, and its sampling and elicitation requests, go to.
+    /// An ended call stays a few seconds ([`LATE_PROGRESS`]): the client library may hand
+    /// the gateway a progress notice after the result it preceded.
+    inflight: Mutex<Vec<(u64, Upstream, Option<Instant>)>>,
+    /// The last progress passed on per token: it must increase, and a notice handled late
+    /// is dropped rather than sent out of order.
+    last_progress: Mutex<std::collections::HashMap<u64, f64>>,
+    tokens: std::sync::atomic::AtomicU64,
+    /// The terminal's own service: what the server asks of a client is recorded there.
+    pub main: Arc<TerminalService>,
+}
+
+/// The client a forwarded call came from, and its progress token.
+#[derive(Clone)]
+pub struct Upstream {
+    /// The client.
+    pub peer: rmcp::service::Peer<rmcp::service::RoleServer>,
+    /// Its progress token for this call, if it asked for progress.
+    pub progress: Option<rmcp::model::ProgressToken>,
+    /// Who the client is.
+    pub caller: safe_mcp_core::audit::Caller,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -93,7 +120,7 @@ impl Server {
     /// A server not yet started.
     pub fn new(
         entry: GatewayServer,
-        narrowed: Arc<TerminalService>,
+        (main, narrowed): (Arc<TerminalService>, Arc<TerminalService>),
         executor: Arc<dyn Executor>,
         stop: CancellationToken,
     ) -> Server {
@@ -105,6 +132,56 @@ impl Server {
             tools: Mutex::default(),
             status: Mutex::default(),
             stop,
+            inflight: Mutex::default(),
+            last_progress: Mutex::default(),
+            tokens: std::sync::atomic::AtomicU64::new(1),
+            main,
+        }
+    }
+
+    /// Registers a call being forwarded for `upstream`: the token the server is given.
+    pub fn begin_forward(&self, upstream: Upstream) -> u64 {
+        let token = self
+            .tokens
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut inflight = lock(&self.inflight);
+        inflight.retain(|(_, _, ended)| ended.is_none_or(|at| at.elapsed() < LATE_PROGRESS));
+        let live: std::collections::HashSet<u64> = inflight.iter().map(|e| e.0).collect();
+        lock(&self.last_progress).retain(|t, _| live.contains(t));
+        inflight.push((token, upstream, None));
+        token
+    }
+
+    /// Whether `progress` on `token` is past the last passed on (and now is the last).
+    pub fn progress_advances(&self, token: u64, progress: f64) -> bool {
+        let mut last = lock(&self.last_progress);
+        let before = last.get(&token).copied().unwrap_or(f64::NEG_INFINITY);
+        if progress > before {
+            last.insert(token, progress);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The forwarded call `token` ended.
+    pub fn end_forward(&self, token: u64) {
+        for entry in lock(&self.inflight).iter_mut().filter(|e| e.0 == token) {
+            entry.2 = Some(Instant::now());
+        }
+    }
+
+    /// The client of the forwarded call `token` (for its progress, also shortly after it
+    /// ended), or of the latest call still running when `None`.
+    pub fn upstream(&self, token: Option<u64>) -> Option<Upstream> {
+        let inflight = lock(&self.inflight);
+        match token {
+            Some(t) => inflight.iter().find(|e| e.0 == t).map(|e| e.1.clone()),
+            None => inflight
+                .iter()
+                .rev()
+                .find(|e| e.2.is_none())
+                .map(|e| e.1.clone()),
         }
     }
 
@@ -243,10 +320,7 @@ impl Server {
     ) -> Result<RunningService<RoleClient, Client>, String> {
         let writer = tokio::net::unix::pipe::Sender::from_owned_fd(stdin)
             .map_err(|e| format!("its stdin: {e}"))?;
-        let client = Client {
-            server: Arc::downgrade(self),
-            changed: Arc::clone(changed),
-        };
+        let client = Client::new(Arc::downgrade(self), Arc::clone(changed));
         let ready = async {
             let running = client
                 .serve((pipes.reader(), writer))
@@ -276,7 +350,7 @@ impl Server {
     /// After a call timed out: a server that does not answer a ping either is hung (a
     /// single-threaded server stuck in one call answers nothing more), and its run is
     /// stopped, so that the supervisor starts it again.
-    async fn restart_if_hung(&self, peer: &Peer<RoleClient>) {
+    pub async fn restart_if_hung(&self, peer: &Peer<RoleClient>) {
         let ping = rmcp::model::ClientRequest::PingRequest(rmcp::model::PingRequest {
             method: Default::default(),
             extensions: Default::default(),
@@ -306,7 +380,7 @@ impl Server {
     }
 
     /// Lists its tools again (it said they changed).
-    async fn relist(&self) {
+    pub async fn relist(&self) {
         if let Some(peer) = self.peer()
             && let Ok(tools) = peer.list_all_tools().await
         {
@@ -362,121 +436,5 @@ impl Server {
                 serde_json::to_value(self.executor.confinement()).unwrap_or(Value::Null);
         }
         out
-    }
-}
-
-impl Downstream for Server {
-    fn call<'a>(
-        &'a self,
-        tool: &'a str,
-        args: Value,
-        cancel: safe_mcp_contract::Cancel,
-    ) -> std::pin::Pin<
-        Box<dyn std::future::Future<Output = Result<Value, DownstreamError>> + Send + 'a>,
-    > {
-        Box::pin(async move {
-            let failed = |reason: String| DownstreamError {
-                code: ResultCode::OperationFailed,
-                reason,
-            };
-            let Some(peer) = self.peer() else {
-                let why = self.status().last_end.unwrap_or_else(|| "starting".into());
-                return Err(failed(format!(
-                    "the {} server is not running now (last: {why}); it is restarted by itself, so try again shortly",
-                    self.entry.name
-                )));
-            };
-            let mut params = CallToolRequestParams::new(tool.to_owned());
-            if let Value::Object(map) = args {
-                params = params.with_arguments(map);
-            }
-            let wait = Duration::from_secs(self.entry.call_timeout_seconds);
-            let answer = tokio::select! {
-                answer = tokio::time::timeout(wait, peer.call_tool(params)) => answer,
-                // Dropping the request tells the server (notifications/cancelled).
-                () = cancel => return Err(failed("cancelled by the client".into())),
-            };
-            match answer {
-                Ok(Ok(result)) => serde_json::to_value(result)
-                    .map_err(|e| failed(format!("its result could not be read: {e}"))),
-                Ok(Err(e)) => Err(failed(format!(
-                    "the {} server gave no result: {e}",
-                    self.entry.name
-                ))),
-                Err(_) => {
-                    self.restart_if_hung(&peer).await;
-                    Err(DownstreamError {
-                        code: ResultCode::Timeout,
-                        reason: format!(
-                            "the {} server did not answer within {} s (call_timeout_seconds); the call was cancelled",
-                            self.entry.name,
-                            wait.as_secs()
-                        ),
-                    })
-                }
-            }
-        })
-    }
-
-    fn pid(&self) -> Option<u32> {
-        self.status().pid
-    }
-}
-
-/// The client side of one run: what the downstream server may tell or ask the gateway.
-struct Client {
-    server: std::sync::Weak<Server>,
-    changed: OnChange,
-}
-
-impl Client {
-    /// Whether its server passes resources and prompts through.
-    fn passes(&self) -> bool {
-        self.server.upgrade().is_some_and(|s| s.entry.resources)
-    }
-}
-
-impl ClientHandler for Client {
-    async fn on_tool_list_changed(&self, _context: rmcp::service::NotificationContext<RoleClient>) {
-        if let Some(server) = self.server.upgrade() {
-            server.relist().await;
-            (self.changed)(Change::Tools);
-        }
-    }
-
-    async fn on_resource_list_changed(
-        &self,
-        _context: rmcp::service::NotificationContext<RoleClient>,
-    ) {
-        if self.passes() {
-            (self.changed)(Change::Resources);
-        }
-    }
-
-    async fn on_prompt_list_changed(
-        &self,
-        _context: rmcp::service::NotificationContext<RoleClient>,
-    ) {
-        if self.passes() {
-            (self.changed)(Change::Prompts);
-        }
-    }
-
-    async fn on_resource_updated(
-        &self,
-        params: rmcp::model::ResourceUpdatedNotificationParam,
-        _context: rmcp::service::NotificationContext<RoleClient>,
-    ) {
-        if self.passes() {
-            (self.changed)(Change::Updated(params.uri));
-        }
-    }
-
-    fn get_info(&self) -> rmcp::model::ClientConfig {
-        rmcp::model::ClientConfig::new(
-            ClientCapabilities::default(),
-            Implementation::new("safe-mcp-gateway", env!("CARGO_PKG_VERSION")),
-        )
-        .with_protocol_version(rmcp::model::ProtocolVersion::V_2025_11_25)
     }
 }

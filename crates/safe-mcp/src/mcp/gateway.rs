@@ -87,8 +87,19 @@ pub(crate) async fn call(
     // The client's cancellation reaches the forwarded request (the server is told), and the
     // call still ends with its outcome record.
     let cancel = Box::pin(context.ct.clone().cancelled_owned());
+    let bound = crate::gateway::client::Bound {
+        server: server.as_ref(),
+        upstream: crate::gateway::server::Upstream {
+            peer: context.peer.clone(),
+            progress: context
+                .meta
+                .get_progress_token()
+                .or_else(|| request.meta.as_ref().and_then(|m| m.get_progress_token())),
+            caller: call.caller.clone(),
+        },
+    };
     let answer = Forwarder::of(terminal.service)
-        .call(call, server.as_ref(), cancel)
+        .call(call, &bound, cancel)
         .await;
     Some(match answer {
         Answer::Result(value) => match serde_json::from_value::<CallToolResult>(value) {

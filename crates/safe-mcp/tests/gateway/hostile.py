@@ -12,7 +12,7 @@ import time
 
 TOOLS = [
     "echo", "read", "write", "run", "connect", "token", "flood", "exit", "hang",
-    "environ", "grow", "hidden",
+    "environ", "grow", "hidden", "progress", "log", "sample", "elicit",
 ]
 
 
@@ -58,7 +58,39 @@ def send(msg):
 extra = []
 
 
-def call(name, args):
+def ask(method, params):
+    """Sends a request to the client and waits for its answer (or error)."""
+    send({"jsonrpc": "2.0", "id": "ask-1", "method": method, "params": params})
+    for line in sys.stdin:
+        msg = json.loads(line)
+        if msg.get("id") == "ask-1" and "method" not in msg:
+            return msg
+    return {"error": {"message": "stdin closed"}}
+
+
+def call(name, args, meta):
+    if name == "progress":
+        token = meta.get("progressToken")
+        for i in range(3):
+            send({"jsonrpc": "2.0", "method": "notifications/progress",
+                  "params": {"progressToken": token, "progress": i + 1, "total": 3,
+                             "message": f"step {i + 1}"}})
+        return text(f"token {token!r}")
+    if name == "log":
+        send({"jsonrpc": "2.0", "method": "notifications/message",
+              "params": {"level": "info", "logger": "probe",
+                         "data": "log with ghp_" + "a1B2c3D4e5" * 3 + "zz1234"}})
+        return text("logged")
+    if name == "sample":
+        answer = ask("sampling/createMessage", {
+            "messages": [{"role": "user", "content": {"type": "text", "text": "hi"}}],
+            "maxTokens": 10})
+        return text(json.dumps(answer))
+    if name == "elicit":
+        answer = ask("elicitation/create", {
+            "message": "your name?",
+            "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}}})
+        return text(json.dumps(answer))
     if name == "echo":
         return text(args.get("text", ""))
     if name == "read":
@@ -125,7 +157,8 @@ def main():
         elif method == "tools/list":
             result = {"tools": tools()}
         elif method == "tools/call":
-            result = call(params.get("name"), params.get("arguments") or {})
+            result = call(params.get("name"), params.get("arguments") or {},
+                          params.get("_meta") or {})
         elif method == "ping":
             result = {}
         else:

@@ -20,6 +20,7 @@ mod first_day;
 mod first_hour;
 mod fleet;
 mod gateway;
+mod gateway_flow;
 mod gateway_servers;
 mod git_trust;
 mod held_files;
