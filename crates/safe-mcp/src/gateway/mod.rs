@@ -7,7 +7,7 @@
 //! decided by the core ([`safe_mcp_core::terminal::gateway`]); this module only builds the
 //! parts, routes names and tells the clients when the list changed.
 
-pub mod client;
+pub mod forward;
 mod listing;
 pub mod pipe;
 pub mod server;

@@ -87,7 +87,7 @@ pub(crate) async fn call(
     // The client's cancellation reaches the forwarded request (the server is told), and the
     // call still ends with its outcome record.
     let cancel = Box::pin(context.ct.clone().cancelled_owned());
-    let bound = crate::gateway::client::Bound {
+    let bound = crate::gateway::forward::Bound {
         server: server.as_ref(),
         upstream: crate::gateway::server::Upstream {
             peer: context.peer.clone(),
