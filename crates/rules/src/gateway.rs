@@ -166,6 +166,11 @@ impl ToolPolicy {
         self.deny_rule(tool).is_none() && self.allow.iter().any(|p| p.matches(tool))
     }
 
+    /// Whether each call of the tool needs a person's approval (`confirm`).
+    pub fn needs_approval(&self, tool: &str) -> bool {
+        self.confirm.iter().any(|p| p.matches(tool))
+    }
+
     fn deny_rule(&self, tool: &str) -> Option<&NamePattern> {
         self.deny.iter().find(|p| p.matches(tool))
     }

@@ -237,6 +237,7 @@ fn render(source: &str, chain: &Result<String, String>, records: &[Value]) -> St
     network(&mut page, records);
     approvals(&mut page, records, &calls);
     scopes(&mut page, records, &calls);
+    gateway(&mut page, &calls);
     sessions(&mut page, &calls);
     slowest(&mut page, &calls);
     page.push_str("</body></html>\n");
@@ -515,6 +516,52 @@ fn scopes(page: &mut String, records: &[Value], calls: &[(String, Call<'_>)]) {
         "Approval scopes",
         &[
             "granted", "scope", "kind", "covers", "how", "uses", "revoked",
+        ],
+        &rows,
+    );
+}
+
+/// The gateway's downstream servers: per server, its calls (tools, resources, prompts, and
+/// what it asked of clients), how many were forwarded, refused or failed, and the bytes of
+/// what came back.
+fn gateway(page: &mut String, calls: &[(String, Call<'_>)]) {
+    let mut by: std::collections::BTreeMap<String, [u64; 5]> = Default::default();
+    for (_, c) in calls {
+        let Some(attempt) = c.attempt else { continue };
+        let Some(server) = attempt.get("gateway").map(|g| s(g, "server")) else {
+            continue;
+        };
+        let row = by.entry(server.to_owned()).or_default();
+        row[0] += 1;
+        let code = c.outcome.map_or("", |o| s(o, "code"));
+        match (s(attempt, "verdict"), code) {
+            ("OK", "OK" | "OUTPUT_TRUNCATED") => row[1] += 1,
+            ("OK", _) => row[3] += 1,
+            _ => row[2] += 1,
+        }
+        row[4] += c
+            .outcome
+            .and_then(|o| o.get("gateway")?.get("result_bytes")?.as_u64())
+            .unwrap_or(0);
+    }
+    let rows: Vec<Vec<String>> = by
+        .iter()
+        .map(|(server, n)| {
+            let mut row = vec![server.clone()];
+            row.extend(n.iter().map(u64::to_string));
+            row
+        })
+        .collect();
+    table(
+        page,
+        "Gateway servers",
+        &[
+            "server",
+            "calls",
+            "forwarded",
+            "refused",
+            "failed",
+            "result bytes",
         ],
         &rows,
     );

@@ -150,11 +150,16 @@ fn render(record: &Value, attempts: &mut HashMap<String, Value>, style: Style) -
                 "" => String::new(),
                 parent => format!(" (started by {parent})"),
             };
+            // A gateway call names its server beside the tool.
+            let tool = match attempt.get("gateway").map(|g| s(g, "server")) {
+                Some(server) if !server.is_empty() => format!("{}:{server}", s(record, "tool")),
+                _ => s(record, "tool").to_owned(),
+            };
             Some(format!(
                 "{time} {:<10} {:<12} {:<16} {}{exit} {}ms  {}{rule}{nested}",
                 call,
                 caller(&attempt),
-                s(record, "tool"),
+                tool,
                 coloured(s(record, "code"), 18, style),
                 record
                     .get("duration_ms")

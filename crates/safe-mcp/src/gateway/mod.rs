@@ -134,6 +134,11 @@ impl Gateway {
         let mut out = Vec::new();
         for server in &self.servers {
             for mut tool in server.tools() {
+                // A tool a person approves each call of takes the ticket a refusal gives, as
+                // run_command does; the gateway keeps it from the server.
+                if server.entry.tools.needs_approval(&tool.name) {
+                    with_ticket(&mut tool);
+                }
                 tool.name =
                     safe_mcp_core::gateway::client_name(&server.entry.name, &tool.name).into();
                 out.push(tool);
@@ -196,4 +201,25 @@ impl Gateway {
             });
         }
     }
+}
+
+/// The argument a confirm tool's call carries its approved ticket in.
+pub const TICKET_ARGUMENT: &str = "approval_ticket";
+
+/// Adds [`TICKET_ARGUMENT`] to `tool`'s input schema.
+fn with_ticket(tool: &mut Tool) {
+    let mut schema = (*tool.input_schema).clone();
+    let properties = schema
+        .entry("properties")
+        .or_insert_with(|| serde_json::json!({}));
+    if let Some(map) = properties.as_object_mut() {
+        map.insert(
+            TICKET_ARGUMENT.into(),
+            serde_json::json!({
+                "type": "string",
+                "description": "The ticket a refusal gave (detail.approval.ticket), once a person approved it: repeat the same call with it, and it is forwarded once."
+            }),
+        );
+    }
+    tool.input_schema = Arc::new(schema);
 }

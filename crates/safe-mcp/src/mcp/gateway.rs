@@ -73,7 +73,17 @@ pub(crate) async fn call(
         },
         None => None,
     };
-    let args = serde_json::Value::Object(request.arguments.clone().unwrap_or_default());
+    let mut args = request.arguments.clone().unwrap_or_default();
+    // A confirm tool's approved ticket is the gateway's, never the server's.
+    let ticket = if server.entry.tools.needs_approval(&tool) {
+        match args.remove(crate::gateway::TICKET_ARGUMENT) {
+            Some(serde_json::Value::String(t)) => Some(t),
+            _ => None,
+        }
+    } else {
+        None
+    };
+    let args = serde_json::Value::Object(args);
     let call = ToolCall {
         server: &server.entry,
         narrowed: &server.narrowed,
@@ -82,7 +92,7 @@ pub(crate) async fn call(
         caller,
         session: terminal.session,
         approver: Some(terminal.approver),
-        ticket: None,
+        ticket,
     };
     // The client's cancellation reaches the forwarded request (the server is told), and the
     // call still ends with its outcome record.

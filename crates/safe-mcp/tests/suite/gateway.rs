@@ -389,3 +389,74 @@ pattern = "(?i)drop table""#,
     assert_eq!(server["policy"]["deny"][0], "hidden");
     assert_eq!(server["confined"]["network"], "off");
 }
+
+/// A `confirm` tool climbs the approval ladder commands climb: a client that cannot be
+/// asked gets a ticket, a person approves it with the CLI, and the repeated call (with the
+/// ticket the tool's schema now offers) is forwarded once; the ticket never reaches the
+/// server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_confirm_tool_is_forwarded_once_a_person_approves() {
+    let (sb, _script) = hostile_sandbox("");
+    sb.edit_policy(
+        "deny = [\"hidden\"]",
+        "deny = [\"hidden\"]\nconfirm = [\"environ\"]",
+    );
+    let s = sb.session().await;
+    wait_for_tool(&s, "hostile__environ").await;
+    let tools = s.client.list_all_tools().await.unwrap();
+    let environ = tools.iter().find(|t| t.name == "hostile__environ").unwrap();
+    assert!(
+        environ.input_schema["properties"]["approval_ticket"].is_object(),
+        "{:?}",
+        environ.input_schema
+    );
+    let r = gw_call(&s, "hostile__environ", json!({})).await;
+    let v = r.structured_content.clone().unwrap();
+    assert_eq!(v["code"], "POLICY_DENIED", "{v}");
+    let ticket = v["detail"]["approval"]["ticket"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Not approved yet: refused again, nothing forwarded.
+    let r = gw_call(&s, "hostile__environ", json!({"approval_ticket": ticket})).await;
+    assert_eq!(r.structured_content.unwrap()["code"], "POLICY_DENIED");
+    let out = super::host_tools::approvals_cli(&sb, &["approve", &ticket]);
+    assert!(out.status.success(), "{out:?}");
+    let r = gw_call(&s, "hostile__environ", json!({"approval_ticket": ticket})).await;
+    let env = text_of(&r);
+    assert!(env.contains("PATH"), "{env}");
+    assert!(
+        !env.contains(&ticket),
+        "the ticket reached the server: {env}"
+    );
+    // Once: the same ticket again is refused.
+    let r = gw_call(&s, "hostile__environ", json!({"approval_ticket": ticket})).await;
+    assert_eq!(r.is_error, Some(true));
+    drop(s);
+    assert!(sb.has_record(|r| r["kind"] == "attempt"
+        && r["tool"] == "gateway"
+        && r["rule"] == "tools.confirm environ"
+        && r["approval"]["via"] == "ticket"));
+}
+
+/// `audit report` has the gateway's servers with their calls, and `audit tail` names the
+/// server of each gateway call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_report_and_the_tail_show_gateway_calls_by_server() {
+    let (sb, _script) = hostile_sandbox("");
+    let s = sb.session().await;
+    wait_for_tool(&s, "hostile__echo").await;
+    gw_call(&s, "hostile__echo", json!({"text": "a"})).await;
+    gw_call(&s, "hostile__hidden", json!({})).await;
+    drop(s);
+    let html = super::host_tools::report_html(&sb);
+    let section = super::host_tools::report_section(&html, "Gateway servers");
+    assert!(section.contains("<td>hostile</td>"), "{section}");
+    let tail = std::process::Command::new(super::support::BIN)
+        .args(["audit", "tail"])
+        .arg(sb.base().join("audit.jsonl"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&tail.stdout);
+    assert!(text.contains("gateway:hostile"), "{text}");
+}
