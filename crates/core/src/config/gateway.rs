@@ -158,7 +158,14 @@ fn one(
     narrowed_doc.insert("terminal".into(), toml::Value::Table(terminal));
     let raw = RawPolicy::deserialize(toml::Value::Table(narrowed_doc))
         .map_err(|e| invalid(key.to_owned(), e.to_string()))?;
-    let policy: Policy = build(raw).map_err(|e| invalid(key.to_owned(), e.to_string()))?;
+    let mut policy: Policy = build(raw).map_err(|e| invalid(key.to_owned(), e.to_string()))?;
+    // A server's profiles give it their programs, helpers and read paths; their caches are
+    // for a package manager the model runs, not for a running server, and are not its write
+    // paths.
+    if let Some(t) = policy.terminal.as_mut() {
+        let caches: Vec<PathBuf> = t.caches.drain(..).map(|c| c.dir).collect();
+        t.write_paths.retain(|w| !caches.contains(w));
+    }
     if let Some(t) = &policy.terminal {
         code_out_of_reach(key, &server.command, t)?;
     }
@@ -398,3 +405,6 @@ pub(super) fn within_terminal(main: &Policy, servers: &[GatewayServer]) -> Resul
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

@@ -75,10 +75,7 @@ impl<'s> Runner<'s> {
         // The program is judged (the allowlist, the exec allowlist, its hardening); its
         // operands are the operator's, checked at load to lie outside the jail and the write
         // paths, and follow the judged argv.
-        let (program, operands) = match command.split_first() {
-            Some((p, rest)) => (p.clone(), rest.to_vec()),
-            None => (String::new(), Vec::new()),
-        };
+        let (program, operands) = program_of(&command);
         let req = RunRequest {
             command: CommandInput::Argv(vec![program]),
             cwd: None,
@@ -157,4 +154,18 @@ fn ended(exit_code: Option<i32>, stopped: Option<String>, started: Instant) -> O
         (None, None) => "ended by a signal".to_owned(),
     };
     OperationResult::new(SERVE, ResultCode::Ok, reason).with_duration(started.elapsed())
+}
+
+/// The program of a server's argv as its narrowed allowlist names it (an absolute path's
+/// file name: the loader put its directory first on the server's PATH), and its operands.
+pub fn program_of(command: &[String]) -> (String, Vec<String>) {
+    match command.split_first() {
+        Some((p, rest)) => {
+            let name = std::path::Path::new(p)
+                .file_name()
+                .map_or_else(|| p.clone(), |n| n.to_string_lossy().into_owned());
+            (name, rest.to_vec())
+        }
+        None => (String::new(), Vec::new()),
+    }
 }

@@ -67,6 +67,21 @@ impl Gateway {
                 .view
                 .view;
             narrowed.credentials_fit(view).map_err(|e| at(&e))?;
+            // Its program as each start will be judged: a refusal stops the start now, with
+            // the reason, instead of a server that never comes up.
+            let (program, _) = safe_mcp_core::terminal::downstream::program_of(&entry.command);
+            let verdict = safe_mcp_core::terminal::Describe::new(&narrowed).explain(
+                &safe_mcp_core::terminal::CommandInput::Argv(vec![program]),
+                None,
+                safe_mcp_core::terminal::Executor::confinement(&executor),
+            );
+            if !verdict.ok {
+                return Err(at(&format!(
+                    "{}: {}",
+                    verdict.code.as_str(),
+                    verdict.reason
+                )));
+            }
             servers.push(Arc::new(Server::new(
                 entry.clone(),
                 (Arc::clone(terminal), Arc::new(narrowed)),

@@ -388,3 +388,84 @@ fn the_gateway_passes_every_conformance_scenario_the_server_passes() {
     );
     assert!(alone.len() >= 8, "directly: {alone:?}");
 }
+
+/// The official fetch server from PyPI: a URL on its network's allowlist is fetched through
+/// the gateway's proxy; one the proxy refuses fails and is recorded; and where an argument
+/// rule names the URL, one outside the allowlist is refused before anything is forwarded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fetch_server_reaches_only_its_domains_through_the_proxy() {
+    let python = super::support::venv_of(
+        "/usr/bin/python3",
+        "gateway-fetch-venv",
+        &["mcp-server-fetch==2026.10.24"],
+    );
+    let venv = python.parent().unwrap().parent().unwrap().to_path_buf();
+    let upstream = super::egress::Upstream::start().await;
+    let sb = Sandbox::new("");
+    let entry = |name: &str, rule: &str| {
+        format!(
+            r#"[[gateway.servers]]
+name = "{name}"
+command = ["{bin}", "--ignore-robots-txt", "--allow-private-ips"]
+exec = ["python3"]
+read_paths = ["{venv}"]
+
+[gateway.servers.network]
+mode = "allowlist"
+allow_domains = ["api.pinned.test"]
+allow_private = true
+hosts = {{ "api.pinned.test" = ["127.0.0.1"], "other.pinned.test" = ["127.0.0.1"] }}
+
+[gateway.servers.tools]
+allow = ["fetch"]
+{rule}
+"#,
+            bin = venv.join("bin/mcp-server-fetch").display(),
+            venv = venv.display(),
+        )
+    };
+    sb.append_policy(&entry("fetch", ""));
+    sb.append_policy(&entry(
+        "checked",
+        "[[gateway.servers.tools.args]]\ntool = \"fetch\"\npointer = \"/url\"\nkind = \"url\"",
+    ));
+    let s = sb.session().await;
+    wait_for_tool(&s, "fetch__fetch").await;
+    wait_for_tool(&s, "checked__fetch").await;
+    let port = upstream.port;
+    let url = |host: &str| format!("http://{host}:{port}/");
+    let r = gw_call(
+        &s,
+        "fetch__fetch",
+        json!({"url": url("api.pinned.test"), "raw": true}),
+    )
+    .await;
+    assert!(text_of(&r).contains("hello from upstream"), "{r:?}");
+    // Not on its list: the server tries, the proxy refuses and records it.
+    let r = gw_call(
+        &s,
+        "fetch__fetch",
+        json!({"url": url("other.pinned.test"), "raw": true}),
+    )
+    .await;
+    assert!(!text_of(&r).contains("hello from upstream"), "{r:?}");
+    // With the rule: refused on paper, never forwarded.
+    let r = gw_call(
+        &s,
+        "checked__fetch",
+        json!({"url": url("other.pinned.test")}),
+    )
+    .await;
+    let v = r.structured_content.clone().unwrap();
+    assert_eq!(v["code"], "POLICY_DENIED", "{v}");
+    drop(s);
+    assert!(sb.has_record(|r| r["kind"] == "network"
+        && r["host"] == "api.pinned.test"
+        && r["event"] != "refused"));
+    assert!(sb.has_record(|r| r["kind"] == "network"
+        && r["host"] == "other.pinned.test"
+        && r["event"] == "refused"));
+    assert!(sb.has_record(|r| r["kind"] == "attempt"
+        && r["rule"] == "tools.args fetch /url url"
+        && r["verdict"] == "POLICY_DENIED"));
+}

@@ -616,15 +616,24 @@ pub async fn eventually(secs: u64, mut f: impl FnMut() -> bool) -> bool {
 /// The python of a venv under the target directory holding `packages` (pip-installed once;
 /// tests run in parallel, so one makes a venv while the others wait).
 pub fn venv(name: &str, packages: &[&str]) -> std::path::PathBuf {
+    venv_of("python3", name, packages)
+}
+
+/// [`venv`] made by the `python` given: a venv a confined server runs needs an interpreter
+/// in its view (Debian's `/usr/bin/python3`, not one under a home directory).
+pub fn venv_of(interpreter: &str, name: &str, packages: &[&str]) -> std::path::PathBuf {
     static MADE: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _guard = MADE.lock().unwrap_or_else(|e| e.into_inner());
-    let target = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../target")
-        .join(name);
+    // Canonical: pip writes this path into the venv's scripts (their `#!` line), and a
+    // confined server sees only canonical paths.
+    let root =
+        std::fs::canonicalize(std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.."))
+            .expect("the workspace");
+    let target = root.join("target").join(name);
     let python = target.join("bin/python");
     let ready = target.join(".installed");
     if !ready.exists() {
-        let status = std::process::Command::new("python3")
+        let status = std::process::Command::new(interpreter)
             .args(["-m", "venv"])
             .arg(&target)
             .status()
