@@ -132,6 +132,12 @@ enum Cmd {
         #[arg(long)]
         output: Option<PathBuf>,
     },
+    /// The MCP servers the terminal server runs confined and serves the tools of
+    /// ([[gateway.servers]]): add one to a policy, or list them.
+    Gateway {
+        #[command(subcommand)]
+        action: GatewayCmd,
+    },
     /// Print shell completions (bash, zsh, fish) for safe-mcp on stdout.
     Completions {
         /// The shell.
@@ -148,6 +154,37 @@ enum Cmd {
         /// Print every envelope in full, as the client receives it.
         #[arg(long)]
         json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum GatewayCmd {
+    /// Append a [[gateway.servers]] entry for an installed MCP server to the policy (its
+    /// read paths inferred from its files; its tools denied until --allow names them), and
+    /// check that the policy loads; a policy that does not is left as it was.
+    Add {
+        #[command(flatten)]
+        config: PolicyFile,
+        /// The server's name: 1 to 24 of a-z, 0-9 and '-'; its tools are NAME__<tool>.
+        name: String,
+        /// A profile whose programs and read paths it gets (node, python); repeatable.
+        #[arg(long = "profile", value_name = "NAME")]
+        profiles: Vec<String>,
+        /// A tool the model may call ("*" for all); repeatable.
+        #[arg(long = "allow", value_name = "TOOL")]
+        allow: Vec<String>,
+        /// A domain it may reach through the proxy; repeatable (none: no network).
+        #[arg(long = "domain", value_name = "NAME")]
+        domains: Vec<String>,
+        /// Its command: the program (a bare name on PATH, or an absolute path) and its
+        /// arguments, files by absolute path.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+    /// Show each server of the policy: its command, tools policy and confinement.
+    List {
+        #[command(flatten)]
+        config: PolicyFile,
     },
 }
 
@@ -376,6 +413,7 @@ fn main() -> ExitCode {
         } => cli::policy::check_token(config.get(), &token),
         Cmd::Doctor { config, json } => cli::doctor::doctor(config.get(), json),
         Cmd::Demo { json } => cli::demo::run(json),
+        Cmd::Gateway { action } => gateway(action),
         Cmd::Completions { shell } => completions(shell),
         Cmd::Man { out } => man_pages(&out),
         Cmd::Init {
@@ -383,6 +421,30 @@ fn main() -> ExitCode {
             jail,
             output,
         } => cli::init::run(&profiles, jail.as_deref(), output.as_deref()),
+    }
+}
+
+/// `safe-mcp gateway ...`.
+fn gateway(action: GatewayCmd) -> ExitCode {
+    match action {
+        GatewayCmd::Add {
+            config,
+            name,
+            profiles,
+            allow,
+            domains,
+            command,
+        } => cli::gateway::add(
+            config.get(),
+            &cli::gateway::Add {
+                name: &name,
+                command: &command,
+                profiles: &profiles,
+                allow: &allow,
+                domains: &domains,
+            },
+        ),
+        GatewayCmd::List { config } => cli::gateway::show(config.get()),
     }
 }
 

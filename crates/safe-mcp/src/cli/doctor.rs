@@ -59,6 +59,13 @@ pub(crate) fn doctor(config: Option<&Path>, json: bool) -> ExitCode {
             report["policy_confinement"] =
                 serde_json::to_value(planned_report(&confinement_spec(t))).unwrap_or_default();
         }
+        // Each gateway server's own confinement: its narrowed policy's.
+        for server in &policy.gateway {
+            if let Some(t) = &server.policy.terminal {
+                report["gateway_confinement"][&server.name] =
+                    serde_json::to_value(planned_report(&confinement_spec(t))).unwrap_or_default();
+            }
+        }
     }
     if !json {
         say!("{line}");
@@ -82,6 +89,16 @@ pub(crate) fn doctor(config: Option<&Path>, json: bool) -> ExitCode {
                     .and_then(|v| v.as_str())
                     .unwrap_or_default()
             );
+        }
+        if let Some(servers) = report["gateway_confinement"].as_object() {
+            for (name, planned) in servers {
+                let view = &planned["view"];
+                say!(
+                    "  gateway server {name}: view {} ({})",
+                    view["view"].as_str().unwrap_or_default(),
+                    view["setting"].as_str().unwrap_or_default()
+                );
+            }
         }
         say!("(safe-mcp doctor --json for the whole report)");
         return ExitCode::SUCCESS;

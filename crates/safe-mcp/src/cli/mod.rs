@@ -6,6 +6,7 @@ pub mod audit;
 mod credentials;
 pub mod demo;
 pub mod doctor;
+pub mod gateway;
 pub mod init;
 pub mod policy;
 pub mod report;

@@ -460,3 +460,53 @@ async fn the_report_and_the_tail_show_gateway_calls_by_server() {
     let text = String::from_utf8_lossy(&tail.stdout);
     assert!(text.contains("gateway:hostile"), "{text}");
 }
+
+/// `safe-mcp gateway add` writes an entry the terminal runs (read paths inferred, tools
+/// denied until listed), refuses one that would not load and leaves the policy as it was;
+/// `gateway list` shows it without starting it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gateway_add_writes_an_entry_the_terminal_runs() {
+    let sb = Sandbox::new("");
+    let script = hostile_script(&sb);
+    let cli = |args: &[&str]| {
+        std::process::Command::new(super::support::BIN)
+            .arg("gateway")
+            .args(args)
+            .arg("--config")
+            .arg(&sb.policy)
+            .output()
+            .unwrap()
+    };
+    let before = std::fs::read_to_string(&sb.policy).unwrap();
+    let bad = std::process::Command::new(super::support::BIN)
+        .args(["gateway", "add", "--config"])
+        .arg(&sb.policy)
+        .args(["Bad_Name", "--", "python3"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("gateway.servers"));
+    assert_eq!(std::fs::read_to_string(&sb.policy).unwrap(), before);
+
+    let out = std::process::Command::new(super::support::BIN)
+        .args(["gateway", "add", "--config"])
+        .arg(&sb.policy)
+        .args(["probe", "--allow", "echo", "--", "python3"])
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let listed = cli(&["list"]);
+    let text = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        text.contains("probe: python3") && text.contains("allow [\"echo\"]"),
+        "{text}"
+    );
+    let s = sb.session().await;
+    let names = wait_for_tool(&s, "probe__echo").await;
+    assert!(!names.iter().any(|n| n == "probe__read"), "{names:?}");
+    assert_eq!(
+        text_of(&gw_call(&s, "probe__echo", json!({"text": "ok"})).await),
+        "ok"
+    );
+}
