@@ -165,7 +165,7 @@ enum GatewayCmd {
     Add {
         #[command(flatten)]
         config: PolicyFile,
-        /// The server's name: 1 to 24 of a-z, 0-9 and '-'; its tools are NAME__<tool>.
+        /// The server's name: 1 to 24 of a-z, 0-9 and '-'; its tools are NAME__TOOL.
         name: String,
         /// A profile whose programs and read paths it gets (node, python); repeatable.
         #[arg(long = "profile", value_name = "NAME")]

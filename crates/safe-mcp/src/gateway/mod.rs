@@ -19,6 +19,7 @@ use rmcp::service::{Peer, RoleServer};
 use safe_mcp_core::config::Policy;
 use safe_mcp_core::terminal::TerminalService;
 use safe_mcp_exec::LocalExecutor;
+pub use server::TICKET_ARGUMENT;
 use tokio_util::sync::CancellationToken;
 
 use server::Server;
@@ -146,30 +147,24 @@ impl Gateway {
 
     /// Every allowed tool of every running server, named as the client sees it.
     pub fn tools(&self) -> Vec<Tool> {
-        let mut out = Vec::new();
-        for server in &self.servers {
-            for mut tool in server.tools() {
-                // A tool a person approves each call of takes the ticket a refusal gives, as
-                // run_command does; the gateway keeps it from the server.
-                if server.entry.tools.needs_approval(&tool.name) {
-                    with_ticket(&mut tool);
-                }
-                tool.name =
-                    safe_mcp_core::gateway::client_name(&server.entry.name, &tool.name).into();
-                out.push(tool);
-            }
-        }
-        out
+        self.servers
+            .iter()
+            .flat_map(|server| {
+                server
+                    .tools()
+                    .iter()
+                    .map(|l| l.tool.clone())
+                    .collect::<Vec<_>>()
+            })
+            .collect()
     }
 
     /// The server and the tool name (as the server knows it) of a name the client used.
     pub fn route(&self, name: &str) -> Option<(Arc<Server>, String)> {
         self.servers.iter().find_map(|server| {
-            server
-                .tools()
-                .into_iter()
-                .find(|t| safe_mcp_core::gateway::client_name(&server.entry.name, &t.name) == name)
-                .map(|t| (Arc::clone(server), t.name.to_string()))
+            let listed = server.tools();
+            let found = listed.iter().find(|l| l.tool.name == name)?;
+            Some((Arc::clone(server), found.own.clone()))
         })
     }
 
@@ -216,25 +211,4 @@ impl Gateway {
             });
         }
     }
-}
-
-/// The argument a confirm tool's call carries its approved ticket in.
-pub const TICKET_ARGUMENT: &str = "approval_ticket";
-
-/// Adds [`TICKET_ARGUMENT`] to `tool`'s input schema.
-fn with_ticket(tool: &mut Tool) {
-    let mut schema = (*tool.input_schema).clone();
-    let properties = schema
-        .entry("properties")
-        .or_insert_with(|| serde_json::json!({}));
-    if let Some(map) = properties.as_object_mut() {
-        map.insert(
-            TICKET_ARGUMENT.into(),
-            serde_json::json!({
-                "type": "string",
-                "description": "The ticket a refusal gave (detail.approval.ticket), once a person approved it: repeat the same call with it, and it is forwarded once."
-            }),
-        );
-    }
-    tool.input_schema = Arc::new(schema);
 }

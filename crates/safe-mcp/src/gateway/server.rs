@@ -46,6 +46,52 @@ const PING_WITHIN: Duration = Duration::from_secs(2);
 /// How long an ended call's progress is still passed on.
 const LATE_PROGRESS: Duration = Duration::from_secs(5);
 
+/// A call being forwarded: its token, its client, the last progress passed on.
+struct Forward {
+    token: u64,
+    upstream: Upstream,
+    progress: f64,
+}
+
+/// The calls being forwarded, and those ended lately (oldest first).
+#[derive(Default)]
+struct Forwards {
+    live: Vec<Forward>,
+    ended: std::collections::VecDeque<(Instant, Forward)>,
+}
+
+impl Forwards {
+    /// Forgets the calls ended more than [`LATE_PROGRESS`] ago.
+    fn prune(&mut self) {
+        while self
+            .ended
+            .front()
+            .is_some_and(|(at, _)| at.elapsed() >= LATE_PROGRESS)
+        {
+            self.ended.pop_front();
+        }
+    }
+
+    fn find(&mut self, token: u64) -> Option<&mut Forward> {
+        if let Some(at) = self.live.iter().position(|f| f.token == token) {
+            return self.live.get_mut(at);
+        }
+        self.ended
+            .iter_mut()
+            .map(|(_, f)| f)
+            .find(|f| f.token == token)
+    }
+}
+
+/// One of a server's allowed tools: its own name, and the tool as the client sees it
+/// (`<server>__<tool>`, with `approval_ticket` where `confirm` names it).
+pub struct Listed {
+    /// The name the server knows it by.
+    pub own: String,
+    /// The tool the client is shown.
+    pub tool: Tool,
+}
+
 /// What changed of a server, for the clients.
 #[derive(Debug, Clone)]
 pub enum Change {
@@ -93,18 +139,15 @@ pub struct Server {
     pub narrowed: Arc<TerminalService>,
     executor: Arc<dyn Executor>,
     live: Mutex<Option<Live>>,
-    /// Its allowed tools, as it listed them (names as it knows them).
-    tools: Mutex<Vec<Tool>>,
+    /// Its allowed tools as the client sees them, made once per listing.
+    tools: Mutex<Arc<Vec<Listed>>>,
     status: Mutex<Status>,
     stop: CancellationToken,
-    /// The calls being forwarded now, by the progress token the server was given: whose
-    /// client its progress, and its sampling and elicitation requests, go to.
-    /// An ended call stays a few seconds ([`LATE_PROGRESS`]): the client library may hand
-    /// the gateway a progress notice after the result it preceded.
-    inflight: Mutex<Vec<(u64, Upstream, Option<Instant>)>>,
-    /// The last progress passed on per token: it must increase, and a notice handled late
-    /// is dropped rather than sent out of order.
-    last_progress: Mutex<std::collections::HashMap<u64, f64>>,
+    /// The calls being forwarded now and those ended in the last [`LATE_PROGRESS`], by the
+    /// progress token the server was given: whose client its progress, and its sampling and
+    /// elicitation requests, go to (the client library may hand the gateway a progress
+    /// notice after the result it preceded).
+    forwards: Mutex<Forwards>,
     tokens: std::sync::atomic::AtomicU64,
     /// The terminal's own service: what the server asks of a client is recorded there.
     pub main: Arc<TerminalService>,
@@ -141,8 +184,7 @@ impl Server {
             tools: Mutex::default(),
             status: Mutex::default(),
             stop,
-            inflight: Mutex::default(),
-            last_progress: Mutex::default(),
+            forwards: Mutex::default(),
             tokens: std::sync::atomic::AtomicU64::new(1),
             main,
         }
@@ -153,50 +195,55 @@ impl Server {
         let token = self
             .tokens
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let mut inflight = lock(&self.inflight);
-        inflight.retain(|(_, _, ended)| ended.is_none_or(|at| at.elapsed() < LATE_PROGRESS));
-        let live: std::collections::HashSet<u64> = inflight.iter().map(|e| e.0).collect();
-        lock(&self.last_progress).retain(|t, _| live.contains(t));
-        inflight.push((token, upstream, None));
+        let mut forwards = lock(&self.forwards);
+        forwards.prune();
+        forwards.live.push(Forward {
+            token,
+            upstream,
+            progress: f64::NEG_INFINITY,
+        });
         token
     }
 
-    /// Whether `progress` on `token` is past the last passed on (and now is the last).
+    /// Whether `progress` on `token` is past the last passed on (and now is the last): it
+    /// must increase, and a notice handled late is dropped rather than sent out of order.
     pub fn progress_advances(&self, token: u64, progress: f64) -> bool {
-        let mut last = lock(&self.last_progress);
-        let before = last.get(&token).copied().unwrap_or(f64::NEG_INFINITY);
-        if progress > before {
-            last.insert(token, progress);
-            true
-        } else {
-            false
+        let mut forwards = lock(&self.forwards);
+        match forwards.find(token) {
+            Some(f) if progress > f.progress => {
+                f.progress = progress;
+                true
+            }
+            _ => false,
         }
     }
 
     /// The forwarded call `token` ended.
     pub fn end_forward(&self, token: u64) {
-        for entry in lock(&self.inflight).iter_mut().filter(|e| e.0 == token) {
-            entry.2 = Some(Instant::now());
+        let mut forwards = lock(&self.forwards);
+        if let Some(at) = forwards.live.iter().position(|f| f.token == token) {
+            let ended = forwards.live.swap_remove(at);
+            forwards.ended.push_back((Instant::now(), ended));
         }
     }
 
     /// The client of the forwarded call `token` (for its progress, also shortly after it
     /// ended), or of the latest call still running when `None`.
     pub fn upstream(&self, token: Option<u64>) -> Option<Upstream> {
-        let inflight = lock(&self.inflight);
+        let mut forwards = lock(&self.forwards);
         match token {
-            Some(t) => inflight.iter().find(|e| e.0 == t).map(|e| e.1.clone()),
-            None => inflight
+            Some(t) => forwards.find(t).map(|f| f.upstream.clone()),
+            None => forwards
+                .live
                 .iter()
-                .rev()
-                .find(|e| e.2.is_none())
-                .map(|e| e.1.clone()),
+                .max_by_key(|f| f.token)
+                .map(|f| f.upstream.clone()),
         }
     }
 
-    /// Its allowed tools.
-    pub fn tools(&self) -> Vec<Tool> {
-        lock(&self.tools).clone()
+    /// Its allowed tools, as the client sees them.
+    pub fn tools(&self) -> Arc<Vec<Listed>> {
+        Arc::clone(&lock(&self.tools))
     }
 
     /// The client of its current run, while it is up.
@@ -232,7 +279,7 @@ impl Server {
                 status.last_end = Some(self.narrowed.redactor().redact(&reason));
             }
             *lock(&self.live) = None;
-            lock(&self.tools).clear();
+            *lock(&self.tools) = Arc::default();
             changed(Change::Tools);
             if self.stop.is_cancelled() {
                 break;
@@ -381,11 +428,21 @@ impl Server {
 
     /// Keeps the tools its policy lists to the client.
     fn keep_tools(&self, tools: Vec<Tool>) {
-        let allowed = tools
+        let listed = tools
             .into_iter()
             .filter(|t| self.entry.tools.lists(&t.name))
+            .map(|mut tool| {
+                let own = tool.name.to_string();
+                // A tool a person approves each call of takes the ticket a refusal gives,
+                // as run_command does; the gateway keeps it from the server.
+                if self.entry.tools.needs_approval(&own) {
+                    with_ticket(&mut tool);
+                }
+                tool.name = safe_mcp_core::gateway::client_name(&self.entry.name, &own).into();
+                Listed { own, tool }
+            })
             .collect();
-        *lock(&self.tools) = allowed;
+        *lock(&self.tools) = Arc::new(listed);
     }
 
     /// Lists its tools again (it said they changed).
@@ -413,7 +470,7 @@ impl Server {
         let tools: Vec<String> = self
             .tools()
             .iter()
-            .map(|t| safe_mcp_core::gateway::client_name(&entry.name, &t.name))
+            .map(|l| l.tool.name.to_string())
             .collect();
         let policy = self.narrowed.policy();
         let mut out = serde_json::json!({
@@ -626,4 +683,25 @@ impl ClientHandler for Client {
         )
         .with_protocol_version(rmcp::model::ProtocolVersion::V_2025_11_25)
     }
+}
+
+/// The argument a confirm tool's call carries its approved ticket in.
+pub const TICKET_ARGUMENT: &str = "approval_ticket";
+
+/// Adds [`TICKET_ARGUMENT`] to `tool`'s input schema.
+fn with_ticket(tool: &mut Tool) {
+    let mut schema = (*tool.input_schema).clone();
+    let properties = schema
+        .entry("properties")
+        .or_insert_with(|| serde_json::json!({}));
+    if let Some(map) = properties.as_object_mut() {
+        map.insert(
+            TICKET_ARGUMENT.into(),
+            serde_json::json!({
+                "type": "string",
+                "description": "The ticket a refusal gave (detail.approval.ticket), once a person approved it: repeat the same call with it, and it is forwarded once."
+            }),
+        );
+    }
+    tool.input_schema = Arc::new(schema);
 }

@@ -510,3 +510,50 @@ async fn gateway_add_writes_an_entry_the_terminal_runs() {
         "ok"
     );
 }
+
+/// A server's credential is in its environment as a placeholder only: the proxy adds the
+/// real value for the credential's hosts, and the value itself never reaches the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_servers_credential_is_a_placeholder_in_its_environment() {
+    use std::os::unix::fs::PermissionsExt;
+    let real = "real-token-value-0123456789";
+    let sb = Sandbox::new("");
+    let token = sb.base().join("api-token");
+    std::fs::write(&token, format!("{real}\n")).unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let script = hostile_script(&sb);
+    sb.append_policy(&format!(
+        r#"[[gateway.servers]]
+name = "hostile"
+command = ["python3", "{script}"]
+read_paths = ["{dir}"]
+
+[gateway.servers.network]
+mode = "allowlist"
+allow_domains = ["api.cred.test"]
+
+[[gateway.servers.credentials]]
+name = "API_TOKEN"
+from = "file:{token}"
+hosts = ["api.cred.test"]
+inject = {{ header = "Authorization", format = "Bearer {{}}" }}
+
+[gateway.servers.tools]
+allow = ["environ"]
+"#,
+        script = script.display(),
+        dir = script.parent().unwrap().display(),
+        token = token.display(),
+    ));
+    let s = sb.session().await;
+    wait_for_tool(&s, "hostile__environ").await;
+    let env: serde_json::Value =
+        serde_json::from_str(&text_of(&gw_call(&s, "hostile__environ", json!({})).await)).unwrap();
+    let placeholder = env["API_TOKEN"].as_str().unwrap_or_default();
+    assert!(!placeholder.is_empty(), "{env}");
+    assert!(!env.to_string().contains(real), "{env}");
+    assert!(
+        env["HTTPS_PROXY"].is_string() || env["https_proxy"].is_string(),
+        "{env}"
+    );
+}
