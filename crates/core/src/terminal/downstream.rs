@@ -5,14 +5,14 @@
 //! the entry's `exec`, nothing else), past the held-path sweep and the jail's size, its
 //! attempt record durable before anything execs, then confined by the executor made for that
 //! policy (private view, Landlock with its write paths only, seccomp, the exec allowlist for
-//! its whole tree, egress only through its own proxy). Its standard input and output are a
-//! process session's pipes, handed to the transport ([`DownstreamIo`]), which speaks MCP over
-//! them; its outcome record says how it ended. It must never decide a tool call: that is
+//! its whole tree, egress only through its own proxy). Its stdin is a process session's pipe
+//! and its stdout and stderr the transport's own ([`DownstreamIo`]), over which it speaks
+//! MCP; its outcome record says how it ended. It must never decide a tool call: that is
 //! [`super::gateway`].
 
 use std::time::{Duration, Instant};
 
-use safe_mcp_contract::{Cancel, Durable, Executor, Interactive, Observer};
+use safe_mcp_contract::{Cancel, Durable, Executor, Interactive};
 
 use super::call::Begun;
 use super::request::{CommandInput, RunRequest};
@@ -28,11 +28,12 @@ pub const SERVE: &str = "gateway_serve";
 /// a command's; the gateway stops it when it ends).
 const LIFETIME: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
-/// The transport's ends of a downstream server: what it prints reaches `observer`, and its
+/// The transport's ends of a downstream server: it writes its stdout and stderr into the
+/// pipes of `stdio` (the transport reads them itself, with no thread between), and its
 /// stdin's write end (and pid) reaches `interactive` once it started.
 pub struct DownstreamIo {
-    /// Told of its stdout (the protocol) and stderr (its log).
-    pub observer: Observer,
+    /// Its stdout and stderr (descriptors 1 and 2; 0 is unused: its stdin is its own pipe).
+    pub stdio: safe_mcp_contract::GivenStdio,
     /// Handed its stdin and pid; never idle.
     pub interactive: Interactive,
     /// Why the transport stopped the run (a flood, a hang), once it did: for the outcome.
@@ -109,7 +110,8 @@ impl<'s> Runner<'s> {
         plan.timeout = LIFETIME;
         plan.stdin = None;
         plan.output_total_limit = 0;
-        plan.observer = Some(io.observer);
+        plan.observer = None;
+        plan.stdio = Some(io.stdio);
         plan.interactive = Some(io.interactive);
         let why = io.stopped_because;
         let (gate, admission) = (&service.gate, Admission::default());

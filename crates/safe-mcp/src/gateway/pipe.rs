@@ -1,42 +1,31 @@
-//! The transport's ends of one run of a downstream server: its stdout as an `AsyncRead` the
-//! MCP client reads, its stderr kept as a short redacted tail for the operator, and its stdin
-//! handed over once it started.
+//! The transport's ends of one run of a downstream server: its stdout as the pipe itself,
+//! which the MCP client reads with no thread between (the run is given the pipe's write end,
+//! as a nested call is given its caller's descriptors); its stderr read into a short tail
+//! for the operator; its stdin handed over once it started.
 //!
-//! The executor tells the observer of each chunk from its own reader and cannot wait, so the
-//! protocol stream is a bounded buffer: a server that prints faster than the gateway reads,
-//! past [`MAX_UNREAD`], or a line longer than any message ([`MAX_LINE`]), is flooding, and
-//! is stopped (and restarted) instead of growing the gateway's memory or its CPU.
+//! A pipe bounds what waits unread (the server blocks once it is full), so the only flood
+//! left is a line longer than any message ([`MAX_LINE`]): the client would drop it and read
+//! on, forever. Such a server is stopped (and restarted) instead.
 
 use std::collections::VecDeque;
 use std::os::fd::OwnedFd;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 
-use safe_mcp_contract::{InteractiveIo, OutputObserver, OutputStream};
-use tokio::io::{AsyncRead, ReadBuf};
+use safe_mcp_contract::{GivenStdio, InteractiveIo};
+use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
+use tokio::net::unix::pipe::Receiver;
 use tokio_util::sync::CancellationToken;
 
-/// The most protocol bytes waiting to be read before the server counts as flooding.
-pub const MAX_UNREAD: usize = 32 * 1024 * 1024;
 /// The longest line a message may be (rmcp's own bound): a server printing more without a
 /// newline is not speaking MCP, and is flooding.
 pub const MAX_LINE: usize = 16 * 1024 * 1024;
 /// How much of the server's stderr is kept (its last bytes).
 const STDERR_TAIL: usize = 8 * 1024;
 
-#[derive(Default)]
-struct Stdout {
-    unread: VecDeque<u8>,
-    /// Bytes since the last newline.
-    line: usize,
-    closed: bool,
-    waker: Option<Waker>,
-}
-
-/// One run's ends, shared by the executor's side and the client's.
+/// One run's ends.
 pub struct Pipes {
-    stdout: Mutex<Stdout>,
     stderr: Mutex<VecDeque<u8>>,
     started: Mutex<Option<tokio::sync::oneshot::Sender<(OwnedFd, u32)>>>,
     /// Why the gateway stopped the run, once it did.
@@ -48,6 +37,17 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// What a run is given and what the client reads: the run's stdout and stderr (its
+/// descriptor 0 is unused: a session's stdin is its own pipe), and their read ends.
+pub struct Ends {
+    /// For the plan.
+    pub given: GivenStdio,
+    /// Its stdout, for the client.
+    pub stdout: Reader,
+    /// Its stderr, for [`Pipes::keep_stderr`].
+    pub stderr: Receiver,
+}
+
 impl Pipes {
     /// New ends for one run, and where its stdin and pid arrive once it started. `stop`
     /// ends the run (a flood fires it).
@@ -56,13 +56,46 @@ impl Pipes {
     ) -> (Arc<Pipes>, tokio::sync::oneshot::Receiver<(OwnedFd, u32)>) {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let pipes = Pipes {
-            stdout: Mutex::default(),
             stderr: Mutex::default(),
             started: Mutex::new(Some(tx)),
             why: Mutex::default(),
             stop,
         };
         (Arc::new(pipes), rx)
+    }
+
+    /// The pipes of a run: the write ends for it, the read ends (non-blocking, on the
+    /// runtime) for the client and the stderr tail.
+    pub fn ends(self: &Arc<Self>) -> std::io::Result<Ends> {
+        let pipe = || {
+            rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(std::io::Error::from)
+        };
+        let (out_r, out_w) = pipe()?;
+        let (err_r, err_w) = pipe()?;
+        let unused = std::fs::File::open("/dev/null")?;
+        Ok(Ends {
+            given: GivenStdio(Arc::new([OwnedFd::from(unused), out_w, err_w])),
+            stdout: Reader {
+                pipe: Receiver::from_owned_fd(out_r)?,
+                line: 0,
+                pipes: Arc::clone(self),
+            },
+            stderr: Receiver::from_owned_fd(err_r)?,
+        })
+    }
+
+    /// Reads the server's stderr into the tail until it ends.
+    pub async fn keep_stderr(self: Arc<Self>, mut stderr: Receiver) {
+        let mut buf = vec![0u8; 4096];
+        while let Ok(n) = stderr.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+            let mut tail = lock(&self.stderr);
+            tail.extend(&buf[..n]);
+            let over = tail.len().saturating_sub(STDERR_TAIL);
+            tail.drain(..over);
+        }
     }
 
     /// Stops the run, saying why (the first reason stays).
@@ -81,59 +114,6 @@ impl Pipes {
         let tail = lock(&self.stderr);
         String::from_utf8_lossy(&tail.iter().copied().collect::<Vec<u8>>()).into_owned()
     }
-
-    /// Its stdout, for the MCP client.
-    pub fn reader(self: &Arc<Self>) -> Reader {
-        Reader(Arc::clone(self))
-    }
-
-    /// Marks the protocol stream ended (the run is over), waking the reader.
-    pub fn close(&self) {
-        let mut out = lock(&self.stdout);
-        out.closed = true;
-        if let Some(w) = out.waker.take() {
-            w.wake();
-        }
-    }
-}
-
-impl OutputObserver for Pipes {
-    fn output(&self, stream: OutputStream, bytes: &[u8]) {
-        match stream {
-            OutputStream::Stdout => {
-                let mut out = lock(&self.stdout);
-                out.line = match bytes.iter().rposition(|b| *b == b'\n') {
-                    Some(i) => bytes.len() - i - 1,
-                    None => out.line + bytes.len(),
-                };
-                if out.unread.len() + bytes.len() > MAX_UNREAD || out.line > MAX_LINE {
-                    drop(out);
-                    self.stop_for(&format!(
-                        "stopped for flooding its output (more than {} MiB unread, or a line over {} MiB without a message)",
-                        MAX_UNREAD >> 20,
-                        MAX_LINE >> 20
-                    ));
-                    return;
-                }
-                out.unread.extend(bytes);
-                if let Some(w) = out.waker.take() {
-                    w.wake();
-                }
-            }
-            OutputStream::Stderr => {
-                let mut tail = lock(&self.stderr);
-                tail.extend(bytes);
-                let over = tail.len().saturating_sub(STDERR_TAIL);
-                tail.drain(..over);
-            }
-        }
-    }
-
-    fn closed(&self, stream: OutputStream) {
-        if stream == OutputStream::Stdout {
-            self.close();
-        }
-    }
 }
 
 impl InteractiveIo for Pipes {
@@ -148,8 +128,13 @@ impl InteractiveIo for Pipes {
     }
 }
 
-/// The server's stdout as the MCP client reads it.
-pub struct Reader(Arc<Pipes>);
+/// The server's stdout as the MCP client reads it: the pipe, with the length of the current
+/// line counted.
+pub struct Reader {
+    pipe: Receiver,
+    line: usize,
+    pipes: Arc<Pipes>,
+}
 
 impl AsyncRead for Reader {
     fn poll_read(
@@ -157,20 +142,24 @@ impl AsyncRead for Reader {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
-        let mut out = lock(&self.0.stdout);
-        if out.unread.is_empty() {
-            if out.closed {
-                return Poll::Ready(Ok(()));
+        let me = self.get_mut();
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut me.pipe).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = &polled {
+            let new = &buf.filled()[before..];
+            me.line = match new.iter().rposition(|b| *b == b'\n') {
+                Some(i) => new.len() - i - 1,
+                None => me.line + new.len(),
+            };
+            if me.line > MAX_LINE {
+                me.pipes.stop_for(&format!(
+                    "stopped for flooding its output (a line over {} MiB without a message)",
+                    MAX_LINE >> 20
+                ));
+                // The client sees the stream end; nothing more is read.
+                buf.set_filled(before);
             }
-            out.waker = Some(cx.waker().clone());
-            return Poll::Pending;
         }
-        let n = buf.remaining().min(out.unread.len());
-        let (a, b) = out.unread.as_slices();
-        let from_a = n.min(a.len());
-        buf.put_slice(&a[..from_a]);
-        buf.put_slice(&b[..n - from_a]);
-        out.unread.drain(..n);
-        Poll::Ready(Ok(()))
+        polled
     }
 }

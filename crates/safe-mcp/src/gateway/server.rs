@@ -21,7 +21,7 @@ use rmcp::ClientHandler;
 use rmcp::ServiceExt;
 use rmcp::model::{ClientCapabilities, Implementation, Tool};
 use rmcp::service::{NotificationContext, Peer, RequestContext, RoleClient, RunningService};
-use safe_mcp_contract::{Interactive, Observer};
+use safe_mcp_contract::Interactive;
 use safe_mcp_core::config::GatewayServer;
 use safe_mcp_core::envelope::ResultCode;
 use safe_mcp_core::terminal::downstream::{DownstreamEnd, DownstreamIo, Runner};
@@ -309,9 +309,22 @@ impl Server {
     async fn run_once(self: &Arc<Self>, changed: &OnChange) -> DownstreamEnd {
         let run_stop = self.stop.child_token();
         let (pipes, started) = Pipes::new(run_stop.clone());
+        let failed = |why: String| DownstreamEnd {
+            exit_code: None,
+            result: safe_mcp_core::OperationResult::new(
+                "gateway_serve",
+                ResultCode::InternalError,
+                why,
+            ),
+        };
+        let ends = match pipes.ends() {
+            Ok(ends) => ends,
+            Err(e) => return failed(format!("its pipes could not be made: {e}")),
+        };
+        tokio::spawn(Arc::clone(&pipes).keep_stderr(ends.stderr));
         let telling = Arc::clone(&pipes);
         let io = DownstreamIo {
-            observer: Observer(Arc::clone(&pipes) as _),
+            stdio: ends.given,
             interactive: Interactive(Arc::clone(&pipes) as _),
             stopped_because: Arc::new(move || telling.stopped_because()),
         };
@@ -321,30 +334,20 @@ impl Server {
             self.entry.command.clone(),
             Box::pin(run_stop.clone().cancelled_owned()),
         );
-        let closing = Arc::clone(&pipes);
         let mut run = tokio::spawn(async move {
-            let end = Runner::of(&me.narrowed)
+            Runner::of(&me.narrowed)
                 .serve(command, me.executor.as_ref(), io, cancel)
-                .await;
-            closing.close();
-            end
+                .await
         });
         let ended = |joined: Result<DownstreamEnd, tokio::task::JoinError>| {
-            joined.unwrap_or_else(|e| DownstreamEnd {
-                exit_code: None,
-                result: safe_mcp_core::OperationResult::new(
-                    "gateway_serve",
-                    ResultCode::InternalError,
-                    format!("the server's run failed: {e}"),
-                ),
-            })
+            joined.unwrap_or_else(|e| failed(format!("the server's run failed: {e}")))
         };
         let stdin = tokio::select! {
             s = started => s,
             joined = &mut run => return ended(joined),
         };
         let client = match stdin {
-            Ok((fd, pid)) => self.connect(&pipes, fd, pid, changed).await,
+            Ok((fd, pid)) => self.connect((&pipes, ends.stdout), fd, pid, changed).await,
             Err(_) => Err("the server's stdin never arrived".to_owned()),
         };
         match client {
@@ -369,7 +372,7 @@ impl Server {
     /// Connects the MCP client to a started run and lists its tools.
     async fn connect(
         self: &Arc<Self>,
-        pipes: &Arc<Pipes>,
+        (pipes, stdout): (&Arc<Pipes>, crate::gateway::pipe::Reader),
         stdin: std::os::fd::OwnedFd,
         pid: u32,
         changed: &OnChange,
@@ -379,7 +382,7 @@ impl Server {
         let client = Client::new(Arc::downgrade(self), Arc::clone(changed));
         let ready = async {
             let running = client
-                .serve((pipes.reader(), writer))
+                .serve((stdout, writer))
                 .await
                 .map_err(|e| format!("it did not initialize: {e}"))?;
             let tools = running
