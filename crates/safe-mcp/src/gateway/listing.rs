@@ -1,6 +1,7 @@
 //! The servers' resources and prompts, passed through for those whose entry says
 //! `resources = true`: listed together (a prompt's name prefixed as a tool's is, a resource
-//! keeping its URI), and a read or a get routed back to the server that listed it.
+//! keeping its URI), and a read or a get routed back to the server that listed it; and the
+//! client's log level, passed to every server.
 
 use std::sync::Arc;
 
@@ -102,5 +103,20 @@ impl Gateway {
             }
         }
         None
+    }
+
+    /// The client's `logging/setLevel`, passed to every running server that logs (one
+    /// that does not declare logging is not asked).
+    #[allow(deprecated)] // logging: deprecated on 2026-07-28 (SEP-2577), spoken on 2025-11-25
+    pub async fn set_level(&self, request: rmcp::model::SetLevelRequestParams) {
+        for server in &self.servers {
+            let Some(peer) = server.peer() else { continue };
+            let logs = peer
+                .peer_info()
+                .is_some_and(|info| info.capabilities.logging.is_some());
+            if logs {
+                let _ = peer.set_level(request.clone()).await;
+            }
+        }
     }
 }

@@ -290,3 +290,8 @@ fn failed(server: &str, e: &dyn std::fmt::Display) -> DownstreamError {
         reason: format!("the {server} server gave no answer: {e}"),
     }
 }
+
+/// The answer to a resource or prompt request of a server with no gateway.
+pub(crate) fn no_resources() -> rmcp::ErrorData {
+    rmcp::ErrorData::method_not_found::<rmcp::model::ReadResourceRequestMethod>()
+}

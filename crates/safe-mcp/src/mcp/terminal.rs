@@ -18,6 +18,7 @@ use safe_mcp_core::terminal::{Executor, Observer, OutputObserver, RunRequest, Te
 use crate::mcp::call::{
     RecordRefusal, arguments, call_counted, envelope_schema, input, to_result, tool_of,
 };
+use crate::mcp::gateway::no_resources;
 use crate::mcp::progress::Ticker;
 pub use crate::mcp::session_args::{
     CommandArg, DescribeArgs, ExplainArgs, HandleArgs, NoArgs, ReadArgs, RunArgs, StartArgs, Until,
@@ -741,15 +742,19 @@ impl ServerHandler for TerminalServer {
     }
 
     /// `logging/setLevel` is answered (the logging capability is declared, and clients such
-    /// as the conformance suite set a level first); the server's own warnings still go to
-    /// its stderr, not yet as log notifications. rmcp marks logging deprecated (SEP-2577,
-    /// the 2026-07-28 protocol), but 2025-11-25 clients still send it.
+    /// as the conformance suite set a level first) and passed on to the gateway's servers;
+    /// the server's own warnings still go to its stderr, not as log notifications. rmcp
+    /// marks logging deprecated (SEP-2577, the 2026-07-28 protocol), but 2025-11-25 clients
+    /// still send it.
     #[allow(deprecated)]
     async fn set_level(
         &self,
-        _request: rmcp::model::SetLevelRequestParams,
+        request: rmcp::model::SetLevelRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), rmcp::ErrorData> {
+        if let Some(gateway) = &self.gateway {
+            gateway.set_level(request).await;
+        }
         Ok(())
     }
 
@@ -789,9 +794,4 @@ impl ServerHandler for TerminalServer {
                  work that outlives one call (builds, servers, REPLs).",
         )
     }
-}
-
-/// The answer to a resource or prompt request of a server with no gateway.
-fn no_resources() -> rmcp::ErrorData {
-    rmcp::ErrorData::method_not_found::<rmcp::model::ReadResourceRequestMethod>()
 }

@@ -12,8 +12,10 @@ import time
 
 TOOLS = [
     "echo", "read", "write", "run", "connect", "token", "flood", "exit", "hang",
-    "environ", "grow", "hidden", "progress", "log", "sample", "elicit",
+    "environ", "grow", "hidden", "progress", "log", "sample", "elicit", "level",
 ]
+
+state = {"level": None}
 
 
 def text(s, error=False):
@@ -69,6 +71,8 @@ def ask(method, params):
 
 
 def call(name, args, meta):
+    if name == "level":
+        return text(f"level {state['level']}")
     if name == "progress":
         token = meta.get("progressToken")
         for i in range(3):
@@ -151,7 +155,7 @@ def main():
         if method == "initialize":
             result = {
                 "protocolVersion": params.get("protocolVersion", "2025-11-25"),
-                "capabilities": {"tools": {"listChanged": True}},
+                "capabilities": {"tools": {"listChanged": True}, "logging": {}},
                 "serverInfo": {"name": "hostile", "version": "1"},
             }
         elif method == "tools/list":
@@ -160,6 +164,9 @@ def main():
             result = call(params.get("name"), params.get("arguments") or {},
                           params.get("_meta") or {})
         elif method == "ping":
+            result = {}
+        elif method == "logging/setLevel":
+            state["level"] = params.get("level")
             result = {}
         else:
             send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": "no"}})

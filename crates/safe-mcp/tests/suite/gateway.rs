@@ -557,3 +557,71 @@ allow = ["environ"]
         "{env}"
     );
 }
+
+/// Fail closed: once the trail cannot take the attempt record, a gateway call is refused
+/// with AUDIT_UNAVAILABLE and never reaches the server; with the trail writable again, the
+/// same call is forwarded (the control).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_that_cannot_be_recorded_is_not_forwarded() {
+    if !rustix::process::geteuid().is_root() {
+        super::support::skip("skipping: mounting a small filesystem for the trail needs root");
+        return;
+    }
+    let (sb, _script) = hostile_sandbox("");
+    let mnt = sb.base().join("trail");
+    std::fs::create_dir(&mnt).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+        .arg(&mnt)
+        .status()
+        .unwrap();
+    assert!(mounted.success());
+    sb.edit_policy(
+        "audit_log = \"audit.jsonl\"",
+        &format!("audit_log = \"{}\"", mnt.join("audit.jsonl").display()),
+    );
+    let s = sb.session().await;
+    wait_for_tool(&s, "hostile__write").await;
+    // The trail's filesystem full: a record fits only in what its last page has left, and
+    // soon nothing does.
+    let filler = mnt.join("filler");
+    {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&filler).unwrap();
+        while f.write_all(&[0u8; 4096]).is_ok() {}
+        while f.write_all(&[0u8]).is_ok() {}
+    }
+    let marker = |i: usize| sb.base().join(format!("jail/forwarded-{i}.txt"));
+    let mut refused = None;
+    for i in 0..200 {
+        let r = gw_call(
+            &s,
+            "hostile__write",
+            json!({"path": marker(i).display().to_string()}),
+        )
+        .await;
+        let v = r.structured_content.clone().unwrap_or_default();
+        if v["code"] == "AUDIT_UNAVAILABLE" {
+            refused = Some(i);
+            break;
+        }
+        assert!(text_of(&r).starts_with("OK"), "{r:?}");
+    }
+    let i = refused.expect("a full trail must refuse the call");
+    assert!(!marker(i).exists(), "the refused call reached the server");
+    // The control: room again, and the same call is forwarded.
+    std::fs::remove_file(&filler).unwrap();
+    let r = gw_call(
+        &s,
+        "hostile__write",
+        json!({"path": marker(i).display().to_string()}),
+    )
+    .await;
+    assert!(text_of(&r).starts_with("OK"), "{r:?}");
+    assert!(marker(i).exists());
+    drop(s);
+    let _ = std::process::Command::new("umount")
+        .arg("-l")
+        .arg(&mnt)
+        .status();
+}

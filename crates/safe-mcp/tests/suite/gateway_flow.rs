@@ -1,5 +1,6 @@
 //! What passes between a client and a downstream server through the gateway besides calls:
-//! progress (to the client whose call it is), log messages (redacted), and the server's
+//! progress (to the client whose call it is), log messages (redacted) and the client's log
+//! level, and the server's
 //! sampling and elicitation requests (passed on only where its entry allows them, each
 //! recorded). The client here is an rmcp client that answers sampling and elicitation.
 
@@ -172,6 +173,15 @@ async fn progress_and_logs_reach_the_client_and_asks_pass_only_where_allowed() {
         steps.iter().all(|s| [1.0, 2.0, 3.0].contains(s)),
         "{steps:?}"
     );
+    // The client's log level reaches the server.
+    client
+        .set_level(rmcp::model::SetLevelRequestParams::new(
+            rmcp::model::LoggingLevel::Debug,
+        ))
+        .await
+        .unwrap();
+    let r = call(&client, "hostile__level", None).await;
+    assert_eq!(text_of(&r), "level debug");
     call(&client, "hostile__log", None).await;
     let logged = eventually(10, || !seen.logs.lock().unwrap().is_empty()).await;
     assert!(logged);
