@@ -299,6 +299,14 @@ fn check_value(
     let text = match (value, &check.kind) {
         (Value::String(s), _) => s.as_str(),
         (Value::Null, _) => return Ok(()),
+        // A refused value may hide in a list or an object: every string in it is judged.
+        (Value::Array(_) | Value::Object(_), ArgKind::Refuse(_)) => {
+            let mut strings = Vec::new();
+            strings_in(value, &mut strings);
+            return strings
+                .into_iter()
+                .try_for_each(|s| refuse_pattern(check, s));
+        }
         (_, ArgKind::Refuse(_)) => return refuse_pattern(check, &value.to_string()),
         _ => {
             return Err((
@@ -318,6 +326,16 @@ fn check_value(
     }
 }
 
+/// Every string inside `value`.
+fn strings_in<'v>(value: &'v Value, out: &mut Vec<&'v str>) {
+    match value {
+        Value::String(s) => out.push(s),
+        Value::Array(items) => items.iter().for_each(|v| strings_in(v, out)),
+        Value::Object(map) => map.values().for_each(|v| strings_in(v, out)),
+        _ => {}
+    }
+}
+
 fn refuse_pattern(check: &ArgCheck, text: &str) -> Result<(), (ResultCode, String)> {
     match &check.kind {
         ArgKind::Refuse(re) if re.is_match(text) => Err((
@@ -333,7 +351,30 @@ fn refuse_pattern(check: &ArgCheck, text: &str) -> Result<(), (ResultCode, Strin
 }
 
 fn check_path(text: &str, jail: &JailRoot) -> Result<(), (ResultCode, String)> {
-    let given = text.strip_prefix("file://").unwrap_or(text);
+    // A `file:` URL names a path on this machine (any case; host empty or `localhost`); a
+    // file URL of another host is not a path the jail can judge.
+    let given = match text.get(..5).filter(|p| p.eq_ignore_ascii_case("file:")) {
+        Some(_) => {
+            let rest = &text[5..];
+            match rest.strip_prefix("//") {
+                None => rest,
+                Some(authority) => {
+                    let (host, path) =
+                        authority.split_at(authority.find('/').unwrap_or(authority.len()));
+                    if !(host.is_empty() || host.eq_ignore_ascii_case("localhost")) {
+                        return Err((
+                            ResultCode::PathEscape,
+                            format!(
+                                "{text:?} names a file of another host; name a path inside the jail"
+                            ),
+                        ));
+                    }
+                    path
+                }
+            }
+        }
+        None => text,
+    };
     jail.check_path(given, jail.path()).map_err(|e| match e {
         JailError::NoSuchDirectory { .. } => (ResultCode::InvalidRequest, e.to_string()),
         _ => (ResultCode::PathEscape, e.to_string()),

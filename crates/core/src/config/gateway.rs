@@ -19,6 +19,11 @@ use super::raw::RawPolicy;
 use safe_mcp_rules::config::types::{GatewayServer, Policy};
 use safe_mcp_rules::gateway::{ArgCheck, ArgKind, NamePattern, ToolPolicy};
 
+/// Programs that fetch or resolve a package at start, from the working directory (the jail).
+const RUNNERS: &[&str] = &["npx", "pnpx", "bunx", "uvx", "pipx"];
+/// What a bare operand names when it is a script to run (resolved against the jail).
+const SCRIPT_SUFFIXES: &[&str] = &[".js", ".mjs", ".cjs", ".ts", ".py", ".rb", ".pl", ".sh"];
+
 /// The largest result forwarded by default (1 MiB).
 const DEFAULT_RESULT_BYTES: usize = 1024 * 1024;
 /// How long a call waits for its answer by default.
@@ -140,12 +145,29 @@ fn one(
             "give the program first: a bare name on the terminal's PATH, or an absolute path",
         ));
     }
+    // Its code must not be what the model writes: it runs in the jail, so a file named
+    // relative to it, or a runner that fetches or resolves packages from there, would be.
+    let runner = Path::new(&program)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if RUNNERS.contains(&runner.as_str()) {
+        return Err(invalid(
+            format!("{key}.command"),
+            format!(
+                "{runner} fetches or resolves the server's package when it starts, from the jail the model writes; install the server (npm install --prefix DIR, a venv) outside the jail and give its entry script by absolute path"
+            ),
+        ));
+    }
     for operand in &server.command[1..] {
-        if operand.contains('/') && !Path::new(operand).is_absolute() {
+        let relative = operand.contains('/') && !Path::new(operand).is_absolute();
+        let bare_script =
+            !operand.contains('/') && SCRIPT_SUFFIXES.iter().any(|s| operand.ends_with(s));
+        if relative || bare_script {
             return Err(invalid(
                 format!("{key}.command"),
                 format!(
-                    "{operand:?}: give the server's files by absolute path (outside the jail: the model may write there)"
+                    "{operand:?}: give the server's files by absolute path, outside the jail (it runs in the jail, where the model writes)"
                 ),
             ));
         }
@@ -165,9 +187,6 @@ fn one(
     if let Some(t) = policy.terminal.as_mut() {
         let caches: Vec<PathBuf> = t.caches.drain(..).map(|c| c.dir).collect();
         t.write_paths.retain(|w| !caches.contains(w));
-    }
-    if let Some(t) = &policy.terminal {
-        code_out_of_reach(key, &server.command, t)?;
     }
     Ok(GatewayServer {
         name: server.name,
@@ -284,11 +303,13 @@ fn narrowed(doc: &toml::Table, server: &RawServer, program: &str) -> Result<toml
     sandbox.insert("read_paths".into(), toml::Value::Array(read));
     t.insert("sandbox".into(), toml::Value::Table(sandbox));
     let mut env = toml::Table::new();
-    let set: toml::Table = server
+    // Python does not import from its working directory (the jail) unless the entry says so.
+    let mut set: toml::Table = server
         .env
         .iter()
         .map(|(k, v)| (k.clone(), text(v)))
         .collect();
+    set.entry("PYTHONSAFEPATH").or_insert_with(|| text("1"));
     env.insert("set".into(), toml::Value::Table(set));
     t.insert("env".into(), toml::Value::Table(env));
     if let Some(network) = &server.network {
@@ -300,20 +321,13 @@ fn narrowed(doc: &toml::Table, server: &RawServer, program: &str) -> Result<toml
     Ok(t)
 }
 
-/// The server's program and files lie where neither the model's commands nor the server
-/// itself may write: outside the jail and every write path. (The program's own directory is a
-/// read path of its view, bound read-only.)
-fn code_out_of_reach(
-    key: &str,
-    command: &[String],
-    t: &safe_mcp_rules::config::types::TerminalPolicy,
-) -> Result<(), ConfigError> {
+/// The server's program and files lie where neither the model's commands nor any server may
+/// write (`writable`: the jail, the terminal's write paths and caches, the server's own write
+/// paths). The program's own directory is a read path of its view, bound read-only.
+fn code_out_of_reach(key: &str, command: &[String], writable: &[&Path]) -> Result<(), ConfigError> {
     for part in command.iter().filter(|c| Path::new(c).is_absolute()) {
         let path = std::fs::canonicalize(part).unwrap_or_else(|_| PathBuf::from(part));
-        let writable = std::iter::once(&t.jail_root)
-            .chain(&t.write_paths)
-            .find(|w| path.starts_with(w));
-        if let Some(w) = writable {
+        if let Some(w) = writable.iter().find(|w| path.starts_with(w)) {
             return Err(invalid(
                 format!("{key}.command"),
                 format!(
@@ -324,6 +338,21 @@ fn code_out_of_reach(
         }
     }
     Ok(())
+}
+
+/// The terminal's secrets a server's view must not show: its credentials' files, its ssh
+/// keys' files and its agent's socket.
+fn terminal_secrets(t: &safe_mcp_rules::config::types::TerminalPolicy) -> Vec<PathBuf> {
+    use safe_mcp_rules::credentials::{Source, SshKeySource};
+    let files = t.credentials.specs.iter().filter_map(|c| match &c.source {
+        Source::File(p) => Some(p.clone()),
+        Source::Env(_) => None,
+    });
+    let keys = t.credentials.ssh.iter().map(|k| match &k.source {
+        SshKeySource::File { path, .. } => path.clone(),
+        SshKeySource::Agent { socket, .. } => socket.clone(),
+    });
+    files.chain(keys).collect()
 }
 
 fn tool_policy(raw: &RawTools, key: &str) -> Result<ToolPolicy, ConfigError> {
@@ -378,26 +407,55 @@ fn tool_policy(raw: &RawTools, key: &str) -> Result<ToolPolicy, ConfigError> {
     })
 }
 
-/// Each server's write paths lie in the terminal's jail or one of its write paths: the
-/// terminal's holder keeps the protected paths and every git directory there, and nowhere
-/// else.
-pub(super) fn within_terminal(main: &Policy, servers: &[GatewayServer]) -> Result<(), ConfigError> {
+/// What each server gets is held against the terminal's policy: its write paths lie in the
+/// jail or a terminal write path (where the terminal's holder keeps the protected paths and
+/// every git directory); its code lies outside everything any command or server may write;
+/// and none of its read paths shows a secret of the terminal's (a credential's file, an ssh
+/// key, the agent's socket), which its own narrowed policy no longer names.
+pub(super) fn against_terminal(
+    main: &Policy,
+    servers: &[GatewayServer],
+) -> Result<(), ConfigError> {
     let Some(terminal) = &main.terminal else {
         return Ok(());
     };
+    let secrets = terminal_secrets(terminal);
     for server in servers {
         let Some(narrowed) = &server.policy.terminal else {
             continue;
         };
+        let key = format!("gateway.servers {}", server.name);
         for w in &narrowed.write_paths {
             let inside = w.starts_with(&terminal.jail_root)
                 || terminal.write_paths.iter().any(|t| w.starts_with(t));
             if !inside {
                 return Err(invalid(
-                    format!("gateway.servers {}.write_paths", server.name),
+                    format!("{key}.write_paths"),
                     format!(
                         "{} is outside the jail and the terminal's write_paths, where the protected paths are not held; give a path inside the jail, or add it to [terminal] write_paths first",
                         w.display()
+                    ),
+                ));
+            }
+        }
+        let writable: Vec<&Path> = std::iter::once(terminal.jail_root.as_path())
+            .chain(terminal.write_paths.iter().map(PathBuf::as_path))
+            .chain(terminal.caches.iter().map(|c| c.dir.as_path()))
+            .chain(narrowed.write_paths.iter().map(PathBuf::as_path))
+            .collect();
+        code_out_of_reach(&key, &server.command, &writable)?;
+        for r in &narrowed.sandbox.read_paths {
+            let real = std::fs::canonicalize(r).unwrap_or_else(|_| r.clone());
+            if let Some(secret) = secrets
+                .iter()
+                .find(|s| s.starts_with(&real) || s.starts_with(r))
+            {
+                return Err(invalid(
+                    format!("{key}.read_paths"),
+                    format!(
+                        "{} holds {}, a secret of the terminal's (a credential or an ssh key): the server could read it; name a narrower directory",
+                        r.display(),
+                        secret.display()
                     ),
                 ));
             }

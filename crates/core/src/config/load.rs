@@ -76,7 +76,7 @@ pub(crate) fn from_toml(
         })?;
         let build = |raw| builder.rebuild(raw, source, Section::Terminal);
         policy.gateway = super::gateway::servers(&doc, &build)?;
-        super::gateway::within_terminal(&policy, &policy.gateway)?;
+        super::gateway::against_terminal(&policy, &policy.gateway)?;
     }
     Ok(policy)
 }

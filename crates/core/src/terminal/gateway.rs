@@ -88,6 +88,8 @@ pub struct Relay<'a> {
     pub subject: &'a str,
     /// Who asked.
     pub caller: &'a Caller,
+    /// Its arguments (a prompt's), recorded redacted.
+    pub args: Option<Value>,
 }
 
 /// The answer to a call: the server's result made fit, or the gateway's refusal.
@@ -159,8 +161,9 @@ impl<'s> Forwarder<'s> {
         if let Err(refused) = self.0.gate.admit(&attempt) {
             return Answer::Refused(refused.result(GATEWAY).with_duration(started.elapsed()));
         }
-        let forwarded = downstream.call(call.tool, call.args.clone(), cancel).await;
+        // The pid of the run the call is forwarded to (a restart after it would be another).
         let pid = downstream.pid();
+        let forwarded = downstream.call(call.tool, call.args.clone(), cancel).await;
         self.finish(&call, &id, forwarded, pid, started)
     }
 
@@ -231,6 +234,11 @@ impl<'s> Forwarder<'s> {
         attempt.caller = relay.caller.clone();
         attempt.gateway = Some(json!({"server": server, relay.what: subject}));
         attempt.rule = Some(format!("[[gateway.servers]] {server}: resources = true"));
+        if let Some(mut args) = relay.args.clone() {
+            safe_mcp_rules::gateway::result::redact_value(&mut args, &relay.narrowed.redactor);
+            safe_mcp_rules::gateway::result::redact_value(&mut args, &self.0.redactor);
+            attempt.args = Some(args);
+        }
         if let Err(refused) = self.0.gate.admit(&attempt) {
             return Err(refused.result(GATEWAY).with_duration(started.elapsed()));
         }
@@ -264,9 +272,10 @@ impl<'s> Forwarder<'s> {
                 Ok(value)
             }
             Err(e) => {
+                let reason = relay.narrowed.redactor.redact(&e.reason);
                 let result = self
                     .0
-                    .redacted(OperationResult::new(GATEWAY, e.code, e.reason))
+                    .redacted(OperationResult::new(GATEWAY, e.code, reason))
                     .with_duration(started.elapsed());
                 done(&result, 0);
                 Err(result)
@@ -383,9 +392,11 @@ impl<'s> Forwarder<'s> {
                 Answer::Result(value)
             }
             Err(e) => {
+                // The server's words: its own secrets (its credentials) and the terminal's.
+                let reason = call.narrowed.redactor.redact(&e.reason);
                 let result = self
                     .0
-                    .redacted(OperationResult::new(GATEWAY, e.code, e.reason))
+                    .redacted(OperationResult::new(GATEWAY, e.code, reason))
                     .with_detail(json!({"server": server, "tool": call.tool}))
                     .with_duration(started.elapsed());
                 self.0.gate.outcome(id, &call.caller, &result, |o| {

@@ -1,13 +1,15 @@
 //! A downstream server's tool result made fit for the client: every text redacted, the whole
 //! held to `max_result_bytes`.
 //!
-//! Redaction walks every string of the result (the content blocks' text, an embedded
-//! resource's text and URI, the structured content at any depth, `_meta`), except base64
-//! payloads (`data`, `blob`), which are bytes, not text, and are only counted. The cap keeps
-//! the content blocks in order: a text block that does not fit is cut at a character
-//! boundary, a binary block that does not fit is left out, and a note says what was cut.
-//! Structured content that does not fit cannot be cut without breaking the tool's output
-//! schema, so the result becomes an error that says so.
+//! Redaction walks every string of the result, object keys included (the content blocks'
+//! text, an embedded resource's text and URI, the structured content at any depth, `_meta`),
+//! except the protocol's base64 payloads (an image's or audio's `data`, a resource's `blob`),
+//! which are bytes, not text, and are only counted. The cap counts the serialized result,
+//! every field: the content blocks are kept in order, a text block that does not fit is cut
+//! at a character boundary, a binary block that does not fit is left out, and a note says
+//! what was cut. What is not content (structured content, `_meta`) cannot be cut without
+//! breaking the tool's output schema, so when it does not fit the result becomes an error
+//! that says so.
 
 use serde_json::{Map, Value, json};
 
@@ -26,10 +28,9 @@ pub struct Shaped {
     pub is_error: bool,
 }
 
-/// Keys whose strings are base64 payloads, not text.
-const BINARY: [&str; 2] = ["data", "blob"];
-
-/// Redacts every string of `value` but base64 payloads.
+/// Redacts every string of `value`, object keys included, but the base64 payloads of the
+/// protocol's binary content: `data` of an image or audio block, `blob` of a resource's
+/// contents (an object with a `uri`). The same names anywhere else are text like any other.
 pub fn redact_value(value: &mut Value, redactor: &Redactor) {
     match value {
         Value::String(s) => {
@@ -40,17 +41,30 @@ pub fn redact_value(value: &mut Value, redactor: &Redactor) {
         }
         Value::Array(items) => items.iter_mut().for_each(|v| redact_value(v, redactor)),
         Value::Object(map) => {
-            for (key, v) in map.iter_mut() {
-                if !(BINARY.contains(&key.as_str()) && v.is_string()) {
-                    redact_value(v, redactor);
+            let kind = map.get("type").and_then(Value::as_str);
+            let binary = match kind {
+                Some("image" | "audio") => Some("data"),
+                _ if map.contains_key("uri") => Some("blob"),
+                _ => None,
+            };
+            let old = std::mem::take(map);
+            for (key, mut v) in old {
+                let payload = binary == Some(key.as_str()) && v.is_string();
+                if !payload {
+                    redact_value(&mut v, redactor);
                 }
+                map.insert(redactor.redact(&key), v);
             }
         }
         _ => {}
     }
 }
 
-/// `result` (a `CallToolResult` as JSON) redacted and held to `max_bytes`.
+/// Room kept for the note that says what was cut.
+const NOTE_BYTES: usize = 200;
+
+/// `result` (a `CallToolResult` as JSON) redacted and held to `max_bytes` of its serialized
+/// form, every field counted.
 pub fn shape(mut result: Value, redactor: &Redactor, max_bytes: usize) -> Shaped {
     let bytes = result.to_string().len();
     redact_value(&mut result, redactor);
@@ -63,12 +77,17 @@ pub fn shape(mut result: Value, redactor: &Redactor, max_bytes: usize) -> Shaped
         };
     };
     let is_error = map.get("isError").and_then(Value::as_bool).unwrap_or(false);
-    let structured = map
-        .get("structuredContent")
-        .map_or(0, |v| v.to_string().len());
-    if structured > max_bytes {
+    let blocks = match map.remove("content") {
+        Some(Value::Array(blocks)) => blocks,
+        Some(other) => vec![other],
+        None => Vec::new(),
+    };
+    // What is not content (structured content, _meta, isError) cannot be cut without
+    // breaking the tool's output schema: it must fit whole, with room for the note.
+    let rest = Value::Object(map.clone()).to_string().len() + "\"content\":[],".len();
+    if rest + NOTE_BYTES > max_bytes {
         let note = format!(
-            "the tool's structured result is {structured} bytes, over this server's max_result_bytes ({max_bytes}); ask for less (a narrower query, a page), or the operator can raise the limit"
+            "the tool's result without its content is {rest} bytes, over this server's max_result_bytes ({max_bytes}); ask for less (a narrower query, a page), or the operator can raise the limit"
         );
         return Shaped {
             value: error_result(&note),
@@ -77,44 +96,69 @@ pub fn shape(mut result: Value, redactor: &Redactor, max_bytes: usize) -> Shaped
             is_error: true,
         };
     }
-    let mut budget = max_bytes - structured;
-    let mut cut = 0;
-    if let Some(Value::Array(blocks)) = map.get_mut("content") {
-        let mut kept = Vec::with_capacity(blocks.len());
-        for mut block in blocks.drain(..) {
-            let size = block.to_string().len();
-            if size <= budget {
-                budget -= size;
-                kept.push(block);
-                continue;
-            }
-            match text_of(&mut block) {
-                Some(text) if budget > 0 => {
-                    let mut at = budget.min(text.len());
-                    while !text.is_char_boundary(at) {
-                        at -= 1;
-                    }
-                    cut += text.len() - at;
-                    text.truncate(at);
-                    budget = 0;
-                    kept.push(block);
-                }
-                _ => cut += size,
-            }
+    let whole = rest
+        + blocks
+            .iter()
+            .map(|b| b.to_string().len() + 1)
+            .sum::<usize>();
+    let mut budget = if whole > max_bytes {
+        max_bytes - rest - NOTE_BYTES
+    } else {
+        max_bytes - rest
+    };
+    let (mut kept, mut cut) = (Vec::with_capacity(blocks.len()), 0);
+    for mut block in blocks {
+        let size = block.to_string().len() + 1;
+        if size <= budget {
+            budget -= size;
+            kept.push(block);
+            continue;
         }
-        if cut > 0 {
-            kept.push(json!({
-                "type": "text",
-                "text": format!("[safe-mcp gateway: {cut} bytes of this result were cut at max_result_bytes = {max_bytes}; ask for less, such as a range or a page]"),
-            }));
+        if budget > 0 && cut_text(&mut block, budget) {
+            let now = block.to_string().len() + 1;
+            cut += size - now;
+            budget = budget.saturating_sub(now);
+            kept.push(block);
+        } else {
+            cut += size;
         }
-        *blocks = kept;
     }
+    if cut > 0 {
+        kept.push(json!({
+            "type": "text",
+            "text": format!("[safe-mcp gateway: {cut} bytes of this result were cut at max_result_bytes = {max_bytes}; ask for less, such as a range or a page]"),
+        }));
+    }
+    map.insert("content".into(), Value::Array(kept));
     Shaped {
         value: result,
         bytes,
         cut,
         is_error,
+    }
+}
+
+/// Cuts a text block's text (at a character boundary) until the block, serialized, takes at
+/// most `budget` bytes; `false` when it is not a text block or nothing of it fits.
+fn cut_text(block: &mut Value, budget: usize) -> bool {
+    loop {
+        let size = block.to_string().len() + 1;
+        if size <= budget {
+            return true;
+        }
+        let Some(text) = text_of(block) else {
+            return false;
+        };
+        if text.is_empty() {
+            return false;
+        }
+        // Escaping makes a byte take up to six: cut at least the excess, and at least one
+        // character, each round.
+        let mut at = text.len().saturating_sub((size - budget).max(1));
+        while !text.is_char_boundary(at) {
+            at -= 1;
+        }
+        text.truncate(at);
     }
 }
 

@@ -177,7 +177,15 @@ fn paths_stay_in_the_jail() {
             rule: "tools.allow read_*".into()
         }
     );
-    for outside in ["/etc/shadow", "../x", "link/shadow", "file:///etc/passwd"] {
+    for outside in [
+        "/etc/shadow",
+        "../x",
+        "link/shadow",
+        "file:///etc/passwd",
+        "FILE:///etc/passwd",
+        "file://localhost/etc/passwd",
+        "file://other.host/jail/x",
+    ] {
         assert_eq!(
             code(&verdict("read_file", json!({"path": outside}))),
             Some(ResultCode::PathEscape),
@@ -227,6 +235,14 @@ fn a_refused_value_is_refused_and_confirm_asks() {
         code(&verdict(
             "write_file",
             json!({"path": "k", "content": "-----BEGIN OPENSSH PRIVATE KEY-----"})
+        )),
+        Some(ResultCode::PolicyDenied)
+    );
+    // Hidden in a list, still refused.
+    assert_eq!(
+        code(&verdict(
+            "write_file",
+            json!({"path": "k", "content": ["x", "BEGIN RSA PRIVATE KEY"]})
         )),
         Some(ResultCode::PolicyDenied)
     );
@@ -306,4 +322,32 @@ fn a_result_is_held_to_its_cap() {
     let shaped = result::shape(structured, &redactor(), 2000);
     assert!(shaped.is_error);
     assert!(shaped.value["structuredContent"].is_null());
+}
+
+#[test]
+fn only_the_protocols_payloads_escape_redaction_and_keys_do_not() {
+    let token = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
+    let result = json!({
+        "content": [{"type": "text", "text": "ok"}],
+        "structuredContent": {"data": token, "blob": token, token: "as a key"},
+        "_meta": {"data": token},
+    });
+    let shaped = result::shape(result, &redactor(), 1 << 20);
+    assert!(
+        !shaped.value.to_string().contains(token),
+        "{}",
+        shaped.value
+    );
+}
+
+#[test]
+fn the_cap_counts_the_serialized_result() {
+    // Quotes serialize as two bytes each: a cut by raw length would pass twice the cap.
+    let quotes = "\"".repeat(10_000);
+    let result =
+        json!({"content": [{"type": "text", "text": quotes}], "_meta": {"x": "y".repeat(500)}});
+    let shaped = result::shape(result, &redactor(), 4000);
+    let size = shaped.value.to_string().len();
+    assert!(size <= 4000, "{size}");
+    assert!(shaped.cut > 0);
 }

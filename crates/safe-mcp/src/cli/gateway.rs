@@ -40,7 +40,15 @@ pub(crate) fn add(config: Option<&Path>, entry: &Add<'_>) -> ExitCode {
         Ok(text) => text,
         Err(e) => return fatal(format!("{}: {e}", path.display())),
     };
-    let text = format!("{}\n{}", before.trim_end(), entry_text(entry));
+    // The jail: a read path inferred for the server never holds it (nor anything above it).
+    let jail = super::load(Some(&path), Section::Terminal)
+        .ok()
+        .and_then(|p| p.terminal.map(|t| t.jail_root));
+    let text = format!(
+        "{}\n{}",
+        before.trim_end(),
+        entry_text(entry, jail.as_deref())
+    );
     if let Err(e) = std::fs::write(&path, &text) {
         return fatal(format!("{}: {e}", path.display()));
     }
@@ -81,8 +89,8 @@ fn list(items: impl IntoIterator<Item = String>) -> String {
 }
 
 /// The entry `add` appends, commented.
-fn entry_text(entry: &Add<'_>) -> String {
-    let reads = read_paths(entry.command);
+fn entry_text(entry: &Add<'_>, jail: Option<&Path>) -> String {
+    let reads = read_paths(entry.command, jail);
     let mut text = format!(
         "\n# The {name} MCP server, run confined by the terminal server; its tools are served as\n# {name}__<tool>. Written by `safe-mcp gateway add`.\n[[gateway.servers]]\nname = {}\ncommand = {}\n",
         quoted(entry.name),
@@ -115,25 +123,30 @@ fn entry_text(entry: &Add<'_>) -> String {
     text
 }
 
-/// What a server's files need readable: for each absolute path of its argv, the topmost
-/// `node_modules` above it (a node package imports its siblings), a venv's root for a
-/// venv's script, or the file's own directory.
-fn read_paths(command: &[String]) -> Vec<PathBuf> {
+/// What a server's files need readable: for each absolute path of its argv that is a file
+/// (a directory operand is data, such as a root it serves: never inferred), the topmost
+/// `node_modules` above it (a node package imports its siblings), a venv's root for a venv's
+/// script, or the file's own directory; never a system directory, nor one holding the jail.
+fn read_paths(command: &[String], jail: Option<&Path>) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = Vec::new();
-    for part in command.iter().map(Path::new).filter(|p| p.is_absolute()) {
+    for part in command
+        .iter()
+        .map(Path::new)
+        .filter(|p| p.is_absolute() && p.is_file())
+    {
         let modules = part
             .ancestors()
             .filter(|a| a.file_name().is_some_and(|n| n == "node_modules"))
             .last();
         let venv = part.ancestors().find(|a| a.join("pyvenv.cfg").is_file());
-        let dir = modules.or(venv).or_else(|| part.parent());
-        if let Some(dir) = dir
-            && !out.iter().any(|o| dir.starts_with(o))
-            && dir != Path::new("/")
-            && !["/usr", "/usr/bin", "/bin", "/usr/local/bin"]
-                .iter()
-                .any(|d| dir == Path::new(d))
-        {
+        let Some(dir) = modules.or(venv).or_else(|| part.parent()) else {
+            continue;
+        };
+        let system = ["/", "/usr", "/usr/bin", "/bin", "/usr/local/bin"]
+            .iter()
+            .any(|d| dir == Path::new(d));
+        let holds_jail = jail.is_some_and(|j| j.starts_with(dir));
+        if !system && !holds_jail && !out.iter().any(|o| dir.starts_with(o)) {
             out.push(dir.to_path_buf());
         }
     }

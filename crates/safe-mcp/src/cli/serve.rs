@@ -90,7 +90,11 @@ pub(crate) fn serve_terminal(config: Option<&Path>, http: Option<&str>) -> ExitC
     if let Some(listener) = mcp::nested::listener(&service, &executor) {
         background.push(Box::pin(listener));
     }
-    if let Some(reloader) = super::credentials::reloader(&service) {
+    let mut with_credentials = vec![Arc::clone(&service)];
+    if let Some(gateway) = &gateway {
+        with_credentials.extend(gateway.servers().iter().map(|s| Arc::clone(&s.narrowed)));
+    }
+    if let Some(reloader) = super::credentials::reloader(with_credentials) {
         background.push(Box::pin(reloader));
     }
     // The ssh keys' agent, which commands reach through SSH_AUTH_SOCK.

@@ -35,7 +35,7 @@ impl Downstream for Bound<'_> {
                 code: ResultCode::OperationFailed,
                 reason,
             };
-            let Some(peer) = server.peer() else {
+            let Some((peer, run)) = server.current() else {
                 let why = server
                     .status()
                     .last_end
@@ -72,7 +72,7 @@ impl Downstream for Bound<'_> {
                     server.entry.name
                 ))),
                 Err(_) => {
-                    server.restart_if_hung(&peer).await;
+                    server.restart_if_hung(&peer, &run).await;
                     Err(DownstreamError {
                         code: ResultCode::Timeout,
                         reason: format!(

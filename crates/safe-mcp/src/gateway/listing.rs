@@ -3,12 +3,21 @@
 //! keeping its URI), and a read or a get routed back to the server that listed it; and the
 //! client's log level, passed to every server.
 
+use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use rmcp::model::{Prompt, Resource, ResourceTemplate};
 
 use super::Gateway;
 use super::server::Server;
+
+/// `asked` of `server`, given up after its `call_timeout_seconds`: one hung server does not
+/// hold a listing of all of them.
+async fn bounded<T, E>(server: &Server, asked: impl Future<Output = Result<T, E>>) -> Option<T> {
+    let wait = Duration::from_secs(server.entry.call_timeout_seconds);
+    tokio::time::timeout(wait, asked).await.ok()?.ok()
+}
 
 impl Gateway {
     /// The servers that pass their resources and prompts through, while they run.
@@ -26,9 +35,9 @@ impl Gateway {
         let mut out = Vec::new();
         for server in self.sharing() {
             if let Some(peer) = server.peer()
-                && let Ok(list) = peer.list_all_resources().await
+                && let Some(list) = bounded(server, peer.list_all_resources()).await
             {
-                out.extend(list);
+                out.extend(list.iter().map(|r| server.scrub(r)));
             }
         }
         out
@@ -39,9 +48,9 @@ impl Gateway {
         let mut out = Vec::new();
         for server in self.sharing() {
             if let Some(peer) = server.peer()
-                && let Ok(list) = peer.list_all_resource_templates().await
+                && let Some(list) = bounded(server, peer.list_all_resource_templates()).await
             {
-                out.extend(list);
+                out.extend(list.iter().map(|t| server.scrub(t)));
             }
         }
         out
@@ -56,12 +65,12 @@ impl Gateway {
         }
         for server in &sharing {
             let Some(peer) = server.peer() else { continue };
-            if let Ok(list) = peer.list_all_resources().await
+            if let Some(list) = bounded(server, peer.list_all_resources()).await
                 && list.iter().any(|r| r.uri == uri)
             {
                 return Some(Arc::clone(server));
             }
-            if let Ok(list) = peer.list_all_resource_templates().await
+            if let Some(list) = bounded(server, peer.list_all_resource_templates()).await
                 && list.iter().any(|t| {
                     let fixed = t.uri_template.split('{').next().unwrap_or_default();
                     !fixed.is_empty() && uri.starts_with(fixed)
@@ -78,9 +87,10 @@ impl Gateway {
         let mut out = Vec::new();
         for server in self.sharing() {
             if let Some(peer) = server.peer()
-                && let Ok(list) = peer.list_all_prompts().await
+                && let Some(list) = bounded(server, peer.list_all_prompts()).await
             {
-                for mut prompt in list {
+                for prompt in list {
+                    let mut prompt = server.scrub(&prompt);
                     prompt.name =
                         safe_mcp_core::gateway::client_name(&server.entry.name, &prompt.name);
                     out.push(prompt);
@@ -94,7 +104,7 @@ impl Gateway {
     pub async fn prompt_route(&self, name: &str) -> Option<(Arc<Server>, String)> {
         for server in self.sharing() {
             let Some(peer) = server.peer() else { continue };
-            if let Ok(list) = peer.list_all_prompts().await
+            if let Some(list) = bounded(server, peer.list_all_prompts()).await
                 && let Some(p) = list.into_iter().find(|p| {
                     safe_mcp_core::gateway::client_name(&server.entry.name, &p.name) == name
                 })
@@ -115,7 +125,7 @@ impl Gateway {
                 .peer_info()
                 .is_some_and(|info| info.capabilities.logging.is_some());
             if logs {
-                let _ = peer.set_level(request.clone()).await;
+                let _ = bounded(server, peer.set_level(request.clone())).await;
             }
         }
     }

@@ -145,6 +145,11 @@ impl Gateway {
         })
     }
 
+    /// The servers.
+    pub fn servers(&self) -> &[Arc<Server>] {
+        &self.servers
+    }
+
     /// Every allowed tool of every running server, named as the client sees it.
     pub fn tools(&self) -> Vec<Tool> {
         self.servers

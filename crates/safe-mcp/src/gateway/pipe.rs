@@ -109,10 +109,20 @@ impl Pipes {
         lock(&self.why).clone()
     }
 
-    /// The last of what it wrote to stderr, as text (not yet redacted).
+    /// The last of what it wrote to stderr, as text (not yet redacted), from a line's start:
+    /// a line cut at the tail's front could show part of a secret redaction cannot see.
     pub fn stderr_tail(&self) -> String {
         let tail = lock(&self.stderr);
-        String::from_utf8_lossy(&tail.iter().copied().collect::<Vec<u8>>()).into_owned()
+        let bytes: Vec<u8> = tail.iter().copied().collect();
+        let from = if bytes.len() >= STDERR_TAIL {
+            bytes
+                .iter()
+                .position(|b| *b == b'\n')
+                .map_or(bytes.len(), |i| i + 1)
+        } else {
+            0
+        };
+        String::from_utf8_lossy(&bytes[from..]).into_owned()
     }
 }
 

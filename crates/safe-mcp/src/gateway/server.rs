@@ -251,6 +251,31 @@ impl Server {
         lock(&self.live).as_ref().map(|l| l.peer.clone())
     }
 
+    /// The client of its current run and the run's ends (which name the run).
+    pub fn current(&self) -> Option<(Peer<RoleClient>, Arc<Pipes>)> {
+        lock(&self.live)
+            .as_ref()
+            .map(|l| (l.peer.clone(), Arc::clone(&l.pipes)))
+    }
+
+    /// `text` from the server, redacted as its own secrets and the terminal's are.
+    pub fn scrub_text(&self, text: &str) -> String {
+        self.main
+            .redactor()
+            .redact(&self.narrowed.redactor().redact(text))
+    }
+
+    /// `item` from the server (a listing, a request it makes of the client), every string
+    /// in it redacted as [`Server::scrub_text`] does; as it was if it does not come back.
+    pub fn scrub<T: serde::Serialize + serde::de::DeserializeOwned + Clone>(&self, item: &T) -> T {
+        let Ok(mut value) = serde_json::to_value(item) else {
+            return item.clone();
+        };
+        safe_mcp_core::gateway::result::redact_value(&mut value, self.narrowed.redactor());
+        safe_mcp_core::gateway::result::redact_value(&mut value, self.main.redactor());
+        serde_json::from_value(value).unwrap_or_else(|_| item.clone())
+    }
+
     /// Its state now.
     pub fn status(&self) -> Status {
         lock(&self.status).clone()
@@ -276,7 +301,7 @@ impl Server {
                 let mut status = lock(&self.status);
                 status.ready = false;
                 status.pid = None;
-                status.last_end = Some(self.narrowed.redactor().redact(&reason));
+                status.last_end = Some(self.scrub_text(&reason));
             }
             *lock(&self.live) = None;
             *lock(&self.tools) = Arc::default();
@@ -409,7 +434,7 @@ impl Server {
     /// After a call timed out: a server that does not answer a ping either is hung (a
     /// single-threaded server stuck in one call answers nothing more), and its run is
     /// stopped, so that the supervisor starts it again.
-    pub async fn restart_if_hung(&self, peer: &Peer<RoleClient>) {
+    pub async fn restart_if_hung(&self, peer: &Peer<RoleClient>, run: &Arc<Pipes>) {
         let ping = rmcp::model::ClientRequest::PingRequest(rmcp::model::PingRequest {
             method: Default::default(),
             extensions: Default::default(),
@@ -420,7 +445,10 @@ impl Server {
                 "gateway server {} answers no ping after a call timed out; restarting it",
                 self.entry.name
             );
-            if let Some(live) = lock(&self.live).as_ref() {
+            // That run only: a restart since (a fresh run) is left alone.
+            if let Some(live) = lock(&self.live).as_ref()
+                && Arc::ptr_eq(&live.pipes, run)
+            {
                 live.pipes.stop_for(&format!(
                     "restarted: it answered no ping within {} s after a call timed out (hung)",
                     PING_WITHIN.as_secs()
@@ -434,8 +462,10 @@ impl Server {
         let listed = tools
             .into_iter()
             .filter(|t| self.entry.tools.lists(&t.name))
-            .map(|mut tool| {
+            .map(|tool| {
                 let own = tool.name.to_string();
+                // What the server says of its tools reaches the model: redacted.
+                let mut tool = self.scrub(&tool);
                 // A tool a person approves each call of takes the ticket a refusal gives,
                 // as run_command does; the gateway keeps it from the server.
                 if self.entry.tools.needs_approval(&own) {
@@ -460,7 +490,7 @@ impl Server {
     /// The last of what the current run wrote to stderr, redacted.
     pub fn stderr_tail(&self) -> Option<String> {
         let tail = lock(&self.live).as_ref().map(|l| l.pipes.stderr_tail())?;
-        Some(self.narrowed.redactor().redact(&tail))
+        Some(self.scrub_text(&tail))
     }
 
     /// What `describe_policy` says of it (the gateway's description lists each server's).
@@ -518,6 +548,14 @@ impl Client {
     /// The client of `server`'s run, telling the gateway through `changed`.
     pub fn new(server: Weak<Server>, changed: OnChange) -> Client {
         Client { server, changed }
+    }
+
+    /// A request of the server's, redacted before it reaches the client.
+    fn scrubbed<T: serde::Serialize + serde::de::DeserializeOwned + Clone>(&self, item: &T) -> T {
+        match self.server.upgrade() {
+            Some(server) => server.scrub(item),
+            None => item.clone(),
+        }
     }
 
     /// Whether its server passes resources and prompts through.
@@ -618,7 +656,7 @@ impl ClientHandler for Client {
         };
         params.progress_token = theirs;
         if let Some(message) = params.message.as_mut() {
-            *message = server.narrowed.redactor().redact(message);
+            *message = server.scrub_text(message);
         }
         let _ = upstream.peer.notify_progress(params).await;
     }
@@ -632,9 +670,9 @@ impl ClientHandler for Client {
         let Some(server) = self.server.upgrade() else {
             return;
         };
-        safe_mcp_core::gateway::result::redact_value(&mut params.data, server.narrowed.redactor());
+        params.data = server.scrub(&params.data);
         params.logger = Some(match params.logger.take() {
-            Some(l) => format!("{}/{l}", server.entry.name),
+            Some(l) => format!("{}/{}", server.entry.name, server.scrub_text(&l)),
             None => server.entry.name.clone(),
         });
         (self.changed)(Change::Log(params));
@@ -648,6 +686,7 @@ impl ClientHandler for Client {
     ) -> Result<rmcp::model::CreateMessageResult, rmcp::ErrorData> {
         let what = "sampling/createMessage";
         let upstream = self.ask_upstream(what, |s| s.entry.allow_sampling, "allow_sampling")?;
+        let params = self.scrubbed(&params);
         let asked = upstream.peer.create_message(params).await;
         asked.map_err(|e| rmcp::ErrorData::internal_error(format!("the client: {e}"), None))
     }
@@ -660,6 +699,7 @@ impl ClientHandler for Client {
         let what = "elicitation/create";
         let upstream =
             self.ask_upstream(what, |s| s.entry.allow_elicitation, "allow_elicitation")?;
+        let params = self.scrubbed(&params);
         let asked = upstream.peer.create_elicitation(params).await;
         asked.map_err(|e| rmcp::ErrorData::internal_error(format!("the client: {e}"), None))
     }

@@ -197,6 +197,7 @@ pub(crate) async fn read_resource(
         what: "resources/read",
         subject: &uri,
         caller: &caller,
+        args: None,
     };
     let (name, reaching) = (server.entry.name.clone(), Arc::clone(&server));
     let answer = Box::pin(async move {
@@ -236,6 +237,10 @@ pub(crate) async fn get_prompt(
         what: "prompts/get",
         subject: &asked,
         caller: &caller,
+        args: request
+            .arguments
+            .clone()
+            .map(|a| serde_json::to_value(a).unwrap_or_default()),
     };
     let (name, reaching) = (server.entry.name.clone(), Arc::clone(&server));
     let answer = Box::pin(async move {
@@ -253,28 +258,54 @@ pub(crate) async fn get_prompt(
     serde_json::from_value(value).map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))
 }
 
-/// `resources/subscribe` and `unsubscribe`, forwarded to the server of the URI.
+/// `resources/subscribe` and `unsubscribe`, forwarded to the server of the URI, each
+/// recorded before it is ([`Forwarder::relay`]).
 pub(crate) async fn subscription(
+    terminal: Asking<'_>,
     gateway: &Gateway,
     uri: String,
     subscribe: bool,
+    context: &RequestContext<RoleServer>,
 ) -> Result<(), rmcp::ErrorData> {
-    let server = gateway.resource_server(&uri).await;
-    let Some(peer) = server.as_ref().and_then(|s| s.peer()) else {
+    let Some(server) = gateway.resource_server(&uri).await else {
         return Err(rmcp::ErrorData::resource_not_found(
             format!("no running server of this gateway lists {uri}"),
             None,
         ));
     };
-    #[allow(deprecated)] // the 2025-11-25 form, which the stdio servers speak
-    let sent = if subscribe {
-        peer.subscribe(rmcp::model::SubscribeRequestParams::new(uri))
-            .await
+    let caller = caller_of(context);
+    let what = if subscribe {
+        "resources/subscribe"
     } else {
-        peer.unsubscribe(rmcp::model::UnsubscribeRequestParams::new(uri))
-            .await
+        "resources/unsubscribe"
     };
-    sent.map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))
+    let relay = Relay {
+        server: &server.entry,
+        narrowed: &server.narrowed,
+        what,
+        subject: &uri,
+        caller: &caller,
+        args: None,
+    };
+    let (name, reaching, asked) = (server.entry.name.clone(), Arc::clone(&server), uri.clone());
+    let answer = Box::pin(async move {
+        let peer = reaching.peer().ok_or_else(|| down(&name))?;
+        #[allow(deprecated)] // the 2025-11-25 form, which the stdio servers speak
+        let sent = if subscribe {
+            peer.subscribe(rmcp::model::SubscribeRequestParams::new(asked))
+                .await
+        } else {
+            peer.unsubscribe(rmcp::model::UnsubscribeRequestParams::new(asked))
+                .await
+        };
+        sent.map(|()| serde_json::Value::Null)
+            .map_err(|e| failed(&name, &e))
+    });
+    Forwarder::of(terminal.service)
+        .relay(relay, answer)
+        .await
+        .map(|_| ())
+        .map_err(|r| refused(&r))
 }
 
 fn down(server: &str) -> DownstreamError {

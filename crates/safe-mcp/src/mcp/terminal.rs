@@ -694,20 +694,22 @@ impl ServerHandler for TerminalServer {
     async fn subscribe(
         &self,
         request: rmcp::model::SubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), rmcp::ErrorData> {
         let gateway = self.gateway.as_ref().ok_or_else(no_resources)?;
-        crate::mcp::gateway::subscription(gateway, request.uri, true).await
+        let asking = self.asking(&context);
+        crate::mcp::gateway::subscription(asking, gateway, request.uri, true, &context).await
     }
 
     #[allow(deprecated)] // resources/unsubscribe: the 2025-11-25 form
     async fn unsubscribe(
         &self,
         request: rmcp::model::UnsubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), rmcp::ErrorData> {
         let gateway = self.gateway.as_ref().ok_or_else(no_resources)?;
-        crate::mcp::gateway::subscription(gateway, request.uri, false).await
+        let asking = self.asking(&context);
+        crate::mcp::gateway::subscription(asking, gateway, request.uri, false, &context).await
     }
 
     async fn list_prompts(

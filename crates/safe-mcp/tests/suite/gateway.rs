@@ -493,9 +493,22 @@ async fn gateway_add_writes_an_entry_the_terminal_runs() {
         .arg(&sb.policy)
         .args(["probe", "--allow", "echo", "--", "python3"])
         .arg(&script)
+        .arg(sb.base())
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
+    // Read paths come from the command's files only: the directory operand (here one that
+    // holds the jail, the policy and the trail) is data, never made readable.
+    let written = std::fs::read_to_string(&sb.policy).unwrap();
+    let reads = written
+        .lines()
+        .find(|l| l.starts_with("read_paths"))
+        .unwrap_or_default();
+    assert!(reads.contains("/srv"), "{written}");
+    assert!(
+        !reads.contains(&format!("\"{}\"", sb.base().display())),
+        "{written}"
+    );
     let listed = cli(&["list"]);
     let text = String::from_utf8_lossy(&listed.stdout);
     assert!(

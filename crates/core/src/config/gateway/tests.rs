@@ -145,3 +145,44 @@ fn a_server_whose_code_lies_where_commands_write_is_refused() {
     let said = refusal(&entry("a", "[\"node\", \"JAIL/server.js\"]", ""));
     assert!(said.contains("out of the model's reach"), "{said}");
 }
+
+#[test]
+fn a_server_read_path_holding_a_terminal_secret_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let (dir, _) = load("");
+    let keys = dir.path().join("keys");
+    std::fs::create_dir(&keys).unwrap();
+    let token = keys.join("token");
+    std::fs::write(&token, "secret-value-1234567890\n").unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let text = format!(
+        r#"audit_log = "audit.jsonl"
+[terminal]
+jail_root = "jail"
+[terminal.allowlist]
+commands = ["ls"]
+[terminal.network]
+mode = "allowlist"
+allow_domains = ["api.example.com"]
+[[terminal.credentials]]
+name = "API_TOKEN"
+from = "file:{}"
+hosts = ["api.example.com"]
+inject = {{ header = "Authorization", format = "Bearer {{}}" }}
+{}"#,
+        token.display(),
+        entry(
+            "a",
+            "[\"node\"]",
+            &format!("read_paths = [\"{}\"]", keys.display())
+        )
+    );
+    let path = dir.path().join("policy.toml");
+    std::fs::write(&path, text).unwrap();
+    let env = |_: &str| None;
+    let said = match super::super::read(Some(&path), &env, Section::Terminal) {
+        Ok(_) => panic!("loaded a server that can read the terminal's token"),
+        Err(e) => e.to_string(),
+    };
+    assert!(said.contains("a secret of the terminal's"), "{said}");
+}
