@@ -50,7 +50,7 @@ FLOORS = {
     "organizer": [["fsroot"], ["journal", "rules"], ["service"]],
     "proxy": [["request", "splice", "tls"], ["context", "relay"], ["ingress", "terminate"]],
     # The binary: its MCP handlers and the shim below the commands that wire them.
-    "safe-mcp": [["exit", "gateway", "logging", "mcp", "shim", "ssh_agent", "ssh_bind", "ssh_keys", "ssh_login"], ["runtime"], ["cli"]],
+    "safe-mcp": [["exit", "runtime"], ["gateway", "logging", "mcp", "shim", "ssh_agent", "ssh_bind", "ssh_keys", "ssh_login"], ["cli"]],
 }
 
 root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "crates")

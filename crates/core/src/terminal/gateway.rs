@@ -118,16 +118,10 @@ impl<'s> Forwarder<'s> {
         cancel: safe_mcp_contract::Cancel,
     ) -> Answer {
         let started = Instant::now();
-        let id = self.0.gate.begin();
         let server = call.server.name.as_str();
-        let mut args = call.args.clone();
-        safe_mcp_rules::gateway::result::redact_value(&mut args, &call.narrowed.redactor);
-        safe_mcp_rules::gateway::result::redact_value(&mut args, &self.0.redactor);
-        let shown = format!("{server}.{} {args}", call.tool);
-        let mut attempt = Attempt::new(&id, GATEWAY, shown.clone());
-        attempt.args = Some(args.clone());
-        attempt.caller = call.caller.clone();
-        attempt.gateway = Some(json!({"server": server, "tool": call.tool}));
+        let mut attempt = self.attempt(GATEWAY, &call);
+        let id = attempt.call.clone();
+        let shown = attempt.command.clone();
         let bounds = Bounds {
             jail: &call.narrowed.jail,
             network: &call.narrowed.policy.network,
@@ -205,15 +199,7 @@ impl<'s> Forwarder<'s> {
                 OperationResult::new(super::describe::EXPLAIN, code, reason).with_detail(detail),
             )
             .with_duration(started.elapsed());
-        let mut args = call.args.clone();
-        safe_mcp_rules::gateway::result::redact_value(&mut args, &self.0.redactor);
-        let mut attempt = Attempt::new(
-            &self.0.gate.begin(),
-            super::describe::EXPLAIN,
-            format!("{server}.{} {args}", call.tool),
-        );
-        attempt.caller = call.caller.clone();
-        attempt.gateway = Some(json!({"server": server, "tool": call.tool}));
+        let attempt = self.attempt(super::describe::EXPLAIN, call);
         self.0.gate.record(attempt, &result);
         result
     }
@@ -229,14 +215,13 @@ impl<'s> Forwarder<'s> {
         let started = Instant::now();
         let id = self.0.gate.begin();
         let server = relay.server.name.as_str();
-        let subject = self.0.redactor.redact(relay.subject);
+        let subject = scrub_text(relay.subject, relay.narrowed, self.0);
         let mut attempt = Attempt::new(&id, GATEWAY, format!("{server} {} {subject}", relay.what));
         attempt.caller = relay.caller.clone();
         attempt.gateway = Some(json!({"server": server, relay.what: subject}));
         attempt.rule = Some(format!("[[gateway.servers]] {server}: resources = true"));
         if let Some(mut args) = relay.args.clone() {
-            safe_mcp_rules::gateway::result::redact_value(&mut args, &relay.narrowed.redactor);
-            safe_mcp_rules::gateway::result::redact_value(&mut args, &self.0.redactor);
+            scrub(&mut args, relay.narrowed, self.0);
             attempt.args = Some(args);
         }
         if let Err(refused) = self.0.gate.admit(&attempt) {
@@ -251,8 +236,7 @@ impl<'s> Forwarder<'s> {
         match answer.await {
             Ok(mut value) => {
                 let bytes = value.to_string().len();
-                safe_mcp_rules::gateway::result::redact_value(&mut value, &relay.narrowed.redactor);
-                safe_mcp_rules::gateway::result::redact_value(&mut value, &self.0.redactor);
+                scrub(&mut value, relay.narrowed, self.0);
                 if bytes > relay.server.max_result_bytes {
                     let result = OperationResult::new(
                         GATEWAY,
@@ -272,11 +256,9 @@ impl<'s> Forwarder<'s> {
                 Ok(value)
             }
             Err(e) => {
-                let reason = relay.narrowed.redactor.redact(&e.reason);
-                let result = self
-                    .0
-                    .redacted(OperationResult::new(GATEWAY, e.code, reason))
-                    .with_duration(started.elapsed());
+                let reason = scrub_text(&e.reason, relay.narrowed, self.0);
+                let result =
+                    OperationResult::new(GATEWAY, e.code, reason).with_duration(started.elapsed());
                 done(&result, 0);
                 Err(result)
             }
@@ -308,6 +290,23 @@ impl<'s> Forwarder<'s> {
         self.0
             .gate
             .record(attempt, &OperationResult::new(GATEWAY, code, reason));
+    }
+
+    /// The attempt record of `call` under `tool` (a call, or its explain): the server, the
+    /// tool, the arguments redacted, who asked.
+    fn attempt(&self, tool: &'static str, call: &ToolCall<'_>) -> Attempt {
+        let server = call.server.name.as_str();
+        let mut args = call.args.clone();
+        scrub(&mut args, call.narrowed, self.0);
+        let mut attempt = Attempt::new(
+            &self.0.gate.begin(),
+            tool,
+            format!("{server}.{} {args}", call.tool),
+        );
+        attempt.args = Some(args);
+        attempt.caller = call.caller.clone();
+        attempt.gateway = Some(json!({"server": server, "tool": call.tool}));
+        attempt
     }
 
     /// A `confirm` tool's call put to a person: `Ok` is the attempt's approval record.
@@ -393,10 +392,8 @@ impl<'s> Forwarder<'s> {
             }
             Err(e) => {
                 // The server's words: its own secrets (its credentials) and the terminal's.
-                let reason = call.narrowed.redactor.redact(&e.reason);
-                let result = self
-                    .0
-                    .redacted(OperationResult::new(GATEWAY, e.code, reason))
+                let reason = scrub_text(&e.reason, call.narrowed, self.0);
+                let result = OperationResult::new(GATEWAY, e.code, reason)
                     .with_detail(json!({"server": server, "tool": call.tool}))
                     .with_duration(started.elapsed());
                 self.0.gate.outcome(id, &call.caller, &result, |o| {
@@ -407,4 +404,17 @@ impl<'s> Forwarder<'s> {
             }
         }
     }
+}
+
+/// Every string of `value` (from or about a server) redacted as its narrowed service's
+/// redactor (the server's own credentials) and the terminal's (its patterns and credentials)
+/// would.
+pub fn scrub(value: &mut Value, narrowed: &TerminalService, terminal: &TerminalService) {
+    safe_mcp_rules::gateway::result::redact_value(value, &narrowed.redactor);
+    safe_mcp_rules::gateway::result::redact_value(value, &terminal.redactor);
+}
+
+/// [`scrub`] for one text.
+pub fn scrub_text(text: &str, narrowed: &TerminalService, terminal: &TerminalService) -> String {
+    terminal.redactor.redact(&narrowed.redactor.redact(text))
 }

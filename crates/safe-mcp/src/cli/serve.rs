@@ -185,17 +185,12 @@ async fn ending(
         .lock()
         .map(|mut r| r.drain(..).collect())
         .unwrap_or_default();
-    let all = async {
-        for task in tasks {
-            let _ = task.await;
-        }
-    };
-    if tokio::time::timeout(std::time::Duration::from_secs(5), all)
-        .await
-        .is_err()
-    {
-        eprintln!("safe-mcp: warning: a session did not end within 5 seconds of the server's exit");
-    }
+    crate::runtime::join_within(
+        tasks,
+        std::time::Duration::from_secs(5),
+        "a session (at the server's exit)",
+    )
+    .await;
     service.release_protected();
     closing.close();
 }

@@ -117,17 +117,8 @@ impl Gateway {
     pub async fn stop(&self) {
         self.stop.cancel();
         let tasks: Vec<_> = lock(&self.tasks).drain(..).collect();
-        let all = async {
-            for task in tasks {
-                let _ = task.await;
-            }
-        };
-        if tokio::time::timeout(std::time::Duration::from_secs(5), all)
-            .await
-            .is_err()
-        {
-            eprintln!("safe-mcp: warning: a gateway server did not stop within 5 seconds");
-        }
+        crate::runtime::join_within(tasks, std::time::Duration::from_secs(5), "a gateway server")
+            .await;
         for server in &self.servers {
             safe_mcp_core::terminal::Executor::close(server.executor());
         }

@@ -260,9 +260,7 @@ impl Server {
 
     /// `text` from the server, redacted as its own secrets and the terminal's are.
     pub fn scrub_text(&self, text: &str) -> String {
-        self.main
-            .redactor()
-            .redact(&self.narrowed.redactor().redact(text))
+        safe_mcp_core::terminal::gateway::scrub_text(text, &self.narrowed, &self.main)
     }
 
     /// `item` from the server (a listing, a request it makes of the client), every string
@@ -271,8 +269,7 @@ impl Server {
         let Ok(mut value) = serde_json::to_value(item) else {
             return item.clone();
         };
-        safe_mcp_core::gateway::result::redact_value(&mut value, self.narrowed.redactor());
-        safe_mcp_core::gateway::result::redact_value(&mut value, self.main.redactor());
+        safe_mcp_core::terminal::gateway::scrub(&mut value, &self.narrowed, &self.main);
         serde_json::from_value(value).unwrap_or_else(|_| item.clone())
     }
 

@@ -175,8 +175,44 @@ fn refused(result: &OperationResult) -> rmcp::ErrorData {
     )
 }
 
-/// `resources/read` of a server that passes its resources through: recorded, redacted,
-/// bounded ([`Forwarder::relay`]).
+/// `what` of `subject` (with `args`, recorded) asked of `server` by `ask`, passed through
+/// [`Forwarder::relay`]: recorded before it is forwarded, redacted, bounded; its answer read
+/// back as `T`.
+async fn relayed<T, R, Fut>(
+    terminal: &Asking<'_>,
+    server: &Arc<crate::gateway::server::Server>,
+    (what, subject, args): (&'static str, &str, Option<serde_json::Value>),
+    context: &RequestContext<RoleServer>,
+    ask: impl FnOnce(rmcp::service::Peer<rmcp::service::RoleClient>) -> Fut + Send,
+) -> Result<T, rmcp::ErrorData>
+where
+    T: serde::de::DeserializeOwned,
+    R: serde::Serialize,
+    Fut: std::future::Future<Output = Result<R, rmcp::service::ServiceError>> + Send,
+{
+    let caller = caller_of(context);
+    let relay = Relay {
+        server: &server.entry,
+        narrowed: &server.narrowed,
+        what,
+        subject,
+        caller: &caller,
+        args,
+    };
+    let (name, reaching) = (server.entry.name.clone(), Arc::clone(server));
+    let answer = Box::pin(async move {
+        let peer = reaching.peer().ok_or_else(|| down(&name))?;
+        let got = ask(peer).await.map_err(|e| failed(&name, &e))?;
+        serde_json::to_value(got).map_err(|e| failed(&name, &e))
+    });
+    let value = Forwarder::of(terminal.service)
+        .relay(relay, answer)
+        .await
+        .map_err(|r| refused(&r))?;
+    serde_json::from_value(value).map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))
+}
+
+/// `resources/read` of a server that passes its resources through.
 pub(crate) async fn read_resource(
     terminal: Asking<'_>,
     gateway: &Gateway,
@@ -190,29 +226,11 @@ pub(crate) async fn read_resource(
             None,
         ));
     };
-    let caller = caller_of(context);
-    let relay = Relay {
-        server: &server.entry,
-        narrowed: &server.narrowed,
-        what: "resources/read",
-        subject: &uri,
-        caller: &caller,
-        args: None,
-    };
-    let (name, reaching) = (server.entry.name.clone(), Arc::clone(&server));
-    let answer = Box::pin(async move {
-        let peer = reaching.peer().ok_or_else(|| down(&name))?;
-        let read = peer
-            .read_resource(request)
-            .await
-            .map_err(|e| failed(&name, &e))?;
-        serde_json::to_value(read).map_err(|e| failed(&name, &e))
-    });
-    let value = Forwarder::of(terminal.service)
-        .relay(relay, answer)
-        .await
-        .map_err(|r| refused(&r))?;
-    serde_json::from_value(value).map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))
+    let asked = ("resources/read", uri.as_str(), None);
+    relayed(&terminal, &server, asked, context, |peer| async move {
+        peer.read_resource(request).await
+    })
+    .await
 }
 
 /// `prompts/get` of a server's prompt, by the name the client saw.
@@ -222,44 +240,26 @@ pub(crate) async fn get_prompt(
     mut request: rmcp::model::GetPromptRequestParams,
     context: &RequestContext<RoleServer>,
 ) -> Result<rmcp::model::GetPromptResult, rmcp::ErrorData> {
-    let asked = request.name.clone();
-    let Some((server, own)) = gateway.prompt_route(&asked).await else {
+    let name = request.name.clone();
+    let Some((server, own)) = gateway.prompt_route(&name).await else {
         return Err(rmcp::ErrorData::invalid_params(
-            format!("no prompt {asked}; prompts/list shows them"),
+            format!("no prompt {name}; prompts/list shows them"),
             None,
         ));
     };
     request.name = own;
-    let caller = caller_of(context);
-    let relay = Relay {
-        server: &server.entry,
-        narrowed: &server.narrowed,
-        what: "prompts/get",
-        subject: &asked,
-        caller: &caller,
-        args: request
-            .arguments
-            .clone()
-            .map(|a| serde_json::to_value(a).unwrap_or_default()),
-    };
-    let (name, reaching) = (server.entry.name.clone(), Arc::clone(&server));
-    let answer = Box::pin(async move {
-        let peer = reaching.peer().ok_or_else(|| down(&name))?;
-        let got = peer
-            .get_prompt(request)
-            .await
-            .map_err(|e| failed(&name, &e))?;
-        serde_json::to_value(got).map_err(|e| failed(&name, &e))
-    });
-    let value = Forwarder::of(terminal.service)
-        .relay(relay, answer)
-        .await
-        .map_err(|r| refused(&r))?;
-    serde_json::from_value(value).map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))
+    let args = request
+        .arguments
+        .clone()
+        .map(|a| serde_json::to_value(a).unwrap_or_default());
+    let asked = ("prompts/get", name.as_str(), args);
+    relayed(&terminal, &server, asked, context, |peer| async move {
+        peer.get_prompt(request).await
+    })
+    .await
 }
 
-/// `resources/subscribe` and `unsubscribe`, forwarded to the server of the URI, each
-/// recorded before it is ([`Forwarder::relay`]).
+/// `resources/subscribe` and `unsubscribe`, forwarded to the server of the URI.
 pub(crate) async fn subscription(
     terminal: Asking<'_>,
     gateway: &Gateway,
@@ -273,39 +273,29 @@ pub(crate) async fn subscription(
             None,
         ));
     };
-    let caller = caller_of(context);
     let what = if subscribe {
         "resources/subscribe"
     } else {
         "resources/unsubscribe"
     };
-    let relay = Relay {
-        server: &server.entry,
-        narrowed: &server.narrowed,
-        what,
-        subject: &uri,
-        caller: &caller,
-        args: None,
-    };
-    let (name, reaching, asked) = (server.entry.name.clone(), Arc::clone(&server), uri.clone());
-    let answer = Box::pin(async move {
-        let peer = reaching.peer().ok_or_else(|| down(&name))?;
-        #[allow(deprecated)] // the 2025-11-25 form, which the stdio servers speak
-        let sent = if subscribe {
-            peer.subscribe(rmcp::model::SubscribeRequestParams::new(asked))
-                .await
-        } else {
-            peer.unsubscribe(rmcp::model::UnsubscribeRequestParams::new(asked))
-                .await
-        };
-        sent.map(|()| serde_json::Value::Null)
-            .map_err(|e| failed(&name, &e))
-    });
-    Forwarder::of(terminal.service)
-        .relay(relay, answer)
-        .await
-        .map(|_| ())
-        .map_err(|r| refused(&r))
+    let asked = uri.clone();
+    relayed(
+        &terminal,
+        &server,
+        (what, uri.as_str(), None),
+        context,
+        |peer| async move {
+            #[allow(deprecated)] // the 2025-11-25 form, which the stdio servers speak
+            if subscribe {
+                peer.subscribe(rmcp::model::SubscribeRequestParams::new(asked))
+                    .await
+            } else {
+                peer.unsubscribe(rmcp::model::UnsubscribeRequestParams::new(asked))
+                    .await
+            }
+        },
+    )
+    .await
 }
 
 fn down(server: &str) -> DownstreamError {
