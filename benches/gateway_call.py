@@ -27,30 +27,16 @@ import tempfile
 import time
 
 import raw_stdio
+from raw_stdio import descendants, vm_rss
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HOSTILE = os.path.join(HERE, "..", "crates", "safe-mcp", "tests", "gateway", "hostile.py")
 WARMUP, BLOCK = 50, 25
 
 
-class Direct:
+def unconfined(script: str) -> raw_stdio.Server:
     """hostile.py as a plain child process, initialized: no gateway, no confinement."""
-
-    def __init__(self, script: str):
-        self.p = subprocess.Popen(["/usr/bin/python3", script], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                  env={"PATH": "/usr/bin:/bin"})
-        self.n = 0
-        self.ask("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
-                                "clientInfo": {"name": "bench", "version": "1"}})
-        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-
-    send = raw_stdio.Server.send
-    ask = raw_stdio.Server.ask
-
-    def close(self) -> None:
-        self.p.stdin.close()
-        self.p.wait()
+    return raw_stdio.Server("", "", argv=["/usr/bin/python3", script])
 
 
 def echo(server, tool: str) -> float:
@@ -88,30 +74,6 @@ def wait_for(server, tools: set, every: float, limit: float = 30.0) -> None:
         time.sleep(every)
 
 
-def vm_rss(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
-def descendants(pid: int) -> list:
-    """Every process below `pid`."""
-    found, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            for task in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{task}/children") as f:
-                    kids = [int(c) for c in f.read().split()]
-                found.extend(kids)
-                todo.extend(kids)
-        except OSError:
-            pass
-    return found
-
-
 def cmdline(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -141,7 +103,7 @@ def write_policy(base: str, name: str, servers: list, script: str) -> str:
 def per_call(binary: str, policy: str, script: str, n: int) -> None:
     gateway = raw_stdio.Server(binary, policy)
     wait_for(gateway, {"hostile__echo"}, 0.1)
-    direct = Direct(script)
+    direct = unconfined(script)
     ways = {"direct": (direct, "echo"), "gateway": (gateway, "hostile__echo")}
     for server, tool in ways.values():
         for _ in range(WARMUP):

@@ -23,6 +23,7 @@ import tempfile
 import time
 
 import raw_stdio
+from raw_stdio import descendants, vm_rss
 
 
 class Server(raw_stdio.Server):
@@ -37,30 +38,6 @@ class Server(raw_stdio.Server):
 
     def rss_kib(self) -> int:
         return vm_rss(self.p.pid)
-
-
-def vm_rss(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
-def descendants(pid: int) -> list:
-    """Every process below `pid`."""
-    found, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            for task in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{task}/children") as f:
-                    kids = [int(c) for c in f.read().split()]
-                found.extend(kids)
-                todo.extend(kids)
-        except OSError:
-            pass
-    return found
 
 
 def comm(pid: int) -> str:

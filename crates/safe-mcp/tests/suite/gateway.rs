@@ -7,7 +7,7 @@ use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::model::CallToolResult;
 use serde_json::{Value, json};
 
 use super::support::{Sandbox, Session, eventually, host_git, server_uids};
@@ -68,20 +68,6 @@ pub async fn wait_for_tool(s: &Session, tool: &str) -> Vec<String> {
         "{tool} was never listed; the server's stderr:\n{}",
         s.stderr()
     );
-}
-
-/// Calls a gateway tool: the downstream server's own result, not an envelope.
-pub async fn gw_call(s: &Session, tool: &str, args: Value) -> CallToolResult {
-    let Value::Object(args) = args else {
-        panic!("arguments must be an object")
-    };
-    let call = s
-        .client
-        .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args));
-    tokio::time::timeout(Duration::from_secs(60), call)
-        .await
-        .expect("call timed out")
-        .unwrap()
 }
 
 /// The text of a result's blocks.
@@ -146,7 +132,7 @@ async fn a_hostile_server_is_held_by_its_confinement() {
         };
         let names = wait_for_tool(&s, "hostile__echo").await;
         assert!(!names.iter().any(|n| n.contains("hidden")), "{names:?}");
-        let echo = gw_call(&s, "hostile__echo", json!({"text": "hi"})).await;
+        let echo = s.raw_call("hostile__echo", json!({"text": "hi"})).await;
         assert_eq!(text_of(&echo), "hi");
 
         let hooks = sb.base().join("jail/.git/hooks/pre-commit");
@@ -162,30 +148,30 @@ async fn a_hostile_server_is_held_by_its_confinement() {
             ),
         ];
         for (tool, args) in &probes {
-            let r = gw_call(&s, &format!("hostile__{tool}"), args.clone()).await;
+            let r = s.raw_call(&format!("hostile__{tool}"), args.clone()).await;
             let said = text_of(&r);
             assert!(said.starts_with("FAILED"), "{uid:?} {tool} {args}: {said}");
         }
         assert!(!hooks.exists(), "the hook was written");
         // Inside the jail, a server may write.
         let inside = sb.base().join("jail/made-by-server.txt");
-        let r = gw_call(
-            &s,
-            "hostile__write",
-            json!({"path": inside.display().to_string()}),
-        )
-        .await;
+        let r = s
+            .raw_call(
+                "hostile__write",
+                json!({"path": inside.display().to_string()}),
+            )
+            .await;
         assert!(text_of(&r).starts_with("OK"), "{}", text_of(&r));
         // The token, in text and structured content, redacted; its bytes nowhere.
-        let r = gw_call(&s, "hostile__token", json!({})).await;
+        let r = s.raw_call("hostile__token", json!({})).await;
         let shown = serde_json::to_string(&r).unwrap();
         assert!(shown.contains("[REDACTED"), "{shown}");
         assert!(!shown.contains("a1B2c3D4e5"), "{shown}");
         // Its environment is its own: nothing of the server's.
-        let env = text_of(&gw_call(&s, "hostile__environ", json!({})).await);
+        let env = text_of(&s.raw_call("hostile__environ", json!({})).await);
         assert!(!env.contains("leak-me"), "{env}");
         // The denied tool: refused, recorded with why.
-        let r = gw_call(&s, "hostile__hidden", json!({})).await;
+        let r = s.raw_call("hostile__hidden", json!({})).await;
         assert_eq!(r.is_error, Some(true));
         drop(s);
         let trail_text = std::fs::read_to_string(&trail).unwrap();
@@ -241,11 +227,11 @@ async fn a_server_that_dies_hangs_or_floods_is_bounded_and_restarted() {
             .find(|r| r["kind"] == "outcome" && r["gateway"]["pid"].is_u64())
             .map(|r| r["gateway"]["pid"].as_u64().unwrap())
     };
-    gw_call(&s, "hostile__echo", json!({"text": "1"})).await;
+    s.raw_call("hostile__echo", json!({"text": "1"})).await;
     let first = pid_of(&sb).unwrap();
 
     // Exits mid-call.
-    let r = gw_call(&s, "hostile__exit", json!({})).await;
+    let r = s.raw_call("hostile__exit", json!({})).await;
     assert_eq!(r.is_error, Some(true), "{}", text_of(&r));
     assert!(text_of(&r).contains("OPERATION_FAILED"), "{}", text_of(&r));
     let exited = eventually(10, || {
@@ -262,7 +248,7 @@ async fn a_server_that_dies_hangs_or_floods_is_bounded_and_restarted() {
     // Restarted: it answers again, as another process.
     let mut again = String::new();
     for _ in 0..100 {
-        let r = gw_call(&s, "hostile__echo", json!({"text": "back"})).await;
+        let r = s.raw_call("hostile__echo", json!({"text": "back"})).await;
         again = text_of(&r);
         if again == "back" {
             break;
@@ -274,11 +260,11 @@ async fn a_server_that_dies_hangs_or_floods_is_bounded_and_restarted() {
 
     // Never answers: TIMEOUT after call_timeout_seconds; the server, hung (it answers no
     // ping), is started again, and the gateway answers throughout.
-    let r = gw_call(&s, "hostile__hang", json!({})).await;
+    let r = s.raw_call("hostile__hang", json!({})).await;
     assert!(text_of(&r).contains("TIMEOUT"), "{}", text_of(&r));
     let mut answered = String::new();
     for _ in 0..100 {
-        answered = text_of(&gw_call(&s, "hostile__echo", json!({"text": "x"})).await);
+        answered = text_of(&s.raw_call("hostile__echo", json!({"text": "x"})).await);
         if answered == "x" {
             break;
         }
@@ -287,7 +273,9 @@ async fn a_server_that_dies_hangs_or_floods_is_bounded_and_restarted() {
     assert_eq!(answered, "x");
 
     // A result past max_result_bytes is cut, and says so.
-    let r = gw_call(&s, "hostile__flood", json!({"bytes": 100_000})).await;
+    let r = s
+        .raw_call("hostile__flood", json!({"bytes": 100_000}))
+        .await;
     let text = text_of(&r);
     assert!(text.len() < 21_000, "{}", text.len());
     assert!(
@@ -300,7 +288,7 @@ async fn a_server_that_dies_hangs_or_floods_is_bounded_and_restarted() {
         && r["gateway"]["cut_bytes"].as_u64().unwrap_or(0) > 0));
 
     // A raw flood (no message, no newline): stopped as a flood, then started again.
-    let r = gw_call(&s, "hostile__flood", json!({"raw": true})).await;
+    let r = s.raw_call("hostile__flood", json!({"raw": true})).await;
     assert_eq!(r.is_error, Some(true));
     let flooded = eventually(20, || {
         sb.has_record(|r| {
@@ -314,7 +302,7 @@ async fn a_server_that_dies_hangs_or_floods_is_bounded_and_restarted() {
     wait_for_tool(&s, "hostile__echo").await;
     let mut back = String::new();
     for _ in 0..100 {
-        back = text_of(&gw_call(&s, "hostile__echo", json!({"text": "up"})).await);
+        back = text_of(&s.raw_call("hostile__echo", json!({"text": "up"})).await);
         if back == "up" {
             break;
         }
@@ -342,16 +330,22 @@ pattern = "(?i)drop table""#,
     );
     let s = sb.session().await;
     wait_for_tool(&s, "hostile__echo").await;
-    gw_call(&s, "hostile__grow", json!({})).await;
+    s.raw_call("hostile__grow", json!({})).await;
     wait_for_tool(&s, "hostile__grown").await;
 
-    let r = gw_call(&s, "hostile__read", json!({"path": "/etc/passwd"})).await;
+    let r = s
+        .raw_call("hostile__read", json!({"path": "/etc/passwd"}))
+        .await;
     let v = r.structured_content.clone().unwrap();
     assert_eq!(v["code"], "PATH_ESCAPE", "{v}");
     // Relative to the jail, which is the server's cwd.
-    let r = gw_call(&s, "hostile__read", json!({"path": "notes.txt"})).await;
+    let r = s
+        .raw_call("hostile__read", json!({"path": "notes.txt"}))
+        .await;
     assert!(text_of(&r).starts_with("OK alpha"), "{}", text_of(&r));
-    let r = gw_call(&s, "hostile__echo", json!({"text": "x; DROP TABLE users"})).await;
+    let r = s
+        .raw_call("hostile__echo", json!({"text": "x; DROP TABLE users"}))
+        .await;
     assert_eq!(r.structured_content.unwrap()["code"], "POLICY_DENIED");
     // Refused before forwarding: the trail has the refusal and its rule, no outcome pid.
     assert!(sb.has_record(|r| r["kind"] == "attempt"
@@ -410,7 +404,7 @@ async fn a_confirm_tool_is_forwarded_once_a_person_approves() {
         "{:?}",
         environ.input_schema
     );
-    let r = gw_call(&s, "hostile__environ", json!({})).await;
+    let r = s.raw_call("hostile__environ", json!({})).await;
     let v = r.structured_content.clone().unwrap();
     assert_eq!(v["code"], "POLICY_DENIED", "{v}");
     let ticket = v["detail"]["approval"]["ticket"]
@@ -418,11 +412,15 @@ async fn a_confirm_tool_is_forwarded_once_a_person_approves() {
         .unwrap()
         .to_owned();
     // Not approved yet: refused again, nothing forwarded.
-    let r = gw_call(&s, "hostile__environ", json!({"approval_ticket": ticket})).await;
+    let r = s
+        .raw_call("hostile__environ", json!({"approval_ticket": ticket}))
+        .await;
     assert_eq!(r.structured_content.unwrap()["code"], "POLICY_DENIED");
     let out = super::host_tools::approvals_cli(&sb, &["approve", &ticket]);
     assert!(out.status.success(), "{out:?}");
-    let r = gw_call(&s, "hostile__environ", json!({"approval_ticket": ticket})).await;
+    let r = s
+        .raw_call("hostile__environ", json!({"approval_ticket": ticket}))
+        .await;
     let env = text_of(&r);
     assert!(env.contains("PATH"), "{env}");
     assert!(
@@ -430,7 +428,9 @@ async fn a_confirm_tool_is_forwarded_once_a_person_approves() {
         "the ticket reached the server: {env}"
     );
     // Once: the same ticket again is refused.
-    let r = gw_call(&s, "hostile__environ", json!({"approval_ticket": ticket})).await;
+    let r = s
+        .raw_call("hostile__environ", json!({"approval_ticket": ticket}))
+        .await;
     assert_eq!(r.is_error, Some(true));
     drop(s);
     assert!(sb.has_record(|r| r["kind"] == "attempt"
@@ -446,8 +446,8 @@ async fn the_report_and_the_tail_show_gateway_calls_by_server() {
     let (sb, _script) = hostile_sandbox("");
     let s = sb.session().await;
     wait_for_tool(&s, "hostile__echo").await;
-    gw_call(&s, "hostile__echo", json!({"text": "a"})).await;
-    gw_call(&s, "hostile__hidden", json!({})).await;
+    s.raw_call("hostile__echo", json!({"text": "a"})).await;
+    s.raw_call("hostile__hidden", json!({})).await;
     drop(s);
     let html = super::host_tools::report_html(&sb);
     let section = super::host_tools::report_section(&html, "Gateway servers");
@@ -519,7 +519,7 @@ async fn gateway_add_writes_an_entry_the_terminal_runs() {
     let names = wait_for_tool(&s, "probe__echo").await;
     assert!(!names.iter().any(|n| n == "probe__read"), "{names:?}");
     assert_eq!(
-        text_of(&gw_call(&s, "probe__echo", json!({"text": "ok"})).await),
+        text_of(&s.raw_call("probe__echo", json!({"text": "ok"})).await),
         "ok"
     );
 }
@@ -561,7 +561,7 @@ allow = ["environ"]
     let s = sb.session().await;
     wait_for_tool(&s, "hostile__environ").await;
     let env: serde_json::Value =
-        serde_json::from_str(&text_of(&gw_call(&s, "hostile__environ", json!({})).await)).unwrap();
+        serde_json::from_str(&text_of(&s.raw_call("hostile__environ", json!({})).await)).unwrap();
     let placeholder = env["API_TOKEN"].as_str().unwrap_or_default();
     assert!(!placeholder.is_empty(), "{env}");
     assert!(!env.to_string().contains(real), "{env}");
@@ -607,12 +607,12 @@ async fn a_call_that_cannot_be_recorded_is_not_forwarded() {
     let marker = |i: usize| sb.base().join(format!("jail/forwarded-{i}.txt"));
     let mut refused = None;
     for i in 0..200 {
-        let r = gw_call(
-            &s,
-            "hostile__write",
-            json!({"path": marker(i).display().to_string()}),
-        )
-        .await;
+        let r = s
+            .raw_call(
+                "hostile__write",
+                json!({"path": marker(i).display().to_string()}),
+            )
+            .await;
         let v = r.structured_content.clone().unwrap_or_default();
         if v["code"] == "AUDIT_UNAVAILABLE" {
             refused = Some(i);
@@ -624,12 +624,12 @@ async fn a_call_that_cannot_be_recorded_is_not_forwarded() {
     assert!(!marker(i).exists(), "the refused call reached the server");
     // The control: room again, and the same call is forwarded.
     std::fs::remove_file(&filler).unwrap();
-    let r = gw_call(
-        &s,
-        "hostile__write",
-        json!({"path": marker(i).display().to_string()}),
-    )
-    .await;
+    let r = s
+        .raw_call(
+            "hostile__write",
+            json!({"path": marker(i).display().to_string()}),
+        )
+        .await;
     assert!(text_of(&r).starts_with("OK"), "{r:?}");
     assert!(marker(i).exists());
     drop(s);

@@ -3,15 +3,14 @@
 //! and filesystem servers (npm). The official conformance suite runs against the everything
 //! server directly and through the gateway, side by side.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::json;
 
-use super::gateway::{gw_call, text_of, wait_for_tool};
-use super::http::{node_home, serve};
+use super::gateway::{text_of, wait_for_tool};
+use super::http::{conformance, node_home, serve};
 use super::support::{Sandbox, host_git, server_uids};
 
 /// The reference servers, pinned.
@@ -94,18 +93,22 @@ async fn the_everything_server_works_through_the_gateway() {
     assert!(echo.description.as_deref().unwrap_or_default().len() > 3);
     assert!(echo.input_schema.get("properties").is_some());
 
-    let r = gw_call(&s, "everything__echo", json!({"message": "hello"})).await;
+    let r = s
+        .raw_call("everything__echo", json!({"message": "hello"}))
+        .await;
     assert!(text_of(&r).contains("hello"), "{r:?}");
-    let r = gw_call(&s, "everything__get-sum", json!({"a": 2, "b": 40})).await;
+    let r = s
+        .raw_call("everything__get-sum", json!({"a": 2, "b": 40}))
+        .await;
     assert!(text_of(&r).contains("42"), "{r:?}");
-    let r = gw_call(&s, "everything__get-tiny-image", json!({})).await;
+    let r = s.raw_call("everything__get-tiny-image", json!({})).await;
     assert!(r.content.iter().any(|c| c.as_image().is_some()), "{r:?}");
-    let r = gw_call(
-        &s,
-        "everything__get-structured-content",
-        json!({"location": "New York"}),
-    )
-    .await;
+    let r = s
+        .raw_call(
+            "everything__get-structured-content",
+            json!({"location": "New York"}),
+        )
+        .await;
     assert!(r.structured_content.is_some(), "{r:?}");
 
     let resources = s.client.list_all_resources().await.unwrap();
@@ -169,17 +172,19 @@ async fn the_filesystem_server_is_held_to_the_jail_by_the_kernel() {
         };
         wait_for_tool(&s, "fs__read_text_file").await;
         let inside = base.join("jail/notes.txt").display().to_string();
-        let r = gw_call(&s, "fs__read_text_file", json!({"path": inside})).await;
+        let r = s
+            .raw_call("fs__read_text_file", json!({"path": inside}))
+            .await;
         assert!(text_of(&r).contains("alpha"), "{uid:?} {r:?}");
         // An existing file: a new one makes this server list each directory from its root
         // down (its Unicode check), and above the jail the kernel lets it list nothing.
         let written = base.join("jail/notes.txt");
-        let r = gw_call(
-            &s,
-            "fs__write_file",
-            json!({"path": written.display().to_string(), "content": "hi"}),
-        )
-        .await;
+        let r = s
+            .raw_call(
+                "fs__write_file",
+                json!({"path": written.display().to_string(), "content": "hi"}),
+            )
+            .await;
         assert_ne!(r.is_error, Some(true), "{uid:?} {r:?}");
         assert_eq!(std::fs::read_to_string(&written).unwrap(), "hi");
         for (tool, args) in [
@@ -200,7 +205,7 @@ async fn the_filesystem_server_is_held_to_the_jail_by_the_kernel() {
                 json!({"path": base.join("jail/.git/hooks/pre-commit").display().to_string(), "content": "#!/bin/sh\n"}),
             ),
         ] {
-            let r = gw_call(&s, tool, args.clone()).await;
+            let r = s.raw_call(tool, args.clone()).await;
             assert_eq!(r.is_error, Some(true), "{uid:?} {tool} {args}: {r:?}");
         }
         assert!(!base.join("planted.txt").exists());
@@ -239,7 +244,6 @@ fn unconfined_read(script: &Path, root: &Path, file: &Path) -> String {
     ] {
         writeln!(stdin, "{msg}").unwrap();
     }
-    let mut out = String::new();
     let stdout = child.stdout.take().unwrap();
     let reader = std::thread::spawn(move || {
         use std::io::BufRead;
@@ -257,46 +261,12 @@ fn unconfined_read(script: &Path, root: &Path, file: &Path) -> String {
     drop(stdin);
     let _ = child.kill();
     let _ = child.wait();
-    out.push_str(&line);
-    out
+    line
 }
 
 /// The conformance suite's server scenarios, one by one, against `url`: the ones that pass.
 fn passing_scenarios(node: &Path, url: &str) -> Vec<String> {
-    let path = format!(
-        "{}:{}",
-        node.join("bin").display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let npx = |args: &[&str]| {
-        Command::new(node.join("bin/node"))
-            .arg(node.join("lib/node_modules/npm/bin/npx-cli.js"))
-            .args(["-y", "@modelcontextprotocol/conformance@0.1.16"])
-            .args(args)
-            .env("PATH", &path)
-            .env("NO_COLOR", "1")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
-    let finish = |mut child: std::process::Child, what: &str| {
-        let started = std::time::Instant::now();
-        let status = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break status;
-            }
-            if started.elapsed() > Duration::from_secs(300) {
-                let _ = child.kill();
-                panic!("{what}: the conformance suite did not finish in 300 s");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        let mut out = String::new();
-        let _ = child.stdout.take().unwrap().read_to_string(&mut out);
-        (status, out)
-    };
-    let (_, listed) = finish(npx(&["list", "--server"]), "list");
+    let (_, listed, _) = conformance(node, &["list", "--server"], "list");
     let scenarios: Vec<String> = listed
         .lines()
         .filter_map(|l| l.trim().strip_prefix("- "))
@@ -307,8 +277,8 @@ fn passing_scenarios(node: &Path, url: &str) -> Vec<String> {
     scenarios
         .into_iter()
         .filter(|scenario| {
-            let child = npx(&["server", "--url", url, "--scenario", scenario]);
-            let (status, out) = finish(child, scenario);
+            let args = ["server", "--url", url, "--scenario", scenario];
+            let (status, out, _) = conformance(node, &args, scenario);
             status.success() && out.contains("0 failed")
         })
         .collect()
@@ -434,28 +404,25 @@ allow = ["fetch"]
     wait_for_tool(&s, "checked__fetch").await;
     let port = upstream.port;
     let url = |host: &str| format!("http://{host}:{port}/");
-    let r = gw_call(
-        &s,
-        "fetch__fetch",
-        json!({"url": url("api.pinned.test"), "raw": true}),
-    )
-    .await;
+    let r = s
+        .raw_call(
+            "fetch__fetch",
+            json!({"url": url("api.pinned.test"), "raw": true}),
+        )
+        .await;
     assert!(text_of(&r).contains("hello from upstream"), "{r:?}");
     // Not on its list: the server tries, the proxy refuses and records it.
-    let r = gw_call(
-        &s,
-        "fetch__fetch",
-        json!({"url": url("other.pinned.test"), "raw": true}),
-    )
-    .await;
+    let r = s
+        .raw_call(
+            "fetch__fetch",
+            json!({"url": url("other.pinned.test"), "raw": true}),
+        )
+        .await;
     assert!(!text_of(&r).contains("hello from upstream"), "{r:?}");
     // With the rule: refused on paper, never forwarded.
-    let r = gw_call(
-        &s,
-        "checked__fetch",
-        json!({"url": url("other.pinned.test")}),
-    )
-    .await;
+    let r = s
+        .raw_call("checked__fetch", json!({"url": url("other.pinned.test")}))
+        .await;
     let v = r.structured_content.clone().unwrap();
     assert_eq!(v["code"], "POLICY_DENIED", "{v}");
     drop(s);

@@ -234,6 +234,47 @@ pub fn node_home() -> std::path::PathBuf {
         })
 }
 
+/// The official conformance suite (`@modelcontextprotocol/conformance@0.1.16` from npm, run
+/// by `node` from [`node_home`]) with `args`: how it exited, its stdout and its stderr. The
+/// suite has no timeout of its own: past 300 s it is killed and `what` named.
+pub fn conformance(
+    node: &Path,
+    args: &[&str],
+    what: &str,
+) -> (std::process::ExitStatus, String, String) {
+    let path = format!(
+        "{}:{}",
+        node.join("bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut child = Command::new(node.join("bin/node"))
+        .arg(node.join("lib/node_modules/npm/bin/npx-cli.js"))
+        .args(["-y", "@modelcontextprotocol/conformance@0.1.16"])
+        .args(args)
+        .env("PATH", &path)
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(300) {
+            let _ = child.kill();
+            panic!("{what}: the conformance suite did not finish in 300 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut out = String::new();
+    let _ = child.stdout.take().unwrap().read_to_string(&mut out);
+    let mut err = String::new();
+    let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+    (status, out, err)
+}
+
 /// The official conformance suite (`@modelcontextprotocol/conformance` from npm), each of
 /// its scenarios that applies to a real server, against `--http` on loopback. Its
 /// dns-rebinding scenario sends a loopback Origin in the half that must be accepted, so
@@ -244,11 +285,6 @@ fn the_conformance_suite_passes_over_http() {
     sb.append_policy("[http]\nallowed_origins = [\"http://localhost:*\", \"http://127.0.0.1:*\"]");
     let (_server, url) = serve(&sb.policy, "127.0.0.1:0");
     let node = node_home();
-    let path = format!(
-        "{}:{}",
-        node.join("bin").display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
     for scenario in [
         "server-initialize",
         "ping",
@@ -256,38 +292,11 @@ fn the_conformance_suite_passes_over_http() {
         "dns-rebinding-protection",
         "logging-set-level",
     ] {
-        // The suite has no timeout of its own.
-        let mut child = Command::new(node.join("bin/node"))
-            .arg(node.join("lib/node_modules/npm/bin/npx-cli.js"))
-            .args([
-                "-y",
-                "@modelcontextprotocol/conformance@0.1.16",
-                "server",
-                "--url",
-            ])
-            .arg(&url)
-            .args(["--scenario", scenario])
-            .env("PATH", &path)
-            .env("NO_COLOR", "1")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let started = std::time::Instant::now();
-        let status = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break status;
-            }
-            if started.elapsed() > Duration::from_secs(300) {
-                let _ = child.kill();
-                panic!("{scenario}: the conformance suite did not finish in 300 s");
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        };
-        let mut out = String::new();
-        let _ = child.stdout.take().unwrap().read_to_string(&mut out);
-        let mut err = String::new();
-        let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+        let (status, out, err) = conformance(
+            &node,
+            &["server", "--url", &url, "--scenario", scenario],
+            scenario,
+        );
         assert!(status.success(), "{scenario}:\n{out}\n{err}");
         assert!(out.contains("0 failed"), "{scenario}:\n{out}");
     }
