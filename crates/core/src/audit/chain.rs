@@ -67,9 +67,9 @@ impl Chain {
         record.insert("prev".into(), Value::String(prev.to_owned()));
         record.insert("alg".into(), Value::String(self.alg().to_owned()));
         record.remove("hash");
-        let body = serde_json::to_string(&Value::Object(record.clone()))?;
+        let body = serde_json::to_string(&record)?;
         record.insert("hash".into(), Value::String(self.digest(body.as_bytes())));
-        serde_json::to_string(&Value::Object(record))
+        serde_json::to_string(&record)
     }
 
     /// Whether a parsed record's own `hash` matches its contents.

@@ -122,6 +122,8 @@ struct SyncState {
     /// Highest seq whose fsync failed.
     failed: u64,
     in_progress: bool,
+    /// Callers waiting for an fsync another caller runs (told when it ends).
+    waiting: usize,
     file: Option<Arc<File>>,
 }
 
@@ -197,20 +199,21 @@ impl AuditLog {
 
     /// Opens the trail now, to report a problem at startup rather than at the first call.
     pub fn check(&self) -> Result<(), AuditError> {
-        let (mut w, held) = self.open_locked()?;
+        let (mut w, held, _) = self.open_locked()?;
         w.lock = held.release();
         Ok(())
     }
 
-    /// The writer, with the trail's cross-process lock held and the trail open.
-    fn open_locked(&self) -> Result<(MutexGuard<'_, Writer>, SharedLock), AuditError> {
+    /// The writer, with the trail's cross-process lock held and the trail open, and the
+    /// length the open file had (`None` when it was opened just now).
+    fn open_locked(&self) -> Result<(MutexGuard<'_, Writer>, SharedLock, Option<u64>), AuditError> {
         let mut w = self
             .writer
             .lock()
             .map_err(|_| self.error("writer lock poisoned"))?;
         let held = SharedLock(self.shared_lock(&mut w)?);
-        self.ensure_open(&mut w)?;
-        Ok((w, held))
+        let len = self.ensure_open(&mut w)?;
+        Ok((w, held, len))
     }
 
     /// The server id this trail's records carry (the trail's own once it names one): what
@@ -263,8 +266,8 @@ impl AuditLog {
         durable: bool,
     ) -> Result<u64, AuditError> {
         let seq = {
-            let (mut w, held) = self.open_locked()?;
-            self.catch_up(&mut w)?;
+            let (mut w, held, len) = self.open_locked()?;
+            self.catch_up(&mut w, len)?;
             let (seq, mut record) = w.next_record(kind);
             if let Value::Object(fields) = sanitize(Value::Object(fields)) {
                 for (k, v) in fields {
@@ -313,10 +316,11 @@ impl AuditLog {
     /// flock on `<trail>.lock`, a 0600 file of the server's own user beside the trail, so
     /// that no other user can open it to hold the lock. A trail that is not a regular file
     /// (`/dev/full`) is never shared and needs none. The descriptor is returned to the
-    /// writer by the caller after the append.
+    /// writer by the caller after the append. A writer that holds the lock file already
+    /// found the trail a regular file (a trail replaced since is re-opened under the lock).
     fn shared_lock(&self, w: &mut Writer) -> Result<Option<File>, AuditError> {
         use std::os::unix::fs::MetadataExt;
-        if std::fs::symlink_metadata(&self.path).is_ok_and(|m| !m.is_file()) {
+        if w.lock.is_none() && std::fs::symlink_metadata(&self.path).is_ok_and(|m| !m.is_file()) {
             return Ok(None);
         }
         let file = match w.lock.take() {
@@ -347,15 +351,19 @@ impl AuditLog {
     }
 
     /// Another server sharing the trail appended since our last write: continue its chain.
-    /// Called under the shared lock, so no record is half written.
-    fn catch_up(&self, w: &mut Writer) -> Result<(), AuditError> {
+    /// Called under the shared lock, so no record is half written; `seen` is the file's
+    /// length read under it already, if it was.
+    fn catch_up(&self, w: &mut Writer, seen: Option<u64>) -> Result<(), AuditError> {
         let Some(file) = w.file.clone() else {
             return Ok(());
         };
-        let len = file
-            .metadata()
-            .map_err(|e| self.error(format!("cannot stat: {e}")))?
-            .len();
+        let len = match seen {
+            Some(len) => len,
+            None => file
+                .metadata()
+                .map_err(|e| self.error(format!("cannot stat: {e}")))?
+                .len(),
+        };
         if len == w.len {
             return Ok(());
         }
@@ -432,17 +440,21 @@ impl AuditLog {
                     Ok(()) => s.synced = s.synced.max(target),
                     Err(_) => s.failed = s.failed.max(target),
                 }
-                self.synced.notify_all();
+                if s.waiting > 0 {
+                    self.synced.notify_all();
+                }
                 if let Err(e) = result
                     && seq <= target
                 {
                     return Err(self.error(format!("cannot fsync: {e}")));
                 }
             } else {
+                s.waiting += 1;
                 s = self
                     .synced
                     .wait(s)
                     .map_err(|_| self.error("sync lock poisoned"))?;
+                s.waiting -= 1;
             }
         }
     }
@@ -489,8 +501,9 @@ impl AuditLog {
         Ok(())
     }
 
-    /// Re-opens when the file was removed or replaced under us.
-    fn ensure_open(&self, w: &mut Writer) -> Result<(), AuditError> {
+    /// Re-opens when the file was removed or replaced under us. `Some` is the length of the
+    /// open file, read as it was found to be the trail still; `None`, it was opened now.
+    fn ensure_open(&self, w: &mut Writer) -> Result<Option<u64>, AuditError> {
         let mut replaced = false;
         if let Some(file) = &w.file {
             let ours = file.metadata().ok();
@@ -499,7 +512,7 @@ impl AuditLog {
                 _ => false,
             };
             if same_as(&self.path) {
-                return Ok(());
+                return Ok(ours.map(|m| m.len()));
             }
             // Our file now at `.1`: a server sharing the trail rotated it, and the chain goes
             // on in the new file. Anything else is a deletion or a swap.
@@ -566,7 +579,7 @@ impl AuditLog {
         if let Some(torn) = tail.torn {
             self.seal_torn(w, torn)?;
         }
-        Ok(())
+        Ok(None)
     }
 
     /// Seals a torn last line: ends it, then links past it with a record that names it.
@@ -665,135 +678,4 @@ fn read_tail(mut file: impl Read + Seek) -> std::io::Result<Tail> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::audit::verify::{Break, Report, verify};
-    use std::fs::OpenOptions;
-
-    /// A trail `name` in a fresh directory, kept as long as the directory.
-    fn fresh(name: &str) -> (tempfile::TempDir, PathBuf, AuditLog) {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join(name);
-        let log = AuditLog::open(&path, AuditOptions::closed());
-        (dir, path, log)
-    }
-
-    /// The trail at `path`, verified without a key.
-    fn verified(path: &Path) -> Result<Report, Break> {
-        verify(&[path.to_path_buf()], &Chain::new(None))
-    }
-
-    fn rec(n: u64) -> Map<String, Value> {
-        Map::from_iter([("n".to_owned(), json!(n))])
-    }
-
-    #[test]
-    fn records_chain_and_continue_after_reopen() {
-        let (_dir, path, log) = fresh("audit.jsonl");
-        log.append_attempt(rec(1)).unwrap();
-        log.append_outcome(rec(2)).unwrap();
-        drop(log);
-        let log = AuditLog::open(&path, AuditOptions::closed());
-        assert_eq!(log.append_attempt(rec(3)).unwrap(), 3);
-        let report = verified(&path).unwrap();
-        assert_eq!(report.records, 3);
-        use std::os::unix::fs::PermissionsExt;
-        assert_eq!(
-            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
-            0o600
-        );
-    }
-
-    #[test]
-    fn rotation_keeps_the_chain() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("audit.jsonl");
-        let opts = AuditOptions {
-            max_bytes: 600,
-            keep: 10,
-            ..AuditOptions::closed()
-        };
-        let log = AuditLog::open(&path, opts.clone());
-        for i in 0..20 {
-            log.append_attempt(rec(i)).unwrap();
-        }
-        drop(log);
-        let log = AuditLog::open(&path, opts);
-        log.append_attempt(rec(99)).unwrap();
-        let mut files: Vec<PathBuf> = (1..=10)
-            .rev()
-            .map(|n| dir.path().join(format!("audit.jsonl.{n}")))
-            .filter(|p| p.exists())
-            .collect();
-        assert!(files.len() >= 3, "{files:?}");
-        files.push(path);
-        let report = verify(&files, &Chain::new(None)).unwrap();
-        assert_eq!(report.records, 21);
-    }
-
-    #[test]
-    fn group_commit_serves_concurrent_callers() {
-        let (_dir, path, log) = fresh("a.jsonl");
-        let log = Arc::new(log);
-        let threads: Vec<_> = (0..16)
-            .map(|t| {
-                let log = Arc::clone(&log);
-                std::thread::spawn(move || {
-                    for i in 0..20 {
-                        log.append_attempt(rec(t * 100 + i)).unwrap();
-                    }
-                    20
-                })
-            })
-            .collect();
-        let total: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
-        assert_eq!(total, 320);
-        assert_eq!(verified(&path).unwrap().records, 320);
-    }
-
-    #[test]
-    fn a_trail_deleted_under_a_running_server_leaves_a_visible_gap() {
-        let (_dir, path, log) = fresh("a.jsonl");
-        log.append_attempt(rec(1)).unwrap();
-        log.append_attempt(rec(2)).unwrap();
-        std::fs::remove_file(&path).unwrap();
-        log.append_attempt(rec(3)).unwrap();
-        let b = verified(&path).unwrap_err();
-        assert_eq!(
-            (b.kind, b.line),
-            (crate::audit::verify::BreakKind::Deleted, 1),
-            "{b}"
-        );
-    }
-
-    #[test]
-    fn deleted_directory_is_an_error() {
-        let (_dir, base) = crate::testing::scratch(&["logs"]);
-        let sub = base.join("logs");
-        let log = AuditLog::open(&sub.join("a.jsonl"), AuditOptions::closed());
-        log.append_attempt(Map::new()).unwrap();
-        std::fs::remove_dir_all(&sub).unwrap();
-        assert!(log.append_attempt(Map::new()).is_err());
-    }
-
-    #[test]
-    fn a_torn_tail_is_sealed_on_reopen() {
-        let (_dir, path, log) = fresh("a.jsonl");
-        log.append_attempt(rec(1)).unwrap();
-        log.append_attempt(rec(2)).unwrap();
-        drop(log);
-        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
-        f.write_all(b"{\"kind\":\"attempt\",\"se").unwrap();
-        drop(f);
-        let err = verified(&path).unwrap_err();
-        assert_eq!(
-            (err.line, err.kind),
-            (3, crate::audit::verify::BreakKind::TornLastLine)
-        );
-        let log = AuditLog::open(&path, AuditOptions::closed());
-        log.append_attempt(rec(3)).unwrap();
-        let report = verify(&[path], &Chain::new(None)).unwrap();
-        assert_eq!(report.records, 4); // two, the recovery record, one more
-        assert_eq!(report.notes.len(), 1, "{:?}", report.notes);
-    }
-}
+mod tests;
