@@ -7,9 +7,13 @@ The downstream server is tests/gateway/hostile.py (plain JSON-RPC over stdio, no
 to a directory outside the jail. Every client here is raw JSON-RPC over stdio.
 - Per call: `tools/call echo {"text": "x"}` straight to hostile.py run as a plain child
   (/usr/bin/python3, unconfined) vs `tools/call hostile__echo` through the terminal server,
-  which runs it confined. N (default 500) calls each, in alternating blocks of 25 after a
-  warm-up of 50 each, side by side in one run. Prints p50 and p99 in ms, and gateway minus
-  direct.
+  which runs it confined; and, third, the floor under both (benches/floor_relay.rs, built
+  with `rustc -O`): a relay that only makes a record-sized line durable (fdatasync, on the
+  same disk as the terminal's trail) before passing each request on, and writes one after.
+  N (default 500) calls each, in alternating blocks of 25 after a warm-up of 50 each, side
+  by side in one run. Prints p50 and p99 in ms, gateway minus direct, what the floor costs
+  over direct (the durable write and the hop), and gateway minus the floor (the gateway's
+  own work: MCP both ways, the tool policy, two chained trail records, redaction).
 - Memory: the terminal server's VmRSS with no gateway servers vs three (a, b, c, all
   hostile.py), once all are listed and idle 2 s: the server's own increase per downstream
   server, and the VmRSS of each downstream server's process (descendants whose cmdline
@@ -100,11 +104,23 @@ def write_policy(base: str, name: str, servers: list, script: str) -> str:
     return path
 
 
+def floor_relay(base: str) -> str:
+    """benches/floor_relay.rs, built into `base`."""
+    out = os.path.join(base, "floor_relay")
+    subprocess.run(["rustc", "-O", "--edition", "2024", "-o", out,
+                    os.path.join(HERE, "floor_relay.rs")], check=True)
+    return out
+
+
 def per_call(binary: str, policy: str, script: str, n: int) -> None:
     gateway = raw_stdio.Server(binary, policy)
     wait_for(gateway, {"hostile__echo"}, 0.1)
     direct = unconfined(script)
-    ways = {"direct": (direct, "echo"), "gateway": (gateway, "hostile__echo")}
+    base = os.path.dirname(policy)
+    floor = raw_stdio.Server("", "", argv=[floor_relay(base), os.path.join(base, "floor.jsonl"),
+                                           "/usr/bin/python3", script])
+    ways = {"direct": (direct, "echo"), "floor": (floor, "echo"),
+            "gateway": (gateway, "hostile__echo")}
     for server, tool in ways.values():
         for _ in range(WARMUP):
             echo(server, tool)
@@ -119,10 +135,14 @@ def per_call(binary: str, policy: str, script: str, n: int) -> None:
     for name, ms in samples.items():
         p50, p99 = percentiles(ms)
         print(f"  {name:8} p50 {p50:6.2f}  p99 {p99:6.2f}")
-    d, g = percentiles(samples["direct"]), percentiles(samples["gateway"])
+    d, f, g = (percentiles(samples[way]) for way in ("direct", "floor", "gateway"))
     print(f"  gateway minus direct: p50 {g[0] - d[0]:+.2f} ms, p99 {g[1] - d[1]:+.2f} ms")
-    direct.close()
-    gateway.close()
+    print(f"  floor minus direct (the durable write and the hop): p50 {f[0] - d[0]:+.2f} ms, "
+          f"p99 {f[1] - d[1]:+.2f} ms")
+    print(f"  gateway minus floor (the gateway's own work): p50 {g[0] - f[0]:+.2f} ms, "
+          f"p99 {g[1] - f[1]:+.2f} ms")
+    for server in (direct, floor, gateway):
+        server.close()
 
 
 def memory(binary: str, none: str, three: str) -> None:
