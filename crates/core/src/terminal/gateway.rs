@@ -292,6 +292,27 @@ impl<'s> Forwarder<'s> {
             .record(attempt, &OperationResult::new(GATEWAY, code, reason));
     }
 
+    /// Records a call of one of `server`'s tools that the transport refused before the
+    /// pipeline could judge it (`result`: the server lists no such tool now, or it is down,
+    /// or the transport's limits said no), under `rule` when one applies. The record names
+    /// the server and the tool as asked, so `audit report` and `tail` count it with the
+    /// server's calls. Returns the result as recorded (redacted).
+    pub fn refused_before(
+        &self,
+        call: &ToolCall<'_>,
+        rule: Option<&str>,
+        result: OperationResult,
+    ) -> OperationResult {
+        let server = call.server.name.as_str();
+        let mut attempt = self.attempt(GATEWAY, call);
+        attempt.rule = rule.map(str::to_owned);
+        let result = self.0.redacted(
+            result.with_detail(json!({"server": server, "tool": call.tool, "rule": rule})),
+        );
+        self.0.gate.record(attempt, &result);
+        result
+    }
+
     /// The attempt record of `call` under `tool` (a call, or its explain): the server, the
     /// tool, the arguments redacted, who asked.
     fn attempt(&self, tool: &'static str, call: &ToolCall<'_>) -> Attempt {

@@ -32,50 +32,22 @@ pub(crate) async fn call(
     context: &RequestContext<RoleServer>,
 ) -> Option<CallToolResponse> {
     let name = request.name.as_ref();
-    let Some((server, tool)) = gateway.route(name) else {
-        // A server's name with a tool it does not list now (down, or not allowed).
-        let server = gateway.server_of(name)?;
-        let status = server.status();
-        let why = if status.ready {
-            format!(
-                "{name} is not a tool the {} server lists to you: its policy does not allow it, or the server does not have it (tools/list shows what you may call)",
-                server.entry.name
-            )
-        } else {
-            format!(
-                "the {} server is not running now (last: {}); it is restarted by itself, so list the tools again shortly",
-                server.entry.name,
-                status.last_end.unwrap_or_else(|| "starting".into())
-            )
-        };
-        let result = OperationResult::new(GATEWAY, ResultCode::PolicyDenied, why);
-        let args = request.arguments.clone().unwrap_or_default();
-        terminal.service.record_refusal(
-            GATEWAY,
-            &format!("{name} {}", serde_json::Value::Object(args)),
-            &result,
-            &caller_of(context),
-        );
-        return Some(to_result(result).into());
-    };
-    let caller = caller_of(context);
-    // Counted like the terminal's own calls on an `--http` server.
-    let _slot = match terminal.calls {
-        Some(calls) => match calls.begin(caller.sub.as_deref().unwrap_or_default()) {
-            Ok(slot) => Some(slot),
-            Err(reason) => {
-                let result = OperationResult::new(GATEWAY, ResultCode::PolicyDenied, reason);
-                terminal
-                    .service
-                    .record_refusal(GATEWAY, name, &result, &caller);
-                return Some(to_result(result).into());
-            }
-        },
-        None => None,
+    // A name of a server's with no tool it lists now (not allowed, not its own, or the
+    // server down) is refused here, and recorded as that server's call.
+    let (server, tool, listed) = match gateway.route(name) {
+        Some((server, tool)) => (server, tool, true),
+        None => {
+            let server = gateway.server_of(name)?;
+            let asked = name
+                .split_once(safe_mcp_core::gateway::SEPARATOR)
+                .map_or(name, |(_, tool)| tool)
+                .to_owned();
+            (server, asked, false)
+        }
     };
     let mut args = request.arguments.clone().unwrap_or_default();
     // A confirm tool's approved ticket is the gateway's, never the server's.
-    let ticket = if server.entry.tools.needs_approval(&tool) {
+    let ticket = if listed && server.entry.tools.needs_approval(&tool) {
         match args.remove(crate::gateway::TICKET_ARGUMENT) {
             Some(serde_json::Value::String(t)) => Some(t),
             _ => None,
@@ -83,16 +55,49 @@ pub(crate) async fn call(
     } else {
         None
     };
-    let args = serde_json::Value::Object(args);
     let call = ToolCall {
         server: &server.entry,
         narrowed: &server.narrowed,
         tool: &tool,
-        args,
-        caller,
+        args: serde_json::Value::Object(args),
+        caller: caller_of(context),
         session: terminal.session,
         approver: Some(terminal.approver),
         ticket,
+    };
+    let forwarder = Forwarder::of(terminal.service);
+    let refused = |rule: Option<&str>, why: String| {
+        let result = OperationResult::new(GATEWAY, ResultCode::PolicyDenied, why);
+        Some(to_result(forwarder.refused_before(&call, rule, result)).into())
+    };
+    if !listed {
+        let status = server.status();
+        return if status.ready {
+            refused(
+                Some("not listed"),
+                format!(
+                    "{name} is not a tool the {} server lists to you: its policy does not allow it, or the server does not have it (tools/list shows what you may call)",
+                    server.entry.name
+                ),
+            )
+        } else {
+            refused(
+                Some("not running"),
+                format!(
+                    "the {} server is not running now (last: {}); it is restarted by itself, so list the tools again shortly",
+                    server.entry.name,
+                    status.last_end.unwrap_or_else(|| "starting".into())
+                ),
+            )
+        };
+    }
+    // Counted like the terminal's own calls on an `--http` server.
+    let _slot = match terminal.calls {
+        Some(calls) => match calls.begin(call.caller.sub.as_deref().unwrap_or_default()) {
+            Ok(slot) => Some(slot),
+            Err(reason) => return refused(None, reason),
+        },
+        None => None,
     };
     // The client's cancellation reaches the forwarded request (the server is told), and the
     // call still ends with its outcome record.
@@ -108,9 +113,7 @@ pub(crate) async fn call(
             caller: call.caller.clone(),
         },
     };
-    let answer = Forwarder::of(terminal.service)
-        .call(call, &bound, cancel)
-        .await;
+    let answer = forwarder.call(call, &bound, cancel).await;
     Some(match answer {
         Answer::Result(value) => match serde_json::from_value::<CallToolResult>(value) {
             Ok(result) => result.into(),

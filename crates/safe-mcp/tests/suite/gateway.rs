@@ -440,25 +440,36 @@ async fn a_confirm_tool_is_forwarded_once_a_person_approves() {
 }
 
 /// `audit report` has the gateway's servers with their calls, and `audit tail` names the
-/// server of each gateway call.
+/// server of each gateway call: the refused ones too, a name the server does not list among
+/// them (refused before the pipeline, and recorded as the server's).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_report_and_the_tail_show_gateway_calls_by_server() {
     let (sb, _script) = hostile_sandbox("");
     let s = sb.session().await;
     wait_for_tool(&s, "hostile__echo").await;
     s.raw_call("hostile__echo", json!({"text": "a"})).await;
-    s.raw_call("hostile__hidden", json!({})).await;
+    let r = s.raw_call("hostile__hidden", json!({})).await;
+    assert_eq!(r.structured_content.unwrap()["code"], "POLICY_DENIED");
     drop(s);
+    assert!(sb.has_record(|r| r["kind"] == "attempt"
+        && r["tool"] == "gateway"
+        && r["gateway"]["server"] == "hostile"
+        && r["gateway"]["tool"] == "hidden"
+        && r["rule"] == "not listed"));
     let html = super::host_tools::report_html(&sb);
     let section = super::host_tools::report_section(&html, "Gateway servers");
-    assert!(section.contains("<td>hostile</td>"), "{section}");
+    // server, calls, forwarded, refused, failed: the refusal counts as the server's.
+    assert!(
+        section.contains("<td>hostile</td><td>2</td><td>1</td><td>1</td><td>0</td>"),
+        "{section}"
+    );
     let tail = std::process::Command::new(super::support::BIN)
         .args(["audit", "tail"])
         .arg(sb.base().join("audit.jsonl"))
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&tail.stdout);
-    assert!(text.contains("gateway:hostile"), "{text}");
+    assert_eq!(text.matches("gateway:hostile").count(), 2, "{text}");
 }
 
 /// `safe-mcp gateway add` writes an entry the terminal runs (read paths inferred, tools
