@@ -162,8 +162,14 @@ impl<'s> Forwarder<'s> {
     }
 
     /// `explain_command` for a gateway tool: the verdict `call` would get, without asking
-    /// anyone or forwarding anything; recorded like every explain.
-    pub fn explain(&self, call: &ToolCall<'_>) -> OperationResult {
+    /// anyone or forwarding anything; recorded like every explain. `unlisted` is why the
+    /// server lists no such tool now (the transport's word, as a call would be refused
+    /// with it), unless the tool policy refuses the call anyway, which says more.
+    pub fn explain(
+        &self,
+        call: &ToolCall<'_>,
+        unlisted: Option<(&str, String)>,
+    ) -> OperationResult {
         let started = Instant::now();
         let server = call.server.name.as_str();
         let bounds = Bounds {
@@ -188,6 +194,12 @@ impl<'s> Forwarder<'s> {
                 true,
             ),
             ToolVerdict::Refuse { code, rule, reason } => (code, rule, reason, false),
+        };
+        let (code, rule, reason, needs_approval) = match unlisted {
+            Some((rule, why)) if code == ResultCode::Ok => {
+                (ResultCode::PolicyDenied, rule.to_owned(), why, false)
+            }
+            _ => (code, rule, reason, needs_approval),
         };
         let detail = json!({
             "server": server, "tool": call.tool, "rule": rule,
@@ -290,6 +302,34 @@ impl<'s> Forwarder<'s> {
         self.0
             .gate
             .record(attempt, &OperationResult::new(GATEWAY, code, reason));
+    }
+
+    /// Refuses `call` of a tool its server does not list to the client now, `unlisted`
+    /// saying why (the transport's rule and reason: not allowed or not the server's, or the
+    /// server down): as the tool policy refuses it when it does (its rule says more), else
+    /// as `unlisted`. Recorded as the server's call ([`Forwarder::refused_before`]).
+    pub fn refuse_unlisted(
+        &self,
+        call: &ToolCall<'_>,
+        (rule, why): (&str, String),
+    ) -> OperationResult {
+        let bounds = Bounds {
+            jail: &call.narrowed.jail,
+            network: &call.narrowed.policy.network,
+        };
+        let server = call.server.name.as_str();
+        match judge(&call.server.tools, server, call.tool, &call.args, &bounds) {
+            ToolVerdict::Refuse { code, rule, reason } => self.refused_before(
+                call,
+                Some(&rule),
+                OperationResult::new(GATEWAY, code, reason),
+            ),
+            _ => self.refused_before(
+                call,
+                Some(rule),
+                OperationResult::new(GATEWAY, ResultCode::PolicyDenied, why),
+            ),
+        }
     }
 
     /// Records a call of one of `server`'s tools that the transport refused before the

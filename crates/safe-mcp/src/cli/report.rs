@@ -523,11 +523,14 @@ fn scopes(page: &mut String, records: &[Value], calls: &[(String, Call<'_>)]) {
 
 /// The gateway's downstream servers: per server, its calls (tools, resources, prompts, and
 /// what it asked of clients), how many were forwarded, refused or failed, and the bytes of
-/// what came back.
+/// what came back. An `explain_command` of a server's tool names the server too, but it is
+/// not a call of it.
 fn gateway(page: &mut String, calls: &[(String, Call<'_>)]) {
     let mut by: std::collections::BTreeMap<String, [u64; 5]> = Default::default();
     for (_, c) in calls {
-        let Some(attempt) = c.attempt else { continue };
+        let Some(attempt) = c.attempt.filter(|a| s(a, "tool") == "gateway") else {
+            continue;
+        };
         let Some(server) = attempt.get("gateway").map(|g| s(g, "server")) else {
             continue;
         };

@@ -13,6 +13,7 @@ use safe_mcp_core::terminal::gateway::{
 use safe_mcp_core::{OperationResult, ResultCode};
 
 use crate::gateway::Gateway;
+use crate::gateway::server::Server;
 use crate::mcp::call::{caller_of, to_result};
 
 /// What a gateway call takes of the terminal server's connection: its service, this
@@ -32,19 +33,7 @@ pub(crate) async fn call(
     context: &RequestContext<RoleServer>,
 ) -> Option<CallToolResponse> {
     let name = request.name.as_ref();
-    // A name of a server's with no tool it lists now (not allowed, not its own, or the
-    // server down) is refused here, and recorded as that server's call.
-    let (server, tool, listed) = match gateway.route(name) {
-        Some((server, tool)) => (server, tool, true),
-        None => {
-            let server = gateway.server_of(name)?;
-            let asked = name
-                .split_once(safe_mcp_core::gateway::SEPARATOR)
-                .map_or(name, |(_, tool)| tool)
-                .to_owned();
-            (server, asked, false)
-        }
-    };
+    let (server, tool, listed) = routed(gateway, name)?;
     let mut args = request.arguments.clone().unwrap_or_default();
     // A confirm tool's approved ticket is the gateway's, never the server's.
     let ticket = if listed && server.entry.tools.needs_approval(&tool) {
@@ -66,36 +55,17 @@ pub(crate) async fn call(
         ticket,
     };
     let forwarder = Forwarder::of(terminal.service);
-    let refused = |rule: Option<&str>, why: String| {
-        let result = OperationResult::new(GATEWAY, ResultCode::PolicyDenied, why);
-        Some(to_result(forwarder.refused_before(&call, rule, result)).into())
-    };
-    if !listed {
-        let status = server.status();
-        return if status.ready {
-            refused(
-                Some("not listed"),
-                format!(
-                    "{name} is not a tool the {} server lists to you: its policy does not allow it, or the server does not have it (tools/list shows what you may call)",
-                    server.entry.name
-                ),
-            )
-        } else {
-            refused(
-                Some("not running"),
-                format!(
-                    "the {} server is not running now (last: {}); it is restarted by itself, so list the tools again shortly",
-                    server.entry.name,
-                    status.last_end.unwrap_or_else(|| "starting".into())
-                ),
-            )
-        };
+    if let Some(unlisted) = unlisted(&server, name, listed) {
+        return Some(to_result(forwarder.refuse_unlisted(&call, unlisted)).into());
     }
     // Counted like the terminal's own calls on an `--http` server.
     let _slot = match terminal.calls {
         Some(calls) => match calls.begin(call.caller.sub.as_deref().unwrap_or_default()) {
             Ok(slot) => Some(slot),
-            Err(reason) => return refused(None, reason),
+            Err(reason) => {
+                let result = OperationResult::new(GATEWAY, ResultCode::PolicyDenied, reason);
+                return Some(to_result(forwarder.refused_before(&call, None, result)).into());
+            }
         },
         None => None,
     };
@@ -141,7 +111,7 @@ pub(crate) fn explain(
 ) -> Option<OperationResult> {
     let line = line.trim_start();
     let (name, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
-    let (server, tool) = gateway.route(name)?;
+    let (server, tool, listed) = routed(gateway, name)?;
     let args = match rest.trim() {
         "" => serde_json::Value::Object(serde_json::Map::new()),
         text => match serde_json::from_str::<serde_json::Value>(text) {
@@ -167,7 +137,50 @@ pub(crate) fn explain(
         approver: None,
         ticket: None,
     };
-    Some(Forwarder::of(terminal.service).explain(&call))
+    Some(Forwarder::of(terminal.service).explain(&call, unlisted(&server, name, listed)))
+}
+
+/// The server `name` is of, the tool as the server knows it, and whether the server lists
+/// it to the client now; `None` when `name` is no server's. A name of a server's with no
+/// tool it lists (not allowed, not its own, or the server down) is refused by the caller,
+/// and recorded as that server's call.
+fn routed(gateway: &Gateway, name: &str) -> Option<(Arc<Server>, String, bool)> {
+    if let Some((server, tool)) = gateway.route(name) {
+        return Some((server, tool, true));
+    }
+    let server = gateway.server_of(name)?;
+    let asked = name
+        .split_once(safe_mcp_core::gateway::SEPARATOR)
+        .map_or(name, |(_, tool)| tool)
+        .to_owned();
+    Some((server, asked, false))
+}
+
+/// Why `name` cannot be called now when `server` does not list it (`listed` false): the
+/// rule the refusal is recorded under, and the reason.
+fn unlisted(server: &Server, name: &str, listed: bool) -> Option<(&'static str, String)> {
+    if listed {
+        return None;
+    }
+    let status = server.status();
+    Some(if status.ready {
+        (
+            "not listed",
+            format!(
+                "{name} is not a tool the {} server lists to you: its policy does not allow it, or the server does not have it (tools/list shows what you may call)",
+                server.entry.name
+            ),
+        )
+    } else {
+        (
+            "not running",
+            format!(
+                "the {} server is not running now (last: {}); it is restarted by itself, so list the tools again shortly",
+                server.entry.name,
+                status.last_end.unwrap_or_else(|| "starting".into())
+            ),
+        )
+    })
 }
 
 /// A refusal of a passed-through request, as the JSON-RPC error the client gets.

@@ -449,18 +449,41 @@ async fn the_report_and_the_tail_show_gateway_calls_by_server() {
     wait_for_tool(&s, "hostile__echo").await;
     s.raw_call("hostile__echo", json!({"text": "a"})).await;
     let r = s.raw_call("hostile__hidden", json!({})).await;
-    assert_eq!(r.structured_content.unwrap()["code"], "POLICY_DENIED");
+    let v = r.structured_content.unwrap();
+    assert_eq!(v["code"], "POLICY_DENIED", "{v}");
+    assert!(v["reason"].as_str().unwrap().contains("tools.deny"), "{v}");
+    let r = s.raw_call("hostile__nosuch", json!({})).await;
+    let v = r.structured_content.unwrap();
+    assert!(
+        v["reason"]
+            .as_str()
+            .unwrap()
+            .contains("not a tool the hostile server lists"),
+        "{v}"
+    );
+    // explain_command answers for both as the calls were answered.
+    let explain = |command: &str| s.call("explain_command", json!({"command": command}));
+    let e = explain("hostile__hidden").await;
+    assert_eq!(e["detail"]["rule"], "tools.deny hidden", "{e}");
+    let e = explain("hostile__nosuch {}").await;
+    assert_eq!(e["detail"]["rule"], "not listed", "{e}");
+    assert_eq!(e["detail"]["would_run"], false, "{e}");
     drop(s);
     assert!(sb.has_record(|r| r["kind"] == "attempt"
         && r["tool"] == "gateway"
         && r["gateway"]["server"] == "hostile"
         && r["gateway"]["tool"] == "hidden"
+        && r["rule"] == "tools.deny hidden"));
+    // Not the server's at all: allowed by `*`, refused as not listed.
+    assert!(sb.has_record(|r| r["kind"] == "attempt"
+        && r["gateway"]["server"] == "hostile"
+        && r["gateway"]["tool"] == "nosuch"
         && r["rule"] == "not listed"));
     let html = super::host_tools::report_html(&sb);
     let section = super::host_tools::report_section(&html, "Gateway servers");
-    // server, calls, forwarded, refused, failed: the refusal counts as the server's.
+    // server, calls, forwarded, refused, failed: the refusals count as the server's.
     assert!(
-        section.contains("<td>hostile</td><td>2</td><td>1</td><td>1</td><td>0</td>"),
+        section.contains("<td>hostile</td><td>3</td><td>1</td><td>2</td><td>0</td>"),
         "{section}"
     );
     let tail = std::process::Command::new(super::support::BIN)
@@ -469,7 +492,7 @@ async fn the_report_and_the_tail_show_gateway_calls_by_server() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&tail.stdout);
-    assert_eq!(text.matches("gateway:hostile").count(), 2, "{text}");
+    assert_eq!(text.matches("gateway:hostile").count(), 3, "{text}");
 }
 
 /// `safe-mcp gateway add` writes an entry the terminal runs (read paths inferred, tools
