@@ -37,7 +37,19 @@ pub struct DownstreamIo {
     /// Handed its stdin and pid; never idle.
     pub interactive: Interactive,
     /// Why the transport stopped the run (a flood, a hang), once it did: for the outcome.
-    pub stopped_because: std::sync::Arc<dyn Fn() -> Option<String> + Send + Sync>,
+    pub stopped_because: std::sync::Arc<dyn Fn() -> Option<Stopped> + Send + Sync>,
+}
+
+/// Why the transport stopped a run, as its outcome says it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stopped {
+    /// For a cause of its own (a flood, a hang, the gateway stopping): said however the run
+    /// then ended, since a server whose output is closed under it may exit with a code of its
+    /// own (a broken pipe) before the kill lands.
+    For(String),
+    /// After its MCP connection ended: said only when a kill ended the run, since a server
+    /// that exits on its own closes its connection first.
+    After(String),
 }
 
 /// How a downstream server's run ended.
@@ -125,9 +137,13 @@ impl<'s> Runner<'s> {
         service.sweep_protected(&call);
         let (result, exit_code) = match outcome {
             Ok(o) => {
-                let stopped = o
-                    .cancelled
-                    .then(|| why().unwrap_or_else(|| "stopped by the gateway".into()));
+                let stopped = match why() {
+                    Some(Stopped::For(cause)) => Some(Stopped::For(cause)),
+                    after if o.cancelled => Some(
+                        after.unwrap_or_else(|| Stopped::After("stopped by the gateway".into())),
+                    ),
+                    _ => None,
+                };
                 (ended(o.exit_code, stopped, started), o.exit_code)
             }
             Err(failure) => (
@@ -145,13 +161,16 @@ impl<'s> Runner<'s> {
     }
 }
 
-/// The envelope of a downstream server that ran and ended: an exit of its own says so,
-/// whatever followed; a kill (the code of a signal, 128 and above) is why the gateway
-/// stopped it, when it did.
-fn ended(exit_code: Option<i32>, stopped: Option<String>, started: Instant) -> OperationResult {
+/// The envelope of a downstream server that ran and ended: a cause the gateway stopped it
+/// for, and the code it exited with if it did; else an exit of its own, whatever followed;
+/// a kill (the code of a signal, 128 and above) is why the gateway stopped it, when it did.
+fn ended(exit_code: Option<i32>, stopped: Option<Stopped>, started: Instant) -> OperationResult {
     let reason = match (exit_code, stopped) {
+        (Some(code), Some(Stopped::For(why))) if code < 128 => {
+            format!("{why}; it exited with code {code}")
+        }
         (Some(code), _) if code < 128 => format!("exited with code {code}"),
-        (_, Some(why)) => why,
+        (_, Some(Stopped::For(why) | Stopped::After(why))) => why,
         (Some(code), None) => format!("ended by signal {}", code - 128),
         (None, None) => "ended by a signal".to_owned(),
     };
@@ -169,5 +188,34 @@ pub fn program_of(command: &[String]) -> (String, Vec<String>) {
             (name, rest.to_vec())
         }
         None => (String::new(), Vec::new()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Stopped, ended};
+    use std::time::Instant;
+
+    fn said(code: Option<i32>, stopped: Option<Stopped>) -> String {
+        ended(code, stopped, Instant::now()).reason
+    }
+
+    #[test]
+    fn a_cause_is_said_however_the_run_ends() {
+        let flood = || Some(Stopped::For("stopped for flooding its output".into()));
+        assert_eq!(
+            said(Some(1), flood()),
+            "stopped for flooding its output; it exited with code 1"
+        );
+        assert_eq!(said(Some(137), flood()), "stopped for flooding its output");
+    }
+
+    #[test]
+    fn an_exit_of_its_own_is_not_put_down_to_its_connection() {
+        let after = || Some(Stopped::After("its MCP connection ended".into()));
+        assert_eq!(said(Some(3), after()), "exited with code 3");
+        assert_eq!(said(Some(137), after()), "its MCP connection ended");
+        assert_eq!(said(Some(137), None), "ended by signal 9");
+        assert_eq!(said(None, None), "ended by a signal");
     }
 }

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use safe_mcp_contract::{GivenStdio, InteractiveIo};
+use safe_mcp_core::terminal::downstream::Stopped;
 use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
 use tokio::net::unix::pipe::Receiver;
 use tokio_util::sync::CancellationToken;
@@ -29,7 +30,7 @@ pub struct Pipes {
     stderr: Mutex<VecDeque<u8>>,
     started: Mutex<Option<tokio::sync::oneshot::Sender<(OwnedFd, u32)>>>,
     /// Why the gateway stopped the run, once it did.
-    why: Mutex<Option<String>>,
+    why: Mutex<Option<Stopped>>,
     stop: CancellationToken,
 }
 
@@ -98,14 +99,25 @@ impl Pipes {
         }
     }
 
-    /// Stops the run, saying why (the first reason stays).
+    /// Stops the run for a cause of the gateway's own (a flood, a hang, its own stop), said
+    /// however the run then ends (the first reason stays).
     pub fn stop_for(&self, why: &str) {
-        lock(&self.why).get_or_insert_with(|| why.to_owned());
+        self.stop_with(Stopped::For(why.to_owned()));
+    }
+
+    /// Stops the run once its MCP connection ended: said only if a kill is what ends it (a
+    /// server that exited on its own ended its connection by exiting).
+    pub fn stop_after(&self, why: &str) {
+        self.stop_with(Stopped::After(why.to_owned()));
+    }
+
+    fn stop_with(&self, why: Stopped) {
+        lock(&self.why).get_or_insert(why);
         self.stop.cancel();
     }
 
     /// Why the gateway stopped the run, if it did.
-    pub fn stopped_because(&self) -> Option<String> {
+    pub fn stopped_because(&self) -> Option<Stopped> {
         lock(&self.why).clone()
     }
 

@@ -382,12 +382,11 @@ impl Server {
             }
             Err(why) => tracing::warn!("gateway server {}: {why}", self.entry.name),
         }
-        let why = if self.stop.is_cancelled() {
-            "the gateway stopped"
+        if self.stop.is_cancelled() {
+            pipes.stop_for("the gateway stopped");
         } else {
-            "its MCP connection ended"
-        };
-        pipes.stop_for(why);
+            pipes.stop_after("its MCP connection ended");
+        }
         ended(run.await)
     }
 
