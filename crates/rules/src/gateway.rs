@@ -350,59 +350,89 @@ fn refuse_pattern(check: &ArgCheck, text: &str) -> Result<(), (ResultCode, Strin
     }
 }
 
+/// A path argument inside the jail. A `file:` URL is read two ways, as a server may: its
+/// path as written (RFC 3986, as Python's `urlparse` leaves it) and decoded (WHATWG, as
+/// Node's `fileURLToPath` and the `url` crate do: `%2e%2e` is `..`); both must lie inside.
 fn check_path(text: &str, jail: &JailRoot) -> Result<(), (ResultCode, String)> {
-    // A `file:` URL names a path on this machine (any case; host empty or `localhost`); a
-    // file URL of another host is not a path the jail can judge.
-    let given = match text.get(..5).filter(|p| p.eq_ignore_ascii_case("file:")) {
-        Some(_) => {
-            let rest = &text[5..];
-            match rest.strip_prefix("//") {
-                None => rest,
-                Some(authority) => {
-                    let (host, path) =
-                        authority.split_at(authority.find('/').unwrap_or(authority.len()));
-                    if !(host.is_empty() || host.eq_ignore_ascii_case("localhost")) {
-                        return Err((
-                            ResultCode::PathEscape,
-                            format!(
-                                "{text:?} names a file of another host; name a path inside the jail"
-                            ),
-                        ));
-                    }
-                    path
-                }
-            }
-        }
-        None => text,
+    let inside = |path: &str| {
+        jail.check_path(path, jail.path()).map_err(|e| match e {
+            JailError::NoSuchDirectory { .. } => (ResultCode::InvalidRequest, e.to_string()),
+            _ => (ResultCode::PathEscape, e.to_string()),
+        })
     };
-    jail.check_path(given, jail.path()).map_err(|e| match e {
-        JailError::NoSuchDirectory { .. } => (ResultCode::InvalidRequest, e.to_string()),
-        _ => (ResultCode::PathEscape, e.to_string()),
-    })
+    if !text
+        .get(..5)
+        .is_some_and(|p| p.eq_ignore_ascii_case("file:"))
+    {
+        return inside(text);
+    }
+    let elsewhere = || {
+        (
+            ResultCode::PathEscape,
+            format!(
+                "{text:?} is not a file URL of this machine's paths; name a path inside the jail"
+            ),
+        )
+    };
+    let rest = &text[5..];
+    let written = match rest.strip_prefix("//") {
+        None => rest,
+        Some(authority) => {
+            let (host, path) = authority.split_at(authority.find('/').unwrap_or(authority.len()));
+            if !(host.is_empty() || host.eq_ignore_ascii_case("localhost")) {
+                return Err(elsewhere());
+            }
+            path
+        }
+    };
+    inside(written)?;
+    // `to_file_path` refuses a host other than `localhost`; a path that does not decode to
+    // text cannot be judged.
+    let decoded = url::Url::parse(text)
+        .ok()
+        .and_then(|u| u.to_file_path().ok())
+        .ok_or_else(elsewhere)?;
+    inside(decoded.to_str().ok_or_else(elsewhere)?)
 }
 
+/// A URL argument whose host is on the server's network allowlist. The host is read two
+/// ways, as a server may: by RFC 3986 (Python's `urllib` and `httpx`: the authority runs to
+/// the first `/`, `?` or `#`, the host follows its last `@`) and by WHATWG (Node's, the
+/// browsers', the `url` crate: a `\` ends the authority too); both must be allowed.
 fn check_url(text: &str, network: &NetworkPolicy) -> Result<(), (ResultCode, String)> {
-    let host = url_host(text).ok_or_else(|| {
+    let not_a_url = || {
         (
             ResultCode::InvalidRequest,
             format!("{text:?} is not an http(s) URL with a host name"),
         )
-    })?;
+    };
+    let rfc3986 = url_host(text).ok_or_else(not_a_url)?;
+    let whatwg = url::Url::parse(text)
+        .ok()
+        .filter(|u| matches!(u.scheme(), "http" | "https"))
+        .and_then(|u| match u.host()? {
+            url::Host::Domain(d) => Some(d.to_owned()),
+            url::Host::Ipv4(a) => Some(a.to_string()),
+            url::Host::Ipv6(a) => Some(a.to_string()),
+        })
+        .ok_or_else(not_a_url)?;
     if network.mode != NetworkMode::Allowlist {
         return Err((
             ResultCode::PolicyDenied,
             format!(
-                "this server has no network allowlist, so no URL is fetched for it (give its [[gateway.servers]] entry network.allow_domains with {host})"
+                "this server has no network allowlist, so no URL is fetched for it (give its [[gateway.servers]] entry network.allow_domains with {rfc3986})"
             ),
         ));
     }
-    network
-        .judge(host)
-        .map(|_| ())
-        .map_err(|r| (ResultCode::PolicyDenied, r.reason))
+    for host in [rfc3986, whatwg.as_str()] {
+        network
+            .judge(host)
+            .map_err(|r| (ResultCode::PolicyDenied, r.reason))?;
+    }
+    Ok(())
 }
 
-/// The host of an `http` or `https` URL, without user info or port.
+/// The host of an `http` or `https` URL as RFC 3986 reads it, without user info or port.
 fn url_host(text: &str) -> Option<&str> {
     let lower = text
         .get(..8)

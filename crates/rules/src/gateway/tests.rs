@@ -171,6 +171,10 @@ fn paths_stay_in_the_jail() {
             rule: "tools.allow read_*".into()
         }
     );
+    assert!(matches!(
+        verdict("read_file", json!({"path": "file:///jail/a%20b.txt"})),
+        ToolVerdict::Allow { .. }
+    ));
     assert_eq!(
         verdict("read_file", json!({"path": "/jail/a.txt"})),
         ToolVerdict::Allow {
@@ -185,6 +189,11 @@ fn paths_stay_in_the_jail() {
         "FILE:///etc/passwd",
         "file://localhost/etc/passwd",
         "file://other.host/jail/x",
+        // A file URL's path is percent-encoded: a server decodes it, so the jail judges it
+        // decoded too.
+        "file:///jail/%2e%2e/etc/passwd",
+        "file:///jail/a/%2E%2E/%2E%2E/etc/passwd",
+        "file:///jail/..%2f..%2fetc/passwd",
     ] {
         assert_eq!(
             code(&verdict("read_file", json!({"path": outside}))),
@@ -221,6 +230,10 @@ fn urls_stay_on_the_network() {
         "http://127.0.0.1:9/",
         "http://[::1]/",
         "ftp://example.com/",
+        // Parsers disagree on a backslash in the authority: WHATWG's (Node's) ends the host
+        // at it, RFC 3986's (Python's) reads up to the last '@'. Both readings are judged.
+        "http://evil.test\\@example.com/",
+        "http://example.com\\@evil.test/",
     ] {
         assert!(
             code(&verdict("fetch", json!({"url": bad}))).is_some(),
