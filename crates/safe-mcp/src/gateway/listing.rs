@@ -37,7 +37,7 @@ impl Gateway {
             if let Some(peer) = server.peer()
                 && let Some(list) = bounded(server, peer.list_all_resources()).await
             {
-                out.extend(list.iter().map(|r| server.scrub(r)));
+                out.extend(list.iter().filter_map(|r| server.scrub(r)));
             }
         }
         out
@@ -50,7 +50,7 @@ impl Gateway {
             if let Some(peer) = server.peer()
                 && let Some(list) = bounded(server, peer.list_all_resource_templates()).await
             {
-                out.extend(list.iter().map(|t| server.scrub(t)));
+                out.extend(list.iter().filter_map(|t| server.scrub(t)));
             }
         }
         out
@@ -89,8 +89,7 @@ impl Gateway {
             if let Some(peer) = server.peer()
                 && let Some(list) = bounded(server, peer.list_all_prompts()).await
             {
-                for prompt in list {
-                    let mut prompt = server.scrub(&prompt);
+                for mut prompt in list.iter().filter_map(|p| server.scrub(p)) {
                     prompt.name =
                         safe_mcp_core::gateway::client_name(&server.entry.name, &prompt.name);
                     out.push(prompt);

@@ -263,14 +263,25 @@ impl Server {
         safe_mcp_core::terminal::gateway::scrub_text(text, &self.narrowed, &self.main)
     }
 
-    /// `item` from the server (a listing, a request it makes of the client), every string
-    /// in it redacted as [`Server::scrub_text`] does; as it was if it does not come back.
-    pub fn scrub<T: serde::Serialize + serde::de::DeserializeOwned + Clone>(&self, item: &T) -> T {
-        let Ok(mut value) = serde_json::to_value(item) else {
-            return item.clone();
-        };
-        safe_mcp_core::terminal::gateway::scrub(&mut value, &self.narrowed, &self.main);
-        serde_json::from_value(value).unwrap_or_else(|_| item.clone())
+    /// `value` from the server, every string in it redacted as [`Server::scrub_text`] does.
+    pub fn scrub_value(&self, value: &mut Value) {
+        safe_mcp_core::terminal::gateway::scrub(value, &self.narrowed, &self.main);
+    }
+
+    /// `item` from the server (a listing, a request it makes of the client) redacted as
+    /// [`Server::scrub_value`] does; `None`, so that it is withheld, when its redacted form
+    /// is not one (never passed on as it was: that would pass a secret on).
+    pub fn scrub<T: serde::Serialize + serde::de::DeserializeOwned>(&self, item: &T) -> Option<T> {
+        let mut value = serde_json::to_value(item).ok()?;
+        self.scrub_value(&mut value);
+        let scrubbed = serde_json::from_value(value).ok();
+        if scrubbed.is_none() {
+            tracing::warn!(
+                "gateway server {}: an item it sent is withheld: redacted, it no longer reads as one",
+                self.entry.name
+            );
+        }
+        scrubbed
     }
 
     /// Its state now.
@@ -458,17 +469,17 @@ impl Server {
         let listed = tools
             .into_iter()
             .filter(|t| self.entry.tools.lists(&t.name))
-            .map(|tool| {
+            .filter_map(|tool| {
                 let own = tool.name.to_string();
                 // What the server says of its tools reaches the model: redacted.
-                let mut tool = self.scrub(&tool);
+                let mut tool = self.scrub(&tool)?;
                 // A tool a person approves each call of takes the ticket a refusal gives,
                 // as run_command does; the gateway keeps it from the server.
                 if self.entry.tools.needs_approval(&own) {
                     with_ticket(&mut tool);
                 }
                 tool.name = safe_mcp_core::gateway::client_name(&self.entry.name, &own).into();
-                Listed { own, tool }
+                Some(Listed { own, tool })
             })
             .collect();
         *lock(&self.tools) = Arc::new(listed);
@@ -546,27 +557,19 @@ impl Client {
         Client { server, changed }
     }
 
-    /// A request of the server's, redacted before it reaches the client.
-    fn scrubbed<T: serde::Serialize + serde::de::DeserializeOwned + Clone>(&self, item: &T) -> T {
-        match self.server.upgrade() {
-            Some(server) => server.scrub(item),
-            None => item.clone(),
-        }
-    }
-
     /// Whether its server passes resources and prompts through.
     fn passes(&self) -> bool {
         self.server.upgrade().is_some_and(|s| s.entry.resources)
     }
 
-    /// The client of the call in flight a server's request belongs to, once the entry
-    /// allows `what` (`allowed`), recorded either way.
-    fn ask_upstream(
+    /// The client of the call in flight a server's request belongs to, and the request
+    /// redacted, once the entry allows `what` (`allowed`); recorded either way.
+    fn ask_upstream<T: serde::Serialize + serde::de::DeserializeOwned>(
         &self,
-        what: &str,
+        (what, params): (&str, &T),
         allowed: impl Fn(&Server) -> bool,
         key: &str,
-    ) -> Result<Upstream, rmcp::ErrorData> {
+    ) -> Result<(Upstream, T), rmcp::ErrorData> {
         let server = self
             .server
             .upgrade()
@@ -593,8 +596,14 @@ impl Client {
                 server.entry.name
             )));
         };
+        let Some(params) = server.scrub(params) else {
+            return Err(refuse(format!(
+                "the safe-mcp gateway could not redact this {what} request of the {} server, so it is not passed on",
+                server.entry.name
+            )));
+        };
         forwarder.asked(&server.entry, what, Ok(()), &caller);
-        Ok(upstream)
+        Ok((upstream, params))
     }
 }
 
@@ -666,7 +675,7 @@ impl ClientHandler for Client {
         let Some(server) = self.server.upgrade() else {
             return;
         };
-        params.data = server.scrub(&params.data);
+        server.scrub_value(&mut params.data);
         params.logger = Some(match params.logger.take() {
             Some(l) => format!("{}/{}", server.entry.name, server.scrub_text(&l)),
             None => server.entry.name.clone(),
@@ -681,8 +690,11 @@ impl ClientHandler for Client {
         _context: RequestContext<RoleClient>,
     ) -> Result<rmcp::model::CreateMessageResult, rmcp::ErrorData> {
         let what = "sampling/createMessage";
-        let upstream = self.ask_upstream(what, |s| s.entry.allow_sampling, "allow_sampling")?;
-        let params = self.scrubbed(&params);
+        let (upstream, params) = self.ask_upstream(
+            (what, &params),
+            |s| s.entry.allow_sampling,
+            "allow_sampling",
+        )?;
         let asked = upstream.peer.create_message(params).await;
         asked.map_err(|e| rmcp::ErrorData::internal_error(format!("the client: {e}"), None))
     }
@@ -693,9 +705,11 @@ impl ClientHandler for Client {
         _context: RequestContext<RoleClient>,
     ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
         let what = "elicitation/create";
-        let upstream =
-            self.ask_upstream(what, |s| s.entry.allow_elicitation, "allow_elicitation")?;
-        let params = self.scrubbed(&params);
+        let (upstream, params) = self.ask_upstream(
+            (what, &params),
+            |s| s.entry.allow_elicitation,
+            "allow_elicitation",
+        )?;
         let asked = upstream.peer.create_elicitation(params).await;
         asked.map_err(|e| rmcp::ErrorData::internal_error(format!("the client: {e}"), None))
     }
