@@ -36,14 +36,7 @@ impl Downstream for Bound<'_> {
                 reason,
             };
             let Some((peer, run)) = server.current() else {
-                let why = server
-                    .status()
-                    .last_end
-                    .unwrap_or_else(|| "starting".into());
-                return Err(failed(format!(
-                    "the {} server is not running now (last: {why}); it is restarted by itself, so try again shortly",
-                    server.entry.name
-                )));
+                return Err(failed(server.not_running()));
             };
             let mut params = CallToolRequestParams::new(tool.to_owned());
             if let Value::Object(map) = args {

@@ -284,6 +284,16 @@ impl Server {
         scrubbed
     }
 
+    /// Why a call of it cannot be forwarded while it is down, and what to do instead.
+    pub fn not_running(&self) -> String {
+        let last = self.status().last_end;
+        format!(
+            "the {} server is not running now (last: {}); it is restarted by itself, so try again shortly (tools/list shows its tools once it is up)",
+            self.entry.name,
+            last.as_deref().unwrap_or("starting")
+        )
+    }
+
     /// Its state now.
     pub fn status(&self) -> Status {
         lock(&self.status).clone()

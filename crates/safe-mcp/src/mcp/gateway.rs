@@ -162,8 +162,7 @@ fn unlisted(server: &Server, name: &str, listed: bool) -> Option<(&'static str, 
     if listed {
         return None;
     }
-    let status = server.status();
-    Some(if status.ready {
+    Some(if server.status().ready {
         (
             "not listed",
             format!(
@@ -172,14 +171,7 @@ fn unlisted(server: &Server, name: &str, listed: bool) -> Option<(&'static str, 
             ),
         )
     } else {
-        (
-            "not running",
-            format!(
-                "the {} server is not running now (last: {}); it is restarted by itself, so list the tools again shortly",
-                server.entry.name,
-                status.last_end.unwrap_or_else(|| "starting".into())
-            ),
-        )
+        ("not running", server.not_running())
     })
 }
 
@@ -217,7 +209,10 @@ where
     };
     let (name, reaching) = (server.entry.name.clone(), Arc::clone(server));
     let answer = Box::pin(async move {
-        let peer = reaching.peer().ok_or_else(|| down(&name))?;
+        let peer = reaching.peer().ok_or_else(|| DownstreamError {
+            code: ResultCode::OperationFailed,
+            reason: reaching.not_running(),
+        })?;
         let got = ask(peer).await.map_err(|e| failed(&name, &e))?;
         serde_json::to_value(got).map_err(|e| failed(&name, &e))
     });
@@ -312,13 +307,6 @@ pub(crate) async fn subscription(
         },
     )
     .await
-}
-
-fn down(server: &str) -> DownstreamError {
-    DownstreamError {
-        code: ResultCode::OperationFailed,
-        reason: format!("the {server} server is not running now; it is restarted by itself"),
-    }
 }
 
 fn failed(server: &str, e: &dyn std::fmt::Display) -> DownstreamError {
