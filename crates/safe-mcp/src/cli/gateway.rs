@@ -3,8 +3,10 @@
 //! `add` is the gateway's `init`: it appends an entry for an installed server to the policy,
 //! with the read paths its files need (a node package's `node_modules`, a venv's root, the
 //! file's own directory otherwise) and the tools named with `--allow` (none by default: a
-//! server's tools are denied until listed), then loads the policy as the terminal server
-//! would; a policy that does not load is put back as it was, with the reason. `list` shows
+//! server's tools are denied until listed). The new text is loaded as the terminal server
+//! would load it before anything is written: a policy that would not load is left as it
+//! was, with the reason; one that does replaces the old at once (a crash leaves one or the
+//! other, never half). `list` shows
 //! each server's command, tools policy and confinement without starting anything. The
 //! terminal server (`safe-mcp terminal`) runs the servers: there is no second process.
 
@@ -49,12 +51,19 @@ pub(crate) fn add(config: Option<&Path>, entry: &Add<'_>) -> ExitCode {
         before.trim_end(),
         entry_text(entry, jail.as_deref())
     );
-    if let Err(e) = std::fs::write(&path, &text) {
-        return fatal(format!("{}: {e}", path.display()));
-    }
-    if let Err(e) = super::load(Some(&path), Section::Terminal) {
-        let _ = std::fs::write(&path, before);
+    if let Err(e) = safe_mcp_core::load::policy_from_toml(
+        &text,
+        &path,
+        &safe_mcp_core::config::ProcessEnv,
+        Section::Terminal,
+    ) {
         return fatal(format!("{e}\n(the policy is as it was: nothing was added)"));
+    }
+    if let Err(e) = replace(&path, &text) {
+        return fatal(format!(
+            "{}: {e} (the policy is as it was: nothing was added)",
+            path.display()
+        ));
     }
     say!("added the {} server to {}", entry.name, path.display());
     if entry.allow.is_empty() {
@@ -68,6 +77,42 @@ pub(crate) fn add(config: Option<&Path>, entry: &Add<'_>) -> ExitCode {
         entry.name
     );
     ExitCode::SUCCESS
+}
+
+/// Replaces the file at `path` (through a link, its target) with `text`: written beside it
+/// with its mode and owner, made durable, renamed over it, the directory made durable.
+fn replace(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+    let real = std::fs::canonicalize(path)?;
+    let was = std::fs::metadata(&real)?;
+    let (Some(dir), Some(name)) = (real.parent(), real.file_name()) else {
+        return Err(std::io::Error::other("not a file's path"));
+    };
+    let temp = dir.join(format!(".{}.safe-mcp.tmp", name.to_string_lossy()));
+    // What a killed add left behind; create_new then refuses anything put there since.
+    let _ = std::fs::remove_file(&temp);
+    let written = (|| {
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(was.mode() & 0o777)
+            .open(&temp)?;
+        file.write_all(text.as_bytes())?;
+        file.set_permissions(std::fs::Permissions::from_mode(was.mode() & 0o777))?;
+        if rustix::process::geteuid().is_root() {
+            std::os::unix::fs::fchown(&file, Some(was.uid()), Some(was.gid()))?;
+        }
+        file.sync_all()?;
+        std::fs::rename(&temp, &real)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&temp);
+        return written;
+    }
+    // Replaced: the rename stands whether or not the directory's fsync answers.
+    let _ = std::fs::File::open(dir).and_then(|d| d.sync_all());
+    Ok(())
 }
 
 /// The policy file `gateway` edits.

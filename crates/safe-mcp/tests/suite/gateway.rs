@@ -511,6 +511,9 @@ async fn gateway_add_writes_an_entry_the_terminal_runs() {
             .output()
             .unwrap()
     };
+    // The operator's own mode is kept (the policy is replaced, not edited in place).
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&sb.policy, std::fs::Permissions::from_mode(0o600)).unwrap();
     let before = std::fs::read_to_string(&sb.policy).unwrap();
     let bad = std::process::Command::new(super::support::BIN)
         .args(["gateway", "add", "--config"])
@@ -531,6 +534,8 @@ async fn gateway_add_writes_an_entry_the_terminal_runs() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
+    let mode = std::fs::metadata(&sb.policy).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
     // Read paths come from the command's files only: the directory operand (here one that
     // holds the jail, the policy and the trail) is data, never made readable.
     let written = std::fs::read_to_string(&sb.policy).unwrap();
